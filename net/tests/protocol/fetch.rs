@@ -1,0 +1,245 @@
+//! The zero-copy Fetch framer, checked against `kafka-protocol`'s own `FetchResponse` decoder
+//! for every version it supports.
+
+use bytes::{Buf, Bytes, BytesMut};
+use net::kafka_protocol::messages::{ApiKey, FetchResponse, ResponseHeader, TopicName};
+use net::kafka_protocol::protocol::{Decodable, StrBytes};
+use net::{
+    encode_fetch_response, response_header_version, FetchAbortedTransaction, FetchPartitionData,
+    FetchResponseData, FetchTopicData, NetError, FETCH_FRAMER_VERSIONS,
+};
+
+use crate::common::fake_records;
+
+fn data(version: i16) -> FetchResponseData {
+    let preferred_read_replica = if version >= 11 { 2 } else { -1 };
+    let partition = |index: i32, records: Vec<Bytes>, aborted| FetchPartitionData {
+        partition_index: index,
+        error_code: if index == 2 { 1 } else { 0 },
+        high_watermark: 1000 + i64::from(index),
+        last_stable_offset: 900 + i64::from(index),
+        log_start_offset: if version >= 5 {
+            10 + i64::from(index)
+        } else {
+            -1
+        },
+        aborted_transactions: aborted,
+        preferred_read_replica,
+        records,
+    };
+    FetchResponseData {
+        throttle_time_ms: 17,
+        error_code: if version >= 7 { 0 } else { 0 },
+        session_id: if version >= 7 { 12345 } else { 0 },
+        topics: vec![
+            FetchTopicData {
+                topic: TopicName(StrBytes::from_static_str("orders")),
+                topic_id: uuid::Uuid::from_u128(0xfeed_beef_0000_0000_1111_2222_3333_4444),
+                partitions: vec![
+                    partition(
+                        0,
+                        vec![fake_records(300), fake_records(61), fake_records(1000)],
+                        None,
+                    ),
+                    partition(1, vec![], Some(vec![])),
+                    partition(
+                        2,
+                        vec![fake_records(5)],
+                        Some(vec![FetchAbortedTransaction {
+                            producer_id: 7,
+                            first_offset: 950,
+                        }]),
+                    ),
+                ],
+            },
+            FetchTopicData {
+                topic: TopicName(StrBytes::from_static_str("")),
+                topic_id: uuid::Uuid::nil(),
+                partitions: vec![],
+            },
+            FetchTopicData {
+                topic: TopicName(StrBytes::from_static_str("payments")),
+                topic_id: uuid::Uuid::from_u128(5),
+                partitions: vec![partition(9, vec![Bytes::new(), fake_records(70)], None)],
+            },
+        ],
+    }
+}
+
+fn concat(chunks: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::new();
+    for chunk in chunks {
+        out.extend_from_slice(chunk);
+    }
+    out.freeze()
+}
+
+#[test]
+fn decodes_with_kafka_protocol_for_every_supported_version() {
+    for version in FETCH_FRAMER_VERSIONS.min..=FETCH_FRAMER_VERSIONS.max {
+        let expected = data(version);
+        let chunks = encode_fetch_response(version, 31, &expected).unwrap();
+        let mut buf = concat(&chunks);
+        let size = buf.get_i32();
+        assert_eq!(
+            usize::try_from(size).unwrap(),
+            buf.len(),
+            "v{version} size prefix"
+        );
+        let header_version = response_header_version(ApiKey::Fetch, version);
+        let header = ResponseHeader::decode(&mut buf, header_version).unwrap();
+        assert_eq!(header.correlation_id, 31);
+        let decoded = FetchResponse::decode(&mut buf, version)
+            .unwrap_or_else(|err| panic!("v{version}: {err:#}"));
+        assert!(!buf.has_remaining(), "v{version}: trailing bytes");
+
+        assert_eq!(decoded.throttle_time_ms, expected.throttle_time_ms);
+        assert_eq!(decoded.error_code, expected.error_code);
+        assert_eq!(decoded.session_id, expected.session_id);
+        assert_eq!(decoded.responses.len(), expected.topics.len());
+        for (got, want) in decoded.responses.iter().zip(&expected.topics) {
+            if version >= 13 {
+                assert_eq!(got.topic_id, want.topic_id, "v{version}");
+            } else {
+                assert_eq!(got.topic, want.topic, "v{version}");
+            }
+            assert_eq!(got.partitions.len(), want.partitions.len());
+            for (got, want) in got.partitions.iter().zip(&want.partitions) {
+                assert_eq!(got.partition_index, want.partition_index);
+                assert_eq!(got.error_code, want.error_code);
+                assert_eq!(got.high_watermark, want.high_watermark);
+                assert_eq!(got.last_stable_offset, want.last_stable_offset);
+                if version >= 5 {
+                    assert_eq!(got.log_start_offset, want.log_start_offset);
+                }
+                let got_aborted = got.aborted_transactions.as_ref().map(|list| {
+                    list.iter()
+                        .map(|t| (t.producer_id.0, t.first_offset))
+                        .collect::<Vec<_>>()
+                });
+                let want_aborted = want.aborted_transactions.as_ref().map(|list| {
+                    list.iter()
+                        .map(|t| (t.producer_id, t.first_offset))
+                        .collect::<Vec<_>>()
+                });
+                assert_eq!(got_aborted, want_aborted, "v{version}");
+                assert_eq!(got.preferred_read_replica.0, want.preferred_read_replica);
+                assert_eq!(
+                    got.records.as_ref().map(|r| r.to_vec()),
+                    Some(want.records.concat())
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn matches_kafka_protocol_encoder_bytes() {
+    // The framer and kafka-protocol's (copying) encoder produce identical frames.
+    use net::kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, FetchableTopicResponse, PartitionData,
+    };
+    use net::kafka_protocol::messages::{BrokerId, ProducerId};
+    for version in FETCH_FRAMER_VERSIONS.min..=FETCH_FRAMER_VERSIONS.max {
+        let input = data(version);
+        let topics = input
+            .topics
+            .iter()
+            .map(|topic| {
+                let partitions = topic
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        PartitionData::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(p.error_code)
+                            .with_high_watermark(p.high_watermark)
+                            .with_last_stable_offset(p.last_stable_offset)
+                            .with_log_start_offset(p.log_start_offset)
+                            .with_aborted_transactions(p.aborted_transactions.as_ref().map(|l| {
+                                l.iter()
+                                    .map(|t| {
+                                        AbortedTransaction::default()
+                                            .with_producer_id(ProducerId(t.producer_id))
+                                            .with_first_offset(t.first_offset)
+                                    })
+                                    .collect()
+                            }))
+                            .with_preferred_read_replica(BrokerId(p.preferred_read_replica))
+                            .with_records(Some(Bytes::from(p.records.concat())))
+                    })
+                    .collect();
+                let response = FetchableTopicResponse::default().with_partitions(partitions);
+                if version >= 13 {
+                    response.with_topic_id(topic.topic_id)
+                } else {
+                    response.with_topic(topic.topic.clone())
+                }
+            })
+            .collect();
+        let response = FetchResponse::default()
+            .with_throttle_time_ms(input.throttle_time_ms)
+            .with_error_code(input.error_code)
+            .with_session_id(input.session_id)
+            .with_responses(topics);
+        let reference = net::encode_response(ApiKey::Fetch, version, 8, &response).unwrap();
+        let framed = concat(&encode_fetch_response(version, 8, &input).unwrap());
+        assert_eq!(framed, reference, "v{version}");
+    }
+}
+
+#[test]
+fn record_batches_are_not_copied() {
+    let input = data(12);
+    let chunks = encode_fetch_response(12, 1, &input).unwrap();
+    let batches: Vec<&Bytes> = input
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .flat_map(|p| &p.records)
+        .filter(|b| !b.is_empty())
+        .collect();
+    for batch in &batches {
+        assert!(
+            chunks
+                .iter()
+                .any(|c| c.as_ptr() == batch.as_ptr() && c.len() == batch.len()),
+            "each batch must appear as its own chunk, same allocation"
+        );
+    }
+    // 4 batches, each preceded by a field chunk, plus the trailing field chunk.
+    assert_eq!(chunks.len(), 2 * batches.len() + 1);
+    assert_eq!(
+        &chunks[0][4..8],
+        &1_i32.to_be_bytes(),
+        "first chunk: prefix and header"
+    );
+}
+
+#[test]
+fn version_limits_are_errors() {
+    assert!(matches!(
+        encode_fetch_response(3, 1, &data(4)),
+        Err(NetError::Encode {
+            api_key: ApiKey::Fetch,
+            api_version: 3,
+            ..
+        })
+    ));
+    assert!(encode_fetch_response(19, 1, &data(18)).is_err());
+    // Session id needs v7; preferred read replica needs v11.
+    assert!(encode_fetch_response(6, 1, &data(7)).is_err());
+    assert!(encode_fetch_response(10, 1, &data(11)).is_err());
+}
+
+#[test]
+fn long_topic_name_below_v12_is_an_error() {
+    let mut input = data(11);
+    input.topics[0].topic = TopicName(StrBytes::from_string("t".repeat(40_000)));
+    assert!(matches!(
+        encode_fetch_response(11, 1, &input),
+        Err(NetError::Encode { .. })
+    ));
+    // Compact strings have no such limit.
+    assert!(encode_fetch_response(12, 1, &input).is_ok());
+}

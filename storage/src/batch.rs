@@ -1,0 +1,305 @@
+//! Kafka RecordBatch v2 header: parsing, validation and the fields the log stamps on append.
+//!
+//! Layout (Kafka protocol guide, "Record Batch"), all big-endian:
+//! `baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 | crc u32 |
+//! attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64 |
+//! producerId i64 | producerEpoch i16 | baseSequence i32 | recordsCount i32 | records...`.
+//! `batchLength` counts the bytes after itself; the CRC-32C covers `attributes` to the end, so
+//! the log can rewrite `baseOffset` and `partitionLeaderEpoch` without recomputing it.
+
+use crate::error::BatchError;
+use crate::types::{LeaderEpoch, Offset, TimestampMs};
+use bytes::{Bytes, BytesMut};
+
+/// Size of the RecordBatch v2 header, in bytes.
+pub const BATCH_HEADER_BYTES: usize = 61;
+/// Bytes before the `batchLength` field's coverage starts (`baseOffset` + `batchLength`).
+pub const LOG_OVERHEAD_BYTES: usize = 12;
+const MAGIC_AT: usize = 16;
+const CRC_AT: usize = 17;
+const CRC_COVERS_FROM: usize = 21;
+const ATTRIBUTES_AT: usize = 21;
+const LAST_OFFSET_DELTA_AT: usize = 23;
+const BASE_TIMESTAMP_AT: usize = 27;
+const MAX_TIMESTAMP_AT: usize = 35;
+const PRODUCER_ID_AT: usize = 43;
+const PRODUCER_EPOCH_AT: usize = 51;
+const BASE_SEQUENCE_AT: usize = 53;
+const RECORDS_COUNT_AT: usize = 57;
+const LEADER_EPOCH_AT: usize = 12;
+
+/// The parsed fixed header of one RecordBatch v2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: Offset,
+    /// Bytes after the `batchLength` field; the whole batch is `batch_length + 12` bytes.
+    pub batch_length: i32,
+    pub partition_leader_epoch: LeaderEpoch,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: TimestampMs,
+    pub max_timestamp: TimestampMs,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records_count: i32,
+}
+
+impl BatchHeader {
+    /// Whole batch size in bytes, including `baseOffset` and `batchLength`.
+    pub fn size_bytes(&self) -> usize {
+        // batch_length is checked non-negative by `parse`.
+        LOG_OVERHEAD_BYTES + usize::try_from(self.batch_length).unwrap_or(0)
+    }
+
+    /// Offset of the last record in the batch.
+    pub fn last_offset(&self) -> Offset {
+        self.base_offset.plus(i64::from(self.last_offset_delta))
+    }
+
+    /// Compression codec id from the attributes (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+    pub fn compression(&self) -> u8 {
+        // Masked to 3 bits, so the narrowing cannot lose information.
+        (self.attributes & 0x07) as u8
+    }
+
+    /// Whether `attributes` bit 3 (timestamp type) says LogAppendTime.
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & 0x08 != 0
+    }
+
+    /// Parses the fixed header from the start of `buf`. Checks only that 61 bytes exist and
+    /// that `batchLength` is at least the header's remainder; see [`validate_batch`] for the rest.
+    pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+        if buf.len() < BATCH_HEADER_BYTES {
+            return Err(BatchError::Truncated {
+                have: buf.len(),
+                need: BATCH_HEADER_BYTES,
+            });
+        }
+        let header = BatchHeader {
+            base_offset: Offset(i64_at(buf, 0)),
+            batch_length: i32_at(buf, 8),
+            partition_leader_epoch: LeaderEpoch(i32_at(buf, LEADER_EPOCH_AT)),
+            magic: i8::from_be_bytes([buf[MAGIC_AT]]),
+            crc: u32::from_be_bytes(array_at(buf, CRC_AT)),
+            attributes: i16::from_be_bytes(array_at(buf, ATTRIBUTES_AT)),
+            last_offset_delta: i32_at(buf, LAST_OFFSET_DELTA_AT),
+            base_timestamp: TimestampMs(i64_at(buf, BASE_TIMESTAMP_AT)),
+            max_timestamp: TimestampMs(i64_at(buf, MAX_TIMESTAMP_AT)),
+            producer_id: i64_at(buf, PRODUCER_ID_AT),
+            producer_epoch: i16::from_be_bytes(array_at(buf, PRODUCER_EPOCH_AT)),
+            base_sequence: i32_at(buf, BASE_SEQUENCE_AT),
+            records_count: i32_at(buf, RECORDS_COUNT_AT),
+        };
+        let min_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES;
+        if usize::try_from(header.batch_length).map_or(true, |l| l < min_length) {
+            return Err(BatchError::LengthMismatch {
+                header: usize::try_from(header.batch_length).unwrap_or(0) + LOG_OVERHEAD_BYTES,
+                actual: buf.len(),
+            });
+        }
+        Ok(header)
+    }
+}
+
+fn array_at<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&buf[at..at + N]);
+    out
+}
+
+fn i32_at(buf: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(array_at(buf, at))
+}
+
+fn i64_at(buf: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(array_at(buf, at))
+}
+
+/// CRC-32C (Castagnoli) of a batch's covered bytes, as Kafka computes it.
+pub fn batch_crc(batch: &[u8]) -> u32 {
+    crc32c::crc32c(&batch[CRC_COVERS_FROM..])
+}
+
+/// Fully validates one batch occupying exactly `batch`: header, magic 2, `batchLength` equal to
+/// the bytes given, `recordsCount == lastOffsetDelta + 1`, and the CRC-32C.
+pub fn validate_batch(batch: &[u8]) -> Result<BatchHeader, BatchError> {
+    let header = BatchHeader::parse(batch)?;
+    if header.magic != 2 {
+        return Err(BatchError::Magic(header.magic));
+    }
+    if header.size_bytes() != batch.len() {
+        return Err(BatchError::LengthMismatch {
+            header: header.size_bytes(),
+            actual: batch.len(),
+        });
+    }
+    if header.records_count < 1
+        || header.last_offset_delta.checked_add(1) != Some(header.records_count)
+    {
+        return Err(BatchError::RecordCount {
+            records: header.records_count,
+            last_offset_delta: header.last_offset_delta,
+        });
+    }
+    let computed = batch_crc(batch);
+    if computed != header.crc {
+        return Err(BatchError::Crc {
+            header: header.crc,
+            computed,
+        });
+    }
+    Ok(header)
+}
+
+/// Splits `records` (a produce request's record set for one partition: one or more whole
+/// batches back to back) into validated batches. Any truncated or invalid batch fails the
+/// whole set, so an append is all or nothing.
+pub fn split_batches(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, BatchError> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < records.len() {
+        let rest = &records[at..];
+        let header = BatchHeader::parse(rest)?;
+        let size = header.size_bytes();
+        if size > rest.len() {
+            return Err(BatchError::Truncated {
+                have: rest.len(),
+                need: size,
+            });
+        }
+        let header = validate_batch(&rest[..size])?;
+        out.push((header, records.slice(at..at + size)));
+        at += size;
+    }
+    if out.is_empty() {
+        return Err(BatchError::Truncated {
+            have: 0,
+            need: BATCH_HEADER_BYTES,
+        });
+    }
+    Ok(out)
+}
+
+/// Returns a copy of `batch` with `baseOffset` and `partitionLeaderEpoch` set. These fields lie
+/// outside the CRC, so the CRC stays valid. One copy of the batch is made here (the request
+/// buffer is shared and immutable); the read path makes none.
+pub fn stamp_batch(batch: &[u8], base_offset: Offset, leader_epoch: LeaderEpoch) -> Bytes {
+    let mut out = BytesMut::with_capacity(batch.len());
+    out.extend_from_slice(batch);
+    out[0..8].copy_from_slice(&base_offset.0.to_be_bytes());
+    out[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&leader_epoch.0.to_be_bytes());
+    out.freeze()
+}
+
+/// Test and benchmark helper: builds a valid uncompressed RecordBatch v2 holding `records`
+/// records with the given values and timestamps `base_timestamp + i`, as a producer would.
+pub fn build_batch(base_timestamp: TimestampMs, values: &[&[u8]]) -> Bytes {
+    let mut records = Vec::new();
+    for (i, value) in values.iter().enumerate() {
+        let mut body = Vec::new();
+        body.push(0u8); // attributes
+        put_varint(&mut body, i as i64); // timestamp delta
+        put_varint(&mut body, i as i64); // offset delta
+        put_varint(&mut body, -1); // key length: null
+        put_varint(&mut body, value.len() as i64);
+        body.extend_from_slice(value);
+        put_varint(&mut body, 0); // headers
+        put_varint(&mut records, body.len() as i64);
+        records.extend_from_slice(&body);
+    }
+    let count = i32::try_from(values.len()).expect("test batch record count fits i32");
+    let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + records.len());
+    out.extend_from_slice(&0i64.to_be_bytes());
+    let batch_length = i32::try_from(BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + records.len())
+        .expect("test batch fits i32");
+    out.extend_from_slice(&batch_length.to_be_bytes());
+    out.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
+    out.push(2); // magic
+    out.extend_from_slice(&0u32.to_be_bytes()); // crc, set below
+    out.extend_from_slice(&0i16.to_be_bytes()); // attributes
+    out.extend_from_slice(&(count - 1).to_be_bytes());
+    out.extend_from_slice(&base_timestamp.0.to_be_bytes());
+    let max_timestamp = base_timestamp.0 + i64::from(count - 1);
+    out.extend_from_slice(&max_timestamp.to_be_bytes());
+    out.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
+    out.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
+    out.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+    out.extend_from_slice(&count.to_be_bytes());
+    out.extend_from_slice(&records);
+    let crc = batch_crc(&out);
+    out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(out)
+}
+
+fn put_varint(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        let byte = (z & 0x7f) as u8;
+        z >>= 7;
+        if z == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_batch_validates_and_stamping_keeps_crc() {
+        let batch = build_batch(TimestampMs(1000), &[b"a", b"bb", b"ccc"]);
+        let h = validate_batch(&batch).unwrap();
+        assert_eq!(h.records_count, 3);
+        assert_eq!(h.max_timestamp, TimestampMs(1002));
+        let stamped = stamp_batch(&batch, Offset(42), LeaderEpoch(7));
+        let h = validate_batch(&stamped).unwrap();
+        assert_eq!(h.base_offset, Offset(42));
+        assert_eq!(h.last_offset(), Offset(44));
+        assert_eq!(h.partition_leader_epoch, LeaderEpoch(7));
+    }
+
+    #[test]
+    fn bad_batches_are_typed_errors() {
+        let batch = build_batch(TimestampMs(0), &[b"x"]);
+        assert!(matches!(
+            validate_batch(&batch[..30]),
+            Err(BatchError::Truncated { .. })
+        ));
+        let mut wrong_magic = batch.to_vec();
+        wrong_magic[MAGIC_AT] = 1;
+        assert_eq!(validate_batch(&wrong_magic), Err(BatchError::Magic(1)));
+        let mut wrong_crc = batch.to_vec();
+        let last = wrong_crc.len() - 1;
+        wrong_crc[last] ^= 0xff;
+        assert!(matches!(
+            validate_batch(&wrong_crc),
+            Err(BatchError::Crc { .. })
+        ));
+        let mut longer = batch.to_vec();
+        longer.push(0);
+        assert!(matches!(
+            validate_batch(&longer),
+            Err(BatchError::LengthMismatch { .. })
+        ));
+        let two = Bytes::from([batch.to_vec(), batch[..batch.len() - 1].to_vec()].concat());
+        assert!(matches!(
+            split_batches(&two),
+            Err(BatchError::Truncated { .. })
+        ));
+        let mut bad_count = batch.to_vec();
+        bad_count[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&5i32.to_be_bytes());
+        let crc = batch_crc(&bad_count);
+        bad_count[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            validate_batch(&bad_count),
+            Err(BatchError::RecordCount { .. })
+        ));
+    }
+}

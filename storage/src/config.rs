@@ -1,0 +1,52 @@
+//! Per-log configuration, with Kafka's topic property names and defaults.
+
+use std::time::Duration;
+
+/// Configuration of one partition log. Field names follow Kafka's topic properties
+/// (`segment.bytes` → `segment_bytes`, …); the broker maps property strings onto it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes`: a segment rolls before it would exceed this many bytes; each segment
+    /// file is preallocated to it. Kafka default 1 GiB; at most `i32::MAX`.
+    pub segment_bytes: u64,
+    /// `segment.ms`: a non-empty segment rolls once its first append is this old. Default 7 days.
+    pub segment_ms: Duration,
+    /// `index.interval.bytes`: bytes of log between sparse offset/time index entries. Default 4096.
+    pub index_interval_bytes: u64,
+    /// `flush.messages`: fdatasync after this many records. Default: never (Kafka: Long.MAX).
+    pub flush_messages: u64,
+    /// `flush.ms`: fdatasync data older than this. Default: never (Kafka: Long.MAX).
+    pub flush_ms: Option<Duration>,
+    /// `retention.ms`: delete closed segments whose newest timestamp is older. Default 7 days;
+    /// `None` keeps data forever (Kafka's -1).
+    pub retention_ms: Option<Duration>,
+    /// `retention.bytes`: delete oldest closed segments while the log exceeds this. Default
+    /// `None` (Kafka's -1, unlimited).
+    pub retention_bytes: Option<u64>,
+    /// `max.message.bytes`: largest batch accepted, in bytes. Kafka default 1048588.
+    pub max_message_bytes: usize,
+    /// Largest single O_DIRECT write the log submits, in bytes (multiple of 4096).
+    pub write_chunk_bytes: usize,
+    /// Most O_DIRECT writes in flight per log.
+    pub writes_in_flight_max: usize,
+    /// Bound on appended bytes not yet written to disk; appends wait (backpressure) beyond it.
+    pub unwritten_bytes_max: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: Duration::from_secs(7 * 24 * 3600),
+            index_interval_bytes: 4096,
+            flush_messages: u64::MAX,
+            flush_ms: None,
+            retention_ms: Some(Duration::from_secs(7 * 24 * 3600)),
+            retention_bytes: None,
+            max_message_bytes: 1_048_588,
+            write_chunk_bytes: 1 << 20,
+            writes_in_flight_max: 16,
+            unwritten_bytes_max: 64 << 20,
+        }
+    }
+}

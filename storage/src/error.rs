@@ -1,0 +1,86 @@
+//! The storage crate's typed errors. Kafka error codes are chosen by the broker at the edge.
+
+use crate::types::Offset;
+use std::path::PathBuf;
+
+/// Why a batch handed to [`crate::PartitionLog::append`] was refused. Nothing is appended.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BatchError {
+    /// Fewer bytes than the 61-byte RecordBatch v2 header, or than `batchLength` announces.
+    #[error("truncated record batch: {have} bytes, need {need}")]
+    Truncated { have: usize, need: usize },
+    /// `batchLength` + 12 differs from the bytes given (one batch per append).
+    #[error("record batch length mismatch: header says {header} bytes, got {actual}")]
+    LengthMismatch { header: usize, actual: usize },
+    /// Only magic 2 (RecordBatch v2, Kafka ≥ 0.11) is stored.
+    #[error("unsupported record batch magic {0}, only 2 is accepted")]
+    Magic(i8),
+    /// CRC-32C over attributes..end did not match the header's `crc`.
+    #[error("record batch CRC-32C mismatch: header {header:#010x}, computed {computed:#010x}")]
+    Crc { header: u32, computed: u32 },
+    /// `recordsCount` must be `lastOffsetDelta + 1` and at least 1.
+    #[error("record count {records} does not match last offset delta {last_offset_delta}")]
+    RecordCount {
+        records: i32,
+        last_offset_delta: i32,
+    },
+    /// The batch is larger than the topic's `max.message.bytes`.
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    TooLarge { size: usize, max: usize },
+}
+
+/// Errors from the partition log.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The batch failed validation; nothing was appended.
+    #[error("invalid record batch: {0}")]
+    InvalidBatch(#[from] BatchError),
+    /// A read asked for an offset below the log start offset or above the log end offset.
+    #[error("offset {offset} out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        offset: Offset,
+        log_start: Offset,
+        log_end: Offset,
+    },
+    /// The device has no space left (ENOSPC/EDQUOT). The log stays readable; appends work again
+    /// once space returns.
+    #[error("no space left on device while {op} {path}")]
+    DiskFull { op: &'static str, path: PathBuf },
+    /// Any other I/O failure, with the operation and file.
+    #[error("I/O error while {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bytes on disk that cannot be what this crate wrote (outside the recoverable tail).
+    #[error("corrupt log file {path}: {why}")]
+    Corrupt { path: PathBuf, why: String },
+    /// The log is closed (dropped by its shard or after a fatal write error).
+    #[error("partition log is closed")]
+    Closed,
+}
+
+impl StorageError {
+    /// Classifies an I/O error: ENOSPC and EDQUOT become [`StorageError::DiskFull`].
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        let path = path.into();
+        match source.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => StorageError::DiskFull { op, path },
+            _ => StorageError::Io { op, path, source },
+        }
+    }
+
+    /// Same classification for glommio's error type, which wraps `std::io::Error`.
+    pub fn glommio(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+        e: glommio::GlommioError<()>,
+    ) -> Self {
+        StorageError::io(op, path, std::io::Error::from(e))
+    }
+}
+
+/// Result alias for this crate.
+pub type Result<T> = std::result::Result<T, StorageError>;

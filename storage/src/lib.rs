@@ -1,0 +1,31 @@
+//! Sluice's partition log (DESIGN.md §3): Kafka RecordBatch v2 bytes in preallocated segments
+//! written with O_DIRECT through glommio, sparse offset/time indexes, recovery of the active
+//! segment's tail, `flush.messages`/`flush.ms` durability with group-committed `fdatasync`,
+//! retention, and a per-shard batch cache.
+//!
+//! Everything here runs on one glommio executor and is owned by one shard: `Rc`/`RefCell`,
+//! no locks. Record bytes are `bytes::Bytes`: appends make one copy (into the aligned DMA write
+//! buffer, plus stamping the batch header); reads hand out slices of cached or DMA-read memory.
+//! The on-disk format is documented byte by byte in `docs/storage-format.md`.
+#![deny(clippy::cast_possible_truncation)]
+
+mod batch;
+mod cache;
+mod checkpoint;
+mod config;
+mod error;
+mod index;
+mod io;
+mod log;
+mod segment;
+mod types;
+mod writer;
+
+pub use batch::{
+    batch_crc, build_batch, split_batches, validate_batch, BatchHeader, BATCH_HEADER_BYTES,
+};
+pub use cache::{BatchCache, CacheStats};
+pub use config::LogConfig;
+pub use error::{BatchError, Result, StorageError};
+pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch};
+pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};

@@ -1,0 +1,329 @@
+//! One segment of a partition log: `<base>.log` plus its sparse `.index` and `.timeindex`.
+//!
+//! The active (last) segment keeps its index in memory and writes it whole at roll and at clean
+//! shutdown; closed segments load theirs lazily on first lookup, so opening a log reads nothing
+//! from closed segments (their size comes from the file length, fixed at roll).
+
+use crate::batch::{validate_batch, BatchHeader, BATCH_HEADER_BYTES};
+use crate::error::{Result, StorageError};
+use crate::index::{relative, OffsetEntry, SegmentIndex, TimeEntry};
+use crate::io::{align_down, DirectFile, BLOCK_BYTES, BLOCK_USIZE};
+use crate::types::{Offset, TimestampMs};
+use bytes::Bytes;
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Bytes read per DMA read while scanning a segment (recovery, truncation).
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+/// File name stem of the segment starting at `base`: 20 zero-padded digits, as Kafka names them.
+pub fn file_stem(base: Offset) -> String {
+    format!("{:020}", base.0)
+}
+
+/// One segment. Owned through `Rc` by its log; a read in progress holds another `Rc`, which
+/// keeps the open file (and so its data, even after retention unlinks it) alive until done.
+pub struct Segment {
+    pub base_offset: Offset,
+    pub file: DirectFile,
+    dir: PathBuf,
+    /// Logical size in bytes: the end of the last whole batch. Invariant: ≤ `u32::MAX`.
+    pub size_bytes: Cell<u64>,
+    /// `None` until loaded (closed segments load lazily).
+    index: RefCell<Option<SegmentIndex>>,
+    /// Largest batch max timestamp in the segment and the base offset of its batch.
+    max_timestamp: Cell<Option<(TimestampMs, Offset)>>,
+    bytes_since_index: Cell<u64>,
+    /// When the first batch was appended in this process (drives `segment.ms`).
+    pub first_append: Cell<Option<Instant>>,
+}
+
+/// What a scan of a segment's bytes found.
+pub struct ScanEnd {
+    /// Position after the last valid batch.
+    pub end_pos: u64,
+    /// Offset after the last valid batch (the segment's next offset).
+    pub next_offset: Offset,
+    /// The bytes of the partial last block, `[align_down(end_pos), end_pos)`.
+    pub tail_block: Vec<u8>,
+    /// Bytes read from disk by the scan.
+    pub bytes_read: u64,
+}
+
+impl Segment {
+    /// Path of this segment's file with `ext` ("log", "index", "timeindex").
+    pub fn path(dir: &Path, base: Offset, ext: &str) -> PathBuf {
+        dir.join(format!("{}.{ext}", file_stem(base)))
+    }
+
+    /// Wraps an opened `.log` file. `index` is `Some` for the active segment.
+    pub fn new(
+        dir: &Path,
+        base_offset: Offset,
+        file: DirectFile,
+        size_bytes: u64,
+        index: Option<SegmentIndex>,
+    ) -> Segment {
+        Segment {
+            base_offset,
+            file,
+            dir: dir.to_path_buf(),
+            size_bytes: Cell::new(size_bytes),
+            index: RefCell::new(index),
+            max_timestamp: Cell::new(None),
+            bytes_since_index: Cell::new(0),
+            first_append: Cell::new(None),
+        }
+    }
+
+    /// Records a batch appended (or found by a scan) at `pos`: adds index entries every
+    /// `index_interval_bytes` as Kafka does, and tracks the max timestamp.
+    pub fn note_batch(&self, header: &BatchHeader, pos: u64, index_interval_bytes: u64) {
+        let mut guard = self.index.borrow_mut();
+        let index = guard.get_or_insert_with(SegmentIndex::default);
+        let size = header.size_bytes() as u64;
+        if self
+            .max_timestamp
+            .get()
+            .is_none_or(|(ts, _)| header.max_timestamp > ts)
+        {
+            self.max_timestamp
+                .set(Some((header.max_timestamp, header.base_offset)));
+        }
+        if self.bytes_since_index.get() >= index_interval_bytes {
+            let position =
+                u32::try_from(pos).expect("segment positions fit u32 (segment.bytes ≤ i32::MAX)");
+            index.offsets.push(OffsetEntry {
+                relative_offset: relative(self.base_offset, header.base_offset),
+                position,
+            });
+            push_time_entry(index, self.base_offset, self.max_timestamp.get());
+            self.bytes_since_index.set(0);
+        }
+        self.bytes_since_index
+            .set(self.bytes_since_index.get() + size);
+    }
+
+    /// Adds the final time index entry Kafka writes when a segment becomes inactive, so the
+    /// last entry of a closed segment's time index is its max timestamp.
+    pub fn finish_time_index(&self) {
+        if let Some(index) = self.index.borrow_mut().as_mut() {
+            push_time_entry(index, self.base_offset, self.max_timestamp.get());
+        }
+    }
+
+    /// The largest batch timestamp in the segment and the base offset of its batch, loading a
+    /// closed segment's time index if needed.
+    pub async fn max_timestamp(&self) -> Result<Option<(TimestampMs, Offset)>> {
+        self.ensure_index().await?;
+        Ok(self.max_timestamp.get())
+    }
+
+    /// Byte position to scan from for `offset`.
+    pub async fn position_for(&self, offset: Offset) -> Result<u64> {
+        self.ensure_index().await?;
+        let index = self.index.borrow();
+        let rel = relative(self.base_offset, offset.max(self.base_offset));
+        Ok(index.as_ref().map_or(0, |i| u64::from(i.position_for(rel))))
+    }
+
+    /// The offset to start scanning at for the first batch with max timestamp ≥ `target`.
+    pub async fn offset_for_time(&self, target: TimestampMs) -> Result<Offset> {
+        self.ensure_index().await?;
+        let index = self.index.borrow();
+        let rel = index
+            .as_ref()
+            .map_or(0, |i| i.relative_offset_for_time(target));
+        Ok(self.base_offset.plus(i64::from(rel)))
+    }
+
+    /// Drops index entries at or after `from` and forgets the max timestamp (truncation; the
+    /// caller rescans the remaining tail to rebuild both).
+    pub fn truncate_index(&self, from: Offset) {
+        if let Some(index) = self.index.borrow_mut().as_mut() {
+            index.truncate_from(relative(self.base_offset, from.max(self.base_offset)));
+        }
+        self.max_timestamp.set(None);
+    }
+
+    /// Position of the last offset index entry (where a tail scan may start), and the offset.
+    pub fn last_index_entry(&self) -> (u64, Offset) {
+        let index = self.index.borrow();
+        index
+            .as_ref()
+            .and_then(|i| i.offsets.last())
+            .map_or((0, self.base_offset), |e| {
+                (
+                    u64::from(e.position),
+                    self.base_offset.plus(i64::from(e.relative_offset)),
+                )
+            })
+    }
+
+    /// Loads `.index` and `.timeindex` of a closed segment the first time they are needed.
+    /// Missing files give an empty index (lookups then scan from position 0).
+    pub async fn ensure_index(&self) -> Result<()> {
+        if self.index.borrow().is_some() {
+            return Ok(());
+        }
+        let offsets = read_small_file(&Segment::path(&self.dir, self.base_offset, "index")).await?;
+        let times =
+            read_small_file(&Segment::path(&self.dir, self.base_offset, "timeindex")).await?;
+        let index = SegmentIndex::decode(&offsets, &times, self.size_bytes.get());
+        if let Some(last) = index.times.last() {
+            self.max_timestamp.set(Some((
+                last.timestamp,
+                self.base_offset.plus(i64::from(last.relative_offset)),
+            )));
+        }
+        if self.index.borrow().is_none() {
+            *self.index.borrow_mut() = Some(index);
+        }
+        Ok(())
+    }
+
+    /// Writes both index files whole and syncs them (roll, clean shutdown).
+    pub async fn save_index(&self) -> Result<()> {
+        let (offsets, times) = {
+            let index = self.index.borrow();
+            let index = index
+                .as_ref()
+                .expect("only a loaded (active) segment saves its index");
+            (index.encode_offsets(), index.encode_times())
+        };
+        for (ext, bytes) in [("index", offsets), ("timeindex", times)] {
+            let file =
+                DirectFile::open(&Segment::path(&self.dir, self.base_offset, ext), true).await?;
+            file.write_whole(&bytes).await?;
+            file.fdatasync().await?;
+            file.close().await?;
+        }
+        Ok(())
+    }
+
+    /// Scans batches from `from_pos` (a batch boundary whose batch has base offset
+    /// `from_offset`) up to `limit_pos`, re-adding index entries after the last one kept, and
+    /// stops at the first batch that is torn, fails its CRC, is zero-filled, or breaks offset
+    /// contiguity. Reads `SCAN_CHUNK_BYTES` at a time.
+    pub async fn scan(
+        &self,
+        from_pos: u64,
+        from_offset: Offset,
+        limit_pos: u64,
+        index_interval_bytes: u64,
+    ) -> Result<ScanEnd> {
+        let mut pos = from_pos;
+        let mut expected = from_offset;
+        let mut bytes_read = 0u64;
+        let mut tail_block = Vec::new();
+        let mut chunk_len = SCAN_CHUNK_BYTES;
+        // The entry at `from_pos` is re-added by `note_batch`; start as if just past one.
+        self.bytes_since_index.set(0);
+        'chunks: while pos < limit_pos {
+            let chunk_start = align_down(pos);
+            let data = self.file.read_aligned(chunk_start, chunk_len).await?;
+            bytes_read += data.len() as u64;
+            let at_eof = data.len() < chunk_len;
+            let data_end = (chunk_start + data.len() as u64).min(limit_pos);
+            let avail = usize::try_from(data_end - chunk_start).unwrap_or(0);
+            let mut progressed = false;
+            let mut needs_bigger_chunk = false;
+            loop {
+                let at = usize::try_from(pos - chunk_start).unwrap_or(usize::MAX);
+                if at + BATCH_HEADER_BYTES > avail {
+                    break;
+                }
+                let Ok(header) = BatchHeader::parse(&data[at..avail]) else {
+                    break 'chunks;
+                };
+                let size = header.size_bytes();
+                if pos + size as u64 > limit_pos
+                    || header.magic != 2
+                    || header.base_offset != expected
+                {
+                    break 'chunks;
+                }
+                if at + size > avail {
+                    needs_bigger_chunk = true;
+                    chunk_len = chunk_len.max(size + 2 * BLOCK_USIZE);
+                    break;
+                }
+                if validate_batch(&data[at..at + size]).is_err() {
+                    break 'chunks;
+                }
+                self.note_batch(&header, pos, index_interval_bytes);
+                pos += size as u64;
+                expected = header.last_offset().plus(1);
+                progressed = true;
+            }
+            tail_block = block_tail(&data, chunk_start, pos);
+            let more_on_disk = !at_eof && data_end < limit_pos;
+            if !(progressed || needs_bigger_chunk && more_on_disk) {
+                break;
+            }
+        }
+        if tail_block.is_empty() && pos % BLOCK_BYTES != 0 {
+            let start = align_down(pos);
+            let data = self.file.read_aligned(start, BLOCK_USIZE).await?;
+            bytes_read += data.len() as u64;
+            tail_block = block_tail(&data, start, pos);
+        }
+        Ok(ScanEnd {
+            end_pos: pos,
+            next_offset: expected,
+            tail_block,
+            bytes_read,
+        })
+    }
+}
+
+/// The bytes of `[align_down(pos), pos)` out of `data`, which starts at `data_start`.
+fn block_tail(data: &Bytes, data_start: u64, pos: u64) -> Vec<u8> {
+    let start = align_down(pos);
+    if start < data_start || pos == start {
+        return Vec::new();
+    }
+    let from = usize::try_from(start - data_start).unwrap_or(usize::MAX);
+    let to = usize::try_from(pos - data_start).unwrap_or(usize::MAX);
+    data.get(from..to).map(<[u8]>::to_vec).unwrap_or_default()
+}
+
+fn push_time_entry(index: &mut SegmentIndex, base: Offset, max: Option<(TimestampMs, Offset)>) {
+    let Some((timestamp, offset)) = max else {
+        return;
+    };
+    if index.times.last().is_none_or(|e| timestamp > e.timestamp) {
+        let relative_offset = relative(base, offset);
+        if index
+            .times
+            .last()
+            .is_none_or(|e| relative_offset > e.relative_offset)
+        {
+            index.times.push(TimeEntry {
+                timestamp,
+                relative_offset,
+            });
+        }
+    }
+}
+
+/// Reads a whole small file (an index) with aligned direct reads; a missing file is empty.
+async fn read_small_file(path: &Path) -> Result<Vec<u8>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let file = DirectFile::open(path, false).await?;
+    let size = file.file_size().await?;
+    let len = usize::try_from(crate::io::align_up(size)).map_err(|_| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        why: "index too large".into(),
+    })?;
+    let data = if len == 0 {
+        Bytes::new()
+    } else {
+        file.read_aligned(0, len).await?
+    };
+    file.close().await?;
+    Ok(data.to_vec())
+}

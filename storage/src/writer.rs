@@ -1,0 +1,164 @@
+//! The write pipeline of the active segment: appended batches wait here (in memory) until
+//! their bytes are on disk. Full blocks are written as they fill, up to `writes_in_flight_max`
+//! writes at once; the partial tail block is kept in memory and rewritten as it fills.
+//!
+//! Invariants:
+//! 1. Writes in flight never overlap: a write that starts in the block where the previous write
+//!    ended waits for that write (else an older copy of the block could land last).
+//! 2. `written_pos` is the end of the longest prefix whose writes all completed;
+//!    `pending` holds exactly the batches that end after `written_pos`.
+//! 3. `tail_block` holds the bytes `[align_down(submitted_pos), submitted_pos)`.
+
+use crate::cache::CachedBatch;
+use crate::io::{align_down, align_up};
+use crate::segment::Segment;
+use crate::types::Offset;
+use glommio::io::DmaBuffer;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+/// A batch appended to the active segment whose bytes are not all on disk yet.
+pub struct PendingBatch {
+    pub pos: u64,
+    pub batch: CachedBatch,
+}
+
+impl PendingBatch {
+    fn end(&self) -> u64 {
+        self.pos + self.batch.bytes.len() as u64
+    }
+}
+
+struct InFlight {
+    end_pos: u64,
+    done: bool,
+}
+
+/// Write state of the active segment.
+pub struct Writer {
+    pub segment: Rc<Segment>,
+    pub pending: VecDeque<PendingBatch>,
+    /// Bytes of `pending` (drives append backpressure).
+    pub unwritten_bytes: usize,
+    submitted_pos: u64,
+    tail_block: Vec<u8>,
+    in_flight: VecDeque<InFlight>,
+    pub written_pos: u64,
+    /// Offset after the last batch whose bytes are all written (not yet necessarily synced).
+    pub written_offset: Offset,
+}
+
+/// One write to submit: `buffer` goes to aligned position `pos`.
+pub struct WriteOp {
+    pub segment: Rc<Segment>,
+    pub buffer: DmaBuffer,
+    pub pos: u64,
+    pub end_pos: u64,
+}
+
+impl Writer {
+    /// A writer for `segment`, whose bytes up to `end_pos` (holding offsets up to
+    /// `next_offset`) are on disk; `tail_block` holds `[align_down(end_pos), end_pos)`.
+    pub fn new(
+        segment: Rc<Segment>,
+        end_pos: u64,
+        next_offset: Offset,
+        tail_block: Vec<u8>,
+    ) -> Writer {
+        assert_eq!(tail_block.len() as u64, end_pos - align_down(end_pos));
+        Writer {
+            segment,
+            pending: VecDeque::new(),
+            unwritten_bytes: 0,
+            submitted_pos: end_pos,
+            tail_block,
+            in_flight: VecDeque::new(),
+            written_pos: end_pos,
+            written_offset: next_offset,
+        }
+    }
+
+    /// Queues an appended batch at `pos` (the segment's previous end).
+    pub fn push(&mut self, pos: u64, batch: CachedBatch) {
+        self.unwritten_bytes += batch.bytes.len();
+        self.pending.push_back(PendingBatch { pos, batch });
+    }
+
+    /// The next write to submit, if one may start now (invariant 1, the in-flight bound).
+    /// Copies the queued bytes into an aligned DMA buffer: the one copy on the write path.
+    pub fn next_write(&mut self, chunk_bytes: usize, in_flight_max: usize) -> Option<WriteOp> {
+        let end_pos = self.segment.size_bytes.get();
+        if self.submitted_pos >= end_pos || self.in_flight.len() >= in_flight_max {
+            return None;
+        }
+        let start = align_down(self.submitted_pos);
+        if self
+            .in_flight
+            .back()
+            .is_some_and(|w| !w.done && w.end_pos > start)
+        {
+            return None;
+        }
+        let end = end_pos
+            .min(start + chunk_bytes as u64)
+            .max(self.submitted_pos);
+        let len = usize::try_from(align_up(end) - start).expect("write chunk fits usize");
+        let mut buffer = self.segment.file.alloc_write_buffer(len);
+        let dst = buffer.as_bytes_mut();
+        dst[..self.tail_block.len()].copy_from_slice(&self.tail_block);
+        for p in &self.pending {
+            if p.end() <= self.submitted_pos {
+                continue;
+            }
+            if p.pos >= end {
+                break;
+            }
+            let from = self.submitted_pos.max(p.pos);
+            let to = end.min(p.end());
+            let src = &p.batch.bytes[as_usize(from - p.pos)..as_usize(to - p.pos)];
+            dst[as_usize(from - start)..as_usize(to - start)].copy_from_slice(src);
+        }
+        let tail_start = as_usize(align_down(end) - start);
+        self.tail_block = dst[tail_start..as_usize(end - start)].to_vec();
+        self.submitted_pos = end;
+        self.in_flight.push_back(InFlight {
+            end_pos: end,
+            done: false,
+        });
+        Some(WriteOp {
+            segment: self.segment.clone(),
+            buffer,
+            pos: start,
+            end_pos: end,
+        })
+    }
+
+    /// Marks the write ending at `end_pos` complete and advances `written_pos` and
+    /// `written_offset` over the completed prefix.
+    pub fn complete(&mut self, end_pos: u64) {
+        if let Some(w) = self
+            .in_flight
+            .iter_mut()
+            .find(|w| w.end_pos == end_pos && !w.done)
+        {
+            w.done = true;
+        }
+        while self.in_flight.front().is_some_and(|w| w.done) {
+            let w = self.in_flight.pop_front().expect("front checked above");
+            self.written_pos = w.end_pos;
+        }
+        while self
+            .pending
+            .front()
+            .is_some_and(|p| p.end() <= self.written_pos)
+        {
+            let p = self.pending.pop_front().expect("front checked above");
+            self.unwritten_bytes -= p.batch.bytes.len();
+            self.written_offset = p.batch.last_offset.plus(1);
+        }
+    }
+}
+
+fn as_usize(v: u64) -> usize {
+    usize::try_from(v).expect("in-memory buffer offsets fit usize")
+}
