@@ -66,9 +66,17 @@ impl StorageError {
     /// Classifies an I/O error: ENOSPC and EDQUOT become [`StorageError::DiskFull`].
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         let path = path.into();
-        match source.raw_os_error() {
-            Some(libc::ENOSPC) | Some(libc::EDQUOT) => StorageError::DiskFull { op, path },
-            _ => StorageError::Io { op, path, source },
+        let full = matches!(
+            source.raw_os_error(),
+            Some(libc::ENOSPC) | Some(libc::EDQUOT)
+        ) || matches!(
+            source.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        );
+        if full {
+            StorageError::DiskFull { op, path }
+        } else {
+            StorageError::Io { op, path, source }
         }
     }
 

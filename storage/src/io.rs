@@ -121,6 +121,16 @@ impl DirectFile {
         self.truncate(data.len() as u64).await
     }
 
+    /// Renames the file to `to` (the caller syncs the directory to make it durable).
+    pub async fn rename(&mut self, to: &Path) -> Result<()> {
+        self.file
+            .rename(to)
+            .await
+            .map_err(|e| StorageError::glommio("renaming", &self.path, e))?;
+        self.path = to.to_path_buf();
+        Ok(())
+    }
+
     /// `fdatasync(2)`: resolves once written data is on the device.
     pub async fn fdatasync(&self) -> Result<()> {
         self.file

@@ -34,6 +34,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Instant;
 
+/// Extension of a segment being created by a roll, before it is renamed to `.log`.
+const NEW_SEGMENT_EXT: &str = "log.new";
 /// Name of the per-partition marker written after a clean close.
 const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 /// Name of the log start offset checkpoint (Kafka: `log-start-offset-checkpoint`).
@@ -132,6 +134,9 @@ impl PartitionLog {
             .collect();
         bases.sort();
         let clean = listing.iter().any(|n| n == CLEAN_SHUTDOWN_FILE);
+        for stray in listing.iter().filter(|n| n.ends_with(NEW_SEGMENT_EXT)) {
+            remove_file(&dir.join(stray)).await?;
+        }
         let checkpoint_start = checkpoint::read(&dir.join(LOG_START_CHECKPOINT_FILE))
             .await?
             .and_then(|v| v.first().copied())
@@ -153,7 +158,10 @@ impl PartitionLog {
         let active_path = Segment::path(dir, last_base, "log");
         let file = DirectFile::open(&active_path, true).await?;
         let file_size = file.file_size().await?;
-        let active = Rc::new(Segment::new(dir, last_base, file, 0, None));
+        // After a clean close the saved index is trusted (loaded below); otherwise the scan
+        // rebuilds it from nothing.
+        let fresh_index = (!clean).then(Default::default);
+        let active = Rc::new(Segment::new(dir, last_base, file, 0, fresh_index));
         let (from_pos, from_offset) = if clean {
             active.size_bytes.set(file_size);
             active.ensure_index().await?;
@@ -161,9 +169,6 @@ impl PartitionLog {
         } else {
             (0, last_base)
         };
-        if !clean {
-            active.truncate_index(last_base);
-        }
         let interval = config.index_interval_bytes;
         let scan = active
             .scan(from_pos, from_offset, file_size, interval)
@@ -179,10 +184,7 @@ impl PartitionLog {
             active.file.write_at(block, align_down(end)).await?;
         }
         active.file.truncate(align_up(end)).await?;
-        active
-            .file
-            .preallocate(config.segment_bytes.max(align_up(end)))
-            .await?;
+        preallocate_best_effort(&active.file, config.segment_bytes.max(align_up(end))).await?;
         active.file.fdatasync().await?;
         let log_end = scan.next_offset;
         segments.insert(last_base, active.clone());
@@ -520,18 +522,23 @@ impl PartitionLog {
             }
             let dir = &self.shared.dir;
             let segment_bytes = self.shared.config.borrow().segment_bytes;
+            // The new segment is made under a temporary name and renamed only once the old
+            // one is final (invariant 3): a crash in between leaves the old segment last, to
+            // be recovered as the active one, and a stray `.log.new` that open removes.
             let path = Segment::path(dir, base, "log");
-            let new_file = DirectFile::open(&path, true).await?;
+            let staging = Segment::path(dir, base, NEW_SEGMENT_EXT);
+            let mut new_file = DirectFile::open(&staging, true).await?;
             if let Err(e) = new_file.preallocate(segment_bytes).await {
                 let _ = new_file.close().await;
-                remove_file(&path).await?;
+                remove_file(&staging).await?;
                 return Err(e);
             }
             old.finish_time_index();
             old.save_index().await?;
             old.file.truncate(old.size_bytes.get()).await?;
             old.file.fdatasync().await?;
-            // The new file's directory entry must be durable before any of its data is.
+            new_file.rename(&path).await?;
+            // The new name must be durable before any data of the new segment is.
             blocking_dir_op(dir, "syncing", sync_dir).await?;
             let segment = Rc::new(Segment::new(
                 dir,
@@ -796,10 +803,7 @@ impl PartitionLog {
             }
             target.file.truncate(align_up(cut.0)).await?;
             let segment_bytes = self.shared.config.borrow().segment_bytes;
-            target
-                .file
-                .preallocate(segment_bytes.max(align_up(cut.0)))
-                .await?;
+            preallocate_best_effort(&target.file, segment_bytes.max(align_up(cut.0))).await?;
             target.file.fdatasync().await?;
             target.size_bytes.set(cut.0);
             {
@@ -809,10 +813,20 @@ impl PartitionLog {
                 }
                 st.writer = Writer::new(target.clone(), cut.0, cut.1, scan.tail_block);
                 st.log_end = cut.1;
+                // A batch straddling the log start may take the log start down with it; the
+                // log is then empty at its new end.
+                st.log_start = st.log_start.min(cut.1);
                 st.high_watermark = st.high_watermark.min(cut.1);
                 st.durable_offset = st.durable_offset.min(cut.1);
             }
             self.shared.cache.truncate_from(self.shared.cache_id, cut.1);
+            if self.log_start_offset() == cut.1 {
+                checkpoint::write(
+                    &self.shared.dir.join(LOG_START_CHECKPOINT_FILE),
+                    &[cut.1 .0],
+                )
+                .await?;
+            }
             for s in doomed {
                 self.remove_segment_files(s.base_offset).await?;
             }
@@ -1025,6 +1039,18 @@ fn pump(shared: &Rc<Shared>) {
             shared.notify.notify_all();
             pump(&shared);
         });
+    }
+}
+
+/// Preallocates a reopened segment; on a full disk the log still opens (for reads) and later
+/// writes extend the file instead.
+async fn preallocate_best_effort(file: &DirectFile, size_bytes: u64) -> Result<()> {
+    match file.preallocate(size_bytes).await {
+        Err(StorageError::DiskFull { path, .. }) => {
+            tracing::warn!(path = %path.display(), "disk full: segment not preallocated");
+            Ok(())
+        }
+        other => other,
     }
 }
 

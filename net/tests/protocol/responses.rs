@@ -97,13 +97,13 @@ fn response_kind_encodes_like_the_typed_body() {
 
 #[test]
 fn unrepresentable_field_is_an_encode_error() {
-    // throttle_time_ms exists only from Metadata v3.
-    let body = MetadataResponse::default().with_throttle_time_ms(3);
+    // session_id exists only from Fetch v7 (and is not ignorable).
+    let body = net::kafka_protocol::messages::FetchResponse::default().with_session_id(3);
     assert!(matches!(
-        encode_response(ApiKey::Metadata, 0, 1, &body),
+        encode_response(ApiKey::Fetch, 4, 1, &body),
         Err(net::NetError::Encode {
-            api_key: ApiKey::Metadata,
-            api_version: 0,
+            api_key: ApiKey::Fetch,
+            api_version: 4,
             ..
         })
     ));

@@ -1,0 +1,93 @@
+//! Disk full: a log on a 3 MiB tmpfs fills it; the roll that finds no space fails with
+//! `DiskFull` and appends nothing, reads go on, nothing written is lost, and appends succeed
+//! again once space returns. Needs root (mount); set SLUICE_SKIP_PRIVILEGED=1 to skip
+//! elsewhere.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use storage::{LeaderEpoch, LogConfig, Offset, StorageError};
+
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn disk_full_is_a_typed_error_and_the_log_recovers_when_space_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=3m", "tmpfs"])
+        .arg(dir.path())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        assert!(
+            std::env::var("SLUICE_SKIP_PRIVILEGED").is_ok(),
+            "mounting a tmpfs needs root; set SLUICE_SKIP_PRIVILEGED=1 to skip this test"
+        );
+        return;
+    }
+    let _mount = Mount(dir.path().to_path_buf());
+    let path = dir.path().join("t-0");
+    let filler = dir.path().join("filler");
+    run(move || async move {
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            ..LogConfig::default()
+        };
+        let log = open(&path, config, 0).await;
+        let mut appended = 0i64;
+        let err = loop {
+            match log.append(batch(appended, 1, 30_000), LeaderEpoch(0)).await {
+                Ok(info) => appended = info.last_offset.0 + 1,
+                Err(e) => break e,
+            }
+            assert!(appended < 1000, "a 3 MiB filesystem must fill");
+        };
+        assert!(matches!(err, StorageError::DiskFull { .. }), "{err}");
+        assert_eq!(
+            log.log_end_offset(),
+            Offset(appended),
+            "the failed append added nothing"
+        );
+        log.flush().await.unwrap();
+        // Reads go on.
+        let got = log.read(Offset(0), 1, Offset(appended)).await.unwrap();
+        assert_eq!(got.len(), 1);
+        // Still full: the same error again, nothing appended.
+        std::fs::write(&filler, vec![1u8; 1]).ok();
+        assert!(log
+            .append(batch(0, 1, 30_000), LeaderEpoch(0))
+            .await
+            .is_err());
+        // Space returns: grow the filesystem, and appends work again.
+        let remounted = Command::new("mount")
+            .args(["-o", "remount,size=8m"])
+            .arg(path.parent().unwrap())
+            .status()
+            .unwrap();
+        assert!(remounted.success());
+        let info = log
+            .append(batch(0, 1, 30_000), LeaderEpoch(0))
+            .await
+            .unwrap();
+        assert_eq!(info.base_offset, Offset(appended));
+        log.close().await.unwrap();
+        let log = open(&path, LogConfig::default(), 0).await;
+        assert_eq!(log.log_end_offset(), Offset(appended + 1));
+        for o in 0..=appended {
+            assert_eq!(
+                log.read(Offset(o), 1, Offset(appended + 1))
+                    .await
+                    .unwrap()
+                    .len(),
+                1
+            );
+        }
+    });
+}
