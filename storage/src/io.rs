@@ -91,6 +91,12 @@ impl DirectFile {
         buf
     }
 
+    /// An aligned buffer of `len` bytes with unspecified contents: the caller overwrites every
+    /// byte (the write pipeline copies data, then zeroes the padding).
+    pub fn alloc_write_buffer_unfilled(&self, len: usize) -> DmaBuffer {
+        self.file.alloc_dma_buffer(len)
+    }
+
     /// Writes the whole aligned `buf` at aligned byte position `pos`.
     pub async fn write_at(&self, buf: DmaBuffer, pos: u64) -> Result<()> {
         let len = buf.len();

@@ -4,8 +4,9 @@
 //! retention, and a per-shard batch cache.
 //!
 //! Everything here runs on one glommio executor and is owned by one shard: `Rc`/`RefCell`,
-//! no locks. Record bytes are `bytes::Bytes`: appends make one copy (into the aligned DMA write
-//! buffer, plus stamping the batch header); reads hand out slices of cached or DMA-read memory.
+//! no locks. Record bytes are `bytes::Bytes`: an append copies a batch twice (once to stamp
+//! `baseOffset` into an owned buffer the cache shares, once into the aligned DMA write buffer);
+//! reads hand out slices of cached or DMA-read memory and copy nothing.
 //! The on-disk format is documented byte by byte in `docs/storage-format.md`.
 #![deny(clippy::cast_possible_truncation)]
 

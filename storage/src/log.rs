@@ -15,7 +15,7 @@
 //! 4. Only one maintenance operation (roll, truncation, close) runs at a time (`busy`); appends
 //!    wait for it.
 
-use crate::batch::{split_batches, stamp_batch, BatchHeader};
+use crate::batch::{split_batches, stamp_batch, BatchHeader, BATCH_HEADER_BYTES};
 use crate::cache::{take_batches, BatchCache, CachedBatch, LogId};
 use crate::checkpoint;
 use crate::config::LogConfig;
@@ -75,7 +75,7 @@ pub struct LogStats {
     /// Disk reads made by fetch-path reads (cache misses), and their bytes.
     pub dma_reads: u64,
     pub dma_read_bytes: u64,
-    /// Bytes read from disk by `open` (recovery scan and index loading).
+    /// Bytes of log data read by `open` (the recovery scan of the active segment).
     pub open_read_bytes: u64,
     /// Whether `open` found the clean-shutdown marker and skipped the full tail scan.
     pub opened_clean: bool,
@@ -193,7 +193,9 @@ impl PartitionLog {
             .map_or(first_base, |c| c.max(first_base))
             .min(log_end);
         if clean {
+            // Durably gone before any append, so a later crash never trusts a stale index.
             remove_file(&dir.join(CLEAN_SHUTDOWN_FILE)).await?;
+            blocking_dir_op(dir, "syncing", sync_dir).await?;
         }
         let writer = Writer::new(active, end, log_end, scan.tail_block);
         let cache_id = cache.register();
@@ -606,9 +608,9 @@ impl PartitionLog {
                 .next_back()
                 .expect("a segment starts at or below every offset ≥ log start");
             let readable_end = if Rc::ptr_eq(segment, &st.writer.segment) {
-                st.writer.written_pos
+                (st.writer.written_pos, true)
             } else {
-                segment.size_bytes.get()
+                (segment.size_bytes.get(), false)
             };
             (segment.clone(), readable_end)
         };
@@ -622,7 +624,7 @@ impl PartitionLog {
         offset: Offset,
         max_bytes: usize,
         upper_bound: Offset,
-        readable_end: u64,
+        (readable_end, at_write_frontier): (u64, bool),
     ) -> Result<Vec<Bytes>> {
         let mut pos = segment.position_for(offset).await?;
         let mut out = Vec::new();
@@ -641,28 +643,40 @@ impl PartitionLog {
             let avail =
                 usize::try_from((chunk_start + data.len() as u64).min(readable_end) - chunk_start)
                     .unwrap_or(0);
+            let chunk_reaches_end = chunk_start + data.len() as u64 >= readable_end;
             let mut at = usize::try_from(pos - chunk_start).unwrap_or(usize::MAX);
             loop {
                 if at >= avail {
                     break;
                 }
-                let header = BatchHeader::parse(&data[at..avail])
-                    .map_err(|e| self.corrupt(segment, pos, e))?;
-                let size = header.size_bytes();
-                if at + size > avail {
-                    if pos + size as u64 > readable_end {
+                // A batch (or its header) that runs past the bytes read: read on if the segment
+                // has more; at the end of a closed segment it is damage, while in the active
+                // segment it is still being written, so the read stops there with what it has.
+                let header_fits = at + BATCH_HEADER_BYTES <= avail;
+                let size = if header_fits {
+                    BatchHeader::parse(&data[at..avail])
+                        .map_err(|e| self.corrupt(segment, pos, e))?
+                        .size_bytes()
+                } else {
+                    BATCH_HEADER_BYTES
+                };
+                if !header_fits || at + size > avail {
+                    if chunk_reaches_end {
+                        if at_write_frontier {
+                            return Ok(out);
+                        }
+                        let have = avail - at;
                         return Err(self.corrupt(
                             segment,
                             pos,
-                            BatchError::Truncated {
-                                have: avail - at,
-                                need: size,
-                            },
+                            BatchError::Truncated { have, need: size },
                         ));
                     }
                     want = want.max(size + BLOCK_USIZE);
                     break;
                 }
+                let header = BatchHeader::parse(&data[at..avail])
+                    .map_err(|e| self.corrupt(segment, pos, e))?;
                 if header.last_offset() >= offset {
                     if header.last_offset() >= upper_bound
                         || (!out.is_empty() && total + size > max_bytes)
@@ -796,6 +810,15 @@ impl PartitionLog {
             let (from_pos, from_offset) = target.last_index_entry();
             let scan = target.scan(from_pos, from_offset, cut.0, interval).await?;
             assert_eq!(scan.end_pos, cut.0, "truncation point is a batch boundary");
+            // Later segments go first, newest first, durably: a crash part-way leaves a shorter
+            // suffix of whole segments, and the target, now last, is recovered as the active
+            // segment. Readers holding them keep their open files.
+            for s in doomed.iter().rev() {
+                self.remove_segment_files(s.base_offset).await?;
+            }
+            if !doomed.is_empty() {
+                blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await?;
+            }
             let mut block = target.file.alloc_write_buffer(BLOCK_USIZE);
             block.as_bytes_mut()[..scan.tail_block.len()].copy_from_slice(&scan.tail_block);
             if cut.0 % BLOCK_BYTES != 0 {
@@ -826,9 +849,6 @@ impl PartitionLog {
                     &[cut.1 .0],
                 )
                 .await?;
-            }
-            for s in doomed {
-                self.remove_segment_files(s.base_offset).await?;
             }
             Ok(())
         })

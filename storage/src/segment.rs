@@ -218,7 +218,7 @@ impl Segment {
         let mut bytes_read = 0u64;
         let mut tail_block = Vec::new();
         let mut chunk_len = SCAN_CHUNK_BYTES;
-        // The entry at `from_pos` is re-added by `note_batch`; start as if just past one.
+        // `from_pos` is at an index entry (or 0): the next entry comes after another interval.
         self.bytes_since_index.set(0);
         'chunks: while pos < limit_pos {
             let chunk_start = align_down(pos);

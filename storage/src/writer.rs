@@ -103,13 +103,14 @@ impl Writer {
             .min(start + chunk_bytes as u64)
             .max(self.submitted_pos);
         let len = usize::try_from(align_up(end) - start).expect("write chunk fits usize");
-        let mut buffer = self.segment.file.alloc_write_buffer(len);
+        let mut buffer = self.segment.file.alloc_write_buffer_unfilled(len);
         let dst = buffer.as_bytes_mut();
         dst[..self.tail_block.len()].copy_from_slice(&self.tail_block);
-        for p in &self.pending {
-            if p.end() <= self.submitted_pos {
-                continue;
-            }
+        dst[as_usize(end - start)..].fill(0);
+        let first = self
+            .pending
+            .partition_point(|p| p.end() <= self.submitted_pos);
+        for p in self.pending.range(first..) {
             if p.pos >= end {
                 break;
             }

@@ -365,3 +365,37 @@ fn reopen_reads_only_the_active_tail_whatever_the_closed_segments_weigh() {
     assert!(small > 0);
     assert_eq!(small, large, "open must not read closed segments");
 }
+
+#[test]
+fn a_cold_read_reaching_the_write_frontier_returns_what_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let config = LogConfig {
+            write_chunk_bytes: 4096,
+            writes_in_flight_max: 1,
+            ..LogConfig::default()
+        };
+        let log = open(&path, config, 0).await;
+        for i in 0..100 {
+            log.append(batch(i, 1, 100), LeaderEpoch(0)).await.unwrap();
+        }
+        // Writes are still in flight: the disk holds a prefix, ending inside some batch.
+        let got = log.read(Offset(0), 1 << 20, Offset(100)).await.unwrap();
+        assert!(!got.is_empty());
+        let mut next = 0;
+        for b in &got {
+            let h = storage::validate_batch(b).unwrap();
+            assert_eq!(h.base_offset, Offset(next));
+            next += 1;
+        }
+        log.flush().await.unwrap();
+        assert_eq!(
+            log.read(Offset(0), 1 << 20, Offset(100))
+                .await
+                .unwrap()
+                .len(),
+            100
+        );
+    });
+}
