@@ -383,11 +383,9 @@ fn a_cold_read_reaching_the_write_frontier_returns_what_is_written() {
         // Writes are still in flight: the disk holds a prefix, ending inside some batch.
         let got = log.read(Offset(0), 1 << 20, Offset(100)).await.unwrap();
         assert!(!got.is_empty());
-        let mut next = 0;
-        for b in &got {
+        for (i, b) in got.iter().enumerate() {
             let h = storage::validate_batch(b).unwrap();
-            assert_eq!(h.base_offset, Offset(next));
-            next += 1;
+            assert_eq!(h.base_offset, Offset(i as i64));
         }
         log.flush().await.unwrap();
         assert_eq!(
