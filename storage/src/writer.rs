@@ -1,6 +1,7 @@
 //! The write pipeline of the active segment: appended batches wait here (in memory) until
 //! their bytes are on disk. Full blocks are written as they fill, up to `writes_in_flight_max`
-//! writes at once; the partial tail block is kept in memory and rewritten as it fills.
+//! writes at once; the partial tail block is kept in memory and written (then rewritten as it
+//! fills) whenever no other write is in flight.
 //!
 //! Invariants:
 //! 1. Writes in flight never overlap: a write that starts in the block where the previous write
@@ -10,7 +11,7 @@
 //! 3. `tail_block` holds the bytes `[align_down(submitted_pos), submitted_pos)`.
 
 use crate::cache::CachedBatch;
-use crate::io::{align_down, align_up};
+use crate::io::{align_down, align_up, BLOCK_BYTES};
 use crate::segment::Segment;
 use crate::types::Offset;
 use glommio::io::DmaBuffer;
@@ -99,9 +100,16 @@ impl Writer {
         {
             return None;
         }
-        let end = end_pos
-            .min(start + chunk_bytes as u64)
-            .max(self.submitted_pos);
+        let mut end = end_pos.min(start + chunk_bytes as u64);
+        // A write ending inside a block makes the next write wait for it (invariant 1). While
+        // other writes are in flight, write whole blocks only, so streams keep the queue deep;
+        // the partial tail goes out as soon as the queue is empty.
+        if end % BLOCK_BYTES != 0 && !self.in_flight.is_empty() {
+            end = align_down(end);
+            if end <= self.submitted_pos {
+                return None;
+            }
+        }
         let len = usize::try_from(align_up(end) - start).expect("write chunk fits usize");
         let mut buffer = self.segment.file.alloc_write_buffer_unfilled(len);
         let dst = buffer.as_bytes_mut();
