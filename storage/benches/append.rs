@@ -33,7 +33,7 @@
 //! on this 2-core VM (DESIGN.md §8).
 
 use bytes::Bytes;
-use glommio::io::{DmaFile, OpenOptions};
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use glommio::{LocalExecutorBuilder, Placement};
 use hdrhistogram::Histogram;
 use std::collections::VecDeque;
@@ -43,7 +43,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use storage::{build_batch, BatchCache, LeaderEpoch, LogConfig, PartitionLog, TimestampMs};
 
-/// Raw sequential write size, and the log's default `write_chunk_bytes`.
+/// Raw sequential write size (the log writes in `LogConfig::write_chunk_bytes` chunks).
 const RAW_WRITE_BYTES: usize = 1 << 20;
 /// Raw sequential writes in flight, and the log's default `writes_in_flight_max`.
 const RAW_WRITES_IN_FLIGHT: usize = 16;
@@ -427,6 +427,23 @@ async fn open_dma(path: &Path) -> BenchResult<DmaFile> {
         .map_err(|e| format!("opening {}: {e}", path.display()))
 }
 
+/// A new DMA file preallocated to `file_bytes`, and one write buffer of `buffer_bytes` filled
+/// with pseudo-random bytes from `seed`, shared by the raw baselines.
+async fn raw_file_and_buffer(
+    path: &Path,
+    file_bytes: u64,
+    buffer_bytes: usize,
+    mut seed: u64,
+) -> BenchResult<(DmaFile, Rc<DmaBuffer>)> {
+    let file = open_dma(path).await?;
+    file.pre_allocate(file_bytes, false)
+        .await
+        .map_err(err("preallocating raw file"))?;
+    let mut buf = file.alloc_dma_buffer(buffer_bytes);
+    buf.as_bytes_mut().fill_with(|| xorshift(&mut seed) as u8);
+    Ok((file, Rc::new(buf)))
+}
+
 /// Sequential 1 MiB O_DIRECT writes, 16 in flight, into a preallocated file, then fdatasync.
 /// One timed throughput run.
 struct Run {
@@ -439,14 +456,8 @@ struct Run {
 async fn raw_write_throughput(dir: &Path, bytes: u64) -> BenchResult<Run> {
     std::fs::create_dir_all(dir).map_err(err("creating run dir"))?;
     let path = dir.join("raw-sequential.dat");
-    let file = Rc::new(open_dma(&path).await?);
-    file.pre_allocate(bytes, false)
-        .await
-        .map_err(err("preallocating raw file"))?;
-    let mut buf = file.alloc_dma_buffer(RAW_WRITE_BYTES);
-    let mut seed = 1u64;
-    buf.as_bytes_mut().fill_with(|| xorshift(&mut seed) as u8);
-    let buf = Rc::new(buf);
+    let (file, buf) = raw_file_and_buffer(&path, bytes, RAW_WRITE_BYTES, 1).await?;
+    let file = Rc::new(file);
     let (start, cpu_start) = (Instant::now(), thread_cpu_time());
     let mut in_flight = VecDeque::with_capacity(RAW_WRITES_IN_FLIGHT);
     let mut pos = 0u64;
@@ -580,15 +591,9 @@ async fn raw_latency(dir: &Path, samples: usize, mode: RawMode) -> BenchResult<L
     let sync = mode != RawMode::Write;
     std::fs::create_dir_all(dir).map_err(err("creating dir"))?;
     let path = dir.join("raw-4k.dat");
-    let file = open_dma(&path).await?;
     let total = WARMUP_SAMPLES + samples;
-    file.pre_allocate((total * BLOCK_BYTES) as u64, false)
-        .await
-        .map_err(err("preallocating"))?;
-    let mut buf = file.alloc_dma_buffer(BLOCK_BYTES);
-    let mut seed = 7u64;
-    buf.as_bytes_mut().fill_with(|| xorshift(&mut seed) as u8);
-    let buf = Rc::new(buf);
+    let (file, buf) =
+        raw_file_and_buffer(&path, (total * BLOCK_BYTES) as u64, BLOCK_BYTES, 7).await?;
     let mut lat = Latency::new(match mode {
         RawMode::WriteSync => "raw 4 KiB O_DIRECT write + fdatasync",
         RawMode::Write => "raw 4 KiB O_DIRECT write",
