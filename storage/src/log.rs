@@ -903,8 +903,13 @@ impl PartitionLog {
             &[offset.0],
         )
         .await?;
-        self.delete_segments_while(|_, next_base, _| next_base <= offset)
-            .await?;
+        while let Some((segment, next_base)) = self.oldest_closed_segment() {
+            if next_base > offset {
+                break;
+            }
+            self.delete_oldest_segment(segment.base_offset, next_base)
+                .await?;
+        }
         Ok(self.log_start_offset())
     }
 
@@ -924,15 +929,7 @@ impl PartitionLog {
         });
         let mut deleted = 0;
         loop {
-            let oldest = {
-                let st = self.shared.state.borrow();
-                let mut it = st.segments.values();
-                match (it.next(), it.next()) {
-                    (Some(first), Some(next)) => Some((first.clone(), next.base_offset)),
-                    _ => None,
-                }
-            };
-            let Some((segment, next_base)) = oldest else {
+            let Some((segment, next_base)) = self.oldest_closed_segment() else {
                 break;
             };
             let size = segment.size_bytes.get();
@@ -948,46 +945,35 @@ impl PartitionLog {
                 break;
             }
             excess = excess.saturating_sub(size);
-            self.delete_segments_while(|base, _, _| base == segment.base_offset)
+            self.delete_oldest_segment(segment.base_offset, next_base)
                 .await?;
-            let mut st = self.shared.state.borrow_mut();
-            st.log_start = st.log_start.max(next_base);
-            st.high_watermark = st.high_watermark.max(st.log_start);
             deleted += 1;
         }
         Ok(deleted)
     }
 
-    /// Deletes closed segments from the oldest while `doomed(base, next_base, size)` holds.
-    async fn delete_segments_while(
-        &self,
-        doomed: impl Fn(Offset, Offset, u64) -> bool,
-    ) -> Result<()> {
-        loop {
-            let victim = {
-                let mut st = self.shared.state.borrow_mut();
-                let mut it = st.segments.values();
-                let pick = match (it.next(), it.next()) {
-                    (Some(first), Some(next))
-                        if doomed(first.base_offset, next.base_offset, first.size_bytes.get()) =>
-                    {
-                        Some((first.base_offset, next.base_offset))
-                    }
-                    _ => None,
-                };
-                if let Some((base, next)) = pick {
-                    st.segments.remove(&base);
-                    st.log_start = st.log_start.max(next);
-                    st.high_watermark = st.high_watermark.max(st.log_start);
-                }
-                pick
-            };
-            let Some((base, next)) = victim else {
-                return Ok(());
-            };
-            self.shared.cache.evict_below(self.shared.cache_id, next);
-            self.remove_segment_files(base).await?;
+    /// The oldest segment if it is closed (another one follows it), and the next one's base.
+    fn oldest_closed_segment(&self) -> Option<(Rc<Segment>, Offset)> {
+        let st = self.shared.state.borrow();
+        let mut it = st.segments.values();
+        match (it.next(), it.next()) {
+            (Some(first), Some(next)) => Some((first.clone(), next.base_offset)),
+            _ => None,
         }
+    }
+
+    /// Deletes the oldest segment, which must be closed; the log start moves to `next_base`.
+    async fn delete_oldest_segment(&self, base: Offset, next_base: Offset) -> Result<()> {
+        {
+            let mut st = self.shared.state.borrow_mut();
+            st.segments.remove(&base);
+            st.log_start = st.log_start.max(next_base);
+            st.high_watermark = st.high_watermark.max(st.log_start);
+        }
+        self.shared
+            .cache
+            .evict_below(self.shared.cache_id, next_base);
+        self.remove_segment_files(base).await
     }
 
     async fn remove_segment_files(&self, base: Offset) -> Result<()> {
