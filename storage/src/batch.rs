@@ -184,15 +184,81 @@ pub fn split_batches(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, Batch
     Ok(out)
 }
 
-/// Returns a copy of `batch` with `baseOffset` and `partitionLeaderEpoch` set. These fields lie
-/// outside the CRC, so the CRC stays valid. One copy of the batch is made here (the request
-/// buffer is shared and immutable); the read path makes none.
-pub fn stamp_batch(batch: &[u8], base_offset: Offset, leader_epoch: LeaderEpoch) -> Bytes {
-    let mut out = BytesMut::with_capacity(batch.len());
-    out.extend_from_slice(batch);
-    out[0..8].copy_from_slice(&base_offset.0.to_be_bytes());
-    out[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&leader_epoch.0.to_be_bytes());
-    out.freeze()
+/// One stored batch as two shared buffers: its 61-byte header, owned by the log so it can be
+/// stamped (and, for LogAppendTime, rewritten), and its records, still the producer's bytes.
+/// Concatenated they are the batch exactly as on disk and on the wire; a fetch sends both
+/// chunks, so no record byte is copied to stamp a batch. Cheap to clone (two refcounts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordBatch {
+    header: Bytes,
+    records: Bytes,
+}
+
+impl RecordBatch {
+    /// A batch read whole from disk or built by a caller: split without copying.
+    /// `batch` must hold at least the 61-byte header (as [`validate_batch`] ensures).
+    pub fn from_contiguous(batch: Bytes) -> RecordBatch {
+        assert!(
+            batch.len() >= BATCH_HEADER_BYTES,
+            "a record batch holds its header"
+        );
+        let mut header = batch;
+        let records = header.split_off(BATCH_HEADER_BYTES);
+        RecordBatch { header, records }
+    }
+
+    /// Total size in bytes.
+    pub fn len(&self) -> usize {
+        self.header.len() + self.records.len()
+    }
+
+    /// Always false: a batch holds at least its header.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> BatchHeader {
+        BatchHeader::parse(&self.header).expect("stored batches have a valid header")
+    }
+
+    /// The two chunks in wire order: header, then records.
+    pub fn chunks(&self) -> [&Bytes; 2] {
+        [&self.header, &self.records]
+    }
+
+    /// Copies bytes `[from, to)` of the batch into `dst` (`dst.len() == to - from`).
+    pub fn copy_range(&self, from: usize, to: usize, dst: &mut [u8]) {
+        let split = self.header.len();
+        let mut at = 0;
+        if from < split {
+            let end = to.min(split);
+            dst[..end - from].copy_from_slice(&self.header[from..end]);
+            at = end - from;
+        }
+        if to > split {
+            let start = from.max(split) - split;
+            dst[at..].copy_from_slice(&self.records[start..to - split]);
+        }
+    }
+
+    /// The batch as one contiguous vector (tests, diagnostics: this copies).
+    pub fn to_vec(&self) -> Vec<u8> {
+        [self.header.as_ref(), self.records.as_ref()].concat()
+    }
+}
+
+/// `batch` (validated) with `baseOffset` and `partitionLeaderEpoch` set. These fields lie
+/// outside the CRC, so it stays valid. Only the 61-byte header is copied; the records stay the
+/// request's bytes.
+pub fn stamp_batch(batch: &Bytes, base_offset: Offset, leader_epoch: LeaderEpoch) -> RecordBatch {
+    let mut header = BytesMut::from(&batch[..BATCH_HEADER_BYTES]);
+    header[0..8].copy_from_slice(&base_offset.0.to_be_bytes());
+    header[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&leader_epoch.0.to_be_bytes());
+    RecordBatch {
+        header: header.freeze(),
+        records: batch.slice(BATCH_HEADER_BYTES..),
+    }
 }
 
 /// Test and benchmark helper: builds a valid uncompressed RecordBatch v2 holding `records`
@@ -259,7 +325,11 @@ mod tests {
         assert_eq!(h.records_count, 3);
         assert_eq!(h.max_timestamp, TimestampMs(1002));
         let stamped = stamp_batch(&batch, Offset(42), LeaderEpoch(7));
-        let h = validate_batch(&stamped).unwrap();
+        let h = validate_batch(&stamped.to_vec()).unwrap();
+        assert_eq!(stamped.header(), h);
+        let mut middle = vec![0u8; 20];
+        stamped.copy_range(50, 70, &mut middle);
+        assert_eq!(middle, stamped.to_vec()[50..70]);
         assert_eq!(h.base_offset, Offset(42));
         assert_eq!(h.last_offset(), Offset(44));
         assert_eq!(h.partition_leader_epoch, LeaderEpoch(7));

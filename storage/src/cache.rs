@@ -7,8 +7,8 @@
 //! Invariant: `used_bytes` = sum of the sizes of all cached batches ≤ `max_bytes`, except that
 //! a single batch larger than the whole budget is not cached at all.
 
+use crate::batch::RecordBatch;
 use crate::types::Offset;
-use bytes::Bytes;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
@@ -21,7 +21,7 @@ pub type LogId = u64;
 pub struct CachedBatch {
     pub base_offset: Offset,
     pub last_offset: Offset,
-    pub bytes: Bytes,
+    pub batch: RecordBatch,
 }
 
 #[derive(Default)]
@@ -76,7 +76,7 @@ impl BatchCache {
     pub(crate) fn unregister(&self, log: LogId) {
         let mut inner = self.inner.borrow_mut();
         if let Some(batches) = inner.logs.remove(&log) {
-            let freed: usize = batches.iter().map(|b| b.bytes.len()).sum();
+            let freed: usize = batches.iter().map(|b| b.batch.len()).sum();
             inner.used_bytes -= freed;
         }
         inner.fifo.retain(|(id, _)| *id != log);
@@ -86,11 +86,11 @@ impl BatchCache {
     pub(crate) fn insert(&self, log: LogId, batch: CachedBatch) {
         let mut guard = self.inner.borrow_mut();
         let inner = &mut *guard;
-        let size = batch.bytes.len();
+        let size = batch.batch.len();
         if size > inner.max_bytes {
             // Too big to cache: the suffix must stay contiguous, so drop this log's suffix.
             if let Some(batches) = inner.logs.get_mut(&log) {
-                let freed: usize = batches.drain(..).map(|b| b.bytes.len()).sum();
+                let freed: usize = batches.drain(..).map(|b| b.batch.len()).sum();
                 inner.used_bytes -= freed;
             }
             return;
@@ -102,7 +102,7 @@ impl BatchCache {
             if let Some(batches) = inner.logs.get_mut(&victim) {
                 if batches.front().is_some_and(|b| b.base_offset == base) {
                     let b = batches.pop_front().expect("front checked above");
-                    inner.used_bytes -= b.bytes.len();
+                    inner.used_bytes -= b.batch.len();
                 }
             }
         }
@@ -120,7 +120,7 @@ impl BatchCache {
         if let Some(batches) = inner.logs.get_mut(&log) {
             while batches.back().is_some_and(|b| b.last_offset >= from) {
                 let b = batches.pop_back().expect("back checked above");
-                inner.used_bytes -= b.bytes.len();
+                inner.used_bytes -= b.batch.len();
             }
         }
         inner.compact_fifo();
@@ -133,7 +133,7 @@ impl BatchCache {
         if let Some(batches) = inner.logs.get_mut(&log) {
             while batches.front().is_some_and(|b| b.last_offset < before) {
                 let b = batches.pop_front().expect("front checked above");
-                inner.used_bytes -= b.bytes.len();
+                inner.used_bytes -= b.batch.len();
             }
         }
         inner.compact_fifo();
@@ -148,7 +148,7 @@ impl BatchCache {
         offset: Offset,
         max_bytes: usize,
         upper_bound: Offset,
-    ) -> Option<Vec<Bytes>> {
+    ) -> Option<Vec<RecordBatch>> {
         let mut inner = self.inner.borrow_mut();
         let found = inner.logs.get(&log).and_then(|batches| {
             let first = batches.front()?;
@@ -201,18 +201,18 @@ pub(crate) fn take_batches<'a>(
     batches: impl Iterator<Item = &'a CachedBatch>,
     max_bytes: usize,
     upper_bound: Offset,
-) -> Vec<Bytes> {
+) -> Vec<RecordBatch> {
     let mut out = Vec::new();
     let mut total = 0usize;
     for b in batches {
         if b.last_offset >= upper_bound {
             break;
         }
-        if !out.is_empty() && total + b.bytes.len() > max_bytes {
+        if !out.is_empty() && total + b.batch.len() > max_bytes {
             break;
         }
-        total += b.bytes.len();
-        out.push(b.bytes.clone());
+        total += b.batch.len();
+        out.push(b.batch.clone());
     }
     out
 }
@@ -225,7 +225,7 @@ mod tests {
         CachedBatch {
             base_offset: Offset(base),
             last_offset: Offset(base),
-            bytes: Bytes::from(vec![0u8; len]),
+            batch: RecordBatch::from_contiguous(bytes::Bytes::from(vec![0u8; len])),
         }
     }
 

@@ -23,7 +23,8 @@ mod types;
 mod writer;
 
 pub use batch::{
-    batch_crc, build_batch, split_batches, validate_batch, BatchHeader, BATCH_HEADER_BYTES,
+    batch_crc, build_batch, split_batches, validate_batch, BatchHeader, RecordBatch,
+    BATCH_HEADER_BYTES,
 };
 pub use cache::{BatchCache, CacheStats};
 pub use config::LogConfig;

@@ -15,7 +15,7 @@
 //! 4. Only one maintenance operation (roll, truncation, close) runs at a time (`busy`); appends
 //!    wait for it.
 
-use crate::batch::{split_batches, stamp_batch, BatchHeader, BATCH_HEADER_BYTES};
+use crate::batch::{split_batches, stamp_batch, BatchHeader, RecordBatch, BATCH_HEADER_BYTES};
 use crate::cache::{take_batches, BatchCache, CachedBatch, LogId};
 use crate::checkpoint;
 use crate::config::LogConfig;
@@ -65,7 +65,7 @@ pub struct AppendInfo {
 pub struct TimestampMatch {
     /// The whole batch; records inside it before the target time are the caller's to skip
     /// (they need decompression for compressed batches).
-    pub batch: Bytes,
+    pub batch: RecordBatch,
     pub header: BatchHeader,
 }
 
@@ -368,7 +368,7 @@ impl PartitionLog {
             let cached = CachedBatch {
                 base_offset: base,
                 last_offset: header.last_offset(),
-                bytes: stamped,
+                batch: stamped,
             };
             shared.cache.insert(shared.cache_id, cached.clone());
             st.writer.push(pos, cached);
@@ -570,7 +570,7 @@ impl PartitionLog {
         offset: Offset,
         max_bytes: usize,
         upper_bound: Offset,
-    ) -> Result<Vec<Bytes>> {
+    ) -> Result<Vec<RecordBatch>> {
         let (segment, readable_end) = {
             let st = self.shared.state.borrow();
             if offset < st.log_start || offset > st.log_end {
@@ -625,7 +625,7 @@ impl PartitionLog {
         max_bytes: usize,
         upper_bound: Offset,
         (readable_end, at_write_frontier): (u64, bool),
-    ) -> Result<Vec<Bytes>> {
+    ) -> Result<Vec<RecordBatch>> {
         let mut pos = segment.position_for(offset).await?;
         let mut out = Vec::new();
         let mut total = 0usize;
@@ -687,7 +687,7 @@ impl PartitionLog {
                     crate::batch::validate_batch(&batch)
                         .map_err(|e| self.corrupt(segment, pos, e))?;
                     total += size;
-                    out.push(batch);
+                    out.push(RecordBatch::from_contiguous(batch));
                 }
                 at += size;
                 pos += size as u64;
@@ -739,7 +739,7 @@ impl PartitionLog {
                     break;
                 }
                 for batch in batches {
-                    let header = BatchHeader::parse(&batch)?;
+                    let header = batch.header();
                     if header.max_timestamp >= target {
                         return Ok(Some(TimestampMatch { batch, header }));
                     }

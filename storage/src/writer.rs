@@ -26,7 +26,7 @@ pub struct PendingBatch {
 
 impl PendingBatch {
     fn end(&self) -> u64 {
-        self.pos + self.batch.bytes.len() as u64
+        self.pos + self.batch.batch.len() as u64
     }
 }
 
@@ -81,7 +81,7 @@ impl Writer {
 
     /// Queues an appended batch at `pos` (the segment's previous end).
     pub fn push(&mut self, pos: u64, batch: CachedBatch) {
-        self.unwritten_bytes += batch.bytes.len();
+        self.unwritten_bytes += batch.batch.len();
         self.pending.push_back(PendingBatch { pos, batch });
     }
 
@@ -124,8 +124,11 @@ impl Writer {
             }
             let from = self.submitted_pos.max(p.pos);
             let to = end.min(p.end());
-            let src = &p.batch.bytes[as_usize(from - p.pos)..as_usize(to - p.pos)];
-            dst[as_usize(from - start)..as_usize(to - start)].copy_from_slice(src);
+            p.batch.batch.copy_range(
+                as_usize(from - p.pos),
+                as_usize(to - p.pos),
+                &mut dst[as_usize(from - start)..as_usize(to - start)],
+            );
         }
         let tail_start = as_usize(align_down(end) - start);
         self.tail_block = dst[tail_start..as_usize(end - start)].to_vec();
@@ -162,7 +165,7 @@ impl Writer {
             .is_some_and(|p| p.end() <= self.written_pos)
         {
             let p = self.pending.pop_front().expect("front checked above");
-            self.unwritten_bytes -= p.batch.bytes.len();
+            self.unwritten_bytes -= p.batch.batch.len();
             self.written_offset = p.batch.last_offset.plus(1);
         }
     }

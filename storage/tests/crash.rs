@@ -145,7 +145,7 @@ fn verify(dir: &Path, acknowledged: i64, kill_point: u64) {
                     want,
                     "kill point {kill_point}: batch at {offset} differs"
                 );
-                let h = storage::validate_batch(&b).unwrap();
+                let h = storage::validate_batch(&b.to_vec()).unwrap();
                 offset = h.last_offset().plus(1);
             }
         }

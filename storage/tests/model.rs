@@ -105,7 +105,7 @@ async fn run_ops(ops: Vec<Op>) {
                     .batches
                     .iter()
                     .position(|(base, b)| {
-                        let h = storage::validate_batch(b).unwrap();
+                        let h = storage::validate_batch(&b.to_vec()).unwrap();
                         *base <= at && at <= h.last_offset().0
                     })
                     .expect("model holds the offset");
