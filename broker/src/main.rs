@@ -1,8 +1,42 @@
-//! `sluice`, the broker binary. The storage engine exists (crate `storage`); the Kafka
-//! listener, shards and request handlers come with the single-node broker issue, so for now
-//! the binary says so and exits with status 2 instead of pretending to serve.
+//! `sluice`: the Kafka-API broker. Parses flags and config, takes the data directory's lock,
+//! loads the cluster metadata, and runs one shard per core until stopped.
+//!
+//! Modules: `runtime` (executors, mesh, listeners), `shard` (per-core state and partition
+//! operations), `connection` (one client socket), `handlers` (one file per Kafka API),
+//! `controller` + `metadata` (topics, placement), `config`/`cli` (properties), `admin` (HTTP).
+
+mod admin;
+mod cli;
+mod config;
+mod connection;
+mod controller;
+mod errors;
+mod handlers;
+mod lockfile;
+mod messages;
+mod metadata;
+mod records;
+mod runtime;
+mod shard;
+
+use clap::Parser;
 
 fn main() {
-    eprintln!("sluice: the Kafka listener is not built yet; see the single-node broker issue");
-    std::process::exit(2);
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run() {
+        eprintln!("sluice: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let config = cli::load(cli::Args::parse())?;
+    let _lock = lockfile::DataDirLock::acquire(&config.data_dir)?;
+    let metadata = metadata::ClusterMetadata::load(&config.data_dir, config.cores.len())?;
+    runtime::run(config, metadata)
 }

@@ -29,5 +29,6 @@ pub use batch::{
 pub use cache::{BatchCache, CacheStats};
 pub use config::LogConfig;
 pub use error::{BatchError, Result, StorageError};
+pub use io::Notify;
 pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};

@@ -1,0 +1,286 @@
+//! Command-line flags of `sluice` and start-up config loading.
+//!
+//! Precedence, lowest first: built-in defaults < the `--config` TOML file < `--set KEY=VALUE`
+//! (in order given) < the dedicated flags (`--listen`, `--data-dir`, …). Every layer goes through
+//! [`BrokerConfig::set`], so the same keys, ranges and error messages apply everywhere; an error
+//! names the key (or flag) and the process should exit before binding anything.
+//!
+//! Runs once on the main thread before any executor starts: it reads the config file with
+//! `std::fs` and resolves host names with the system resolver, both blocking.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::config::{flatten_toml, BrokerConfig, ConfigError};
+
+const AFTER_HELP: &str = "\
+CONFIG KEYS (for --config and --set; Kafka property names):
+  Broker:
+    listeners                     HOST:PORT or PLAINTEXT://HOST:PORT  [127.0.0.1:9092]
+    advertised.listeners          HOST:PORT clients are told to use    [= listeners]
+    log.dirs, log.dir             data directory (one)                  [./data]
+    node.id, broker.id            [0]
+    auto.create.topics.enable     [true]
+    num.partitions                partitions of new topics by default  [1]
+    default.replication.factor    [1]
+    socket.request.max.bytes      largest request frame                 [104857600]
+    message.max.bytes             largest record batch; also the
+                                  default of max.message.bytes          [1048588]
+    sluice.admin.listen           admin HTTP HOST:PORT                  [127.0.0.1:9644]
+    sluice.cores                  as --cores                            [all CPUs]
+    sluice.batch.cache.bytes      batch cache per shard, bytes          [67108864]
+  Topic defaults (broker name, or the topic name itself):
+    log.retention.ms (.minutes, .hours) = retention.ms   -1 = forever   [604800000]
+    log.retention.bytes = retention.bytes                -1 = unlimited [-1]
+    log.segment.bytes = segment.bytes                    14..2^31-1     [1073741824]
+    log.roll.ms (.hours) = segment.ms                                   [604800000]
+    log.cleanup.policy = cleanup.policy                  delete only    [delete]
+    log.message.timestamp.type = message.timestamp.type  CreateTime|LogAppendTime
+    message.max.bytes = max.message.bytes                               [1048588]
+    log.flush.interval.messages = flush.messages                        [never]
+    log.flush.interval.ms = flush.ms                                    [never]
+    log.index.interval.bytes = index.interval.bytes                     [4096]
+
+CONFIG FILE (TOML): flat quoted keys or nested tables, integer/boolean/string values:
+    \"auto.create.topics.enable\" = false
+    [log]
+    retention.ms = 86400000
+    segment.bytes = 268435456";
+
+/// `sluice` command-line arguments. Derives [`clap::Parser`] (and so [`clap::Args`], for use as
+/// a flattened group under a future subcommand).
+#[derive(Clone, Debug, Default, Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "Sluice: a Kafka-API-compatible broker, one shard per core",
+    long_about = "Sluice: a Kafka-API-compatible broker, one shard per core.\n\n\
+        With no arguments it serves Kafka on 127.0.0.1:9092 and admin HTTP on 127.0.0.1:9644, \
+        keeps data in ./data and runs one shard on every CPU it may use.\n\n\
+        Settings apply in this order, later winning: built-in defaults, the --config file, \
+        --set KEY=VALUE (in order), then the dedicated flags. Unknown keys and bad values stop \
+        start-up with a message naming the key.",
+    after_help = AFTER_HELP
+)]
+pub struct Args {
+    /// Kafka listener address (key `listeners`) [default: 127.0.0.1:9092]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+
+    /// Address clients are told to connect to in Metadata (key `advertised.listeners`)
+    /// [default: the listen address; the host name if that is 0.0.0.0]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertised_listener: Option<String>,
+
+    /// Admin HTTP address: GET /health, GET /v1/status (key `sluice.admin.listen`)
+    /// [default: 127.0.0.1:9644]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub admin_listen: Option<String>,
+
+    /// Data directory, created if missing and locked against a second broker (key `log.dirs`)
+    /// [default: ./data]
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// CPUs to run shards on: N = the first N CPUs (0..N); or a list such as 0,2,3 or 1-3
+    /// (a single CPU other than 0: 2-2) (key `sluice.cores`) [default: every CPU this process
+    /// may use]
+    #[arg(long, value_name = "N|LIST")]
+    pub cores: Option<String>,
+
+    /// TOML file of config keys (Kafka property names); see CONFIG FILE below
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Set any broker or default-topic property, e.g. --set auto.create.topics.enable=false;
+    /// repeatable, later wins
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// Builds the broker config from `args`: defaults < `--config` file < `--set` < flags.
+///
+/// # Errors
+/// [`ConfigError::ReadFile`] / [`ConfigError::ParseFile`] for the config file,
+/// [`ConfigError::InFile`] wrapping the first bad key in it, [`ConfigError::BadSetArgument`]
+/// for a `--set` without `=`, and [`ConfigError::UnknownKey`] / [`ConfigError::InvalidValue`]
+/// naming the key, or the flag (e.g. `--listen`) for a bad flag value.
+pub fn load(args: Args) -> Result<BrokerConfig, ConfigError> {
+    let mut config = BrokerConfig::default();
+
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+            path: path.clone(),
+            source,
+        })?;
+        for (key, value) in flatten_toml(&text, path)? {
+            config.set(&key, &value).map_err(|e| ConfigError::InFile {
+                path: path.clone(),
+                source: Box::new(e),
+            })?;
+        }
+    }
+
+    for arg in &args.set {
+        let (key, value) = split_set_arg(arg)?;
+        config.set(key, value)?;
+    }
+
+    let flags = [
+        ("--listen", "listeners", args.listen.as_deref()),
+        (
+            "--advertised-listener",
+            "advertised.listeners",
+            args.advertised_listener.as_deref(),
+        ),
+        (
+            "--admin-listen",
+            "sluice.admin.listen",
+            args.admin_listen.as_deref(),
+        ),
+        ("--cores", "sluice.cores", args.cores.as_deref()),
+    ];
+    for (flag, key, value) in flags {
+        if let Some(value) = value {
+            config.set(key, value).map_err(|e| e.with_key(flag))?;
+        }
+    }
+    if let Some(path) = args.data_dir {
+        // Set the path directly: a directory name may contain a comma, which the Kafka key
+        // `log.dirs` (a list) rejects.
+        if path.as_os_str().is_empty() {
+            return Err(ConfigError::InvalidValue {
+                key: "--data-dir".to_owned(),
+                value: String::new(),
+                why: "must not be empty".to_owned(),
+            });
+        }
+        config.data_dir = path;
+    }
+    Ok(config)
+}
+
+/// Splits a `--set` argument at its first `=`; the key is trimmed, the value kept as is.
+fn split_set_arg(arg: &str) -> Result<(&str, &str), ConfigError> {
+    match arg.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim(), value)),
+        _ => Err(ConfigError::BadSetArgument {
+            arg: arg.to_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use std::io::Write;
+
+    fn args(argv: &[&str]) -> Args {
+        let mut full = vec!["sluice"];
+        full.extend_from_slice(argv);
+        Args::try_parse_from(full).expect("arguments parse")
+    }
+
+    #[test]
+    fn clap_definition_is_valid() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn no_arguments_gives_defaults() {
+        let c = load(args(&[])).expect("defaults load");
+        assert_eq!(c.listen.to_string(), "127.0.0.1:9092");
+        assert_eq!(c.admin_listen.to_string(), "127.0.0.1:9644");
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert!(!c.cores.is_empty());
+        assert!(c.auto_create_topics_enable);
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        writeln!(
+            file,
+            "\"num.partitions\" = 3\nlisteners = \"127.0.0.1:1000\"\n[log]\nretention.ms = 5\n\
+             [auto.create.topics]\nenable = false"
+        )
+        .expect("write");
+        let path = file.path().to_str().expect("utf-8 temp path");
+        let c = load(args(&[
+            "--config",
+            path,
+            "--set",
+            "num.partitions=4",
+            "--set",
+            "listeners=127.0.0.1:2000",
+            "--listen",
+            "127.0.0.1:3000",
+            "--data-dir",
+            "/tmp/sluice-x",
+            "--cores",
+            "1",
+        ]))
+        .expect("valid");
+        assert_eq!(c.num_partitions, 4, "--set beats the file");
+        assert_eq!(c.listen.port(), 3000, "the flag beats --set");
+        assert_eq!(c.topic_defaults.retention_ms, Some(5), "nested table key");
+        assert!(!c.auto_create_topics_enable);
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/sluice-x"));
+        assert_eq!(c.cores, vec![0]);
+        assert_eq!(c.advertised_listener().to_string(), "127.0.0.1:3000");
+    }
+
+    #[test]
+    fn errors_name_the_key_or_flag() {
+        let err = load(args(&["--set", "auto.create.topics.enabled=false"])).expect_err("typo");
+        let msg = err.to_string();
+        assert!(msg.contains("auto.create.topics.enabled"), "{msg}");
+        assert!(
+            msg.contains("did you mean `auto.create.topics.enable`"),
+            "{msg}"
+        );
+
+        let err = load(args(&["--set", "num.partitions"])).expect_err("no =");
+        assert!(matches!(err, ConfigError::BadSetArgument { .. }), "{err}");
+
+        let err = load(args(&["--listen", "nonsense"])).expect_err("bad flag");
+        assert_eq!(err.key(), Some("--listen"), "{err}");
+        let err = load(args(&["--cores", "0"])).expect_err("zero cores");
+        assert!(err.to_string().contains("--cores"), "{err}");
+
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        writeln!(file, "[log]\nsegment.bytes = 3").expect("write");
+        let path = file.path().to_str().expect("utf-8 temp path");
+        let err = load(args(&["--config", path])).expect_err("below minimum");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("log.segment.bytes") && msg.contains(path),
+            "{msg}"
+        );
+        assert_eq!(err.key(), Some("log.segment.bytes"));
+
+        let err = load(args(&["--config", "/nonexistent/sluice.toml"])).expect_err("no file");
+        assert!(matches!(err, ConfigError::ReadFile { .. }), "{err}");
+    }
+
+    #[test]
+    fn help_example_file_loads() {
+        let (_, example) = AFTER_HELP
+            .split_once("values:\n")
+            .expect("help has a CONFIG FILE example");
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        file.write_all(example.as_bytes()).expect("write");
+        let path = file.path().to_str().expect("utf-8 temp path");
+        let c = load(args(&["--config", path])).expect("the documented example is valid");
+        assert!(!c.auto_create_topics_enable);
+        assert_eq!(c.topic_defaults.retention_ms, Some(86_400_000));
+    }
+
+    #[test]
+    fn set_value_may_contain_equals() {
+        assert_eq!(split_set_arg("a=b=c").ok(), Some(("a", "b=c")));
+        assert!(split_set_arg("=1").is_err());
+    }
+}

@@ -1,0 +1,1483 @@
+//! Broker and topic configuration: Kafka property names, Kafka defaults, validation.
+//!
+//! Two types:
+//! - [`TopicConfig`]: the per-topic properties a Kafka client can describe, create with and alter
+//!   (`retention.ms`, `segment.bytes`, …). It remembers which keys were set explicitly, so
+//!   DescribeConfigs can report `TOPIC_CONFIG` versus a default ([`TopicConfig::source`]).
+//! - [`BrokerConfig`]: the start-up configuration of one `sluice` process, including
+//!   `topic_defaults`, the [`TopicConfig`] every new topic starts from.
+//!
+//! Every key is a Kafka property name where Kafka has one; Sluice-only keys start with
+//! `sluice.`. Values are strings as in a Kafka `.properties` file; [`BrokerConfig::set`] and
+//! [`TopicConfig::set`] parse and range-check them and fail with a [`ConfigError`] naming the key.
+//! Loading order (defaults < TOML file < `--set` < flags) lives in [`crate::cli`]; this module only
+//! knows how to apply one key and how to flatten a TOML document into keys
+//! ([`flatten_toml`]).
+//!
+//! Ownership: a `BrokerConfig` is built once at start-up on the main thread and then read-only;
+//! shards get clones. Topic configs belong to the cluster metadata (shard 0 now).
+//!
+//! Limits: one listener, one data directory (Kafka's `log.dirs` list is rejected if it names
+//! more than one), `cleanup.policy=delete` only (no compaction).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Kafka's "never" for `flush.messages` and `flush.ms` (`Long.MAX_VALUE`).
+pub const FLUSH_NEVER: u64 = i64::MAX as u64;
+
+/// Smallest `segment.bytes` Kafka accepts (`LegacyRecord.RECORD_OVERHEAD_V0`).
+pub const SEGMENT_BYTES_MIN: u64 = 14;
+
+/// Largest CPU id `--cores` accepts (`CPU_SETSIZE`).
+const CPU_ID_LIMIT: usize = 1024;
+
+const MS_PER_MINUTE: i64 = 60_000;
+const MS_PER_HOUR: i64 = 3_600_000;
+
+/// Why a configuration could not be applied. Every variant names the key (or file) at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The key is not a property Sluice knows; `suggestion` is the closest known key.
+    #[error("unknown config key `{key}`{}", did_you_mean(.suggestion))]
+    UnknownKey {
+        /// The key as given.
+        key: String,
+        /// Closest known key by edit distance, if one is close enough to be a likely typo.
+        suggestion: Option<String>,
+    },
+    /// The key is known but the value does not parse, is out of range or is not allowed.
+    #[error("invalid value `{value}` for config key `{key}`: {why}")]
+    InvalidValue {
+        /// The key (or command-line flag, e.g. `--listen`) as given.
+        key: String,
+        /// The value as given.
+        value: String,
+        /// What is wrong and what would be accepted.
+        why: String,
+    },
+    /// The `--config` file could not be read.
+    #[error("cannot read config file {}: {source}", .path.display())]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `--config` file is not valid TOML or holds a value of an unsupported type.
+    #[error("config file {}: {why}", .path.display())]
+    ParseFile {
+        /// The file.
+        path: PathBuf,
+        /// The parse error, with its line and column where TOML gives them.
+        why: String,
+    },
+    /// A key in the `--config` file was rejected; `source` names the key.
+    #[error("config file {}: {source}", .path.display())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// The error for the key.
+        #[source]
+        source: Box<ConfigError>,
+    },
+    /// A `--set` argument is not of the form `KEY=VALUE`.
+    #[error("--set `{arg}`: expected KEY=VALUE")]
+    BadSetArgument {
+        /// The argument as given.
+        arg: String,
+    },
+}
+
+fn did_you_mean(suggestion: &Option<String>) -> String {
+    match suggestion {
+        Some(s) => format!(" (did you mean `{s}`?)"),
+        None => String::new(),
+    }
+}
+
+impl ConfigError {
+    /// The key this error is about, if it is about one key (for Kafka error messages).
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::UnknownKey { key, .. } | ConfigError::InvalidValue { key, .. } => {
+                Some(key)
+            }
+            ConfigError::InFile { source, .. } => source.key(),
+            ConfigError::ReadFile { .. }
+            | ConfigError::ParseFile { .. }
+            | ConfigError::BadSetArgument { .. } => None,
+        }
+    }
+
+    /// Re-labels the key of an `UnknownKey` / `InvalidValue` error, e.g. a topic-level key
+    /// reported under the broker-level name the user typed.
+    pub(crate) fn with_key(self, key: &str) -> ConfigError {
+        match self {
+            ConfigError::InvalidValue { value, why, .. } => ConfigError::InvalidValue {
+                key: key.to_owned(),
+                value,
+                why,
+            },
+            ConfigError::UnknownKey { suggestion, .. } => ConfigError::UnknownKey {
+                key: key.to_owned(),
+                suggestion,
+            },
+            other => other,
+        }
+    }
+}
+
+fn invalid(key: &str, value: &str, why: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        why: why.into(),
+    }
+}
+
+fn unknown(key: &str, known: &[&'static str]) -> ConfigError {
+    ConfigError::UnknownKey {
+        key: key.to_owned(),
+        suggestion: closest_key(key, known).map(str::to_owned),
+    }
+}
+
+/// Parses an integer and checks `min <= n <= max`.
+fn parse_ranged(key: &str, value: &str, min: i64, max: i64) -> Result<i64, ConfigError> {
+    let n: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(key, value, "not an integer"))?;
+    if n < min || n > max {
+        let why = if max == i64::MAX {
+            format!("must be at least {min}")
+        } else {
+            format!("must be between {min} and {max}")
+        };
+        return Err(invalid(key, value, why));
+    }
+    Ok(n)
+}
+
+/// Like [`parse_ranged`] for a non-negative range, returned unsigned.
+fn parse_unsigned(key: &str, value: &str, min: u64, max: i64) -> Result<u64, ConfigError> {
+    let min_signed = i64::try_from(min).map_err(|_| invalid(key, value, "bad minimum"))?;
+    let n = parse_ranged(key, value, min_signed, max)?;
+    u64::try_from(n).map_err(|_| invalid(key, value, "must not be negative"))
+}
+
+/// Parses a Kafka "-1 means unlimited" value: `-1` → `None`, `n >= 0` → `Some(n)`.
+fn parse_unlimited(key: &str, value: &str) -> Result<Option<u64>, ConfigError> {
+    let n = parse_ranged(key, value, -1, i64::MAX)?;
+    Ok(u64::try_from(n).ok())
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(invalid(key, value, "expected `true` or `false`")),
+    }
+}
+
+fn render_unlimited(v: Option<u64>) -> String {
+    match v {
+        Some(n) => n.to_string(),
+        None => "-1".to_owned(),
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Topic configuration
+// ------------------------------------------------------------------------------------------
+
+/// `cleanup.policy`. Only `delete` exists: Sluice does not compact logs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CleanupPolicy {
+    /// Delete whole closed segments by `retention.ms` / `retention.bytes`.
+    #[default]
+    Delete,
+}
+
+impl CleanupPolicy {
+    /// The Kafka spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupPolicy::Delete => "delete",
+        }
+    }
+}
+
+/// `message.timestamp.type`: which timestamp a batch carries in the log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimestampType {
+    /// Keep the producer's timestamps.
+    #[default]
+    CreateTime,
+    /// The broker overwrites batch timestamps with its clock at append (and recomputes the CRC).
+    LogAppendTime,
+}
+
+impl TimestampType {
+    /// The Kafka spelling (`CreateTime` / `LogAppendTime`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        }
+    }
+}
+
+/// Where a topic property's effective value comes from, as DescribeConfigs reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// Set on the topic (CreateTopics configs or IncrementalAlterConfigs).
+    TopicConfig,
+    /// Not set on the topic; the broker's start-up config sets the default.
+    StaticBrokerConfig,
+    /// Neither: Kafka's built-in default.
+    DefaultConfig,
+}
+
+impl ConfigSource {
+    /// Kafka's `config_source` code in DescribeConfigs responses (v1+).
+    pub fn kafka_code(self) -> i8 {
+        match self {
+            ConfigSource::TopicConfig => 1,
+            ConfigSource::StaticBrokerConfig => 4,
+            ConfigSource::DefaultConfig => 5,
+        }
+    }
+}
+
+/// Topic-level property names, in the order [`TopicConfig::entries`] lists them, each with the
+/// broker-level property that sets its default (Kafka's synonym).
+const TOPIC_KEYS: [(&str, &str); 10] = [
+    ("cleanup.policy", "log.cleanup.policy"),
+    ("flush.messages", "log.flush.interval.messages"),
+    ("flush.ms", "log.flush.interval.ms"),
+    ("index.interval.bytes", "log.index.interval.bytes"),
+    ("max.message.bytes", "message.max.bytes"),
+    ("message.timestamp.type", "log.message.timestamp.type"),
+    ("retention.bytes", "log.retention.bytes"),
+    ("retention.ms", "log.retention.ms"),
+    ("segment.bytes", "log.segment.bytes"),
+    ("segment.ms", "log.roll.ms"),
+];
+
+fn topic_key_names() -> Vec<&'static str> {
+    TOPIC_KEYS.iter().map(|(k, _)| *k).collect()
+}
+
+fn canonical_topic_key(key: &str) -> Option<&'static str> {
+    TOPIC_KEYS.iter().map(|(k, _)| *k).find(|k| *k == key)
+}
+
+/// The per-topic properties, typed, with Kafka's defaults and ranges.
+///
+/// Values are stored as Kafka states them (milliseconds, bytes); `-1` ("unlimited") is `None`.
+/// Change values through [`TopicConfig::set`] / [`TopicConfig::reset`] so the record of
+/// explicitly set keys stays right; the public fields are for reading.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicConfig {
+    /// `retention.ms`: delete closed segments older than this, in ms. `None` = keep forever
+    /// (Kafka's -1). Default 604800000 (7 days).
+    pub retention_ms: Option<u64>,
+    /// `retention.bytes`: delete oldest closed segments while a partition exceeds this many
+    /// bytes. `None` = unlimited (Kafka's -1, the default).
+    pub retention_bytes: Option<u64>,
+    /// `segment.bytes`: roll a segment before it exceeds this many bytes.
+    /// Default 1073741824; range 14..=2147483647.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll a non-empty segment once it is this old, in ms (at least 1).
+    /// Default 604800000.
+    pub segment_ms: u64,
+    /// `cleanup.policy`: only `delete`.
+    pub cleanup_policy: CleanupPolicy,
+    /// `message.timestamp.type`: `CreateTime` (default) or `LogAppendTime`.
+    pub message_timestamp_type: TimestampType,
+    /// `max.message.bytes`: largest record batch accepted, in bytes. Default 1048588;
+    /// range 0..=2147483647.
+    pub max_message_bytes: u32,
+    /// `flush.messages`: fdatasync after this many records (at least 1). Default
+    /// [`FLUSH_NEVER`].
+    pub flush_messages: u64,
+    /// `flush.ms`: fdatasync data older than this many ms. Default [`FLUSH_NEVER`].
+    pub flush_ms: u64,
+    /// `index.interval.bytes`: bytes of log between offset-index entries. Default 4096;
+    /// range 0..=2147483647.
+    pub index_interval_bytes: u32,
+    /// Keys set through [`TopicConfig::set`] on this value, i.e. not inherited.
+    explicit: BTreeSet<&'static str>,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            retention_ms: Some(604_800_000),
+            retention_bytes: None,
+            segment_bytes: 1_073_741_824,
+            segment_ms: 604_800_000,
+            cleanup_policy: CleanupPolicy::Delete,
+            message_timestamp_type: TimestampType::CreateTime,
+            max_message_bytes: 1_048_588,
+            flush_messages: FLUSH_NEVER,
+            flush_ms: FLUSH_NEVER,
+            index_interval_bytes: 4096,
+            explicit: BTreeSet::new(),
+        }
+    }
+}
+
+impl TopicConfig {
+    /// A topic's starting config: the values of `defaults` (usually
+    /// `BrokerConfig::topic_defaults`) with no key marked as set on the topic.
+    pub fn inherit(defaults: &TopicConfig) -> TopicConfig {
+        TopicConfig {
+            explicit: BTreeSet::new(),
+            ..defaults.clone()
+        }
+    }
+
+    /// All topic-level property names, in [`TopicConfig::entries`] order.
+    pub fn keys() -> impl Iterator<Item = &'static str> {
+        TOPIC_KEYS.iter().map(|(k, _)| *k)
+    }
+
+    /// The broker-level property that sets the default of a topic-level `key`
+    /// (`retention.ms` → `log.retention.ms`); DescribeConfigs synonyms.
+    pub fn broker_synonym(key: &str) -> Option<&'static str> {
+        TOPIC_KEYS.iter().find(|(k, _)| *k == key).map(|(_, b)| *b)
+    }
+
+    /// Sets topic-level property `key` (Kafka name, e.g. `retention.ms`) from its string
+    /// value, and marks it as set on this topic.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownKey`] for a key that is not a topic property (with the closest one
+    /// as suggestion); [`ConfigError::InvalidValue`] if the value does not parse or is out of
+    /// Kafka's range. On error nothing changes.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let Some(name) = canonical_topic_key(key) else {
+            return Err(unknown(key, &topic_key_names()));
+        };
+        let v = value.trim();
+        match name {
+            "retention.ms" => self.retention_ms = parse_unlimited(key, value)?,
+            "retention.bytes" => self.retention_bytes = parse_unlimited(key, value)?,
+            "segment.bytes" => {
+                self.segment_bytes =
+                    parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
+            }
+            "segment.ms" => self.segment_ms = parse_unsigned(key, value, 1, i64::MAX)?,
+            "cleanup.policy" => {
+                // Kafka's value is a list ("delete,compact"); only the list ["delete"] is ours.
+                let policies: Vec<String> = v
+                    .split(',')
+                    .map(|p| p.trim().to_ascii_lowercase())
+                    .collect();
+                if policies.iter().any(|p| p == "compact") {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "log compaction is not supported; only `delete` is accepted",
+                    ));
+                }
+                if policies != ["delete"] {
+                    return Err(invalid(key, value, "only `delete` is accepted"));
+                }
+                self.cleanup_policy = CleanupPolicy::Delete;
+            }
+            "message.timestamp.type" => {
+                self.message_timestamp_type = match v {
+                    "CreateTime" => TimestampType::CreateTime,
+                    "LogAppendTime" => TimestampType::LogAppendTime,
+                    _ => {
+                        return Err(invalid(
+                            key,
+                            value,
+                            "expected `CreateTime` or `LogAppendTime`",
+                        ))
+                    }
+                }
+            }
+            "max.message.bytes" => {
+                self.max_message_bytes = parse_u32_int(key, value)?;
+            }
+            "flush.messages" => self.flush_messages = parse_unsigned(key, value, 1, i64::MAX)?,
+            "flush.ms" => self.flush_ms = parse_unsigned(key, value, 0, i64::MAX)?,
+            "index.interval.bytes" => {
+                self.index_interval_bytes = parse_u32_int(key, value)?;
+            }
+            _ => unreachable!("TOPIC_KEYS and TopicConfig::set disagree on `{name}`"),
+        }
+        self.explicit.insert(name);
+        Ok(())
+    }
+
+    /// Resets `key` to the value in `defaults` and unmarks it (IncrementalAlterConfigs
+    /// `DELETE`).
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownKey`] if `key` is not a topic property.
+    pub fn reset(&mut self, key: &str, defaults: &TopicConfig) -> Result<(), ConfigError> {
+        let Some(name) = canonical_topic_key(key) else {
+            return Err(unknown(key, &topic_key_names()));
+        };
+        match name {
+            "retention.ms" => self.retention_ms = defaults.retention_ms,
+            "retention.bytes" => self.retention_bytes = defaults.retention_bytes,
+            "segment.bytes" => self.segment_bytes = defaults.segment_bytes,
+            "segment.ms" => self.segment_ms = defaults.segment_ms,
+            "cleanup.policy" => self.cleanup_policy = defaults.cleanup_policy,
+            "message.timestamp.type" => {
+                self.message_timestamp_type = defaults.message_timestamp_type;
+            }
+            "max.message.bytes" => self.max_message_bytes = defaults.max_message_bytes,
+            "flush.messages" => self.flush_messages = defaults.flush_messages,
+            "flush.ms" => self.flush_ms = defaults.flush_ms,
+            "index.interval.bytes" => self.index_interval_bytes = defaults.index_interval_bytes,
+            _ => unreachable!("TOPIC_KEYS and TopicConfig::reset disagree on `{name}`"),
+        }
+        self.explicit.remove(name);
+        Ok(())
+    }
+
+    /// The value of topic-level property `key` as Kafka renders it (`-1` for unlimited), or
+    /// `None` for an unknown key.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let value = match canonical_topic_key(key)? {
+            "retention.ms" => render_unlimited(self.retention_ms),
+            "retention.bytes" => render_unlimited(self.retention_bytes),
+            "segment.bytes" => self.segment_bytes.to_string(),
+            "segment.ms" => self.segment_ms.to_string(),
+            "cleanup.policy" => self.cleanup_policy.as_str().to_owned(),
+            "message.timestamp.type" => self.message_timestamp_type.as_str().to_owned(),
+            "max.message.bytes" => self.max_message_bytes.to_string(),
+            "flush.messages" => self.flush_messages.to_string(),
+            "flush.ms" => self.flush_ms.to_string(),
+            "index.interval.bytes" => self.index_interval_bytes.to_string(),
+            _ => return None,
+        };
+        Some(value)
+    }
+
+    /// Every topic property with its value, sorted by name (stable, for DescribeConfigs).
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        Self::keys()
+            .filter_map(|k| self.get(k).map(|v| (k, v)))
+            .collect()
+    }
+
+    /// Whether `key` was set on this value by [`TopicConfig::set`] (not inherited).
+    pub fn is_set(&self, key: &str) -> bool {
+        self.explicit.contains(key)
+    }
+
+    /// The keys set on this value, sorted.
+    pub fn set_keys(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.explicit.iter().copied()
+    }
+
+    /// Where `key`'s value comes from, for a topic config whose defaults are
+    /// `broker_defaults` (the broker's `topic_defaults`).
+    pub fn source(&self, key: &str, broker_defaults: &TopicConfig) -> ConfigSource {
+        if self.is_set(key) {
+            ConfigSource::TopicConfig
+        } else if broker_defaults.is_set(key) {
+            ConfigSource::StaticBrokerConfig
+        } else {
+            ConfigSource::DefaultConfig
+        }
+    }
+
+    /// The storage engine's view of this config. Write-pipeline fields Kafka has no
+    /// property for (`write_chunk_bytes`, …) keep [`storage::LogConfig`]'s defaults;
+    /// `flush.*` = [`FLUSH_NEVER`] becomes "never".
+    pub fn to_log_config(&self) -> storage::LogConfig {
+        storage::LogConfig {
+            segment_bytes: self.segment_bytes,
+            segment_ms: Duration::from_millis(self.segment_ms),
+            index_interval_bytes: u64::from(self.index_interval_bytes),
+            flush_messages: if self.flush_messages >= FLUSH_NEVER {
+                u64::MAX
+            } else {
+                self.flush_messages
+            },
+            flush_ms: if self.flush_ms >= FLUSH_NEVER {
+                None
+            } else {
+                Some(Duration::from_millis(self.flush_ms))
+            },
+            retention_ms: self.retention_ms.map(Duration::from_millis),
+            retention_bytes: self.retention_bytes,
+            max_message_bytes: usize::try_from(self.max_message_bytes).unwrap_or(usize::MAX),
+            ..storage::LogConfig::default()
+        }
+    }
+}
+
+/// A Kafka `int` property that must be `>= 0`.
+fn parse_u32_int(key: &str, value: &str) -> Result<u32, ConfigError> {
+    let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
+    u32::try_from(n).map_err(|_| invalid(key, value, "out of range"))
+}
+
+// ------------------------------------------------------------------------------------------
+// Broker configuration
+// ------------------------------------------------------------------------------------------
+
+/// A `HOST:PORT` pair as given, unresolved (an advertised listener is for clients to resolve).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostPort {
+    /// Host name or IP literal (IPv6 without brackets).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl FromStr for HostPort {
+    type Err = String;
+
+    /// Parses `host:port`, `[v6]:port`, optionally prefixed by `PLAINTEXT://` (Kafka's listener
+    /// syntax). An empty host (`:9092`) is returned as an empty string.
+    fn from_str(s: &str) -> Result<HostPort, String> {
+        let s = s.trim();
+        let rest = match s.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("PLAINTEXT") => rest,
+            Some((scheme, _)) => {
+                return Err(format!(
+                    "listener `{scheme}` is not supported; only PLAINTEXT (or a bare HOST:PORT)"
+                ))
+            }
+            None => s,
+        };
+        if rest.contains(',') {
+            return Err("only one listener is supported".to_owned());
+        }
+        let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+            let (host, after) = v6
+                .split_once(']')
+                .ok_or_else(|| "missing `]` after IPv6 address".to_owned())?;
+            let port = after
+                .strip_prefix(':')
+                .ok_or_else(|| "expected HOST:PORT".to_owned())?;
+            (host, port)
+        } else {
+            rest.rsplit_once(':')
+                .ok_or_else(|| "expected HOST:PORT".to_owned())?
+        };
+        if host.contains(':') && !rest.starts_with('[') {
+            return Err("write an IPv6 address in brackets: [ADDR]:PORT".to_owned());
+        }
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("port `{port}` is not a number in 0..=65535"))?;
+        Ok(HostPort {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+/// Resolves a listen address: `HOST:PORT` (host name or IP; `PLAINTEXT://` prefix and empty
+/// host = all interfaces accepted). Uses the system resolver: call at start-up only.
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let hp: HostPort = s.parse()?;
+    if hp.host.is_empty() {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), hp.port));
+    }
+    if let Ok(ip) = hp.host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, hp.port));
+    }
+    let mut addrs = (hp.host.as_str(), hp.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve `{}`: {e}", hp.host))?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("`{}` resolves to no address", hp.host))
+}
+
+/// Parses a `--cores` value: `N` = the first N CPUs (`0..N`); a list of CPU ids and ranges
+/// (`0,2,3`, `1-3`, `0,4-7`) = exactly those, in that order. A single CPU other than 0 is
+/// written as a range (`2-2`). Rejects duplicates, empty lists and ids >= 1024.
+pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
+    let s = s.trim();
+    if !s.contains(',') && !s.contains('-') {
+        let n: usize = s
+            .parse()
+            .map_err(|_| "expected a CPU count N, or a list like `0,2,3` or `1-3`".to_owned())?;
+        if n == 0 {
+            return Err("at least one core is needed".to_owned());
+        }
+        if n > CPU_ID_LIMIT {
+            return Err(format!("at most {CPU_ID_LIMIT} cores"));
+        }
+        return Ok((0..n).collect());
+    }
+    let mut cores = Vec::new();
+    let mut seen = BTreeSet::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        let parse_id = |t: &str| -> Result<usize, String> {
+            let id: usize = t
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{t}` is not a CPU id"))?;
+            if id >= CPU_ID_LIMIT {
+                return Err(format!("CPU id {id} is not below {CPU_ID_LIMIT}"));
+            }
+            Ok(id)
+        };
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (parse_id(a)?, parse_id(b)?),
+            None => {
+                let id = parse_id(part)?;
+                (id, id)
+            }
+        };
+        if lo > hi {
+            return Err(format!("range `{part}` is backwards"));
+        }
+        for id in lo..=hi {
+            if !seen.insert(id) {
+                return Err(format!("CPU {id} is listed twice"));
+            }
+            cores.push(id);
+        }
+    }
+    Ok(cores)
+}
+
+/// Renders cores as `parse_cores` reads them (a list, with runs as ranges).
+fn render_cores(cores: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cores.len() {
+        let start = cores[i];
+        let mut j = i;
+        while j + 1 < cores.len() && cores[j + 1] == cores[j] + 1 {
+            j += 1;
+        }
+        if j == i {
+            parts.push(format!("{start}-{start}"));
+        } else {
+            parts.push(format!("{start}-{}", cores[j]));
+        }
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// CPUs this process may run on (its affinity mask), falling back to
+/// `0..available_parallelism()`. Under `taskset -c 2,3` this is `[2, 3]`, not `[0, 1]`.
+pub fn available_cores() -> Vec<usize> {
+    // SAFETY: `cpu_set_t` is a plain bit array; all-zero is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable `cpu_set_t` and the size passed is its size.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc == 0 {
+        // SAFETY: `cpu < CPU_ID_LIMIT` = CPU_SETSIZE, the bit count of `cpu_set_t`.
+        let cores: Vec<usize> = (0..CPU_ID_LIMIT)
+            .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+            .collect();
+        if !cores.is_empty() {
+            return cores;
+        }
+    }
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (0..n).collect()
+}
+
+/// Broker-level keys other than the topic-default ones, for lookups and suggestions.
+const BROKER_KEYS: [&str; 14] = [
+    "listeners",
+    "advertised.listeners",
+    "sluice.admin.listen",
+    "log.dirs",
+    "log.dir",
+    "sluice.cores",
+    "node.id",
+    "broker.id",
+    "auto.create.topics.enable",
+    "num.partitions",
+    "default.replication.factor",
+    "socket.request.max.bytes",
+    "message.max.bytes",
+    "sluice.batch.cache.bytes",
+];
+
+/// Kafka's coarser spellings of two topic defaults.
+const BROKER_TIME_KEYS: [&str; 3] = [
+    "log.retention.hours",
+    "log.retention.minutes",
+    "log.roll.hours",
+];
+
+/// Every key [`BrokerConfig::set`] accepts.
+pub fn broker_key_names() -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = BROKER_KEYS.to_vec();
+    keys.extend(BROKER_TIME_KEYS);
+    for (topic, broker) in TOPIC_KEYS {
+        keys.push(topic);
+        if !keys.contains(&broker) {
+            keys.push(broker);
+        }
+    }
+    keys
+}
+
+/// The start-up configuration of one `sluice` process.
+///
+/// Build with `BrokerConfig::default()` and [`BrokerConfig::set`] (or [`crate::cli::load`]).
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// Kafka listener address (`listeners`, flag `--listen`). Default 127.0.0.1:9092.
+    pub listen: SocketAddr,
+    /// What Metadata responses tell clients to connect to (`advertised.listeners`, flag
+    /// `--advertised-listener`). `None`: derived from `listen`, see
+    /// [`BrokerConfig::advertised_listener`].
+    pub advertised_listener: Option<HostPort>,
+    /// Admin HTTP address (`sluice.admin.listen`, flag `--admin-listen`). Default
+    /// 127.0.0.1:9644.
+    pub admin_listen: SocketAddr,
+    /// Data directory (`log.dirs` / `log.dir`, flag `--data-dir`). Default `./data`.
+    pub data_dir: PathBuf,
+    /// CPU ids, one shard pinned to each, shard `i` on `cores[i]` (`sluice.cores`, flag
+    /// `--cores`). Default: every CPU in the process's affinity mask.
+    pub cores: Vec<usize>,
+    /// `node.id` (alias `broker.id`). Default 0.
+    pub node_id: i32,
+    /// `auto.create.topics.enable`: Metadata/Produce for an unknown topic creates it.
+    /// Default true.
+    pub auto_create_topics_enable: bool,
+    /// `num.partitions`: partitions of an auto-created topic or a CreateTopics with -1.
+    /// Default 1.
+    pub num_partitions: i32,
+    /// `default.replication.factor`. Default 1.
+    pub default_replication_factor: i16,
+    /// `socket.request.max.bytes`: largest request frame, in bytes. Default 104857600.
+    pub socket_request_max_bytes: usize,
+    /// `message.max.bytes`: broker cap on a record batch, in bytes, and the default of the
+    /// topic property `max.message.bytes`. Default 1048588.
+    pub message_max_bytes: u32,
+    /// `sluice.batch.cache.bytes`: batch cache size per shard, in bytes. Default 64 MiB.
+    pub batch_cache_bytes: usize,
+    /// Defaults for new topics, set by the broker-level names (`log.retention.ms`, …) or the
+    /// topic-level names themselves.
+    pub topic_defaults: TopicConfig,
+    /// Keys set through [`BrokerConfig::set`], canonical names.
+    explicit: BTreeSet<&'static str>,
+    /// Kafka's precedence among `log.retention.{ms,minutes,hours}`: 3 = ms, 2 = minutes,
+    /// 1 = hours, 0 = none set. A coarser unit never overrides a finer one, whatever the order.
+    retention_unit_rank: u8,
+    /// Same for `log.roll.{ms,hours}`: 3 = ms, 1 = hours.
+    roll_unit_rank: u8,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9092),
+            advertised_listener: None,
+            admin_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9644),
+            data_dir: PathBuf::from("./data"),
+            cores: available_cores(),
+            node_id: 0,
+            auto_create_topics_enable: true,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            socket_request_max_bytes: 104_857_600,
+            message_max_bytes: 1_048_588,
+            batch_cache_bytes: 64 << 20,
+            topic_defaults: TopicConfig::default(),
+            explicit: BTreeSet::new(),
+            retention_unit_rank: 0,
+            roll_unit_rank: 0,
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// Applies one property (Kafka name, a Sluice `sluice.*` key, or a topic-level name as a
+    /// topic default).
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownKey`] naming the closest known key; [`ConfigError::InvalidValue`]
+    /// naming `key` (the broker-level name when a topic default is rejected). On error nothing
+    /// changes.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let all = broker_key_names();
+        let Some(name) = all.iter().copied().find(|k| *k == key) else {
+            return Err(unknown(key, &all));
+        };
+        let v = value.trim();
+        match name {
+            "listeners" => {
+                self.listen = parse_listen_addr(v).map_err(|why| invalid(key, value, why))?;
+            }
+            "advertised.listeners" => {
+                let hp: HostPort = v.parse().map_err(|why| invalid(key, value, why))?;
+                if hp.host.is_empty() {
+                    return Err(invalid(key, value, "the advertised host must not be empty"));
+                }
+                if hp.port == 0 {
+                    return Err(invalid(key, value, "the advertised port must not be 0"));
+                }
+                self.advertised_listener = Some(hp);
+            }
+            "sluice.admin.listen" => {
+                self.admin_listen = parse_listen_addr(v).map_err(|why| invalid(key, value, why))?;
+            }
+            "log.dirs" | "log.dir" => {
+                if v.is_empty() {
+                    return Err(invalid(key, value, "must not be empty"));
+                }
+                if v.contains(',') {
+                    return Err(invalid(key, value, "only one data directory is supported"));
+                }
+                self.data_dir = PathBuf::from(v);
+            }
+            "sluice.cores" => {
+                let cores = parse_cores(v).map_err(|why| invalid(key, value, why))?;
+                let available = available_cores();
+                if let Some(c) = cores.iter().find(|c| !available.contains(c)) {
+                    return Err(invalid(
+                        key,
+                        value,
+                        format!(
+                            "CPU {c} is not available to this process (available: {})",
+                            render_cores(&available)
+                        ),
+                    ));
+                }
+                self.cores = cores;
+            }
+            "node.id" | "broker.id" => {
+                let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
+                self.node_id = i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "auto.create.topics.enable" => {
+                self.auto_create_topics_enable = parse_bool(key, value)?;
+            }
+            "num.partitions" => {
+                let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+                self.num_partitions =
+                    i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "default.replication.factor" => {
+                let n = parse_ranged(key, value, 1, i64::from(i16::MAX))?;
+                self.default_replication_factor =
+                    i16::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "socket.request.max.bytes" => {
+                let n = parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
+                self.socket_request_max_bytes =
+                    usize::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "message.max.bytes" => {
+                let n = parse_u32_int(key, value)?;
+                self.topic_defaults
+                    .set("max.message.bytes", v)
+                    .map_err(|e| e.with_key(key))?;
+                self.message_max_bytes = n;
+            }
+            "sluice.batch.cache.bytes" => {
+                let n = parse_unsigned(key, value, 0, i64::MAX)?;
+                self.batch_cache_bytes =
+                    usize::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "log.retention.hours" | "log.retention.minutes" => {
+                let (unit, rank) = if name == "log.retention.hours" {
+                    (MS_PER_HOUR, 1)
+                } else {
+                    (MS_PER_MINUTE, 2)
+                };
+                // Kafka: a negative value in any unit means unlimited.
+                let n = parse_ranged(key, value, -1, i64::MAX / unit)?;
+                let ms = if n < 0 { -1 } else { n * unit };
+                if rank >= self.retention_unit_rank {
+                    self.topic_defaults
+                        .set("retention.ms", &ms.to_string())
+                        .map_err(|e| e.with_key(key))?;
+                    self.retention_unit_rank = rank;
+                } else {
+                    // Validated, but `log.retention.ms`/`minutes` is set and wins, as in Kafka.
+                }
+            }
+            "log.roll.hours" => {
+                let n = parse_ranged(key, value, 1, i64::MAX / MS_PER_HOUR)?;
+                if self.roll_unit_rank <= 1 {
+                    self.topic_defaults
+                        .set("segment.ms", &(n * MS_PER_HOUR).to_string())
+                        .map_err(|e| e.with_key(key))?;
+                    self.roll_unit_rank = 1;
+                }
+            }
+            _ => {
+                // A topic default, by its broker-level or topic-level name.
+                let topic_key = TOPIC_KEYS
+                    .iter()
+                    .find(|(t, b)| *t == name || *b == name)
+                    .map(|(t, _)| *t)
+                    .ok_or_else(|| unknown(key, &all))?;
+                self.topic_defaults
+                    .set(topic_key, value)
+                    .map_err(|e| e.with_key(key))?;
+                if topic_key == "retention.ms" {
+                    self.retention_unit_rank = 3;
+                }
+                if topic_key == "segment.ms" {
+                    self.roll_unit_rank = 3;
+                }
+            }
+        }
+        self.explicit.insert(name);
+        Ok(())
+    }
+
+    /// Applies `(key, value)` pairs in order, stopping at the first error.
+    ///
+    /// # Errors
+    /// As [`BrokerConfig::set`].
+    pub fn set_all<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), ConfigError> {
+        pairs.into_iter().try_for_each(|(k, v)| self.set(k, v))
+    }
+
+    /// Whether `key` (as given to [`BrokerConfig::set`]) was set explicitly.
+    pub fn is_set(&self, key: &str) -> bool {
+        self.explicit.contains(key)
+    }
+
+    /// The listener advertised in Metadata: `advertised.listeners` if set, else `listen`.
+    /// A wildcard listen address (0.0.0.0 / ::) is not connectable, so then the machine's host
+    /// name is advertised (as Kafka does), or `localhost` if it cannot be read.
+    pub fn advertised_listener(&self) -> HostPort {
+        if let Some(hp) = &self.advertised_listener {
+            return hp.clone();
+        }
+        let host = if self.listen.ip().is_unspecified() {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "localhost".to_owned())
+        } else {
+            self.listen.ip().to_string()
+        };
+        HostPort {
+            host,
+            port: self.listen.port(),
+        }
+    }
+
+    /// Broker-level properties with their values, sorted by key (DescribeConfigs on the
+    /// BROKER resource). Topic defaults appear under their broker-level names.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        let mut out: Vec<(&'static str, String)> = vec![
+            ("advertised.listeners", {
+                format!("PLAINTEXT://{}", self.advertised_listener())
+            }),
+            (
+                "auto.create.topics.enable",
+                self.auto_create_topics_enable.to_string(),
+            ),
+            (
+                "default.replication.factor",
+                self.default_replication_factor.to_string(),
+            ),
+            ("listeners", format!("PLAINTEXT://{}", self.listen)),
+            ("log.dirs", self.data_dir.display().to_string()),
+            ("node.id", self.node_id.to_string()),
+            ("num.partitions", self.num_partitions.to_string()),
+            ("sluice.admin.listen", self.admin_listen.to_string()),
+            (
+                "sluice.batch.cache.bytes",
+                self.batch_cache_bytes.to_string(),
+            ),
+            ("sluice.cores", render_cores(&self.cores)),
+            (
+                "socket.request.max.bytes",
+                self.socket_request_max_bytes.to_string(),
+            ),
+        ];
+        for (topic, broker) in TOPIC_KEYS {
+            if broker == "message.max.bytes" {
+                out.push((broker, self.message_max_bytes.to_string()));
+            } else if let Some(v) = self.topic_defaults.get(topic) {
+                out.push((broker, v));
+            }
+        }
+        out.sort_by_key(|(k, _)| *k);
+        out
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// TOML files
+// ------------------------------------------------------------------------------------------
+
+/// Flattens a TOML document into `(key, value)` pairs: nested tables join with `.`
+/// (`[log] retention.ms = 1` → `log.retention.ms`), integers and booleans become their decimal
+/// text, strings stay, arrays of scalars join with `,` (`cores = [0, 2]` → `0,2`). Pairs come
+/// out sorted by key.
+///
+/// # Errors
+/// [`ConfigError::ParseFile`] for invalid TOML, floats, dates, nested arrays, arrays of tables
+/// (per-shard `[[shard]]` sections are not supported yet) and keys given twice (e.g. both as
+/// `"log.retention.ms"` and under `[log]`).
+pub fn flatten_toml(text: &str, path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
+    let parse_err = |why: String| ConfigError::ParseFile {
+        path: path.to_owned(),
+        why,
+    };
+    let table: toml::Table = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
+    let mut out = Vec::new();
+    flatten_into("", &table, &mut out).map_err(parse_err)?;
+    out.sort();
+    for pair in out.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            return Err(parse_err(format!("key `{}` is set twice", pair[0].0)));
+        }
+    }
+    Ok(out)
+}
+
+fn flatten_into(
+    prefix: &str,
+    table: &toml::Table,
+    out: &mut Vec<(String, String)>,
+) -> Result<(), String> {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) => flatten_into(&key, t, out)?,
+            toml::Value::Array(items) => {
+                let mut parts = Vec::with_capacity(items.len());
+                for item in items {
+                    parts.push(scalar_text(&key, item)?);
+                }
+                out.push((key, parts.join(",")));
+            }
+            other => {
+                let text = scalar_text(&key, other)?;
+                out.push((key, text));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn scalar_text(key: &str, v: &toml::Value) -> Result<String, String> {
+    match v {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Boolean(b) => Ok(b.to_string()),
+        toml::Value::Float(_) => Err(format!(
+            "key `{key}`: floats are not accepted; use an integer"
+        )),
+        toml::Value::Datetime(_) => Err(format!("key `{key}`: dates are not accepted")),
+        toml::Value::Array(_) | toml::Value::Table(_) => Err(format!(
+            "key `{key}`: nested arrays and arrays of tables are not supported"
+        )),
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Suggestions
+// ------------------------------------------------------------------------------------------
+
+/// The known key closest to `key` by edit distance, if close enough to be a typo: at most a
+/// third of the key's length, or 2 for short keys.
+fn closest_key<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    let limit = (key.len() / 3).max(2);
+    known
+        .iter()
+        .map(|k| (edit_distance(key, k), *k))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over bytes (keys are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a = a.as_bytes();
+    let b = b.as_bytes();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_defaults_are_kafkas() {
+        let t = TopicConfig::default();
+        let got: Vec<(&str, String)> = t.entries();
+        let want = [
+            ("cleanup.policy", "delete"),
+            ("flush.messages", "9223372036854775807"),
+            ("flush.ms", "9223372036854775807"),
+            ("index.interval.bytes", "4096"),
+            ("max.message.bytes", "1048588"),
+            ("message.timestamp.type", "CreateTime"),
+            ("retention.bytes", "-1"),
+            ("retention.ms", "604800000"),
+            ("segment.bytes", "1073741824"),
+            ("segment.ms", "604800000"),
+        ];
+        assert_eq!(got.len(), want.len());
+        for ((gk, gv), (wk, wv)) in got.iter().zip(want) {
+            assert_eq!((*gk, gv.as_str()), (wk, wv));
+        }
+        // The default topic config maps onto storage's defaults exactly.
+        assert_eq!(t.to_log_config(), storage::LogConfig::default());
+    }
+
+    #[test]
+    fn topic_set_validates_and_marks() {
+        let mut t = TopicConfig::default();
+        t.set("retention.ms", "-1").expect("-1 is unlimited");
+        assert_eq!(t.retention_ms, None);
+        assert_eq!(t.get("retention.ms").as_deref(), Some("-1"));
+        assert!(t.is_set("retention.ms"));
+        assert!(!t.is_set("segment.ms"));
+
+        let bad = [
+            ("retention.ms", "-2"),
+            ("retention.ms", "abc"),
+            ("retention.bytes", "-7"),
+            ("segment.bytes", "13"),
+            ("segment.bytes", "2147483648"),
+            ("segment.ms", "0"),
+            ("cleanup.policy", "compact"),
+            ("cleanup.policy", "delete,compact"),
+            ("cleanup.policy", "nope"),
+            ("message.timestamp.type", "createtime"),
+            ("max.message.bytes", "-1"),
+            ("flush.messages", "0"),
+            ("flush.ms", "-1"),
+            ("index.interval.bytes", "2147483648"),
+        ];
+        for (k, v) in bad {
+            let before = t.clone();
+            let err = t.set(k, v).expect_err(&format!("{k}={v} must be rejected"));
+            assert!(
+                matches!(&err, ConfigError::InvalidValue { key, .. } if key == k),
+                "{err}"
+            );
+            assert!(err.to_string().contains(k), "{err}");
+            assert_eq!(t, before, "a rejected set changes nothing");
+        }
+
+        t.set("segment.bytes", "14").expect("Kafka's minimum");
+        t.set("cleanup.policy", " Delete ")
+            .expect("case-insensitive");
+        t.set("message.timestamp.type", "LogAppendTime")
+            .expect("valid");
+        assert_eq!(t.message_timestamp_type, TimestampType::LogAppendTime);
+        t.set("flush.messages", "1").expect("valid");
+        t.set("flush.ms", "0").expect("valid");
+        let log = t.to_log_config();
+        assert_eq!(log.segment_bytes, 14);
+        assert_eq!(log.flush_messages, 1);
+        assert_eq!(log.flush_ms, Some(Duration::ZERO));
+        assert_eq!(log.retention_ms, None);
+        assert_eq!(
+            log.write_chunk_bytes,
+            storage::LogConfig::default().write_chunk_bytes
+        );
+    }
+
+    #[test]
+    fn topic_unknown_key_suggests() {
+        let mut t = TopicConfig::default();
+        let err = t.set("retention.mss", "1").expect_err("unknown");
+        match &err {
+            ConfigError::UnknownKey { key, suggestion } => {
+                assert_eq!(key, "retention.mss");
+                assert_eq!(suggestion.as_deref(), Some("retention.ms"));
+            }
+            other => panic!("wrong error {other}"),
+        }
+        assert_eq!(
+            err.to_string(),
+            "unknown config key `retention.mss` (did you mean `retention.ms`?)"
+        );
+        let err = t.set("zzzzzzzzzzzzzzzzzzzzzz", "1").expect_err("unknown");
+        assert!(matches!(
+            err,
+            ConfigError::UnknownKey {
+                suggestion: None,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn inherit_reset_and_source() {
+        let mut broker = BrokerConfig::default();
+        broker.set("log.retention.ms", "1000").expect("valid");
+        let defaults = &broker.topic_defaults;
+        let mut t = TopicConfig::inherit(defaults);
+        assert_eq!(t.retention_ms, Some(1000));
+        assert!(!t.is_set("retention.ms"));
+        assert_eq!(
+            t.source("retention.ms", defaults),
+            ConfigSource::StaticBrokerConfig
+        );
+        assert_eq!(
+            t.source("segment.ms", defaults),
+            ConfigSource::DefaultConfig
+        );
+        t.set("retention.ms", "5").expect("valid");
+        assert_eq!(
+            t.source("retention.ms", defaults),
+            ConfigSource::TopicConfig
+        );
+        t.reset("retention.ms", defaults).expect("known key");
+        assert_eq!(t.retention_ms, Some(1000));
+        assert!(!t.is_set("retention.ms"));
+        assert_eq!(
+            TopicConfig::broker_synonym("segment.ms"),
+            Some("log.roll.ms")
+        );
+    }
+
+    #[test]
+    fn broker_names_set_topic_defaults() {
+        let mut b = BrokerConfig::default();
+        b.set_all([
+            ("log.segment.bytes", "1048576"),
+            ("log.roll.hours", "2"),
+            ("log.cleanup.policy", "delete"),
+            ("log.message.timestamp.type", "LogAppendTime"),
+            ("log.flush.interval.messages", "10"),
+            ("log.flush.interval.ms", "100"),
+            ("log.index.interval.bytes", "8192"),
+            ("log.retention.bytes", "12345"),
+            ("retention.ms", "777"),
+        ])
+        .expect("valid");
+        let t = &b.topic_defaults;
+        assert_eq!(t.segment_bytes, 1_048_576);
+        assert_eq!(t.segment_ms, 2 * 3_600_000);
+        assert_eq!(t.message_timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(t.flush_messages, 10);
+        assert_eq!(t.flush_ms, 100);
+        assert_eq!(t.index_interval_bytes, 8192);
+        assert_eq!(t.retention_bytes, Some(12_345));
+        assert_eq!(t.retention_ms, Some(777));
+
+        b.set("message.max.bytes", "2000000").expect("valid");
+        assert_eq!(b.message_max_bytes, 2_000_000);
+        assert_eq!(b.topic_defaults.max_message_bytes, 2_000_000);
+
+        // Errors about a topic default name the broker-level key the user wrote.
+        let err = b.set("log.segment.bytes", "1").expect_err("below 14");
+        assert_eq!(err.key(), Some("log.segment.bytes"));
+    }
+
+    #[test]
+    fn retention_units_follow_kafka_precedence() {
+        let mut b = BrokerConfig::default();
+        b.set("log.retention.hours", "1").expect("valid");
+        assert_eq!(b.topic_defaults.retention_ms, Some(3_600_000));
+        b.set("log.retention.minutes", "2").expect("valid");
+        assert_eq!(b.topic_defaults.retention_ms, Some(120_000));
+        b.set("log.retention.hours", "5").expect("valid");
+        assert_eq!(
+            b.topic_defaults.retention_ms,
+            Some(120_000),
+            "minutes beat hours"
+        );
+        b.set("log.retention.ms", "10").expect("valid");
+        b.set("log.retention.minutes", "5").expect("valid");
+        assert_eq!(b.topic_defaults.retention_ms, Some(10), "ms beats minutes");
+        b.set("log.retention.hours", "-1")
+            .expect("valid, but ms wins");
+        assert_eq!(b.topic_defaults.retention_ms, Some(10));
+
+        let mut b = BrokerConfig::default();
+        b.set("log.retention.hours", "-1")
+            .expect("negative = unlimited");
+        assert_eq!(b.topic_defaults.retention_ms, None);
+        b.set("log.retention.hours", "x").expect_err("not a number");
+        b.set("log.retention.hours", &i64::MAX.to_string())
+            .expect_err("overflows ms");
+    }
+
+    #[test]
+    fn broker_keys() {
+        let mut b = BrokerConfig::default();
+        assert!(b.auto_create_topics_enable);
+        b.set("auto.create.topics.enable", "FALSE").expect("valid");
+        assert!(!b.auto_create_topics_enable);
+        b.set("num.partitions", "3").expect("valid");
+        b.set("num.partitions", "0").expect_err("at least 1");
+        b.set("default.replication.factor", "40000")
+            .expect_err("i16");
+        b.set("node.id", "7").expect("valid");
+        b.set("broker.id", "-1").expect_err("negative");
+        b.set("socket.request.max.bytes", "0")
+            .expect_err("at least 1");
+        b.set("sluice.batch.cache.bytes", "0").expect("0 disables");
+        b.set("log.dirs", "/a,/b").expect_err("one dir only");
+        b.set("log.dirs", "/tmp/x").expect("valid");
+        assert_eq!(b.data_dir, PathBuf::from("/tmp/x"));
+        b.set("listeners", "PLAINTEXT://127.0.0.1:19092")
+            .expect("valid");
+        assert_eq!(b.listen, "127.0.0.1:19092".parse().expect("literal"));
+        b.set("listeners", "SSL://127.0.0.1:1").expect_err("SSL");
+        b.set("listeners", "PLAINTEXT://:9093")
+            .expect("all interfaces");
+        assert!(b.listen.ip().is_unspecified());
+        assert_eq!(b.advertised_listener().port, 9093);
+        b.set("advertised.listeners", "kafka.example:9999")
+            .expect("valid");
+        assert_eq!(b.advertised_listener().to_string(), "kafka.example:9999");
+        assert!(b.is_set("listeners"));
+        assert!(!b.is_set("node.id") || b.node_id == 7);
+
+        let err = b.set("auto.create.topic.enable", "true").expect_err("typo");
+        assert!(
+            err.to_string().contains("auto.create.topics.enable"),
+            "{err}"
+        );
+        let entries = b.entries();
+        assert!(entries.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
+        assert!(entries
+            .iter()
+            .any(|(k, v)| *k == "num.partitions" && v == "3"));
+    }
+
+    #[test]
+    fn advertised_defaults_to_listen() {
+        let b = BrokerConfig::default();
+        assert_eq!(b.advertised_listener().to_string(), "127.0.0.1:9092");
+        let mut b = BrokerConfig::default();
+        b.set("listeners", "[::1]:9000").expect("v6");
+        assert_eq!(b.advertised_listener().to_string(), "[::1]:9000");
+    }
+
+    #[test]
+    fn host_port_parsing() {
+        let hp: HostPort = "a.b:1".parse().expect("valid");
+        assert_eq!((hp.host.as_str(), hp.port), ("a.b", 1));
+        assert!("a.b".parse::<HostPort>().is_err());
+        assert!("a:b".parse::<HostPort>().is_err());
+        assert!("a:70000".parse::<HostPort>().is_err());
+        assert!("::1:9092".parse::<HostPort>().is_err());
+        assert!("[::1".parse::<HostPort>().is_err());
+        assert!("a:1,b:2".parse::<HostPort>().is_err());
+    }
+
+    #[test]
+    fn cores_parsing() {
+        assert_eq!(parse_cores("2"), Ok(vec![0, 1]));
+        assert_eq!(parse_cores("0,2,3"), Ok(vec![0, 2, 3]));
+        assert_eq!(parse_cores("1-3"), Ok(vec![1, 2, 3]));
+        assert_eq!(parse_cores("5-5, 0"), Ok(vec![5, 0]));
+        for bad in ["0", "", "a", "1,1", "3-1", "0,", "1-", "2000", "0,1024"] {
+            assert!(parse_cores(bad).is_err(), "`{bad}` must be rejected");
+        }
+        assert_eq!(render_cores(&[0, 1, 2, 5, 7, 8]), "0-2,5-5,7-8");
+        let available = available_cores();
+        assert!(!available.is_empty());
+        let mut b = BrokerConfig::default();
+        assert_eq!(b.cores, available);
+        b.set("sluice.cores", "1").expect("CPU 0 exists");
+        assert_eq!(b.cores, vec![0]);
+        b.set("sluice.cores", "1000-1000")
+            .expect_err("no such CPU here");
+        assert_eq!(parse_cores(&render_cores(&available)), Ok(available));
+    }
+
+    #[test]
+    fn toml_flattening() {
+        let text = r#"
+            "log.retention.ms" = 1000
+            "auto.create.topics.enable" = false
+            [log]
+            segment.bytes = 2048
+            cleanup.policy = ["delete"]
+            [sluice]
+            cores = "0"
+        "#;
+        let pairs = flatten_toml(text, Path::new("x.toml")).expect("valid");
+        let pairs: Vec<(&str, &str)> = pairs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("auto.create.topics.enable", "false"),
+                ("log.cleanup.policy", "delete"),
+                ("log.retention.ms", "1000"),
+                ("log.segment.bytes", "2048"),
+                ("sluice.cores", "0"),
+            ]
+        );
+        let dup = "\"log.retention.ms\" = 1\n[log]\nretention.ms = 2\n";
+        let err = flatten_toml(dup, Path::new("x.toml")).expect_err("set twice");
+        assert!(err.to_string().contains("log.retention.ms"), "{err}");
+        for bad in [
+            "a = 1.5",
+            "a = [[1]]",
+            "[[shard]]\ncore = 1",
+            "a = ",
+            "a = 1979-05-27",
+        ] {
+            assert!(
+                flatten_toml(bad, Path::new("x.toml")).is_err(),
+                "`{bad}` must be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn edit_distance_basics() {
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
+        assert_eq!(
+            closest_key("log.retension.ms", &broker_key_names()),
+            Some("log.retention.ms")
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! One client connection, served on the shard that accepted it.
+//!
+//! The read side decodes frames and starts a handler task per request; the write side takes
+//! those tasks in request order and writes each response (Kafka requires responses in request
+//! order on a connection). Backpressure: at most [`IN_FLIGHT_REQUESTS_MAX`] requests are
+//! pending per connection, so a client that stops reading its responses stops being read.
+//! Any frame or header that does not decode closes this connection only.
+
+use crate::handlers::{self, Response};
+use crate::shard::Shard;
+use bytes::{Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel;
+use glommio::net::TcpStream;
+use glommio::task::JoinHandle;
+use net::{decode_frame, decode_request, FrameStatus, NetError};
+use std::rc::Rc;
+
+/// Requests decoded but not yet answered, per connection.
+pub const IN_FLIGHT_REQUESTS_MAX: usize = 64;
+/// Bytes read from the socket per read call.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+
+/// A pending response: the handler task.
+type PendingResponse = JoinHandle<Response>;
+
+/// Serves `stream` until the client closes it or sends something undecodable.
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+    let peer = stream.peer_addr().ok();
+    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
+    let write_side = glommio::spawn_local(async move {
+        while let Some(task) = pending.recv().await {
+            let chunks = match task.await {
+                Some(Response::Frame(chunks)) => chunks,
+                Some(Response::None) => continue,
+                Some(Response::Close) | None => break,
+            };
+            for chunk in chunks {
+                if writer.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let _ = writer.close().await;
+    });
+    let max_frame = shard.config.socket_request_max_bytes;
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    'read: loop {
+        loop {
+            match decode_frame(&mut buf, max_frame) {
+                Ok(FrameStatus::Frame(frame)) => {
+                    let Some(task) = start_request(&shard, frame) else {
+                        break 'read;
+                    };
+                    if queue.send(task).await.is_err() {
+                        break 'read;
+                    }
+                }
+                Ok(FrameStatus::NeedBytes(n)) => {
+                    buf.reserve(n.max(READ_CHUNK_BYTES).min(max_frame.saturating_add(4)));
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(?peer, error = %e, "closing connection: bad frame");
+                    break 'read;
+                }
+            }
+        }
+        let start = buf.len();
+        let spare = buf.capacity() - start;
+        buf.resize(start + spare.max(1), 0);
+        match reader.read(&mut buf[start..]).await {
+            Ok(0) | Err(_) => {
+                buf.truncate(start);
+                break;
+            }
+            Ok(n) => buf.truncate(start + n),
+        }
+    }
+    drop(queue);
+    let _ = write_side.await;
+}
+
+/// Decodes `frame` and starts its handler. `None`: the connection must close.
+fn start_request(shard: &Rc<Shard>, frame: Bytes) -> Option<PendingResponse> {
+    match decode_request(frame, handlers::supported_versions()) {
+        Ok(request) => {
+            let shard = shard.clone();
+            Some(
+                glommio::spawn_local(async move { handlers::handle(&shard, request).await })
+                    .detach(),
+            )
+        }
+        Err(NetError::UnsupportedVersion {
+            api_key,
+            correlation_id,
+            ..
+        }) if api_key == net::kafka_protocol::messages::ApiKey::ApiVersions => {
+            // KIP-511: answer in the v0 layout with UNSUPPORTED_VERSION and our ranges.
+            let response = net::encode_api_versions_unsupported(
+                correlation_id,
+                handlers::supported_versions(),
+            );
+            let response = response.map_or(Response::Close, |b| Response::Frame(vec![b]));
+            Some(glommio::spawn_local(async move { response }).detach())
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "closing connection: request does not decode");
+            None
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! Kafka error codes at the edge (STYLE.md "Errors"): internal errors map here with an
+//! exhaustive `match`, so a new variant forces a decision.
+
+use net::kafka_protocol::error::ResponseError;
+use storage::{BatchError, StorageError};
+
+/// The Kafka error code a produce or fetch of one partition answers for `e`.
+pub fn storage_error_code(e: &StorageError) -> i16 {
+    let error = match e {
+        StorageError::InvalidBatch(BatchError::TooLarge { .. }) => ResponseError::MessageTooLarge,
+        StorageError::InvalidBatch(
+            BatchError::Truncated { .. }
+            | BatchError::LengthMismatch { .. }
+            | BatchError::Magic(_)
+            | BatchError::Crc { .. }
+            | BatchError::RecordCount { .. },
+        ) => ResponseError::CorruptMessage,
+        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        StorageError::DiskFull { .. } | StorageError::Io { .. } | StorageError::Corrupt { .. } => {
+            ResponseError::KafkaStorageError
+        }
+        // The partition moved or was deleted while the request was in flight.
+        StorageError::Closed => ResponseError::NotLeaderOrFollower,
+    };
+    if matches!(error, ResponseError::KafkaStorageError) {
+        tracing::warn!(error = %e, "storage error");
+    }
+    error.code()
+}
+
+/// Shorthand for a protocol error code.
+pub fn code(e: ResponseError) -> i16 {
+    e.code()
+}

@@ -1,0 +1,102 @@
+//! Metadata (key 3): brokers (this one), topics and partitions (leader = this broker), with
+//! auto-creation as Kafka does it: when `auto.create.topics.enable` is on and the request
+//! allows it (`allow_auto_topic_creation`, v4+; always allowed below v4), a requested topic
+//! that does not exist is created with `num.partitions`.
+
+use super::{str_bytes, topic_name};
+use crate::errors::code;
+use crate::messages::ControllerOp;
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use net::kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+use std::rc::Rc;
+
+/// First Metadata version whose partitions carry the leader epoch.
+const LEADER_EPOCH_VERSION: i16 = 7;
+/// Kafka's "authorized operations not requested" marker.
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let requested: Option<Vec<String>> = req.topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+            .collect()
+    });
+    let allow_create =
+        shard.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
+    let mut create_errors = std::collections::HashMap::new();
+    if let (Some(names), true) = (&requested, allow_create) {
+        for name in names {
+            if shard.metadata().topics.contains_key(name) {
+                continue;
+            }
+            let op = ControllerOp::CreateTopic {
+                name: name.clone(),
+                partitions: shard.config.num_partitions,
+                overrides: Default::default(),
+                validate_only: false,
+            };
+            if let Err((error, _)) = shard.controller_call(op).await {
+                if error != code(ResponseError::TopicAlreadyExists) {
+                    create_errors.insert(name.clone(), error);
+                }
+            }
+        }
+    }
+    let meta = shard.metadata();
+    let node = BrokerId(shard.config.node_id);
+    let names: Vec<String> = requested.unwrap_or_else(|| meta.topics.keys().cloned().collect());
+    let topics = names
+        .into_iter()
+        .map(|name| {
+            let mut topic = MetadataResponseTopic::default();
+            topic.name = Some(topic_name(&name));
+            topic.topic_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+            match meta.topics.get(&name) {
+                Some(t) => {
+                    topic.topic_id = t.id;
+                    topic.partitions = (0..t.partition_shards.len())
+                        .map(|p| {
+                            let mut partition = MetadataResponsePartition::default();
+                            partition.partition_index =
+                                i32::try_from(p).expect("partition counts fit i32");
+                            partition.leader_id = node;
+                            if version >= LEADER_EPOCH_VERSION {
+                                partition.leader_epoch = 0;
+                            }
+                            partition.replica_nodes = vec![node];
+                            partition.isr_nodes = vec![node];
+                            partition
+                        })
+                        .collect();
+                }
+                None => {
+                    topic.error_code = create_errors.get(&name).copied().unwrap_or_else(|| {
+                        if crate::metadata::validate_topic_name(&name).is_err() {
+                            code(ResponseError::InvalidTopicException)
+                        } else {
+                            code(ResponseError::UnknownTopicOrPartition)
+                        }
+                    });
+                }
+            }
+            topic
+        })
+        .collect();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = node;
+    let advertised = shard.config.advertised_listener();
+    broker.host = str_bytes(advertised.host);
+    broker.port = i32::from(advertised.port);
+    let mut response = MetadataResponse::default();
+    response.brokers = vec![broker];
+    response.cluster_id = Some(str_bytes(meta.cluster_id.clone()));
+    response.controller_id = node;
+    response.topics = topics;
+    response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    response
+}

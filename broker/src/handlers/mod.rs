@@ -1,0 +1,121 @@
+//! Request handlers, one file per Kafka API (STYLE.md): decode → check → delegate to the
+//! owning shard(s) → encode. [`supported_versions`] is the one registry of what this broker
+//! advertises in ApiVersions; only versions that are fully implemented are listed.
+
+mod api_versions;
+mod create_topics;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;
+
+use crate::shard::Shard;
+use bytes::Bytes;
+use net::kafka_protocol::messages::{ApiKey, RequestKind};
+use net::kafka_protocol::protocol::Encodable;
+use net::{ApiVersionTable, Request};
+use std::rc::Rc;
+use std::sync::OnceLock;
+
+/// (API, min version, max version) advertised and served.
+const VERSIONS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 9),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+];
+
+/// The broker's ApiVersions table.
+pub fn supported_versions() -> &'static ApiVersionTable {
+    static TABLE: OnceLock<ApiVersionTable> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = ApiVersionTable::new();
+        for &(key, min, max) in VERSIONS {
+            table
+                .insert(key, min, max)
+                .expect("advertised versions are decodable by kafka-protocol");
+        }
+        table
+    })
+}
+
+/// What a handler gives the connection.
+pub enum Response {
+    /// The response frame, as chunks to write in order.
+    Frame(Vec<Bytes>),
+    /// No response, as the protocol says (Produce with acks=0).
+    None,
+    /// The response could not be built: close the connection rather than leave the client
+    /// waiting for a correlation id that will never come.
+    Close,
+}
+
+/// Handles one decoded request.
+pub async fn handle(shard: &Rc<Shard>, request: Request) -> Response {
+    let (key, version, correlation_id) = (
+        request.api_key,
+        request.api_version,
+        request.correlation_id(),
+    );
+    match request.body {
+        RequestKind::ApiVersions(_) => {
+            respond(key, version, correlation_id, &api_versions::handle())
+        }
+        RequestKind::Metadata(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &metadata::handle(shard, req, version).await,
+        ),
+        RequestKind::CreateTopics(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &create_topics::handle(shard, req).await,
+        ),
+        RequestKind::Produce(req) => {
+            let acks = req.acks;
+            let response = produce::handle(shard, req).await;
+            if acks == 0 {
+                return Response::None;
+            }
+            respond(key, version, correlation_id, &response)
+        }
+        RequestKind::Fetch(req) => fetch::handle(shard, req, version, correlation_id).await,
+        RequestKind::ListOffsets(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &list_offsets::handle(shard, req, version).await,
+        ),
+        other => {
+            // The version table only admits the APIs above; anything else cannot reach here.
+            tracing::error!(api = ?key, "no handler for {:?}", std::mem::discriminant(&other));
+            Response::Close
+        }
+    }
+}
+
+fn respond<M: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &M) -> Response {
+    match net::encode_response(key, version, correlation_id, body) {
+        Ok(frame) => Response::Frame(vec![frame]),
+        Err(e) => {
+            tracing::error!(api = ?key, version, error = %e, "encoding response failed");
+            Response::Close
+        }
+    }
+}
+
+/// A topic name as the protocol carries it.
+pub fn topic_name(name: &str) -> net::kafka_protocol::messages::TopicName {
+    net::kafka_protocol::messages::TopicName(net::kafka_protocol::protocol::StrBytes::from_string(
+        name.to_string(),
+    ))
+}
+
+/// A protocol string from a Rust one.
+pub fn str_bytes(s: impl Into<String>) -> net::kafka_protocol::protocol::StrBytes {
+    net::kafka_protocol::protocol::StrBytes::from_string(s.into())
+}

@@ -1,0 +1,80 @@
+//! Produce (key 0): each partition's record set goes to its owning shard (here or over the
+//! mesh, as `Bytes`, never copied), all partitions concurrently; the answer per partition is
+//! its base offset or Kafka's error code. acks=0 gets no response (the caller drops it).
+
+use super::topic_name;
+use crate::errors::code;
+use crate::messages::{PartitionOp, PartitionReply};
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::produce_response::{
+    PartitionProduceResponse, TopicProduceResponse,
+};
+use net::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use std::rc::Rc;
+use storage::TopicPartition;
+
+pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
+    let acks_valid = matches!(req.acks, -1..=1);
+    let mut tasks = Vec::new();
+    for topic in req.topic_data {
+        let name = topic.name.0.to_string();
+        let mut partitions = Vec::new();
+        for p in topic.partition_data {
+            let tp = TopicPartition {
+                topic: name.clone(),
+                partition: p.index,
+            };
+            let (shard, acks) = (shard.clone(), req.acks);
+            let task = glommio::spawn_local(async move {
+                if !acks_valid {
+                    return PartitionReply::Error(code(ResponseError::InvalidRequiredAcks));
+                }
+                let Some(records) = p.records else {
+                    return PartitionReply::Error(code(ResponseError::CorruptMessage));
+                };
+                shard
+                    .partition_call(tp, PartitionOp::Produce { records, acks })
+                    .await
+            })
+            .detach();
+            partitions.push((p.index, task));
+        }
+        tasks.push((name, partitions));
+    }
+    let mut response = ProduceResponse::default();
+    for (name, partitions) in tasks {
+        let mut topic = TopicProduceResponse::default();
+        topic.name = topic_name(&name);
+        for (index, task) in partitions {
+            let reply = task.await.unwrap_or(PartitionReply::Error(code(
+                ResponseError::UnknownServerError,
+            )));
+            let mut p = PartitionProduceResponse::default();
+            p.index = index;
+            p.log_append_time_ms = -1;
+            match reply {
+                PartitionReply::Produced {
+                    base_offset,
+                    log_start_offset,
+                } => {
+                    p.base_offset = base_offset;
+                    p.log_start_offset = log_start_offset;
+                }
+                PartitionReply::Error(error) => {
+                    p.error_code = error;
+                    p.base_offset = -1;
+                    p.log_start_offset = -1;
+                }
+                other => {
+                    tracing::error!(?other, "unexpected reply to produce");
+                    p.error_code = code(ResponseError::UnknownServerError);
+                    p.base_offset = -1;
+                }
+            }
+            topic.partition_responses.push(p);
+        }
+        response.responses.push(topic);
+    }
+    response
+}

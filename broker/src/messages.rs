@@ -1,0 +1,102 @@
+//! Typed cross-shard messages (DESIGN.md §2). A request that touches a partition of another
+//! shard becomes a [`ShardMsg::Partition`] sent over the bounded glommio channel mesh; record
+//! bytes travel as `Bytes` (refcounted, never copied) and the reply comes back on a oneshot.
+
+use crate::metadata::ClusterMetadata;
+use bytes::Bytes;
+use futures_channel::oneshot;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+use storage::{RecordBatch, TopicPartition};
+
+/// Capacity of each shard-to-shard channel, in messages (backpressure beyond it).
+pub const SHARD_CHANNEL_CAPACITY: usize = 1024;
+
+/// An operation on one partition, run by its owning shard.
+#[derive(Debug)]
+pub enum PartitionOp {
+    /// Append a produce request's record set (`acks` as requested: 0, 1 or -1).
+    Produce { records: Bytes, acks: i16 },
+    /// Read batches from `offset`, at most `max_bytes` (first batch whole, KIP-74), below the
+    /// high watermark.
+    Read { offset: i64, max_bytes: usize },
+    /// Resolve once the high watermark passes `offset`, at `deadline`, or when the fetch that
+    /// asked drops `cancel` (it was answered thanks to another partition).
+    WaitForData {
+        offset: i64,
+        deadline: Instant,
+        cancel: oneshot::Receiver<()>,
+    },
+    /// ListOffsets: -1 latest, -2 earliest, -3 max timestamp, else the first offset whose
+    /// timestamp is ≥ this (ms).
+    ListOffsets { timestamp: i64 },
+}
+
+/// The owning shard's answer to a [`PartitionOp`].
+#[derive(Debug)]
+pub enum PartitionReply {
+    Produced {
+        base_offset: i64,
+        log_start_offset: i64,
+    },
+    Read {
+        high_watermark: i64,
+        log_start_offset: i64,
+        batches: Vec<RecordBatch>,
+    },
+    /// The awaited data arrived, or the deadline passed.
+    Waited,
+    Offset {
+        offset: i64,
+        timestamp: i64,
+    },
+    /// A Kafka error code for this partition.
+    Error(i16),
+}
+
+/// A metadata change, run by the controller (shard 0) one at a time.
+#[derive(Debug)]
+pub enum ControllerOp {
+    CreateTopic {
+        name: String,
+        partitions: i32,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    CreatePartitions {
+        name: String,
+        total: i32,
+        validate_only: bool,
+    },
+    /// Replace the topic's config overrides with `overrides`.
+    AlterTopicConfig {
+        name: String,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    },
+}
+
+/// A controller failure: Kafka error code and message.
+pub type ControllerError = (i16, String);
+
+/// Every message one shard sends another.
+pub enum ShardMsg {
+    Partition {
+        tp: TopicPartition,
+        op: PartitionOp,
+        reply: oneshot::Sender<PartitionReply>,
+    },
+    Controller {
+        op: ControllerOp,
+        reply: oneshot::Sender<Result<(), ControllerError>>,
+    },
+    /// Install a new metadata snapshot (open/close logs, apply configs); reply when done.
+    Metadata {
+        snapshot: Arc<ClusterMetadata>,
+        reply: oneshot::Sender<()>,
+    },
+}

@@ -1,0 +1,120 @@
+//! The shard runtime — the one module that starts glommio executors and wires them (DESIGN.md
+//! §2): one executor per configured core, pinned; a full mesh of bounded channels between
+//! them; on each, the shard's partitions are opened, a listener bound with `SO_REUSEPORT`
+//! (glommio sets it on every bind), and each accepted connection served on that shard.
+
+use crate::config::BrokerConfig;
+use crate::connection;
+use crate::messages::{ShardMsg, SHARD_CHANNEL_CAPACITY};
+use crate::metadata::ClusterMetadata;
+use crate::shard::Shard;
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::net::TcpListener;
+use glommio::{LocalExecutorBuilder, Placement};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Starts one shard per core and blocks until they all stop. Errors: an executor could not
+/// start, or a shard failed to bind its listener.
+pub fn run(config: BrokerConfig, metadata: ClusterMetadata) -> anyhow::Result<()> {
+    let shards = config.cores.len();
+    anyhow::ensure!(shards > 0, "no cores to run on");
+    let mesh = MeshBuilder::<ShardMsg, _>::full(shards, SHARD_CHANNEL_CAPACITY);
+    let metadata = Arc::new(metadata);
+    let config = Arc::new(config);
+    let mut handles = Vec::new();
+    for (id, &cpu) in config.cores.iter().enumerate() {
+        let (mesh, metadata, config) = (mesh.clone(), metadata.clone(), config.clone());
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+            .name(&format!("sluice-shard-{id}"))
+            .spawn(move || async move { shard_main(id, (*config).clone(), metadata, mesh).await })
+            .map_err(|e| anyhow::anyhow!("starting shard {id} on cpu {cpu}: {e}"))?;
+        handles.push(handle);
+    }
+    let mut first_error = None;
+    for (id, handle) in handles.into_iter().enumerate() {
+        match handle.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                first_error.get_or_insert(anyhow::anyhow!("shard {id} stopped: {e:?}"));
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+async fn shard_main(
+    id: usize,
+    config: BrokerConfig,
+    metadata: Arc<ClusterMetadata>,
+    mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
+) -> anyhow::Result<()> {
+    let (senders, mut receivers) = mesh
+        .join()
+        .await
+        .map_err(|e| anyhow::anyhow!("shard {id}: joining the channel mesh failed: {e}"))?;
+    let listen = config.listen;
+    let admin_listen = config.admin_listen;
+    let shard = Rc::new(Shard::new(id, Rc::new(config), metadata.clone(), senders));
+    shard.apply_metadata(metadata).await;
+    for (_, receiver) in receivers.streams() {
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            while let Some(msg) = receiver.recv().await {
+                let shard = shard.clone();
+                // One task per message: a parked fetch must not hold up the next request.
+                glommio::spawn_local(async move { shard.handle_message(msg).await }).detach();
+            }
+        })
+        .detach();
+    }
+    let listener = TcpListener::bind(listen)
+        .map_err(|e| anyhow::anyhow!("shard {id}: binding {listen}: {e}"))?;
+    if id == 0 {
+        let admin = crate::admin::bind(admin_listen)
+            .map_err(|e| anyhow::anyhow!("binding admin listener {admin_listen}: {e}"))?;
+        let status_shard = shard.clone();
+        glommio::spawn_local(crate::admin::serve(
+            admin,
+            Rc::new(move || status_json(&status_shard)),
+        ))
+        .detach();
+        tracing::info!(%listen, %admin_listen, shards = shard.shards, "sluice serving Kafka clients");
+        eprintln!(
+            "sluice: listening on {listen} (admin {admin_listen}), {} shard(s)",
+            shard.shards
+        );
+    }
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                let shard = shard.clone();
+                glommio::spawn_local(async move { connection::serve(shard, stream).await })
+                    .detach();
+            }
+            Err(e) => {
+                tracing::warn!(shard = id, error = %e, "accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// `/v1/status` for the admin endpoint: this shard's view (per-shard detail comes with the
+/// metrics issue).
+fn status_json(shard: &Shard) -> serde_json::Value {
+    let meta = shard.metadata();
+    serde_json::json!({
+        "status": "ok",
+        "shards": shard.shards,
+        "metadata_version": meta.version,
+        "topics": meta.topics.iter().map(|(name, t)| serde_json::json!({
+            "name": name,
+            "partitions": t.partition_shards.len(),
+        })).collect::<Vec<_>>(),
+    })
+}

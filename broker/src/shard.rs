@@ -1,0 +1,341 @@
+//! One shard: the partitions it owns (their logs, high watermarks and parked fetches), its
+//! batch cache, its copy of the cluster metadata, and its senders to every other shard.
+//! Everything here lives on one glommio executor: `Rc`/`RefCell`, no locks.
+//!
+//! A partition operation runs on the owning shard: [`Shard::partition_call`] runs it here when
+//! this shard owns the partition, else sends it over the mesh and awaits the reply.
+
+use crate::config::{BrokerConfig, TopicConfig};
+use crate::errors::{code, storage_error_code};
+use crate::messages::{ControllerError, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
+use crate::metadata::ClusterMetadata;
+use crate::records::first_offset_at_or_after;
+use futures_channel::oneshot;
+use glommio::channels::channel_mesh::Senders;
+use net::kafka_protocol::error::ResponseError;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+use storage::{BatchCache, LeaderEpoch, Notify, Offset, PartitionLog, TimestampMs, TopicPartition};
+
+/// A partition this shard owns.
+pub struct OwnedPartition {
+    pub log: PartitionLog,
+    /// Fired whenever the high watermark moves: wakes parked fetches (no polling timers).
+    pub hw_moved: Rc<Notify>,
+    pub config: TopicConfig,
+}
+
+/// State of one shard.
+pub struct Shard {
+    pub id: usize,
+    pub shards: usize,
+    pub config: Rc<BrokerConfig>,
+    pub metadata: RefCell<Arc<ClusterMetadata>>,
+    pub partitions: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
+    pub cache: BatchCache,
+    senders: Senders<ShardMsg>,
+    /// Shard 0 only: serialises metadata changes.
+    pub controller: Option<crate::controller::Controller>,
+}
+
+impl Shard {
+    pub fn new(
+        id: usize,
+        config: Rc<BrokerConfig>,
+        metadata: Arc<ClusterMetadata>,
+        senders: Senders<ShardMsg>,
+    ) -> Shard {
+        let shards = senders.nr_consumers();
+        Shard {
+            id,
+            shards,
+            cache: BatchCache::new(config.batch_cache_bytes),
+            controller: (id == 0).then(crate::controller::Controller::new),
+            config,
+            metadata: RefCell::new(metadata),
+            partitions: RefCell::new(HashMap::new()),
+            senders,
+        }
+    }
+
+    /// The current metadata snapshot.
+    pub fn metadata(&self) -> Arc<ClusterMetadata> {
+        self.metadata.borrow().clone()
+    }
+
+    fn partition_dir(&self, tp: &TopicPartition) -> PathBuf {
+        self.config.data_dir.join(tp.dir_name())
+    }
+
+    /// Installs `snapshot`: opens logs of partitions this shard now owns, closes and deletes
+    /// those of deleted topics, and applies config changes.
+    pub async fn apply_metadata(&self, snapshot: Arc<ClusterMetadata>) {
+        let mut wanted: HashMap<TopicPartition, TopicConfig> = HashMap::new();
+        for (name, topic) in &snapshot.topics {
+            let config = match topic.config(&self.config.topic_defaults) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(topic = %name, error = %e, "invalid stored topic config; using defaults");
+                    self.config.topic_defaults.clone()
+                }
+            };
+            for (p, &shard) in topic.partition_shards.iter().enumerate() {
+                if shard == self.id {
+                    let partition = i32::try_from(p).expect("partition counts fit i32");
+                    wanted.insert(
+                        TopicPartition {
+                            topic: name.clone(),
+                            partition,
+                        },
+                        config.clone(),
+                    );
+                }
+            }
+        }
+        let existing: Vec<TopicPartition> = self.partitions.borrow().keys().cloned().collect();
+        for tp in existing {
+            if !wanted.contains_key(&tp) {
+                let owned = self.partitions.borrow_mut().remove(&tp);
+                if let Some(owned) = owned {
+                    if let Err(e) = owned.log.close().await {
+                        tracing::warn!(%tp, error = %e, "closing deleted partition");
+                    }
+                    owned.hw_moved.notify_all();
+                    let dir = self.partition_dir(&tp);
+                    let removed = glommio::executor()
+                        .spawn_blocking(move || std::fs::remove_dir_all(dir))
+                        .await;
+                    if let Err(e) = removed {
+                        tracing::warn!(%tp, error = %e, "removing deleted partition directory");
+                    }
+                }
+            }
+        }
+        for (tp, config) in wanted {
+            let current = self.partitions.borrow().get(&tp).cloned();
+            match current {
+                Some(owned) if owned.config == config => {}
+                Some(owned) => {
+                    owned.log.set_config(config.to_log_config());
+                    let updated = Rc::new(OwnedPartition {
+                        log: owned.log.clone(),
+                        hw_moved: owned.hw_moved.clone(),
+                        config,
+                    });
+                    self.partitions.borrow_mut().insert(tp, updated);
+                }
+                None => {
+                    let dir = self.partition_dir(&tp);
+                    match PartitionLog::open(&dir, config.to_log_config(), &self.cache).await {
+                        Ok(log) => {
+                            let owned = Rc::new(OwnedPartition {
+                                log,
+                                hw_moved: Rc::new(Notify::default()),
+                                config,
+                            });
+                            self.partitions.borrow_mut().insert(tp, owned);
+                        }
+                        Err(e) => tracing::error!(%tp, error = %e, "cannot open partition log"),
+                    }
+                }
+            }
+        }
+        *self.metadata.borrow_mut() = snapshot;
+    }
+
+    /// Runs `op` on the partition's owning shard: here, or over the mesh.
+    pub async fn partition_call(
+        self: &Rc<Self>,
+        tp: TopicPartition,
+        op: PartitionOp,
+    ) -> PartitionReply {
+        let Some(owner) = self.metadata().owner(&tp.topic, tp.partition) else {
+            return PartitionReply::Error(code(ResponseError::UnknownTopicOrPartition));
+        };
+        if owner == self.id {
+            return self.run_partition_op(&tp, op).await;
+        }
+        let (reply, answer) = oneshot::channel();
+        if self
+            .senders
+            .send_to(owner, ShardMsg::Partition { tp, op, reply })
+            .await
+            .is_err()
+        {
+            return PartitionReply::Error(code(ResponseError::UnknownServerError));
+        }
+        answer.await.unwrap_or(PartitionReply::Error(code(
+            ResponseError::UnknownServerError,
+        )))
+    }
+
+    /// Runs a metadata change on the controller (shard 0).
+    pub async fn controller_call(self: &Rc<Self>, op: ControllerOp) -> Result<(), ControllerError> {
+        if self.id == 0 {
+            return crate::controller::run(self, op).await;
+        }
+        let (reply, answer) = oneshot::channel();
+        let unavailable = || {
+            (
+                code(ResponseError::UnknownServerError),
+                "controller unavailable".to_string(),
+            )
+        };
+        if self
+            .senders
+            .send_to(0, ShardMsg::Controller { op, reply })
+            .await
+            .is_err()
+        {
+            return Err(unavailable());
+        }
+        answer.await.unwrap_or_else(|_| Err(unavailable()))
+    }
+
+    /// Sends `snapshot` to every other shard and installs it here; returns when all have it.
+    pub async fn publish_metadata(self: &Rc<Self>, snapshot: Arc<ClusterMetadata>) {
+        let mut acks = Vec::new();
+        for peer in 0..self.shards {
+            if peer == self.id {
+                continue;
+            }
+            let (reply, ack) = oneshot::channel();
+            let msg = ShardMsg::Metadata {
+                snapshot: snapshot.clone(),
+                reply,
+            };
+            if self.senders.send_to(peer, msg).await.is_ok() {
+                acks.push(ack);
+            }
+        }
+        self.apply_metadata(snapshot).await;
+        for ack in acks {
+            let _ = ack.await;
+        }
+    }
+
+    /// Handles one message from another shard.
+    pub async fn handle_message(self: &Rc<Self>, msg: ShardMsg) {
+        match msg {
+            ShardMsg::Partition { tp, op, reply } => {
+                let _ = reply.send(self.run_partition_op(&tp, op).await);
+            }
+            ShardMsg::Controller { op, reply } => {
+                let _ = reply.send(crate::controller::run(self, op).await);
+            }
+            ShardMsg::Metadata { snapshot, reply } => {
+                self.apply_metadata(snapshot).await;
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    async fn run_partition_op(&self, tp: &TopicPartition, op: PartitionOp) -> PartitionReply {
+        let Some(owned) = self.partitions.borrow().get(tp).cloned() else {
+            return PartitionReply::Error(code(ResponseError::UnknownTopicOrPartition));
+        };
+        let log = &owned.log;
+        match op {
+            PartitionOp::Produce { records, acks: _ } => {
+                // acks 0, 1 and all answer once the batch is in the in-memory tail (single
+                // node: the ISR is this broker); flush.messages makes the answer wait for disk.
+                let info = match log.append(records, LeaderEpoch(0)).await {
+                    Ok(info) => info,
+                    Err(e) => return PartitionReply::Error(storage_error_code(&e)),
+                };
+                if info.flush_due {
+                    if let Err(e) = log.flush_to(info.last_offset.plus(1)).await {
+                        return PartitionReply::Error(storage_error_code(&e));
+                    }
+                }
+                log.set_high_watermark(log.log_end_offset());
+                owned.hw_moved.notify_all();
+                PartitionReply::Produced {
+                    base_offset: info.base_offset.0,
+                    log_start_offset: log.log_start_offset().0,
+                }
+            }
+            PartitionOp::Read { offset, max_bytes } => {
+                match log
+                    .read(Offset(offset), max_bytes, log.high_watermark())
+                    .await
+                {
+                    Ok(batches) => PartitionReply::Read {
+                        high_watermark: log.high_watermark().0,
+                        log_start_offset: log.log_start_offset().0,
+                        batches,
+                    },
+                    Err(e) => PartitionReply::Error(storage_error_code(&e)),
+                }
+            }
+            PartitionOp::WaitForData {
+                offset,
+                deadline,
+                mut cancel,
+            } => {
+                while log.high_watermark().0 <= offset && Instant::now() < deadline {
+                    let woken = owned.hw_moved.notified();
+                    let timeout =
+                        glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
+                    let cancelled = async {
+                        let _ = (&mut cancel).await;
+                    };
+                    futures_lite::future::or(futures_lite::future::or(woken, timeout), cancelled)
+                        .await;
+                    let gone = !self.partitions.borrow().contains_key(tp);
+                    if gone || matches!(cancel.try_recv(), Err(_) | Ok(Some(()))) {
+                        break;
+                    }
+                }
+                PartitionReply::Waited
+            }
+            PartitionOp::ListOffsets { timestamp } => self.list_offsets(log, timestamp).await,
+        }
+    }
+
+    async fn list_offsets(&self, log: &PartitionLog, timestamp: i64) -> PartitionReply {
+        const LATEST: i64 = -1;
+        const EARLIEST: i64 = -2;
+        const MAX_TIMESTAMP: i64 = -3;
+        match timestamp {
+            LATEST => PartitionReply::Offset {
+                offset: log.high_watermark().0,
+                timestamp: -1,
+            },
+            EARLIEST => PartitionReply::Offset {
+                offset: log.log_start_offset().0,
+                timestamp: -1,
+            },
+            MAX_TIMESTAMP => match log.max_timestamp().await {
+                Ok(Some((ts, offset))) => PartitionReply::Offset {
+                    offset: offset.0,
+                    timestamp: ts.0,
+                },
+                Ok(None) => PartitionReply::Offset {
+                    offset: -1,
+                    timestamp: -1,
+                },
+                Err(e) => PartitionReply::Error(storage_error_code(&e)),
+            },
+            t if t < 0 => PartitionReply::Error(code(ResponseError::InvalidRequest)),
+            t => match log.find_offset_by_timestamp(TimestampMs(t)).await {
+                Ok(Some(m)) => {
+                    let (offset, ts) = first_offset_at_or_after(&m.batch, t);
+                    PartitionReply::Offset {
+                        offset,
+                        timestamp: ts,
+                    }
+                }
+                Ok(None) => PartitionReply::Offset {
+                    offset: -1,
+                    timestamp: -1,
+                },
+                Err(e) => PartitionReply::Error(storage_error_code(&e)),
+            },
+        }
+    }
+}
