@@ -220,7 +220,7 @@ impl Segment {
         let mut chunk_len = SCAN_CHUNK_BYTES;
         // `from_pos` is at an index entry (or 0): the next entry comes after another interval.
         self.bytes_since_index.set(0);
-        'chunks: while pos < limit_pos {
+        while pos < limit_pos {
             let chunk_start = align_down(pos);
             let data = self.file.read_aligned(chunk_start, chunk_len).await?;
             bytes_read += data.len() as u64;
@@ -229,20 +229,24 @@ impl Segment {
             let avail = usize::try_from(data_end - chunk_start).unwrap_or(0);
             let mut progressed = false;
             let mut needs_bigger_chunk = false;
+            // Set at the first batch that is not valid: the segment's data ends at `pos`.
+            let mut at_end = false;
             loop {
                 let at = usize::try_from(pos - chunk_start).unwrap_or(usize::MAX);
                 if at + BATCH_HEADER_BYTES > avail {
                     break;
                 }
                 let Ok(header) = BatchHeader::parse(&data[at..avail]) else {
-                    break 'chunks;
+                    at_end = true;
+                    break;
                 };
                 let size = header.size_bytes();
                 if pos + size as u64 > limit_pos
                     || header.magic != 2
                     || header.base_offset != expected
                 {
-                    break 'chunks;
+                    at_end = true;
+                    break;
                 }
                 if at + size > avail {
                     needs_bigger_chunk = true;
@@ -250,16 +254,18 @@ impl Segment {
                     break;
                 }
                 if validate_batch(&data[at..at + size]).is_err() {
-                    break 'chunks;
+                    at_end = true;
+                    break;
                 }
                 self.note_batch(&header, pos, index_interval_bytes);
                 pos += size as u64;
                 expected = header.last_offset().plus(1);
                 progressed = true;
             }
+            // This chunk holds `align_down(pos)..pos`, wherever the scan stops.
             tail_block = block_tail(&data, chunk_start, pos);
             let more_on_disk = !at_eof && data_end < limit_pos;
-            if !(progressed || needs_bigger_chunk && more_on_disk) {
+            if at_end || !(progressed || needs_bigger_chunk && more_on_disk) {
                 break;
             }
         }

@@ -17,7 +17,8 @@ const CHILD_ENV: &str = "SLUICE_CRASH_CHILD_DIR";
 
 fn config() -> LogConfig {
     LogConfig {
-        segment_bytes: 256 << 10,
+        // Large enough that recovery scans cross the 1 MiB scan chunk, small enough to roll.
+        segment_bytes: 3 << 20,
         index_interval_bytes: 1024,
         ..LogConfig::default()
     }

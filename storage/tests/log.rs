@@ -397,3 +397,47 @@ fn a_cold_read_reaching_the_write_frontier_returns_what_is_written() {
         );
     });
 }
+
+#[test]
+fn recovery_cuts_a_torn_tail_found_past_the_first_scan_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let config = LogConfig {
+            segment_bytes: 8 << 20,
+            ..LogConfig::default()
+        };
+        let log = open(&path, config.clone(), 0).await;
+        // ~1.5 MiB of batches: the recovery scan reads 1 MiB at a time, so the end lies in
+        // its second chunk, at a position that is not block aligned.
+        let mut count = 0;
+        while log.size_bytes() < 1_500_000 {
+            log.append(batch(count, 1, 3000), LeaderEpoch(0))
+                .await
+                .unwrap();
+            count += 1;
+        }
+        log.flush().await.unwrap();
+        let end = log.size_bytes();
+        drop(log);
+        // A torn batch after the end: a plausible header, then nothing.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path.join("00000000000000000000.log"))
+            .unwrap();
+        let torn = batch(0, 1, 3000);
+        std::os::unix::fs::FileExt::write_at(&file, &torn[..100], end).unwrap();
+        drop(file);
+        let log = open(&path, config, 0).await;
+        assert_eq!(log.log_end_offset(), Offset(count));
+        assert_eq!(log.size_bytes(), end);
+        let info = log.append(batch(7, 1, 10), LeaderEpoch(0)).await.unwrap();
+        assert_eq!(info.base_offset, Offset(count));
+        log.flush().await.unwrap();
+        let got = log
+            .read(Offset(count - 1), 1 << 20, Offset(count + 1))
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 2);
+    });
+}
