@@ -102,7 +102,8 @@ fn did_you_mean(suggestion: &Option<String>) -> String {
 }
 
 impl ConfigError {
-    /// The key this error is about, if it is about one key (for Kafka error messages).
+    /// The key this error is about, if it is about one key (tests check errors name it).
+    #[cfg(test)]
     pub fn key(&self) -> Option<&str> {
         match self {
             ConfigError::UnknownKey { key, .. } | ConfigError::InvalidValue { key, .. } => {
@@ -234,8 +235,10 @@ impl TimestampType {
     }
 }
 
-/// Where a topic property's effective value comes from, as DescribeConfigs reports it.
+/// Where a topic property's effective value comes from, as DescribeConfigs reports it (the
+/// variant names are Kafka's `ConfigSource` names, hence the shared suffix).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)]
 pub enum ConfigSource {
     /// Set on the topic (CreateTopics configs or IncrementalAlterConfigs).
     TopicConfig,
@@ -478,11 +481,6 @@ impl TopicConfig {
     /// Whether `key` was set on this value by [`TopicConfig::set`] (not inherited).
     pub fn is_set(&self, key: &str) -> bool {
         self.explicit.contains(key)
-    }
-
-    /// The keys set on this value, sorted.
-    pub fn set_keys(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.explicit.iter().copied()
     }
 
     /// Where `key`'s value comes from, for a topic config whose defaults are
@@ -953,10 +951,8 @@ impl BrokerConfig {
         Ok(())
     }
 
-    /// Applies `(key, value)` pairs in order, stopping at the first error.
-    ///
-    /// # Errors
-    /// As [`BrokerConfig::set`].
+    /// Applies `(key, value)` pairs in order, stopping at the first error (tests).
+    #[cfg(test)]
     pub fn set_all<'a>(
         &mut self,
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,

@@ -93,10 +93,10 @@ fn start_request(shard: &Rc<Shard>, frame: Bytes) -> Option<PendingResponse> {
             )
         }
         Err(NetError::UnsupportedVersion {
-            api_key,
+            api_key: net::kafka_protocol::messages::ApiKey::ApiVersions,
             correlation_id,
             ..
-        }) if api_key == net::kafka_protocol::messages::ApiKey::ApiVersions => {
+        }) => {
             // KIP-511: answer in the v0 layout with UNSUPPORTED_VERSION and our ranges.
             let response = net::encode_api_versions_unsupported(
                 correlation_id,

@@ -124,7 +124,7 @@ pub async fn run(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerEr
         }
         ControllerOp::AlterTopicConfig {
             name,
-            overrides,
+            changes,
             validate_only,
         } => {
             let Some(topic) = next.topics.get_mut(&name) else {
@@ -133,10 +133,13 @@ pub async fn run(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerEr
                     format!("topic '{name}' does not exist"),
                 ));
             };
-            let candidate = TopicMeta {
-                overrides,
-                ..topic.clone()
-            };
+            let mut candidate = topic.clone();
+            for (key, value) in changes {
+                match value {
+                    Some(value) => candidate.overrides.insert(key, value),
+                    None => candidate.overrides.remove(&key),
+                };
+            }
             candidate
                 .config(defaults)
                 .map_err(|e| err(ResponseError::InvalidConfig, e.to_string()))?;

@@ -70,7 +70,6 @@ fn holder_text(pid: Option<u32>) -> String {
 pub struct DataDirLock {
     /// The locked file; closing it (drop) releases the lock.
     file: File,
-    lock_path: PathBuf,
 }
 
 impl DataDirLock {
@@ -117,12 +116,7 @@ impl DataDirLock {
             .and_then(|()| file.seek(SeekFrom::Start(0)))
             .and_then(|_| writeln!(file, "{pid}"))
             .map_err(io_err("write pid to lock file", &lock_path))?;
-        Ok(DataDirLock { file, lock_path })
-    }
-
-    /// The lock file, `<data_dir>/.lock`.
-    pub fn path(&self) -> &Path {
-        &self.lock_path
+        Ok(DataDirLock { file })
     }
 }
 
@@ -169,7 +163,7 @@ mod tests {
         let dir = tmp.path().join("nested").join("data");
         let first = DataDirLock::acquire(&dir).expect("first lock");
         assert!(dir.is_dir(), "the data directory is created");
-        let text = std::fs::read_to_string(first.path()).expect("lock file readable");
+        let text = std::fs::read_to_string(dir.join(LOCK_FILE_NAME)).expect("lock file readable");
         assert_eq!(text.trim(), std::process::id().to_string());
 
         let err = DataDirLock::acquire(&dir).expect_err("already held");
@@ -191,7 +185,7 @@ mod tests {
             "{msg}"
         );
         // The failed attempt must not have clobbered the holder's pid.
-        let text = std::fs::read_to_string(first.path()).expect("lock file readable");
+        let text = std::fs::read_to_string(dir.join(LOCK_FILE_NAME)).expect("lock file readable");
         assert_eq!(text.trim(), std::process::id().to_string());
 
         drop(first);

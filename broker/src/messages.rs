@@ -16,8 +16,9 @@ pub const SHARD_CHANNEL_CAPACITY: usize = 1024;
 /// An operation on one partition, run by its owning shard.
 #[derive(Debug)]
 pub enum PartitionOp {
-    /// Append a produce request's record set (`acks` as requested: 0, 1 or -1).
-    Produce { records: Bytes, acks: i16 },
+    /// Append a produce request's record set. acks 0, 1 and -1 append alike on a single
+    /// node (the ISR is this broker); the connection side decides whether to answer.
+    Produce { records: Bytes },
     /// Read batches from `offset`, at most `max_bytes` (first batch whole, KIP-74), below the
     /// high watermark.
     Read { offset: i64, max_bytes: usize },
@@ -72,10 +73,12 @@ pub enum ControllerOp {
         total: i32,
         validate_only: bool,
     },
-    /// Replace the topic's config overrides with `overrides`.
+    /// Apply config changes to the topic's overrides, in order: `Some(value)` sets a key,
+    /// `None` removes its override. Applied to the overrides current under the controller
+    /// lock, so concurrent alterations of one topic do not undo each other.
     AlterTopicConfig {
         name: String,
-        overrides: BTreeMap<String, String>,
+        changes: Vec<(String, Option<String>)>,
         validate_only: bool,
     },
 }

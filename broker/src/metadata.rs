@@ -104,11 +104,6 @@ impl ClusterMetadata {
             .get(usize::try_from(partition).ok()?)
             .copied()
     }
-
-    /// The topic with this id.
-    pub fn topic_by_id(&self, id: Uuid) -> Option<(&String, &TopicMeta)> {
-        self.topics.iter().find(|(_, t)| t.id == id)
-    }
 }
 
 /// Places `count` new partitions, each on the currently least-loaded shard.

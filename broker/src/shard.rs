@@ -240,7 +240,7 @@ impl Shard {
         };
         let log = &owned.log;
         match op {
-            PartitionOp::Produce { records, acks: _ } => {
+            PartitionOp::Produce { records } => {
                 // acks 0, 1 and all answer once the batch is in the in-memory tail (single
                 // node: the ISR is this broker); flush.messages makes the answer wait for disk.
                 let info = match log.append(records, LeaderEpoch(0)).await {

@@ -3,8 +3,13 @@
 //! advertises in ApiVersions; only versions that are fully implemented are listed.
 
 mod api_versions;
+mod create_partitions;
 mod create_topics;
+mod delete_topics;
+mod describe_cluster;
+mod describe_configs;
 mod fetch;
+mod incremental_alter_configs;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -25,6 +30,11 @@ const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 5),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
 ];
 
 /// The broker's ApiVersions table.
@@ -74,6 +84,36 @@ pub async fn handle(shard: &Rc<Shard>, request: Request) -> Response {
             version,
             correlation_id,
             &create_topics::handle(shard, req).await,
+        ),
+        RequestKind::DeleteTopics(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &delete_topics::handle(shard, req, version).await,
+        ),
+        RequestKind::CreatePartitions(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &create_partitions::handle(shard, req).await,
+        ),
+        RequestKind::DescribeConfigs(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_configs::handle(shard, req, version),
+        ),
+        RequestKind::IncrementalAlterConfigs(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &incremental_alter_configs::handle(shard, req).await,
+        ),
+        RequestKind::DescribeCluster(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_cluster::handle(shard, &req),
         ),
         RequestKind::Produce(req) => {
             let acks = req.acks;

@@ -25,7 +25,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                 topic: name.clone(),
                 partition: p.index,
             };
-            let (shard, acks) = (shard.clone(), req.acks);
+            let shard = shard.clone();
             let task = glommio::spawn_local(async move {
                 if !acks_valid {
                     return PartitionReply::Error(code(ResponseError::InvalidRequiredAcks));
@@ -34,7 +34,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                     return PartitionReply::Error(code(ResponseError::CorruptMessage));
                 };
                 shard
-                    .partition_call(tp, PartitionOp::Produce { records, acks })
+                    .partition_call(tp, PartitionOp::Produce { records })
                     .await
             })
             .detach();

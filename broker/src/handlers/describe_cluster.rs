@@ -1,0 +1,51 @@
+//! DescribeCluster (key 60), v0–1: this single broker is the whole cluster and its controller.
+//! Only the BROKERS endpoint type exists (no separate KRaft controller listener).
+
+use super::str_bytes;
+use crate::errors::code;
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use net::kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use std::rc::Rc;
+
+/// KIP-919 endpoint types: the brokers' listener, and the KRaft controllers'.
+const ENDPOINT_TYPE_BROKERS: i8 = 1;
+const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
+
+/// `cluster_authorized_operations` when not computed (no ACLs yet): Kafka's "omitted" marker.
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+pub fn handle(shard: &Rc<Shard>, req: &DescribeClusterRequest) -> DescribeClusterResponse {
+    let mut response = DescribeClusterResponse::default();
+    // The response's endpoint type field exists from v1 and must stay 1 (its default) in v0;
+    // this broker always answers for its broker listener.
+    response.endpoint_type = ENDPOINT_TYPE_BROKERS;
+    response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    match req.endpoint_type {
+        ENDPOINT_TYPE_BROKERS => {}
+        ENDPOINT_TYPE_CONTROLLERS => {
+            response.error_code = code(ResponseError::MismatchedEndpointType);
+            response.error_message = Some(str_bytes(
+                "this is a broker listener; there is no separate controller endpoint",
+            ));
+            return response;
+        }
+        other => {
+            response.error_code = code(ResponseError::UnsupportedEndpointType);
+            response.error_message = Some(str_bytes(format!("unknown endpoint type {other}")));
+            return response;
+        }
+    }
+    let node_id = BrokerId(shard.config.node_id);
+    let advertised = shard.config.advertised_listener();
+    let mut broker = DescribeClusterBroker::default();
+    broker.broker_id = node_id;
+    broker.host = str_bytes(advertised.host);
+    broker.port = i32::from(advertised.port);
+    broker.rack = None;
+    response.cluster_id = str_bytes(shard.metadata().cluster_id.clone());
+    response.controller_id = node_id;
+    response.brokers.push(broker);
+    response
+}

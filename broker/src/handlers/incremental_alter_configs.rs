@@ -1,0 +1,139 @@
+//! IncrementalAlterConfigs (key 44), v0–1: SET and DELETE of TOPIC config overrides. The
+//! handler computes the topic's new override map from the current metadata snapshot and the
+//! controller replaces the map (re-validating it); the owning shards pick the new config up
+//! from the published snapshot (`Shard::apply_metadata` → `PartitionLog::set_config`).
+//!
+//! Limits: APPEND/SUBTRACT are refused (the only list-valued key, `cleanup.policy`, allows just
+//! `delete`); BROKER resources are refused (no dynamic broker configs: the broker's config is
+//! fixed at start-up).
+
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::str_bytes;
+use crate::errors::code;
+use crate::messages::{ControllerError, ControllerOp};
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
+use net::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use net::kafka_protocol::messages::{
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+/// Kafka's `AlterConfigOp.OpType` codes.
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut response = IncrementalAlterConfigsResponse::default();
+    for resource in &req.resources {
+        let outcome = match resource.resource_type {
+            RESOURCE_TOPIC => alter_topic(shard, resource, req.validate_only).await,
+            RESOURCE_BROKER => Err((
+                code(ResponseError::InvalidRequest),
+                "dynamic broker configs are not supported; set broker properties in the config \
+                 file or with --set and restart"
+                    .to_string(),
+            )),
+            other => Err((
+                code(ResponseError::InvalidRequest),
+                format!("resource type {other} is not supported; only TOPIC (2)"),
+            )),
+        };
+        let mut result = AlterConfigsResourceResponse::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        if let Err((error, message)) = outcome {
+            result.error_code = error;
+            result.error_message = Some(str_bytes(message));
+        }
+        response.responses.push(result);
+    }
+    response
+}
+
+async fn alter_topic(
+    shard: &Rc<Shard>,
+    resource: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), ControllerError> {
+    let name = resource.resource_name.to_string();
+    let invalid_config = |m: String| (code(ResponseError::InvalidConfig), m);
+    // Kafka refuses a key named twice in one resource.
+    let mut keys = BTreeSet::new();
+    for c in &resource.configs {
+        if !keys.insert(c.name.as_str()) {
+            return Err((
+                code(ResponseError::InvalidRequest),
+                format!("config key `{}` is named more than once", c.name.as_str()),
+            ));
+        }
+    }
+    let metadata = shard.metadata();
+    let Some(topic) = metadata.topics.get(&name) else {
+        return Err((
+            code(ResponseError::UnknownTopicOrPartition),
+            format!("topic '{name}' does not exist"),
+        ));
+    };
+    let defaults = &shard.config.topic_defaults;
+    // The effective config, changed alongside `overrides` only to validate each SET with the
+    // parser that will apply it (its error names the key and says what is accepted).
+    let mut effective = topic.config(defaults).map_err(|e| {
+        (
+            code(ResponseError::UnknownServerError),
+            format!("stored config of topic '{name}' is invalid: {e}"),
+        )
+    })?;
+    let mut changes = Vec::with_capacity(resource.configs.len());
+    for c in &resource.configs {
+        let key = c.name.as_str();
+        // `reset` fails only for an unknown key (with the closest known one as suggestion).
+        effective
+            .clone()
+            .reset(key, defaults)
+            .map_err(|e| invalid_config(e.to_string()))?;
+        match c.config_operation {
+            OP_SET => {
+                let Some(value) = &c.value else {
+                    return Err(invalid_config(format!("SET of `{key}` has no value")));
+                };
+                effective
+                    .set(key, value.as_str())
+                    .map_err(|e| invalid_config(e.to_string()))?;
+                changes.push((key.to_string(), Some(value.to_string())));
+            }
+            OP_DELETE => {
+                effective
+                    .reset(key, defaults)
+                    .map_err(|e| invalid_config(e.to_string()))?;
+                changes.push((key.to_string(), None));
+            }
+            OP_APPEND | OP_SUBTRACT => {
+                return Err(invalid_config(format!(
+                    "APPEND and SUBTRACT apply to list-valued configs; `{key}` takes a single \
+                     value here (cleanup.policy allows only `delete`): use SET"
+                )));
+            }
+            other => {
+                return Err((
+                    code(ResponseError::InvalidRequest),
+                    format!("unknown config operation {other} for `{key}`"),
+                ));
+            }
+        }
+    }
+    shard
+        .controller_call(ControllerOp::AlterTopicConfig {
+            name,
+            changes,
+            validate_only,
+        })
+        .await
+}
