@@ -1,0 +1,108 @@
+"""Client helpers shared by the compatibility tests (confluent-kafka / librdkafka).
+
+Sluice has no consumer groups or idempotent producer yet: producers set
+enable.idempotence=false, consumers use assign() and never commit.
+"""
+
+import time
+
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
+                             TopicPartition)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def wait_until(predicate, timeout, interval=0.1, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def producer(bootstrap, **extra):
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": False,
+        "acks": "all",
+        "linger.ms": 5,
+        "message.timeout.ms": 30000,
+    }
+    conf.update(extra)
+    return Producer(conf)
+
+
+def consumer(bootstrap, **extra):
+    conf = {
+        "bootstrap.servers": bootstrap,
+        # librdkafka wants a group.id for a Consumer; it is never used: assign() only, no commits.
+        "group.id": "sluice-compat-unused",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        "enable.partition.eof": True,
+    }
+    conf.update(extra)
+    return Consumer(conf)
+
+
+def admin(bootstrap):
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topic(bootstrap, topic, partitions, timeout=30):
+    """Creates `topic` and waits until Metadata lists all its partitions with a leader."""
+    a = admin(bootstrap)  # keep the handle alive until the future completes
+    futures = a.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        operation_timeout=timeout, request_timeout=timeout)
+    futures[topic].result(timeout=timeout)
+    wait_for_topic(bootstrap, topic, partitions, timeout)
+
+
+def wait_for_topic(bootstrap, topic, partitions, timeout=30):
+    a = admin(bootstrap)
+
+    def ready():
+        md = a.list_topics(topic=topic, timeout=10)
+        t = md.topics.get(topic)
+        return (t is not None and t.error is None and len(t.partitions) == partitions
+                and all(p.leader >= 0 for p in t.partitions.values()))
+
+    wait_until(ready, timeout, 0.2, f"metadata of {topic} with {partitions} partitions")
+
+
+def consume_all(bootstrap, topic, partitions, expected=None, timeout=60):
+    """Reads every partition of `topic` from the beginning to its end.
+
+    Returns {partition: [Message, ...]} in the order received. Stops when every partition
+    reported EOF and, if `expected` is given, at least that many records came back.
+    """
+    c = consumer(bootstrap)
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out = {p: [] for p in range(partitions)}
+        eof = set()
+        count = 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(msg.partition())
+                    if len(eof) == partitions and (expected is None or count >= expected):
+                        return out
+                    continue
+                raise KafkaException(msg.error())
+            eof.discard(msg.partition())
+            out[msg.partition()].append(msg)
+            count += 1
+        raise AssertionError(
+            f"consume_all({topic}): timed out after {timeout} s with {count} records "
+            f"(expected {expected}), EOF on partitions {sorted(eof)}")
+    finally:
+        c.close()

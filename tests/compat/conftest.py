@@ -1,0 +1,291 @@
+"""Fixtures for the real-client compatibility tests.
+
+Every test gets its own `sluice` process on free loopback ports with a fresh data directory.
+A failing test's report carries the broker's command line and the tail of its log (stdout and
+stderr, appended across restarts).
+
+Configure a test's broker with the `sluice` marker:
+
+    @pytest.mark.sluice(cores=2, settings={"num.partitions": 6})
+
+`SLUICE_BIN=/path/to/sluice` skips the cargo build and uses that binary.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# Segments are preallocated at their full size: 1 GiB each by default, per partition. Tests
+# never fill one, so a smaller size only saves disk (a test can still override it).
+DEFAULT_SETTINGS = {"log.segment.bytes": 64 << 20}
+START_TIMEOUT_S = 30.0
+STOP_GRACE_S = 5.0
+LOG_TAIL_LINES = 50
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "sluice(cores=2, settings={...}): options of the test's broker "
+        "(settings become --set KEY=VALUE)",
+    )
+
+
+@pytest.fixture(scope="session")
+def sluice_bin():
+    """Path of the `sluice` binary: $SLUICE_BIN, or built once per session with cargo."""
+    env_bin = os.environ.get("SLUICE_BIN")
+    if env_bin:
+        path = Path(env_bin).resolve()
+        if not path.is_file():
+            pytest.fail(f"SLUICE_BIN={env_bin} is not a file", pytrace=False)
+        return path
+    cmd = [
+        "cargo", "build", "-p", "sluice-broker", "--bin", "sluice",
+        "--message-format=json-render-diagnostics",
+    ]
+    proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=1800)
+    if proc.returncode != 0:
+        pytest.fail(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{proc.stderr[-6000:]}",
+                    pytrace=False)
+    exe = None
+    for line in proc.stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("reason") == "compiler-artifact" and msg.get("target", {}).get("name") == "sluice" \
+                and msg.get("executable"):
+            exe = msg["executable"]
+    if exe is None:
+        pytest.fail("cargo build produced no `sluice` executable", pytrace=False)
+    return Path(exe)
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL it when pytest dies, so no broker outlives a run
+    that was killed (e.g. by `timeout`)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerError(Exception):
+    pass
+
+
+class Broker:
+    """One `sluice` child process; restartable on the same data directory."""
+
+    def __init__(self, binary, data_dir, log_path, cores=2, settings=None):
+        self.binary = Path(binary)
+        self.data_dir = Path(data_dir)
+        self.log_path = Path(log_path)
+        self.cores = cores
+        self.settings = {**DEFAULT_SETTINGS, **(settings or {})}
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.proc = None
+        self.cmd = None
+        self.starts = 0
+        self.harness_stopped = False  # set by stop()/kill(): an exit we asked for
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self):
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    def _command(self):
+        cmd = [
+            str(self.binary),
+            "--listen", self.bootstrap,
+            "--admin-listen", f"127.0.0.1:{self.admin_port}",
+            "--data-dir", str(self.data_dir),
+            "--cores", str(self.cores),
+        ]
+        for key, value in self.settings.items():
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            cmd += ["--set", f"{key}={value}"]
+        return cmd
+
+    def start(self):
+        """Starts the broker (again, on the same data directory) and waits until it serves."""
+        if self.alive():
+            raise BrokerError("broker already running")
+        try:
+            return self._start_once()
+        except BrokerError as e:
+            # After a restart the old ports could still be held (TIME_WAIT on a listener
+            # without SO_REUSEADDR); only then move to fresh ports, once.
+            if self.starts == 1 or "in use" not in str(e).lower():
+                raise
+            self.port, self.admin_port = free_port(), free_port()
+            return self._start_once()
+
+    def _start_once(self):
+        self.starts += 1
+        self.harness_stopped = False
+        self.cmd = self._command()
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n=== start #{self.starts}: {' '.join(self.cmd)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, cwd=self.data_dir.parent,
+                                         env=dict(os.environ, NO_COLOR="1"),
+                                         preexec_fn=_die_with_parent)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + START_TIMEOUT_S
+        kafka_ok = health_ok = False
+        last_error = None
+        while time.monotonic() < deadline:
+            code = self.proc.poll()
+            if code is not None:
+                raise BrokerError(f"broker exited with {code} while starting\n{self.log_tail()}")
+            if not kafka_ok:
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                        kafka_ok = True
+                except OSError as e:
+                    last_error = f"kafka port: {e}"
+            if kafka_ok and not health_ok:
+                try:
+                    with urllib.request.urlopen(self.admin_url + "/health", timeout=2) as resp:
+                        health_ok = resp.status == 200
+                        if not health_ok:
+                            last_error = f"/health answered {resp.status}"
+                except OSError as e:
+                    last_error = f"/health: {e}"
+            if kafka_ok and health_ok:
+                return
+            time.sleep(0.1)
+        self.kill()
+        raise BrokerError(f"broker not ready after {START_TIMEOUT_S} s ({last_error})\n"
+                          f"{self.log_tail()}")
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def kill(self):
+        """SIGKILL and reap; returns the exit status (None if it was not running)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.harness_stopped = True
+            self.proc.send_signal(signal.SIGKILL)
+        return self.proc.wait(timeout=30)
+
+    def stop(self, grace=STOP_GRACE_S):
+        """SIGTERM, then SIGKILL after `grace` s. Returns (exit status, needed_sigkill)."""
+        if self.proc is None:
+            return None, False
+        if self.proc.poll() is not None:
+            return self.proc.returncode, False
+        self.harness_stopped = True
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=grace), False
+        except subprocess.TimeoutExpired:
+            with open(self.log_path, "ab") as log:
+                log.write(f"=== test harness: no exit {grace} s after SIGTERM, SIGKILL\n".encode())
+            return self.kill(), True
+
+    def restart(self, kill=False):
+        """Stops (SIGTERM, or SIGKILL if `kill`) and starts again on the same data directory."""
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def log_tail(self, lines=LOG_TAIL_LINES):
+        try:
+            text = self.log_path.read_bytes().decode("utf-8", "replace")
+        except OSError as e:
+            return f"(no broker log: {e})"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def describe(self):
+        state = "running" if self.alive() else f"exited {self.proc.returncode if self.proc else '-'}"
+        try:
+            lines = self.log_path.read_bytes().decode("utf-8", "replace").splitlines()
+        except OSError:
+            lines = []
+        # Backtraces push the panic message out of the tail: list such lines separately.
+        notable = [l for l in lines if "panicked at" in l or " ERROR " in l or "=== " in l][-20:]
+        return (f"command: {' '.join(self.cmd or self._command())}\n"
+                f"data dir: {self.data_dir}\nstate: {state}\n"
+                + ("starts, panics and errors in the broker log:\n" + "\n".join(notable) + "\n"
+                   if notable else "")
+                + f"last {LOG_TAIL_LINES} lines of the broker log ({self.log_path}):\n"
+                f"{self.log_tail()}")
+
+
+@pytest.fixture
+def broker(request, sluice_bin, tmp_path):
+    marker = request.node.get_closest_marker("sluice")
+    opts = dict(marker.kwargs) if marker else {}
+    b = Broker(sluice_bin, tmp_path / "data", tmp_path / "broker.log",
+               cores=opts.get("cores", 2), settings=opts.get("settings"))
+    request.node._sluice_broker = b
+    try:
+        b.start()
+    except BrokerError as e:
+        pytest.fail(f"{e}\ncommand: {' '.join(b.cmd)}", pytrace=False)
+    yield b
+    died = None
+    if b.proc is not None and b.proc.poll() is not None and not b.harness_stopped:
+        died = f"the broker exited by itself (status {b.proc.returncode}) during the test"
+    _status, needed_kill = b.stop()
+    call = getattr(request.node, "_sluice_rep_call", None)
+    if call is None or not call.passed:
+        return  # the failure is reported already, with the broker log
+    try:
+        log = b.log_path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        log = ""
+    panics = [line for line in log.splitlines() if "panicked at" in line]
+    if died or panics:
+        # Said here, not by the report hook: tmp_path (and so the log) is gone by then.
+        pytest.fail(f"{died or 'the broker panicked'} although the test passed\n{b.describe()}",
+                    pytrace=False)
+    if needed_kill:
+        warnings.warn(f"sluice did not exit within {STOP_GRACE_S} s of SIGTERM; killed")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"_sluice_rep_{rep.when}", rep)
+    b = getattr(item, "_sluice_broker", None)
+    if b is not None and rep.failed and rep.when != "teardown":
+        rep.sections.append((f"sluice broker ({rep.when})", b.describe()))
+
