@@ -17,7 +17,7 @@ use net::{decode_frame, decode_request, FrameStatus, NetError};
 use std::rc::Rc;
 
 /// Requests decoded but not yet answered, per connection.
-pub const IN_FLIGHT_REQUESTS_MAX: usize = 64;
+pub const IN_FLIGHT_REQUESTS_MAX: usize = 16;
 /// Bytes read from the socket per read call.
 const READ_CHUNK_BYTES: usize = 64 << 10;
 
