@@ -87,7 +87,10 @@ impl Settings {
             .parent()
             .ok_or("no workspace directory")?
             .to_path_buf();
-        let quick = std::env::var("SLUICE_BENCH_QUICK").is_ok_and(|v| v == "1");
+        // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
+        // it, and then it is a smoke test of the bench code: quick mode.
+        let under_cargo_test = !std::env::args().any(|a| a == "--bench");
+        let quick = under_cargo_test || std::env::var("SLUICE_BENCH_QUICK").is_ok_and(|v| v == "1");
         let bytes = match std::env::var("SLUICE_BENCH_BYTES") {
             Ok(v) => parse_bytes(&v).ok_or(format!("SLUICE_BENCH_BYTES={v}: not a size"))?,
             Err(_) if quick => 64 << 20,
