@@ -26,6 +26,7 @@ type PendingResponse = JoinHandle<Response>;
 
 /// Serves `stream` until the client closes it or sends something undecodable.
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+    let _counted = shard.stop.connection();
     let peer = stream.peer_addr().ok();
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
@@ -70,7 +71,12 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         let start = buf.len();
         let spare = buf.capacity() - start;
         buf.resize(start + spare.max(1), 0);
-        match reader.read(&mut buf[start..]).await {
+        // Shutdown ends the read side like an end of stream; queued responses still go out.
+        let read = futures_lite::future::or(reader.read(&mut buf[start..]), async {
+            shard.stop.requested().await;
+            Ok(0)
+        });
+        match read.await {
             Ok(0) | Err(_) => {
                 buf.truncate(start);
                 break;

@@ -18,6 +18,7 @@ mod metadata;
 mod records;
 mod runtime;
 mod shard;
+mod shutdown;
 
 use clap::Parser;
 
@@ -38,5 +39,9 @@ fn run() -> anyhow::Result<()> {
     let config = cli::load(cli::Args::parse())?;
     let _lock = lockfile::DataDirLock::acquire(&config.data_dir)?;
     let metadata = metadata::ClusterMetadata::load(&config.data_dir, config.cores.len())?;
-    runtime::run(config, metadata)
+    // Before any other thread starts, so that every thread inherits the blocked signals.
+    let stop = shutdown::install()?;
+    runtime::run(config, metadata, stop)?;
+    eprintln!("sluice: stopped cleanly");
+    Ok(())
 }

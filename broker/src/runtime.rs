@@ -12,11 +12,16 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// Starts one shard per core and blocks until they all stop. Errors: an executor could not
 /// start, or a shard failed to bind its listener.
-pub fn run(config: BrokerConfig, metadata: ClusterMetadata) -> anyhow::Result<()> {
+pub fn run(
+    config: BrokerConfig,
+    metadata: ClusterMetadata,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
     let shards = config.cores.len();
     anyhow::ensure!(shards > 0, "no cores to run on");
     let mesh = MeshBuilder::<ShardMsg, _>::full(shards, SHARD_CHANNEL_CAPACITY);
@@ -24,11 +29,15 @@ pub fn run(config: BrokerConfig, metadata: ClusterMetadata) -> anyhow::Result<()
     let config = Arc::new(config);
     let mut handles = Vec::new();
     for (id, &cpu) in config.cores.iter().enumerate() {
-        let (mesh, metadata, config) = (mesh.clone(), metadata.clone(), config.clone());
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
-            .name(&format!("sluice-shard-{id}"))
-            .spawn(move || async move { shard_main(id, (*config).clone(), metadata, mesh).await })
-            .map_err(|e| anyhow::anyhow!("starting shard {id} on cpu {cpu}: {e}"))?;
+        let (mesh, metadata, config, stop) =
+            (mesh.clone(), metadata.clone(), config.clone(), stop.clone());
+        let handle =
+            LocalExecutorBuilder::new(Placement::Fixed(cpu))
+                .name(&format!("sluice-shard-{id}"))
+                .spawn(move || async move {
+                    shard_main(id, (*config).clone(), metadata, mesh, stop).await
+                })
+                .map_err(|e| anyhow::anyhow!("starting shard {id} on cpu {cpu}: {e}"))?;
         handles.push(handle);
     }
     let mut first_error = None;
@@ -51,6 +60,7 @@ async fn shard_main(
     config: BrokerConfig,
     metadata: Arc<ClusterMetadata>,
     mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
+    stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
     let (senders, mut receivers) = mesh
         .join()
@@ -60,6 +70,22 @@ async fn shard_main(
     let admin_listen = config.admin_listen;
     let shard = Rc::new(Shard::new(id, Rc::new(config), metadata.clone(), senders));
     shard.apply_metadata(metadata).await;
+    let opened: Vec<bool> = shard
+        .partitions
+        .borrow()
+        .values()
+        .map(|p| p.log.stats().opened_clean)
+        .collect();
+    let clean = opened.iter().filter(|c| **c).count();
+    tracing::info!(
+        shard = id,
+        partitions = opened.len(),
+        clean,
+        recovered = opened.len() - clean,
+        "opened partition logs (clean: after a clean shutdown, only the tail was read)"
+    );
+    let watcher = shard.stop.clone();
+    glommio::spawn_local(async move { watcher.watch(stop).await }).detach();
     for (_, receiver) in receivers.streams() {
         let shard = shard.clone();
         glommio::spawn_local(async move {
@@ -89,7 +115,13 @@ async fn shard_main(
         );
     }
     loop {
-        match listener.accept().await {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            shard.stop.requested().await;
+            None
+        })
+        .await;
+        let Some(accepted) = accepted else { break };
+        match accepted {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
                 let shard = shard.clone();
@@ -102,6 +134,16 @@ async fn shard_main(
             }
         }
     }
+    drop(listener);
+    let lingering = shard.stop.drained(crate::shutdown::DRAIN_TIMEOUT).await;
+    let closed = shard.close_partitions().await;
+    tracing::info!(
+        shard = id,
+        closed,
+        lingering_connections = lingering,
+        "shard stopped"
+    );
+    Ok(())
 }
 
 /// `/v1/status` for the admin endpoint: this shard's view (per-shard detail comes with the

@@ -40,6 +40,8 @@ pub struct Shard {
     senders: Senders<ShardMsg>,
     /// Shard 0 only: serialises metadata changes.
     pub controller: Option<crate::controller::Controller>,
+    /// Shutdown state and open connections.
+    pub stop: Rc<crate::shutdown::ShardStop>,
 }
 
 impl Shard {
@@ -59,7 +61,24 @@ impl Shard {
             metadata: RefCell::new(metadata),
             partitions: RefCell::new(HashMap::new()),
             senders,
+            stop: Rc::default(),
         }
+    }
+
+    /// Flushes and closes every partition log this shard owns (each leaves its clean-shutdown
+    /// marker); returns how many closed cleanly.
+    pub async fn close_partitions(&self) -> usize {
+        let owned: Vec<(TopicPartition, Rc<OwnedPartition>)> =
+            self.partitions.borrow_mut().drain().collect();
+        let mut clean = 0;
+        for (tp, partition) in owned {
+            match partition.log.close().await {
+                Ok(()) => clean += 1,
+                Err(e) => tracing::error!(%tp, error = %e, "closing partition log"),
+            }
+            partition.hw_moved.notify_all();
+        }
+        clean
     }
 
     /// The current metadata snapshot.
