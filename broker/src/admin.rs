@@ -2,7 +2,8 @@
 //!
 //! Routes (`GET` only; a query string is ignored):
 //! - `GET /health` → `200 {"status":"ok"}` while the admin task runs.
-//! - `GET /v1/status` → `200` with the JSON the broker's [`StatusFn`] returns.
+//! - `GET /v1/status` → `200` with the JSON the broker's [`AdminSource`] returns.
+//! - `GET /metrics` → `200` with the Prometheus text the broker's [`AdminSource`] returns.
 //! - another path → `404`; another method on a known path → `405`; a request that is not
 //!   HTTP/1.x → `400`; a request head over [`REQUEST_HEAD_BYTES_MAX`] → `431`.
 //!
@@ -39,9 +40,20 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause after a failed accept (e.g. EMFILE) so the loop does not spin.
 const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(100);
 
-/// Produces the body of `GET /v1/status`. Called on the admin executor for each request;
-/// it must not block.
-pub type StatusFn = Rc<dyn Fn() -> serde_json::Value>;
+/// A future on the admin executor.
+pub type LocalFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T>>>;
+
+/// What the broker serves on the admin port; called on the admin executor per request and
+/// must not block (it may await, e.g. to gather from every shard).
+pub trait AdminSource {
+    /// The body of `GET /v1/status`.
+    fn status(&self) -> LocalFuture<serde_json::Value>;
+    /// The body of `GET /metrics`, Prometheus text format.
+    fn metrics(&self) -> LocalFuture<String>;
+}
+
+/// Shared handle to the broker's [`AdminSource`].
+pub type StatusFn = Rc<dyn AdminSource>;
 
 /// Binds the admin listener. Must be called on a glommio executor (glommio's listener
 /// registers with the current executor's reactor and panics outside one).
@@ -91,7 +103,7 @@ async fn handle_connection(mut stream: TcpStream, status: &StatusFn) -> io::Resu
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let response = match read_head(&mut stream).await? {
         Some(head) => match parse_request(&head) {
-            Ok(request) => route(&request, status),
+            Ok(request) => route(&request, status).await,
             Err(why) => Response::error(400, "Bad Request", why),
         },
         None => Response::error(
@@ -186,23 +198,26 @@ fn parse_request(head: &[u8]) -> Result<Request<'_>, &'static str> {
     Ok(Request { method, path })
 }
 
-fn route(request: &Request<'_>, status: &StatusFn) -> Response {
-    let body = match request.path {
-        "/health" => serde_json::json!({ "status": "ok" }),
-        "/v1/status" => status(),
-        _ => return Response::error(404, "Not Found", "no such path"),
-    };
+async fn route(request: &Request<'_>, source: &StatusFn) -> Response {
+    if !matches!(request.path, "/health" | "/v1/status" | "/metrics") {
+        return Response::error(404, "Not Found", "no such path");
+    }
     if request.method != "GET" {
         return Response::error(405, "Method Not Allowed", "only GET is supported")
             .with_header("Allow: GET");
     }
-    Response::json(200, "OK", &body)
+    match request.path {
+        "/health" => Response::json(200, "OK", &serde_json::json!({ "status": "ok" })),
+        "/v1/status" => Response::json(200, "OK", &source.status().await),
+        _ => Response::text(source.metrics().await),
+    }
 }
 
 /// A complete response; always `Connection: close`.
 struct Response {
     code: u16,
     reason: &'static str,
+    content_type: &'static str,
     extra_header: Option<&'static str>,
     body: Vec<u8>,
 }
@@ -214,8 +229,20 @@ impl Response {
         Response {
             code,
             reason,
+            content_type: "application/json",
             extra_header: None,
             body,
+        }
+    }
+
+    /// Prometheus text exposition format 0.0.4.
+    fn text(body: String) -> Response {
+        Response {
+            code: 200,
+            reason: "OK",
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            extra_header: None,
+            body: body.into_bytes(),
         }
     }
 
@@ -230,10 +257,11 @@ impl Response {
 
     fn to_bytes(&self) -> Vec<u8> {
         let mut out = format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
              Connection: close\r\n",
             self.code,
             self.reason,
+            self.content_type,
             self.body.len()
         );
         if let Some(h) = self.extra_header {
@@ -304,13 +332,24 @@ mod tests {
         response.split_once("\r\n\r\n").map_or("", |(_, b)| b)
     }
 
+    struct Fixed;
+
+    impl AdminSource for Fixed {
+        fn status(&self) -> LocalFuture<serde_json::Value> {
+            Box::pin(async { serde_json::json!({ "shards": 2 }) })
+        }
+        fn metrics(&self) -> LocalFuture<String> {
+            Box::pin(async { "sluice_up 1\n".to_string() })
+        }
+    }
+
     #[test]
     fn serves_over_tcp() {
         let handle = LocalExecutorBuilder::default()
             .spawn(|| async move {
                 let listener = bind("127.0.0.1:0".parse().expect("literal")).expect("bind");
                 let addr = listener.local_addr().expect("bound address");
-                let status: StatusFn = Rc::new(|| serde_json::json!({ "shards": 2 }));
+                let status: StatusFn = Rc::new(Fixed);
                 glommio::spawn_local(serve(listener, status)).detach();
 
                 let r = exchange(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
@@ -322,6 +361,11 @@ mod tests {
                 let r = exchange(addr, b"GET /v1/status HTTP/1.1\r\n\r\n").await;
                 assert_eq!(status_line(&r), "HTTP/1.1 200 OK", "{r}");
                 assert_eq!(body(&r), r#"{"shards":2}"#);
+
+                let r = exchange(addr, b"GET /metrics HTTP/1.1\r\n\r\n").await;
+                assert_eq!(status_line(&r), "HTTP/1.1 200 OK", "{r}");
+                assert!(r.contains("Content-Type: text/plain; version=0.0.4"), "{r}");
+                assert_eq!(body(&r), "sluice_up 1\n");
 
                 let r = exchange(addr, b"GET /nope HTTP/1.1\r\n\r\n").await;
                 assert_eq!(status_line(&r), "HTTP/1.1 404 Not Found", "{r}");

@@ -15,6 +15,7 @@ mod handlers;
 mod lockfile;
 mod messages;
 mod metadata;
+mod metrics;
 mod records;
 mod runtime;
 mod shard;

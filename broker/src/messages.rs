@@ -102,4 +102,8 @@ pub enum ShardMsg {
         snapshot: Arc<ClusterMetadata>,
         reply: oneshot::Sender<()>,
     },
+    /// Report this shard's metrics and partition offsets (admin `/metrics`, `/v1/status`).
+    Snapshot {
+        reply: oneshot::Sender<crate::metrics::ShardSnapshot>,
+    },
 }

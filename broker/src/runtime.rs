@@ -102,12 +102,7 @@ async fn shard_main(
     if id == 0 {
         let admin = crate::admin::bind(admin_listen)
             .map_err(|e| anyhow::anyhow!("binding admin listener {admin_listen}: {e}"))?;
-        let status_shard = shard.clone();
-        glommio::spawn_local(crate::admin::serve(
-            admin,
-            Rc::new(move || status_json(&status_shard)),
-        ))
-        .detach();
+        glommio::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone())))).detach();
         tracing::info!(%listen, %admin_listen, shards = shard.shards, "sluice serving Kafka clients");
         eprintln!(
             "sluice: listening on {listen} (admin {admin_listen}), {} shard(s)",
@@ -146,17 +141,17 @@ async fn shard_main(
     Ok(())
 }
 
-/// `/v1/status` for the admin endpoint: this shard's view (per-shard detail comes with the
-/// metrics issue).
-fn status_json(shard: &Shard) -> serde_json::Value {
-    let meta = shard.metadata();
-    serde_json::json!({
-        "status": "ok",
-        "shards": shard.shards,
-        "metadata_version": meta.version,
-        "topics": meta.topics.iter().map(|(name, t)| serde_json::json!({
-            "name": name,
-            "partitions": t.partition_shards.len(),
-        })).collect::<Vec<_>>(),
-    })
+/// The admin port's view of the broker: gathers every shard's snapshot per request.
+struct Admin(Rc<Shard>);
+
+impl crate::admin::AdminSource for Admin {
+    fn status(&self) -> crate::admin::LocalFuture<serde_json::Value> {
+        let shard = self.0.clone();
+        Box::pin(async move { crate::metrics::status_json(&shard.gather().await) })
+    }
+
+    fn metrics(&self) -> crate::admin::LocalFuture<String> {
+        let shard = self.0.clone();
+        Box::pin(async move { crate::metrics::render(shard.gather().await) })
+    }
 }

@@ -9,6 +9,7 @@ use crate::config::{BrokerConfig, TopicConfig};
 use crate::errors::{code, storage_error_code};
 use crate::messages::{ControllerError, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
 use crate::metadata::ClusterMetadata;
+use crate::metrics::{PartitionStatus, ShardMetrics, ShardSnapshot};
 use crate::records::first_offset_at_or_after;
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
@@ -42,6 +43,7 @@ pub struct Shard {
     pub controller: Option<crate::controller::Controller>,
     /// Shutdown state and open connections.
     pub stop: Rc<crate::shutdown::ShardStop>,
+    pub metrics: ShardMetrics,
 }
 
 impl Shard {
@@ -62,7 +64,79 @@ impl Shard {
             partitions: RefCell::new(HashMap::new()),
             senders,
             stop: Rc::default(),
+            metrics: ShardMetrics::default(),
         }
+    }
+
+    /// Sends `msg` to shard `peer`, counting it.
+    async fn send(&self, peer: usize, msg: ShardMsg) -> Result<(), ()> {
+        ShardMetrics::add(&self.metrics.cross_shard_messages, 1);
+        self.senders.send_to(peer, msg).await.map_err(|_| ())
+    }
+
+    /// This shard's metrics and partition offsets.
+    pub fn snapshot(&self) -> ShardSnapshot {
+        let m = &self.metrics;
+        let cache = self.cache.stats();
+        let mut sync_latency_us_log2 = [0u64; storage::SYNC_LATENCY_BUCKETS];
+        let mut partitions = Vec::new();
+        for (tp, p) in self.partitions.borrow().iter() {
+            let stats = p.log.stats();
+            for (total, n) in sync_latency_us_log2
+                .iter_mut()
+                .zip(stats.sync_latency_us_log2)
+            {
+                *total += n;
+            }
+            partitions.push(PartitionStatus {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                log_start_offset: p.log.log_start_offset().0,
+                high_watermark: p.log.high_watermark().0,
+                log_end_offset: p.log.log_end_offset().0,
+                size_bytes: p.log.size_bytes(),
+            });
+        }
+        partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        ShardSnapshot {
+            shard: self.id,
+            produce_requests: m.produce_requests.get(),
+            produce_bytes: m.produce_bytes.get(),
+            fetch_requests: m.fetch_requests.get(),
+            fetch_bytes: m.fetch_bytes.get(),
+            cross_shard_messages: m.cross_shard_messages.get(),
+            parked_fetches: m.parked_fetches.get(),
+            connections: self.stop.connections(),
+            cache_hits: cache.hits,
+            cache_misses: cache.misses,
+            cache_used_bytes: cache.used_bytes,
+            request_latency: m
+                .request_latency
+                .borrow()
+                .iter()
+                .map(|(k, v)| (*k, v.clone()))
+                .collect(),
+            sync_latency_us_log2,
+            partitions,
+        }
+    }
+
+    /// Snapshots of every shard, in shard order.
+    pub async fn gather(self: &Rc<Self>) -> Vec<ShardSnapshot> {
+        let mut out = Vec::with_capacity(self.shards);
+        for peer in 0..self.shards {
+            if peer == self.id {
+                out.push(self.snapshot());
+                continue;
+            }
+            let (reply, answer) = oneshot::channel();
+            if self.send(peer, ShardMsg::Snapshot { reply }).await.is_ok() {
+                if let Ok(s) = answer.await {
+                    out.push(s);
+                }
+            }
+        }
+        out
     }
 
     /// Flushes and closes every partition log this shard owns (each leaves its clean-shutdown
@@ -227,7 +301,7 @@ impl Shard {
                 snapshot: snapshot.clone(),
                 reply,
             };
-            if self.senders.send_to(peer, msg).await.is_ok() {
+            if self.send(peer, msg).await.is_ok() {
                 acks.push(ack);
             }
         }
@@ -249,6 +323,9 @@ impl Shard {
             ShardMsg::Metadata { snapshot, reply } => {
                 self.apply_metadata(snapshot).await;
                 let _ = reply.send(());
+            }
+            ShardMsg::Snapshot { reply } => {
+                let _ = reply.send(self.snapshot());
             }
         }
     }
@@ -296,6 +373,8 @@ impl Shard {
                 deadline,
                 mut cancel,
             } => {
+                let parked = &self.metrics.parked_fetches;
+                parked.set(parked.get() + 1);
                 while log.high_watermark().0 <= offset && Instant::now() < deadline {
                     let woken = owned.hw_moved.notified();
                     let timeout =
@@ -310,6 +389,7 @@ impl Shard {
                         break;
                     }
                 }
+                parked.set(parked.get() - 1);
                 PartitionReply::Waited
             }
             PartitionOp::ListOffsets { timestamp } => self.list_offsets(log, timestamp).await,

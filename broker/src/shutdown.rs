@@ -82,6 +82,11 @@ impl ShardStop {
         self.changed.notify_all();
     }
 
+    /// Open connections.
+    pub fn connections(&self) -> usize {
+        self.connections.get()
+    }
+
     /// Counts a connection until the returned guard drops.
     pub fn connection(self: &Rc<Self>) -> ConnectionGuard {
         self.connections.set(self.connections.get() + 1);

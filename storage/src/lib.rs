@@ -30,5 +30,5 @@ pub use cache::{BatchCache, CacheStats};
 pub use config::LogConfig;
 pub use error::{BatchError, Result, StorageError};
 pub use io::Notify;
-pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch};
+pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};

@@ -45,6 +45,9 @@ const READ_CHUNK_MIN_BYTES: usize = 64 << 10;
 /// Largest disk read of a cold fetch beyond the first batch, in bytes.
 const READ_CHUNK_MAX_BYTES: usize = 8 << 20;
 
+/// Buckets of [`LogStats::sync_latency_us_log2`]: up to 2^23 µs (~8 s).
+pub const SYNC_LATENCY_BUCKETS: usize = 24;
+
 /// What an append assigned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -84,6 +87,9 @@ pub struct LogStats {
     pub write_bytes: u64,
     /// Completed `fdatasync` calls on the log file.
     pub syncs: u64,
+    /// `fdatasync` latency histogram: entry `i` counts syncs that took less than `2^i` µs
+    /// (and at least `2^(i-1)`); the last entry also counts everything slower.
+    pub sync_latency_us_log2: [u64; SYNC_LATENCY_BUCKETS],
 }
 
 struct State {
@@ -462,13 +468,19 @@ impl PartitionLog {
             };
             match sync {
                 Some((segment, upto)) => {
+                    let started = Instant::now();
                     let result = segment.file.fdatasync().await;
+                    let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
                     let mut st = self.shared.state.borrow_mut();
                     st.syncing = false;
                     match result {
                         Ok(()) => {
                             st.durable_offset = st.durable_offset.max(upto);
-                            self.bump_stats(|s| s.syncs += 1);
+                            self.bump_stats(|s| {
+                                s.syncs += 1;
+                                let bucket = (u64::BITS - took_us.leading_zeros()) as usize;
+                                s.sync_latency_us_log2[bucket.min(SYNC_LATENCY_BUCKETS - 1)] += 1;
+                            });
                         }
                         Err(e) => st.write_error = Some(("syncing", errno_of(&e))),
                     }

@@ -8,6 +8,7 @@
 use super::{topic_name, Response};
 use crate::errors::code;
 use crate::messages::{PartitionOp, PartitionReply};
+use crate::metrics::ShardMetrics;
 use crate::shard::Shard;
 use futures_channel::oneshot;
 use glommio::channels::local_channel;
@@ -93,6 +94,17 @@ pub async fn handle(
             partitions: partitions_out,
         });
     }
+    let returned: usize = topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .flat_map(|p| &p.records)
+        .map(|chunk| chunk.len())
+        .sum();
+    ShardMetrics::add(&shard.metrics.fetch_requests, 1);
+    ShardMetrics::add(
+        &shard.metrics.fetch_bytes,
+        u64::try_from(returned).unwrap_or(u64::MAX),
+    );
     let response = FetchResponseData {
         throttle_time_ms: 0,
         error_code: 0,

@@ -22,19 +22,24 @@ use net::{ApiVersionTable, Request};
 use std::rc::Rc;
 use std::sync::OnceLock;
 
-/// (API, min version, max version) advertised and served.
-const VERSIONS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 9),
-    (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
-    (ApiKey::Metadata, 0, 12),
-    (ApiKey::ApiVersions, 0, 3),
-    (ApiKey::CreateTopics, 2, 7),
-    (ApiKey::DeleteTopics, 1, 5),
-    (ApiKey::DescribeConfigs, 1, 4),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeCluster, 0, 1),
+/// (API, min version, max version, name for metrics) advertised and served.
+const VERSIONS: &[(ApiKey, i16, i16, &str)] = &[
+    (ApiKey::Produce, 3, 9, "Produce"),
+    (ApiKey::Fetch, 4, 12, "Fetch"),
+    (ApiKey::ListOffsets, 1, 7, "ListOffsets"),
+    (ApiKey::Metadata, 0, 12, "Metadata"),
+    (ApiKey::ApiVersions, 0, 3, "ApiVersions"),
+    (ApiKey::CreateTopics, 2, 7, "CreateTopics"),
+    (ApiKey::DeleteTopics, 1, 5, "DeleteTopics"),
+    (ApiKey::DescribeConfigs, 1, 4, "DescribeConfigs"),
+    (ApiKey::CreatePartitions, 0, 3, "CreatePartitions"),
+    (
+        ApiKey::IncrementalAlterConfigs,
+        0,
+        1,
+        "IncrementalAlterConfigs",
+    ),
+    (ApiKey::DescribeCluster, 0, 1, "DescribeCluster"),
 ];
 
 /// The broker's ApiVersions table.
@@ -42,7 +47,7 @@ pub fn supported_versions() -> &'static ApiVersionTable {
     static TABLE: OnceLock<ApiVersionTable> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut table = ApiVersionTable::new();
-        for &(key, min, max) in VERSIONS {
+        for &(key, min, max, _) in VERSIONS {
             table
                 .insert(key, min, max)
                 .expect("advertised versions are decodable by kafka-protocol");
@@ -62,8 +67,26 @@ pub enum Response {
     Close,
 }
 
-/// Handles one decoded request.
+/// The name of `key` in metrics (the APIs of [`VERSIONS`]).
+fn api_name(key: ApiKey) -> &'static str {
+    VERSIONS
+        .iter()
+        .find(|(k, ..)| *k == key)
+        .map_or("Other", |(.., name)| name)
+}
+
+/// Handles one decoded request and records its latency in the shard's metrics.
 pub async fn handle(shard: &Rc<Shard>, request: Request) -> Response {
+    let started = std::time::Instant::now();
+    let key = request.api_key;
+    let response = dispatch(shard, request).await;
+    shard
+        .metrics
+        .record_latency(api_name(key), started.elapsed());
+    response
+}
+
+async fn dispatch(shard: &Rc<Shard>, request: Request) -> Response {
     let (key, version, correlation_id) = (
         request.api_key,
         request.api_version,

@@ -5,6 +5,7 @@
 use super::topic_name;
 use crate::errors::code;
 use crate::messages::{PartitionOp, PartitionReply};
+use crate::metrics::ShardMetrics;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::produce_response::{
@@ -16,6 +17,18 @@ use storage::TopicPartition;
 
 pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
     let acks_valid = matches!(req.acks, -1..=1);
+    let metrics = &shard.metrics;
+    ShardMetrics::add(&metrics.produce_requests, 1);
+    let bytes: usize = req
+        .topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_ref().map(|r| r.len()))
+        .sum();
+    ShardMetrics::add(
+        &metrics.produce_bytes,
+        u64::try_from(bytes).unwrap_or(u64::MAX),
+    );
     let mut tasks = Vec::new();
     for topic in req.topic_data {
         let name = topic.name.0.to_string();

@@ -1,0 +1,332 @@
+//! Per-shard metrics and their Prometheus rendering (`GET /metrics` on the admin port).
+//!
+//! Each shard counts into its own [`ShardMetrics`] (plain `Cell`s: one executor, no atomics on
+//! the data path). A scrape asks every shard for a [`ShardSnapshot`] over the mesh and renders
+//! them with `prometheus-client`, one `shard` label per shard.
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Upper bounds of the request latency buckets, in µs.
+pub const LATENCY_BUCKETS_US: [u64; 14] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000,
+];
+
+/// A latency histogram with fixed buckets ([`LATENCY_BUCKETS_US`] plus +Inf).
+#[derive(Clone, Debug, Default)]
+pub struct LatencyHistogram {
+    /// Per bucket (not cumulative); the last is +Inf.
+    pub counts: [u64; LATENCY_BUCKETS_US.len() + 1],
+    pub sum_us: u64,
+    pub count: u64,
+}
+
+impl LatencyHistogram {
+    pub fn record(&mut self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let bucket = LATENCY_BUCKETS_US.partition_point(|&b| b < us);
+        self.counts[bucket] += 1;
+        self.sum_us = self.sum_us.saturating_add(us);
+        self.count += 1;
+    }
+}
+
+/// Counters of one shard.
+#[derive(Default)]
+pub struct ShardMetrics {
+    pub produce_requests: Cell<u64>,
+    pub produce_bytes: Cell<u64>,
+    pub fetch_requests: Cell<u64>,
+    pub fetch_bytes: Cell<u64>,
+    /// Messages this shard sent to other shards.
+    pub cross_shard_messages: Cell<u64>,
+    /// Fetches parked on this shard's partitions right now.
+    pub parked_fetches: Cell<i64>,
+    /// Request latency by API name, decode to response ready.
+    pub request_latency: RefCell<BTreeMap<&'static str, LatencyHistogram>>,
+}
+
+impl ShardMetrics {
+    pub fn add(cell: &Cell<u64>, n: u64) {
+        cell.set(cell.get().saturating_add(n));
+    }
+
+    pub fn record_latency(&self, api: &'static str, took: Duration) {
+        self.request_latency
+            .borrow_mut()
+            .entry(api)
+            .or_default()
+            .record(took);
+    }
+}
+
+/// One partition's offsets, for `/v1/status` and lag.
+#[derive(Clone, Debug)]
+pub struct PartitionStatus {
+    pub topic: String,
+    pub partition: i32,
+    pub log_start_offset: i64,
+    pub high_watermark: i64,
+    pub log_end_offset: i64,
+    pub size_bytes: u64,
+}
+
+/// Everything one shard reports to a scrape (`Send`: it crosses shards).
+#[derive(Clone, Debug, Default)]
+pub struct ShardSnapshot {
+    pub shard: usize,
+    pub produce_requests: u64,
+    pub produce_bytes: u64,
+    pub fetch_requests: u64,
+    pub fetch_bytes: u64,
+    pub cross_shard_messages: u64,
+    pub parked_fetches: i64,
+    pub connections: usize,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_used_bytes: usize,
+    pub request_latency: Vec<(&'static str, LatencyHistogram)>,
+    /// Log `fdatasync` latency summed over the shard's partitions, log2 µs buckets as in
+    /// `storage::LogStats::sync_latency_us_log2`.
+    pub sync_latency_us_log2: [u64; storage::SYNC_LATENCY_BUCKETS],
+    pub partitions: Vec<PartitionStatus>,
+}
+
+/// Renders snapshots in the Prometheus text format.
+pub fn render(snapshots: Vec<ShardSnapshot>) -> String {
+    let mut registry = Registry::with_prefix("sluice");
+    registry.register_collector(Box::new(Snapshots(snapshots)));
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
+}
+
+#[derive(Debug)]
+struct Snapshots(Vec<ShardSnapshot>);
+
+type Labels = Vec<(String, String)>;
+/// One histogram series: labels, sum (seconds), count, cumulative (upper bound s, count).
+type HistogramRow = (Labels, f64, u64, Vec<(f64, u64)>);
+
+fn shard_label(s: &ShardSnapshot) -> Labels {
+    vec![("shard".to_string(), s.shard.to_string())]
+}
+
+fn counter(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: &[(Labels, u64)],
+) -> std::fmt::Result {
+    let mut metric = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, v) in rows {
+        ConstCounter::new(*v).encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+fn gauge(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: &[(Labels, i64)],
+) -> std::fmt::Result {
+    let mut metric = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, v) in rows {
+        ConstGauge::new(*v).encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+fn histogram(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: &[HistogramRow],
+) -> std::fmt::Result {
+    let mut metric = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for (labels, sum, count, buckets) in rows {
+        metric
+            .encode_family(labels)?
+            .encode_histogram::<Labels>(*sum, *count, buckets, None)?;
+    }
+    Ok(())
+}
+
+impl Collector for Snapshots {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        let per_shard = |f: fn(&ShardSnapshot) -> u64| -> Vec<(Labels, u64)> {
+            self.0.iter().map(|s| (shard_label(s), f(s))).collect()
+        };
+        counter(
+            &mut enc,
+            "produce_requests",
+            "Produce requests handled.",
+            &per_shard(|s| s.produce_requests),
+        )?;
+        counter(
+            &mut enc,
+            "produce_bytes",
+            "Record bytes produced (batches as received), bytes.",
+            &per_shard(|s| s.produce_bytes),
+        )?;
+        counter(
+            &mut enc,
+            "fetch_requests",
+            "Fetch requests handled.",
+            &per_shard(|s| s.fetch_requests),
+        )?;
+        counter(
+            &mut enc,
+            "fetch_bytes",
+            "Record bytes returned by fetches, bytes.",
+            &per_shard(|s| s.fetch_bytes),
+        )?;
+        counter(
+            &mut enc,
+            "cross_shard_messages",
+            "Messages sent to other shards.",
+            &per_shard(|s| s.cross_shard_messages),
+        )?;
+        counter(
+            &mut enc,
+            "batch_cache_hits",
+            "Reads answered from the batch cache.",
+            &per_shard(|s| s.cache_hits),
+        )?;
+        counter(
+            &mut enc,
+            "batch_cache_misses",
+            "Reads the batch cache could not answer.",
+            &per_shard(|s| s.cache_misses),
+        )?;
+        let gauges = |f: fn(&ShardSnapshot) -> i64| -> Vec<(Labels, i64)> {
+            self.0.iter().map(|s| (shard_label(s), f(s))).collect()
+        };
+        gauge(
+            &mut enc,
+            "parked_fetches",
+            "Fetches waiting for data on this shard.",
+            &gauges(|s| s.parked_fetches),
+        )?;
+        gauge(
+            &mut enc,
+            "connections",
+            "Open client connections.",
+            &gauges(|s| i64::try_from(s.connections).unwrap_or(i64::MAX)),
+        )?;
+        gauge(
+            &mut enc,
+            "partitions_owned",
+            "Partitions this shard owns.",
+            &gauges(|s| i64::try_from(s.partitions.len()).unwrap_or(i64::MAX)),
+        )?;
+        gauge(
+            &mut enc,
+            "batch_cache_used_bytes",
+            "Bytes held by the batch cache.",
+            &gauges(|s| i64::try_from(s.cache_used_bytes).unwrap_or(i64::MAX)),
+        )?;
+        let latency: Vec<_> = self
+            .0
+            .iter()
+            .flat_map(|s| {
+                s.request_latency.iter().map(move |(api, h)| {
+                    let mut labels = shard_label(s);
+                    labels.push(("api".to_string(), (*api).to_string()));
+                    let mut cumulative = 0;
+                    let mut buckets = Vec::with_capacity(h.counts.len());
+                    for (i, n) in h.counts.iter().enumerate() {
+                        cumulative += n;
+                        let bound = LATENCY_BUCKETS_US
+                            .get(i)
+                            .map_or(f64::INFINITY, |&us| us as f64 / 1e6);
+                        buckets.push((bound, cumulative));
+                    }
+                    (labels, h.sum_us as f64 / 1e6, h.count, buckets)
+                })
+            })
+            .collect();
+        histogram(
+            &mut enc,
+            "request_latency_seconds",
+            "Time from request decoded to response ready.",
+            &latency,
+        )?;
+        let flush: Vec<_> = self
+            .0
+            .iter()
+            .map(|s| {
+                let mut cumulative = 0;
+                let mut count = 0;
+                let mut sum = 0.0;
+                let mut buckets = Vec::new();
+                for (i, n) in s.sync_latency_us_log2.iter().enumerate() {
+                    cumulative += n;
+                    count += n;
+                    let upper_us = (1u64 << i) as f64;
+                    // Approximate the sum with each bucket's midpoint.
+                    sum += *n as f64 * upper_us * 0.75 / 1e6;
+                    let bound = if i + 1 == s.sync_latency_us_log2.len() {
+                        f64::INFINITY
+                    } else {
+                        upper_us / 1e6
+                    };
+                    buckets.push((bound, cumulative));
+                }
+                (shard_label(s), sum, count, buckets)
+            })
+            .collect();
+        histogram(
+            &mut enc,
+            "flush_latency_seconds",
+            "Log fdatasync latency (sum approximated from buckets).",
+            &flush,
+        )?;
+        let mut offsets = enc.encode_descriptor(
+            "partition_high_watermark",
+            "High watermark per partition (offset).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for s in &self.0 {
+            for p in &s.partitions {
+                let labels: Labels = vec![
+                    ("shard".into(), s.shard.to_string()),
+                    ("topic".into(), p.topic.clone()),
+                    ("partition".into(), p.partition.to_string()),
+                ];
+                ConstGauge::new(p.high_watermark).encode(offsets.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `/v1/status` body.
+pub fn status_json(snapshots: &[ShardSnapshot]) -> serde_json::Value {
+    serde_json::json!({
+        "status": "ok",
+        "shards": snapshots.iter().map(|s| serde_json::json!({
+            "shard": s.shard,
+            "connections": s.connections,
+            "partitions": s.partitions.iter().map(|p| serde_json::json!({
+                "topic": p.topic,
+                "partition": p.partition,
+                "log_start_offset": p.log_start_offset,
+                "high_watermark": p.high_watermark,
+                "log_end_offset": p.log_end_offset,
+                "size_bytes": p.size_bytes,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
