@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::config::{flatten_toml, BrokerConfig, ConfigError};
+use crate::config::{flatten_toml, parse_shard_sections, BrokerConfig, ConfigError};
 
 const AFTER_HELP: &str = "\
 CONFIG KEYS (for --config and --set; Kafka property names):
@@ -120,6 +120,11 @@ pub fn load(args: Args) -> Result<BrokerConfig, ConfigError> {
                 source: Box::new(e),
             })?;
         }
+        config.shard_overrides =
+            parse_shard_sections(&text, path).map_err(|e| ConfigError::InFile {
+                path: path.clone(),
+                source: Box::new(e),
+            })?;
     }
 
     for arg in &args.set {
@@ -158,6 +163,7 @@ pub fn load(args: Args) -> Result<BrokerConfig, ConfigError> {
         }
         config.data_dir = path;
     }
+    config.check_shard_overrides()?;
     Ok(config)
 }
 

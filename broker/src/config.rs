@@ -781,6 +781,8 @@ pub struct BrokerConfig {
     /// Defaults for new topics, set by the broker-level names (`log.retention.ms`, …) or the
     /// topic-level names themselves.
     pub topic_defaults: TopicConfig,
+    /// `[[shard]]` sections of the config file: per-core overrides.
+    pub shard_overrides: Vec<ShardOverride>,
     /// Keys set through [`BrokerConfig::set`], canonical names.
     explicit: BTreeSet<&'static str>,
     /// Kafka's precedence among `log.retention.{ms,minutes,hours}`: 3 = ms, 2 = minutes,
@@ -806,6 +808,7 @@ impl Default for BrokerConfig {
             message_max_bytes: 1_048_588,
             batch_cache_bytes: 64 << 20,
             topic_defaults: TopicConfig::default(),
+            shard_overrides: Vec::new(),
             explicit: BTreeSet::new(),
             retention_unit_rank: 0,
             roll_unit_rank: 0,
@@ -1033,6 +1036,175 @@ impl BrokerConfig {
 // TOML files
 // ------------------------------------------------------------------------------------------
 
+/// Keys of a `[[shard]]` section.
+pub const SHARD_KEYS: &[&str] = &[
+    "core",
+    "batch.cache.bytes",
+    "io.memory.bytes",
+    "listen",
+    "produce.shares",
+    "fetch.shares",
+    "background.shares",
+];
+
+/// Default glommio shares of each shard task queue (produce, fetch, background).
+pub const TASK_QUEUE_SHARES_DEFAULT: usize = 1000;
+/// glommio's default I/O memory per executor, in bytes.
+pub const IO_MEMORY_BYTES_DEFAULT: usize = 10 << 20;
+
+/// One `[[shard]]` section: overrides for the shard running on CPU `core`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShardOverride {
+    /// The CPU id (one of `sluice.cores`).
+    pub core: usize,
+    /// `batch.cache.bytes`: this shard's batch cache budget, in bytes.
+    pub batch_cache_bytes: Option<usize>,
+    /// `io.memory.bytes`: glommio I/O (DMA buffer) memory of this executor, in bytes
+    /// (≥ 64 KiB); the log writes 256 KiB chunks, 16 in flight per partition.
+    pub io_memory_bytes: Option<usize>,
+    /// `listen`: whether this shard accepts client connections (it still owns partitions).
+    pub listen: Option<bool>,
+    /// `produce.shares`, `fetch.shares`, `background.shares`: glommio CPU shares (1–1000) of
+    /// the task queues that run produce work, fetch work, and retention.
+    pub produce_shares: Option<usize>,
+    pub fetch_shares: Option<usize>,
+    pub background_shares: Option<usize>,
+}
+
+/// The effective settings of one shard: [`BrokerConfig`] defaults with its `[[shard]]`
+/// section applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardSettings {
+    pub batch_cache_bytes: usize,
+    pub io_memory_bytes: usize,
+    pub listen: bool,
+    pub produce_shares: usize,
+    pub fetch_shares: usize,
+    pub background_shares: usize,
+}
+
+impl BrokerConfig {
+    /// Settings of the shard on CPU `core`.
+    pub fn shard_settings(&self, core: usize) -> ShardSettings {
+        let o = self.shard_overrides.iter().find(|o| o.core == core);
+        let pick = |f: fn(&ShardOverride) -> Option<usize>, default: usize| {
+            o.and_then(f).unwrap_or(default)
+        };
+        ShardSettings {
+            batch_cache_bytes: pick(|o| o.batch_cache_bytes, self.batch_cache_bytes),
+            io_memory_bytes: pick(|o| o.io_memory_bytes, IO_MEMORY_BYTES_DEFAULT),
+            listen: o.and_then(|o| o.listen).unwrap_or(true),
+            produce_shares: pick(|o| o.produce_shares, TASK_QUEUE_SHARES_DEFAULT),
+            fetch_shares: pick(|o| o.fetch_shares, TASK_QUEUE_SHARES_DEFAULT),
+            background_shares: pick(|o| o.background_shares, TASK_QUEUE_SHARES_DEFAULT),
+        }
+    }
+
+    /// Checks the `[[shard]]` sections against `cores`: each names a configured core, once,
+    /// and at least one shard listens.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidValue`] naming `[[shard]] core` or `[[shard]] listen`.
+    pub fn check_shard_overrides(&self) -> Result<(), ConfigError> {
+        let mut seen = BTreeSet::new();
+        for o in &self.shard_overrides {
+            let core = o.core.to_string();
+            if !self.cores.contains(&o.core) {
+                return Err(invalid(
+                    "[[shard]] core",
+                    &core,
+                    format!("not one of the configured cores {:?}", self.cores),
+                ));
+            }
+            if !seen.insert(o.core) {
+                return Err(invalid(
+                    "[[shard]] core",
+                    &core,
+                    "two [[shard]] sections name this core",
+                ));
+            }
+        }
+        if self.cores.iter().all(|&c| !self.shard_settings(c).listen) {
+            return Err(invalid(
+                "[[shard]] listen",
+                "false",
+                "at least one shard must listen",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Parses the `[[shard]]` array of a TOML document (absent: none).
+///
+/// # Errors
+/// [`ConfigError::ParseFile`] for invalid TOML or a `shard` that is not an array of tables;
+/// [`ConfigError::UnknownKey`] (with the closest known key) or [`ConfigError::InvalidValue`]
+/// naming `[[shard]] <key>`.
+pub fn parse_shard_sections(text: &str, path: &Path) -> Result<Vec<ShardOverride>, ConfigError> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::ParseFile {
+        path: path.to_owned(),
+        why: e.to_string(),
+    })?;
+    let Some(sections) = table.get("shard") else {
+        return Ok(Vec::new());
+    };
+    let Some(sections) = sections.as_array() else {
+        return Err(ConfigError::ParseFile {
+            path: path.to_owned(),
+            why: "`shard` must be an array of tables: write each as [[shard]]".into(),
+        });
+    };
+    sections
+        .iter()
+        .map(|s| parse_shard_section(s, path))
+        .collect()
+}
+
+fn parse_shard_section(section: &toml::Value, path: &Path) -> Result<ShardOverride, ConfigError> {
+    let Some(section) = section.as_table() else {
+        return Err(ConfigError::ParseFile {
+            path: path.to_owned(),
+            why: "each [[shard]] must be a table".into(),
+        });
+    };
+    let mut flat = Vec::new();
+    flatten_into("", section, &mut flat).map_err(|why| ConfigError::ParseFile {
+        path: path.to_owned(),
+        why,
+    })?;
+    let mut o = ShardOverride::default();
+    let mut core = None;
+    for (key, value) in flat {
+        let name = format!("[[shard]] {key}");
+        let bytes = |min: u64| -> Result<usize, ConfigError> {
+            let n = parse_unsigned(&name, &value, min, i64::MAX)?;
+            usize::try_from(n).map_err(|_| invalid(&name, &value, "too large"))
+        };
+        let shares = || -> Result<usize, ConfigError> {
+            let n = parse_unsigned(&name, &value, 1, 1000)?;
+            usize::try_from(n).map_err(|_| invalid(&name, &value, "too large"))
+        };
+        match key.as_str() {
+            "core" => core = Some(bytes(0)?),
+            "batch.cache.bytes" => o.batch_cache_bytes = Some(bytes(0)?),
+            "io.memory.bytes" => o.io_memory_bytes = Some(bytes(64 << 10)?),
+            "listen" => o.listen = Some(parse_bool(&name, &value)?),
+            "produce.shares" => o.produce_shares = Some(shares()?),
+            "fetch.shares" => o.fetch_shares = Some(shares()?),
+            "background.shares" => o.background_shares = Some(shares()?),
+            _ => {
+                return Err(ConfigError::UnknownKey {
+                    suggestion: closest_key(&key, SHARD_KEYS).map(|k| format!("[[shard]] {k}")),
+                    key: name,
+                })
+            }
+        }
+    }
+    o.core = core.ok_or_else(|| invalid("[[shard]] core", "", "each [[shard]] names its core"))?;
+    Ok(o)
+}
+
 /// Flattens a TOML document into `(key, value)` pairs: nested tables join with `.`
 /// (`[log] retention.ms = 1` → `log.retention.ms`), integers and booleans become their decimal
 /// text, strings stay, arrays of scalars join with `,` (`cores = [0, 2]` → `0,2`). Pairs come
@@ -1040,14 +1212,15 @@ impl BrokerConfig {
 ///
 /// # Errors
 /// [`ConfigError::ParseFile`] for invalid TOML, floats, dates, nested arrays, arrays of tables
-/// (per-shard `[[shard]]` sections are not supported yet) and keys given twice (e.g. both as
-/// `"log.retention.ms"` and under `[log]`).
+/// and keys given twice (e.g. both as `"log.retention.ms"` and under `[log]`). The
+/// `[[shard]]` sections are skipped here: [`parse_shard_sections`] reads them.
 pub fn flatten_toml(text: &str, path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
     let parse_err = |why: String| ConfigError::ParseFile {
         path: path.to_owned(),
         why,
     };
-    let table: toml::Table = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
+    table.remove("shard");
     let mut out = Vec::new();
     flatten_into("", &table, &mut out).map_err(parse_err)?;
     out.sort();
@@ -1455,7 +1628,7 @@ mod tests {
         for bad in [
             "a = 1.5",
             "a = [[1]]",
-            "[[shard]]\ncore = 1",
+            "[[other]]\ncore = 1",
             "a = ",
             "a = 1979-05-27",
         ] {
@@ -1474,6 +1647,81 @@ mod tests {
         assert_eq!(
             closest_key("log.retension.ms", &broker_key_names()),
             Some("log.retention.ms")
+        );
+    }
+}
+
+#[cfg(test)]
+mod shard_section_tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Vec<ShardOverride>, ConfigError> {
+        parse_shard_sections(text, Path::new("sluice.toml"))
+    }
+
+    #[test]
+    fn shard_sections_parse_and_apply_to_their_core() {
+        let text = "num.partitions = 3\n[[shard]]\ncore = 1\nlisten = false\n\"batch.cache.bytes\" = 1048576\n\"produce.shares\" = 200\n";
+        let overrides = parse(text).expect("valid");
+        assert_eq!(overrides.len(), 1);
+        let config = BrokerConfig {
+            cores: vec![0, 1],
+            shard_overrides: overrides,
+            ..BrokerConfig::default()
+        };
+        let one = config.shard_settings(1);
+        assert!(!one.listen);
+        assert_eq!(one.batch_cache_bytes, 1 << 20);
+        assert_eq!(one.produce_shares, 200);
+        assert_eq!(one.fetch_shares, TASK_QUEUE_SHARES_DEFAULT);
+        let zero = config.shard_settings(0);
+        assert!(zero.listen);
+        assert_eq!(zero.batch_cache_bytes, config.batch_cache_bytes);
+        config.check_shard_overrides().expect("consistent");
+        // The flat keys around the sections are still read.
+        let flat = flatten_toml(text, Path::new("sluice.toml")).expect("flat");
+        assert_eq!(flat, vec![("num.partitions".to_string(), "3".to_string())]);
+    }
+
+    #[test]
+    fn bad_shard_sections_name_the_key() {
+        let err = parse("[[shard]]\ncore = 0\nlistens = false\n").expect_err("unknown key");
+        assert!(err.to_string().contains("[[shard]] listens"), "{err}");
+        assert!(err.to_string().contains("[[shard]] listen`"), "{err}");
+        let err = parse("[[shard]]\ncore = 0\n\"fetch.shares\" = 5000\n").expect_err("range");
+        assert!(err.to_string().contains("[[shard]] fetch.shares"), "{err}");
+        let err = parse("[[shard]]\nlisten = true\n").expect_err("no core");
+        assert!(err.to_string().contains("[[shard]] core"), "{err}");
+        let err = parse("shard = 1\n").expect_err("not an array of tables");
+        assert!(err.to_string().contains("[[shard]]"), "{err}");
+
+        let two = parse("[[shard]]\ncore = 0\n[[shard]]\ncore = 0\n").expect("parses");
+        let config = BrokerConfig {
+            cores: vec![0, 1],
+            shard_overrides: two,
+            ..BrokerConfig::default()
+        };
+        assert!(config.check_shard_overrides().is_err());
+        let elsewhere = parse("[[shard]]\ncore = 7\n").expect("parses");
+        let config = BrokerConfig {
+            cores: vec![0, 1],
+            shard_overrides: elsewhere,
+            ..BrokerConfig::default()
+        };
+        assert!(config
+            .check_shard_overrides()
+            .expect_err("not configured")
+            .to_string()
+            .contains("core"));
+        let mute = parse("[[shard]]\ncore = 0\nlisten = false\n").expect("parses");
+        let config = BrokerConfig {
+            cores: vec![0],
+            shard_overrides: mute,
+            ..BrokerConfig::default()
+        };
+        assert!(
+            config.check_shard_overrides().is_err(),
+            "someone must listen"
         );
     }
 }

@@ -92,11 +92,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
 fn start_request(shard: &Rc<Shard>, frame: Bytes) -> Option<PendingResponse> {
     match decode_request(frame, handlers::supported_versions()) {
         Ok(request) => {
+            let queue = shard.queues.for_api(request.api_key);
             let shard = shard.clone();
-            Some(
-                glommio::spawn_local(async move { handlers::handle(&shard, request).await })
-                    .detach(),
-            )
+            let task = async move { handlers::handle(&shard, request).await };
+            Some(crate::shard::spawn_task_into(queue, task).detach())
         }
         Err(NetError::UnsupportedVersion {
             api_key: net::kafka_protocol::messages::ApiKey::ApiVersions,

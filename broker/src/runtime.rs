@@ -7,7 +7,7 @@ use crate::config::BrokerConfig;
 use crate::connection;
 use crate::messages::{ShardMsg, SHARD_CHANNEL_CAPACITY};
 use crate::metadata::ClusterMetadata;
-use crate::shard::Shard;
+use crate::shard::{Shard, TaskQueues};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
@@ -31,9 +31,11 @@ pub fn run(
     for (id, &cpu) in config.cores.iter().enumerate() {
         let (mesh, metadata, config, stop) =
             (mesh.clone(), metadata.clone(), config.clone(), stop.clone());
+        let io_memory = config.shard_settings(cpu).io_memory_bytes;
         let handle =
             LocalExecutorBuilder::new(Placement::Fixed(cpu))
                 .name(&format!("sluice-shard-{id}"))
+                .io_memory(io_memory)
                 .spawn(move || async move {
                     shard_main(id, (*config).clone(), metadata, mesh, stop).await
                 })
@@ -68,7 +70,16 @@ async fn shard_main(
         .map_err(|e| anyhow::anyhow!("shard {id}: joining the channel mesh failed: {e}"))?;
     let listen = config.listen;
     let admin_listen = config.admin_listen;
-    let shard = Rc::new(Shard::new(id, Rc::new(config), metadata.clone(), senders));
+    let settings = config.shard_settings(config.cores[id]);
+    let queues = TaskQueues::create(&settings)?;
+    let shard = Rc::new(Shard::new(
+        id,
+        Rc::new(config),
+        &settings,
+        queues,
+        metadata.clone(),
+        senders,
+    ));
     shard.apply_metadata(metadata).await;
     let opened: Vec<bool> = shard
         .partitions
@@ -90,15 +101,28 @@ async fn shard_main(
         let shard = shard.clone();
         glommio::spawn_local(async move {
             while let Some(msg) = receiver.recv().await {
-                let shard = shard.clone();
                 // One task per message: a parked fetch must not hold up the next request.
-                glommio::spawn_local(async move { shard.handle_message(msg).await }).detach();
+                let queue = shard.queues.for_message(&msg);
+                let shard = shard.clone();
+                crate::shard::spawn_into(queue, async move { shard.handle_message(msg).await });
             }
         })
         .detach();
     }
-    let listener = TcpListener::bind(listen)
-        .map_err(|e| anyhow::anyhow!("shard {id}: binding {listen}: {e}"))?;
+    let background = shard.clone();
+    crate::shard::spawn_into(Some(shard.queues.background), async move {
+        background.retention_loop().await
+    });
+    // A shard with `listen = false` binds nothing: the kernel spreads connections over the
+    // shards that listen, and this one serves only forwarded partition work.
+    let listener = if settings.listen {
+        Some(
+            TcpListener::bind(listen)
+                .map_err(|e| anyhow::anyhow!("shard {id}: binding {listen}: {e}"))?,
+        )
+    } else {
+        None
+    };
     if id == 0 {
         let admin = crate::admin::bind(admin_listen)
             .map_err(|e| anyhow::anyhow!("binding admin listener {admin_listen}: {e}"))?;
@@ -109,7 +133,7 @@ async fn shard_main(
             shard.shards
         );
     }
-    loop {
+    while let Some(listener) = &listener {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             shard.stop.requested().await;
             None
@@ -130,6 +154,7 @@ async fn shard_main(
         }
     }
     drop(listener);
+    shard.stop.requested().await;
     let lingering = shard.stop.drained(crate::shutdown::DRAIN_TIMEOUT).await;
     let closed = shard.close_partitions().await;
     tracing::info!(

@@ -5,7 +5,7 @@
 //! A partition operation runs on the owning shard: [`Shard::partition_call`] runs it here when
 //! this shard owns the partition, else sends it over the mesh and awaits the reply.
 
-use crate::config::{BrokerConfig, TopicConfig};
+use crate::config::{BrokerConfig, ShardSettings, TopicConfig};
 use crate::errors::{code, storage_error_code};
 use crate::messages::{ControllerError, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
 use crate::metadata::ClusterMetadata;
@@ -13,7 +13,9 @@ use crate::metrics::{PartitionStatus, ShardMetrics, ShardSnapshot};
 use crate::records::first_offset_at_or_after;
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
+use glommio::{Latency, Shares, TaskQueueHandle};
 use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::ApiKey;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -44,12 +46,88 @@ pub struct Shard {
     /// Shutdown state and open connections.
     pub stop: Rc<crate::shutdown::ShardStop>,
     pub metrics: ShardMetrics,
+    pub queues: TaskQueues,
+}
+
+/// How often each shard applies `retention.ms` / `retention.bytes` to its partitions (Kafka's
+/// `log.retention.check.interval.ms` default).
+pub const RETENTION_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The shard's glommio task queues, with the CPU shares of its `[[shard]]` section: produce
+/// work, fetch work, and background work (retention).
+#[derive(Clone, Copy)]
+pub struct TaskQueues {
+    pub produce: TaskQueueHandle,
+    pub fetch: TaskQueueHandle,
+    pub background: TaskQueueHandle,
+}
+
+impl TaskQueues {
+    /// Creates the queues on the current executor.
+    pub fn create(settings: &ShardSettings) -> anyhow::Result<TaskQueues> {
+        let ex = glommio::executor();
+        let make = |shares: usize, name: &str| {
+            ex.create_task_queue(Shares::Static(shares), Latency::NotImportant, name)
+        };
+        Ok(TaskQueues {
+            produce: make(settings.produce_shares, "produce"),
+            fetch: make(settings.fetch_shares, "fetch"),
+            background: make(settings.background_shares, "background"),
+        })
+    }
+
+    /// The queue a request of `api_key` runs in (produce, fetch, or the executor's default).
+    pub fn for_api(&self, api_key: ApiKey) -> Option<TaskQueueHandle> {
+        match api_key {
+            ApiKey::Produce => Some(self.produce),
+            ApiKey::Fetch => Some(self.fetch),
+            _ => None,
+        }
+    }
+
+    /// The queue a message from another shard runs in.
+    pub fn for_message(&self, msg: &ShardMsg) -> Option<TaskQueueHandle> {
+        match msg {
+            ShardMsg::Partition {
+                op: PartitionOp::Produce { .. },
+                ..
+            } => Some(self.produce),
+            ShardMsg::Partition {
+                op: PartitionOp::Read { .. } | PartitionOp::WaitForData { .. },
+                ..
+            } => Some(self.fetch),
+            _ => None,
+        }
+    }
+}
+
+/// Spawns `fut` detached into `queue` (the executor's default queue when `None`).
+pub fn spawn_into<F: std::future::Future<Output = ()> + 'static>(
+    queue: Option<TaskQueueHandle>,
+    fut: F,
+) {
+    spawn_task_into(queue, fut).detach();
+}
+
+/// Spawns `fut` into `queue` (the default queue when `None`) and returns its task.
+pub fn spawn_task_into<T: 'static, F: std::future::Future<Output = T> + 'static>(
+    queue: Option<TaskQueueHandle>,
+    fut: F,
+) -> glommio::Task<T> {
+    match queue {
+        // Only a queue of another executor fails, and the shard made its queues itself.
+        Some(q) => glommio::spawn_local_into(fut, q)
+            .expect("the shard's task queues belong to its executor"),
+        None => glommio::spawn_local(fut),
+    }
 }
 
 impl Shard {
     pub fn new(
         id: usize,
         config: Rc<BrokerConfig>,
+        settings: &ShardSettings,
+        queues: TaskQueues,
         metadata: Arc<ClusterMetadata>,
         senders: Senders<ShardMsg>,
     ) -> Shard {
@@ -57,7 +135,8 @@ impl Shard {
         Shard {
             id,
             shards,
-            cache: BatchCache::new(config.batch_cache_bytes),
+            cache: BatchCache::new(settings.batch_cache_bytes),
+            queues,
             controller: (id == 0).then(crate::controller::Controller::new),
             config,
             metadata: RefCell::new(metadata),
@@ -137,6 +216,42 @@ impl Shard {
             }
         }
         out
+    }
+
+    /// Applies retention to every partition every [`RETENTION_CHECK_INTERVAL`] until shutdown.
+    pub async fn retention_loop(&self) {
+        loop {
+            let stopped = futures_lite::future::or(
+                async {
+                    glommio::timer::sleep(RETENTION_CHECK_INTERVAL).await;
+                    false
+                },
+                async {
+                    self.stop.requested().await;
+                    true
+                },
+            )
+            .await;
+            if stopped {
+                return;
+            }
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let owned: Vec<(TopicPartition, Rc<OwnedPartition>)> = self
+                .partitions
+                .borrow()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            for (tp, p) in owned {
+                match p.log.enforce_retention(TimestampMs(now)).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(%tp, segments = n, "retention deleted segments"),
+                    Err(e) => tracing::warn!(%tp, error = %e, "retention failed"),
+                }
+            }
+        }
     }
 
     /// Flushes and closes every partition log this shard owns (each leaves its clean-shutdown

@@ -1,0 +1,86 @@
+"""Per-core `[[shard]]` sections take effect: a shard with `listen = false` accepts no client
+connections (yet still owns and serves partitions through the others), and a shard's
+`batch.cache.bytes` budget bounds its batch cache."""
+
+import json
+import re
+import subprocess
+import time
+import urllib.request
+
+import kafka_wire as kw
+from compat_util import create_topic, producer, wait_until
+from conftest import free_port
+
+CACHE_BUDGET = 1 << 20
+TOPIC = "per-shard"
+
+
+def metric(text, name, shard):
+    m = re.search(rf'^{name}{{shard="{shard}"}} (\S+)$', text, re.M)
+    assert m, f"{name} for shard {shard} missing"
+    return float(m.group(1))
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def test_shard_sections_apply(sluice_bin, tmp_path):
+    config = tmp_path / "sluice.toml"
+    config.write_text(
+        '"log.segment.bytes" = 67108864\n'
+        "[[shard]]\n"
+        "core = 1\n"
+        "listen = false\n"
+        f'"batch.cache.bytes" = {CACHE_BUDGET}\n'
+    )
+    port, admin = free_port(), free_port()
+    log = open(tmp_path / "broker.log", "wb")
+    proc = subprocess.Popen(
+        [str(sluice_bin), "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
+         "--data-dir", str(tmp_path / "data"), "--cores", "0-1", "--config", str(config)],
+        stdout=log, stderr=log,
+    )
+    try:
+        bootstrap, admin_url = f"127.0.0.1:{port}", f"http://127.0.0.1:{admin}"
+        wait_until(lambda: _health(admin_url), 30, what="broker health")
+        create_topic(bootstrap, TOPIC, 2)
+        status = json.loads(get(admin_url + "/v1/status"))
+        on_shard_1 = [p["partition"] for s in status["shards"] if s["shard"] == 1 for p in s["partitions"]]
+        assert on_shard_1, "placement puts a partition on each shard"
+
+        sockets = []
+        for i in range(20):
+            s = kw.connect(bootstrap)
+            s.sendall(kw.api_versions_v0(i))
+            kw.read_frame(s)
+            sockets.append(s)
+        text = get(admin_url + "/metrics")
+        assert metric(text, "sluice_connections", 1) == 0
+        assert metric(text, "sluice_connections", 0) >= 20
+
+        # 8 MiB into the partition shard 1 owns (through shard 0's connections).
+        p = producer(bootstrap, **{"linger.ms": 5})
+        for _ in range(80):
+            p.produce(TOPIC, value=b"c" * 100_000, partition=on_shard_1[0])
+        assert p.flush(60) == 0
+        text = get(admin_url + "/metrics")
+        used = metric(text, "sluice_batch_cache_used_bytes", 1)
+        assert 0 < used <= CACHE_BUDGET
+        assert metric(text, "sluice_produce_requests_total", 0) > 0
+        for s in sockets:
+            s.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def _health(admin_url):
+    try:
+        return "ok" in get(admin_url + "/health")
+    except OSError:
+        time.sleep(0.1)
+        return False
