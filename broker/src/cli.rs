@@ -50,6 +50,15 @@ CONFIG FILE (TOML): flat quoted keys or nested tables, integer/boolean/string va
 
 /// `sluice` command-line arguments. Derives [`clap::Parser`] (and so [`clap::Args`], for use as
 /// a flattened group under a future subcommand).
+/// Subcommands of `sluice`.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum Command {
+    /// Probe cores and the data disk (O_DIRECT writes/reads by block size and queue depth,
+    /// fdatasync) within a time budget and write a commented config; `--check` only warns about
+    /// settings that hurt latency (memlock, CPU governor, THP, disk scheduler, swap).
+    Tune(tuning::TuneArgs),
+}
+
 #[derive(Clone, Debug, Default, Parser)]
 #[command(
     name = "sluice",
@@ -64,6 +73,10 @@ CONFIG FILE (TOML): flat quoted keys or nested tables, integer/boolean/string va
     after_help = AFTER_HELP
 )]
 pub struct Args {
+    /// `sluice tune`: probe this machine's cores and data disk and write a tuned config.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Kafka listener address (key `listeners`) [default: 127.0.0.1:9092]
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,

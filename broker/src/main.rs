@@ -37,7 +37,11 @@ fn main() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let config = cli::load(cli::Args::parse())?;
+    let mut args = cli::Args::parse();
+    if let Some(cli::Command::Tune(tune)) = args.command.take() {
+        return tuning::run(tune);
+    }
+    let config = cli::load(args)?;
     let _lock = lockfile::DataDirLock::acquire(&config.data_dir)?;
     let metadata = metadata::ClusterMetadata::load(&config.data_dir, config.cores.len())?;
     // Before any other thread starts, so that every thread inherits the blocked signals.
