@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::config::{flatten_toml, parse_shard_sections, BrokerConfig, ConfigError};
+use tuning::config::{flatten_toml, parse_shard_sections, BrokerConfig, ConfigError};
 
 const AFTER_HELP: &str = "\
 CONFIG KEYS (for --config and --set; Kafka property names):

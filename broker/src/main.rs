@@ -7,7 +7,6 @@
 
 mod admin;
 mod cli;
-mod config;
 mod connection;
 mod controller;
 mod errors;

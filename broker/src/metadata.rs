@@ -3,11 +3,11 @@
 //! `<data>/cluster-metadata.json`, replaced atomically; every shard works from an immutable
 //! `Arc` snapshot pushed to it on each change (DESIGN.md §2).
 
-use crate::config::{ConfigError, TopicConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
+use tuning::config::{ConfigError, TopicConfig};
 use uuid::Uuid;
 
 /// One topic.

@@ -3,7 +3,6 @@
 //! them; on each, the shard's partitions are opened, a listener bound with `SO_REUSEPORT`
 //! (glommio sets it on every bind), and each accepted connection served on that shard.
 
-use crate::config::BrokerConfig;
 use crate::connection;
 use crate::messages::{ShardMsg, SHARD_CHANNEL_CAPACITY};
 use crate::metadata::ClusterMetadata;
@@ -14,6 +13,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use tuning::config::BrokerConfig;
 
 /// Starts one shard per core and blocks until they all stop. Errors: an executor could not
 /// start, or a shard failed to bind its listener.

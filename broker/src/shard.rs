@@ -5,7 +5,6 @@
 //! A partition operation runs on the owning shard: [`Shard::partition_call`] runs it here when
 //! this shard owns the partition, else sends it over the mesh and awaits the reply.
 
-use crate::config::{BrokerConfig, ShardSettings, TopicConfig};
 use crate::errors::{code, storage_error_code};
 use crate::messages::{ControllerError, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
 use crate::metadata::ClusterMetadata;
@@ -23,6 +22,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 use storage::{BatchCache, LeaderEpoch, Notify, Offset, PartitionLog, TimestampMs, TopicPartition};
+use tuning::config::{BrokerConfig, ShardSettings, TopicConfig};
 
 /// A partition this shard owns.
 pub struct OwnedPartition {

@@ -8,12 +8,15 @@
 //! - `check`: host settings that hurt latency (memlock, governor, THP, I/O scheduler, swap).
 //! - `tuned`: renders `sluice.toml` with the broker's keys and the figures in comments.
 //! - `cli`: [`TuneArgs`] and [`run`], mounted by the broker as `sluice tune`.
+//! - [`config`]: the config model — broker and topic properties (Kafka names and defaults),
+//!   `[[shard]]` per-core sections, TOML flattening and validation; the broker reads it.
 //!
 //! Nothing here runs on a broker shard: `sluice tune` is a separate command that starts its own
 //! executor, so blocking sysfs reads are fine outside it.
 
 mod check;
 mod cli;
+pub mod config;
 mod cpu;
 mod disk;
 mod error;

@@ -4,7 +4,6 @@
 //! documentation is not served (`documentation` is null).
 
 use super::str_bytes;
-use crate::config::{BrokerConfig, ConfigSource, TopicConfig};
 use crate::errors::code;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
@@ -15,6 +14,7 @@ use net::kafka_protocol::messages::describe_configs_response::{
 use net::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use net::kafka_protocol::protocol::StrBytes;
 use std::rc::Rc;
+use tuning::config::{BrokerConfig, ConfigSource, TopicConfig};
 
 /// Kafka's `ConfigResource.Type` codes.
 pub const RESOURCE_TOPIC: i8 = 2;

@@ -10,7 +10,7 @@
 //! Every key is a Kafka property name where Kafka has one; Sluice-only keys start with
 //! `sluice.`. Values are strings as in a Kafka `.properties` file; [`BrokerConfig::set`] and
 //! [`TopicConfig::set`] parse and range-check them and fail with a [`ConfigError`] naming the key.
-//! Loading order (defaults < TOML file < `--set` < flags) lives in [`crate::cli`]; this module only
+//! Loading order (defaults < TOML file < `--set` < flags) lives in the broker's `cli` module; this module only
 //! knows how to apply one key and how to flatten a TOML document into keys
 //! ([`flatten_toml`]).
 //!
@@ -102,8 +102,7 @@ fn did_you_mean(suggestion: &Option<String>) -> String {
 }
 
 impl ConfigError {
-    /// The key this error is about, if it is about one key (tests check errors name it).
-    #[cfg(test)]
+    /// The key this error is about, if it is about one key.
     pub fn key(&self) -> Option<&str> {
         match self {
             ConfigError::UnknownKey { key, .. } | ConfigError::InvalidValue { key, .. } => {
@@ -118,7 +117,7 @@ impl ConfigError {
 
     /// Re-labels the key of an `UnknownKey` / `InvalidValue` error, e.g. a topic-level key
     /// reported under the broker-level name the user typed.
-    pub(crate) fn with_key(self, key: &str) -> ConfigError {
+    pub fn with_key(self, key: &str) -> ConfigError {
         match self {
             ConfigError::InvalidValue { value, why, .. } => ConfigError::InvalidValue {
                 key: key.to_owned(),
@@ -744,7 +743,7 @@ pub fn broker_key_names() -> Vec<&'static str> {
 
 /// The start-up configuration of one `sluice` process.
 ///
-/// Build with `BrokerConfig::default()` and [`BrokerConfig::set`] (or [`crate::cli::load`]).
+/// Build with `BrokerConfig::default()` and [`BrokerConfig::set`] (or the broker's `cli::load`).
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
     /// Kafka listener address (`listeners`, flag `--listen`). Default 127.0.0.1:9092.
@@ -954,8 +953,7 @@ impl BrokerConfig {
         Ok(())
     }
 
-    /// Applies `(key, value)` pairs in order, stopping at the first error (tests).
-    #[cfg(test)]
+    /// Applies `(key, value)` pairs in order, stopping at the first error.
     pub fn set_all<'a>(
         &mut self,
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
