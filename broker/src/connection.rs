@@ -18,8 +18,12 @@ use std::rc::Rc;
 
 /// Requests decoded but not yet answered, per connection.
 pub const IN_FLIGHT_REQUESTS_MAX: usize = 16;
-/// Bytes read from the socket per read call.
+/// Fewest bytes asked of the socket per read call.
 const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Most bytes asked per read call: the read buffer grows with bytes actually received, never
+/// with the size a frame header announces (a client that declares a 100 MB frame and sends a
+/// few bytes costs a few bytes of buffer).
+const READ_CHUNK_MAX_BYTES: usize = 1 << 20;
 
 /// A pending response: the handler task.
 type PendingResponse = JoinHandle<Response>;
@@ -48,7 +52,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let max_frame = shard.config.socket_request_max_bytes;
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     'read: loop {
-        loop {
+        let frame_remaining = loop {
             match decode_frame(&mut buf, max_frame) {
                 Ok(FrameStatus::Frame(frame)) => {
                     let Some(task) = start_request(&shard, frame) else {
@@ -58,19 +62,16 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                         break 'read;
                     }
                 }
-                Ok(FrameStatus::NeedBytes(n)) => {
-                    buf.reserve(n.max(READ_CHUNK_BYTES).min(max_frame.saturating_add(4)));
-                    break;
-                }
+                Ok(FrameStatus::NeedBytes(n)) => break n,
                 Err(e) => {
                     tracing::debug!(?peer, error = %e, "closing connection: bad frame");
                     break 'read;
                 }
             }
-        }
+        };
         let start = buf.len();
-        let spare = buf.capacity() - start;
-        buf.resize(start + spare.max(1), 0);
+        let want = frame_remaining.clamp(READ_CHUNK_BYTES, READ_CHUNK_MAX_BYTES);
+        buf.resize(start + want, 0);
         // Shutdown ends the read side like an end of stream; queued responses still go out.
         let read = futures_lite::future::or(reader.read(&mut buf[start..]), async {
             shard.stop.requested().await;

@@ -62,3 +62,23 @@ def test_a_stalled_reader_holds_bounded_memory(broker):
         payload = kw.read_frame(slow)
         assert int.from_bytes(payload[:4], "big") == 5000 + i
     assert broker.alive()
+
+
+@pytest.mark.sluice(cores=1)
+def test_announced_frame_sizes_do_not_reserve_memory(broker):
+    """Connections that announce 100 MB frames (the socket.request.max.bytes default) and send
+    a few bytes cost a few bytes each, not the announced size."""
+    before = rss_bytes(broker.pid())
+    held = []
+    for _ in range(20):
+        s = kw.connect(broker.bootstrap)
+        s.sendall((100 * 1024 * 1024).to_bytes(4, "big") + b"x" * 100)
+        held.append(s)
+    time.sleep(1)
+    grown = rss_bytes(broker.pid()) - before
+    assert grown < 64 << 20, f"broker RSS grew {grown >> 20} MiB for 20 x 104 bytes"
+    other = kw.connect(broker.bootstrap)
+    other.sendall(kw.api_versions_v0(9))
+    assert kw.read_frame(other)[:4] == (9).to_bytes(4, "big")
+    for s in held:
+        s.close()
