@@ -6,9 +6,14 @@ use std::time::Duration;
 /// (`segment.bytes` → `segment_bytes`, …); the broker maps property strings onto it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
-    /// `segment.bytes`: a segment rolls before it would exceed this many bytes; each segment
-    /// file is preallocated to it. Kafka default 1 GiB; at most `i32::MAX`.
+    /// `segment.bytes`: a segment rolls before it would exceed this many bytes. Kafka default
+    /// 1 GiB; at most `i32::MAX`.
     pub segment_bytes: u64,
+    /// Disk is reserved (fallocate) for the active segment in steps of this many bytes, up to
+    /// `segment_bytes`, always before an append is accepted: writes never allocate blocks and
+    /// never fail for space, yet a new partition does not reserve a whole segment at once.
+    /// Set it to `segment_bytes` to preallocate each segment whole. Default 64 MiB.
+    pub preallocate_step_bytes: u64,
     /// `segment.ms`: a non-empty segment rolls once its first append is this old. Default 7 days.
     pub segment_ms: Duration,
     /// `index.interval.bytes`: bytes of log between sparse offset/time index entries. Default 4096.
@@ -39,6 +44,7 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             segment_bytes: 1 << 30,
+            preallocate_step_bytes: 64 << 20,
             segment_ms: Duration::from_secs(7 * 24 * 3600),
             index_interval_bytes: 4096,
             flush_messages: u64::MAX,

@@ -190,7 +190,7 @@ impl PartitionLog {
             active.file.write_at(block, align_down(end)).await?;
         }
         active.file.truncate(align_up(end)).await?;
-        preallocate_best_effort(&active.file, config.segment_bytes.max(align_up(end))).await?;
+        reserve_after_recovery(&active, end, &config).await?;
         active.file.fdatasync().await?;
         let log_end = scan.next_offset;
         segments.insert(last_base, active.clone());
@@ -315,7 +315,7 @@ impl PartitionLog {
             .map(|(h, _)| i64::from(h.records_count))
             .sum();
         loop {
-            let (wait, roll) = {
+            let (wait, roll, reserve) = {
                 let st = self.shared.state.borrow();
                 self.check_usable(&st)?;
                 let cfg = self.shared.config.borrow();
@@ -329,20 +329,61 @@ impl PartitionLog {
                     st.log_end.0 + total_records - seg.base_offset.0 > i64::from(u32::MAX);
                 let roll =
                     size > 0 && (size + total_bytes > cfg.segment_bytes || aged || offsets_full);
+                let needed = align_up(size + total_bytes);
+                let reserve = (needed > seg.reserved_bytes.get()).then_some(needed);
                 (
                     st.busy || st.writer.unwritten_bytes > cfg.unwritten_bytes_max,
                     roll,
+                    reserve,
                 )
             };
             if wait {
                 self.shared.notify.notified().await;
             } else if roll {
                 self.roll().await?;
+            } else if let Some(needed) = reserve {
+                self.reserve(needed).await?;
             } else {
                 break;
             }
         }
         Ok(self.append_in_memory(batches, leader_epoch))
+    }
+
+    /// Reserves disk so that the active segment can hold `needed` bytes (one fallocate, a
+    /// preallocation step at a time). Appends wait meanwhile. Errors: `DiskFull` (nothing is
+    /// appended by the caller; a later append tries again).
+    async fn reserve(&self, needed: u64) -> Result<()> {
+        loop {
+            let notified = self.shared.notify.notified();
+            {
+                let mut st = self.shared.state.borrow_mut();
+                self.check_usable(&st)?;
+                if !st.busy {
+                    st.busy = true;
+                    break;
+                }
+            }
+            notified.await;
+        }
+        let segment = self.shared.state.borrow().writer.segment.clone();
+        let config = self.config();
+        let mut result = Ok(());
+        if needed > segment.reserved_bytes.get() {
+            let target = reservation_target(needed, segment.reserved_bytes.get(), &config);
+            result = match segment.file.preallocate(target).await {
+                Ok(()) => Ok(target),
+                // A whole step may not fit where the batch does.
+                Err(StorageError::DiskFull { .. }) if target > needed => {
+                    segment.file.preallocate(needed).await.map(|()| needed)
+                }
+                Err(e) => Err(e),
+            }
+            .map(|reserved| segment.reserved_bytes.set(reserved));
+        }
+        self.shared.state.borrow_mut().busy = false;
+        self.shared.notify.notify_all();
+        result
     }
 
     fn append_in_memory(
@@ -535,14 +576,14 @@ impl PartitionLog {
                 return Ok(());
             }
             let dir = &self.shared.dir;
-            let segment_bytes = self.shared.config.borrow().segment_bytes;
             // The new segment is made under a temporary name and renamed only once the old
             // one is final (invariant 3): a crash in between leaves the old segment last, to
             // be recovered as the active one, and a stray `.log.new` that open removes.
             let path = Segment::path(dir, base, "log");
             let staging = Segment::path(dir, base, NEW_SEGMENT_EXT);
             let mut new_file = DirectFile::open(&staging, true).await?;
-            if let Err(e) = new_file.preallocate(segment_bytes).await {
+            let reserve = reservation_target(0, 0, &self.config());
+            if let Err(e) = new_file.preallocate(reserve).await {
                 let _ = new_file.close().await;
                 remove_file(&staging).await?;
                 return Err(e);
@@ -561,6 +602,7 @@ impl PartitionLog {
                 0,
                 Some(Default::default()),
             ));
+            segment.reserved_bytes.set(reserve);
             let mut st = self.shared.state.borrow_mut();
             st.segments.insert(base, segment.clone());
             st.writer = Writer::new(segment, 0, base, Vec::new());
@@ -837,8 +879,8 @@ impl PartitionLog {
                 target.file.write_at(block, align_down(cut.0)).await?;
             }
             target.file.truncate(align_up(cut.0)).await?;
-            let segment_bytes = self.shared.config.borrow().segment_bytes;
-            preallocate_best_effort(&target.file, segment_bytes.max(align_up(cut.0))).await?;
+            let config = self.config();
+            reserve_after_recovery(&target, cut.0, &config).await?;
             target.file.fdatasync().await?;
             target.size_bytes.set(cut.0);
             {
@@ -1060,16 +1102,29 @@ fn pump(shared: &Rc<Shared>) {
     }
 }
 
-/// Preallocates a reopened segment; on a full disk the log still opens (for reads) and later
-/// writes extend the file instead.
-async fn preallocate_best_effort(file: &DirectFile, size_bytes: u64) -> Result<()> {
-    match file.preallocate(size_bytes).await {
+/// Reserves one preallocation step past `end` for a reopened or truncated active segment. On a
+/// full disk the log still opens (reads go on) with only what the file already holds reserved;
+/// appends then refuse with `DiskFull` until space returns.
+async fn reserve_after_recovery(segment: &Segment, end: u64, config: &LogConfig) -> Result<()> {
+    let target = reservation_target(align_up(end), align_up(end), config);
+    match segment.file.preallocate(target).await {
+        Ok(()) => segment.reserved_bytes.set(target),
         Err(StorageError::DiskFull { path, .. }) => {
-            tracing::warn!(path = %path.display(), "disk full: segment not preallocated");
-            Ok(())
+            tracing::warn!(path = %path.display(), "disk full: no space reserved past the log end");
+            segment.reserved_bytes.set(align_up(end));
         }
-        other => other,
+        Err(e) => return Err(e),
     }
+    Ok(())
+}
+
+/// The size to reserve so that `needed` bytes fit: a step past what is reserved, but not past
+/// the segment size unless `needed` itself is (one batch larger than `segment.bytes`).
+fn reservation_target(needed: u64, reserved: u64, config: &LogConfig) -> u64 {
+    let step = align_up(config.preallocate_step_bytes.max(1));
+    needed
+        .max(reserved + step)
+        .min(config.segment_bytes.max(needed))
 }
 
 fn errno_of(e: &StorageError) -> i32 {

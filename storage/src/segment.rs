@@ -30,6 +30,9 @@ pub struct Segment {
     dir: PathBuf,
     /// Logical size in bytes: the end of the last whole batch. Invariant: ≤ `u32::MAX`.
     pub size_bytes: Cell<u64>,
+    /// Bytes of the file known to be allocated (fallocate succeeded). Invariant for the active
+    /// segment: `align_up(size_bytes) ≤ reserved_bytes`, so no write needs new blocks.
+    pub reserved_bytes: Cell<u64>,
     /// `None` until loaded (closed segments load lazily).
     index: RefCell<Option<SegmentIndex>>,
     /// Largest batch max timestamp in the segment and the base offset of its batch.
@@ -70,6 +73,7 @@ impl Segment {
             file,
             dir: dir.to_path_buf(),
             size_bytes: Cell::new(size_bytes),
+            reserved_bytes: Cell::new(0),
             index: RefCell::new(index),
             max_timestamp: Cell::new(None),
             bytes_since_index: Cell::new(0),
