@@ -47,6 +47,7 @@ pub struct Shard {
     pub stop: Rc<crate::shutdown::ShardStop>,
     pub metrics: ShardMetrics,
     pub queues: TaskQueues,
+    open_lock: glommio::sync::Semaphore,
 }
 
 /// How often each shard applies `retention.ms` / `retention.bytes` to its partitions (Kafka's
@@ -144,6 +145,7 @@ impl Shard {
             senders,
             stop: Rc::default(),
             metrics: ShardMetrics::default(),
+            open_lock: glommio::sync::Semaphore::new(1),
         }
     }
 
@@ -282,6 +284,9 @@ impl Shard {
     /// Installs `snapshot`: opens logs of partitions this shard now owns, closes and deletes
     /// those of deleted topics, and applies config changes.
     pub async fn apply_metadata(&self, snapshot: Arc<ClusterMetadata>) {
+        // Installed first: from here on, requests for deleted partitions are refused rather than
+        // reopened, and requests for new ones open them (serialised with the opens below).
+        *self.metadata.borrow_mut() = snapshot.clone();
         let mut wanted: HashMap<TopicPartition, TopicConfig> = HashMap::new();
         for (name, topic) in &snapshot.topics {
             let config = match topic.config(&self.config.topic_defaults) {
@@ -337,22 +342,68 @@ impl Shard {
                     self.partitions.borrow_mut().insert(tp, updated);
                 }
                 None => {
-                    let dir = self.partition_dir(&tp);
-                    match PartitionLog::open(&dir, config.to_log_config(), &self.cache).await {
-                        Ok(log) => {
-                            let owned = Rc::new(OwnedPartition {
-                                log,
-                                hw_moved: Rc::new(Notify::default()),
-                                config,
-                            });
-                            self.partitions.borrow_mut().insert(tp, owned);
-                        }
-                        Err(e) => tracing::error!(%tp, error = %e, "cannot open partition log"),
+                    if let Err(e) = self.open_partition(&tp, config).await {
+                        tracing::error!(%tp, error = %e, "cannot open partition log; retried on next use");
                     }
                 }
             }
         }
-        *self.metadata.borrow_mut() = snapshot;
+    }
+
+    /// Opens the log of `tp`, which this shard owns, and starts serving it.
+    async fn open_partition(
+        &self,
+        tp: &TopicPartition,
+        config: TopicConfig,
+    ) -> Result<Rc<OwnedPartition>, storage::StorageError> {
+        // Opens are serialised, so two tasks never open one log twice.
+        let _permit = self
+            .open_lock
+            .acquire_permit(1)
+            .await
+            .map_err(|_| storage::StorageError::Closed)?;
+        if let Some(owned) = self.partitions.borrow().get(tp).cloned() {
+            return Ok(owned);
+        }
+        if self.stop.is_requested() {
+            return Err(storage::StorageError::Closed);
+        }
+        let dir = self.partition_dir(tp);
+        let log = PartitionLog::open(&dir, config.to_log_config(), &self.cache).await?;
+        let owned = Rc::new(OwnedPartition {
+            log,
+            hw_moved: Rc::new(Notify::default()),
+            config,
+        });
+        self.partitions
+            .borrow_mut()
+            .insert(tp.clone(), owned.clone());
+        Ok(owned)
+    }
+
+    /// The open partition `tp`, opening it again if this shard owns it but its log failed to
+    /// open earlier (e.g. a full disk at start-up). Errors: `UNKNOWN_TOPIC_OR_PARTITION` when
+    /// not owned here, `KAFKA_STORAGE_ERROR` when the log still cannot be opened.
+    async fn owned_partition(&self, tp: &TopicPartition) -> Result<Rc<OwnedPartition>, i16> {
+        if let Some(owned) = self.partitions.borrow().get(tp).cloned() {
+            return Ok(owned);
+        }
+        let meta = self.metadata();
+        let owner = meta.owner(&tp.topic, tp.partition);
+        let topic = meta.topics.get(&tp.topic);
+        let (Some(owner), Some(topic)) = (owner, topic) else {
+            return Err(code(ResponseError::UnknownTopicOrPartition));
+        };
+        if owner != self.id {
+            return Err(code(ResponseError::UnknownTopicOrPartition));
+        }
+        let config = topic
+            .config(&self.config.topic_defaults)
+            .unwrap_or_else(|_| self.config.topic_defaults.clone());
+        self.open_partition(tp, config).await.map_err(|e| {
+            tracing::warn!(%tp, error = %e, "partition log still cannot be opened");
+            code(ResponseError::KafkaStorageError)
+        })
     }
 
     /// Runs `op` on the partition's owning shard: here, or over the mesh.
@@ -446,8 +497,9 @@ impl Shard {
     }
 
     async fn run_partition_op(&self, tp: &TopicPartition, op: PartitionOp) -> PartitionReply {
-        let Some(owned) = self.partitions.borrow().get(tp).cloned() else {
-            return PartitionReply::Error(code(ResponseError::UnknownTopicOrPartition));
+        let owned = match self.owned_partition(tp).await {
+            Ok(owned) => owned,
+            Err(error) => return PartitionReply::Error(error),
         };
         let log = &owned.log;
         match op {

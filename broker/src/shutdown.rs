@@ -66,6 +66,11 @@ pub struct ShardStop {
 }
 
 impl ShardStop {
+    /// Whether shutdown was requested.
+    pub fn is_requested(&self) -> bool {
+        self.requested.get()
+    }
+
     /// Resolves once shutdown is requested.
     pub async fn requested(&self) {
         while !self.requested.get() {

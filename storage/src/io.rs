@@ -42,18 +42,25 @@ thread_local! {
 /// is read to decide whether the device supports polled I/O, and an empty file makes the probe
 /// wrongly succeed, after which every DMA operation fails with EOPNOTSUPP. Opening a file that
 /// holds one block of data first makes the probe see the truth. Runs once per thread.
-async fn probe_iopoll_once(dir: &Path) -> Result<()> {
+///
+/// The probe file (`.sluice-iopoll-probe`, 4 KiB) lives in the parent of the partition
+/// directory — the data directory — and is kept, so a restart on a full disk still has it.
+async fn probe_iopoll_once(partition_dir: &Path) -> Result<()> {
     if IOPOLL_PROBED.with(|p| p.get()) {
         return Ok(());
     }
+    let dir = partition_dir.parent().unwrap_or(partition_dir);
     let path = dir.join(".sluice-iopoll-probe");
-    // One 4 KiB blocking write, once per executor at start-up, before any DMA file exists.
-    std::fs::write(&path, [0u8; BLOCK_USIZE]).map_err(|e| StorageError::io("writing", &path, e))?;
+    let holds_a_block = std::fs::metadata(&path).is_ok_and(|m| m.len() >= BLOCK_BYTES);
+    if !holds_a_block {
+        // One 4 KiB blocking write, once per data directory, before any DMA file is opened.
+        std::fs::write(&path, [0xa5u8; BLOCK_USIZE])
+            .map_err(|e| StorageError::io("writing", &path, e))?;
+    }
     let probe = DmaFile::open(&path)
         .await
         .map_err(|e| StorageError::glommio("opening", &path, e))?;
     let _ = probe.close().await;
-    let _ = std::fs::remove_file(&path);
     IOPOLL_PROBED.with(|p| p.set(true));
     Ok(())
 }
@@ -67,8 +74,8 @@ pub struct DirectFile {
 impl DirectFile {
     /// Opens (creating when `create`) `path` for reading and writing with O_DIRECT.
     pub async fn open(path: &Path, create: bool) -> Result<DirectFile> {
-        if let Some(dir) = path.parent() {
-            probe_iopoll_once(dir).await?;
+        if let Some(partition_dir) = path.parent() {
+            probe_iopoll_once(partition_dir).await?;
         }
         let file = OpenOptions::new()
             .read(true)
