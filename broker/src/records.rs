@@ -3,7 +3,7 @@
 //! "Record"): `length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
 //! key | value | headers`, varints zigzag-encoded.
 
-use storage::RecordBatch;
+use storage::{varint, RecordBatch};
 
 /// The offset and timestamp of the first record of `batch` whose timestamp is ≥ `target` ms.
 /// Falls back to the batch's base offset and max timestamp when the records cannot be read
@@ -46,19 +46,6 @@ pub fn first_offset_at_or_after(batch: &RecordBatch, target: i64) -> (i64, i64) 
     fallback
 }
 
-/// Decodes a zigzag varint (up to 10 bytes); returns the value and the bytes used.
-fn varint(buf: &[u8]) -> Option<(i64, usize)> {
-    let mut raw: u64 = 0;
-    for (i, b) in buf.iter().take(10).enumerate() {
-        raw |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            let value = i64::try_from(raw >> 1).ok()? ^ -i64::try_from(raw & 1).ok()?;
-            return Some((value, i + 1));
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,14 +59,5 @@ mod tests {
         assert_eq!(first_offset_at_or_after(&batch, 1001), (1, 1001));
         assert_eq!(first_offset_at_or_after(&batch, 0), (0, 1000));
         assert_eq!(first_offset_at_or_after(&batch, 1002), (2, 1002));
-    }
-
-    #[test]
-    fn varints_decode_zigzag() {
-        assert_eq!(varint(&[0x00]), Some((0, 1)));
-        assert_eq!(varint(&[0x01]), Some((-1, 1)));
-        assert_eq!(varint(&[0x02]), Some((1, 1)));
-        assert_eq!(varint(&[0xac, 0x02]), Some((150, 2)));
-        assert_eq!(varint(&[0x80; 11]), None);
     }
 }

@@ -577,10 +577,20 @@ impl Shard {
                 timestamp: -1,
             },
             MAX_TIMESTAMP => match log.max_timestamp().await {
-                Ok(Some((ts, offset))) => PartitionReply::Offset {
-                    offset: offset.0,
-                    timestamp: ts.0,
-                },
+                // The index knows the batch; the record with that timestamp is inside it.
+                Ok(Some((ts, batch_base))) => {
+                    let end = log.log_end_offset();
+                    match log.read(batch_base, 1, end).await {
+                        Ok(batches) => {
+                            let (offset, timestamp) =
+                                batches.first().map_or((batch_base.0, ts.0), |b| {
+                                    first_offset_at_or_after(b, ts.0)
+                                });
+                            PartitionReply::Offset { offset, timestamp }
+                        }
+                        Err(e) => PartitionReply::Error(storage_error_code(&e)),
+                    }
+                }
                 Ok(None) => PartitionReply::Offset {
                     offset: -1,
                     timestamp: -1,

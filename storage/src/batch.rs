@@ -152,7 +152,44 @@ pub fn validate_batch(batch: &[u8]) -> Result<BatchHeader, BatchError> {
             computed,
         });
     }
+    if header.compression() == 0 {
+        let found = count_records(&batch[BATCH_HEADER_BYTES..]);
+        if found != Some(i64::from(header.records_count)) {
+            return Err(BatchError::RecordCount {
+                records: header.records_count,
+                last_offset_delta: header.last_offset_delta,
+            });
+        }
+    }
     Ok(header)
+}
+
+/// Counts the length-prefixed records of an uncompressed record section; `None` when the
+/// lengths do not tile it exactly. (Compressed sections are checked by the broker, which holds
+/// the codecs.)
+fn count_records(mut records: &[u8]) -> Option<i64> {
+    let mut count = 0i64;
+    while !records.is_empty() {
+        let (length, used) = varint(records)?;
+        let end = used.checked_add(usize::try_from(length).ok()?)?;
+        records = records.get(end..)?;
+        count += 1;
+    }
+    Some(count)
+}
+
+/// Decodes a zigzag varint (Kafka's record fields, up to 10 bytes): the value and the bytes
+/// used, or `None` when malformed.
+pub fn varint(buf: &[u8]) -> Option<(i64, usize)> {
+    let mut raw: u64 = 0;
+    for (i, b) in buf.iter().take(10).enumerate() {
+        raw |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            let value = i64::try_from(raw >> 1).ok()? ^ -i64::try_from(raw & 1).ok()?;
+            return Some((value, i + 1));
+        }
+    }
+    None
 }
 
 /// Splits `records` (a produce request's record set for one partition: one or more whole
@@ -371,5 +408,19 @@ mod tests {
             validate_batch(&bad_count),
             Err(BatchError::RecordCount { .. })
         ));
+        // A count that agrees with lastOffsetDelta but not with the records inside.
+        let mut inflated = batch.to_vec();
+        inflated[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
+            .copy_from_slice(&(i32::MAX - 1).to_be_bytes());
+        inflated[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+        let crc = batch_crc(&inflated);
+        inflated[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            validate_batch(&inflated),
+            Err(BatchError::RecordCount { .. })
+        ));
+        assert_eq!(varint(&[0xac, 0x02]), Some((150, 2)));
+        assert_eq!(varint(&[0x01]), Some((-1, 1)));
+        assert_eq!(varint(&[0x80; 11]), None);
     }
 }

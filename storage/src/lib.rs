@@ -23,7 +23,7 @@ mod types;
 mod writer;
 
 pub use batch::{
-    batch_crc, build_batch, split_batches, validate_batch, BatchHeader, RecordBatch,
+    batch_crc, build_batch, split_batches, validate_batch, varint, BatchHeader, RecordBatch,
     BATCH_HEADER_BYTES,
 };
 pub use cache::{BatchCache, CacheStats};

@@ -15,10 +15,29 @@ const BROKERS: i16 = 1;
 
 pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
+    // As Kafka: a name given more than once is refused (INVALID_REQUEST) and answered once.
+    let mut seen = std::collections::HashMap::new();
+    for topic in &req.topics {
+        *seen.entry(topic.name.0.to_string()).or_insert(0usize) += 1;
+    }
+    let mut answered = std::collections::HashSet::new();
     for topic in req.topics {
         let name = topic.name.0.to_string();
+        if !answered.insert(name.clone()) {
+            continue;
+        }
         let mut result = CreatableTopicResult::default();
         result.name = topic_name(&name);
+        if seen.get(&name).copied().unwrap_or(0) > 1 {
+            result.error_code = code(ResponseError::InvalidRequest);
+            result.error_message = Some(str_bytes(format!(
+                "CreateTopics names topic '{name}' more than once"
+            )));
+            result.num_partitions = -1;
+            result.replication_factor = -1;
+            response.topics.push(result);
+            continue;
+        }
         let partitions = if topic.num_partitions == -1 {
             shard.config.num_partitions
         } else {
