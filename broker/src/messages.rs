@@ -40,6 +40,8 @@ pub enum PartitionReply {
     Produced {
         base_offset: i64,
         log_start_offset: i64,
+        /// The append time stamped into LogAppendTime batches (ms), else -1.
+        log_append_time_ms: i64,
     },
     Read {
         high_watermark: i64,

@@ -520,6 +520,7 @@ impl Shard {
                 PartitionReply::Produced {
                     base_offset: info.base_offset.0,
                     log_start_offset: log.log_start_offset().0,
+                    log_append_time_ms: info.log_append_time.map_or(-1, |t| t.0),
                 }
             }
             PartitionOp::Read { offset, max_bytes } => {

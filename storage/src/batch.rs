@@ -286,15 +286,32 @@ impl RecordBatch {
 }
 
 /// `batch` (validated) with `baseOffset` and `partitionLeaderEpoch` set. These fields lie
-/// outside the CRC, so it stays valid. Only the 61-byte header is copied; the records stay the
-/// request's bytes.
-pub fn stamp_batch(batch: &Bytes, base_offset: Offset, leader_epoch: LeaderEpoch) -> RecordBatch {
+/// outside the CRC, so it stays valid. With `log_append_time` (topics with
+/// `message.timestamp.type=LogAppendTime`), the timestamp-type attribute bit is set and
+/// `maxTimestamp` becomes that time, as Kafka does, and the CRC-32C is recomputed (one pass over
+/// the records, no copy). Only the 61-byte header is copied; the records stay the request's
+/// bytes.
+pub fn stamp_batch(
+    batch: &Bytes,
+    base_offset: Offset,
+    leader_epoch: LeaderEpoch,
+    log_append_time: Option<TimestampMs>,
+) -> RecordBatch {
     let mut header = BytesMut::from(&batch[..BATCH_HEADER_BYTES]);
     header[0..8].copy_from_slice(&base_offset.0.to_be_bytes());
     header[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&leader_epoch.0.to_be_bytes());
+    let records = batch.slice(BATCH_HEADER_BYTES..);
+    if let Some(now) = log_append_time {
+        let attributes =
+            i16::from_be_bytes([header[ATTRIBUTES_AT], header[ATTRIBUTES_AT + 1]]) | 0x08;
+        header[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+        header[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now.0.to_be_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&header[CRC_COVERS_FROM..]), &records);
+        header[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    }
     RecordBatch {
         header: header.freeze(),
-        records: batch.slice(BATCH_HEADER_BYTES..),
+        records,
     }
 }
 
@@ -361,9 +378,14 @@ mod tests {
         let h = validate_batch(&batch).unwrap();
         assert_eq!(h.records_count, 3);
         assert_eq!(h.max_timestamp, TimestampMs(1002));
-        let stamped = stamp_batch(&batch, Offset(42), LeaderEpoch(7));
+        let stamped = stamp_batch(&batch, Offset(42), LeaderEpoch(7), None);
         let h = validate_batch(&stamped.to_vec()).unwrap();
         assert_eq!(stamped.header(), h);
+        let appended = stamp_batch(&batch, Offset(1), LeaderEpoch(0), Some(TimestampMs(99_999)));
+        let a = validate_batch(&appended.to_vec()).expect("CRC recomputed");
+        assert!(a.is_log_append_time());
+        assert_eq!(a.max_timestamp, TimestampMs(99_999));
+        assert_eq!(a.base_timestamp, TimestampMs(1000));
         let mut middle = vec![0u8; 20];
         stamped.copy_range(50, 70, &mut middle);
         assert_eq!(middle, stamped.to_vec()[50..70]);

@@ -28,6 +28,10 @@ pub struct LogConfig {
     /// `retention.bytes`: delete oldest closed segments while the log exceeds this. Default
     /// `None` (Kafka's -1, unlimited).
     pub retention_bytes: Option<u64>,
+    /// `message.timestamp.type=LogAppendTime`: the log stamps each batch with the wall-clock
+    /// append time (ms) instead of keeping the producer's timestamps. Default false
+    /// (CreateTime).
+    pub log_append_time: bool,
     /// `max.message.bytes`: largest batch accepted, in bytes. Kafka default 1048588.
     pub max_message_bytes: usize,
     /// Largest single O_DIRECT write the log submits, in bytes (multiple of 4096). Default
@@ -51,6 +55,7 @@ impl Default for LogConfig {
             flush_ms: None,
             retention_ms: Some(Duration::from_secs(7 * 24 * 3600)),
             retention_bytes: None,
+            log_append_time: false,
             max_message_bytes: 1_048_588,
             write_chunk_bytes: 256 << 10,
             writes_in_flight_max: 16,

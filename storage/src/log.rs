@@ -57,6 +57,9 @@ pub struct AppendInfo {
     pub last_offset: Offset,
     /// Largest max timestamp among the appended batches.
     pub max_timestamp: TimestampMs,
+    /// The append time stamped into the batches, for LogAppendTime topics (the produce
+    /// response's `log_append_time_ms`).
+    pub log_append_time: Option<TimestampMs>,
     /// `flush.messages` was reached by this append: a flush started, and a caller following
     /// Kafka's semantics awaits [`PartitionLog::flush_to`]`(last_offset + 1)` before answering.
     pub flush_due: bool,
@@ -397,12 +400,14 @@ impl PartitionLog {
         let first_base = st.log_end;
         let mut max_timestamp = TimestampMs(i64::MIN);
         let mut records = 0u64;
+        let log_append_time = shared.config.borrow().log_append_time.then(wall_clock_ms);
         for (header, bytes) in batches {
             let base = st.log_end;
-            let stamped = stamp_batch(&bytes, base, epoch);
+            let stamped = stamp_batch(&bytes, base, epoch, log_append_time);
             let header = BatchHeader {
                 base_offset: base,
                 partition_leader_epoch: epoch,
+                max_timestamp: log_append_time.unwrap_or(header.max_timestamp),
                 ..header
             };
             let seg = st.writer.segment.clone();
@@ -437,6 +442,7 @@ impl PartitionLog {
             base_offset: first_base,
             last_offset: st.log_end.plus(-1),
             max_timestamp,
+            log_append_time,
             flush_due,
         };
         drop(cfg);
@@ -1125,6 +1131,14 @@ fn reservation_target(needed: u64, reserved: u64, config: &LogConfig) -> u64 {
     needed
         .max(reserved + step)
         .min(config.segment_bytes.max(needed))
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn wall_clock_ms() -> TimestampMs {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    TimestampMs(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn errno_of(e: &StorageError) -> i32 {

@@ -52,3 +52,30 @@ def test_a_batch_with_an_inflated_record_count_is_refused(broker):
     sock.sendall(kw.produce_v3(2, "counted", [(0, kw.record_batch([b"fine"]))]))
     _, results = kw.parse_produce_v3(kw.read_frame(sock))
     assert results[("counted", 0)] == (0, 0), "nothing was appended before"
+
+
+def test_log_append_time_topics_stamp_the_broker_time(broker):
+    import time
+
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+    from confluent_kafka.admin import NewTopic as Topic
+
+    from compat_util import consume_all
+
+    a = admin(broker.bootstrap)
+    a.create_topics([Topic("appended", 1, 1, config={"message.timestamp.type": "LogAppendTime"})])["appended"].result(30)
+    before_ms = int(time.time() * 1000)
+    delivered = []
+    p = producer(broker.bootstrap)
+    p.produce("appended", value=b"x", partition=0, timestamp=1_000,
+              on_delivery=lambda err, msg: delivered.append((err, msg.timestamp())))
+    assert p.flush(30) == 0
+    after_ms = int(time.time() * 1000)
+    err, (ts_type, ts) = delivered[0]
+    assert err is None
+    # The produce response carries log_append_time_ms; librdkafka reports it with the message.
+    assert ts_type == TIMESTAMP_LOG_APPEND_TIME and before_ms - 5_000 <= ts <= after_ms + 5_000
+    got = consume_all(broker.bootstrap, "appended", 1, expected=1)[0][0]
+    ts_type, ts = got.timestamp()
+    assert ts_type == TIMESTAMP_LOG_APPEND_TIME
+    assert before_ms - 5_000 <= ts <= after_ms + 5_000, "broker wall-clock time, not the producer's 1000"

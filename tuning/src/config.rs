@@ -515,6 +515,7 @@ impl TopicConfig {
             retention_ms: self.retention_ms.map(Duration::from_millis),
             retention_bytes: self.retention_bytes,
             max_message_bytes: usize::try_from(self.max_message_bytes).unwrap_or(usize::MAX),
+            log_append_time: self.message_timestamp_type == TimestampType::LogAppendTime,
             ..storage::LogConfig::default()
         }
     }

@@ -70,9 +70,11 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                 PartitionReply::Produced {
                     base_offset,
                     log_start_offset,
+                    log_append_time_ms,
                 } => {
                     p.base_offset = base_offset;
                     p.log_start_offset = log_start_offset;
+                    p.log_append_time_ms = log_append_time_ms;
                 }
                 PartitionReply::Error(error) => {
                     p.error_code = error;
