@@ -357,18 +357,7 @@ impl PartitionLog {
     /// preallocation step at a time). Appends wait meanwhile. Errors: `DiskFull` (nothing is
     /// appended by the caller; a later append tries again).
     async fn reserve(&self, needed: u64) -> Result<()> {
-        loop {
-            let notified = self.shared.notify.notified();
-            {
-                let mut st = self.shared.state.borrow_mut();
-                self.check_usable(&st)?;
-                if !st.busy {
-                    st.busy = true;
-                    break;
-                }
-            }
-            notified.await;
-        }
+        self.acquire_busy().await?;
         let segment = self.shared.state.borrow().writer.segment.clone();
         let config = self.config();
         let mut result = Ok(());
@@ -384,9 +373,31 @@ impl PartitionLog {
             }
             .map(|reserved| segment.reserved_bytes.set(reserved));
         }
+        self.release_busy();
+        result
+    }
+
+    /// Waits until no maintenance operation runs, then marks one running (invariant 4).
+    async fn acquire_busy(&self) -> Result<()> {
+        loop {
+            let notified = self.shared.notify.notified();
+            {
+                let mut st = self.shared.state.borrow_mut();
+                self.check_usable(&st)?;
+                if !st.busy {
+                    st.busy = true;
+                    break;
+                }
+            }
+            notified.await;
+        }
+        Ok(())
+    }
+
+    /// Ends the maintenance operation started by [`PartitionLog::acquire_busy`].
+    fn release_busy(&self) {
         self.shared.state.borrow_mut().busy = false;
         self.shared.notify.notify_all();
-        result
     }
 
     fn append_in_memory(
@@ -548,25 +559,13 @@ impl PartitionLog {
     /// Runs `op` as the only maintenance operation (invariant 4), after every appended byte
     /// is written and synced.
     async fn exclusive<T>(&self, op: impl AsyncFnOnce() -> Result<T>) -> Result<T> {
-        loop {
-            let notified = self.shared.notify.notified();
-            {
-                let mut st = self.shared.state.borrow_mut();
-                self.check_usable(&st)?;
-                if !st.busy {
-                    st.busy = true;
-                    break;
-                }
-            }
-            notified.await;
-        }
+        self.acquire_busy().await?;
         let result = async {
             self.flush().await?;
             op().await
         }
         .await;
-        self.shared.state.borrow_mut().busy = false;
-        self.shared.notify.notify_all();
+        self.release_busy();
         result
     }
 
