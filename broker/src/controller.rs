@@ -165,6 +165,37 @@ pub async fn run(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerEr
     Ok(())
 }
 
+/// Hands out the next producer id, persisted before it is returned so that no id is given
+/// twice, even across restarts. Only shard 0 needs the counter, so the new metadata is
+/// installed there without being published to the other shards.
+pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, ControllerError> {
+    let controller = shard
+        .controller
+        .as_ref()
+        .expect("controller ops run on shard 0");
+    let _permit = controller
+        .lock
+        .acquire_permit(1)
+        .await
+        .map_err(|_| err(ResponseError::UnknownServerError, "controller stopped"))?;
+    let mut next: ClusterMetadata = (*shard.metadata()).clone();
+    let id = next.next_producer_id;
+    next.next_producer_id += 1;
+    let data_dir = shard.config.data_dir.clone();
+    let to_save = next.clone();
+    glommio::executor()
+        .spawn_blocking(move || to_save.save_blocking(&data_dir))
+        .await
+        .map_err(|e| {
+            err(
+                ResponseError::KafkaStorageError,
+                format!("saving cluster metadata: {e}"),
+            )
+        })?;
+    *shard.metadata.borrow_mut() = Arc::new(next);
+    Ok(id)
+}
+
 fn check_partition_count(partitions: i32) -> Result<(), ControllerError> {
     if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
         return Err(err(

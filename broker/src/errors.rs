@@ -21,6 +21,9 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
         }
         // The partition moved or was deleted while the request was in flight.
         StorageError::Closed => ResponseError::NotLeaderOrFollower,
+        StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        StorageError::DuplicateSequence { .. } => ResponseError::DuplicateSequenceNumber,
     };
     if matches!(error, ResponseError::KafkaStorageError) {
         tracing::warn!(error = %e, "storage error");

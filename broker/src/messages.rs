@@ -104,6 +104,10 @@ pub enum ShardMsg {
         snapshot: Arc<ClusterMetadata>,
         reply: oneshot::Sender<()>,
     },
+    /// Allocate a new idempotent-producer id (shard 0).
+    AllocateProducerId {
+        reply: oneshot::Sender<Result<i64, ControllerError>>,
+    },
     /// Report this shard's metrics and partition offsets (admin `/metrics`, `/v1/status`).
     Snapshot {
         reply: oneshot::Sender<crate::metrics::ShardSnapshot>,

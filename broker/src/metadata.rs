@@ -40,6 +40,10 @@ pub struct ClusterMetadata {
     /// Cluster id reported in Metadata and DescribeCluster, fixed at first start.
     pub cluster_id: String,
     pub topics: BTreeMap<String, TopicMeta>,
+    /// The next idempotent-producer id InitProducerId hands out (shard 0 allocates; kept in
+    /// this file so ids stay unique across restarts).
+    #[serde(default)]
+    pub next_producer_id: i64,
 }
 
 const FILE_NAME: &str = "cluster-metadata.json";
@@ -57,6 +61,7 @@ impl ClusterMetadata {
                 version: 0,
                 cluster_id: Uuid::new_v4().simple().to_string(),
                 topics: BTreeMap::new(),
+                next_producer_id: 0,
             },
             Err(e) => return Err(anyhow::anyhow!("{}: {e}", path.display())),
         };

@@ -455,6 +455,28 @@ impl Shard {
         answer.await.unwrap_or_else(|_| Err(unavailable()))
     }
 
+    /// A new idempotent-producer id from the controller (shard 0).
+    pub async fn allocate_producer_id(self: &Rc<Self>) -> Result<i64, ControllerError> {
+        if self.id == 0 {
+            return crate::controller::allocate_producer_id(self).await;
+        }
+        let (reply, answer) = oneshot::channel();
+        let unavailable = || {
+            (
+                code(ResponseError::UnknownServerError),
+                "controller unavailable".to_string(),
+            )
+        };
+        if self
+            .send(0, ShardMsg::AllocateProducerId { reply })
+            .await
+            .is_err()
+        {
+            return Err(unavailable());
+        }
+        answer.await.unwrap_or_else(|_| Err(unavailable()))
+    }
+
     /// Sends `snapshot` to every other shard and installs it here; returns when all have it.
     pub async fn publish_metadata(self: &Rc<Self>, snapshot: Arc<ClusterMetadata>) {
         let mut acks = Vec::new();
@@ -489,6 +511,9 @@ impl Shard {
             ShardMsg::Metadata { snapshot, reply } => {
                 self.apply_metadata(snapshot).await;
                 let _ = reply.send(());
+            }
+            ShardMsg::AllocateProducerId { reply } => {
+                let _ = reply.send(crate::controller::allocate_producer_id(self).await);
             }
             ShardMsg::Snapshot { reply } => {
                 let _ = reply.send(self.snapshot());

@@ -60,6 +60,24 @@ pub enum StorageError {
     /// The log is closed (dropped by its shard or after a fatal write error).
     #[error("partition log is closed")]
     Closed,
+    /// An idempotent producer's batch does not follow its last sequence (KIP-98); nothing
+    /// was appended.
+    #[error("producer {producer_id}: sequence {got}, expected {expected}")]
+    OutOfOrderSequence {
+        producer_id: i64,
+        expected: i32,
+        got: i32,
+    },
+    /// An idempotent producer's epoch is older than one already seen (a fenced producer).
+    #[error("producer {producer_id}: epoch {got} is older than {current}")]
+    InvalidProducerEpoch {
+        producer_id: i64,
+        current: i16,
+        got: i16,
+    },
+    /// A multi-batch append holds a retried batch beside new ones.
+    #[error("producer {producer_id}: a duplicate batch among new ones")]
+    DuplicateSequence { producer_id: i64 },
 }
 
 impl StorageError {

@@ -18,6 +18,7 @@ mod error;
 mod index;
 mod io;
 mod log;
+mod producer_state;
 mod segment;
 mod types;
 mod writer;

@@ -24,6 +24,7 @@ use crate::io::{
     align_down, align_up, remove_file, sleep, spawn_detached, DirectFile, Notify, BLOCK_BYTES,
     BLOCK_USIZE,
 };
+use crate::producer_state::{ProducerState, SequenceCheck};
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use crate::writer::{WriteOp, Writer};
@@ -36,6 +37,10 @@ use std::time::Instant;
 
 /// Extension of a segment being created by a roll, before it is renamed to `.log`.
 const NEW_SEGMENT_EXT: &str = "log.new";
+/// Extension of producer-state snapshots, named by the offset they were taken at.
+const SNAPSHOT_EXT: &str = "snapshot";
+/// Producer-state snapshots kept per partition.
+const SNAPSHOTS_KEPT: usize = 3;
 /// Name of the per-partition marker written after a clean close.
 const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 /// Name of the log start offset checkpoint (Kafka: `log-start-offset-checkpoint`).
@@ -63,6 +68,9 @@ pub struct AppendInfo {
     /// `flush.messages` was reached by this append: a flush started, and a caller following
     /// Kafka's semantics awaits [`PartitionLog::flush_to`]`(last_offset + 1)` before answering.
     pub flush_due: bool,
+    /// The batch was a retry of one already in the log (idempotent producer): nothing was
+    /// appended, and the offsets are the original ones.
+    pub duplicate: bool,
 }
 
 /// The first batch holding a record with timestamp ≥ the target, from
@@ -98,6 +106,8 @@ pub struct LogStats {
 struct State {
     segments: BTreeMap<Offset, Rc<Segment>>,
     writer: Writer,
+    /// Idempotent producers' sequences (KIP-98).
+    producers: ProducerState,
     log_start: Offset,
     log_end: Offset,
     high_watermark: Offset,
@@ -228,11 +238,92 @@ impl PartitionLog {
                     unflushed_records: 0,
                     flush_timer_armed: false,
                     write_error: None,
+                    producers: ProducerState::default(),
                 }),
                 stats: Cell::new(stats),
             }),
         };
+        log.rebuild_producer_state().await?;
         Ok(log)
+    }
+
+    /// Offsets of the producer-state snapshots in the partition directory, ascending.
+    async fn snapshot_offsets(&self) -> Result<Vec<Offset>> {
+        let listing = list_dir(&self.shared.dir).await?;
+        let mut offsets: Vec<Offset> = listing
+            .iter()
+            .filter_map(|n| {
+                n.strip_suffix(SNAPSHOT_EXT)?
+                    .strip_suffix('.')?
+                    .parse()
+                    .ok()
+            })
+            .map(Offset)
+            .collect();
+        offsets.sort();
+        Ok(offsets)
+    }
+
+    /// Rebuilds producer state from the newest snapshot at or below the log end plus the
+    /// batches after it; snapshots beyond the log end (a crash or truncation cut them off) are
+    /// removed.
+    async fn rebuild_producer_state(&self) -> Result<()> {
+        let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
+        let snapshots = self.snapshot_offsets().await?;
+        for stale in snapshots.iter().filter(|o| **o > log_end) {
+            remove_file(&self.snapshot_path(*stale)).await?;
+        }
+        let mut state = ProducerState::default();
+        let mut from = log_start;
+        if let Some(&at) = snapshots.iter().rev().find(|o| **o <= log_end) {
+            let path = self.snapshot_path(at);
+            match checkpoint::read(&path)
+                .await?
+                .and_then(|v| ProducerState::decode(&v))
+            {
+                Some(s) => {
+                    state = s;
+                    from = at.max(log_start);
+                }
+                None => {
+                    tracing::warn!(path = %path.display(), "unreadable producer snapshot; replaying the log")
+                }
+            }
+        }
+        let mut offset = from;
+        while offset < log_end {
+            let batches = self.read(offset, 1 << 20, log_end).await?;
+            let Some(last) = batches.last() else { break };
+            for b in &batches {
+                state.record(&b.header());
+            }
+            offset = last.header().last_offset().plus(1);
+        }
+        self.shared.state.borrow_mut().producers = state;
+        Ok(())
+    }
+
+    fn snapshot_path(&self, offset: Offset) -> PathBuf {
+        self.shared.dir.join(format!(
+            "{}.{SNAPSHOT_EXT}",
+            crate::segment::file_stem(offset)
+        ))
+    }
+
+    /// Writes the producer state as of the log end (`<log end>.snapshot`) and keeps only the
+    /// newest [`SNAPSHOTS_KEPT`] snapshots.
+    async fn snapshot_producer_state(&self) -> Result<()> {
+        let (at, values) = {
+            let st = self.shared.state.borrow();
+            (st.log_end, st.producers.encode())
+        };
+        checkpoint::write(&self.snapshot_path(at), &values).await?;
+        let snapshots = self.snapshot_offsets().await?;
+        let excess = snapshots.len().saturating_sub(SNAPSHOTS_KEPT);
+        for old in &snapshots[..excess] {
+            remove_file(&self.snapshot_path(*old)).await?;
+        }
+        Ok(())
     }
 
     /// The partition directory.
@@ -350,6 +441,21 @@ impl PartitionLog {
                 break;
             }
         }
+        // Checked and appended with no await in between, so no other append interleaves.
+        let duplicate = {
+            let st = self.shared.state.borrow();
+            check_sequences(&st.producers, st.log_end, &batches)?
+        };
+        if let Some(original) = duplicate {
+            return Ok(AppendInfo {
+                base_offset: original.base_offset,
+                last_offset: original.last_offset,
+                max_timestamp: batches[0].0.max_timestamp,
+                log_append_time: None,
+                flush_due: false,
+                duplicate: true,
+            });
+        }
         Ok(self.append_in_memory(batches, leader_epoch))
     }
 
@@ -421,6 +527,7 @@ impl PartitionLog {
                 max_timestamp: log_append_time.unwrap_or(header.max_timestamp),
                 ..header
             };
+            st.producers.record(&header);
             let seg = st.writer.segment.clone();
             let pos = seg.size_bytes.get();
             seg.note_batch(&header, pos, interval);
@@ -455,6 +562,7 @@ impl PartitionLog {
             max_timestamp,
             log_append_time,
             flush_due,
+            duplicate: false,
         };
         drop(cfg);
         drop(st);
@@ -597,6 +705,9 @@ impl PartitionLog {
             old.save_index().await?;
             old.file.truncate(old.size_bytes.get()).await?;
             old.file.fdatasync().await?;
+            // Producer state as of the new segment's base: a restart replays at most the
+            // active segment to rebuild it.
+            self.snapshot_producer_state().await?;
             new_file.rename(&path).await?;
             // The new name must be durable before any data of the new segment is.
             blocking_dir_op(dir, "syncing", sync_dir).await?;
@@ -909,6 +1020,8 @@ impl PartitionLog {
                 )
                 .await?;
             }
+            // Batches past the cut are gone: rebuild from a snapshot at or below it.
+            self.rebuild_producer_state().await?;
             Ok(())
         })
         .await
@@ -1048,6 +1161,7 @@ impl PartitionLog {
     pub async fn close(&self) -> Result<()> {
         self.exclusive(async || {
             let active = self.shared.state.borrow().writer.segment.clone();
+            self.snapshot_producer_state().await?;
             active.save_index().await?;
             active.file.truncate(active.size_bytes.get()).await?;
             active.file.fdatasync().await?;
@@ -1130,6 +1244,58 @@ fn reservation_target(needed: u64, reserved: u64, config: &LogConfig) -> u64 {
     needed
         .max(reserved + step)
         .min(config.segment_bytes.max(needed))
+}
+
+/// Checks the batches of one append against the producers' sequences. `Ok(Some(batch))`: a
+/// single retried batch, answered with its original offsets. A multi-batch append is checked
+/// batch by batch as if the earlier ones were appended. Errors: out of order, a stale epoch, or a
+/// retried batch among new ones.
+fn check_sequences(
+    producers: &ProducerState,
+    log_end: Offset,
+    batches: &[(BatchHeader, Bytes)],
+) -> Result<Option<crate::producer_state::BatchMeta>> {
+    let refuse = |h: &BatchHeader, check: SequenceCheck| match check {
+        SequenceCheck::Append | SequenceCheck::Duplicate(_) => StorageError::DuplicateSequence {
+            producer_id: h.producer_id,
+        },
+        SequenceCheck::OutOfOrder { expected, got } => StorageError::OutOfOrderSequence {
+            producer_id: h.producer_id,
+            expected,
+            got,
+        },
+        SequenceCheck::StaleEpoch { current, got } => StorageError::InvalidProducerEpoch {
+            producer_id: h.producer_id,
+            current,
+            got,
+        },
+    };
+    if let [(header, _)] = batches {
+        return match producers.check(header) {
+            SequenceCheck::Append => Ok(None),
+            SequenceCheck::Duplicate(original) => Ok(Some(original)),
+            other => Err(refuse(header, other)),
+        };
+    }
+    if batches.iter().all(|(h, _)| h.producer_id < 0) {
+        return Ok(None);
+    }
+    let mut tentative = producers.clone();
+    let mut next = log_end;
+    for (header, _) in batches {
+        let header = BatchHeader {
+            base_offset: next,
+            ..*header
+        };
+        match tentative.check(&header) {
+            SequenceCheck::Append => {
+                tentative.record(&header);
+                next = header.last_offset().plus(1);
+            }
+            other => return Err(refuse(&header, other)),
+        }
+    }
+    Ok(None)
 }
 
 /// Milliseconds since the Unix epoch, now.

@@ -10,6 +10,7 @@ mod describe_cluster;
 mod describe_configs;
 mod fetch;
 mod incremental_alter_configs;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -25,6 +26,7 @@ use std::sync::OnceLock;
 /// (API, min version, max version, name for metrics) advertised and served.
 const VERSIONS: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::Produce, 3, 9, "Produce"),
+    (ApiKey::InitProducerId, 0, 4, "InitProducerId"),
     (ApiKey::Fetch, 4, 12, "Fetch"),
     (ApiKey::ListOffsets, 1, 7, "ListOffsets"),
     (ApiKey::Metadata, 0, 12, "Metadata"),
@@ -147,6 +149,12 @@ async fn dispatch(shard: &Rc<Shard>, request: Request) -> Response {
             respond(key, version, correlation_id, &response)
         }
         RequestKind::Fetch(req) => fetch::handle(shard, req, version, correlation_id).await,
+        RequestKind::InitProducerId(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &init_producer_id::handle(shard, req).await,
+        ),
         RequestKind::ListOffsets(req) => respond(
             key,
             version,

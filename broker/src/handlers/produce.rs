@@ -17,6 +17,8 @@ use storage::TopicPartition;
 
 pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
     let acks_valid = matches!(req.acks, -1..=1);
+    // Transactions are not supported (see init_producer_id.rs): refuse, never hang.
+    let transactional = req.transactional_id.is_some();
     let metrics = &shard.metrics;
     ShardMetrics::add(&metrics.produce_requests, 1);
     let bytes: usize = req
@@ -42,6 +44,11 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
             let task = glommio::spawn_local(async move {
                 if !acks_valid {
                     return PartitionReply::Error(code(ResponseError::InvalidRequiredAcks));
+                }
+                if transactional {
+                    return PartitionReply::Error(code(
+                        ResponseError::TransactionalIdAuthorizationFailed,
+                    ));
                 }
                 let Some(records) = p.records else {
                     return PartitionReply::Error(code(ResponseError::CorruptMessage));
