@@ -37,6 +37,8 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     log.roll.ms (.hours) = segment.ms                                   [604800000]
     log.cleanup.policy = cleanup.policy                  delete only    [delete]
     log.message.timestamp.type = message.timestamp.type  CreateTime|LogAppendTime
+    log.message.timestamp.difference.max.ms = message.timestamp.difference.max.ms  [no limit]
+    compression.type                  producer|uncompressed|gzip|snappy|lz4|zstd  [producer]
     message.max.bytes = max.message.bytes                               [1048588]
     log.flush.interval.messages = flush.messages                        [never]
     log.flush.interval.ms = flush.ms                                    [never]

@@ -7,6 +7,7 @@
 
 mod admin;
 mod cli;
+mod compression;
 mod connection;
 mod controller;
 mod errors;
@@ -15,6 +16,7 @@ mod lockfile;
 mod messages;
 mod metadata;
 mod metrics;
+mod produce_checks;
 mod records;
 mod runtime;
 mod shard;

@@ -529,6 +529,13 @@ impl Shard {
         let log = &owned.log;
         match op {
             PartitionOp::Produce { records } => {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                let records = match crate::produce_checks::prepare(records, &owned.config, now_ms) {
+                    Ok(records) => records,
+                    Err(error) => return PartitionReply::Error(error),
+                };
                 // acks 0, 1 and all answer once the batch is in the in-memory tail (single
                 // node: the ISR is this broker); flush.messages makes the answer wait for disk.
                 let info = match log.append(records, LeaderEpoch(0)).await {

@@ -166,8 +166,8 @@ pub fn validate_batch(batch: &[u8]) -> Result<BatchHeader, BatchError> {
 
 /// Counts the length-prefixed records of an uncompressed record section; `None` when the
 /// lengths do not tile it exactly. (Compressed sections are checked by the broker, which holds
-/// the codecs.)
-fn count_records(mut records: &[u8]) -> Option<i64> {
+/// the codecs, on the decompressed bytes.)
+pub fn count_records(mut records: &[u8]) -> Option<i64> {
     let mut count = 0i64;
     while !records.is_empty() {
         let (length, used) = varint(records)?;

@@ -24,8 +24,8 @@ mod types;
 mod writer;
 
 pub use batch::{
-    batch_crc, build_batch, split_batches, validate_batch, varint, BatchHeader, RecordBatch,
-    BATCH_HEADER_BYTES,
+    batch_crc, build_batch, count_records, split_batches, validate_batch, varint, BatchHeader,
+    RecordBatch, BATCH_HEADER_BYTES,
 };
 pub use cache::{BatchCache, CacheStats};
 pub use config::LogConfig;

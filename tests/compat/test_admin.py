@@ -15,10 +15,12 @@ TIMEOUT_S = 30
 # Every topic property Sluice knows, with Kafka's built-in default.
 DEFAULTS = {
     "cleanup.policy": "delete",
+    "compression.type": "producer",
     "flush.messages": "9223372036854775807",
     "flush.ms": "9223372036854775807",
     "index.interval.bytes": "4096",
     "max.message.bytes": "1048588",
+    "message.timestamp.difference.max.ms": "9223372036854775807",
     "message.timestamp.type": "CreateTime",
     "retention.bytes": "-1",
     "retention.ms": "604800000",
@@ -29,10 +31,12 @@ DEFAULTS = {
 # The broker-level property that sets each topic property's default (Kafka's synonym).
 BROKER_SYNONYM = {
     "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
     "index.interval.bytes": "log.index.interval.bytes",
     "max.message.bytes": "message.max.bytes",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
     "message.timestamp.type": "log.message.timestamp.type",
     "retention.bytes": "log.retention.bytes",
     "retention.ms": "log.retention.ms",

@@ -258,14 +258,70 @@ impl ConfigSource {
     }
 }
 
+/// `compression.type` of a topic (Kafka's values).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CompressionType {
+    /// Keep each batch as the producer compressed it.
+    #[default]
+    Producer,
+    Uncompressed,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionType {
+    fn parse(v: &str) -> Option<CompressionType> {
+        Some(match v {
+            "producer" => CompressionType::Producer,
+            "uncompressed" => CompressionType::Uncompressed,
+            "gzip" => CompressionType::Gzip,
+            "snappy" => CompressionType::Snappy,
+            "lz4" => CompressionType::Lz4,
+            "zstd" => CompressionType::Zstd,
+            _ => return None,
+        })
+    }
+
+    /// Kafka's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompressionType::Producer => "producer",
+            CompressionType::Uncompressed => "uncompressed",
+            CompressionType::Gzip => "gzip",
+            CompressionType::Snappy => "snappy",
+            CompressionType::Lz4 => "lz4",
+            CompressionType::Zstd => "zstd",
+        }
+    }
+
+    /// The RecordBatch codec id batches are recompressed to, or `None` for `producer`.
+    pub fn codec(self) -> Option<u8> {
+        match self {
+            CompressionType::Producer => None,
+            CompressionType::Uncompressed => Some(0),
+            CompressionType::Gzip => Some(1),
+            CompressionType::Snappy => Some(2),
+            CompressionType::Lz4 => Some(3),
+            CompressionType::Zstd => Some(4),
+        }
+    }
+}
+
 /// Topic-level property names, in the order [`TopicConfig::entries`] lists them, each with the
 /// broker-level property that sets its default (Kafka's synonym).
-const TOPIC_KEYS: [(&str, &str); 10] = [
+const TOPIC_KEYS: [(&str, &str); 12] = [
     ("cleanup.policy", "log.cleanup.policy"),
+    ("compression.type", "compression.type"),
     ("flush.messages", "log.flush.interval.messages"),
     ("flush.ms", "log.flush.interval.ms"),
     ("index.interval.bytes", "log.index.interval.bytes"),
     ("max.message.bytes", "message.max.bytes"),
+    (
+        "message.timestamp.difference.max.ms",
+        "log.message.timestamp.difference.max.ms",
+    ),
     ("message.timestamp.type", "log.message.timestamp.type"),
     ("retention.bytes", "log.retention.bytes"),
     ("retention.ms", "log.retention.ms"),
@@ -304,6 +360,12 @@ pub struct TopicConfig {
     pub cleanup_policy: CleanupPolicy,
     /// `message.timestamp.type`: `CreateTime` (default) or `LogAppendTime`.
     pub message_timestamp_type: TimestampType,
+    /// `message.timestamp.difference.max.ms`: for CreateTime topics, the most a batch's
+    /// timestamps may differ from the broker's clock, in ms. Default `i64::MAX` (no limit).
+    pub message_timestamp_difference_max_ms: u64,
+    /// `compression.type`: `producer` (default: keep the producer's codec), `uncompressed`,
+    /// `gzip`, `snappy`, `lz4` or `zstd` (batches are recompressed to it).
+    pub compression_type: CompressionType,
     /// `max.message.bytes`: largest record batch accepted, in bytes. Default 1048588;
     /// range 0..=2147483647.
     pub max_message_bytes: u32,
@@ -328,6 +390,8 @@ impl Default for TopicConfig {
             segment_ms: 604_800_000,
             cleanup_policy: CleanupPolicy::Delete,
             message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_difference_max_ms: i64::MAX.unsigned_abs(),
+            compression_type: CompressionType::Producer,
             max_message_bytes: 1_048_588,
             flush_messages: FLUSH_NEVER,
             flush_ms: FLUSH_NEVER,
@@ -412,6 +476,18 @@ impl TopicConfig {
             "max.message.bytes" => {
                 self.max_message_bytes = parse_u32_int(key, value)?;
             }
+            "message.timestamp.difference.max.ms" => {
+                self.message_timestamp_difference_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
+            }
+            "compression.type" => {
+                self.compression_type = CompressionType::parse(v).ok_or_else(|| {
+                    invalid(
+                        key,
+                        value,
+                        "expected `producer`, `uncompressed`, `gzip`, `snappy`, `lz4` or `zstd`",
+                    )
+                })?;
+            }
             "flush.messages" => self.flush_messages = parse_unsigned(key, value, 1, i64::MAX)?,
             "flush.ms" => self.flush_ms = parse_unsigned(key, value, 0, i64::MAX)?,
             "index.interval.bytes" => {
@@ -442,6 +518,11 @@ impl TopicConfig {
                 self.message_timestamp_type = defaults.message_timestamp_type;
             }
             "max.message.bytes" => self.max_message_bytes = defaults.max_message_bytes,
+            "message.timestamp.difference.max.ms" => {
+                self.message_timestamp_difference_max_ms =
+                    defaults.message_timestamp_difference_max_ms;
+            }
+            "compression.type" => self.compression_type = defaults.compression_type,
             "flush.messages" => self.flush_messages = defaults.flush_messages,
             "flush.ms" => self.flush_ms = defaults.flush_ms,
             "index.interval.bytes" => self.index_interval_bytes = defaults.index_interval_bytes,
@@ -462,6 +543,10 @@ impl TopicConfig {
             "cleanup.policy" => self.cleanup_policy.as_str().to_owned(),
             "message.timestamp.type" => self.message_timestamp_type.as_str().to_owned(),
             "max.message.bytes" => self.max_message_bytes.to_string(),
+            "message.timestamp.difference.max.ms" => {
+                self.message_timestamp_difference_max_ms.to_string()
+            }
+            "compression.type" => self.compression_type.as_str().to_owned(),
             "flush.messages" => self.flush_messages.to_string(),
             "flush.ms" => self.flush_ms.to_string(),
             "index.interval.bytes" => self.index_interval_bytes.to_string(),
@@ -1318,10 +1403,12 @@ mod tests {
         let got: Vec<(&str, String)> = t.entries();
         let want = [
             ("cleanup.policy", "delete"),
+            ("compression.type", "producer"),
             ("flush.messages", "9223372036854775807"),
             ("flush.ms", "9223372036854775807"),
             ("index.interval.bytes", "4096"),
             ("max.message.bytes", "1048588"),
+            ("message.timestamp.difference.max.ms", "9223372036854775807"),
             ("message.timestamp.type", "CreateTime"),
             ("retention.bytes", "-1"),
             ("retention.ms", "604800000"),

@@ -1,0 +1,141 @@
+//! What the broker checks and changes in a produce record set before the log appends it
+//! (Kafka's LogValidator, the parts that need the topic config or the codecs): compressed
+//! batches are decompressed to check their record count; `compression.type` other than
+//! `producer` recompresses batches to that codec; CreateTime topics refuse timestamps further
+//! than `message.timestamp.difference.max.ms` from the broker's clock. Record bytes are never
+//! re-encoded: recompression rewrites only the compressed stream and the header fields it
+//! covers (attributes, length, CRC).
+
+use crate::compression::{compress, decompress};
+use crate::errors::code;
+use bytes::{Bytes, BytesMut};
+use net::kafka_protocol::error::ResponseError;
+use storage::{batch_crc, count_records, split_batches, BATCH_HEADER_BYTES};
+use tuning::config::{TimestampType, TopicConfig};
+
+/// Byte position of `attributes` and of `batchLength` in the batch header.
+const ATTRIBUTES_AT: usize = 21;
+const BATCH_LENGTH_AT: usize = 8;
+const CRC_AT: usize = 17;
+/// Bytes of the header counted by `batchLength` (the header after `baseOffset` and itself).
+const HEADER_AFTER_LENGTH_BYTES: usize = BATCH_HEADER_BYTES - 12;
+
+/// Checks `records` against the topic's config at `now_ms` and recompresses it if the topic
+/// asks; returns the record set to append (the same `Bytes` when nothing changed). Errors are
+/// Kafka codes: CORRUPT_MESSAGE (a compressed batch that does not decompress or whose record
+/// count is wrong), INVALID_TIMESTAMP. A set that does not even split into batches is passed
+/// through for the log to refuse with its own typed error.
+pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Bytes, i16> {
+    let Ok(batches) = split_batches(&records) else {
+        return Ok(records);
+    };
+    let target = config.compression_type.codec();
+    let max_skew = config.message_timestamp_difference_max_ms;
+    let check_time = config.message_timestamp_type == TimestampType::CreateTime
+        && max_skew < i64::MAX.unsigned_abs();
+    let corrupt = || code(ResponseError::CorruptMessage);
+    let mut out = Vec::with_capacity(batches.len());
+    let mut changed = false;
+    for (header, bytes) in &batches {
+        if check_time {
+            let off = |ts: i64| ts.abs_diff(now_ms) > max_skew;
+            if off(header.base_timestamp.0) || off(header.max_timestamp.0) {
+                return Err(code(ResponseError::InvalidTimestamp));
+            }
+        }
+        let codec = header.compression();
+        let recompress_to = target.filter(|t| *t != codec);
+        if codec == 0 && recompress_to.is_none() {
+            out.push(bytes.clone());
+            continue;
+        }
+        let section = &bytes[BATCH_HEADER_BYTES..];
+        let raw = decompress(codec, section).map_err(|_| corrupt())?;
+        if codec != 0 && count_records(&raw) != Some(i64::from(header.records_count)) {
+            return Err(corrupt());
+        }
+        match recompress_to {
+            Some(to) => {
+                let packed = compress(to, &raw).map_err(|_| corrupt())?;
+                out.push(rebuild(bytes, to, &packed).ok_or_else(corrupt)?);
+                changed = true;
+            }
+            None => out.push(bytes.clone()),
+        }
+    }
+    if !changed {
+        return Ok(records);
+    }
+    let mut joined = BytesMut::with_capacity(out.iter().map(Bytes::len).sum());
+    for b in out {
+        joined.extend_from_slice(&b);
+    }
+    Ok(joined.freeze())
+}
+
+/// The batch `original` with its records section replaced by `section`, compressed with
+/// `codec`: attributes, `batchLength` and the CRC-32C updated.
+fn rebuild(original: &[u8], codec: u8, section: &[u8]) -> Option<Bytes> {
+    let mut batch = BytesMut::with_capacity(BATCH_HEADER_BYTES + section.len());
+    batch.extend_from_slice(&original[..BATCH_HEADER_BYTES]);
+    batch.extend_from_slice(section);
+    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
+    let attributes = (attributes & !0x07) | i16::from(codec);
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    let length = i32::try_from(HEADER_AFTER_LENGTH_BYTES + section.len()).ok()?;
+    batch[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
+    let crc = batch_crc(&batch);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    Some(batch.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use storage::{build_batch, validate_batch, TimestampMs};
+
+    #[test]
+    fn recompresses_checks_counts_and_timestamps() {
+        let plain = build_batch(TimestampMs(1_000), &[b"a", b"bb", b"ccc"]);
+        let mut config = TopicConfig::default();
+        assert_eq!(
+            prepare(plain.clone(), &config, 1_000).unwrap(),
+            plain,
+            "nothing to do"
+        );
+
+        config.set("compression.type", "zstd").unwrap();
+        let packed = prepare(plain.clone(), &config, 1_000).unwrap();
+        let header = validate_batch(&packed).expect("valid batch");
+        assert_eq!(header.compression(), crate::compression::ZSTD);
+        assert_eq!(header.records_count, 3);
+        let raw = decompress(header.compression(), &packed[BATCH_HEADER_BYTES..]).unwrap();
+        assert_eq!(
+            raw,
+            plain[BATCH_HEADER_BYTES..],
+            "records unchanged, only recompressed"
+        );
+
+        // Back to uncompressed from zstd, and a compressed batch with a wrong count is refused.
+        config.set("compression.type", "uncompressed").unwrap();
+        assert_eq!(prepare(packed.clone(), &config, 1_000).unwrap(), plain);
+        let fewer = build_batch(TimestampMs(1_000), &[b"a", b"bb"]);
+        let gzipped_two = compress(crate::compression::GZIP, &fewer[BATCH_HEADER_BYTES..]).unwrap();
+        // Header of the 3-record batch over the compressed records of the 2-record one.
+        let lying = rebuild(&plain, crate::compression::GZIP, &gzipped_two).unwrap();
+        config.set("compression.type", "producer").unwrap();
+        assert_eq!(
+            prepare(lying, &config, 1_000),
+            Err(code(ResponseError::CorruptMessage))
+        );
+
+        config
+            .set("message.timestamp.difference.max.ms", "60000")
+            .unwrap();
+        assert!(prepare(plain.clone(), &config, 30_000).is_ok());
+        assert_eq!(
+            prepare(plain, &config, 1_000_000),
+            Err(code(ResponseError::InvalidTimestamp))
+        );
+    }
+}
