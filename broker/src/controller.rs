@@ -150,17 +150,7 @@ pub async fn run(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerEr
         }
     }
     next.version += 1;
-    let data_dir = shard.config.data_dir.clone();
-    let to_save = next.clone();
-    glommio::executor()
-        .spawn_blocking(move || to_save.save_blocking(&data_dir))
-        .await
-        .map_err(|e| {
-            err(
-                ResponseError::KafkaStorageError,
-                format!("saving cluster metadata: {e}"),
-            )
-        })?;
+    save(shard, &next).await?;
     shard.publish_metadata(Arc::new(next)).await;
     Ok(())
 }
@@ -181,8 +171,15 @@ pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, ControllerEr
     let mut next: ClusterMetadata = (*shard.metadata()).clone();
     let id = next.next_producer_id;
     next.next_producer_id += 1;
+    save(shard, &next).await?;
+    *shard.metadata.borrow_mut() = Arc::new(next);
+    Ok(id)
+}
+
+/// Writes `meta` durably (on the blocking pool) before anyone relies on it.
+async fn save(shard: &Shard, meta: &ClusterMetadata) -> Result<(), ControllerError> {
     let data_dir = shard.config.data_dir.clone();
-    let to_save = next.clone();
+    let to_save = meta.clone();
     glommio::executor()
         .spawn_blocking(move || to_save.save_blocking(&data_dir))
         .await
@@ -191,9 +188,7 @@ pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, ControllerEr
                 ResponseError::KafkaStorageError,
                 format!("saving cluster metadata: {e}"),
             )
-        })?;
-    *shard.metadata.borrow_mut() = Arc::new(next);
-    Ok(id)
+        })
 }
 
 fn check_partition_count(partitions: i32) -> Result<(), ControllerError> {
