@@ -32,6 +32,10 @@ type PendingResponse = JoinHandle<Response>;
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let _counted = shard.stop.connection();
     let peer = stream.peer_addr().ok();
+    // Kafka's spelling of a member's host in DescribeGroups.
+    let client_host: Rc<str> = peer
+        .map_or_else(String::new, |p| format!("/{}", p.ip()))
+        .into();
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
     let write_side = glommio::spawn_local(async move {
@@ -55,7 +59,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         let frame_remaining = loop {
             match decode_frame(&mut buf, max_frame) {
                 Ok(FrameStatus::Frame(frame)) => {
-                    let Some(task) = start_request(&shard, frame) else {
+                    let Some(task) = start_request(&shard, frame, &client_host) else {
                         break 'read;
                     };
                     if queue.send(task).await.is_err() {
@@ -90,12 +94,17 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
 }
 
 /// Decodes `frame` and starts its handler. `None`: the connection must close.
-fn start_request(shard: &Rc<Shard>, frame: Bytes) -> Option<PendingResponse> {
+fn start_request(
+    shard: &Rc<Shard>,
+    frame: Bytes,
+    client_host: &Rc<str>,
+) -> Option<PendingResponse> {
     match decode_request(frame, handlers::supported_versions()) {
         Ok(request) => {
             let queue = shard.queues.for_api(request.api_key);
             let shard = shard.clone();
-            let task = async move { handlers::handle(&shard, request).await };
+            let client_host = client_host.clone();
+            let task = async move { handlers::handle(&shard, request, &client_host).await };
             Some(crate::shard::spawn_task_into(queue, task).detach())
         }
         Err(NetError::UnsupportedVersion {

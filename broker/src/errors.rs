@@ -13,7 +13,8 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
             | BatchError::LengthMismatch { .. }
             | BatchError::Magic(_)
             | BatchError::Crc { .. }
-            | BatchError::RecordCount { .. },
+            | BatchError::RecordCount { .. }
+            | BatchError::Malformed(_),
         ) => ResponseError::CorruptMessage,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::DiskFull { .. } | StorageError::Io { .. } | StorageError::Corrupt { .. } => {

@@ -11,6 +11,7 @@ mod compression;
 mod connection;
 mod controller;
 mod errors;
+mod groups;
 mod handlers;
 mod lockfile;
 mod messages;

@@ -108,6 +108,17 @@ pub enum ShardMsg {
     AllocateProducerId {
         reply: oneshot::Sender<Result<i64, ControllerError>>,
     },
+    /// Run a group operation on the shard owning the group's `__consumer_offsets` partition.
+    Group {
+        partition: i32,
+        group_id: String,
+        op: crate::groups::GroupOp,
+        reply: oneshot::Sender<crate::groups::GroupReply>,
+    },
+    /// List this shard's groups (ListGroups).
+    ListGroups {
+        reply: oneshot::Sender<Vec<crate::groups::ListedGroup>>,
+    },
     /// Report this shard's metrics and partition offsets (admin `/metrics`, `/v1/status`).
     Snapshot {
         reply: oneshot::Sender<crate::metrics::ShardSnapshot>,

@@ -98,6 +98,8 @@ pub struct ShardSnapshot {
     /// `storage::LogStats::sync_latency_us_log2`.
     pub sync_latency_us_log2: [u64; storage::SYNC_LATENCY_BUCKETS],
     pub partitions: Vec<PartitionStatus>,
+    /// Committed offsets of the groups this shard coordinates.
+    pub committed: Vec<crate::groups::CommittedStatus>,
 }
 
 /// Renders snapshots in the Prometheus text format.
@@ -292,20 +294,49 @@ impl Collector for Snapshots {
             "Log fdatasync latency (sum approximated from buckets).",
             &flush,
         )?;
-        let mut offsets = enc.encode_descriptor(
-            "partition_high_watermark",
-            "High watermark per partition (offset).",
+        {
+            let mut offsets = enc.encode_descriptor(
+                "partition_high_watermark",
+                "High watermark per partition (offset).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for s in &self.0 {
+                for p in &s.partitions {
+                    let labels: Labels = vec![
+                        ("shard".into(), s.shard.to_string()),
+                        ("topic".into(), p.topic.clone()),
+                        ("partition".into(), p.partition.to_string()),
+                    ];
+                    ConstGauge::new(p.high_watermark).encode(offsets.encode_family(&labels)?)?;
+                }
+            }
+        }
+        // Lag joins each committed offset with its partition's high watermark, which may live
+        // on another shard than the group.
+        let high_watermarks: std::collections::HashMap<(&str, i32), i64> = self
+            .0
+            .iter()
+            .flat_map(|s| s.partitions.iter())
+            .map(|p| ((p.topic.as_str(), p.partition), p.high_watermark))
+            .collect();
+        let mut lag = enc.encode_descriptor(
+            "consumer_group_lag",
+            "Messages between a group's committed offset and the partition's high watermark.",
             None,
             MetricType::Gauge,
         )?;
         for s in &self.0 {
-            for p in &s.partitions {
+            for c in &s.committed {
+                let Some(hw) = high_watermarks.get(&(c.topic.as_str(), c.partition)) else {
+                    continue;
+                };
                 let labels: Labels = vec![
-                    ("shard".into(), s.shard.to_string()),
-                    ("topic".into(), p.topic.clone()),
-                    ("partition".into(), p.partition.to_string()),
+                    ("group".into(), c.group.clone()),
+                    ("topic".into(), c.topic.clone()),
+                    ("partition".into(), c.partition.to_string()),
                 ];
-                ConstGauge::new(p.high_watermark).encode(offsets.encode_family(&labels)?)?;
+                ConstGauge::new((hw - c.offset).max(0)).encode(lag.encode_family(&labels)?)?;
             }
         }
         Ok(())

@@ -113,6 +113,8 @@ async fn shard_main(
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         background.retention_loop().await
     });
+    let coordinator = shard.clone();
+    glommio::spawn_local(async move { coordinator.group_deadline_loop().await }).detach();
     // A shard with `listen = false` binds nothing: the kernel spreads connections over the
     // shards that listen, and this one serves only forwarded partition work.
     let listener = if settings.listen {

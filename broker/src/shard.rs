@@ -47,6 +47,8 @@ pub struct Shard {
     pub stop: Rc<crate::shutdown::ShardStop>,
     pub metrics: ShardMetrics,
     pub queues: TaskQueues,
+    /// The consumer groups of the `__consumer_offsets` partitions this shard owns.
+    pub groups: crate::groups::GroupCoordinator,
     open_lock: glommio::sync::Semaphore,
 }
 
@@ -102,6 +104,25 @@ impl TaskQueues {
     }
 }
 
+/// The storage config of partition `tp`: its topic's, with the small preallocation step of
+/// `__consumer_offsets`.
+fn log_config(tp: &TopicPartition, config: &TopicConfig) -> storage::LogConfig {
+    let mut log_config = config.to_log_config();
+    if tp.topic == crate::groups::OFFSETS_TOPIC {
+        log_config.preallocate_step_bytes = crate::groups::OFFSETS_PREALLOCATE_STEP_BYTES;
+    }
+    log_config
+}
+
+/// The group coordinator's settings from the broker config.
+fn group_config(config: &BrokerConfig) -> crate::groups::group::GroupConfig {
+    crate::groups::group::GroupConfig {
+        min_session_timeout_ms: config.group_min_session_timeout_ms,
+        max_session_timeout_ms: config.group_max_session_timeout_ms,
+        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+    }
+}
+
 /// Spawns `fut` detached into `queue` (the executor's default queue when `None`).
 pub fn spawn_into<F: std::future::Future<Output = ()> + 'static>(
     queue: Option<TaskQueueHandle>,
@@ -139,18 +160,19 @@ impl Shard {
             cache: BatchCache::new(settings.batch_cache_bytes),
             queues,
             controller: (id == 0).then(crate::controller::Controller::new),
-            config,
             metadata: RefCell::new(metadata),
             partitions: RefCell::new(HashMap::new()),
             senders,
             stop: Rc::default(),
             metrics: ShardMetrics::default(),
+            groups: crate::groups::GroupCoordinator::new(group_config(&config)),
+            config,
             open_lock: glommio::sync::Semaphore::new(1),
         }
     }
 
     /// Sends `msg` to shard `peer`, counting it.
-    async fn send(&self, peer: usize, msg: ShardMsg) -> Result<(), ()> {
+    pub(crate) async fn send(&self, peer: usize, msg: ShardMsg) -> Result<(), ()> {
         ShardMetrics::add(&self.metrics.cross_shard_messages, 1);
         self.senders.send_to(peer, msg).await.map_err(|_| ())
     }
@@ -199,6 +221,7 @@ impl Shard {
                 .collect(),
             sync_latency_us_log2,
             partitions,
+            committed: self.groups.committed(),
         }
     }
 
@@ -333,7 +356,7 @@ impl Shard {
             match current {
                 Some(owned) if owned.config == config => {}
                 Some(owned) => {
-                    owned.log.set_config(config.to_log_config());
+                    owned.log.set_config(log_config(&tp, &config));
                     let updated = Rc::new(OwnedPartition {
                         log: owned.log.clone(),
                         hw_moved: owned.hw_moved.clone(),
@@ -369,7 +392,7 @@ impl Shard {
             return Err(storage::StorageError::Closed);
         }
         let dir = self.partition_dir(tp);
-        let log = PartitionLog::open(&dir, config.to_log_config(), &self.cache).await?;
+        let log = PartitionLog::open(&dir, log_config(tp, &config), &self.cache).await?;
         let owned = Rc::new(OwnedPartition {
             log,
             hw_moved: Rc::new(Notify::default()),
@@ -384,7 +407,10 @@ impl Shard {
     /// The open partition `tp`, opening it again if this shard owns it but its log failed to
     /// open earlier (e.g. a full disk at start-up). Errors: `UNKNOWN_TOPIC_OR_PARTITION` when
     /// not owned here, `KAFKA_STORAGE_ERROR` when the log still cannot be opened.
-    async fn owned_partition(&self, tp: &TopicPartition) -> Result<Rc<OwnedPartition>, i16> {
+    pub(crate) async fn owned_partition(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Rc<OwnedPartition>, i16> {
         if let Some(owned) = self.partitions.borrow().get(tp).cloned() {
             return Ok(owned);
         }
@@ -515,13 +541,28 @@ impl Shard {
             ShardMsg::AllocateProducerId { reply } => {
                 let _ = reply.send(crate::controller::allocate_producer_id(self).await);
             }
+            ShardMsg::Group {
+                partition,
+                group_id,
+                op,
+                reply,
+            } => {
+                let _ = reply.send(self.run_group_op(partition, &group_id, op).await);
+            }
+            ShardMsg::ListGroups { reply } => {
+                let _ = reply.send(self.list_local_groups().await);
+            }
             ShardMsg::Snapshot { reply } => {
                 let _ = reply.send(self.snapshot());
             }
         }
     }
 
-    async fn run_partition_op(&self, tp: &TopicPartition, op: PartitionOp) -> PartitionReply {
+    pub(crate) async fn run_partition_op(
+        &self,
+        tp: &TopicPartition,
+        op: PartitionOp,
+    ) -> PartitionReply {
         let owned = match self.owned_partition(tp).await {
             Ok(owned) => owned,
             Err(error) => return PartitionReply::Error(error),

@@ -318,24 +318,49 @@ pub fn stamp_batch(
 /// Test and benchmark helper: builds a valid uncompressed RecordBatch v2 holding `records`
 /// records with the given values and timestamps `base_timestamp + i`, as a producer would.
 pub fn build_batch(base_timestamp: TimestampMs, values: &[&[u8]]) -> Bytes {
-    let mut records = Vec::new();
-    for (i, value) in values.iter().enumerate() {
+    let records: Vec<KeyValue<'_>> = values.iter().map(|v| (None, Some(*v))).collect();
+    build_batch_kv(base_timestamp, &records)
+}
+
+/// One record's key and value for [`build_batch_kv`]; `None` is Kafka's null (a value of
+/// `None` is a tombstone).
+pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// Builds a valid uncompressed RecordBatch v2 (base offset 0, no producer id, CRC-32C set)
+/// holding `records` with timestamps `base_timestamp + i` ms: what the broker writes to its
+/// internal topics, and what tests produce.
+///
+/// # Panics
+/// When `records` is empty or the batch would exceed `i32::MAX` bytes.
+pub fn build_batch_kv(base_timestamp: TimestampMs, records: &[KeyValue<'_>]) -> Bytes {
+    assert!(
+        !records.is_empty(),
+        "a record batch holds at least one record"
+    );
+    let mut section = Vec::new();
+    for (i, (key, value)) in records.iter().enumerate() {
         let mut body = Vec::new();
         body.push(0u8); // attributes
         put_varint(&mut body, i as i64); // timestamp delta
         put_varint(&mut body, i as i64); // offset delta
-        put_varint(&mut body, -1); // key length: null
-        put_varint(&mut body, value.len() as i64);
-        body.extend_from_slice(value);
+        for field in [key, value] {
+            match field {
+                Some(bytes) => {
+                    put_varint(&mut body, bytes.len() as i64);
+                    body.extend_from_slice(bytes);
+                }
+                None => put_varint(&mut body, -1),
+            }
+        }
         put_varint(&mut body, 0); // headers
-        put_varint(&mut records, body.len() as i64);
-        records.extend_from_slice(&body);
+        put_varint(&mut section, body.len() as i64);
+        section.extend_from_slice(&body);
     }
-    let count = i32::try_from(values.len()).expect("test batch record count fits i32");
-    let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + records.len());
+    let count = i32::try_from(records.len()).expect("record count fits i32");
+    let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + section.len());
     out.extend_from_slice(&0i64.to_be_bytes());
-    let batch_length = i32::try_from(BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + records.len())
-        .expect("test batch fits i32");
+    let batch_length = i32::try_from(BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + section.len())
+        .expect("record batch fits i32");
     out.extend_from_slice(&batch_length.to_be_bytes());
     out.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
     out.push(2); // magic
@@ -349,10 +374,75 @@ pub fn build_batch(base_timestamp: TimestampMs, values: &[&[u8]]) -> Bytes {
     out.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
     out.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
     out.extend_from_slice(&count.to_be_bytes());
-    out.extend_from_slice(&records);
+    out.extend_from_slice(&section);
     let crc = batch_crc(&out);
     out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     Bytes::from(out)
+}
+
+/// One record of an uncompressed batch, as [`records_of`] yields it: its offset and its key
+/// and value (`None` = null), borrowed from the batch bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub offset: Offset,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+/// The records of one whole uncompressed batch (`batch` starts at its `baseOffset`).
+///
+/// # Errors
+/// [`BatchError::Malformed`] when the batch is compressed or a record does not parse.
+pub fn records_of(batch: &[u8]) -> Result<Vec<Record<'_>>, BatchError> {
+    let header = BatchHeader::parse(batch)?;
+    let malformed = |why: &'static str| BatchError::Malformed(why);
+    if header.compression() != 0 {
+        return Err(malformed("compressed batch"));
+    }
+    let end = header.size_bytes().min(batch.len());
+    let mut at = BATCH_HEADER_BYTES;
+    let mut out = Vec::new();
+    while at < end {
+        let (length, n) = varint(&batch[at..end]).ok_or(malformed("record length"))?;
+        let body_start = at + n;
+        let body_end = usize::try_from(length)
+            .ok()
+            .and_then(|l| body_start.checked_add(l))
+            .filter(|e| *e <= end)
+            .ok_or(malformed("record length"))?;
+        let body = &batch[body_start..body_end];
+        let mut pos = 1; // attributes
+        let mut next = || -> Result<i64, BatchError> {
+            let (v, n) = varint(body.get(pos..).unwrap_or(&[])).ok_or(malformed("record field"))?;
+            pos += n;
+            Ok(v)
+        };
+        let _timestamp_delta = next()?;
+        let offset_delta = next()?;
+        let field = |pos: &mut usize| -> Result<Option<&[u8]>, BatchError> {
+            let (len, n) =
+                varint(body.get(*pos..).unwrap_or(&[])).ok_or(malformed("record field"))?;
+            *pos += n;
+            if len < 0 {
+                return Ok(None);
+            }
+            let len = usize::try_from(len).map_err(|_| malformed("record field"))?;
+            let bytes = body
+                .get(*pos..*pos + len)
+                .ok_or(malformed("record field"))?;
+            *pos += len;
+            Ok(Some(bytes))
+        };
+        let key = field(&mut pos)?;
+        let value = field(&mut pos)?;
+        out.push(Record {
+            offset: header.base_offset.plus(offset_delta),
+            key,
+            value,
+        });
+        at = body_end;
+    }
+    Ok(out)
 }
 
 fn put_varint(out: &mut Vec<u8>, v: i64) {
@@ -371,6 +461,39 @@ fn put_varint(out: &mut Vec<u8>, v: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_value_batches_read_back_record_by_record() {
+        let batch = build_batch_kv(
+            TimestampMs(5),
+            &[
+                (Some(b"k1"), Some(b"v1")),
+                (Some(b"k2"), None),
+                (None, Some(b"")),
+            ],
+        );
+        validate_batch(&batch).expect("valid");
+        let stamped = stamp_batch(&batch, Offset(10), LeaderEpoch(0), None).to_vec();
+        let records = records_of(&stamped).expect("readable");
+        let got: Vec<_> = records
+            .iter()
+            .map(|r| (r.offset.0, r.key, r.value))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (10, Some(&b"k1"[..]), Some(&b"v1"[..])),
+                (11, Some(&b"k2"[..]), None),
+                (12, None, Some(&b""[..])),
+            ]
+        );
+        let mut torn = stamped.clone();
+        torn.truncate(torn.len() - 1);
+        assert!(
+            records_of(&torn).is_err(),
+            "a cut record is an error, not a panic"
+        );
+    }
 
     #[test]
     fn built_batch_validates_and_stamping_keeps_crc() {

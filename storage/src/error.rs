@@ -27,6 +27,10 @@ pub enum BatchError {
     /// The batch is larger than the topic's `max.message.bytes`.
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     TooLarge { size: usize, max: usize },
+    /// A record inside the batch could not be read (or the batch is compressed, where a
+    /// record-level reader was asked for).
+    #[error("malformed record in batch: {0}")]
+    Malformed(&'static str),
 }
 
 /// Errors from the partition log.

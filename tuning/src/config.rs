@@ -790,7 +790,7 @@ pub fn available_cores() -> Vec<usize> {
 }
 
 /// Broker-level keys other than the topic-default ones, for lookups and suggestions.
-const BROKER_KEYS: [&str; 14] = [
+const BROKER_KEYS: [&str; 19] = [
     "listeners",
     "advertised.listeners",
     "sluice.admin.listen",
@@ -805,6 +805,11 @@ const BROKER_KEYS: [&str; 14] = [
     "socket.request.max.bytes",
     "message.max.bytes",
     "sluice.batch.cache.bytes",
+    "offsets.topic.num.partitions",
+    "offsets.topic.segment.bytes",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
 ];
 
 /// Kafka's coarser spellings of two topic defaults.
@@ -868,6 +873,20 @@ pub struct BrokerConfig {
     pub topic_defaults: TopicConfig,
     /// `[[shard]]` sections of the config file: per-core overrides.
     pub shard_overrides: Vec<ShardOverride>,
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`, fixed when the
+    /// first group creates it. Default 50.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.segment.bytes`: `segment.bytes` of `__consumer_offsets`, bytes.
+    /// Default 104857600.
+    pub offsets_topic_segment_bytes: u64,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
+    /// waits for more members, ms. Default 3000.
+    pub group_initial_rebalance_delay_ms: i32,
+    /// `group.min.session.timeout.ms`: smallest `session.timeout.ms` a member may ask for,
+    /// ms. Default 6000.
+    pub group_min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`: largest `session.timeout.ms`, ms. Default 1800000.
+    pub group_max_session_timeout_ms: i32,
     /// Keys set through [`BrokerConfig::set`], canonical names.
     explicit: BTreeSet<&'static str>,
     /// Kafka's precedence among `log.retention.{ms,minutes,hours}`: 3 = ms, 2 = minutes,
@@ -894,6 +913,11 @@ impl Default for BrokerConfig {
             batch_cache_bytes: 64 << 20,
             topic_defaults: TopicConfig::default(),
             shard_overrides: Vec::new(),
+            offsets_topic_num_partitions: 50,
+            offsets_topic_segment_bytes: 104_857_600,
+            group_initial_rebalance_delay_ms: 3000,
+            group_min_session_timeout_ms: 6000,
+            group_max_session_timeout_ms: 1_800_000,
             explicit: BTreeSet::new(),
             retention_unit_rank: 0,
             roll_unit_rank: 0,
@@ -989,6 +1013,38 @@ impl BrokerConfig {
                 let n = parse_unsigned(key, value, 0, i64::MAX)?;
                 self.batch_cache_bytes =
                     usize::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "offsets.topic.num.partitions" => {
+                let n = parse_ranged(key, value, 1, 10_000)?;
+                self.offsets_topic_num_partitions =
+                    i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "offsets.topic.segment.bytes" => {
+                self.offsets_topic_segment_bytes =
+                    parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
+            }
+            "group.initial.rebalance.delay.ms"
+            | "group.min.session.timeout.ms"
+            | "group.max.session.timeout.ms" => {
+                let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
+                let n = i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+                let (min, max) = match name {
+                    "group.min.session.timeout.ms" => (n, self.group_max_session_timeout_ms),
+                    "group.max.session.timeout.ms" => (self.group_min_session_timeout_ms, n),
+                    _ => (0, i32::MAX),
+                };
+                if min > max {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "group.min.session.timeout.ms must not exceed group.max.session.timeout.ms",
+                    ));
+                }
+                match name {
+                    "group.min.session.timeout.ms" => self.group_min_session_timeout_ms = n,
+                    "group.max.session.timeout.ms" => self.group_max_session_timeout_ms = n,
+                    _ => self.group_initial_rebalance_delay_ms = n,
+                }
             }
             "log.retention.hours" | "log.retention.minutes" => {
                 let (unit, rank) = if name == "log.retention.hours" {

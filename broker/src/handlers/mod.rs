@@ -5,15 +5,26 @@
 mod api_versions;
 mod create_partitions;
 mod create_topics;
+mod delete_groups;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
+mod describe_groups;
 mod fetch;
+mod find_coordinator;
+mod heartbeat;
 mod incremental_alter_configs;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
 mod produce;
+mod sync_group;
 
 use crate::shard::Shard;
 use bytes::Bytes;
@@ -42,6 +53,17 @@ const VERSIONS: &[(ApiKey, i16, i16, &str)] = &[
         "IncrementalAlterConfigs",
     ),
     (ApiKey::DescribeCluster, 0, 1, "DescribeCluster"),
+    (ApiKey::FindCoordinator, 0, 4, "FindCoordinator"),
+    (ApiKey::JoinGroup, 0, 9, "JoinGroup"),
+    (ApiKey::SyncGroup, 0, 5, "SyncGroup"),
+    (ApiKey::Heartbeat, 0, 4, "Heartbeat"),
+    (ApiKey::LeaveGroup, 0, 5, "LeaveGroup"),
+    (ApiKey::OffsetCommit, 2, 8, "OffsetCommit"),
+    (ApiKey::OffsetFetch, 1, 8, "OffsetFetch"),
+    (ApiKey::ListGroups, 0, 4, "ListGroups"),
+    (ApiKey::DescribeGroups, 0, 5, "DescribeGroups"),
+    (ApiKey::DeleteGroups, 0, 2, "DeleteGroups"),
+    (ApiKey::OffsetDelete, 0, 0, "OffsetDelete"),
 ];
 
 /// The broker's ApiVersions table.
@@ -77,23 +99,25 @@ fn api_name(key: ApiKey) -> &'static str {
         .map_or("Other", |(.., name)| name)
 }
 
-/// Handles one decoded request and records its latency in the shard's metrics.
-pub async fn handle(shard: &Rc<Shard>, request: Request) -> Response {
+/// Handles one decoded request from a client at `client_host` (Kafka's `/ip` form) and
+/// records its latency in the shard's metrics.
+pub async fn handle(shard: &Rc<Shard>, request: Request, client_host: &str) -> Response {
     let started = std::time::Instant::now();
     let key = request.api_key;
-    let response = dispatch(shard, request).await;
+    let response = dispatch(shard, request, client_host).await;
     shard
         .metrics
         .record_latency(api_name(key), started.elapsed());
     response
 }
 
-async fn dispatch(shard: &Rc<Shard>, request: Request) -> Response {
+async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Response {
     let (key, version, correlation_id) = (
         request.api_key,
         request.api_version,
         request.correlation_id(),
     );
+    let client_id = request.client_id().unwrap_or_default().to_string();
     match request.body {
         RequestKind::ApiVersions(_) => {
             respond(key, version, correlation_id, &api_versions::handle())
@@ -160,6 +184,72 @@ async fn dispatch(shard: &Rc<Shard>, request: Request) -> Response {
             version,
             correlation_id,
             &list_offsets::handle(shard, req, version).await,
+        ),
+        RequestKind::FindCoordinator(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &find_coordinator::handle(shard, req, version).await,
+        ),
+        RequestKind::JoinGroup(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &join_group::handle(shard, req, version, &client_id, client_host).await,
+        ),
+        RequestKind::SyncGroup(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &sync_group::handle(shard, req, version).await,
+        ),
+        RequestKind::Heartbeat(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &heartbeat::handle(shard, req).await,
+        ),
+        RequestKind::LeaveGroup(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &leave_group::handle(shard, req, version).await,
+        ),
+        RequestKind::OffsetCommit(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &offset_commit::handle(shard, req).await,
+        ),
+        RequestKind::OffsetFetch(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &offset_fetch::handle(shard, req, version).await,
+        ),
+        RequestKind::ListGroups(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &list_groups::handle(shard, req, version).await,
+        ),
+        RequestKind::DescribeGroups(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_groups::handle(shard, req, version).await,
+        ),
+        RequestKind::DeleteGroups(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &delete_groups::handle(shard, req).await,
+        ),
+        RequestKind::OffsetDelete(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &offset_delete::handle(shard, req).await,
         ),
         other => {
             // The version table only admits the APIs above; anything else cannot reach here.

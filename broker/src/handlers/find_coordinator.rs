@@ -1,0 +1,74 @@
+//! FindCoordinator (key 10), v0–4: every group's coordinator is this broker (its groups live
+//! on the shard owning their `__consumer_offsets` partition, reached over the shard mesh).
+//! The first group key creates `__consumer_offsets`, as in Kafka. Transaction coordinators
+//! do not exist here: transactional ids are refused as InitProducerId refuses them. v4
+//! (KIP-699) batches keys.
+
+use super::str_bytes;
+use crate::errors::code;
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::find_coordinator_response::Coordinator;
+use net::kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use std::rc::Rc;
+
+const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    let keys: Vec<String> = if version >= 4 {
+        req.coordinator_keys.iter().map(|k| k.to_string()).collect()
+    } else {
+        vec![req.key.to_string()]
+    };
+    let advertised = shard.config.advertised_listener();
+    let mut coordinators = Vec::with_capacity(keys.len());
+    for key in keys {
+        let mut c = Coordinator::default();
+        let error = match req.key_type {
+            _ if key.is_empty() => Some((ResponseError::InvalidRequest, "empty coordinator key")),
+            KEY_TYPE_GROUP => match shard.ensure_offsets_topic().await {
+                Ok(_) => None,
+                Err(_) => Some((
+                    ResponseError::CoordinatorNotAvailable,
+                    "the offsets topic cannot be created",
+                )),
+            },
+            KEY_TYPE_TRANSACTION => Some((
+                ResponseError::TransactionalIdAuthorizationFailed,
+                "transactions are not supported",
+            )),
+            _ => Some((ResponseError::InvalidRequest, "unknown key type")),
+        };
+        match error {
+            None => {
+                c.node_id = BrokerId(shard.config.node_id);
+                c.host = str_bytes(advertised.host.clone());
+                c.port = i32::from(advertised.port);
+            }
+            Some((e, message)) => {
+                c.node_id = BrokerId(-1);
+                c.port = -1;
+                c.error_code = code(e);
+                c.error_message = Some(str_bytes(message));
+            }
+        }
+        c.key = str_bytes(key);
+        coordinators.push(c);
+    }
+    let mut response = FindCoordinatorResponse::default();
+    if version >= 4 {
+        response.coordinators = coordinators;
+    } else if let Some(c) = coordinators.pop() {
+        response.error_code = c.error_code;
+        response.error_message = if version >= 1 { c.error_message } else { None };
+        response.node_id = c.node_id;
+        response.host = c.host;
+        response.port = c.port;
+    }
+    response
+}

@@ -1,0 +1,32 @@
+//! ListGroups (key 16), v0–4: every shard's groups; v4 (KIP-518) filters by state.
+
+use super::str_bytes;
+use crate::shard::Shard;
+use net::kafka_protocol::messages::list_groups_response::ListedGroup;
+use net::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+use std::rc::Rc;
+
+pub async fn handle(shard: &Rc<Shard>, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    let states: Vec<String> = req
+        .states_filter
+        .iter()
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    let mut groups = shard.list_all_groups().await;
+    groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    let mut response = ListGroupsResponse::default();
+    response.groups = groups
+        .into_iter()
+        .filter(|g| states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
+        .map(|g| {
+            let mut listed = ListedGroup::default();
+            listed.group_id = GroupId(str_bytes(g.group_id));
+            listed.protocol_type = str_bytes(g.protocol_type);
+            if version >= 4 {
+                listed.group_state = str_bytes(g.state);
+            }
+            listed
+        })
+        .collect();
+    response
+}

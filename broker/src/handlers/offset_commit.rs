@@ -1,0 +1,91 @@
+//! OffsetCommit (key 8), v2–8: committed offsets are appended to the group's
+//! `__consumer_offsets` partition and flushed before the answer (so an acknowledged commit
+//! survives a crash). Members commit with their generation; a generation of -1 into an
+//! empty group is a "simple" commit (manual assignment, admin tools). v7+ carries
+//! `group.instance.id`.
+
+use super::topic_name;
+use crate::errors::code;
+use crate::groups::{GroupOp, GroupReply, OffsetCommitEntry};
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use net::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use std::rc::Rc;
+
+pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommitResponse {
+    let offsets: Vec<OffsetCommitEntry> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| OffsetCommitEntry {
+                topic: t.name.0.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            })
+        })
+        .collect();
+    let group_id = req.group_id.0.to_string();
+    let results: Vec<(String, i32, i16)> = if group_id.is_empty() {
+        let error = code(ResponseError::InvalidGroupId);
+        offsets
+            .iter()
+            .map(|o| (o.topic.clone(), o.partition, error))
+            .collect()
+    } else {
+        let fallback: Vec<(String, i32)> = offsets
+            .iter()
+            .map(|o| (o.topic.clone(), o.partition))
+            .collect();
+        let op = GroupOp::Commit {
+            member_id: req.member_id.to_string(),
+            group_instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
+            generation: req.generation_id_or_member_epoch,
+            offsets,
+        };
+        match shard.group_call(&group_id, op).await {
+            GroupReply::PartitionErrors(results) => results,
+            GroupReply::Error(e) => fallback.into_iter().map(|(t, p)| (t, p, e)).collect(),
+            other => {
+                tracing::error!(?other, "unexpected reply to OffsetCommit");
+                let e = code(ResponseError::UnknownServerError);
+                fallback.into_iter().map(|(t, p)| (t, p, e)).collect()
+            }
+        }
+    };
+    let mut response = OffsetCommitResponse::default();
+    response.topics = group_by_topic(results)
+        .into_iter()
+        .map(|(name, partitions)| {
+            let mut t = OffsetCommitResponseTopic::default();
+            t.name = topic_name(&name);
+            t.partitions = partitions
+                .into_iter()
+                .map(|(index, error)| {
+                    let mut p = OffsetCommitResponsePartition::default();
+                    p.partition_index = index;
+                    p.error_code = error;
+                    p
+                })
+                .collect();
+            t
+        })
+        .collect();
+    response
+}
+
+/// `(topic, partition, x)` triples grouped by topic, topics in first-seen order.
+pub fn group_by_topic<T>(items: Vec<(String, i32, T)>) -> Vec<(String, Vec<(i32, T)>)> {
+    let mut out: Vec<(String, Vec<(i32, T)>)> = Vec::new();
+    for (topic, partition, x) in items {
+        match out.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ps)) => ps.push((partition, x)),
+            None => out.push((topic, vec![(partition, x)])),
+        }
+    }
+    out
+}

@@ -1,0 +1,128 @@
+//! OffsetFetch (key 9), v1–8: a group's committed offsets; -1 (with empty metadata) for a
+//! partition or group with none. From v2 a null topic list means every committed partition;
+//! v8 (KIP-709) asks for several groups at once.
+
+use super::offset_commit::group_by_topic;
+use super::{str_bytes, topic_name};
+use crate::errors::code;
+use crate::groups::offsets_log::CommittedOffset;
+use crate::groups::{GroupOp, GroupReply};
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use net::kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+use std::rc::Rc;
+
+/// One group's answer: a group-level error code and per-partition committed offsets.
+type GroupOffsets = (i16, Vec<(String, i32, Option<CommittedOffset>)>);
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    let mut response = OffsetFetchResponse::default();
+    if version >= 8 {
+        for g in &req.groups {
+            let wanted = g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                    .collect()
+            });
+            let (error, offsets) = fetch(shard, &g.group_id.0, wanted).await;
+            let mut group = OffsetFetchResponseGroup::default();
+            group.group_id = GroupId(g.group_id.0.clone());
+            group.error_code = error;
+            group.topics = group_by_topic(offsets)
+                .into_iter()
+                .map(|(name, ps)| {
+                    let mut t = OffsetFetchResponseTopics::default();
+                    t.name = topic_name(&name);
+                    t.partitions = ps
+                        .into_iter()
+                        .map(|(index, c)| {
+                            let mut p = OffsetFetchResponsePartitions::default();
+                            p.partition_index = index;
+                            (p.committed_offset, p.committed_leader_epoch, p.metadata) =
+                                committed_fields(c);
+                            p
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            response.groups.push(group);
+        }
+        return response;
+    }
+    let wanted = req.topics.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    let (error, offsets) = fetch(shard, &req.group_id.0, wanted).await;
+    // v1 has no group-level error: it goes on every partition.
+    let partition_error = if version < 2 { error } else { 0 };
+    response.error_code = if version >= 2 { error } else { 0 };
+    response.topics = group_by_topic(offsets)
+        .into_iter()
+        .map(|(name, ps)| {
+            let mut t = OffsetFetchResponseTopic::default();
+            t.name = topic_name(&name);
+            t.partitions = ps
+                .into_iter()
+                .map(|(index, c)| {
+                    let mut p = OffsetFetchResponsePartition::default();
+                    p.partition_index = index;
+                    p.error_code = partition_error;
+                    (p.committed_offset, p.committed_leader_epoch, p.metadata) =
+                        committed_fields(c);
+                    p
+                })
+                .collect();
+            t
+        })
+        .collect();
+    response
+}
+
+async fn fetch(
+    shard: &Rc<Shard>,
+    group_id: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> GroupOffsets {
+    let unanswered = |wanted: &Option<Vec<(String, Vec<i32>)>>| {
+        wanted
+            .iter()
+            .flatten()
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p, None)))
+            .collect::<Vec<_>>()
+    };
+    if group_id.is_empty() {
+        return (code(ResponseError::InvalidGroupId), unanswered(&wanted));
+    }
+    let op = GroupOp::FetchOffsets {
+        partitions: wanted.clone(),
+    };
+    match shard.group_call(group_id, op).await {
+        GroupReply::Offsets(offsets) => (0, offsets),
+        GroupReply::Error(e) => (e, unanswered(&wanted)),
+        other => {
+            tracing::error!(?other, "unexpected reply to OffsetFetch");
+            (code(ResponseError::UnknownServerError), unanswered(&wanted))
+        }
+    }
+}
+
+/// (offset, leader epoch, metadata) as the response carries them: -1, -1, "" when none.
+fn committed_fields(
+    c: Option<CommittedOffset>,
+) -> (i64, i32, Option<net::kafka_protocol::protocol::StrBytes>) {
+    match c {
+        Some(c) => (c.offset, c.leader_epoch, Some(str_bytes(c.metadata))),
+        None => (-1, -1, Some(str_bytes(""))),
+    }
+}
