@@ -495,7 +495,12 @@ impl Group {
         if let Some(tx) = old.awaiting_sync.take() {
             let _ = tx.send(SyncResult::error(code(ResponseError::FencedInstanceId)));
         }
-        let unchanged = old.protocols == p.protocols;
+        // As Kafka: no rebalance while the group's chosen assignor stays available to the
+        // member (its subscription bytes may differ, e.g. no owned partitions after a restart).
+        let unchanged = self
+            .protocol_name
+            .as_ref()
+            .is_some_and(|chosen| p.protocols.iter().any(|(name, _)| name == chosen));
         let mut member = Member::new(new_id.clone(), &p, now, old.joined_seq);
         member.assignment = old.assignment;
         if let Some(instance) = &p.group_instance_id {

@@ -229,6 +229,10 @@ impl Shard {
     /// Runs `op` on the shard coordinating `group_id`, creating `__consumer_offsets` first if
     /// this is the cluster's first group.
     pub async fn group_call(self: &Rc<Self>, group_id: &str, op: GroupOp) -> GroupReply {
+        // The stored records carry the id as a Kafka (int16-length) string.
+        if group_id.len() > i16::MAX as usize {
+            return GroupReply::Error(code(ResponseError::InvalidGroupId));
+        }
         let partitions = match self.ensure_offsets_topic().await {
             Ok(n) => n,
             Err(error) => return GroupReply::Error(error),

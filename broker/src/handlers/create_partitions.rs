@@ -26,6 +26,12 @@ pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePa
                 code(ResponseError::InvalidRequest),
                 format!("topic '{name}' is named more than once in the request"),
             ))
+        } else if name == crate::groups::OFFSETS_TOPIC {
+            // More partitions would move groups away from their stored offsets.
+            Err((
+                code(ResponseError::InvalidTopicException),
+                format!("'{name}' is an internal topic; its partition count is fixed"),
+            ))
         } else if topic.assignments.is_some() {
             Err((
                 code(ResponseError::InvalidRequest),

@@ -33,6 +33,12 @@ pub async fn handle(
                 code(ResponseError::InvalidRequest),
                 format!("topic '{name}' is named more than once in the request"),
             ))
+        } else if name == crate::groups::OFFSETS_TOPIC {
+            // Deleting it would lose every group's committed offsets under the coordinator.
+            Err((
+                code(ResponseError::InvalidTopicException),
+                format!("'{name}' is an internal topic and cannot be deleted"),
+            ))
         } else {
             shard
                 .controller_call(ControllerOp::DeleteTopic { name: name.clone() })

@@ -56,6 +56,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
             let mut topic = MetadataResponseTopic::default();
             topic.name = Some(topic_name(&name));
             topic.topic_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+            topic.is_internal = name == crate::groups::OFFSETS_TOPIC;
             match meta.topics.get(&name) {
                 Some(t) => {
                     topic.topic_id = t.id;

@@ -1,6 +1,6 @@
 //! OffsetCommit (key 8), v2–8: committed offsets are appended to the group's
 //! `__consumer_offsets` partition and flushed before the answer (so an acknowledged commit
-//! survives a crash). Members commit with their generation; a generation of -1 into an
+//! survives a crash); partitions that do not exist get `UNKNOWN_TOPIC_OR_PARTITION`. Members commit with their generation; a generation of -1 into an
 //! empty group is a "simple" commit (manual assignment, admin tools). v7+ carries
 //! `group.instance.id`.
 
@@ -29,8 +29,13 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommit
             })
         })
         .collect();
+    // Kafka refuses commits for partitions that do not exist.
+    let metadata = shard.metadata();
+    let (offsets, unknown): (Vec<_>, Vec<_>) = offsets
+        .into_iter()
+        .partition(|o| metadata.owner(&o.topic, o.partition).is_some());
     let group_id = req.group_id.0.to_string();
-    let results: Vec<(String, i32, i16)> = if group_id.is_empty() {
+    let mut results: Vec<(String, i32, i16)> = if group_id.is_empty() {
         let error = code(ResponseError::InvalidGroupId);
         offsets
             .iter()
@@ -57,6 +62,12 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommit
             }
         }
     };
+    let unknown_error = code(ResponseError::UnknownTopicOrPartition);
+    results.extend(
+        unknown
+            .into_iter()
+            .map(|o| (o.topic, o.partition, unknown_error)),
+    );
     let mut response = OffsetCommitResponse::default();
     response.topics = group_by_topic(results)
         .into_iter()

@@ -50,6 +50,10 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                         ResponseError::TransactionalIdAuthorizationFailed,
                     ));
                 }
+                // Only the group coordinator writes the offsets topic (Kafka refuses too).
+                if tp.topic == crate::groups::OFFSETS_TOPIC {
+                    return PartitionReply::Error(code(ResponseError::InvalidTopicException));
+                }
                 let Some(records) = p.records else {
                     return PartitionReply::Error(code(ResponseError::CorruptMessage));
                 };
