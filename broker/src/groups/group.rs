@@ -1470,4 +1470,158 @@ mod tests {
         assert_eq!(consumer_subscription_topics(&meta), vec!["orders", "audit"]);
         assert!(consumer_subscription_topics(&[0, 1, 0x7f]).is_empty());
     }
+
+    /// What a client does next in the model test.
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Client `c` joins (with the member id it holds, or fresh), v4 or static.
+        Join {
+            c: usize,
+            fresh: bool,
+        },
+        /// Client `c` syncs with the generation it saw last, off by `skew`.
+        Sync {
+            c: usize,
+            skew: i32,
+        },
+        Heartbeat {
+            c: usize,
+            skew: i32,
+        },
+        Leave {
+            c: usize,
+        },
+        Commit {
+            c: usize,
+        },
+        /// Time passes, ms.
+        Wait {
+            ms: u64,
+        },
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0..4usize, any::<bool>()).prop_map(|(c, fresh)| Op::Join { c, fresh }),
+            (0..4usize, -1..=1i32).prop_map(|(c, skew)| Op::Sync { c, skew }),
+            (0..4usize, -1..=1i32).prop_map(|(c, skew)| Op::Heartbeat { c, skew }),
+            (0..4usize).prop_map(|c| Op::Leave { c }),
+            (0..4usize).prop_map(|c| Op::Commit { c }),
+            (0..40_000u64).prop_map(|ms| Op::Wait { ms }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Any interleaving of client requests and time: no panic, generations only grow,
+        /// the leader is a member once a generation completes, and once every client goes
+        /// quiet the group always drains to Empty with every parked request answered —
+        /// never a stuck group.
+        #[test]
+        fn any_request_sequence_leaves_no_stuck_group(
+            ops in proptest::collection::vec(op(), 1..80),
+            statics in proptest::collection::vec(proptest::bool::ANY, 4),
+        ) {
+            let start = Instant::now();
+            let mut now = start;
+            let mut g = Group::new("g");
+            let mut ids = vec![String::new(); 4];
+            let mut generations = [0i32; 4];
+            let mut join_waits = Vec::new();
+            let mut sync_waits = Vec::new();
+            let mut last_generation = 0;
+            for op in ops {
+                match op {
+                    Op::Join { c, fresh } => {
+                        let id = if fresh { String::new() } else { ids[c].clone() };
+                        let instance = format!("i{c}");
+                        let p = params(&id, statics[c].then_some(instance.as_str()), true);
+                        match g.join(p, now, &CFG) {
+                            Answer::Now(r) => {
+                                if !r.member_id.is_empty() {
+                                    ids[c] = r.member_id;
+                                }
+                                generations[c] = r.generation;
+                            }
+                            Answer::Later(rx) => join_waits.push((c, rx)),
+                        }
+                    }
+                    Op::Sync { c, skew } => {
+                        let outcome = g.sync(
+                            SyncParams {
+                                generation: generations[c] + skew,
+                                member_id: ids[c].clone(),
+                                group_instance_id: statics[c].then(|| format!("i{c}")),
+                                protocol_type: None,
+                                protocol_name: None,
+                                assignments: ids.iter().map(|id| (id.clone(), Bytes::new())).collect(),
+                            },
+                            now,
+                        );
+                        match outcome {
+                            SyncOutcome::Answer(Answer::Now(_)) => {}
+                            SyncOutcome::Answer(Answer::Later(rx)) => sync_waits.push(rx),
+                            SyncOutcome::Persist { generation, answer, .. } => {
+                                sync_waits.push(answer);
+                                g.finish_sync(generation, Ok(()), now, &CFG);
+                            }
+                        }
+                    }
+                    Op::Heartbeat { c, skew } => {
+                        let instance = statics[c].then(|| format!("i{c}"));
+                        g.heartbeat(&ids[c], instance.as_deref(), generations[c] + skew, now);
+                    }
+                    Op::Leave { c } => {
+                        let instance = statics[c].then(|| format!("i{c}"));
+                        g.leave(&[(ids[c].clone(), instance)], now, &CFG);
+                    }
+                    Op::Commit { c } => {
+                        let instance = statics[c].then(|| format!("i{c}"));
+                        g.check_commit(&ids[c], instance.as_deref(), generations[c], now);
+                    }
+                    Op::Wait { ms } => {
+                        now += Duration::from_millis(ms);
+                        g.tick(now, &CFG);
+                    }
+                }
+                // Answers that arrived tell clients their ids and generations.
+                join_waits.retain_mut(|(c, rx)| match rx.try_recv() {
+                    Ok(Some(r)) => {
+                        if r.error == 0 {
+                            ids[*c] = r.member_id;
+                            generations[*c] = r.generation;
+                        }
+                        false
+                    }
+                    Ok(None) => true,
+                    Err(_) => false,
+                });
+                proptest::prop_assert!(g.generation >= last_generation);
+                last_generation = g.generation;
+                if matches!(g.state(), GroupState::CompletingRebalance | GroupState::Stable) {
+                    let leader = g.leader.clone().unwrap_or_default();
+                    proptest::prop_assert!(g.members.contains_key(&leader));
+                }
+                if g.state() == GroupState::Empty {
+                    proptest::prop_assert!(g.members.is_empty());
+                }
+                for (instance, id) in &g.static_members {
+                    let member = g.members.get(id);
+                    proptest::prop_assert!(member.is_some(), "static {instance} maps to a member");
+                }
+            }
+            // Everyone goes quiet: sessions and rebalance timeouts run out.
+            for _ in 0..4 {
+                now += Duration::from_secs(60);
+                g.tick(now, &CFG);
+            }
+            proptest::prop_assert_eq!(g.state(), GroupState::Empty);
+            for (_, mut rx) in join_waits {
+                proptest::prop_assert!(!matches!(rx.try_recv(), Ok(None)), "a join left parked");
+            }
+            for mut rx in sync_waits {
+                proptest::prop_assert!(!matches!(rx.try_recv(), Ok(None)), "a sync left parked");
+            }
+        }
+    }
 }
