@@ -5,6 +5,10 @@
 //! order on a connection). Backpressure: at most [`IN_FLIGHT_REQUESTS_MAX`] requests are
 //! pending per connection, so a client that stops reading its responses stops being read.
 //! Any frame or header that does not decode closes this connection only.
+//!
+//! Requests run concurrently, except the group-coordinator APIs, which run one after another
+//! per connection as Kafka runs every request: a client that commits and then fetches its
+//! offsets (or joins and then syncs) without waiting for the answers sees them in order.
 
 use crate::handlers::{self, Response};
 use crate::shard::Shard;
@@ -13,6 +17,7 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
 use glommio::task::JoinHandle;
+use net::kafka_protocol::messages::ApiKey;
 use net::{decode_frame, decode_request, FrameStatus, NetError};
 use std::rc::Rc;
 
@@ -27,6 +32,27 @@ const READ_CHUNK_MAX_BYTES: usize = 1 << 20;
 
 /// A pending response: the handler task.
 type PendingResponse = JoinHandle<Response>;
+
+/// Resolves when the connection's previous group-coordinator request has finished.
+type GroupTurn = futures_channel::oneshot::Receiver<()>;
+
+/// The APIs served one at a time per connection (see the module doc).
+fn is_group_api(key: ApiKey) -> bool {
+    matches!(
+        key,
+        ApiKey::FindCoordinator
+            | ApiKey::JoinGroup
+            | ApiKey::SyncGroup
+            | ApiKey::Heartbeat
+            | ApiKey::LeaveGroup
+            | ApiKey::OffsetCommit
+            | ApiKey::OffsetFetch
+            | ApiKey::ListGroups
+            | ApiKey::DescribeGroups
+            | ApiKey::DeleteGroups
+            | ApiKey::OffsetDelete
+    )
+}
 
 /// Serves `stream` until the client closes it or sends something undecodable.
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
@@ -55,11 +81,13 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     });
     let max_frame = shard.config.socket_request_max_bytes;
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut group_turn: Option<GroupTurn> = None;
     'read: loop {
         let frame_remaining = loop {
             match decode_frame(&mut buf, max_frame) {
                 Ok(FrameStatus::Frame(frame)) => {
-                    let Some(task) = start_request(&shard, frame, &client_host) else {
+                    let Some(task) = start_request(&shard, frame, &client_host, &mut group_turn)
+                    else {
                         break 'read;
                     };
                     if queue.send(task).await.is_err() {
@@ -93,22 +121,40 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let _ = write_side.await;
 }
 
-/// Decodes `frame` and starts its handler. `None`: the connection must close.
+/// Decodes `frame` and starts its handler; a group-coordinator request first waits for the
+/// connection's previous one (`group_turn`). `None`: the connection must close.
 fn start_request(
     shard: &Rc<Shard>,
     frame: Bytes,
     client_host: &Rc<str>,
+    group_turn: &mut Option<GroupTurn>,
 ) -> Option<PendingResponse> {
     match decode_request(frame, handlers::supported_versions()) {
         Ok(request) => {
             let queue = shard.queues.for_api(request.api_key);
             let shard = shard.clone();
             let client_host = client_host.clone();
-            let task = async move { handlers::handle(&shard, request, &client_host).await };
+            let (previous, done) = if is_group_api(request.api_key) {
+                let (done, next_turn) = futures_channel::oneshot::channel();
+                (group_turn.replace(next_turn), Some(done))
+            } else {
+                (None, None)
+            };
+            let task = async move {
+                if let Some(previous) = previous {
+                    // Err: the previous task is gone (connection closing); go on regardless.
+                    let _ = previous.await;
+                }
+                let response = handlers::handle(&shard, request, &client_host).await;
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+                response
+            };
             Some(crate::shard::spawn_task_into(queue, task).detach())
         }
         Err(NetError::UnsupportedVersion {
-            api_key: net::kafka_protocol::messages::ApiKey::ApiVersions,
+            api_key: ApiKey::ApiVersions,
             correlation_id,
             ..
         }) => {

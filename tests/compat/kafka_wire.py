@@ -299,3 +299,306 @@ def connect(bootstrap, timeout=30):
     s = socket.create_connection((host, int(port)), timeout=timeout)
     s.settimeout(timeout)
     return s
+
+
+# ---- consumer groups (non-flexible versions only) ---------------------------------------------
+# Appended for test_groups_wire.py. Layouts from Kafka's message JSON files: JoinGroup v0-v5,
+# SyncGroup v0-v3, Heartbeat v0-v3, LeaveGroup v0-v2, FindCoordinator v0, OffsetCommit v2,
+# OffsetFetch v1, DescribeGroups v0, ListGroups v0, DeleteGroups v0, OffsetDelete v0.
+
+API_OFFSET_COMMIT = 8
+API_OFFSET_FETCH = 9
+API_FIND_COORDINATOR = 10
+API_JOIN_GROUP = 11
+API_HEARTBEAT = 12
+API_LEAVE_GROUP = 13
+API_SYNC_GROUP = 14
+API_DESCRIBE_GROUPS = 15
+API_LIST_GROUPS = 16
+API_DELETE_GROUPS = 42
+API_OFFSET_DELETE = 47
+
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+
+def consumer_subscription(topics, user_data=b""):
+    """ConsumerProtocolSubscription v0: the metadata of the "consumer" protocol in JoinGroup."""
+    return i16(0) + i32(len(topics)) + b"".join(string(t) for t in topics) + bytes_(user_data)
+
+
+def consumer_assignment(assignment):
+    """ConsumerProtocolAssignment v0 from {topic: [partition, ...]}."""
+    body = i16(0) + i32(len(assignment))
+    for topic, parts in assignment.items():
+        body += string(topic) + i32(len(parts)) + b"".join(i32(p) for p in parts)
+    return body + bytes_(b"")
+
+
+def parse_consumer_assignment(data):
+    """{topic: [partition, ...]} from a ConsumerProtocolAssignment (any version; trailing
+    fields of later versions are ignored). Empty bytes = no assignment."""
+    if not data:
+        return {}
+    r = Reader(data)
+    r.i16()  # version
+    out = {}
+    for _ in range(r.i32()):
+        topic = r.string()
+        out[topic] = r.array(lambda r: r.i32())
+    return out
+
+
+def _nbytes(r):
+    n = r.i32()
+    return None if n < 0 else r.take(n)
+
+
+def _done(r, what):
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after {what}")
+
+
+def find_coordinator_v0(correlation_id, group):
+    return frame(header_v1(API_FIND_COORDINATOR, 0, correlation_id) + string(group))
+
+
+def parse_find_coordinator_v0(payload):
+    """-> (correlation id, error, node id, host, port)."""
+    r = Reader(payload)
+    out = (r.i32(), r.i16(), r.i32(), r.string(), r.i32())
+    _done(r, "FindCoordinator v0 response")
+    return out
+
+
+def join_group(correlation_id, version, group, member_id="", protocols=None,
+               session_timeout_ms=10000, rebalance_timeout_ms=10000, protocol_type="consumer",
+               group_instance_id=None, topics=("t",)):
+    """JoinGroup v0..v5. `protocols`: [(name, metadata bytes)]; default one "range" protocol
+    subscribed to `topics`."""
+    assert 0 <= version <= 5
+    if protocols is None:
+        protocols = [("range", consumer_subscription(list(topics)))]
+    body = string(group) + i32(session_timeout_ms)
+    if version >= 1:
+        body += i32(rebalance_timeout_ms)
+    body += string(member_id)
+    if version >= 5:
+        body += string(group_instance_id)
+    body += string(protocol_type) + i32(len(protocols))
+    body += b"".join(string(name) + bytes_(meta) for name, meta in protocols)
+    return frame(header_v1(API_JOIN_GROUP, version, correlation_id) + body)
+
+
+def parse_join_group(payload, version):
+    """-> dict(corr, error, generation, protocol, leader, member_id,
+    members=[(member id, group instance id, metadata)])."""
+    r = Reader(payload)
+    out = {"corr": r.i32()}
+    if version >= 2:
+        out["throttle"] = r.i32()
+    out["error"] = r.i16()
+    out["generation"] = r.i32()
+    out["protocol"] = r.string()
+    out["leader"] = r.string()
+    out["member_id"] = r.string()
+
+    def member(r):
+        mid = r.string()
+        instance = r.string() if version >= 5 else None
+        return mid, instance, _nbytes(r)
+
+    out["members"] = r.array(member)
+    _done(r, f"JoinGroup v{version} response")
+    return out
+
+
+def sync_group(correlation_id, version, group, generation, member_id, assignments=(),
+               group_instance_id=None):
+    """SyncGroup v0..v3. `assignments`: [(member id, assignment bytes)] (leader only)."""
+    assert 0 <= version <= 3
+    body = string(group) + i32(generation) + string(member_id)
+    if version >= 3:
+        body += string(group_instance_id)
+    body += i32(len(assignments)) + b"".join(string(m) + bytes_(a) for m, a in assignments)
+    return frame(header_v1(API_SYNC_GROUP, version, correlation_id) + body)
+
+
+def parse_sync_group(payload, version):
+    """-> (correlation id, error, assignment bytes)."""
+    r = Reader(payload)
+    corr = r.i32()
+    if version >= 1:
+        r.i32()  # throttle time
+    err = r.i16()
+    assignment = _nbytes(r)
+    _done(r, f"SyncGroup v{version} response")
+    return corr, err, assignment
+
+
+def heartbeat(correlation_id, version, group, generation, member_id, group_instance_id=None):
+    """Heartbeat v0..v3."""
+    assert 0 <= version <= 3
+    body = string(group) + i32(generation) + string(member_id)
+    if version >= 3:
+        body += string(group_instance_id)
+    return frame(header_v1(API_HEARTBEAT, version, correlation_id) + body)
+
+
+def parse_heartbeat(payload, version):
+    """-> (correlation id, error)."""
+    r = Reader(payload)
+    corr = r.i32()
+    if version >= 1:
+        r.i32()  # throttle time
+    err = r.i16()
+    _done(r, f"Heartbeat v{version} response")
+    return corr, err
+
+
+def leave_group(correlation_id, version, group, member_id):
+    """LeaveGroup v0..v2 (one member)."""
+    assert 0 <= version <= 2
+    return frame(header_v1(API_LEAVE_GROUP, version, correlation_id)
+                 + string(group) + string(member_id))
+
+
+def parse_leave_group(payload, version):
+    """-> (correlation id, error)."""
+    r = Reader(payload)
+    corr = r.i32()
+    if version >= 1:
+        r.i32()  # throttle time
+    err = r.i16()
+    _done(r, f"LeaveGroup v{version} response")
+    return corr, err
+
+
+def offset_commit_v2(correlation_id, group, generation, member_id, offsets, retention_ms=-1):
+    """`offsets`: {topic: [(partition, offset, metadata)]}."""
+    body = string(group) + i32(generation) + string(member_id) + i64(retention_ms)
+    body += i32(len(offsets))
+    for topic, parts in offsets.items():
+        body += string(topic) + i32(len(parts))
+        body += b"".join(i32(p) + i64(o) + string(m) for p, o, m in parts)
+    return frame(header_v1(API_OFFSET_COMMIT, 2, correlation_id) + body)
+
+
+def parse_offset_commit_v2(payload):
+    """-> (correlation id, {(topic, partition): error})."""
+    r = Reader(payload)
+    corr = r.i32()
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            p, err = r.i32(), r.i16()
+            out[(name, p)] = err
+    _done(r, "OffsetCommit v2 response")
+    return corr, out
+
+
+def offset_fetch_v1(correlation_id, group, partitions):
+    """`partitions`: {topic: [partition, ...]}."""
+    body = string(group) + i32(len(partitions))
+    for topic, parts in partitions.items():
+        body += string(topic) + i32(len(parts)) + b"".join(i32(p) for p in parts)
+    return frame(header_v1(API_OFFSET_FETCH, 1, correlation_id) + body)
+
+
+def parse_offset_fetch_v1(payload):
+    """-> (correlation id, {(topic, partition): (offset, metadata, error)})."""
+    r = Reader(payload)
+    corr = r.i32()
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            p, off, meta, err = r.i32(), r.i64(), r.string(), r.i16()
+            out[(name, p)] = (off, meta, err)
+    _done(r, "OffsetFetch v1 response")
+    return corr, out
+
+
+def describe_groups_v0(correlation_id, groups):
+    body = i32(len(groups)) + b"".join(string(g) for g in groups)
+    return frame(header_v1(API_DESCRIBE_GROUPS, 0, correlation_id) + body)
+
+
+def parse_describe_groups_v0(payload):
+    """-> (correlation id, {group: dict(error, state, protocol_type, protocol,
+    members=[(member id, client id, host, metadata, assignment)])})."""
+    r = Reader(payload)
+    corr = r.i32()
+    out = {}
+    for _ in range(r.i32()):
+        err, gid, state, ptype, proto = r.i16(), r.string(), r.string(), r.string(), r.string()
+        members = r.array(lambda r: (r.string(), r.string(), r.string(), _nbytes(r), _nbytes(r)))
+        out[gid] = {"error": err, "state": state, "protocol_type": ptype, "protocol": proto,
+                    "members": members}
+    _done(r, "DescribeGroups v0 response")
+    return corr, out
+
+
+def list_groups_v0(correlation_id):
+    return frame(header_v1(API_LIST_GROUPS, 0, correlation_id))
+
+
+def parse_list_groups_v0(payload):
+    """-> (correlation id, error, {group: protocol type})."""
+    r = Reader(payload)
+    corr, err = r.i32(), r.i16()
+    groups = dict(r.array(lambda r: (r.string(), r.string())) or [])
+    _done(r, "ListGroups v0 response")
+    return corr, err, groups
+
+
+def delete_groups_v0(correlation_id, groups):
+    body = i32(len(groups)) + b"".join(string(g) for g in groups)
+    return frame(header_v1(API_DELETE_GROUPS, 0, correlation_id) + body)
+
+
+def parse_delete_groups_v0(payload):
+    """-> (correlation id, {group: error})."""
+    r = Reader(payload)
+    corr = r.i32()
+    r.i32()  # throttle time
+    out = dict(r.array(lambda r: (r.string(), r.i16())) or [])
+    _done(r, "DeleteGroups v0 response")
+    return corr, out
+
+
+def offset_delete_v0(correlation_id, group, partitions):
+    """`partitions`: {topic: [partition, ...]}."""
+    body = string(group) + i32(len(partitions))
+    for topic, parts in partitions.items():
+        body += string(topic) + i32(len(parts)) + b"".join(i32(p) for p in parts)
+    return frame(header_v1(API_OFFSET_DELETE, 0, correlation_id) + body)
+
+
+def parse_offset_delete_v0(payload):
+    """-> (correlation id, error, {(topic, partition): error})."""
+    r = Reader(payload)
+    corr, err = r.i32(), r.i16()
+    r.i32()  # throttle time
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            p, perr = r.i32(), r.i16()
+            out[(name, p)] = perr
+    _done(r, "OffsetDelete v0 response")
+    return corr, err, out
+
+
+def request(sock, frame_bytes):
+    """Sends one request frame and returns the response payload (correlation id first)."""
+    sock.sendall(frame_bytes)
+    return read_frame(sock)
