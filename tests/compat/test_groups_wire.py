@@ -657,3 +657,26 @@ def test_group_requests_pipelined_on_one_connection(broker):
             f"OffsetFetch behind an acknowledged OffsetCommit of 9 answered {res}"
         corr, err, groups = kw.parse_list_groups_v0(kw.read_frame(s))
         assert (corr, err) == (4, 0) and "p" in groups, groups
+
+
+@pytest.mark.sluice(settings=GROUP_SETTINGS)
+@pytest.mark.timeout(60)
+def test_shutdown_answers_a_parked_join(broker):
+    """SIGTERM while a JoinGroup waits for another member: the join is answered with
+    NOT_COORDINATOR (16), as when Kafka moves a coordinator, and the broker stops cleanly
+    within its grace period instead of holding the connection."""
+    require_versions(broker.bootstrap, BASIC)
+    group = "wire-shutdown"
+    a_conn, b_conn = Conn(broker.bootstrap), Conn(broker.bootstrap)
+    try:
+        a, _ = join_alone(a_conn, 1, group)
+        b_corr = b_conn.join_send(1, group, "", topics=("t",))
+        # B's join is parked until A rejoins (rebalance timeout: 60 s).
+        wait_heartbeat_error(a_conn, group, 1, a, kw.REBALANCE_IN_PROGRESS)
+        status, needed_sigkill = broker.stop()
+        assert not needed_sigkill and status == 0
+        res = b_conn.join_recv(1, b_corr)
+        assert res["error"] == 16, res  # NOT_COORDINATOR
+    finally:
+        a_conn.close()
+        b_conn.close()

@@ -1066,6 +1066,20 @@ impl Group {
         }
     }
 
+    /// The broker is stopping: every parked JoinGroup and SyncGroup is answered with
+    /// `NOT_COORDINATOR` (as when Kafka moves a coordinator), so no client waits on a broker
+    /// that is going away and the connections can drain.
+    pub fn unload(&mut self) {
+        for m in self.members.values_mut() {
+            if let Some(tx) = m.awaiting_join.take() {
+                let _ = tx.send(JoinResult::error(ResponseError::NotCoordinator, &m.id));
+            }
+            if let Some(tx) = m.awaiting_sync.take() {
+                let _ = tx.send(SyncResult::error(code(ResponseError::NotCoordinator)));
+            }
+        }
+    }
+
     /// Whether [`Group::tick`] has anything to watch.
     pub fn has_deadlines(&self) -> bool {
         !self.members.is_empty() || !self.pending_members.is_empty()

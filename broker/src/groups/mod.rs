@@ -808,7 +808,7 @@ impl Shard {
     }
 
     /// Loads this shard's offsets partitions, then applies group deadlines every
-    /// [`DEADLINE_CHECK_INTERVAL`] until shutdown.
+    /// [`DEADLINE_CHECK_INTERVAL`] until shutdown, when it answers every parked request.
     pub async fn group_deadline_loop(self: &Rc<Self>) {
         for p in self.owned_offsets_partitions() {
             if let Err(error) = self.ensure_groups_loaded(p).await {
@@ -832,6 +832,9 @@ impl Shard {
             )
             .await;
             if stopped {
+                for g in self.groups.groups.borrow_mut().values_mut() {
+                    g.unload();
+                }
                 return;
             }
             let now = Instant::now();
