@@ -243,21 +243,25 @@ impl Shard {
         out
     }
 
+    /// Sleeps for `duration`, or less when shutdown is requested; `true` when it was.
+    pub async fn sleep_unless_stopped(&self, duration: std::time::Duration) -> bool {
+        futures_lite::future::or(
+            async {
+                glommio::timer::sleep(duration).await;
+                false
+            },
+            async {
+                self.stop.requested().await;
+                true
+            },
+        )
+        .await
+    }
+
     /// Applies retention to every partition every [`RETENTION_CHECK_INTERVAL`] until shutdown.
     pub async fn retention_loop(&self) {
         loop {
-            let stopped = futures_lite::future::or(
-                async {
-                    glommio::timer::sleep(RETENTION_CHECK_INTERVAL).await;
-                    false
-                },
-                async {
-                    self.stop.requested().await;
-                    true
-                },
-            )
-            .await;
-            if stopped {
+            if self.sleep_unless_stopped(RETENTION_CHECK_INTERVAL).await {
                 return;
             }
             let now = std::time::SystemTime::now()

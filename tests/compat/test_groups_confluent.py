@@ -145,6 +145,24 @@ def produce_to(bootstrap, topic, items):
 # ---- assignment and rebalances -------------------------------------------------------------------
 
 
+@pytest.mark.sluice(settings={"group.initial.rebalance.delay.ms": 3000})
+@pytest.mark.timeout(120)
+def test_initial_rebalance_delay_gathers_the_first_members(broker):
+    """With Kafka's default group.initial.rebalance.delay.ms (3 s), consumers that subscribe
+    together land in one first generation: each gets its share once and nothing is revoked.
+    (With no delay the first member would get all 6 partitions and give half back.)"""
+    topic, group = "grp-initial-delay", "grp-initial-delay"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    members = [Member(broker.bootstrap, group, [topic], f"delay-{i}") for i in range(2)]
+    try:
+        wait_balanced(members)
+        for m in members:
+            assert len(m.assigns) == 1 and not m.revokes, members
+    finally:
+        close_all(members)
+
+
+
 @pytest.mark.sluice(settings=GROUP_SETTINGS)
 @pytest.mark.timeout(120)
 def test_three_consumers_split_six_partitions(broker):

@@ -96,7 +96,8 @@ pub struct JoinResult {
 }
 
 impl JoinResult {
-    fn error(error: ResponseError, member_id: &str) -> JoinResult {
+    /// A refusal with `error`, echoing `member_id`.
+    pub fn error(error: ResponseError, member_id: &str) -> JoinResult {
         JoinResult {
             error: code(error),
             generation: -1,
@@ -120,7 +121,8 @@ pub struct SyncResult {
 }
 
 impl SyncResult {
-    fn error(error: i16) -> SyncResult {
+    /// A refusal with the error code `error`.
+    pub fn error(error: i16) -> SyncResult {
         SyncResult {
             error,
             protocol_type: None,
@@ -621,6 +623,15 @@ impl Group {
         }
     }
 
+    /// `COORDINATOR_NOT_AVAILABLE` for a deleted group, `FENCED_INSTANCE_ID` (or
+    /// `UNKNOWN_MEMBER_ID`) for a `group.instance.id` that is not this member's.
+    fn dead_or_fenced(&self, member_id: &str, instance: Option<&str>) -> Option<i16> {
+        if self.state == GroupState::Dead {
+            return Some(code(ResponseError::CoordinatorNotAvailable));
+        }
+        self.fenced(member_id, instance).map(code)
+    }
+
     fn current_generation_answer(&self, member_id: &str, is_leader: bool) -> JoinResult {
         JoinResult {
             error: 0,
@@ -932,11 +943,8 @@ impl Group {
         generation: i32,
         now: Instant,
     ) -> i16 {
-        if self.state == GroupState::Dead {
-            return code(ResponseError::CoordinatorNotAvailable);
-        }
-        if let Some(error) = self.fenced(member_id, instance) {
-            return code(error);
+        if let Some(error) = self.dead_or_fenced(member_id, instance) {
+            return error;
         }
         let Some(member) = self.members.get_mut(member_id) else {
             return code(ResponseError::UnknownMemberId);
@@ -1004,13 +1012,8 @@ impl Group {
         generation: i32,
         now: Instant,
     ) -> i16 {
-        if self.state == GroupState::Dead {
-            return code(ResponseError::CoordinatorNotAvailable);
-        }
-        if instance.is_some() {
-            if let Some(error) = self.fenced(member_id, instance) {
-                return code(error);
-            }
+        if let Some(error) = self.dead_or_fenced(member_id, instance) {
+            return error;
         }
         if generation < 0 && self.state == GroupState::Empty {
             return 0;

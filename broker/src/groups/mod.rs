@@ -314,10 +314,10 @@ impl Shard {
                 self.persist_membership(partition, group_id).await;
                 GroupReply::Join(match answer {
                     Some(Answer::Now(r)) => r,
-                    Some(Answer::Later(rx)) => rx
-                        .await
-                        .unwrap_or_else(|_| join_error(ResponseError::CoordinatorNotAvailable)),
-                    None => join_error(ResponseError::UnknownMemberId),
+                    Some(Answer::Later(rx)) => rx.await.unwrap_or_else(|_| {
+                        JoinResult::error(ResponseError::CoordinatorNotAvailable, "")
+                    }),
+                    None => JoinResult::error(ResponseError::UnknownMemberId, ""),
                 })
             }
             GroupOp::Sync(params) => {
@@ -343,11 +343,8 @@ impl Shard {
                         answer
                     }
                 };
-                GroupReply::Sync(rx.await.unwrap_or_else(|_| SyncResult {
-                    error: code(ResponseError::RebalanceInProgress),
-                    protocol_type: None,
-                    protocol_name: None,
-                    assignment: Bytes::new(),
+                GroupReply::Sync(rx.await.unwrap_or_else(|_| {
+                    SyncResult::error(code(ResponseError::RebalanceInProgress))
                 }))
             }
             GroupOp::Heartbeat {
@@ -820,18 +817,7 @@ impl Shard {
             }
         }
         loop {
-            let stopped = futures_lite::future::or(
-                async {
-                    glommio::timer::sleep(DEADLINE_CHECK_INTERVAL).await;
-                    false
-                },
-                async {
-                    self.stop.requested().await;
-                    true
-                },
-            )
-            .await;
-            if stopped {
+            if self.sleep_unless_stopped(DEADLINE_CHECK_INTERVAL).await {
                 for g in self.groups.groups.borrow_mut().values_mut() {
                     g.unload();
                 }
@@ -889,26 +875,8 @@ fn describe(g: &Group) -> GroupDescription {
     }
 }
 
-fn join_error(error: ResponseError) -> JoinResult {
-    JoinResult {
-        error: code(error),
-        generation: -1,
-        protocol_type: None,
-        protocol_name: None,
-        leader: String::new(),
-        member_id: String::new(),
-        members: Vec::new(),
-        skip_assignment: false,
-    }
-}
-
 fn sync_error(error: ResponseError) -> GroupReply {
-    GroupReply::Sync(SyncResult {
-        error: code(error),
-        protocol_type: None,
-        protocol_name: None,
-        assignment: Bytes::new(),
-    })
+    GroupReply::Sync(SyncResult::error(code(error)))
 }
 
 #[cfg(test)]
