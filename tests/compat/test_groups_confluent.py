@@ -148,13 +148,19 @@ def produce_to(bootstrap, topic, items):
 @pytest.mark.sluice(settings={"group.initial.rebalance.delay.ms": 3000})
 @pytest.mark.timeout(120)
 def test_initial_rebalance_delay_gathers_the_first_members(broker):
-    """With Kafka's default group.initial.rebalance.delay.ms (3 s), consumers that subscribe
-    together land in one first generation: each gets its share once and nothing is revoked.
-    (With no delay the first member would get all 6 partitions and give half back.)"""
+    """With Kafka's default group.initial.rebalance.delay.ms (3 s), a consumer that subscribes
+    a second after the first lands in the same first generation: each gets its share once and
+    nothing is revoked. (With no delay the first would get all 6 partitions and give half
+    back.)"""
     topic, group = "grp-initial-delay", "grp-initial-delay"
     create_topic(broker.bootstrap, topic, PARTITIONS)
-    members = [Member(broker.bootstrap, group, [topic], f"delay-{i}") for i in range(2)]
+    first = Member(broker.bootstrap, group, [topic], "delay-0")
+    members = [first]
     try:
+        # The second consumer comes a second later, well within the delay.
+        until = time.monotonic() + 1.0
+        poll_until([first], lambda: time.monotonic() >= until, what="a second to pass")
+        members.append(Member(broker.bootstrap, group, [topic], "delay-1"))
         wait_balanced(members)
         for m in members:
             assert len(m.assigns) == 1 and not m.revokes, members
