@@ -30,6 +30,13 @@ const READ_CHUNK_BYTES: usize = 64 << 10;
 /// few bytes costs a few bytes of buffer).
 const READ_CHUNK_MAX_BYTES: usize = 1 << 20;
 
+/// Frames up to this size are copied out of the read buffer into their own allocation. A
+/// frame is a slice of a read chunk of at least [`READ_CHUNK_BYTES`], and the batch cache
+/// keeps a produced batch's bytes for later fetches: without the copy every cached 1 KiB
+/// record would pin a whole 64 KiB chunk (measured: 2.5 GiB RSS for a 64 MiB cache). Larger
+/// frames fill most of their chunk and stay zero-copy.
+const COPY_FRAME_MAX_BYTES: usize = 16 << 10;
+
 /// A pending response: the handler task.
 type PendingResponse = JoinHandle<Response>;
 
@@ -86,6 +93,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         let frame_remaining = loop {
             match decode_frame(&mut buf, max_frame) {
                 Ok(FrameStatus::Frame(frame)) => {
+                    let frame = if frame.len() <= COPY_FRAME_MAX_BYTES {
+                        Bytes::copy_from_slice(&frame)
+                    } else {
+                        frame
+                    };
                     let Some(task) = start_request(&shard, frame, &client_host, &mut group_turn)
                     else {
                         break 'read;
