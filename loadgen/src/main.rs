@@ -1,7 +1,231 @@
-//! `sluice-loadgen`, the benchmark client. It comes with the loadgen issue, after the broker;
-//! until then it says so and exits with status 2.
+//! `sluice-loadgen`: the benchmark suite of Sluice. It drives any Kafka-API broker through a
+//! real client (librdkafka, via rdkafka) and depends on no broker crate; with no
+//! `--bootstrap` it starts a temporary local `sluice` as a child process.
+//!
+//! This file is glue: flags → scenario parameters → (local broker) → baselines → one run per
+//! broker → JSON, HdrHistogram logs, plot, table. Exit status: 0 when every broker delivered
+//! every record to every group, 1 when a run was incomplete, 2 on an error.
 
-fn main() {
-    eprintln!("sluice-loadgen: not built yet; see the loadgen issue");
-    std::process::exit(2);
+mod baseline;
+mod broker_proc;
+mod cli;
+mod client;
+mod cpus;
+mod latency;
+mod payload;
+mod plot;
+mod progress;
+mod report;
+mod run;
+mod scenario;
+mod schedule;
+
+use anyhow::Context as _;
+use broker_proc::{LocalBroker, LocalOptions};
+use clap::{Parser, ValueEnum};
+use cli::Cli;
+use cpus::CpuSet;
+use report::{BrokerResult, Machine, ResultFile};
+use run::RunIdentity;
+use scenario::{parse_key_value, Params};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run_all(&cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("sluice-loadgen: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The name clap shows for a scenario.
+fn scenario_name(s: cli::ScenarioName) -> String {
+    s.to_possible_value()
+        .map_or_else(|| format!("{s:?}"), |v| v.get_name().to_string())
+}
+
+/// A file-name-safe form of a broker label.
+fn slug(label: &str) -> String {
+    let s: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    s.split('-')
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// Runs the scenario on every broker and writes the outputs; true when every run was complete.
+fn run_all(cli: &Cli) -> anyhow::Result<bool> {
+    let params = Params::resolve(cli)?;
+    let scenario = scenario_name(cli.scenario);
+    let json_path = cli
+        .json
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("loadgen-out/{scenario}.json")));
+    let out_dir = json_path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let stem = json_path
+        .file_stem()
+        .map_or_else(|| scenario.clone(), |s| s.to_string_lossy().into_owned());
+    let load_avg_1m_start = report::load_avg_1m();
+    let identity = identity(cli, &scenario);
+
+    // The local broker and the CPU split.
+    let available = CpuSet::available()?;
+    let mut local = None;
+    let (broker_cpus, loadgen_cpus) = if cli.bootstrap.is_none() {
+        let (default_broker, default_loadgen) = available.split();
+        let broker_cpus = cli.broker_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        let broker_cpus = broker_cpus.unwrap_or(default_broker);
+        let loadgen_cpus = cli.loadgen_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        let loadgen_cpus = loadgen_cpus.or(default_loadgen);
+        let settings = cli
+            .broker_set
+            .iter()
+            .map(|kv| parse_key_value("--broker-set", kv))
+            .collect::<anyhow::Result<_>>()?;
+        let options = LocalOptions {
+            binary: broker_proc::find_sluice(cli.sluice_bin.as_deref())?,
+            cpus: Some(broker_cpus.clone()),
+            settings,
+            data_parent: cli.data_parent.clone().unwrap_or_else(std::env::temp_dir),
+        };
+        let broker = LocalBroker::start(&options)?;
+        eprintln!("sluice-loadgen: started {}", broker.command);
+        local = Some(broker);
+        (Some(broker_cpus), loadgen_cpus)
+    } else {
+        let broker_cpus = cli.broker_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        let loadgen_cpus = cli.loadgen_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        (broker_cpus, loadgen_cpus)
+    };
+    if let Some(cpus) = &loadgen_cpus {
+        cpus.pin_current_thread()
+            .with_context(|| format!("pinning loadgen to CPUs {cpus}"))?;
+    }
+
+    let baselines = (!cli.no_baselines).then(|| {
+        let disk_dir = match &local {
+            Some(broker) => broker.data_dir(),
+            None => cli.disk_dir.clone().unwrap_or_else(|| PathBuf::from(".")),
+        };
+        eprintln!(
+            "sluice-loadgen: measuring baselines (TCP loopback, disk in {})",
+            disk_dir.display()
+        );
+        baseline::measure(&disk_dir, broker_cpus.as_ref())
+    });
+
+    let mut targets: Vec<(String, String)> = Vec::new();
+    match (&local, &cli.bootstrap) {
+        (Some(broker), _) => targets.push(("sluice (local)".into(), broker.bootstrap.clone())),
+        (None, Some(bootstrap)) => targets.push((bootstrap.clone(), bootstrap.clone())),
+        (None, None) => unreachable!("no --bootstrap always starts a local broker"),
+    }
+    if let Some(compare) = &cli.compare {
+        targets.push((compare.clone(), compare.clone()));
+    }
+
+    let mut results = Vec::new();
+    let mut histograms = Vec::new();
+    for (label, bootstrap) in &targets {
+        let hlog_path = out_dir.join(format!("{stem}.{}.hlog", slug(label)));
+        let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
+        if let Some(broker) = local.as_ref().filter(|_| is_local) {
+            broker.reset_rss();
+        }
+        let outcome =
+            run::run(bootstrap, label, &params, &identity, &hlog_path).map_err(
+                |e| match &local {
+                    Some(broker) if is_local => e.context(broker.describe()),
+                    _ => e,
+                },
+            )?;
+        let rss = local
+            .as_ref()
+            .filter(|_| is_local)
+            .and_then(LocalBroker::rss);
+        if is_local {
+            // Stop the local broker before a --compare run so the second broker has the
+            // machine to itself.
+            if let Some(broker) = local.take() {
+                let status = broker.stop()?;
+                if !status.success() {
+                    eprintln!("sluice-loadgen: the local sluice exited with {status}");
+                }
+            }
+        }
+        results.push(BrokerResult::new(
+            label,
+            bootstrap,
+            &outcome,
+            rss,
+            baselines.as_ref(),
+            &hlog_path,
+        ));
+        histograms.push((label.clone(), outcome.latency));
+    }
+
+    let plot_path = out_dir.join(format!("{stem}.svg"));
+    let series: Vec<(String, &hdrhistogram::Histogram<u64>)> =
+        histograms.iter().map(|(l, h)| (l.clone(), h)).collect();
+    plot::write_svg(
+        &plot_path,
+        &format!("sluice-loadgen {scenario}: end-to-end latency"),
+        &series,
+    )?;
+    let comparison = match &results[..] {
+        [first, second] => Some(report::comparison(first, second)),
+        _ => None,
+    };
+    let complete = results.iter().all(BrokerResult::complete);
+    let result = ResultFile {
+        schema: report::SCHEMA,
+        scenario,
+        params,
+        machine: Machine {
+            cpus: available.len(),
+            broker_cpus: broker_cpus.map(|c| c.to_string()),
+            loadgen_cpus: loadgen_cpus.map(|c| c.to_string()),
+            load_avg_1m_start,
+            load_avg_1m_end: report::load_avg_1m(),
+            date_utc: report::utc_now(),
+        },
+        baselines,
+        brokers: results,
+        comparison,
+    };
+    report::write_json(&json_path, &result)?;
+    report::print_table(&result);
+    println!(
+        "\nwrote {}, {} and the HdrHistogram log(s) beside them",
+        json_path.display(),
+        plot_path.display()
+    );
+    Ok(complete)
+}
+
+/// The run id stamped into every record and the topic name, shared by every broker of the run.
+fn identity(cli: &Cli, scenario: &str) -> RunIdentity {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let run_id = (u64::from(std::process::id()) << 32) | u64::from(nanos);
+    RunIdentity {
+        run_id,
+        topic: cli
+            .topic
+            .clone()
+            .unwrap_or_else(|| format!("sluice-loadgen-{scenario}-{run_id:016x}")),
+    }
 }
