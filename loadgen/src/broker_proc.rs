@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// How long the broker may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the broker may take to exit after SIGTERM.
-const STOP_GRACE: Duration = Duration::from_secs(10);
+const STOP_GRACE: Duration = Duration::from_secs(30);
 /// RSS sampling period.
 const RSS_PERIOD: Duration = Duration::from_millis(100);
 /// Lines of the broker log shown when something goes wrong.

@@ -24,6 +24,20 @@ pub enum ScenarioName {
     Soak,
 }
 
+impl ScenarioName {
+    /// The name on the command line and in the JSON result.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScenarioName::Latency => "latency",
+            ScenarioName::Throughput => "throughput",
+            ScenarioName::Fanout => "fanout",
+            ScenarioName::Partitions => "partitions",
+            ScenarioName::Catchup => "catchup",
+            ScenarioName::Soak => "soak",
+        }
+    }
+}
+
 /// `acks` of the producers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 pub enum Acks {

@@ -22,7 +22,7 @@ mod schedule;
 
 use anyhow::Context as _;
 use broker_proc::{LocalBroker, LocalOptions};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use cli::Cli;
 use cpus::CpuSet;
 use report::{BrokerResult, Machine, ResultFile};
@@ -43,12 +43,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// The name clap shows for a scenario.
-fn scenario_name(s: cli::ScenarioName) -> String {
-    s.to_possible_value()
-        .map_or_else(|| format!("{s:?}"), |v| v.get_name().to_string())
-}
-
 /// A file-name-safe form of a broker label.
 fn slug(label: &str) -> String {
     let s: String = label
@@ -64,7 +58,7 @@ fn slug(label: &str) -> String {
 /// Runs the scenario on every broker and writes the outputs; true when every run was complete.
 fn run_all(cli: &Cli) -> anyhow::Result<bool> {
     let params = Params::resolve(cli)?;
-    let scenario = scenario_name(cli.scenario);
+    let scenario = cli.scenario.name().to_string();
     let json_path = cli
         .json
         .clone()
@@ -78,7 +72,6 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         .file_stem()
         .map_or_else(|| scenario.clone(), |s| s.to_string_lossy().into_owned());
     let load_avg_1m_start = report::load_avg_1m();
-    let identity = identity(cli, &scenario);
 
     // The local broker and the CPU split.
     let available = CpuSet::available()?;
@@ -133,12 +126,19 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         (None, None) => unreachable!("no --bootstrap always starts a local broker"),
     }
     if let Some(compare) = &cli.compare {
-        targets.push((compare.clone(), compare.clone()));
+        // Labels name the output files: keep them distinct even for one broker twice.
+        let label = if targets.iter().any(|(l, _)| l == compare) {
+            format!("{compare} (2)")
+        } else {
+            compare.clone()
+        };
+        targets.push((label, compare.clone()));
     }
 
     let mut results = Vec::new();
     let mut histograms = Vec::new();
-    for (label, bootstrap) in &targets {
+    for (i, (label, bootstrap)) in targets.iter().enumerate() {
+        let identity = identity(cli, &scenario, i);
         let hlog_path = out_dir.join(format!("{stem}.{}.hlog", slug(label)));
         let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
         if let Some(broker) = local.as_ref().filter(|_| is_local) {
@@ -159,10 +159,12 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
             // Stop the local broker before a --compare run so the second broker has the
             // machine to itself.
             if let Some(broker) = local.take() {
+                let stopping = std::time::Instant::now();
                 let status = broker.stop()?;
-                if !status.success() {
-                    eprintln!("sluice-loadgen: the local sluice exited with {status}");
-                }
+                eprintln!(
+                    "sluice-loadgen: stopped the local sluice in {:.1} s ({status})",
+                    stopping.elapsed().as_secs_f64()
+                );
             }
         }
         results.push(BrokerResult::new(
@@ -215,12 +217,13 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
     Ok(complete)
 }
 
-/// The run id stamped into every record and the topic name, shared by every broker of the run.
-fn identity(cli: &Cli, scenario: &str) -> RunIdentity {
+/// The run id stamped into every record and the topic name of the run on broker `target`
+/// (distinct per broker, so that `--compare` with the same broker twice keeps them apart).
+fn identity(cli: &Cli, scenario: &str, target: usize) -> RunIdentity {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let run_id = (u64::from(std::process::id()) << 32) | u64::from(nanos);
+    let run_id = ((u64::from(std::process::id()) << 32) | u64::from(nanos)) + target as u64;
     RunIdentity {
         run_id,
         topic: cli

@@ -220,7 +220,7 @@ pub fn print_table(result: &ResultFile) {
     println!(
         "\n{}{}: {rate}, {} B records, {} partitions, acks={}, linger.ms={}, {} producer(s), {} group(s) × {} consumer(s)",
         if p.soak { "soak of " } else { "" },
-        result.scenario,
+        p.scenario.name(),
         p.record_bytes,
         p.partitions,
         p.acks.as_config(),

@@ -27,7 +27,7 @@ use serde::Serialize;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
@@ -46,8 +46,13 @@ const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
 /// Waits shorter than this are spun (yielding) instead of slept: a sleep can overshoot by
 /// tens of µs, which would count as latency at 10,000 msg/s (100 µs apart).
 const SPIN_BELOW: Duration = Duration::from_micros(200);
-/// Delay between the last producer getting ready and the first intended send.
+/// Delay between the consumers being ready and the first intended send.
 const START_DELAY: Duration = Duration::from_millis(20);
+/// The record index of a probe: one record per partition sent before the clock starts, so
+/// that the run begins with every consumer fetching every partition (connection set-up and
+/// the first offset look-ups are not counted as latency). Probes are not counted as sent or
+/// received.
+const PROBE_INDEX: u64 = u64::MAX;
 
 /// One periodic report (soak, or any run with `--report-every`).
 #[derive(Debug, Clone, Serialize)]
@@ -94,6 +99,10 @@ pub struct RunOutcome {
 /// State shared by the consumers of a run and the monitor.
 struct Shared {
     stop: AtomicBool,
+    /// The measured window, set before the first timed record is produced.
+    window: OnceLock<Window>,
+    /// Probe records seen, per group.
+    probes: Vec<AtomicU64>,
     received: Vec<AtomicU64>,
     last_receipt_ns: Vec<AtomicU64>,
     consume_errors: AtomicU64,
@@ -128,7 +137,6 @@ struct ConsumerJob {
     group: usize,
     run_id: u64,
     clock: Clock,
-    window: Window,
     shared: Arc<Shared>,
     histograms: SyncSender<Histogram<u64>>,
 }
@@ -167,6 +175,8 @@ pub fn run(
         .collect::<anyhow::Result<Vec<_>>>()?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
+        window: OnceLock::new(),
+        probes: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
         received: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
         last_receipt_ns: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
         consume_errors: AtomicU64::new(0),
@@ -180,8 +190,8 @@ pub fn run(
         hlog,
     );
 
-    let start_ns = clock.now_ns() + duration_ns(START_DELAY);
     let outcome = if let Some(records) = params.catchup_records() {
+        let start_ns = clock.now_ns();
         // Phase 1: the backlog, nobody reading.
         let progress = Progress::new(&format!("{label} produce"), records, "records");
         let plan = SendPlan::Count { records };
@@ -204,13 +214,13 @@ pub fn run(
         };
         let sent = counts.acked.load(Ordering::Relaxed);
         let read_start_ns = clock.now_ns();
+        set_window(&shared, window);
         let consumers = spawn_consumers(
             bootstrap,
             params,
             identity,
             partitions,
             clock,
-            window,
             &shared,
             &histograms_tx,
         )?;
@@ -241,6 +251,17 @@ pub fn run(
             }),
         }
     } else {
+        let consumers = spawn_consumers(
+            bootstrap,
+            params,
+            identity,
+            partitions,
+            clock,
+            &shared,
+            &histograms_tx,
+        )?;
+        probe(bootstrap, params, identity, partitions, &shared)?;
+        let start_ns = clock.now_ns() + duration_ns(START_DELAY);
         let window_start_ns = start_ns + duration_ns(params.warmup);
         let window = Window {
             start_ns: window_start_ns,
@@ -255,16 +276,7 @@ pub fn run(
                 end_ns: window.end_ns,
             },
         };
-        let consumers = spawn_consumers(
-            bootstrap,
-            params,
-            identity,
-            partitions,
-            clock,
-            window,
-            &shared,
-            &histograms_tx,
-        )?;
+        set_window(&shared, window);
         let total_s = (params.warmup + params.duration).as_secs();
         let progress = Progress::new(label, total_s, "s");
         let handles = spawn_producers(producers, params, identity, partitions, clock, plan)?;
@@ -321,6 +333,75 @@ pub fn run(
         reports: monitor.reports,
         catchup: outcome.catchup,
     })
+}
+
+fn set_window(shared: &Shared, window: Window) {
+    let set = shared.window.set(window);
+    assert!(set.is_ok(), "the measured window is set once per run");
+}
+
+/// Sends one probe record to every partition (with a producer of its own, so probes are not
+/// counted as sent) and waits until every group has received them all.
+fn probe(
+    bootstrap: &str,
+    params: &Params,
+    identity: &RunIdentity,
+    partitions: u32,
+    shared: &Shared,
+) -> anyhow::Result<()> {
+    let counts = Arc::new(DeliveryCounts::default());
+    let producer = client::producer(bootstrap, params, counts.clone())?;
+    let mut value = payload::filler(params.record_bytes);
+    Stamp {
+        intended_ns: 0,
+        run_id: identity.run_id,
+        index: PROBE_INDEX,
+    }
+    .write_to(&mut value);
+    for partition in 0..partitions {
+        let partition = i32::try_from(partition).context("partition id")?;
+        let record = BaseRecord::<(), [u8]>::to(&identity.topic)
+            .partition(partition)
+            .payload(&value[..]);
+        send(&producer, record, &identity.topic)?;
+    }
+    producer
+        .flush(params.drain_timeout)
+        .with_context(|| format!("flushing the probes of {}", identity.topic))?;
+    let expected = u64::from(partitions);
+    let deadline = std::time::Instant::now() + params.drain_timeout;
+    let seen = || shared.probes.iter().map(|p| p.load(Ordering::Relaxed)).min().unwrap_or(0);
+    while seen() < expected {
+        if std::time::Instant::now() >= deadline {
+            eprintln!(
+                "sluice-loadgen: warning: consumers saw {} of {expected} probe records within {:?}; starting anyway",
+                seen(),
+                params.drain_timeout
+            );
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// Sends one record, waiting while librdkafka's queue is full.
+fn send<'a>(
+    producer: &BaseProducer<CountingContext>,
+    mut record: BaseRecord<'a, (), [u8]>,
+    topic: &str,
+) -> anyhow::Result<()> {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                // Backpressure: the record is late, and its latency will say so.
+                record = back;
+                producer.poll(QUEUE_FULL_BACKOFF);
+            }
+            Err((error, _)) => return Err(error).with_context(|| format!("producing to {topic}")),
+        }
+    }
 }
 
 /// The scenario-specific figures of `run`.
@@ -436,14 +517,12 @@ fn join_producers(handles: Vec<JoinHandle<anyhow::Result<()>>>) -> anyhow::Resul
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn spawn_consumers(
     bootstrap: &str,
     params: &Params,
     identity: &RunIdentity,
     partitions: u32,
     clock: Clock,
-    window: Window,
     shared: &Arc<Shared>,
     histograms: &SyncSender<Histogram<u64>>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
@@ -461,7 +540,6 @@ fn spawn_consumers(
                 group: group as usize,
                 run_id: identity.run_id,
                 clock,
-                window,
                 shared: shared.clone(),
                 histograms: histograms.clone(),
             };
@@ -521,22 +599,10 @@ fn produce(job: ProducerJob) -> anyhow::Result<()> {
         }
         .write_to(&mut value);
         let partition = i32::try_from(index % u64::from(job.partitions)).context("partition id")?;
-        let mut record = BaseRecord::<(), [u8]>::to(&job.topic)
+        let record = BaseRecord::<(), [u8]>::to(&job.topic)
             .partition(partition)
             .payload(&value[..]);
-        loop {
-            match job.producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    // Backpressure: the record is late, and its latency says so.
-                    record = back;
-                    job.producer.poll(QUEUE_FULL_BACKOFF);
-                }
-                Err((error, _)) => {
-                    return Err(error).with_context(|| format!("producing to {}", job.topic))
-                }
-            }
-        }
+        send(&job.producer, record, &job.topic)?;
         job.producer.poll(Duration::ZERO);
     }
     job.producer
@@ -572,7 +638,8 @@ fn set_timer_slack_ns(ns: libc::c_ulong) {
 
 /// A consumer thread: polls until told to stop, timing every record of this run.
 fn consume(job: ConsumerJob) {
-    let mut recorder = LatencyRecorder::new(job.window);
+    // Created when the first timed record arrives: the window is set before any is sent.
+    let mut recorder: Option<LatencyRecorder> = None;
     let mut next_flush_ns = job.clock.now_ns() + duration_ns(FLUSH_INTERVAL);
     let received = &job.shared.received[job.group];
     let last_receipt_ns = &job.shared.last_receipt_ns[job.group];
@@ -582,7 +649,15 @@ fn consume(job: ConsumerJob) {
                 let receipt_ns = job.clock.now_ns();
                 let stamp = message.payload().and_then(Stamp::read_from);
                 if let Some(stamp) = stamp.filter(|s| s.run_id == job.run_id) {
-                    recorder.record(stamp.intended_ns, receipt_ns);
+                    if stamp.index == PROBE_INDEX {
+                        job.shared.probes[job.group].fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    if let Some(window) = job.shared.window.get() {
+                        recorder
+                            .get_or_insert_with(|| LatencyRecorder::new(*window))
+                            .record(stamp.intended_ns, receipt_ns);
+                    }
                     received.fetch_add(1, Ordering::Relaxed);
                     last_receipt_ns.fetch_max(receipt_ns, Ordering::Relaxed);
                 }
@@ -595,13 +670,17 @@ fn consume(job: ConsumerJob) {
         let now_ns = job.clock.now_ns();
         if now_ns >= next_flush_ns {
             next_flush_ns = now_ns + duration_ns(FLUSH_INTERVAL);
-            if job.histograms.send(recorder.take_interval()).is_err() {
-                return; // the monitor is gone: the run is over
+            if let Some(recorder) = recorder.as_mut() {
+                if job.histograms.send(recorder.take_interval()).is_err() {
+                    return; // the monitor is gone: the run is over
+                }
             }
         }
     }
     // The monitor collects this last interval after joining; a send error means it is gone.
-    let _ = job.histograms.send(recorder.take_interval());
+    if let Some(mut recorder) = recorder {
+        let _ = job.histograms.send(recorder.take_interval());
+    }
 }
 
 /// (clock ns, records acknowledged so far).
