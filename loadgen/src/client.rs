@@ -6,20 +6,24 @@
 //! `socket.nagle.disable=true` (Nagle's algorithm can hold a small request back until the
 //! previous one is acknowledged).
 
+use crate::latency::{self, Window};
+use crate::payload::Stamp;
 use crate::scenario::Params;
+use crate::schedule::Clock;
 use anyhow::{bail, Context as _};
+use hdrhistogram::Histogram;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::message::DeliveryResult;
+use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseProducer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 use std::time::Duration;
@@ -29,12 +33,44 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A produced record not acknowledged within this time fails (`message.timeout.ms`).
 const MESSAGE_TIMEOUT_MS: u32 = 30_000;
 
-/// Delivery outcomes shared by every producer of a run.
-#[derive(Debug, Default)]
+/// Delivery outcomes shared by every producer of a run, and the acknowledgement latency
+/// (intended send time → delivery report) of the records intended inside the window: the
+/// produce half of the end-to-end latency.
 pub struct DeliveryCounts {
     pub acked: AtomicU64,
     pub failed: AtomicU64,
     first_error_reported: AtomicBool,
+    clock: Clock,
+    /// Set once the measured window is known; acks are timed from then on.
+    pub window: OnceLock<Window>,
+    /// Only the producer threads (inside `poll`) record; the monitor reads at the end.
+    pub ack_latency: Mutex<Histogram<u64>>,
+}
+
+impl DeliveryCounts {
+    pub fn new(clock: Clock) -> DeliveryCounts {
+        DeliveryCounts {
+            acked: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            first_error_reported: AtomicBool::new(false),
+            clock,
+            window: OnceLock::new(),
+            ack_latency: Mutex::new(latency::new_histogram()),
+        }
+    }
+
+    fn record_ack(&self, value: Option<&[u8]>) {
+        let (Some(window), Some(stamp)) = (self.window.get(), value.and_then(Stamp::read_from))
+        else {
+            return;
+        };
+        if stamp.intended_ns >= window.start_ns && stamp.intended_ns < window.end_ns {
+            let us = latency::latency_us(stamp.intended_ns, self.clock.now_ns());
+            if let Ok(mut h) = self.ack_latency.lock() {
+                h.saturating_record(us);
+            }
+        }
+    }
 }
 
 /// Producer context: counts delivery reports; the first failure is printed, later ones only
@@ -50,8 +86,9 @@ impl ProducerContext for CountingContext {
 
     fn delivery(&self, result: &DeliveryResult<'_>, _opaque: ()) {
         match result {
-            Ok(_) => {
+            Ok(message) => {
                 self.counts.acked.fetch_add(1, Ordering::Relaxed);
+                self.counts.record_ack(message.payload());
             }
             Err((error, _)) => {
                 self.counts.failed.fetch_add(1, Ordering::Relaxed);

@@ -66,6 +66,11 @@ pub struct BrokerResult {
     pub max_ms: f64,
     /// Records in the latency histogram (those intended inside the measured window).
     pub latency_count: u64,
+    /// Produce acknowledgement latency, intended send → delivery report (the produce half).
+    pub ack_p50_ms: f64,
+    pub ack_p99_ms: f64,
+    pub ack_p999_ms: f64,
+    pub ack_max_ms: f64,
     pub msgs_per_sec: f64,
     pub mb_per_sec: f64,
     pub sent: u64,
@@ -115,6 +120,7 @@ impl BrokerResult {
         hdr_log: &Path,
     ) -> BrokerResult {
         let latency = Percentiles::of(&outcome.latency);
+        let ack = Percentiles::of(&outcome.ack_latency);
         let vs_baseline = baselines.map(|b| BaselineRatios {
             p50_vs_tcp_rtt_p50: b
                 .tcp
@@ -146,6 +152,10 @@ impl BrokerResult {
             p9999_ms: latency.p9999_ms,
             max_ms: latency.max_ms,
             latency_count: latency.count,
+            ack_p50_ms: ack.p50_ms,
+            ack_p99_ms: ack.p99_ms,
+            ack_p999_ms: ack.p999_ms,
+            ack_max_ms: ack.max_ms,
             msgs_per_sec: outcome.msgs_per_sec,
             mb_per_sec: outcome.mb_per_sec,
             sent: outcome.sent,
@@ -182,6 +192,8 @@ fn figures(b: &BrokerResult) -> Vec<(&'static str, Option<f64>)> {
         ("p999_ms", Some(b.p999_ms)),
         ("p9999_ms", Some(b.p9999_ms)),
         ("max_ms", Some(b.max_ms)),
+        ("ack_p50_ms", Some(b.ack_p50_ms)),
+        ("ack_p99_ms", Some(b.ack_p99_ms)),
         ("msgs_per_sec", Some(b.msgs_per_sec)),
         ("mb_per_sec", Some(b.mb_per_sec)),
         ("sent", Some(b.sent as f64)),
@@ -382,9 +394,13 @@ impl HdrLog {
 
 /// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_now() -> String {
-    let secs = SystemTime::now()
+    utc(SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+        .map_or(0, |d| d.as_secs()))
+}
+
+/// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -413,4 +429,114 @@ pub fn load_avg_1m() -> Option<f64> {
         .next()?
         .parse()
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use crate::latency::new_histogram;
+    use clap::Parser;
+
+    fn outcome(scale: u64) -> RunOutcome {
+        let mut latency = new_histogram();
+        let mut ack_latency = new_histogram();
+        for us in 1..=1_000 {
+            latency.record(us * scale).expect("in range");
+            ack_latency.record(us).expect("in range");
+        }
+        RunOutcome {
+            topic: "t".into(),
+            partitions: 6,
+            latency,
+            ack_latency,
+            sent: 1_000,
+            failed: 0,
+            received_per_group: vec![1_000, 1_000],
+            consume_errors: 0,
+            msgs_per_sec: 500.0,
+            mb_per_sec: 0.512,
+            reports: Vec::new(),
+            catchup: None,
+        }
+    }
+
+    #[test]
+    fn json_result_has_the_documented_keys() {
+        let params =
+            Params::resolve(&Cli::parse_from(["sluice-loadgen", "fanout"])).expect("params");
+        let rss = Rss {
+            max_bytes: 3 << 20,
+            end_bytes: 2 << 20,
+        };
+        let local = BrokerResult::new(
+            "local",
+            "127.0.0.1:1",
+            &outcome(1),
+            Some(rss),
+            None,
+            Path::new("a.hlog"),
+        );
+        let remote = BrokerResult::new(
+            "remote",
+            "127.0.0.1:2",
+            &outcome(2),
+            None,
+            None,
+            Path::new("b.hlog"),
+        );
+        let comparison = comparison(&local, &remote);
+        let file = ResultFile {
+            schema: SCHEMA,
+            scenario: "fanout".into(),
+            params,
+            machine: Machine {
+                cpus: 2,
+                broker_cpus: Some("0".into()),
+                loadgen_cpus: Some("1".into()),
+                load_avg_1m_start: Some(0.5),
+                load_avg_1m_end: None,
+                date_utc: utc_now(),
+            },
+            baselines: None,
+            brokers: vec![local, remote],
+            comparison: Some(comparison),
+        };
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&file).expect("encodes")).expect("decodes");
+        assert_eq!(json["schema"], "sluice-loadgen/1");
+        assert_eq!(json["params"]["groups"], 4);
+        assert_eq!(json["params"]["acks"], "all");
+        for broker in json["brokers"].as_array().expect("brokers") {
+            for key in [
+                "p50_ms",
+                "p99_ms",
+                "p999_ms",
+                "max_ms",
+                "msgs_per_sec",
+                "mb_per_sec",
+                "sent",
+                "received",
+            ] {
+                assert!(broker[key].is_number(), "{key}: {}", broker[key]);
+            }
+            assert_eq!(broker["received"], 1_000);
+        }
+        assert_eq!(json["brokers"][0]["rss_max_bytes"], 3 << 20);
+        assert!(
+            json["brokers"][1]["rss_max_bytes"].is_null(),
+            "unknown for a remote broker"
+        );
+        let p99_ratio = json["comparison"]["p99_ms"].as_f64().expect("ratio");
+        assert!((p99_ratio - 2.0).abs() < 0.01, "{p99_ratio}");
+        assert!(json["comparison"]["rss_max_mib"].is_null());
+    }
+
+    #[test]
+    fn utc_dates_are_formatted_like_rfc3339() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_now().len(), 20);
+    }
 }

@@ -82,6 +82,8 @@ pub struct RunOutcome {
     pub latency: Histogram<u64>,
     /// Records acknowledged to the producers.
     pub sent: u64,
+    /// Acknowledgement latency (intended send → delivery report) of the window's records (µs).
+    pub ack_latency: Histogram<u64>,
     /// Records whose delivery failed.
     pub failed: u64,
     /// Records of this run received, per consumer group.
@@ -161,7 +163,7 @@ pub fn run(
     let partitions = client::create_topic(bootstrap, topic, params)?;
     let clock = Clock::start();
     let hlog = HdrLog::create(hlog_path, label, SystemTime::now())?;
-    let counts = Arc::new(DeliveryCounts::default());
+    let counts = Arc::new(DeliveryCounts::new(clock));
     let producers = (0..params.producers)
         .map(|_| {
             let producer = client::producer(bootstrap, params, counts.clone())?;
@@ -192,6 +194,15 @@ pub fn run(
 
     let outcome = if let Some(records) = params.catchup_records() {
         let start_ns = clock.now_ns();
+        // Every record is in the window: its latency is its age when read.
+        set_window(
+            &shared,
+            &counts,
+            Window {
+                start_ns: 0,
+                end_ns: u64::MAX,
+            },
+        );
         // Phase 1: the backlog, nobody reading.
         let progress = Progress::new(&format!("{label} produce"), records, "records");
         let plan = SendPlan::Count { records };
@@ -207,14 +218,9 @@ pub fn run(
         join_producers(handles)?;
         let produce_end_ns = clock.now_ns();
         progress.finish();
-        // Phase 2: consumers from the beginning; everything intended so far is in the window.
-        let window = Window {
-            start_ns: 0,
-            end_ns: u64::MAX,
-        };
+        // Phase 2: consumers from the beginning.
         let sent = counts.acked.load(Ordering::Relaxed);
         let read_start_ns = clock.now_ns();
-        set_window(&shared, window);
         let consumers = spawn_consumers(
             bootstrap,
             params,
@@ -276,7 +282,7 @@ pub fn run(
                 end_ns: window.end_ns,
             },
         };
-        set_window(&shared, window);
+        set_window(&shared, &counts, window);
         let total_s = (params.warmup + params.duration).as_secs();
         let progress = Progress::new(label, total_s, "s");
         let handles = spawn_producers(producers, params, identity, partitions, clock, plan)?;
@@ -322,6 +328,10 @@ pub fn run(
         latency: monitor.total,
         sent: counts.acked.load(Ordering::Relaxed),
         failed: counts.failed.load(Ordering::Relaxed),
+        ack_latency: counts
+            .ack_latency
+            .lock()
+            .map_or_else(|_| latency::new_histogram(), |h| h.clone()),
         received_per_group: shared
             .received
             .iter()
@@ -335,8 +345,10 @@ pub fn run(
     })
 }
 
-fn set_window(shared: &Shared, window: Window) {
+fn set_window(shared: &Shared, counts: &DeliveryCounts, window: Window) {
     let set = shared.window.set(window);
+    assert!(set.is_ok(), "the measured window is set once per run");
+    let set = counts.window.set(window);
     assert!(set.is_ok(), "the measured window is set once per run");
 }
 
@@ -349,8 +361,8 @@ fn probe(
     partitions: u32,
     shared: &Shared,
 ) -> anyhow::Result<()> {
-    let counts = Arc::new(DeliveryCounts::default());
-    let producer = client::producer(bootstrap, params, counts.clone())?;
+    let counts = Arc::new(DeliveryCounts::new(Clock::start()));
+    let producer = client::producer(bootstrap, params, counts)?;
     let mut value = payload::filler(params.record_bytes);
     Stamp {
         intended_ns: 0,
@@ -370,7 +382,14 @@ fn probe(
         .with_context(|| format!("flushing the probes of {}", identity.topic))?;
     let expected = u64::from(partitions);
     let deadline = std::time::Instant::now() + params.drain_timeout;
-    let seen = || shared.probes.iter().map(|p| p.load(Ordering::Relaxed)).min().unwrap_or(0);
+    let seen = || {
+        shared
+            .probes
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(0)
+    };
     while seen() < expected {
         if std::time::Instant::now() >= deadline {
             eprintln!(
