@@ -183,6 +183,9 @@ impl BrokerResult {
     }
 }
 
+/// Figures that are whole counts (shown without decimals).
+const COUNTS: [&str; 2] = ["sent", "received"];
+
 /// Rows of the table and of `comparison`: name, unit and value of each figure.
 fn figures(b: &BrokerResult) -> Vec<(&'static str, Option<f64>)> {
     vec![
@@ -253,7 +256,11 @@ pub fn print_table(result: &ResultFile) {
     for (i, (name, _)) in rows.first().into_iter().flatten().enumerate() {
         let mut line = format!("{name:<14}");
         for row in &rows {
-            line += &format!(" {:>22}", fmt_value(row[i].1));
+            let value = match row[i].1 {
+                Some(v) if COUNTS.contains(name) => format!("{v:.0}"),
+                v => fmt_value(v),
+            };
+            line += &format!(" {value:>22}");
         }
         if let Some(cmp) = &result.comparison {
             line += &format!(
