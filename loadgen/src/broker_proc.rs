@@ -7,6 +7,7 @@
 //! also gets SIGKILL if loadgen dies (PR_SET_PDEATHSIG), so no broker outlives a run.
 
 use crate::cpus::CpuSet;
+use crate::procstat;
 use crate::report::Rss;
 use anyhow::{bail, Context as _};
 use std::fs::File;
@@ -206,6 +207,11 @@ impl LocalBroker {
         self.rss.reset();
     }
 
+    /// Process id of the broker while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Memory since the last `reset_rss`.
     pub fn rss(&self) -> Option<Rss> {
         self.rss.read()
@@ -276,12 +282,8 @@ impl RssSampler {
         let thread = std::thread::Builder::new()
             .name("rss-sampler".into())
             .spawn(move || {
-                let path = format!("/proc/{pid}/status");
                 while !s.load(Ordering::Relaxed) {
-                    if let Some(rss) = std::fs::read_to_string(&path)
-                        .ok()
-                        .and_then(|t| vm_rss_bytes(&t))
-                    {
+                    if let Some(rss) = procstat::rss_bytes(pid) {
                         l.store(rss, Ordering::Relaxed);
                         m.fetch_max(rss, Ordering::Relaxed);
                     }
@@ -317,26 +319,5 @@ impl Drop for RssSampler {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-    }
-}
-
-/// VmRSS of a /proc/<pid>/status text, in bytes.
-fn vm_rss_bytes(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vm_rss_is_read_from_proc_status() {
-        let status = "Name:\tsluice\nVmPeak:\t  2000 kB\nVmRSS:\t  1234 kB\nThreads:\t3\n";
-        assert_eq!(vm_rss_bytes(status), Some(1234 * 1024));
-        assert_eq!(vm_rss_bytes("Name:\tx\n"), None);
-        let own = std::fs::read_to_string("/proc/self/status").expect("procfs");
-        assert!(vm_rss_bytes(&own).is_some_and(|b| b > 0));
     }
 }

@@ -14,6 +14,7 @@ mod cpus;
 mod latency;
 mod payload;
 mod plot;
+mod procstat;
 mod progress;
 mod report;
 mod run;
@@ -25,7 +26,7 @@ use broker_proc::{LocalBroker, LocalOptions};
 use clap::Parser;
 use cli::Cli;
 use cpus::CpuSet;
-use report::{BrokerResult, Machine, ResultFile};
+use report::{BrokerResult, CpuUse, Machine, ResultFile};
 use run::RunIdentity;
 use scenario::{parse_key_value, Params};
 use std::path::{Path, PathBuf};
@@ -141,41 +142,18 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         let identity = identity(cli, &scenario, i);
         let hlog_path = out_dir.join(format!("{stem}.{}.hlog", slug(label)));
         let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
-        if let Some(broker) = local.as_ref().filter(|_| is_local) {
-            broker.reset_rss();
-        }
-        let outcome =
-            run::run(bootstrap, label, &params, &identity, &hlog_path).map_err(
-                |e| match &local {
-                    Some(broker) if is_local => e.context(broker.describe()),
-                    _ => e,
-                },
-            )?;
-        let rss = local
-            .as_ref()
-            .filter(|_| is_local)
-            .and_then(LocalBroker::rss);
-        if is_local {
-            // Stop the local broker before a --compare run so the second broker has the
-            // machine to itself.
-            if let Some(broker) = local.take() {
-                let stopping = std::time::Instant::now();
-                let status = broker.stop()?;
-                eprintln!(
-                    "sluice-loadgen: stopped the local sluice in {:.1} s ({status})",
-                    stopping.elapsed().as_secs_f64()
-                );
-            }
-        }
-        results.push(BrokerResult::new(
+        let broker = if is_local { local.take() } else { None };
+        let (result, latency) = run_target(
             label,
             bootstrap,
-            &outcome,
-            rss,
-            baselines.as_ref(),
+            &params,
+            &identity,
             &hlog_path,
-        ));
-        histograms.push((label.clone(), outcome.latency));
+            broker,
+            baselines.as_ref(),
+        )?;
+        results.push(result);
+        histograms.push((label.clone(), latency));
     }
 
     let plot_path = out_dir.join(format!("{stem}.svg"));
@@ -215,6 +193,53 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         plot_path.display()
     );
     Ok(complete)
+}
+
+/// One broker's run: RSS and CPU sampled around it; a local broker is stopped right after
+/// (before a `--compare` run, so the second broker has the machine to itself).
+fn run_target(
+    label: &str,
+    bootstrap: &str,
+    params: &Params,
+    identity: &RunIdentity,
+    hlog_path: &Path,
+    local: Option<LocalBroker>,
+    baselines: Option<&baseline::Baselines>,
+) -> anyhow::Result<(BrokerResult, hdrhistogram::Histogram<u64>)> {
+    let broker_pid = local.as_ref().and_then(LocalBroker::pid);
+    if let Some(broker) = &local {
+        broker.reset_rss();
+    }
+    let started = std::time::Instant::now();
+    let loadgen_cpu_s = procstat::cpu_seconds(None);
+    let broker_cpu_s = broker_pid.and_then(|pid| procstat::cpu_seconds(Some(pid)));
+    let outcome =
+        run::run(bootstrap, label, params, identity, hlog_path).map_err(|e| match &local {
+            Some(broker) => e.context(broker.describe()),
+            None => e,
+        })?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let percent = |start: Option<f64>, end: Option<f64>| {
+        start.zip(end).map(|(s, e)| (e - s) / wall_s * 100.0)
+    };
+    let cpu = CpuUse {
+        loadgen_percent: percent(loadgen_cpu_s, procstat::cpu_seconds(None)),
+        broker_percent: percent(
+            broker_cpu_s,
+            broker_pid.and_then(|pid| procstat::cpu_seconds(Some(pid))),
+        ),
+    };
+    let rss = local.as_ref().and_then(LocalBroker::rss);
+    if let Some(broker) = local {
+        let stopping = std::time::Instant::now();
+        let status = broker.stop()?;
+        eprintln!(
+            "sluice-loadgen: stopped the local sluice in {:.1} s ({status})",
+            stopping.elapsed().as_secs_f64()
+        );
+    }
+    let result = BrokerResult::new(label, bootstrap, &outcome, rss, cpu, baselines, hlog_path);
+    Ok((result, outcome.latency))
 }
 
 /// The run id stamped into every record and the topic name of the run on broker `target`

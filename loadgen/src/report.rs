@@ -80,6 +80,7 @@ pub struct BrokerResult {
     pub consume_errors: u64,
     pub rss_max_bytes: Option<u64>,
     pub rss_end_bytes: Option<u64>,
+    pub cpu: CpuUse,
     pub catchup: Option<CatchupFigures>,
     pub intervals: Vec<IntervalReport>,
     pub vs_baseline: Option<BaselineRatios>,
@@ -99,6 +100,16 @@ pub struct BaselineRatios {
     pub mb_per_sec_vs_disk_write: Option<f64>,
 }
 
+/// CPU used during the run (start of topic creation to the end of the drain), in % of one
+/// core: above ~90 % a side is CPU-bound and its queueing shows up as latency.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CpuUse {
+    /// The local broker's process (null for a broker not started by loadgen).
+    pub broker_percent: Option<f64>,
+    /// This loadgen process (producers, consumers and librdkafka's threads).
+    pub loadgen_percent: Option<f64>,
+}
+
 /// Local broker memory during the run.
 #[derive(Debug, Clone, Copy)]
 pub struct Rss {
@@ -116,6 +127,7 @@ impl BrokerResult {
         bootstrap: &str,
         outcome: &RunOutcome,
         rss: Option<Rss>,
+        cpu: CpuUse,
         baselines: Option<&Baselines>,
         hdr_log: &Path,
     ) -> BrokerResult {
@@ -170,6 +182,7 @@ impl BrokerResult {
             consume_errors: outcome.consume_errors,
             rss_max_bytes: rss.map(|r| r.max_bytes),
             rss_end_bytes: rss.map(|r| r.end_bytes),
+            cpu,
             catchup: outcome.catchup.clone(),
             intervals: outcome.reports.clone(),
             vs_baseline,
@@ -205,6 +218,8 @@ fn figures(b: &BrokerResult) -> Vec<(&'static str, Option<f64>)> {
             "rss_max_mib",
             b.rss_max_bytes.map(|r| r as f64 / (1 << 20) as f64),
         ),
+        ("broker_cpu_%", b.cpu.broker_percent),
+        ("loadgen_cpu_%", b.cpu.loadgen_percent),
     ]
 }
 
@@ -476,11 +491,16 @@ mod tests {
             max_bytes: 3 << 20,
             end_bytes: 2 << 20,
         };
+        let cpu = CpuUse {
+            broker_percent: None,
+            loadgen_percent: Some(50.0),
+        };
         let local = BrokerResult::new(
             "local",
             "127.0.0.1:1",
             &outcome(1),
             Some(rss),
+            cpu,
             None,
             Path::new("a.hlog"),
         );
@@ -489,6 +509,7 @@ mod tests {
             "127.0.0.1:2",
             &outcome(2),
             None,
+            cpu,
             None,
             Path::new("b.hlog"),
         );
