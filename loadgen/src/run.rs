@@ -140,11 +140,24 @@ struct ConsumerJob {
     histograms: SyncSender<Histogram<u64>>,
 }
 
-/// The run-wide identity of one invocation: same run id and topic on every broker compared.
+/// The identity of one broker's run: the run id stamped into every record, and the topic.
 #[derive(Debug, Clone)]
 pub struct RunIdentity {
     pub run_id: u64,
     pub topic: String,
+}
+
+/// What the phases of one run share.
+struct RunContext<'a> {
+    bootstrap: &'a str,
+    label: &'a str,
+    params: &'a Params,
+    identity: &'a RunIdentity,
+    partitions: u32,
+    clock: Clock,
+    counts: Arc<DeliveryCounts>,
+    shared: Arc<Shared>,
+    histograms: SyncSender<Histogram<u64>>,
 }
 
 /// Runs `params` against `bootstrap`; writes one interval histogram per second to the
@@ -180,7 +193,7 @@ pub fn run(
         last_receipt_ns: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
         consume_errors: AtomicU64::new(0),
     });
-    let (histograms_tx, histograms_rx) = sync_channel(HISTOGRAM_CHANNEL_BOUND);
+    let (histograms, histograms_rx) = sync_channel(HISTOGRAM_CHANNEL_BOUND);
     let mut monitor = Monitor::new(
         clock,
         histograms_rx,
@@ -188,135 +201,22 @@ pub fn run(
         params.report_every,
         hlog,
     );
-
-    let outcome = if let Some(records) = params.catchup_records() {
-        let start_ns = clock.now_ns();
-        // Every record is in the window: its latency is its age when read.
-        set_window(
-            &shared,
-            &counts,
-            Window {
-                start_ns: 0,
-                end_ns: u64::MAX,
-            },
-        );
-        // Phase 1: the backlog, nobody reading.
-        let progress = Progress::new(&format!("{label} produce"), records, "records");
-        let plan = SendPlan::Count { records };
-        let handles = spawn_producers(producers, params, identity, partitions, clock, plan)?;
-        monitor.watch(&progress, |m| {
-            let acked = m.counts.acked.load(Ordering::Relaxed);
-            (
-                handles.iter().all(JoinHandle::is_finished),
-                acked,
-                "produce",
-            )
-        })?;
-        join_producers(handles)?;
-        let produce_end_ns = clock.now_ns();
-        progress.finish();
-        // Phase 2: consumers from the beginning.
-        let sent = counts.acked.load(Ordering::Relaxed);
-        let read_start_ns = clock.now_ns();
-        let consumers = spawn_consumers(
-            bootstrap,
-            params,
-            identity,
-            partitions,
-            clock,
-            &shared,
-            &histograms_tx,
-        )?;
-        let progress = Progress::new(&format!("{label} read"), sent, "records");
-        drain(
-            &mut monitor,
-            &progress,
-            &shared,
-            sent,
-            params.drain_timeout,
-            None,
-        )?;
-        progress.finish();
-        join_consumers(consumers, &shared)?;
-        let read_s = read_seconds(&shared, read_start_ns);
-        let produced_bytes = sent * params.record_bytes as u64;
-        let produce_s = seconds_between(start_ns, produce_end_ns);
-        let read_mb_per_sec = per_sec(produced_bytes, read_s) / 1e6;
-        Outcome {
-            msgs_per_sec: per_sec(sent, read_s),
-            mb_per_sec: read_mb_per_sec,
-            catchup: Some(CatchupFigures {
-                produced_bytes,
-                produce_s,
-                produce_mb_per_sec: per_sec(produced_bytes, produce_s) / 1e6,
-                read_s,
-                read_mb_per_sec,
-            }),
-        }
-    } else {
-        let consumers = spawn_consumers(
-            bootstrap,
-            params,
-            identity,
-            partitions,
-            clock,
-            &shared,
-            &histograms_tx,
-        )?;
-        probe(bootstrap, params, identity, partitions, &shared)?;
-        let start_ns = clock.now_ns() + duration_ns(START_DELAY);
-        let window_start_ns = start_ns + duration_ns(params.warmup);
-        let window = Window {
-            start_ns: window_start_ns,
-            end_ns: window_start_ns + duration_ns(params.duration),
-        };
-        let plan = match params.rate_per_sec {
-            Some(rate) => SendPlan::Fixed {
-                schedule: RateSchedule::new(start_ns, rate),
-                end_ns: window.end_ns,
-            },
-            None => SendPlan::Unlimited {
-                end_ns: window.end_ns,
-            },
-        };
-        set_window(&shared, &counts, window);
-        let total_s = (params.warmup + params.duration).as_secs();
-        let progress = Progress::new(label, total_s, "s");
-        let handles = spawn_producers(producers, params, identity, partitions, clock, plan)?;
-        monitor.window = Some(window);
-        monitor.watch(&progress, |m| {
-            let elapsed_s = m.clock.now_ns().saturating_sub(start_ns) / 1_000_000_000;
-            let phase = if m.clock.now_ns() < window.start_ns {
-                "warm-up"
-            } else {
-                "measure"
-            };
-            (
-                handles.iter().all(JoinHandle::is_finished),
-                elapsed_s,
-                phase,
-            )
-        })?;
-        join_producers(handles)?;
-        let sent = counts.acked.load(Ordering::Relaxed);
-        drain(
-            &mut monitor,
-            &progress,
-            &shared,
-            sent,
-            params.drain_timeout,
-            Some(total_s),
-        )?;
-        progress.finish();
-        join_consumers(consumers, &shared)?;
-        let msgs_per_sec = monitor.window_rate();
-        Outcome {
-            msgs_per_sec,
-            mb_per_sec: msgs_per_sec * params.record_bytes as f64 / 1e6,
-            catchup: None,
-        }
+    let context = RunContext {
+        bootstrap,
+        label,
+        params,
+        identity,
+        partitions,
+        clock,
+        counts: counts.clone(),
+        shared: shared.clone(),
+        histograms,
     };
-    drop(histograms_tx);
+    let outcome = match params.catchup_records() {
+        Some(records) => run_catchup(&context, &mut monitor, producers, records)?,
+        None => run_timed(&context, &mut monitor, producers)?,
+    };
+    drop(context);
     monitor.collect()?;
     monitor.flush_log()?;
     Ok(RunOutcome {
@@ -342,6 +242,128 @@ pub fn run(
     })
 }
 
+/// catchup: produce the whole backlog with nobody reading, then read it from offset 0.
+fn run_catchup(
+    ctx: &RunContext,
+    monitor: &mut Monitor,
+    producers: Vec<BaseProducer<CountingContext>>,
+    records: u64,
+) -> anyhow::Result<Outcome> {
+    let start_ns = ctx.clock.now_ns();
+    // Every record is in the window: its latency is its age when read.
+    let everything = Window {
+        start_ns: 0,
+        end_ns: u64::MAX,
+    };
+    set_window(&ctx.shared, &ctx.counts, everything);
+    let progress = Progress::new(&format!("{} produce", ctx.label), records, "records");
+    let handles = spawn_producers(ctx, producers, SendPlan::Count { records })?;
+    monitor.watch(&progress, |m| {
+        let acked = m.counts.acked.load(Ordering::Relaxed);
+        (
+            handles.iter().all(JoinHandle::is_finished),
+            acked,
+            "produce",
+        )
+    })?;
+    join_producers(handles)?;
+    let produce_end_ns = ctx.clock.now_ns();
+    progress.finish();
+
+    let sent = ctx.counts.acked.load(Ordering::Relaxed);
+    let read_start_ns = ctx.clock.now_ns();
+    let consumers = spawn_consumers(ctx)?;
+    let progress = Progress::new(&format!("{} read", ctx.label), sent, "records");
+    drain(
+        monitor,
+        &progress,
+        &ctx.shared,
+        sent,
+        ctx.params.drain_timeout,
+        None,
+    )?;
+    progress.finish();
+    join_consumers(consumers, &ctx.shared)?;
+    let read_s = read_seconds(&ctx.shared, read_start_ns);
+    let produced_bytes = sent * ctx.params.record_bytes as u64;
+    let produce_s = seconds_between(start_ns, produce_end_ns);
+    let read_mb_per_sec = per_sec(produced_bytes, read_s) / 1e6;
+    Ok(Outcome {
+        msgs_per_sec: per_sec(sent, read_s),
+        mb_per_sec: read_mb_per_sec,
+        catchup: Some(CatchupFigures {
+            produced_bytes,
+            produce_s,
+            produce_mb_per_sec: per_sec(produced_bytes, produce_s) / 1e6,
+            read_s,
+            read_mb_per_sec,
+        }),
+    })
+}
+
+/// The timed scenarios: consumers first, probes, then warm-up and the measured window.
+fn run_timed(
+    ctx: &RunContext,
+    monitor: &mut Monitor,
+    producers: Vec<BaseProducer<CountingContext>>,
+) -> anyhow::Result<Outcome> {
+    let params = ctx.params;
+    let consumers = spawn_consumers(ctx)?;
+    probe(ctx)?;
+    let start_ns = ctx.clock.now_ns() + duration_ns(START_DELAY);
+    let window_start_ns = start_ns + duration_ns(params.warmup);
+    let window = Window {
+        start_ns: window_start_ns,
+        end_ns: window_start_ns + duration_ns(params.duration),
+    };
+    let plan = match params.rate_per_sec {
+        Some(rate) => SendPlan::Fixed {
+            schedule: RateSchedule::new(start_ns, rate),
+            end_ns: window.end_ns,
+        },
+        None => SendPlan::Unlimited {
+            end_ns: window.end_ns,
+        },
+    };
+    set_window(&ctx.shared, &ctx.counts, window);
+    let total_s = (params.warmup + params.duration).as_secs();
+    let progress = Progress::new(ctx.label, total_s, "s");
+    let handles = spawn_producers(ctx, producers, plan)?;
+    monitor.window = Some(window);
+    monitor.watch(&progress, |m| {
+        let now_ns = m.clock.now_ns();
+        let elapsed_s = now_ns.saturating_sub(start_ns) / 1_000_000_000;
+        let phase = if now_ns < window.start_ns {
+            "warm-up"
+        } else {
+            "measure"
+        };
+        (
+            handles.iter().all(JoinHandle::is_finished),
+            elapsed_s,
+            phase,
+        )
+    })?;
+    join_producers(handles)?;
+    let sent = ctx.counts.acked.load(Ordering::Relaxed);
+    drain(
+        monitor,
+        &progress,
+        &ctx.shared,
+        sent,
+        params.drain_timeout,
+        Some(total_s),
+    )?;
+    progress.finish();
+    join_consumers(consumers, &ctx.shared)?;
+    let msgs_per_sec = monitor.window_rate();
+    Ok(Outcome {
+        msgs_per_sec,
+        mb_per_sec: msgs_per_sec * params.record_bytes as f64 / 1e6,
+        catchup: None,
+    })
+}
+
 fn set_window(shared: &Shared, counts: &DeliveryCounts, window: Window) {
     let set = shared.window.set(window);
     assert!(set.is_ok(), "the measured window is set once per run");
@@ -351,15 +373,10 @@ fn set_window(shared: &Shared, counts: &DeliveryCounts, window: Window) {
 
 /// Sends one probe record to every partition (with a producer of its own, so probes are not
 /// counted as sent) and waits until every group has received them all.
-fn probe(
-    bootstrap: &str,
-    params: &Params,
-    identity: &RunIdentity,
-    partitions: u32,
-    shared: &Shared,
-) -> anyhow::Result<()> {
+fn probe(ctx: &RunContext) -> anyhow::Result<()> {
+    let (params, identity, shared) = (ctx.params, ctx.identity, &ctx.shared);
     let counts = Arc::new(DeliveryCounts::new(Clock::start()));
-    let producer = client::producer(bootstrap, params, counts)?;
+    let producer = client::producer(ctx.bootstrap, params, counts)?;
     let mut value = payload::filler(params.record_bytes);
     Stamp {
         intended_ns: 0,
@@ -367,7 +384,7 @@ fn probe(
         index: PROBE_INDEX,
     }
     .write_to(&mut value);
-    for partition in 0..partitions {
+    for partition in 0..ctx.partitions {
         let partition = i32::try_from(partition).context("partition id")?;
         let record = BaseRecord::<(), [u8]>::to(&identity.topic)
             .partition(partition)
@@ -377,7 +394,7 @@ fn probe(
     producer
         .flush(params.drain_timeout)
         .with_context(|| format!("flushing the probes of {}", identity.topic))?;
-    let expected = u64::from(partitions);
+    let expected = u64::from(ctx.partitions);
     let deadline = std::time::Instant::now() + params.drain_timeout;
     let seen = || {
         shared
@@ -492,14 +509,11 @@ fn drain(
 }
 
 fn spawn_producers(
+    ctx: &RunContext,
     producers: Vec<BaseProducer<CountingContext>>,
-    params: &Params,
-    identity: &RunIdentity,
-    partitions: u32,
-    clock: Clock,
     plan: SendPlan,
 ) -> anyhow::Result<Vec<JoinHandle<anyhow::Result<()>>>> {
-    let count = params.producers;
+    let (params, count) = (ctx.params, ctx.params.producers);
     producers
         .into_iter()
         .zip(0..)
@@ -508,11 +522,11 @@ fn spawn_producers(
                 producer,
                 index,
                 producers: count,
-                topic: identity.topic.clone(),
-                partitions,
+                topic: ctx.identity.topic.clone(),
+                partitions: ctx.partitions,
                 record_bytes: params.record_bytes,
-                run_id: identity.run_id,
-                clock,
+                run_id: ctx.identity.run_id,
+                clock: ctx.clock,
                 plan,
                 flush_timeout: params.drain_timeout,
             };
@@ -533,15 +547,8 @@ fn join_producers(handles: Vec<JoinHandle<anyhow::Result<()>>>) -> anyhow::Resul
     Ok(())
 }
 
-fn spawn_consumers(
-    bootstrap: &str,
-    params: &Params,
-    identity: &RunIdentity,
-    partitions: u32,
-    clock: Clock,
-    shared: &Arc<Shared>,
-    histograms: &SyncSender<Histogram<u64>>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+fn spawn_consumers(ctx: &RunContext) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let (params, identity, partitions) = (ctx.params, ctx.identity, ctx.partitions);
     let mut handles = Vec::new();
     for group in 0..params.groups {
         let group_id = format!("{}-g{group}", identity.topic);
@@ -550,14 +557,15 @@ fn spawn_consumers(
                 .filter(|p| p % params.consumers_per_group == member)
                 .map(|p| i32::try_from(p).context("partition id"))
                 .collect::<anyhow::Result<_>>()?;
-            let consumer = client::consumer(bootstrap, params, &group_id, &identity.topic, &mine)?;
+            let consumer =
+                client::consumer(ctx.bootstrap, params, &group_id, &identity.topic, &mine)?;
             let job = ConsumerJob {
                 consumer,
                 group: group as usize,
                 run_id: identity.run_id,
-                clock,
-                shared: shared.clone(),
-                histograms: histograms.clone(),
+                clock: ctx.clock,
+                shared: ctx.shared.clone(),
+                histograms: ctx.histograms.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("consumer-{group}-{member}"))
