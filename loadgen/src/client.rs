@@ -18,7 +18,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{DeliveryResult, Message};
-use rdkafka::producer::{BaseProducer, ProducerContext};
+use rdkafka::producer::{ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::future::Future;
 use std::pin::pin;
@@ -118,7 +118,7 @@ pub fn producer(
     bootstrap: &str,
     params: &Params,
     counts: Arc<DeliveryCounts>,
-) -> anyhow::Result<BaseProducer<CountingContext>> {
+) -> anyhow::Result<ThreadedProducer<CountingContext>> {
     let mut config = common_config(bootstrap);
     config
         .set("acks", params.acks.as_config())
