@@ -120,12 +120,12 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         baseline::measure(&disk_dir, broker_cpus.as_ref())
     });
 
-    let mut targets: Vec<(String, String)> = Vec::new();
-    match (&local, &cli.bootstrap) {
-        (Some(broker), _) => targets.push(("sluice (local)".into(), broker.bootstrap.clone())),
-        (None, Some(bootstrap)) => targets.push((bootstrap.clone(), bootstrap.clone())),
-        (None, None) => unreachable!("no --bootstrap always starts a local broker"),
-    }
+    // (label, bootstrap) of each broker, in run order.
+    let mut targets: Vec<(String, String)> = match (&local, &cli.bootstrap) {
+        (Some(broker), _) => vec![("sluice (local)".into(), broker.bootstrap.clone())],
+        (None, Some(bootstrap)) => vec![(bootstrap.clone(), bootstrap.clone())],
+        (None, None) => anyhow::bail!("no broker: give --bootstrap HOST:PORT"),
+    };
     if let Some(compare) = &cli.compare {
         // Labels name the output files: keep them distinct even for one broker twice.
         let label = if targets.iter().any(|(l, _)| l == compare) {
