@@ -1,7 +1,259 @@
-//! `sluice-loadgen`, the benchmark client. It comes with the loadgen issue, after the broker;
-//! until then it says so and exits with status 2.
+//! `sluice-loadgen`: the benchmark suite of Sluice. It drives any Kafka-API broker through a
+//! real client (librdkafka, via rdkafka) and depends on no broker crate; with no
+//! `--bootstrap` it starts a temporary local `sluice` as a child process.
+//!
+//! This file is glue: flags → scenario parameters → (local broker) → baselines → one run per
+//! broker → JSON, HdrHistogram logs, plot, table. Exit status: 0 when every broker delivered
+//! every record to every group, 1 when a run was incomplete, 2 on an error.
 
-fn main() {
-    eprintln!("sluice-loadgen: not built yet; see the loadgen issue");
-    std::process::exit(2);
+mod baseline;
+mod broker_proc;
+mod cli;
+mod client;
+mod cpus;
+mod latency;
+mod payload;
+mod plot;
+mod procstat;
+mod progress;
+mod report;
+mod run;
+mod scenario;
+mod schedule;
+
+use anyhow::Context as _;
+use broker_proc::{LocalBroker, LocalOptions};
+use clap::Parser;
+use cli::Cli;
+use cpus::CpuSet;
+use report::{BrokerResult, CpuUse, Machine, ResultFile};
+use run::RunIdentity;
+use scenario::{parse_key_value, Params};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run_all(&cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("sluice-loadgen: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A file-name-safe form of a broker label.
+fn slug(label: &str) -> String {
+    let s: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    s.split('-')
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// Runs the scenario on every broker and writes the outputs; true when every run was complete.
+fn run_all(cli: &Cli) -> anyhow::Result<bool> {
+    let params = Params::resolve(cli)?;
+    let scenario = cli.scenario.name().to_string();
+    let json_path = cli
+        .json
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("loadgen-out/{scenario}.json")));
+    let out_dir = json_path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let stem = json_path
+        .file_stem()
+        .map_or_else(|| scenario.clone(), |s| s.to_string_lossy().into_owned());
+    let load_avg_1m_start = report::load_avg_1m();
+
+    // The local broker and the CPU split.
+    let available = CpuSet::available()?;
+    let mut local = None;
+    let (broker_cpus, loadgen_cpus) = if cli.bootstrap.is_none() {
+        let (default_broker, default_loadgen) = available.split();
+        let broker_cpus = cli.broker_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        let broker_cpus = broker_cpus.unwrap_or(default_broker);
+        let loadgen_cpus = cli.loadgen_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        let loadgen_cpus = loadgen_cpus.or(default_loadgen);
+        let settings = cli
+            .broker_set
+            .iter()
+            .map(|kv| parse_key_value("--broker-set", kv))
+            .collect::<anyhow::Result<_>>()?;
+        let options = LocalOptions {
+            binary: broker_proc::find_sluice(cli.sluice_bin.as_deref())?,
+            cpus: Some(broker_cpus.clone()),
+            settings,
+            data_parent: cli.data_parent.clone().unwrap_or_else(std::env::temp_dir),
+        };
+        let broker = LocalBroker::start(&options)?;
+        eprintln!("sluice-loadgen: started {}", broker.command);
+        local = Some(broker);
+        (Some(broker_cpus), loadgen_cpus)
+    } else {
+        let broker_cpus = cli.broker_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        let loadgen_cpus = cli.loadgen_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        (broker_cpus, loadgen_cpus)
+    };
+    if let Some(cpus) = &loadgen_cpus {
+        cpus.pin_current_thread()
+            .with_context(|| format!("pinning loadgen to CPUs {cpus}"))?;
+    }
+
+    let baselines = (!cli.no_baselines).then(|| {
+        let disk_dir = match &local {
+            Some(broker) => broker.data_dir(),
+            None => cli.disk_dir.clone().unwrap_or_else(|| PathBuf::from(".")),
+        };
+        eprintln!(
+            "sluice-loadgen: measuring baselines (TCP loopback, disk in {})",
+            disk_dir.display()
+        );
+        baseline::measure(&disk_dir, broker_cpus.as_ref())
+    });
+
+    // (label, bootstrap) of each broker, in run order.
+    let mut targets: Vec<(String, String)> = match (&local, &cli.bootstrap) {
+        (Some(broker), _) => vec![("sluice (local)".into(), broker.bootstrap.clone())],
+        (None, Some(bootstrap)) => vec![(bootstrap.clone(), bootstrap.clone())],
+        (None, None) => anyhow::bail!("no broker: give --bootstrap HOST:PORT"),
+    };
+    if let Some(compare) = &cli.compare {
+        // Labels name the output files: keep them distinct even for one broker twice.
+        let label = if targets.iter().any(|(l, _)| l == compare) {
+            format!("{compare} (2)")
+        } else {
+            compare.clone()
+        };
+        targets.push((label, compare.clone()));
+    }
+
+    let mut results = Vec::new();
+    let mut histograms = Vec::new();
+    for (i, (label, bootstrap)) in targets.iter().enumerate() {
+        let identity = identity(cli, &scenario, i);
+        let hlog_path = out_dir.join(format!("{stem}.{}.hlog", slug(label)));
+        let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
+        let broker = if is_local { local.take() } else { None };
+        let (result, latency) = run_target(
+            label,
+            bootstrap,
+            &params,
+            &identity,
+            &hlog_path,
+            broker,
+            baselines.as_ref(),
+        )?;
+        results.push(result);
+        histograms.push((label.clone(), latency));
+    }
+
+    let plot_path = out_dir.join(format!("{stem}.svg"));
+    let series: Vec<(String, &hdrhistogram::Histogram<u64>)> =
+        histograms.iter().map(|(l, h)| (l.clone(), h)).collect();
+    plot::write_svg(
+        &plot_path,
+        &format!("sluice-loadgen {scenario}: end-to-end latency"),
+        &series,
+    )?;
+    let comparison = match &results[..] {
+        [first, second] => Some(report::comparison(first, second)),
+        _ => None,
+    };
+    let complete = results.iter().all(BrokerResult::complete);
+    let result = ResultFile {
+        schema: report::SCHEMA,
+        scenario,
+        params,
+        machine: Machine {
+            cpus: available.len(),
+            broker_cpus: broker_cpus.map(|c| c.to_string()),
+            loadgen_cpus: loadgen_cpus.map(|c| c.to_string()),
+            load_avg_1m_start,
+            load_avg_1m_end: report::load_avg_1m(),
+            date_utc: report::utc_now(),
+        },
+        baselines,
+        brokers: results,
+        comparison,
+    };
+    report::write_json(&json_path, &result)?;
+    report::print_table(&result);
+    println!(
+        "\nwrote {}, {} and the HdrHistogram log(s) beside them",
+        json_path.display(),
+        plot_path.display()
+    );
+    Ok(complete)
+}
+
+/// One broker's run: RSS and CPU sampled around it; a local broker is stopped right after
+/// (before a `--compare` run, so the second broker has the machine to itself).
+fn run_target(
+    label: &str,
+    bootstrap: &str,
+    params: &Params,
+    identity: &RunIdentity,
+    hlog_path: &Path,
+    local: Option<LocalBroker>,
+    baselines: Option<&baseline::Baselines>,
+) -> anyhow::Result<(BrokerResult, hdrhistogram::Histogram<u64>)> {
+    let broker_pid = local.as_ref().and_then(LocalBroker::pid);
+    if let Some(broker) = &local {
+        broker.reset_rss();
+    }
+    let started = std::time::Instant::now();
+    let loadgen_cpu_s = procstat::cpu_seconds(None);
+    let broker_cpu_s = broker_pid.and_then(|pid| procstat::cpu_seconds(Some(pid)));
+    let outcome =
+        run::run(bootstrap, label, params, identity, hlog_path).map_err(|e| match &local {
+            Some(broker) => e.context(broker.describe()),
+            None => e,
+        })?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let percent = |start: Option<f64>, end: Option<f64>| {
+        start.zip(end).map(|(s, e)| (e - s) / wall_s * 100.0)
+    };
+    let cpu = CpuUse {
+        loadgen_percent: percent(loadgen_cpu_s, procstat::cpu_seconds(None)),
+        broker_percent: percent(
+            broker_cpu_s,
+            broker_pid.and_then(|pid| procstat::cpu_seconds(Some(pid))),
+        ),
+    };
+    let rss = local.as_ref().and_then(LocalBroker::rss);
+    if let Some(broker) = local {
+        let stopping = std::time::Instant::now();
+        let status = broker.stop()?;
+        eprintln!(
+            "sluice-loadgen: stopped the local sluice in {:.1} s ({status})",
+            stopping.elapsed().as_secs_f64()
+        );
+    }
+    let result = BrokerResult::new(label, bootstrap, &outcome, rss, cpu, baselines, hlog_path);
+    Ok((result, outcome.latency))
+}
+
+/// The run id stamped into every record and the topic name of the run on broker `target`
+/// (distinct per broker, so that `--compare` with the same broker twice keeps them apart).
+fn identity(cli: &Cli, scenario: &str, target: usize) -> RunIdentity {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let run_id = ((u64::from(std::process::id()) << 32) | u64::from(nanos)) + target as u64;
+    RunIdentity {
+        run_id,
+        topic: cli
+            .topic
+            .clone()
+            .unwrap_or_else(|| format!("sluice-loadgen-{scenario}-{run_id:016x}")),
+    }
 }

@@ -1,0 +1,245 @@
+//! Command-line flags (clap derive). Every scenario parameter is a flag; a flag left out takes
+//! the scenario's documented default (see `scenario` and `sluice-loadgen --help`).
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+
+/// The named workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScenarioName {
+    /// Risk-control profile: 1 KiB records at a fixed 10,000 msg/s, acks=all, 6 partitions,
+    /// 1 producer, 1 consumer group; coordinated-omission-corrected end-to-end latency.
+    Latency,
+    /// Maximum MB/s and msg/s: unlimited rate, batching (linger.ms=5, 1 MiB batches).
+    Throughput,
+    /// The latency profile read by 4 consumer groups at once.
+    Fanout,
+    /// 1,000 partitions, 10,000 msg/s spread over all of them, all consumed.
+    Partitions,
+    /// Produce 1 GiB first, then a fresh consumer reads it from the beginning (cold reads).
+    Catchup,
+    /// Any other scenario (`--soak-of`, default latency) for a long time (default 1 h) with a
+    /// report line every `--report-every` seconds.
+    Soak,
+}
+
+impl ScenarioName {
+    /// The name on the command line and in the JSON result.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScenarioName::Latency => "latency",
+            ScenarioName::Throughput => "throughput",
+            ScenarioName::Fanout => "fanout",
+            ScenarioName::Partitions => "partitions",
+            ScenarioName::Catchup => "catchup",
+            ScenarioName::Soak => "soak",
+        }
+    }
+}
+
+/// `acks` of the producers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+pub enum Acks {
+    #[value(name = "all")]
+    #[serde(rename = "all")]
+    All,
+    #[value(name = "1")]
+    #[serde(rename = "1")]
+    Leader,
+    #[value(name = "0")]
+    #[serde(rename = "0")]
+    None,
+}
+
+impl Acks {
+    /// librdkafka's value of `acks`.
+    pub fn as_config(self) -> &'static str {
+        match self {
+            Acks::All => "all",
+            Acks::Leader => "1",
+            Acks::None => "0",
+        }
+    }
+}
+
+/// `compression.type` of the producers (the codecs built into the bundled librdkafka).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+}
+
+impl Compression {
+    pub fn as_config(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+        }
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sluice-loadgen",
+    version,
+    about = "Benchmark Sluice (or any Kafka-API broker) through a real Kafka client (librdkafka).",
+    long_about = "Benchmark Sluice (or any Kafka-API broker) through a real Kafka client (librdkafka).\n\n\
+        With no --bootstrap it starts a temporary local `sluice` (its own data directory, port \
+        and CPUs), runs the scenario, stops the broker and prints the result. With --bootstrap \
+        it drives that broker; --compare runs the same scenario against a second one.\n\n\
+        Outputs: live progress on a terminal, a final table, a JSON result file (--json), an \
+        HdrHistogram interval log per broker and a latency-percentile SVG plot beside it.\n\n\
+        Scenario defaults (any flag overrides):\n  \
+        latency     rate 10000/s, 1024 B, 6 partitions, acks=all, linger.ms=0, 1 producer, 1 group, 30 s + 5 s warm-up\n  \
+        throughput  unlimited rate, 1024 B, 6 partitions, acks=all, linger.ms=5, 1 MiB batches, 30 s + 5 s warm-up\n  \
+        fanout      as latency, 4 consumer groups\n  \
+        partitions  as latency over 1000 partitions, linger.ms=5, 2 MiB segments\n  \
+        catchup     produce --catchup-bytes (1 GiB) unlimited, then one group reads it all from the start\n  \
+        soak        --soak-of (latency) for 3600 s, a report line every 60 s\n\n\
+        Consumers are plain assign()ed consumers (one group.id each, no group coordinator, no \
+        offset commits) unless --subscribe is given."
+)]
+pub struct Cli {
+    /// Scenario to run.
+    #[arg(value_enum, default_value_t = ScenarioName::Latency)]
+    pub scenario: ScenarioName,
+
+    /// Broker to drive; without it a temporary local `sluice` is started.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub bootstrap: Option<String>,
+
+    /// A second broker: the same scenario runs against it, figures are shown side by side.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub compare: Option<String>,
+
+    /// Measured time in seconds (after warm-up) [scenario default].
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+
+    /// Warm-up in seconds: produced and consumed but not recorded [scenario default].
+    #[arg(long, value_name = "SECONDS")]
+    pub warmup: Option<f64>,
+
+    /// Records per second over all producers; 0 = as fast as the broker takes them.
+    #[arg(long, value_name = "MSGS_PER_SEC")]
+    pub rate: Option<u64>,
+
+    /// Record value size in bytes (at least 24: the timing stamp).
+    #[arg(long, value_name = "BYTES")]
+    pub record_bytes: Option<usize>,
+
+    /// Partitions of the topic the run creates.
+    #[arg(long)]
+    pub partitions: Option<u32>,
+
+    /// Producer acks.
+    #[arg(long, value_enum)]
+    pub acks: Option<Acks>,
+
+    /// Producer compression.
+    #[arg(long, value_enum)]
+    pub compression: Option<Compression>,
+
+    /// Producer clients (each a thread with its own connection).
+    #[arg(long)]
+    pub producers: Option<u32>,
+
+    /// Consumer groups; each reads every record.
+    #[arg(long)]
+    pub groups: Option<u32>,
+
+    /// Consumers per group; the group's partitions are split round-robin among them.
+    #[arg(long)]
+    pub consumers: Option<u32>,
+
+    /// Producer linger.ms (librdkafka's default is 5, which alone adds milliseconds).
+    #[arg(long)]
+    pub linger_ms: Option<u32>,
+
+    /// Producer batch.size in bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub batch_bytes: Option<u32>,
+
+    /// Idempotent producers (enable.idempotence=true; needs acks=all).
+    #[arg(long)]
+    pub idempotence: bool,
+
+    /// catchup: bytes of record values produced before the consumer starts.
+    #[arg(long, value_name = "BYTES")]
+    pub catchup_bytes: Option<u64>,
+
+    /// soak: the scenario to soak.
+    #[arg(long, value_enum, default_value_t = ScenarioName::Latency)]
+    pub soak_of: ScenarioName,
+
+    /// soak: seconds between report lines (also used by other scenarios when given).
+    #[arg(long, value_name = "SECONDS")]
+    pub report_every: Option<f64>,
+
+    /// Topic name [sluice-loadgen-<scenario>-<run id>]; an existing topic is used as it is.
+    #[arg(long)]
+    pub topic: Option<String>,
+
+    /// Topic config at creation, e.g. flush.messages=1; repeatable.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub topic_config: Vec<String>,
+
+    /// segment.bytes of the created topic [scenario default; partitions are preallocated].
+    #[arg(long, value_name = "BYTES")]
+    pub segment_bytes: Option<u64>,
+
+    /// Replication factor of the created topic.
+    #[arg(long, default_value_t = 1)]
+    pub replication_factor: i32,
+
+    /// Consumers join their group with subscribe() (needs the broker's group coordinator)
+    /// instead of assign().
+    #[arg(long)]
+    pub subscribe: bool,
+
+    /// Seconds to wait, after the producers stop, for consumers to receive every record.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub drain_timeout: f64,
+
+    /// JSON result file [loadgen-out/<scenario>.json]; the HdrHistogram logs
+    /// (`<stem>.<broker>.hlog`) and the plot (`<stem>.svg`) are written beside it.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// The `sluice` binary for the local broker [next to this executable; env SLUICE_BIN].
+    #[arg(long, env = "SLUICE_BIN", value_name = "PATH")]
+    pub sluice_bin: Option<PathBuf>,
+
+    /// CPUs of the local broker, e.g. 0 or 0-1 [the first half of this process's CPUs].
+    #[arg(long, value_name = "LIST")]
+    pub broker_cpus: Option<String>,
+
+    /// CPUs loadgen's threads run on [the CPUs left to the local broker; unpinned with
+    /// --bootstrap].
+    #[arg(long, value_name = "LIST")]
+    pub loadgen_cpus: Option<String>,
+
+    /// A `--set KEY=VALUE` for the local broker, e.g. log.flush.interval.messages=1; repeatable.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub broker_set: Vec<String>,
+
+    /// Directory under which the local broker's temporary data directory is made [system
+    /// temp dir]; must be a real disk for O_DIRECT.
+    #[arg(long, value_name = "DIR")]
+    pub data_parent: Option<PathBuf>,
+
+    /// Skip the raw TCP and disk baselines.
+    #[arg(long)]
+    pub no_baselines: bool,
+
+    /// Directory on the broker's data disk for the disk baseline when the broker is not local
+    /// [current directory].
+    #[arg(long, value_name = "DIR")]
+    pub disk_dir: Option<PathBuf>,
+}

@@ -1,0 +1,244 @@
+//! The Kafka client side: librdkafka configurations of loadgen's producers and consumers, the
+//! producer's delivery counter, and topic creation through the admin API.
+//!
+//! Settings that matter for latency are set explicitly rather than left to librdkafka's
+//! defaults: `linger.ms` (default 5 ms, which alone would dominate a 1 ms target) and
+//! `socket.nagle.disable=true` (Nagle's algorithm can hold a small request back until the
+//! previous one is acknowledged).
+
+use crate::latency::{self, Window};
+use crate::payload::Stamp;
+use crate::scenario::Params;
+use crate::schedule::Clock;
+use anyhow::{bail, Context as _};
+use hdrhistogram::Histogram;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::message::{DeliveryResult, Message};
+use rdkafka::producer::{ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+use std::time::Duration;
+
+/// Time allowed for metadata and admin requests.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// A produced record not acknowledged within this time fails (`message.timeout.ms`).
+const MESSAGE_TIMEOUT_MS: u32 = 30_000;
+
+/// Delivery outcomes shared by every producer of a run, and the acknowledgement latency
+/// (intended send time → delivery report) of the records intended inside the window: the
+/// produce half of the end-to-end latency.
+pub struct DeliveryCounts {
+    pub acked: AtomicU64,
+    pub failed: AtomicU64,
+    first_error_reported: AtomicBool,
+    clock: Clock,
+    /// Set once the measured window is known; acks are timed from then on.
+    pub window: OnceLock<Window>,
+    /// Only the producer threads (inside `poll`) record; the monitor reads at the end.
+    pub ack_latency: Mutex<Histogram<u64>>,
+}
+
+impl DeliveryCounts {
+    pub fn new(clock: Clock) -> DeliveryCounts {
+        DeliveryCounts {
+            acked: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            first_error_reported: AtomicBool::new(false),
+            clock,
+            window: OnceLock::new(),
+            ack_latency: Mutex::new(latency::new_histogram()),
+        }
+    }
+
+    fn record_ack(&self, value: Option<&[u8]>) {
+        let (Some(window), Some(stamp)) = (self.window.get(), value.and_then(Stamp::read_from))
+        else {
+            return;
+        };
+        if stamp.intended_ns >= window.start_ns && stamp.intended_ns < window.end_ns {
+            let us = latency::latency_us(stamp.intended_ns, self.clock.now_ns());
+            if let Ok(mut h) = self.ack_latency.lock() {
+                h.saturating_record(us);
+            }
+        }
+    }
+}
+
+/// Producer context: counts delivery reports; the first failure is printed, later ones only
+/// counted.
+pub struct CountingContext {
+    pub counts: Arc<DeliveryCounts>,
+}
+
+impl ClientContext for CountingContext {}
+
+impl ProducerContext for CountingContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _opaque: ()) {
+        match result {
+            Ok(message) => {
+                self.counts.acked.fetch_add(1, Ordering::Relaxed);
+                self.counts.record_ack(message.payload());
+            }
+            Err((error, _)) => {
+                self.counts.failed.fetch_add(1, Ordering::Relaxed);
+                if !self
+                    .counts
+                    .first_error_reported
+                    .swap(true, Ordering::Relaxed)
+                {
+                    eprintln!("sluice-loadgen: a record was not delivered: {error}");
+                }
+            }
+        }
+    }
+}
+
+fn common_config(bootstrap: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", "sluice-loadgen")
+        .set("socket.nagle.disable", "true");
+    config
+}
+
+/// A producer with the run's acks, batching and compression.
+pub fn producer(
+    bootstrap: &str,
+    params: &Params,
+    counts: Arc<DeliveryCounts>,
+) -> anyhow::Result<ThreadedProducer<CountingContext>> {
+    let mut config = common_config(bootstrap);
+    config
+        .set("acks", params.acks.as_config())
+        .set("linger.ms", params.linger_ms.to_string())
+        .set("batch.size", params.batch_bytes.to_string())
+        .set("compression.type", params.compression.as_config())
+        .set("enable.idempotence", params.idempotence.to_string())
+        .set("message.timeout.ms", MESSAGE_TIMEOUT_MS.to_string());
+    config
+        .create_with_context(CountingContext { counts })
+        .with_context(|| format!("creating a producer for {bootstrap}"))
+}
+
+/// A consumer of `group_id` that reads `partitions` of `topic` from the beginning, by
+/// `assign()` (no group coordinator) or, with `--subscribe`, by joining the group.
+pub fn consumer(
+    bootstrap: &str,
+    params: &Params,
+    group_id: &str,
+    topic: &str,
+    partitions: &[i32],
+) -> anyhow::Result<BaseConsumer> {
+    let mut config = common_config(bootstrap);
+    config
+        .set("group.id", group_id)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "false");
+    let consumer: BaseConsumer = config
+        .create()
+        .with_context(|| format!("creating a consumer for {bootstrap}"))?;
+    if params.subscribe {
+        consumer
+            .subscribe(&[topic])
+            .with_context(|| format!("subscribing to {topic}"))?;
+    } else {
+        let mut assignment = TopicPartitionList::with_capacity(partitions.len());
+        for &partition in partitions {
+            assignment
+                .add_partition_offset(topic, partition, Offset::Beginning)
+                .with_context(|| format!("assigning {topic}-{partition}"))?;
+        }
+        consumer
+            .assign(&assignment)
+            .with_context(|| format!("assigning {} partitions of {topic}", partitions.len()))?;
+    }
+    Ok(consumer)
+}
+
+/// Creates `topic` with the run's partitions and configs (an existing topic is kept as it is)
+/// and returns its partition count as the broker reports it.
+pub fn create_topic(bootstrap: &str, topic: &str, params: &Params) -> anyhow::Result<u32> {
+    let admin: AdminClient<DefaultClientContext> = common_config(bootstrap)
+        .create()
+        .with_context(|| format!("creating an admin client for {bootstrap}"))?;
+    let partitions = i32::try_from(params.partitions).context("--partitions too large")?;
+    let segment_bytes = params.segment_bytes.to_string();
+    let mut new_topic = NewTopic::new(
+        topic,
+        partitions,
+        TopicReplication::Fixed(params.replication_factor),
+    )
+    .set("segment.bytes", &segment_bytes);
+    for (key, value) in &params.topic_configs {
+        new_topic = new_topic.set(key, value);
+    }
+    let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
+    let results = block_on(admin.create_topics([&new_topic], &options))
+        .with_context(|| format!("CreateTopics {topic} on {bootstrap}"))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => bail!("CreateTopics {name} on {bootstrap}: {code}"),
+        }
+    }
+    partition_count(admin.inner(), topic, bootstrap)
+}
+
+/// Partitions of `topic` in the broker's metadata (waits until the topic shows up).
+fn partition_count<C: ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+    bootstrap: &str,
+) -> anyhow::Result<u32> {
+    let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
+    loop {
+        let metadata = client
+            .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
+            .with_context(|| format!("Metadata for {topic} from {bootstrap}"))?;
+        let found = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none())
+            .map(|t| t.partitions().len());
+        match found {
+            Some(n) if n > 0 => return u32::try_from(n).context("partition count"),
+            _ if std::time::Instant::now() >= deadline => {
+                bail!("{topic} has no partitions in {bootstrap}'s metadata after creation")
+            }
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Runs a future to completion on this thread. rdkafka's admin futures are completed by the
+/// admin client's own polling thread, so parking until woken is all an executor needs to do.
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct ThreadWaker(Thread);
+    impl Wake for ThreadWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut context = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        match future.as_mut().poll(&mut context) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}

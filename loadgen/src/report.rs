@@ -1,0 +1,570 @@
+//! Results: the JSON result file (schema below), the HdrHistogram interval log of each broker,
+//! and the final table on stdout.
+//!
+//! JSON (`schema` = "sluice-loadgen/1"): `scenario`, `params`, `machine`, `baselines` (null
+//! with `--no-baselines`), and `brokers`, one object per broker with at least `p50_ms`,
+//! `p99_ms`, `p999_ms`, `max_ms`, `msgs_per_sec`, `mb_per_sec`, `sent`, `received` (the
+//! slowest consumer group's count), `rss_max_bytes` (null when the broker is not local) and
+//! `vs_baseline`; with `--compare`, `comparison` holds second ÷ first for each figure.
+
+use crate::baseline::Baselines;
+use crate::latency::Percentiles;
+use crate::run::{CatchupFigures, IntervalReport, RunOutcome};
+use crate::scenario::Params;
+use anyhow::Context as _;
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Version tag of the JSON layout; bump it when a field changes meaning or goes away.
+pub const SCHEMA: &str = "sluice-loadgen/1";
+
+/// The whole result file.
+#[derive(Debug, Serialize)]
+pub struct ResultFile {
+    pub schema: &'static str,
+    pub scenario: String,
+    pub params: Params,
+    pub machine: Machine,
+    pub baselines: Option<Baselines>,
+    pub brokers: Vec<BrokerResult>,
+    /// `--compare`: second broker ÷ first, per figure.
+    pub comparison: Option<BTreeMap<&'static str, Option<f64>>>,
+}
+
+/// Where and when the run happened.
+#[derive(Debug, Serialize)]
+pub struct Machine {
+    pub cpus: usize,
+    pub broker_cpus: Option<String>,
+    pub loadgen_cpus: Option<String>,
+    /// 1-minute load average before and after the run (/proc/loadavg).
+    pub load_avg_1m_start: Option<f64>,
+    pub load_avg_1m_end: Option<f64>,
+    pub date_utc: String,
+}
+
+/// One broker's figures.
+#[derive(Debug, Serialize)]
+pub struct BrokerResult {
+    pub label: String,
+    pub bootstrap: String,
+    pub local: bool,
+    pub topic: String,
+    pub partitions: u32,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub p9999_ms: f64,
+    pub max_ms: f64,
+    /// Records in the latency histogram (those intended inside the measured window).
+    pub latency_count: u64,
+    /// Produce acknowledgement latency, intended send → delivery report (the produce half).
+    pub ack_p50_ms: f64,
+    pub ack_p99_ms: f64,
+    pub ack_p999_ms: f64,
+    pub ack_max_ms: f64,
+    pub msgs_per_sec: f64,
+    pub mb_per_sec: f64,
+    pub sent: u64,
+    pub received: u64,
+    pub received_per_group: Vec<u64>,
+    pub failed: u64,
+    pub consume_errors: u64,
+    pub rss_max_bytes: Option<u64>,
+    pub rss_end_bytes: Option<u64>,
+    pub cpu: CpuUse,
+    pub catchup: Option<CatchupFigures>,
+    pub intervals: Vec<IntervalReport>,
+    pub vs_baseline: Option<BaselineRatios>,
+    pub hdr_log: PathBuf,
+}
+
+/// A broker figure divided by the machine's limit measured in the same run.
+#[derive(Debug, Clone, Serialize)]
+pub struct BaselineRatios {
+    /// p50 end-to-end ÷ raw loopback TCP round trip p50 (1 KiB).
+    pub p50_vs_tcp_rtt_p50: Option<f64>,
+    /// p99 end-to-end ÷ raw loopback TCP round trip p99.
+    pub p99_vs_tcp_rtt_p99: Option<f64>,
+    /// p99 end-to-end ÷ raw 4 KiB O_DIRECT write + fdatasync p99.
+    pub p99_vs_write_fdatasync_p99: Option<f64>,
+    /// mb_per_sec ÷ raw O_DIRECT sequential write MB/s.
+    pub mb_per_sec_vs_disk_write: Option<f64>,
+}
+
+/// CPU used during the run (start of topic creation to the end of the drain), in % of one
+/// core: above ~90 % a side is CPU-bound and its queueing shows up as latency.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CpuUse {
+    /// The local broker's process (null for a broker not started by loadgen).
+    pub broker_percent: Option<f64>,
+    /// This loadgen process (producers, consumers and librdkafka's threads).
+    pub loadgen_percent: Option<f64>,
+}
+
+/// Local broker memory during the run.
+#[derive(Debug, Clone, Copy)]
+pub struct Rss {
+    pub max_bytes: u64,
+    pub end_bytes: u64,
+}
+
+fn ratio(numerator: f64, denominator: f64) -> Option<f64> {
+    (denominator > 0.0 && numerator.is_finite()).then(|| numerator / denominator)
+}
+
+impl BrokerResult {
+    pub fn new(
+        label: &str,
+        bootstrap: &str,
+        outcome: &RunOutcome,
+        rss: Option<Rss>,
+        cpu: CpuUse,
+        baselines: Option<&Baselines>,
+        hdr_log: &Path,
+    ) -> BrokerResult {
+        let latency = Percentiles::of(&outcome.latency);
+        let ack = Percentiles::of(&outcome.ack_latency);
+        let vs_baseline = baselines.map(|b| BaselineRatios {
+            p50_vs_tcp_rtt_p50: b
+                .tcp
+                .as_ref()
+                .and_then(|t| ratio(latency.p50_ms * 1e3, t.p50_us)),
+            p99_vs_tcp_rtt_p99: b
+                .tcp
+                .as_ref()
+                .and_then(|t| ratio(latency.p99_ms * 1e3, t.p99_us)),
+            p99_vs_write_fdatasync_p99: b
+                .disk
+                .as_ref()
+                .and_then(|d| ratio(latency.p99_ms * 1e3, d.write_fdatasync_4k_p99_us)),
+            mb_per_sec_vs_disk_write: b
+                .disk
+                .as_ref()
+                .and_then(|d| ratio(outcome.mb_per_sec, d.write_mb_per_sec)),
+        });
+        BrokerResult {
+            label: label.to_string(),
+            bootstrap: bootstrap.to_string(),
+            local: rss.is_some(),
+            topic: outcome.topic.clone(),
+            partitions: outcome.partitions,
+            p50_ms: latency.p50_ms,
+            p90_ms: latency.p90_ms,
+            p99_ms: latency.p99_ms,
+            p999_ms: latency.p999_ms,
+            p9999_ms: latency.p9999_ms,
+            max_ms: latency.max_ms,
+            latency_count: latency.count,
+            ack_p50_ms: ack.p50_ms,
+            ack_p99_ms: ack.p99_ms,
+            ack_p999_ms: ack.p999_ms,
+            ack_max_ms: ack.max_ms,
+            msgs_per_sec: outcome.msgs_per_sec,
+            mb_per_sec: outcome.mb_per_sec,
+            sent: outcome.sent,
+            received: outcome
+                .received_per_group
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(0),
+            received_per_group: outcome.received_per_group.clone(),
+            failed: outcome.failed,
+            consume_errors: outcome.consume_errors,
+            rss_max_bytes: rss.map(|r| r.max_bytes),
+            rss_end_bytes: rss.map(|r| r.end_bytes),
+            cpu,
+            catchup: outcome.catchup.clone(),
+            intervals: outcome.reports.clone(),
+            vs_baseline,
+            hdr_log: hdr_log.to_path_buf(),
+        }
+    }
+
+    /// Every group got every acknowledged record and none failed.
+    pub fn complete(&self) -> bool {
+        self.failed == 0 && self.received >= self.sent
+    }
+}
+
+/// Figures that are whole counts (shown without decimals).
+const COUNTS: [&str; 2] = ["sent", "received"];
+
+/// Rows of the table and of `comparison`: name, unit and value of each figure.
+fn figures(b: &BrokerResult) -> Vec<(&'static str, Option<f64>)> {
+    vec![
+        ("p50_ms", Some(b.p50_ms)),
+        ("p90_ms", Some(b.p90_ms)),
+        ("p99_ms", Some(b.p99_ms)),
+        ("p999_ms", Some(b.p999_ms)),
+        ("p9999_ms", Some(b.p9999_ms)),
+        ("max_ms", Some(b.max_ms)),
+        ("ack_p50_ms", Some(b.ack_p50_ms)),
+        ("ack_p99_ms", Some(b.ack_p99_ms)),
+        ("msgs_per_sec", Some(b.msgs_per_sec)),
+        ("mb_per_sec", Some(b.mb_per_sec)),
+        ("sent", Some(b.sent as f64)),
+        ("received", Some(b.received as f64)),
+        (
+            "rss_max_mib",
+            b.rss_max_bytes.map(|r| r as f64 / (1 << 20) as f64),
+        ),
+        ("broker_cpu_%", b.cpu.broker_percent),
+        ("loadgen_cpu_%", b.cpu.loadgen_percent),
+    ]
+}
+
+/// second ÷ first for every figure both have.
+pub fn comparison(
+    first: &BrokerResult,
+    second: &BrokerResult,
+) -> BTreeMap<&'static str, Option<f64>> {
+    figures(first)
+        .into_iter()
+        .zip(figures(second))
+        .map(|((name, a), (_, b))| (name, a.zip(b).and_then(|(a, b)| ratio(b, a))))
+        .collect()
+}
+
+pub fn write_json(path: &Path, result: &ResultFile) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(result).context("encoding the JSON result")?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// The final table: one column per broker, a ratio column with two brokers, then the
+/// baselines and each broker's figures as ratios to them.
+pub fn print_table(result: &ResultFile) {
+    let p = &result.params;
+    let rate = p
+        .rate_per_sec
+        .map_or_else(|| "unlimited rate".to_string(), |r| format!("{r} msg/s"));
+    println!(
+        "\n{}{}: {rate}, {} B records, {} partitions, acks={}, linger.ms={}, {} producer(s), {} group(s) × {} consumer(s)",
+        if p.soak { "soak of " } else { "" },
+        p.scenario.name(),
+        p.record_bytes,
+        p.partitions,
+        p.acks.as_config(),
+        p.linger_ms,
+        p.producers,
+        p.groups,
+        p.consumers_per_group,
+    );
+    let mut header = format!("{:<14}", "figure");
+    for b in &result.brokers {
+        header += &format!(" {:>22}", truncate(&b.label, 22));
+    }
+    if result.brokers.len() == 2 {
+        header += &format!(" {:>8}", "ratio");
+    }
+    println!("{header}");
+    let rows: Vec<Vec<(&str, Option<f64>)>> = result.brokers.iter().map(figures).collect();
+    for (i, (name, _)) in rows.first().into_iter().flatten().enumerate() {
+        let mut line = format!("{name:<14}");
+        for row in &rows {
+            let value = match row[i].1 {
+                Some(v) if COUNTS.contains(name) => format!("{v:.0}"),
+                v => fmt_value(v),
+            };
+            line += &format!(" {value:>22}");
+        }
+        if let Some(cmp) = &result.comparison {
+            line += &format!(
+                " {:>8}",
+                cmp.get(name)
+                    .copied()
+                    .flatten()
+                    .map_or("-".into(), |r| format!("{r:.2}×"))
+            );
+        }
+        println!("{line}");
+    }
+    for b in &result.brokers {
+        if let Some(c) = &b.catchup {
+            println!(
+                "{}: produced {:.1} MB in {:.1} s ({:.1} MB/s), read back in {:.1} s ({:.1} MB/s)",
+                b.label,
+                c.produced_bytes as f64 / 1e6,
+                c.produce_s,
+                c.produce_mb_per_sec,
+                c.read_s,
+                c.read_mb_per_sec
+            );
+        }
+        if !b.complete() {
+            println!(
+                "{}: INCOMPLETE: sent {}, failed {}, received per group {:?}",
+                b.label, b.sent, b.failed, b.received_per_group
+            );
+        }
+    }
+    if let Some(base) = &result.baselines {
+        println!("\nbaselines (same run):");
+        match &base.tcp {
+            Some(t) => println!(
+                "  loopback TCP round trip, 1 KiB: p50 {:.1} µs, p99 {:.1} µs",
+                t.p50_us, t.p99_us
+            ),
+            None => println!("  loopback TCP round trip: not measured"),
+        }
+        match &base.disk {
+            Some(d) => println!(
+                "  disk ({}): O_DIRECT sequential write {:.0} MB/s; 4 KiB write p50 {:.1} / p99 {:.1} µs; 4 KiB write + fdatasync p50 {:.1} / p99 {:.1} µs",
+                d.dir.display(),
+                d.write_mb_per_sec,
+                d.write_4k_p50_us,
+                d.write_4k_p99_us,
+                d.write_fdatasync_4k_p50_us,
+                d.write_fdatasync_4k_p99_us
+            ),
+            None => println!("  disk: not measured"),
+        }
+        for note in &base.notes {
+            println!("  note: {note}");
+        }
+        for b in &result.brokers {
+            if let Some(r) = &b.vs_baseline {
+                println!(
+                    "  {}: p50 = {} TCP RTT p50; p99 = {} TCP RTT p99 = {} write+fdatasync p99; {} MB/s = {} of disk write bandwidth",
+                    b.label,
+                    fmt_ratio(r.p50_vs_tcp_rtt_p50),
+                    fmt_ratio(r.p99_vs_tcp_rtt_p99),
+                    fmt_ratio(r.p99_vs_write_fdatasync_p99),
+                    fmt_value(Some(b.mb_per_sec)),
+                    r.mb_per_sec_vs_disk_write
+                        .map_or("-".into(), |x| format!("{:.1} %", x * 100.0)),
+                );
+            }
+        }
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| format!("{r:.1}×"))
+}
+
+fn fmt_value(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.3}"),
+    }
+}
+
+/// A broker's HdrHistogram interval log (the standard `.hlog` text format, V2 deflate
+/// histograms, values in µs), one interval per second.
+pub struct HdrLog {
+    path: PathBuf,
+    file: BufWriter<File>,
+    serializer: V2DeflateSerializer,
+}
+
+impl HdrLog {
+    pub fn create(path: &Path, label: &str, start: SystemTime) -> anyhow::Result<HdrLog> {
+        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut log = HdrLog {
+            path: path.to_path_buf(),
+            file: BufWriter::new(file),
+            serializer: V2DeflateSerializer::new(),
+        };
+        IntervalLogWriterBuilder::new()
+            .add_comment(&format!("sluice-loadgen end-to-end latency, broker {label}"))
+            .add_comment("values in microseconds, from the intended send time (coordinated-omission corrected)")
+            .with_start_time(start)
+            .begin_log_with(&mut log.file, &mut log.serializer)
+            .with_context(|| format!("writing {}", log.path.display()))?;
+        Ok(log)
+    }
+
+    /// Appends the interval `[start_ns, end_ns)` of the run clock (the log's StartTime).
+    pub fn write_interval(
+        &mut self,
+        h: &Histogram<u64>,
+        start_ns: u64,
+        end_ns: u64,
+    ) -> anyhow::Result<()> {
+        IntervalLogWriterBuilder::new()
+            .begin_log_with(&mut self.file, &mut self.serializer)
+            .and_then(|mut w| {
+                w.write_histogram(
+                    h,
+                    Duration::from_nanos(start_ns),
+                    Duration::from_nanos(end_ns.saturating_sub(start_ns)),
+                    None,
+                )
+                .map_err(|e| std::io::Error::other(format!("{e:?}")))
+            })
+            .with_context(|| format!("writing {}", self.path.display()))?;
+        self.file
+            .flush()
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_now() -> String {
+    utc(SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()))
+}
+
+/// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+/// The 1-minute load average, if /proc/loadavg can be read.
+pub fn load_avg_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use crate::latency::new_histogram;
+    use clap::Parser;
+
+    fn outcome(scale: u64) -> RunOutcome {
+        let mut latency = new_histogram();
+        let mut ack_latency = new_histogram();
+        for us in 1..=1_000 {
+            latency.record(us * scale).expect("in range");
+            ack_latency.record(us).expect("in range");
+        }
+        RunOutcome {
+            topic: "t".into(),
+            partitions: 6,
+            latency,
+            ack_latency,
+            sent: 1_000,
+            failed: 0,
+            received_per_group: vec![1_000, 1_000],
+            consume_errors: 0,
+            msgs_per_sec: 500.0,
+            mb_per_sec: 0.512,
+            reports: Vec::new(),
+            catchup: None,
+        }
+    }
+
+    #[test]
+    fn json_result_has_the_documented_keys() {
+        let params =
+            Params::resolve(&Cli::parse_from(["sluice-loadgen", "fanout"])).expect("params");
+        let rss = Rss {
+            max_bytes: 3 << 20,
+            end_bytes: 2 << 20,
+        };
+        let cpu = CpuUse {
+            broker_percent: None,
+            loadgen_percent: Some(50.0),
+        };
+        let local = BrokerResult::new(
+            "local",
+            "127.0.0.1:1",
+            &outcome(1),
+            Some(rss),
+            cpu,
+            None,
+            Path::new("a.hlog"),
+        );
+        let remote = BrokerResult::new(
+            "remote",
+            "127.0.0.1:2",
+            &outcome(2),
+            None,
+            cpu,
+            None,
+            Path::new("b.hlog"),
+        );
+        let comparison = comparison(&local, &remote);
+        let file = ResultFile {
+            schema: SCHEMA,
+            scenario: "fanout".into(),
+            params,
+            machine: Machine {
+                cpus: 2,
+                broker_cpus: Some("0".into()),
+                loadgen_cpus: Some("1".into()),
+                load_avg_1m_start: Some(0.5),
+                load_avg_1m_end: None,
+                date_utc: utc_now(),
+            },
+            baselines: None,
+            brokers: vec![local, remote],
+            comparison: Some(comparison),
+        };
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&file).expect("encodes")).expect("decodes");
+        assert_eq!(json["schema"], "sluice-loadgen/1");
+        assert_eq!(json["params"]["groups"], 4);
+        assert_eq!(json["params"]["acks"], "all");
+        for broker in json["brokers"].as_array().expect("brokers") {
+            for key in [
+                "p50_ms",
+                "p99_ms",
+                "p999_ms",
+                "max_ms",
+                "msgs_per_sec",
+                "mb_per_sec",
+                "sent",
+                "received",
+            ] {
+                assert!(broker[key].is_number(), "{key}: {}", broker[key]);
+            }
+            assert_eq!(broker["received"], 1_000);
+        }
+        assert_eq!(json["brokers"][0]["rss_max_bytes"], 3 << 20);
+        assert!(
+            json["brokers"][1]["rss_max_bytes"].is_null(),
+            "unknown for a remote broker"
+        );
+        let p99_ratio = json["comparison"]["p99_ms"].as_f64().expect("ratio");
+        assert!((p99_ratio - 2.0).abs() < 0.01, "{p99_ratio}");
+        assert!(json["comparison"]["rss_max_mib"].is_null());
+    }
+
+    #[test]
+    fn utc_dates_are_formatted_like_rfc3339() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_now().len(), 20);
+    }
+}

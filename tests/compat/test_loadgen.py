@@ -1,0 +1,176 @@
+"""Smoke runs of `sluice-loadgen`: every scenario for a couple of seconds with small
+parameters, against a `sluice` that loadgen starts itself (`--sluice-bin`) or the test's
+broker (`--bootstrap`). They check message counts and well-formed output (JSON, HdrHistogram
+log, SVG plot), never timings: benchmarks do not live in tests (DESIGN.md §7).
+
+`SLUICE_LOADGEN_BIN=/path/to/sluice-loadgen` skips the cargo build.
+"""
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+RUN_TIMEOUT_S = 180
+# Figures every broker object of the JSON result carries (the issue's schema, point 0).
+REQUIRED_NUMBERS = ["p50_ms", "p99_ms", "p999_ms", "max_ms", "msgs_per_sec", "mb_per_sec",
+                    "sent", "received"]
+
+
+@pytest.fixture(scope="session")
+def loadgen_bin():
+    env_bin = os.environ.get("SLUICE_LOADGEN_BIN")
+    if env_bin:
+        return Path(env_bin).resolve()
+    cmd = ["cargo", "build", "-p", "sluice-loadgen", "--message-format=json-render-diagnostics"]
+    proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=1800)
+    if proc.returncode != 0:
+        pytest.fail(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{proc.stderr[-6000:]}",
+                    pytrace=False)
+    for line in proc.stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
+                and msg.get("target", {}).get("name") == "sluice-loadgen":
+            return Path(msg["executable"])
+    pytest.fail("cargo build produced no `sluice-loadgen` executable", pytrace=False)
+
+
+def run_loadgen(loadgen_bin, tmp_path, *args):
+    """Runs loadgen with its outputs in tmp_path; returns (parsed JSON, JSON path, stdout)."""
+    json_path = tmp_path / "out" / "result.json"
+    cmd = [str(loadgen_bin), *args, "--json", str(json_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, (
+        f"command: {' '.join(cmd)}\nexit {proc.returncode}\n"
+        f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}")
+    assert json_path.is_file(), proc.stdout
+    return json.loads(json_path.read_text()), json_path, proc.stdout
+
+
+def local(sluice_bin, tmp_path, scenario, *args):
+    return [scenario, "--sluice-bin", str(sluice_bin), "--data-parent", str(tmp_path),
+            "--warmup", "0", *args]
+
+
+def check_broker(b, groups=1):
+    for key in REQUIRED_NUMBERS:
+        assert isinstance(b[key], (int, float)) and math.isfinite(b[key]), (key, b[key])
+    assert b["sent"] > 0, b
+    # Every group got every acknowledged record (at least once); nothing failed.
+    assert b["received"] >= b["sent"], b
+    assert len(b["received_per_group"]) == groups, b
+    assert all(r >= b["sent"] for r in b["received_per_group"]), b
+    assert b["failed"] == 0, b
+    assert b["latency_count"] > 0, b
+    assert b["p50_ms"] <= b["p99_ms"] <= b["p999_ms"] <= b["max_ms"], b
+
+
+def check_files(result, json_path):
+    for b in result["brokers"]:
+        hlog = Path(b["hdr_log"])
+        assert hlog.parent == json_path.parent, hlog
+        text = hlog.read_text()
+        assert "#[StartTime:" in text, text[:500]
+        # At least one interval line: start,length,max,base64 histogram.
+        assert any(line[:1].isdigit() and line.count(",") == 3 for line in text.splitlines()), \
+            text[:500]
+    svg = json_path.with_suffix(".svg")
+    assert svg.is_file()
+    assert "<svg" in svg.read_text()
+
+
+def test_latency_with_baselines_on_a_local_broker(loadgen_bin, sluice_bin, tmp_path):
+    result, json_path, stdout = run_loadgen(
+        loadgen_bin, tmp_path, *local(sluice_bin, tmp_path, "latency", "--duration", "2",
+                                      "--rate", "2000"))
+    assert result["schema"] == "sluice-loadgen/1"
+    assert result["scenario"] == "latency"
+    assert result["params"]["acks"] == "all" and result["params"]["linger_ms"] == 0
+    (b,) = result["brokers"]
+    check_broker(b)
+    assert b["local"] is True
+    assert b["rss_max_bytes"] > 0 and b["rss_end_bytes"] > 0
+    base = result["baselines"]
+    assert base["tcp"]["p50_us"] > 0 and base["tcp"]["samples"] > 0
+    # The disk part needs O_DIRECT (not on tmpfs): then a note says why it is missing.
+    assert base["disk"] is not None or base["notes"], base
+    if base["disk"] is not None:
+        assert base["disk"]["write_mb_per_sec"] > 0
+        assert b["vs_baseline"]["mb_per_sec_vs_disk_write"] > 0
+    assert b["vs_baseline"]["p99_vs_tcp_rtt_p99"] > 0
+    assert "p99_ms" in stdout and "baselines" in stdout
+    check_files(result, json_path)
+
+
+@pytest.mark.parametrize("scenario, args, groups", [
+    ("throughput", ["--duration", "2"], 1),
+    ("fanout", ["--duration", "2", "--rate", "1000"], 4),
+    # 300 of the scenario's 1,000 partitions: a debug broker takes ~10 ms per partition to
+    # shut down, which would dominate a smoke run.
+    ("partitions", ["--duration", "2", "--rate", "2000", "--partitions", "300"], 1),
+])
+def test_scenario_on_a_local_broker(loadgen_bin, sluice_bin, tmp_path, scenario, args, groups):
+    result, json_path, _ = run_loadgen(
+        loadgen_bin, tmp_path, *local(sluice_bin, tmp_path, scenario, "--no-baselines", *args))
+    assert result["baselines"] is None
+    (b,) = result["brokers"]
+    check_broker(b, groups=groups)
+    if scenario == "partitions":
+        assert b["partitions"] == 300
+    check_files(result, json_path)
+
+
+def test_catchup_reads_the_whole_backlog(loadgen_bin, sluice_bin, tmp_path):
+    result, json_path, _ = run_loadgen(
+        loadgen_bin, tmp_path, *local(sluice_bin, tmp_path, "catchup", "--no-baselines",
+                                      "--catchup-bytes", "2000000"))
+    (b,) = result["brokers"]
+    check_broker(b)
+    # 2,000,000 bytes in 1 KiB records, rounded up.
+    assert b["sent"] == b["received"] == 1954, b
+    c = b["catchup"]
+    assert c["produced_bytes"] == 1954 * 1024
+    assert c["read_mb_per_sec"] > 0 and c["produce_mb_per_sec"] > 0
+    check_files(result, json_path)
+
+
+def test_soak_prints_periodic_reports(loadgen_bin, sluice_bin, tmp_path):
+    result, json_path, stdout = run_loadgen(
+        loadgen_bin, tmp_path, *local(sluice_bin, tmp_path, "soak", "--no-baselines",
+                                      "--soak-of", "fanout", "--duration", "3",
+                                      "--report-every", "1", "--rate", "500"))
+    assert result["scenario"] == "soak"
+    assert result["params"]["scenario"] == "fanout" and result["params"]["soak"] is True
+    (b,) = result["brokers"]
+    check_broker(b, groups=4)
+    assert len(b["intervals"]) >= 2, b["intervals"]
+    for interval in b["intervals"]:
+        assert interval["t_s"] > 0 and interval["msgs_per_sec"] >= 0
+    assert stdout.count("msg/s  p50") >= 2, stdout
+    check_files(result, json_path)
+
+
+def test_bootstrap_and_compare_drive_an_external_broker(loadgen_bin, broker, tmp_path):
+    # The same broker on both sides: exercises --bootstrap and --compare, not a comparison.
+    result, json_path, stdout = run_loadgen(
+        loadgen_bin, tmp_path, "latency", "--bootstrap", broker.bootstrap,
+        "--compare", broker.bootstrap, "--duration", "2", "--warmup", "0", "--rate", "1000",
+        "--no-baselines", "--segment-bytes", str(16 << 20))
+    assert len(result["brokers"]) == 2
+    for b in result["brokers"]:
+        check_broker(b)
+        assert b["local"] is False
+        assert b["rss_max_bytes"] is None
+    assert result["comparison"]["sent"] == pytest.approx(1.0, rel=0.2)
+    assert "ratio" in stdout
+    check_files(result, json_path)
