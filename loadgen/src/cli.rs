@@ -102,8 +102,8 @@ impl Compression {
         partitions  as latency over 1000 partitions, linger.ms=5, 2 MiB segments\n  \
         catchup     produce --catchup-bytes (1 GiB) unlimited, then one group reads it all from the start\n  \
         soak        --soak-of (latency) for 3600 s, a report line every 60 s\n\n\
-        Consumers are plain assign()ed consumers (one group.id each, no group coordinator, no \
-        offset commits) unless --subscribe is given."
+        Each group's consumers join it with subscribe() (the broker's group coordinator assigns \
+        the partitions; no offset commits); --assign makes them assign() their share instead."
 )]
 pub struct Cli {
     /// Scenario to run.
@@ -154,7 +154,8 @@ pub struct Cli {
     #[arg(long)]
     pub groups: Option<u32>,
 
-    /// Consumers per group; the group's partitions are split round-robin among them.
+    /// Consumers per group: the group coordinator splits the partitions among them (with
+    /// `--assign`, round-robin).
     #[arg(long)]
     pub consumers: Option<u32>,
 
@@ -198,10 +199,10 @@ pub struct Cli {
     #[arg(long, default_value_t = 1)]
     pub replication_factor: i32,
 
-    /// Consumers join their group with subscribe() (needs the broker's group coordinator)
-    /// instead of assign().
+    /// Consumers assign() themselves a round-robin share of the partitions instead of joining
+    /// their group with subscribe() (for brokers without consumer groups).
     #[arg(long)]
-    pub subscribe: bool,
+    pub assign: bool,
 
     /// Seconds to wait, after the producers stop, for consumers to receive every record.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]

@@ -132,8 +132,8 @@ pub fn producer(
         .with_context(|| format!("creating a producer for {bootstrap}"))
 }
 
-/// A consumer of `group_id` that reads `partitions` of `topic` from the beginning, by
-/// `assign()` (no group coordinator) or, with `--subscribe`, by joining the group.
+/// A consumer of `group_id` that reads `topic` from the beginning: by joining the group
+/// (`subscribe()`), or with `--assign` by `assign()`ing `partitions` (no group coordinator).
 pub fn consumer(
     bootstrap: &str,
     params: &Params,

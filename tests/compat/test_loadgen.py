@@ -115,6 +115,8 @@ def test_latency_with_baselines_on_a_local_broker(loadgen_bin, sluice_bin, tmp_p
 @pytest.mark.parametrize("scenario, args, groups", [
     ("throughput", ["--duration", "2"], 1),
     ("fanout", ["--duration", "2", "--rate", "1000"], 4),
+    # Consumers that assign() their partitions instead of joining their groups.
+    ("fanout", ["--duration", "2", "--rate", "1000", "--assign", "--consumers", "2"], 4),
     # 300 of the scenario's 1,000 partitions: a debug broker takes ~10 ms per partition to
     # shut down, which would dominate a smoke run.
     ("partitions", ["--duration", "2", "--rate", "2000", "--partitions", "300"], 1),
