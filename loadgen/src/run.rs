@@ -103,6 +103,8 @@ struct Shared {
     /// Probe records seen, per group.
     probes: Vec<AtomicU64>,
     received: Vec<AtomicU64>,
+    /// Clock of the first record received (`u64::MAX` until then), per group.
+    first_receipt_ns: Vec<AtomicU64>,
     last_receipt_ns: Vec<AtomicU64>,
     consume_errors: AtomicU64,
 }
@@ -190,6 +192,9 @@ pub fn run(
         window: OnceLock::new(),
         probes: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
         received: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
+        first_receipt_ns: (0..params.groups)
+            .map(|_| AtomicU64::new(u64::MAX))
+            .collect(),
         last_receipt_ns: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
         consume_errors: AtomicU64::new(0),
     });
@@ -460,15 +465,26 @@ fn per_sec(count: u64, seconds: f64) -> f64 {
     }
 }
 
-/// Seconds from `start_ns` to the last record received by the slowest group.
+/// Seconds from the first record received (not before `start_ns`) to the last one received
+/// by the slowest group.
 fn read_seconds(shared: &Shared, start_ns: u64) -> f64 {
+    // From the first record: a subscribing consumer first waits for its group's rebalance
+    // (3 s of `group.initial.rebalance.delay.ms` on a Kafka-default broker), which is not
+    // read time.
+    let first_ns = shared
+        .first_receipt_ns
+        .iter()
+        .map(|t| t.load(Ordering::Relaxed))
+        .min()
+        .filter(|&t| t != u64::MAX)
+        .map_or(start_ns, |t| t.max(start_ns));
     let last_ns = shared
         .last_receipt_ns
         .iter()
         .map(|t| t.load(Ordering::Relaxed))
         .max()
-        .unwrap_or(start_ns);
-    seconds_between(start_ns, last_ns)
+        .unwrap_or(first_ns);
+    seconds_between(first_ns, last_ns)
 }
 
 /// Waits until every group has received `sent` records, or `timeout` passed. The bar stays
@@ -665,6 +681,7 @@ fn consume(job: ConsumerJob) {
     let mut recorder: Option<LatencyRecorder> = None;
     let mut next_flush_ns = job.clock.now_ns() + duration_ns(FLUSH_INTERVAL);
     let received = &job.shared.received[job.group];
+    let first_receipt_ns = &job.shared.first_receipt_ns[job.group];
     let last_receipt_ns = &job.shared.last_receipt_ns[job.group];
     while !job.shared.stop.load(Ordering::Relaxed) {
         match job.consumer.poll(POLL_TIMEOUT) {
@@ -682,6 +699,7 @@ fn consume(job: ConsumerJob) {
                             .record(stamp.intended_ns, receipt_ns);
                     }
                     received.fetch_add(1, Ordering::Relaxed);
+                    first_receipt_ns.fetch_min(receipt_ns, Ordering::Relaxed);
                     last_receipt_ns.fetch_max(receipt_ns, Ordering::Relaxed);
                 }
             }
