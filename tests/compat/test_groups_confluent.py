@@ -786,3 +786,34 @@ def test_async_commit_then_committed_reads_it_back(broker):
         assert not stale, f"committed() after commit(N): (N, answer) {stale}"
     finally:
         c.close()
+
+
+@pytest.mark.sluice(settings=GROUP_SETTINGS)
+@pytest.mark.timeout(90)
+def test_offsets_topic_is_internal_and_protected(broker):
+    """Clients cannot create `__consumer_offsets` with their own settings, nor delete it,
+    change its configs or add partitions once the coordinator made it."""
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       NewPartitions, NewTopic)
+    a = admin(broker.bootstrap)
+    name = "__consumer_offsets"
+    with pytest.raises(KafkaException):
+        a.create_topics([NewTopic(name, 3, 1)])[name].result(30)
+    # Any group use creates it, the coordinator's way.
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "grp-protect"})
+    try:
+        assert c.committed([TopicPartition("whatever", 0)], timeout=30)[0].offset == OFFSET_INVALID
+    finally:
+        c.close()
+    md = a.list_topics(timeout=30)
+    assert name in md.topics and len(md.topics[name].partitions) == 50
+    with pytest.raises(KafkaException):
+        a.delete_topics([name])[name].result(30)
+    with pytest.raises(KafkaException):
+        a.create_partitions([NewPartitions(name, 60)])[name].result(30)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name,
+                              incremental_configs=[ConfigEntry("retention.ms", "1000",
+                                                               incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException):
+        a.incremental_alter_configs([resource])[resource].result(30)
+    assert len(a.list_topics(timeout=30).topics[name].partitions) == 50

@@ -16,6 +16,9 @@ use net::kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
+/// Longest client id or `group.instance.id` a generated member id starts with, in bytes.
+const MEMBER_ID_PREFIX_MAX_BYTES: usize = 255;
+
 /// Kafka's group states (the names DescribeGroups and ListGroups report).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupState {
@@ -69,6 +72,8 @@ pub struct JoinParams {
     pub protocols: Vec<(String, Bytes)>,
     /// v4+ (KIP-394): a dynamic member's first join gets `MEMBER_ID_REQUIRED` and an id.
     pub require_known_member_id: bool,
+    /// v9+ (KIP-814): the answer can tell a rejoined static leader to skip the assignment.
+    pub supports_skip_assignment: bool,
 }
 
 /// One member as the leader's JoinGroup answer lists it.
@@ -253,6 +258,8 @@ pub struct Group {
     next_seq: u64,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// OffsetCommits accepted and still being appended (the group is not vacant meanwhile).
+    pub commits_in_flight: usize,
     to_persist: Vec<StoredGroup>,
 }
 
@@ -273,6 +280,7 @@ impl Group {
             initial_delay: None,
             next_seq: 0,
             offsets: BTreeMap::new(),
+            commits_in_flight: 0,
             to_persist: Vec::new(),
         }
     }
@@ -458,6 +466,12 @@ impl Group {
         cfg: &GroupConfig,
     ) -> Answer<JoinResult> {
         let prefix = p.group_instance_id.as_deref().unwrap_or(&p.client_id);
+        // Member ids are stored as Kafka strings (at most 32767 bytes): keep the prefix short.
+        let cut = (0..=prefix.len().min(MEMBER_ID_PREFIX_MAX_BYTES))
+            .rev()
+            .find(|&i| prefix.is_char_boundary(i))
+            .unwrap_or(0);
+        let prefix = &prefix[..cut];
         let new_id = format!("{prefix}-{}", uuid::Uuid::new_v4());
         if let Some(instance) = p.group_instance_id.clone() {
             if let Some(old_id) = self.static_members.get(&instance).cloned() {
@@ -516,7 +530,16 @@ impl Group {
             GroupState::Stable if unchanged => {
                 self.to_persist.push(self.stored(epoch_ms()));
                 let is_leader = self.leader.as_deref() == Some(new_id.as_str());
-                Answer::Now(self.current_generation_answer(&new_id, is_leader))
+                let mut answer = self.current_generation_answer(&new_id, is_leader);
+                if is_leader && !p.supports_skip_assignment {
+                    // Before KIP-814 (JoinGroup v9) a rejoined static leader cannot be told
+                    // to keep the assignment, so Kafka names its old id as the leader: it
+                    // acts as a follower and its SyncGroup gets the stored assignment.
+                    answer.leader = old_id.to_string();
+                    answer.members.clear();
+                    answer.skip_assignment = false;
+                }
+                Answer::Now(answer)
             }
             GroupState::PreparingRebalance => {
                 let (tx, rx) = oneshot::channel();
@@ -613,18 +636,18 @@ impl Group {
         }
     }
 
-    /// `FENCED_INSTANCE_ID` when `instance` belongs to another member id (KIP-345).
+    /// `FENCED_INSTANCE_ID` when `instance` belongs to another member id (KIP-345); an
+    /// unknown instance is not fenced (Kafka's `isStaticMemberFenced`).
     fn fenced(&self, member_id: &str, instance: Option<&str>) -> Option<ResponseError> {
         let instance = instance?;
         match self.static_members.get(instance) {
             Some(id) if id != member_id => Some(ResponseError::FencedInstanceId),
-            Some(_) => None,
-            None => Some(ResponseError::UnknownMemberId),
+            _ => None,
         }
     }
 
-    /// `COORDINATOR_NOT_AVAILABLE` for a deleted group, `FENCED_INSTANCE_ID` (or
-    /// `UNKNOWN_MEMBER_ID`) for a `group.instance.id` that is not this member's.
+    /// `COORDINATOR_NOT_AVAILABLE` for a deleted group, `FENCED_INSTANCE_ID` for a
+    /// `group.instance.id` that belongs to another member.
     fn dead_or_fenced(&self, member_id: &str, instance: Option<&str>) -> Option<i16> {
         if self.state == GroupState::Dead {
             return Some(code(ResponseError::CoordinatorNotAvailable));
@@ -725,6 +748,24 @@ impl Group {
         for id in missing {
             self.drop_member(&id);
         }
+        let rejoined: Vec<String> = self
+            .members()
+            .into_iter()
+            .filter(|m| m.awaiting_join.is_some())
+            .map(|m| m.id.clone())
+            .collect();
+        if rejoined.is_empty() && !self.members.is_empty() {
+            // Only absent static members are left: wait for them (or their session timeouts),
+            // as Kafka postpones a rebalance that nobody rejoined.
+            let timeout = self
+                .members
+                .values()
+                .map(|m| m.rebalance_timeout)
+                .max()
+                .unwrap_or_default();
+            self.rebalance_deadline = Some(now + timeout);
+            return;
+        }
         self.generation += 1;
         if self.members.is_empty() {
             self.state = GroupState::Empty;
@@ -734,18 +775,14 @@ impl Group {
             return;
         }
         self.protocol_name = self.select_protocol();
-        if !self
-            .leader
-            .as_ref()
-            .is_some_and(|l| self.members.contains_key(l))
-        {
-            self.leader = self.members().first().map(|m| m.id.clone());
+        // The leader must be a member that rejoined: it computes the assignment now.
+        if !self.leader.as_ref().is_some_and(|l| rejoined.contains(l)) {
+            self.leader = rejoined.first().cloned();
         }
         self.state = GroupState::CompletingRebalance;
         let leader = self.leader.clone().unwrap_or_default();
         let everyone = self.member_list();
-        let ids: Vec<String> = self.members.keys().cloned().collect();
-        for id in ids {
+        for id in rejoined {
             let answer = JoinResult {
                 error: 0,
                 generation: self.generation,
@@ -1085,7 +1122,20 @@ impl Group {
 
     /// Whether [`Group::tick`] has anything to watch.
     pub fn has_deadlines(&self) -> bool {
-        !self.members.is_empty() || !self.pending_members.is_empty()
+        !self.members.is_empty()
+            || !self.pending_members.is_empty()
+            || self.rebalance_deadline.is_some()
+    }
+
+    /// Whether the group holds nothing worth keeping: Empty, never formed a generation, no
+    /// members, admitted ids or offsets (e.g. only refused joins ever reached it).
+    pub fn is_vacant(&self) -> bool {
+        self.state == GroupState::Empty
+            && self.generation == 0
+            && self.members.is_empty()
+            && self.pending_members.is_empty()
+            && self.offsets.is_empty()
+            && self.commits_in_flight == 0
     }
 }
 
@@ -1145,6 +1195,7 @@ mod tests {
             protocol_type: "consumer".to_string(),
             protocols: vec![("range".to_string(), Bytes::from_static(b"meta"))],
             require_known_member_id: v4 && instance.is_none(),
+            supports_skip_assignment: false,
         }
     }
 
@@ -1447,6 +1498,29 @@ mod tests {
     }
 
     #[test]
+    fn a_member_leaving_during_the_initial_delay_leaves_an_empty_group() {
+        let cfg = GroupConfig {
+            initial_rebalance_delay_ms: 3000,
+            ..CFG
+        };
+        let now = Instant::now();
+        let mut g = Group::new("g");
+        let mut join = parked(g.join(params("", None, false), now, &cfg));
+        let id = g.members().first().map(|m| m.id.clone()).unwrap();
+        assert_eq!(g.leave(&[(id, None)], now, &cfg), vec![0]);
+        assert!(
+            g.has_deadlines(),
+            "the pending rebalance still needs its deadline"
+        );
+        g.tick(now + Duration::from_millis(3001), &cfg);
+        assert_eq!(g.state(), GroupState::Empty);
+        assert_eq!(
+            join.try_recv().unwrap().unwrap().error,
+            code(ResponseError::UnknownMemberId)
+        );
+    }
+
+    #[test]
     fn bad_joins_are_refused() {
         let now = Instant::now();
         let mut g = Group::new("g");
@@ -1538,7 +1612,15 @@ mod tests {
         fn any_request_sequence_leaves_no_stuck_group(
             ops in proptest::collection::vec(op(), 1..80),
             statics in proptest::collection::vec(proptest::bool::ANY, 4),
+            initial_delay_ms in proptest::prop_oneof![proptest::strategy::Just(0), proptest::strategy::Just(3000)],
         ) {
+            let cfg = GroupConfig { initial_rebalance_delay_ms: initial_delay_ms, ..CFG };
+            // As the coordinator's deadline loop: only groups with deadlines are ticked.
+            let tick = |g: &mut Group, now: Instant| {
+                if g.has_deadlines() {
+                    g.tick(now, &cfg);
+                }
+            };
             let start = Instant::now();
             let mut now = start;
             let mut g = Group::new("g");
@@ -1553,7 +1635,7 @@ mod tests {
                         let id = if fresh { String::new() } else { ids[c].clone() };
                         let instance = format!("i{c}");
                         let p = params(&id, statics[c].then_some(instance.as_str()), true);
-                        match g.join(p, now, &CFG) {
+                        match g.join(p, now, &cfg) {
                             Answer::Now(r) => {
                                 if !r.member_id.is_empty() {
                                     ids[c] = r.member_id;
@@ -1580,7 +1662,7 @@ mod tests {
                             SyncOutcome::Answer(Answer::Later(rx)) => sync_waits.push(rx),
                             SyncOutcome::Persist { generation, answer, .. } => {
                                 sync_waits.push(answer);
-                                g.finish_sync(generation, Ok(()), now, &CFG);
+                                g.finish_sync(generation, Ok(()), now, &cfg);
                             }
                         }
                     }
@@ -1590,7 +1672,7 @@ mod tests {
                     }
                     Op::Leave { c } => {
                         let instance = statics[c].then(|| format!("i{c}"));
-                        g.leave(&[(ids[c].clone(), instance)], now, &CFG);
+                        g.leave(&[(ids[c].clone(), instance)], now, &cfg);
                     }
                     Op::Commit { c } => {
                         let instance = statics[c].then(|| format!("i{c}"));
@@ -1598,7 +1680,7 @@ mod tests {
                     }
                     Op::Wait { ms } => {
                         now += Duration::from_millis(ms);
-                        g.tick(now, &CFG);
+                        tick(&mut g, now);
                     }
                 }
                 // Answers that arrived tell clients their ids and generations.
@@ -1630,7 +1712,7 @@ mod tests {
             // Everyone goes quiet: sessions and rebalance timeouts run out.
             for _ in 0..4 {
                 now += Duration::from_secs(60);
-                g.tick(now, &CFG);
+                tick(&mut g, now);
             }
             proptest::prop_assert_eq!(g.state(), GroupState::Empty);
             for (_, mut rx) in join_waits {

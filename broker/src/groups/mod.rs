@@ -303,6 +303,25 @@ impl Shard {
         group_id: &str,
         op: GroupOp,
     ) -> GroupReply {
+        let reply = self.run_group_op_inner(partition, group_id, op).await;
+        // A refused join or commit must not leave an empty group behind.
+        self.drop_if_vacant(group_id);
+        reply
+    }
+
+    fn drop_if_vacant(&self, group_id: &str) {
+        let mut groups = self.groups.groups.borrow_mut();
+        if groups.get(group_id).is_some_and(Group::is_vacant) {
+            groups.remove(group_id);
+        }
+    }
+
+    async fn run_group_op_inner(
+        self: &Rc<Self>,
+        partition: i32,
+        group_id: &str,
+        op: GroupOp,
+    ) -> GroupReply {
         if let Err(error) = self.ensure_groups_loaded(partition).await {
             return GroupReply::Error(error);
         }
@@ -464,11 +483,21 @@ impl Shard {
         offsets: Vec<OffsetCommitEntry>,
     ) -> GroupReply {
         let now = Instant::now();
-        let error = self
-            .try_with_group(group_id, true, |g| {
-                g.check_commit(member_id, instance, generation, now)
+        // Kafka: a member's commit (generation ≥ 0) to a group that does not exist is stale;
+        // a simple commit (generation < 0) creates the group.
+        let exists = self.groups.groups.borrow().contains_key(group_id);
+        let error = if !exists && generation >= 0 {
+            code(ResponseError::IllegalGeneration)
+        } else {
+            self.try_with_group(group_id, true, |g| {
+                let error = g.check_commit(member_id, instance, generation, now);
+                if error == 0 {
+                    g.commits_in_flight += 1;
+                }
+                error
             })
-            .unwrap_or(code(ResponseError::CoordinatorNotAvailable));
+            .unwrap_or(code(ResponseError::CoordinatorNotAvailable))
+        };
         let all = |error: i16| {
             offsets
                 .iter()
@@ -504,16 +533,18 @@ impl Shard {
                 }),
             });
         }
-        if records.is_empty() {
-            return GroupReply::PartitionErrors(results);
-        }
-        if let Err(error) = self.append_offsets_records(partition, &records).await {
-            for r in results.iter_mut().filter(|r| r.2 == 0) {
-                r.2 = error;
+        let appended = if records.is_empty() {
+            Ok(())
+        } else {
+            self.append_offsets_records(partition, &records).await
+        };
+        // A DeleteGroups that ran during the append wrote its tombstones after this commit:
+        // the group stays deleted (not re-created), as the log will replay it.
+        self.try_with_group(group_id, false, |g| {
+            g.commits_in_flight = g.commits_in_flight.saturating_sub(1);
+            if appended.is_err() {
+                return;
             }
-            return GroupReply::PartitionErrors(results);
-        }
-        self.try_with_group(group_id, true, |g| {
             for record in records {
                 if let OffsetsRecord::Offset {
                     topic,
@@ -526,6 +557,11 @@ impl Shard {
                 }
             }
         });
+        if let Err(error) = appended {
+            for r in results.iter_mut().filter(|r| r.2 == 0) {
+                r.2 = error;
+            }
+        }
         GroupReply::PartitionErrors(results)
     }
 
@@ -583,15 +619,23 @@ impl Shard {
         group_id: &str,
         partitions: Vec<(String, Vec<i32>)>,
     ) -> GroupReply {
-        let (subscribed, state) = {
+        let (subscribed, state, is_consumer) = {
             let groups = self.groups.groups.borrow();
             let Some(g) = groups.get(group_id) else {
                 return GroupReply::Error(code(ResponseError::GroupIdNotFound));
             };
-            (g.subscribed_topics(), g.state())
+            (
+                g.subscribed_topics(),
+                g.state(),
+                g.protocol_type() == Some("consumer"),
+            )
         };
         if state == GroupState::Dead {
             return GroupReply::Error(code(ResponseError::GroupIdNotFound));
+        }
+        if state != GroupState::Empty && !is_consumer {
+            // Kafka: without the consumer protocol the subscriptions cannot be known.
+            return GroupReply::Error(code(ResponseError::NonEmptyGroup));
         }
         let mut results = Vec::new();
         let mut tombstones = Vec::new();
@@ -840,6 +884,7 @@ impl Shard {
             for id in changed {
                 self.persist_membership(partition_for(&id, partitions), &id)
                     .await;
+                self.drop_if_vacant(&id);
             }
         }
     }
@@ -863,8 +908,12 @@ fn describe(g: &Group) -> GroupDescription {
                 group_instance_id: m.group_instance_id.clone(),
                 client_id: m.client_id.clone(),
                 client_host: m.client_host.clone(),
-                metadata: g.member_metadata(m),
-                // Kafka shows assignments only once they are settled.
+                // Kafka shows member metadata and assignments only once they are settled.
+                metadata: if stable {
+                    g.member_metadata(m)
+                } else {
+                    Bytes::new()
+                },
                 assignment: if stable {
                     m.assignment.clone()
                 } else {

@@ -53,6 +53,11 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
                 code(ResponseError::InvalidReplicationFactor),
                 format!("replication factor {replication} is outside 1..={BROKERS} (brokers in the cluster)"),
             ))
+        } else if name == crate::groups::OFFSETS_TOPIC {
+            Err((
+                code(ResponseError::InvalidRequest),
+                format!("'{name}' is an internal topic, created by the group coordinator"),
+            ))
         } else if !topic.assignments.is_empty() {
             Err((
                 code(ResponseError::InvalidRequest),

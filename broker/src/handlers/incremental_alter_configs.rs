@@ -82,6 +82,13 @@ async fn alter_topic(
             format!("topic '{name}' does not exist"),
         ));
     };
+    if name == crate::groups::OFFSETS_TOPIC {
+        // Its retention must stay unlimited (no compaction yet): offsets would expire.
+        return Err((
+            code(ResponseError::InvalidRequest),
+            format!("'{name}' is an internal topic; its configs are fixed"),
+        ));
+    }
     let defaults = &shard.config.topic_defaults;
     // The effective config, changed alongside `overrides` only to validate each SET with the
     // parser that will apply it (its error names the key and says what is accepted).

@@ -33,6 +33,7 @@ pub async fn handle(
     let params = JoinParams {
         member_id: req.member_id.to_string(),
         require_known_member_id: version >= 4 && instance.is_none(),
+        supports_skip_assignment: version >= 9,
         group_instance_id: instance,
         client_id: client_id.to_string(),
         client_host: client_host.to_string(),

@@ -34,6 +34,13 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
             if shard.metadata().topics.contains_key(name) {
                 continue;
             }
+            if name == crate::groups::OFFSETS_TOPIC {
+                // Created as the coordinator needs it (Kafka creates it the same way).
+                if let Err(error) = shard.ensure_offsets_topic().await {
+                    create_errors.insert(name.clone(), error);
+                }
+                continue;
+            }
             let op = ControllerOp::CreateTopic {
                 name: name.clone(),
                 partitions: shard.config.num_partitions,

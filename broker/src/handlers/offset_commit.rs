@@ -92,10 +92,14 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommit
 /// `(topic, partition, x)` triples grouped by topic, topics in first-seen order.
 pub fn group_by_topic<T>(items: Vec<(String, i32, T)>) -> Vec<(String, Vec<(i32, T)>)> {
     let mut out: Vec<(String, Vec<(i32, T)>)> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (topic, partition, x) in items {
-        match out.iter_mut().find(|(t, _)| *t == topic) {
-            Some((_, ps)) => ps.push((partition, x)),
-            None => out.push((topic, vec![(partition, x)])),
+        match index.get(&topic) {
+            Some(&i) => out[i].1.push((partition, x)),
+            None => {
+                index.insert(topic.clone(), out.len());
+                out.push((topic, vec![(partition, x)]));
+            }
         }
     }
     out
