@@ -117,7 +117,6 @@ async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Res
         request.api_version,
         request.correlation_id(),
     );
-    let client_id = request.client_id().unwrap_or_default().to_string();
     match request.body {
         RequestKind::ApiVersions(_) => {
             respond(key, version, correlation_id, &api_versions::handle())
@@ -195,7 +194,14 @@ async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Res
             key,
             version,
             correlation_id,
-            &join_group::handle(shard, req, version, &client_id, client_host).await,
+            &join_group::handle(
+                shard,
+                req,
+                version,
+                request.header.client_id.as_deref().unwrap_or_default(),
+                client_host,
+            )
+            .await,
         ),
         RequestKind::SyncGroup(req) => respond(
             key,
