@@ -17,6 +17,7 @@ mod lockfile;
 mod messages;
 mod metadata;
 mod metrics;
+mod partition;
 mod produce_checks;
 mod records;
 mod runtime;

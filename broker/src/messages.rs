@@ -7,7 +7,7 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use storage::{RecordBatch, TopicPartition};
 
 /// Capacity of each shard-to-shard channel, in messages (backpressure beyond it).
@@ -16,9 +16,14 @@ pub const SHARD_CHANNEL_CAPACITY: usize = 1024;
 /// An operation on one partition, run by its owning shard.
 #[derive(Debug)]
 pub enum PartitionOp {
-    /// Append a produce request's record set. acks 0, 1 and -1 append alike on a single
-    /// node (the ISR is this broker); the connection side decides whether to answer.
-    Produce { records: Bytes },
+    /// Append a produce request's record set, answering as `acks` asks (see
+    /// [`crate::partition::OwnedPartition::produce`]) or with `REQUEST_TIMED_OUT` after
+    /// `timeout` (the request's `timeout_ms`).
+    Produce {
+        records: Bytes,
+        acks: Acks,
+        timeout: Duration,
+    },
     /// Read batches from `offset`, at most `max_bytes` (first batch whole, KIP-74), below the
     /// high watermark.
     Read { offset: i64, max_bytes: usize },
@@ -32,6 +37,29 @@ pub enum PartitionOp {
     /// ListOffsets: -1 latest, -2 earliest, -3 max timestamp, else the first offset whose
     /// timestamp is ≥ this (ms).
     ListOffsets { timestamp: i64 },
+}
+
+/// A Produce request's `acks`: what its answer waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acks {
+    /// `acks=0`: no answer is sent; the append is not awaited.
+    None,
+    /// `acks=1`: the leader's own write has completed.
+    Leader,
+    /// `acks=-1` (all): the write has completed on every in-sync replica (single node: here).
+    All,
+}
+
+impl Acks {
+    /// The wire value's meaning; `None` for a value Kafka refuses (`INVALID_REQUIRED_ACKS`).
+    pub fn from_wire(acks: i16) -> Option<Acks> {
+        match acks {
+            0 => Some(Acks::None),
+            1 => Some(Acks::Leader),
+            -1 => Some(Acks::All),
+            _ => None,
+        }
+    }
 }
 
 /// The owning shard's answer to a [`PartitionOp`].

@@ -97,6 +97,9 @@ pub struct ShardSnapshot {
     /// Log `fdatasync` latency summed over the shard's partitions, log2 µs buckets as in
     /// `storage::LogStats::sync_latency_us_log2`.
     pub sync_latency_us_log2: [u64; storage::SYNC_LATENCY_BUCKETS],
+    /// O_DIRECT writes of this shard's partition logs, and their bytes.
+    pub log_writes: u64,
+    pub log_write_bytes: u64,
     pub partitions: Vec<PartitionStatus>,
     /// Committed offsets of the groups this shard coordinates.
     pub committed: Vec<crate::groups::CommittedStatus>,
@@ -201,6 +204,18 @@ impl Collector for Snapshots {
         )?;
         counter(
             &mut enc,
+            "log_writes",
+            "O_DIRECT writes of partition logs completed (group-committed: one per burst).",
+            &per_shard(|s| s.log_writes),
+        )?;
+        counter(
+            &mut enc,
+            "log_write_bytes",
+            "Bytes written by those writes (aligned blocks, tail rewrites included), bytes.",
+            &per_shard(|s| s.log_write_bytes),
+        )?;
+        counter(
+            &mut enc,
             "batch_cache_hits",
             "Reads answered from the batch cache.",
             &per_shard(|s| s.cache_hits),
@@ -245,15 +260,18 @@ impl Collector for Snapshots {
                 s.request_latency.iter().map(move |(api, h)| {
                     let mut labels = shard_label(s);
                     labels.push(("api".to_string(), (*api).to_string()));
-                    let mut cumulative = 0;
-                    let mut buckets = Vec::with_capacity(h.counts.len());
-                    for (i, n) in h.counts.iter().enumerate() {
-                        cumulative += n;
-                        let bound = LATENCY_BUCKETS_US
-                            .get(i)
-                            .map_or(f64::INFINITY, |&us| us as f64 / 1e6);
-                        buckets.push((bound, cumulative));
-                    }
+                    // Per-bucket counts: the encoder makes them cumulative itself.
+                    let buckets: Vec<(f64, u64)> = h
+                        .counts
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &n)| {
+                            let bound = LATENCY_BUCKETS_US
+                                .get(i)
+                                .map_or(f64::INFINITY, |&us| us as f64 / 1e6);
+                            (bound, n)
+                        })
+                        .collect();
                     (labels, h.sum_us as f64 / 1e6, h.count, buckets)
                 })
             })
@@ -268,12 +286,10 @@ impl Collector for Snapshots {
             .0
             .iter()
             .map(|s| {
-                let mut cumulative = 0;
                 let mut count = 0;
                 let mut sum = 0.0;
                 let mut buckets = Vec::new();
                 for (i, n) in s.sync_latency_us_log2.iter().enumerate() {
-                    cumulative += n;
                     count += n;
                     let upper_us = (1u64 << i) as f64;
                     // Approximate the sum with each bucket's midpoint.
@@ -283,7 +299,8 @@ impl Collector for Snapshots {
                     } else {
                         upper_us / 1e6
                     };
-                    buckets.push((bound, cumulative));
+                    // Per-bucket counts: the encoder makes them cumulative itself.
+                    buckets.push((bound, *n));
                 }
                 (shard_label(s), sum, count, buckets)
             })

@@ -9,6 +9,7 @@ use crate::errors::{code, storage_error_code};
 use crate::messages::{ControllerError, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::{PartitionStatus, ShardMetrics, ShardSnapshot};
+pub use crate::partition::OwnedPartition;
 use crate::records::first_offset_at_or_after;
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
@@ -21,16 +22,8 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
-use storage::{BatchCache, LeaderEpoch, Notify, Offset, PartitionLog, TimestampMs, TopicPartition};
+use storage::{BatchCache, Notify, Offset, PartitionLog, TimestampMs, TopicPartition};
 use tuning::config::{BrokerConfig, ShardSettings, TopicConfig};
-
-/// A partition this shard owns.
-pub struct OwnedPartition {
-    pub log: PartitionLog,
-    /// Fired whenever the high watermark moves: wakes parked fetches (no polling timers).
-    pub hw_moved: Rc<Notify>,
-    pub config: TopicConfig,
-}
 
 /// State of one shard.
 pub struct Shard {
@@ -183,8 +176,11 @@ impl Shard {
         let cache = self.cache.stats();
         let mut sync_latency_us_log2 = [0u64; storage::SYNC_LATENCY_BUCKETS];
         let mut partitions = Vec::new();
+        let (mut log_writes, mut log_write_bytes) = (0, 0);
         for (tp, p) in self.partitions.borrow().iter() {
             let stats = p.log.stats();
+            log_writes += stats.writes;
+            log_write_bytes += stats.write_bytes;
             for (total, n) in sync_latency_us_log2
                 .iter_mut()
                 .zip(stats.sync_latency_us_log2)
@@ -220,6 +216,8 @@ impl Shard {
                 .map(|(k, v)| (*k, v.clone()))
                 .collect(),
             sync_latency_us_log2,
+            log_writes,
+            log_write_bytes,
             partitions,
             committed: self.groups.committed(),
         }
@@ -573,32 +571,15 @@ impl Shard {
         };
         let log = &owned.log;
         match op {
-            PartitionOp::Produce { records } => {
+            PartitionOp::Produce {
+                records,
+                acks,
+                timeout,
+            } => {
                 let now_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-                let records = match crate::produce_checks::prepare(records, &owned.config, now_ms) {
-                    Ok(records) => records,
-                    Err(error) => return PartitionReply::Error(error),
-                };
-                // acks 0, 1 and all answer once the batch is in the in-memory tail (single
-                // node: the ISR is this broker); flush.messages makes the answer wait for disk.
-                let info = match log.append(records, LeaderEpoch(0)).await {
-                    Ok(info) => info,
-                    Err(e) => return PartitionReply::Error(storage_error_code(&e)),
-                };
-                if info.flush_due {
-                    if let Err(e) = log.flush_to(info.last_offset.plus(1)).await {
-                        return PartitionReply::Error(storage_error_code(&e));
-                    }
-                }
-                log.set_high_watermark(log.log_end_offset());
-                owned.hw_moved.notify_all();
-                PartitionReply::Produced {
-                    base_offset: info.base_offset.0,
-                    log_start_offset: log.log_start_offset().0,
-                    log_append_time_ms: info.log_append_time.map_or(-1, |t| t.0),
-                }
+                owned.produce(records, acks, timeout, now_ms).await
             }
             PartitionOp::Read { offset, max_bytes } => {
                 match log

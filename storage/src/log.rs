@@ -4,11 +4,16 @@
 //! if a roll is under way or too many bytes are unwritten → assign offsets, stamp `baseOffset`
 //! and `partitionLeaderEpoch` → insert into the segment's in-memory index, the write queue and
 //! the shard's batch cache → return. Background tasks copy the queued bytes into aligned DMA
-//! buffers and write them; [`PartitionLog::flush`] waits for the writes and one `fdatasync`
-//! shared by every concurrent flusher (group commit).
+//! buffers and write them (group commit: appends that arrive while a write is in flight go out
+//! together in the next one, so the partial tail block is written once per burst);
+//! [`PartitionLog::wait_written`] waits for those writes — what an acknowledgement needs
+//! (DESIGN.md §3: a completed O_DIRECT write outlives the process) — and
+//! [`PartitionLog::flush_to`] also for one `fdatasync` shared by every concurrent flusher.
 //!
 //! Invariants:
-//! 1. `log_start ≤ high_watermark ≤ log_end`, and `durable_offset ≤ log_end`.
+//! 1. `log_start ≤ high_watermark ≤ written_offset ≤ log_end` (a reader below the high
+//!    watermark never sees a byte a crash could take back), and
+//!    `durable_offset ≤ written_offset`.
 //! 2. Offsets are contiguous: the active segment's next offset is `log_end`.
 //! 3. Only the last segment is written; every earlier segment was synced and truncated to its
 //!    exact size before the next one was created (so a closed segment needs no recovery).
@@ -341,15 +346,51 @@ impl PartitionLog {
         self.shared.state.borrow().log_end
     }
 
-    /// High watermark: moved by the caller (the leader, from follower LEOs; single node: LEO).
+    /// High watermark: moved by the caller (the leader, from follower LEOs; single node: the
+    /// written offset).
     pub fn high_watermark(&self) -> Offset {
         self.shared.state.borrow().high_watermark
     }
 
-    /// Moves the high watermark, clamped to `[log_start, log_end]`.
+    /// Moves the high watermark, clamped to `[log_start, written_offset]` (invariant 1: never
+    /// past bytes whose write has not completed).
     pub fn set_high_watermark(&self, hw: Offset) {
         let mut st = self.shared.state.borrow_mut();
-        st.high_watermark = hw.min(st.log_end).max(st.log_start);
+        st.high_watermark = hw.min(st.writer.written_offset).max(st.log_start);
+    }
+
+    /// Offset below which every record's O_DIRECT write has completed: those records survive
+    /// a crash of the process (not necessarily a power loss: see [`PartitionLog::durable_offset`]).
+    pub fn written_offset(&self) -> Offset {
+        self.shared.state.borrow().writer.written_offset
+    }
+
+    /// Waits until every record below `target` (capped at the log end) is written — the
+    /// condition for acknowledging it (DESIGN.md §3) — and returns the written offset. Writes
+    /// are group-committed, so every append waiting on one burst is released by the same
+    /// write. Errors: the sticky write error of a failed write; [`StorageError::Closed`] when
+    /// the log closes first.
+    pub async fn wait_written(&self, target: Offset) -> Result<Offset> {
+        loop {
+            let notified = self.shared.notify.notified();
+            {
+                let st = self.shared.state.borrow();
+                if let Some((op, errno)) = st.write_error {
+                    return Err(StorageError::io(
+                        op,
+                        &self.shared.dir,
+                        std::io::Error::from_raw_os_error(errno),
+                    ));
+                }
+                if st.writer.written_offset >= target.min(st.log_end) {
+                    return Ok(st.writer.written_offset);
+                }
+                if st.closed {
+                    return Err(StorageError::Closed);
+                }
+            }
+            notified.await;
+        }
     }
 
     /// Offset below which every record is on the device (fdatasync returned).
@@ -387,7 +428,8 @@ impl PartitionLog {
     /// Appends `records` — one or more whole RecordBatch v2, as a produce request carries them
     /// for one partition — stamping `leader_epoch`. All or nothing: any invalid batch refuses
     /// the whole set with [`StorageError::InvalidBatch`]. Returns once the batches are in the
-    /// in-memory tail; call [`PartitionLog::flush_to`] to wait for the disk. Waits only while a
+    /// in-memory tail: before acknowledging them call [`PartitionLog::wait_written`] (the write
+    /// completed) or [`PartitionLog::flush_to`] (also synced). Waits only while a
     /// roll runs or while more than `unwritten_bytes_max` bytes wait for the disk.
     /// Errors: invalid batch, [`StorageError::DiskFull`] when a needed roll finds no space
     /// (nothing is appended; later appends retry), a sticky write error, closed log.

@@ -212,6 +212,7 @@ fn truncate_to_removes_the_suffix_and_appends_continue() {
         for i in 0..100 {
             log.append(batch(i, 2, 300), LeaderEpoch(1)).await.unwrap();
         }
+        log.wait_written(log.log_end_offset()).await.unwrap();
         log.set_high_watermark(Offset(150));
         // Offset 51 is inside the batch [50, 51]: the whole batch goes.
         log.truncate_to(Offset(51)).await.unwrap();

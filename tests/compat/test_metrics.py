@@ -69,3 +69,45 @@ def test_metrics_and_status_during_a_produce_run(broker):
     assert sorted(p["partition"] for p in parts) == list(range(PARTITIONS))
     assert all(p["log_end_offset"] == p["high_watermark"] == MESSAGES // PARTITIONS for p in parts)
     assert all(p["log_start_offset"] == 0 for p in parts)
+
+
+def histogram_families(text):
+    """{(name, labels without le): ([(le, cumulative count)], _count)} of every histogram."""
+    buckets, counts = {}, {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w+)_bucket\{(.*)\} (\S+)$", line)
+        if m:
+            labels = ",".join(l for l in m.group(2).split(",") if not l.startswith("le="))
+            le = re.search(r'le="([^"]*)"', m.group(2)).group(1)
+            buckets.setdefault((m.group(1), labels), []).append((float(le), float(m.group(3))))
+            continue
+        m = re.match(r"^(\w+)_count\{(.*)\} (\S+)$", line)
+        if m:
+            counts[(m.group(1), m.group(2))] = float(m.group(3))
+    return {key: (rows, counts.get(key)) for key, rows in buckets.items()}
+
+
+@pytest.mark.sluice(cores=2, settings={"log.flush.interval.messages": 1})
+def test_histograms_are_cumulative_and_end_at_their_count(broker):
+    """Prometheus histograms: buckets never decrease, never exceed `_count`, and `+Inf` equals
+    `_count` — after traffic handled on both shards (request latency) and synced logs."""
+    create_topic(broker.bootstrap, TOPIC, PARTITIONS)
+    p = producer(broker.bootstrap)
+    for i in range(MESSAGES):
+        p.produce(TOPIC, value=b"m%d" % i, partition=i % PARTITIONS)
+        p.poll(0)
+    assert p.flush(30) == 0
+    consume_all(broker.bootstrap, TOPIC, PARTITIONS, expected=MESSAGES)
+    _, _, text = get(broker.admin_url + "/metrics")
+    families = histogram_families(text)
+    latency = {k: v for k, v in families.items() if k[0] == "sluice_request_latency_seconds"}
+    assert {labels.split(",")[0] for _, labels in latency} == {'shard="0"', 'shard="1"'}
+    assert any(k[0] == "sluice_flush_latency_seconds" and v[1] > 0 for k, v in families.items())
+    for (name, labels), (rows, count) in families.items():
+        assert count is not None, f"{name}{{{labels}}} has buckets but no _count"
+        values = [v for _, v in rows]
+        assert values == sorted(values), f"{name}{{{labels}}} buckets decrease: {rows}"
+        assert rows[-1][0] == float("inf"), f"{name}{{{labels}}}: last bucket is not +Inf"
+        assert all(v <= count for v in values), f"{name}{{{labels}}}: bucket above _count {count}"
+        assert values[-1] == count, f"{name}{{{labels}}}: +Inf {values[-1]} != _count {count}"
+    assert sum(samples(text, "sluice_log_writes_total").values()) > 0

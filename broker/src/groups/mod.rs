@@ -11,7 +11,7 @@ pub mod group;
 pub mod offsets_log;
 
 use crate::errors::code;
-use crate::messages::{ControllerOp, PartitionOp, PartitionReply, ShardMsg};
+use crate::messages::{Acks, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
 use crate::shard::Shard;
 use bytes::Bytes;
 use futures_channel::oneshot;
@@ -41,6 +41,9 @@ const DEADLINE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Bytes read per step while replaying an offsets partition.
 const REPLAY_READ_BYTES: usize = 1 << 20;
+/// Longest wait for an offsets append to be written (Kafka's `offsets.commit.timeout.ms`
+/// default); past it the commit fails with `COORDINATOR_NOT_AVAILABLE`.
+const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The `__consumer_offsets` partition of `group_id` among `partitions` (Kafka:
 /// `Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount`, Java's `String.hashCode`
@@ -705,7 +708,14 @@ impl Shard {
             }
         };
         match self
-            .run_partition_op(&tp, PartitionOp::Produce { records: batch })
+            .run_partition_op(
+                &tp,
+                PartitionOp::Produce {
+                    records: batch,
+                    acks: Acks::All,
+                    timeout: OFFSET_COMMIT_TIMEOUT,
+                },
+            )
             .await
         {
             PartitionReply::Produced { .. } => {}

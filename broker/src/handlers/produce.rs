@@ -1,10 +1,11 @@
 //! Produce (key 0): each partition's record set goes to its owning shard (here or over the
 //! mesh, as `Bytes`, never copied), all partitions concurrently; the answer per partition is
-//! its base offset or Kafka's error code. acks=0 gets no response (the caller drops it).
+//! its base offset or Kafka's error code, given once the owner's write of its batches has
+//! completed (`acks=1`/`all`, DESIGN.md §3). acks=0 gets no response (the caller drops it).
 
 use super::topic_name;
 use crate::errors::code;
-use crate::messages::{PartitionOp, PartitionReply};
+use crate::messages::{Acks, PartitionOp, PartitionReply};
 use crate::metrics::ShardMetrics;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
@@ -13,10 +14,12 @@ use net::kafka_protocol::messages::produce_response::{
 };
 use net::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use std::rc::Rc;
+use std::time::Duration;
 use storage::TopicPartition;
 
 pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
-    let acks_valid = matches!(req.acks, -1..=1);
+    let acks = Acks::from_wire(req.acks);
+    let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
     // Transactions are not supported (see init_producer_id.rs): refuse, never hang.
     let transactional = req.transactional_id.is_some();
     let metrics = &shard.metrics;
@@ -42,9 +45,9 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
             };
             let shard = shard.clone();
             let task = glommio::spawn_local(async move {
-                if !acks_valid {
+                let Some(acks) = acks else {
                     return PartitionReply::Error(code(ResponseError::InvalidRequiredAcks));
-                }
+                };
                 if transactional {
                     return PartitionReply::Error(code(
                         ResponseError::TransactionalIdAuthorizationFailed,
@@ -58,7 +61,14 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                     return PartitionReply::Error(code(ResponseError::CorruptMessage));
                 };
                 shard
-                    .partition_call(tp, PartitionOp::Produce { records })
+                    .partition_call(
+                        tp,
+                        PartitionOp::Produce {
+                            records,
+                            acks,
+                            timeout,
+                        },
+                    )
                     .await
             })
             .detach();

@@ -1,0 +1,69 @@
+//! The acknowledgement rule's storage half (DESIGN.md §3): `wait_written` returns only once the
+//! O_DIRECT writes holding the records have completed, the high watermark never passes the
+//! written offset, and writes are group-committed — appends that arrive while a write is in
+//! flight leave together in the next write, so the partial tail block is written once per
+//! burst rather than once per append.
+
+mod common;
+
+use common::*;
+use storage::{LeaderEpoch, LogConfig, Offset};
+
+#[test]
+fn wait_written_returns_once_the_write_completed_and_caps_the_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, LogConfig::default(), 1 << 20).await;
+        let info = log.append(batch(0, 3, 100), LeaderEpoch(0)).await.unwrap();
+        // In the tail only: nothing is written yet, so the high watermark cannot move.
+        assert_eq!(log.written_offset(), Offset(0));
+        log.set_high_watermark(Offset(3));
+        assert_eq!(log.high_watermark(), Offset(0));
+        let written = log.wait_written(info.last_offset.plus(1)).await.unwrap();
+        assert_eq!(written, Offset(3));
+        assert!(log.stats().writes >= 1);
+        log.set_high_watermark(Offset(3));
+        assert_eq!(log.high_watermark(), Offset(3));
+        // A target past the log end waits only for what exists.
+        assert_eq!(log.wait_written(Offset(100)).await.unwrap(), Offset(3));
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn appends_during_a_write_share_the_next_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, LogConfig::default(), 1 << 20).await;
+        // The first append starts a write of the (partial) tail block.
+        log.append(batch(0, 1, 100), LeaderEpoch(0)).await.unwrap();
+        // 50 more arrive while it is in flight (none of these appends yields to the ring).
+        let mut last = Offset(0);
+        for i in 0..50 {
+            last = log
+                .append(batch(i, 1, 100), LeaderEpoch(0))
+                .await
+                .unwrap()
+                .last_offset;
+        }
+        assert_eq!(
+            log.stats().writes,
+            0,
+            "the first write has not completed yet"
+        );
+        log.wait_written(last.plus(1)).await.unwrap();
+        let stats = log.stats();
+        // One write for the first append, one for the 50 that waited: not one per append.
+        assert_eq!(stats.writes, 2, "{stats:?}");
+        // The second write starts at the first one's block and covers the burst's bytes once.
+        let burst_bytes = log.size_bytes();
+        assert_eq!(
+            stats.write_bytes,
+            4096 + burst_bytes.div_ceil(4096) * 4096,
+            "{stats:?}"
+        );
+        log.close().await.unwrap();
+    });
+}
