@@ -97,6 +97,8 @@ pub struct ShardSnapshot {
     /// Log `fdatasync` latency summed over the shard's partitions, log2 µs buckets as in
     /// `storage::LogStats::sync_latency_us_log2`.
     pub sync_latency_us_log2: [u64; storage::SYNC_LATENCY_BUCKETS],
+    /// `storage::LogStats::write_latency_us_log2`, summed over the shard's partitions.
+    pub write_latency_us_log2: [u64; storage::SYNC_LATENCY_BUCKETS],
     /// O_DIRECT writes of this shard's partition logs, and their bytes.
     pub log_writes: u64,
     pub log_write_bytes: u64,
@@ -165,6 +167,27 @@ fn histogram(
             .encode_histogram::<Labels>(*sum, *count, buckets, None)?;
     }
     Ok(())
+}
+
+/// A histogram row from log2 buckets (entry `i` counts values below `2^i` µs, the last one
+/// also everything slower), its sum approximated with each bucket's midpoint.
+fn log2_histogram(labels: Labels, counts: &[u64]) -> HistogramRow {
+    let mut count = 0;
+    let mut sum = 0.0;
+    let mut buckets = Vec::with_capacity(counts.len());
+    for (i, &n) in counts.iter().enumerate() {
+        count += n;
+        let upper_us = (1u64 << i) as f64;
+        sum += n as f64 * upper_us * 0.75 / 1e6;
+        let bound = if i + 1 == counts.len() {
+            f64::INFINITY
+        } else {
+            upper_us / 1e6
+        };
+        // Per-bucket counts: the encoder makes them cumulative itself.
+        buckets.push((bound, n));
+    }
+    (labels, sum, count, buckets)
 }
 
 impl Collector for Snapshots {
@@ -282,34 +305,23 @@ impl Collector for Snapshots {
             "Time from request decoded to response ready.",
             &latency,
         )?;
-        let flush: Vec<_> = self
-            .0
-            .iter()
-            .map(|s| {
-                let mut count = 0;
-                let mut sum = 0.0;
-                let mut buckets = Vec::new();
-                for (i, n) in s.sync_latency_us_log2.iter().enumerate() {
-                    count += n;
-                    let upper_us = (1u64 << i) as f64;
-                    // Approximate the sum with each bucket's midpoint.
-                    sum += *n as f64 * upper_us * 0.75 / 1e6;
-                    let bound = if i + 1 == s.sync_latency_us_log2.len() {
-                        f64::INFINITY
-                    } else {
-                        upper_us / 1e6
-                    };
-                    // Per-bucket counts: the encoder makes them cumulative itself.
-                    buckets.push((bound, *n));
-                }
-                (shard_label(s), sum, count, buckets)
-            })
-            .collect();
+        let log2_rows = |f: fn(&ShardSnapshot) -> &[u64]| -> Vec<HistogramRow> {
+            self.0
+                .iter()
+                .map(|s| log2_histogram(shard_label(s), f(s)))
+                .collect()
+        };
         histogram(
             &mut enc,
             "flush_latency_seconds",
             "Log fdatasync latency (sum approximated from buckets).",
-            &flush,
+            &log2_rows(|s| &s.sync_latency_us_log2),
+        )?;
+        histogram(
+            &mut enc,
+            "write_latency_seconds",
+            "Log O_DIRECT write latency, submission to completion (sum approximated from buckets).",
+            &log2_rows(|s| &s.write_latency_us_log2),
         )?;
         {
             let mut offsets = enc.encode_descriptor(

@@ -175,6 +175,7 @@ impl Shard {
         let m = &self.metrics;
         let cache = self.cache.stats();
         let mut sync_latency_us_log2 = [0u64; storage::SYNC_LATENCY_BUCKETS];
+        let mut write_latency_us_log2 = [0u64; storage::SYNC_LATENCY_BUCKETS];
         let mut partitions = Vec::new();
         let (mut log_writes, mut log_write_bytes) = (0, 0);
         for (tp, p) in self.partitions.borrow().iter() {
@@ -184,6 +185,12 @@ impl Shard {
             for (total, n) in sync_latency_us_log2
                 .iter_mut()
                 .zip(stats.sync_latency_us_log2)
+            {
+                *total += n;
+            }
+            for (total, n) in write_latency_us_log2
+                .iter_mut()
+                .zip(stats.write_latency_us_log2)
             {
                 *total += n;
             }
@@ -216,6 +223,7 @@ impl Shard {
                 .map(|(k, v)| (*k, v.clone()))
                 .collect(),
             sync_latency_us_log2,
+            write_latency_us_log2,
             log_writes,
             log_write_bytes,
             partitions,

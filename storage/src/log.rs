@@ -106,6 +106,9 @@ pub struct LogStats {
     /// `fdatasync` latency histogram: entry `i` counts syncs that took less than `2^i` µs
     /// (and at least `2^(i-1)`); the last entry also counts everything slower.
     pub sync_latency_us_log2: [u64; SYNC_LATENCY_BUCKETS],
+    /// O_DIRECT write latency (submission to completion reaped), buckets as
+    /// `sync_latency_us_log2`: what an acknowledgement waits for beyond the append.
+    pub write_latency_us_log2: [u64; SYNC_LATENCY_BUCKETS],
 }
 
 struct State {
@@ -686,8 +689,7 @@ impl PartitionLog {
                             st.durable_offset = st.durable_offset.max(upto);
                             self.bump_stats(|s| {
                                 s.syncs += 1;
-                                let bucket = (u64::BITS - took_us.leading_zeros()) as usize;
-                                s.sync_latency_us_log2[bucket.min(SYNC_LATENCY_BUCKETS - 1)] += 1;
+                                s.sync_latency_us_log2[log2_bucket(took_us)] += 1;
                             });
                         }
                         Err(e) => st.write_error = Some(("syncing", errno_of(&e))),
@@ -1242,7 +1244,9 @@ fn pump(shared: &Rc<Shared>) {
         let len = buffer.len() as u64;
         let shared = shared.clone();
         spawn_detached(async move {
+            let started = Instant::now();
             let result = segment.file.write_at(buffer, pos).await;
+            let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             {
                 let mut st = shared.state.borrow_mut();
                 match result {
@@ -1256,11 +1260,17 @@ fn pump(shared: &Rc<Shared>) {
             let mut s = shared.stats.get();
             s.writes += 1;
             s.write_bytes += len;
+            s.write_latency_us_log2[log2_bucket(took_us)] += 1;
             shared.stats.set(s);
             shared.notify.notify_all();
             pump(&shared);
         });
     }
+}
+
+/// The latency histogram bucket of `us` microseconds (see [`LogStats::sync_latency_us_log2`]).
+fn log2_bucket(us: u64) -> usize {
+    ((u64::BITS - us.leading_zeros()) as usize).min(SYNC_LATENCY_BUCKETS - 1)
 }
 
 /// Reserves one preallocation step past `end` for a reopened or truncated active segment. On a

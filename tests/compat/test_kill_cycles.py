@@ -18,6 +18,7 @@ import os
 import random
 import time
 
+import pytest
 from confluent_kafka import KafkaException, Producer
 
 from compat_util import consume_all, create_topic
@@ -33,6 +34,8 @@ def value_of(cycle, i):
     return b"k%03d-%08d-" % (cycle, i) + b"x" * 48
 
 
+# A cycle takes 1-3 s (start, load, kill, purge); the bound is generous for busy machines.
+@pytest.mark.timeout(120 + 15 * CYCLES)
 def test_sigkill_cycles_lose_no_acknowledged_record(broker):
     topic = "kill-cycles"
     create_topic(broker.bootstrap, topic, PARTITIONS)
