@@ -39,6 +39,23 @@ fn main() {
     }
 }
 
+/// Removes what a deletion left behind when the broker stopped before its background removal
+/// (directories ending in [`shard::DELETED_DIR_SUFFIX`]). Runs before the executors start, so
+/// blocking file calls are fine here.
+fn remove_deleted_partition_dirs(data_dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(data_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().ends_with(shard::DELETED_DIR_SUFFIX) {
+            if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+                tracing::warn!(dir = %entry.path().display(), error = %e, "removing deleted partition directory");
+            }
+        }
+    }
+}
+
 fn run() -> anyhow::Result<()> {
     let mut args = cli::Args::parse();
     if let Some(cli::Command::Tune(tune)) = args.command.take() {
@@ -47,6 +64,7 @@ fn run() -> anyhow::Result<()> {
     let config = cli::load(args)?;
     let _lock = lockfile::DataDirLock::acquire(&config.data_dir)?;
     let metadata = metadata::ClusterMetadata::load(&config.data_dir, config.cores.len())?;
+    remove_deleted_partition_dirs(&config.data_dir);
     // Before any other thread starts, so that every thread inherits the blocked signals.
     let stop = shutdown::install()?;
     runtime::run(config, metadata, stop)?;

@@ -97,6 +97,20 @@ impl TaskQueues {
     }
 }
 
+/// Ending of a deleted partition's directory until it is removed (Kafka's `-delete`).
+pub const DELETED_DIR_SUFFIX: &str = "-delete";
+
+/// Removes `dir`, a deleted partition's renamed directory, on the blocking pool.
+pub async fn remove_deleted_dir(dir: PathBuf) {
+    let shown = dir.display().to_string();
+    let removed = glommio::executor()
+        .spawn_blocking(move || std::fs::remove_dir_all(dir))
+        .await;
+    if let Err(e) = removed {
+        tracing::warn!(dir = %shown, error = %e, "removing deleted partition directory");
+    }
+}
+
 /// The storage config of partition `tp`: its topic's, with the small preallocation step of
 /// `__consumer_offsets`.
 fn log_config(tp: &TopicPartition, config: &TopicConfig) -> storage::LogConfig {
@@ -319,7 +333,7 @@ impl Shard {
     pub async fn apply_metadata(&self, snapshot: Arc<ClusterMetadata>) {
         // Installed first: from here on, requests for deleted partitions are refused rather than
         // reopened, and requests for new ones open them (serialised with the opens below).
-        *self.metadata.borrow_mut() = snapshot.clone();
+        let previous = std::mem::replace(&mut *self.metadata.borrow_mut(), snapshot.clone());
         let mut wanted: HashMap<TopicPartition, TopicConfig> = HashMap::new();
         for (name, topic) in &snapshot.topics {
             let config = match topic.config(&self.config.topic_defaults) {
@@ -342,24 +356,28 @@ impl Shard {
                 }
             }
         }
-        let existing: Vec<TopicPartition> = self.partitions.borrow().keys().cloned().collect();
-        for tp in existing {
-            if !wanted.contains_key(&tp) {
-                let owned = self.partitions.borrow_mut().remove(&tp);
-                if let Some(owned) = owned {
-                    if let Err(e) = owned.log.close().await {
-                        tracing::warn!(%tp, error = %e, "closing deleted partition");
-                    }
-                    owned.hw_moved.notify_all();
-                    let dir = self.partition_dir(&tp);
-                    let removed = glommio::executor()
-                        .spawn_blocking(move || std::fs::remove_dir_all(dir))
-                        .await;
-                    if let Err(e) = removed {
-                        tracing::warn!(%tp, error = %e, "removing deleted partition directory");
-                    }
+        // Partitions this shard held (open, or owned by the previous snapshot) that the new
+        // one drops: their topic was deleted.
+        let mut removed: Vec<TopicPartition> = self
+            .partitions
+            .borrow()
+            .keys()
+            .filter(|tp| !wanted.contains_key(*tp))
+            .cloned()
+            .collect();
+        for (name, topic) in &previous.topics {
+            for (p, &shard) in topic.partition_shards.iter().enumerate() {
+                let tp = TopicPartition {
+                    topic: name.clone(),
+                    partition: i32::try_from(p).expect("partition counts fit i32"),
+                };
+                if shard == self.id && !wanted.contains_key(&tp) && !removed.contains(&tp) {
+                    removed.push(tp);
                 }
             }
+        }
+        for tp in removed {
+            self.delete_partition(&tp).await;
         }
         for (tp, config) in wanted {
             let current = self.partitions.borrow().get(&tp).cloned();
@@ -380,6 +398,38 @@ impl Shard {
                     }
                 }
             }
+        }
+    }
+
+    /// Deletes partition `tp` of a deleted topic, as Kafka does: the log is discarded at once
+    /// (no clean close: its files are going), its directory is renamed to
+    /// `<topic>-<partition>.<uuid>-delete` — so a topic re-created under the same name starts
+    /// empty — and removed in the background. Parked fetches are woken.
+    async fn delete_partition(&self, tp: &TopicPartition) {
+        let owned = self.partitions.borrow_mut().remove(tp);
+        if let Some(owned) = owned {
+            owned.log.discard().await;
+            owned.hw_moved.notify_all();
+        }
+        let dir = self.partition_dir(tp);
+        let doomed = self.config.data_dir.join(format!(
+            "{}.{}{DELETED_DIR_SUFFIX}",
+            tp.dir_name(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let renamed = {
+            let doomed = doomed.clone();
+            glommio::executor()
+                .spawn_blocking(move || match std::fs::rename(&dir, &doomed) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                    other => other.map(|()| true),
+                })
+                .await
+        };
+        match renamed {
+            Ok(true) => spawn_into(Some(self.queues.background), remove_deleted_dir(doomed)),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(%tp, error = %e, "renaming deleted partition directory"),
         }
     }
 

@@ -670,6 +670,9 @@ impl PartitionLog {
                 if st.durable_offset >= target {
                     return Ok(st.durable_offset);
                 }
+                if st.closed {
+                    return Err(StorageError::Closed);
+                }
                 if !st.syncing && st.writer.written_offset >= target {
                     st.syncing = true;
                     Some((st.writer.segment.clone(), st.writer.written_offset))
@@ -1197,6 +1200,26 @@ impl PartitionLog {
             remove_file(&Segment::path(&self.shared.dir, base, ext)).await?;
         }
         Ok(())
+    }
+
+    /// Closes the log without writing anything more: for a log whose files are about to be
+    /// deleted (a deleted topic). Waits only for a running maintenance operation (a roll
+    /// creates files in the directory), not for writes. Appends, flushes and waits get
+    /// [`StorageError::Closed`] from now on; writes already in flight finish on their own.
+    pub async fn discard(&self) {
+        let held = self.acquire_busy().await.is_ok();
+        let was_open = {
+            let mut st = self.shared.state.borrow_mut();
+            !std::mem::replace(&mut st.closed, true)
+        };
+        if was_open {
+            self.shared.cache.unregister(self.shared.cache_id);
+        }
+        if held {
+            self.release_busy();
+        } else {
+            self.shared.notify.notify_all();
+        }
     }
 
     /// Flushes everything, writes the active segment's index, cuts its file to size, and

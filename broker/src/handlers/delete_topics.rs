@@ -1,6 +1,7 @@
 //! DeleteTopics (key 20), v1–5 (topics by name; v6 topic ids are not served). The controller
-//! drops the topic from the metadata and every owning shard closes and removes the partition
-//! logs before the answer, so a topic re-created under the same name starts empty at offset 0.
+//! drops the topic from the metadata and every owning shard discards the partition logs and
+//! renames their directories out of the way before the answer (removing them in the
+//! background), so a topic re-created under the same name starts empty at offset 0.
 
 use super::{str_bytes, topic_name};
 use crate::errors::code;
@@ -9,12 +10,21 @@ use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use net::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::time::Duration;
 
 /// First version whose results carry `error_message`.
 const ERROR_MESSAGE_MIN_VERSION: i16 = 5;
 
+/// Outcome of deleting one topic: Kafka's error code and message, or success.
+type Outcome = Result<(), (i16, String)>;
+
+/// Deletes each named topic through the controller and answers per topic. The deletions run
+/// in a task of their own and the answer waits at most the request's `timeout_ms` (when it
+/// is positive): topics not deleted by then get `REQUEST_TIMED_OUT` while their deletion
+/// goes on, as Kafka answers, so the request is answered whatever state the partitions are in.
 pub async fn handle(
     shard: &Rc<Shard>,
     req: DeleteTopicsRequest,
@@ -25,27 +35,58 @@ pub async fn handle(
     for name in &req.topic_names {
         *seen.entry(name.0.to_string()).or_default() += 1;
     }
+    let names: Vec<String> = req.topic_names.iter().map(|n| n.0.to_string()).collect();
+    let outcomes: Rc<RefCell<Vec<Option<Outcome>>>> =
+        Rc::new(RefCell::new(vec![None; names.len()]));
+    let (done, deleted) = futures_channel::oneshot::channel::<()>();
+    {
+        let (shard, names, outcomes) = (shard.clone(), names.clone(), outcomes.clone());
+        // Detached: the deletions go on after a timed-out answer.
+        glommio::spawn_local(async move {
+            for (i, name) in names.into_iter().enumerate() {
+                let outcome = if seen.get(&name).copied().unwrap_or(0) > 1 {
+                    Err((
+                        code(ResponseError::InvalidRequest),
+                        format!("topic '{name}' is named more than once in the request"),
+                    ))
+                } else if name == crate::groups::OFFSETS_TOPIC {
+                    // Deleting it would lose every group's committed offsets under the
+                    // coordinator.
+                    Err((
+                        code(ResponseError::InvalidTopicException),
+                        format!("'{name}' is an internal topic and cannot be deleted"),
+                    ))
+                } else {
+                    shard
+                        .controller_call(ControllerOp::DeleteTopic { name })
+                        .await
+                };
+                outcomes.borrow_mut()[i] = Some(outcome);
+            }
+            let _ = done.send(());
+        })
+        .detach();
+    }
+    let deleted = async {
+        let _ = deleted.await;
+    };
+    match u64::try_from(req.timeout_ms) {
+        Ok(ms) if ms > 0 => {
+            let timeout = glommio::timer::sleep(Duration::from_millis(ms));
+            futures_lite::future::or(deleted, timeout).await;
+        }
+        _ => deleted.await,
+    }
     let mut response = DeleteTopicsResponse::default();
-    for name in req.topic_names {
-        let name = name.0.to_string();
-        let outcome = if seen.get(&name).copied().unwrap_or(0) > 1 {
+    for (name, outcome) in names.iter().zip(outcomes.borrow().iter()) {
+        let outcome = outcome.clone().unwrap_or_else(|| {
             Err((
-                code(ResponseError::InvalidRequest),
-                format!("topic '{name}' is named more than once in the request"),
+                code(ResponseError::RequestTimedOut),
+                format!("topic '{name}' is still being deleted after the request's timeout"),
             ))
-        } else if name == crate::groups::OFFSETS_TOPIC {
-            // Deleting it would lose every group's committed offsets under the coordinator.
-            Err((
-                code(ResponseError::InvalidTopicException),
-                format!("'{name}' is an internal topic and cannot be deleted"),
-            ))
-        } else {
-            shard
-                .controller_call(ControllerOp::DeleteTopic { name: name.clone() })
-                .await
-        };
+        });
         let mut result = DeletableTopicResult::default();
-        result.name = Some(topic_name(&name));
+        result.name = Some(topic_name(name));
         if let Err((error, message)) = outcome {
             result.error_code = error;
             if version >= ERROR_MESSAGE_MIN_VERSION {
