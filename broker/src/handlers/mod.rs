@@ -2,10 +2,12 @@
 //! owning shard(s) → encode. [`supported_versions`] is the one registry of what this broker
 //! advertises in ApiVersions; only versions that are fully implemented are listed.
 
+mod alter_configs;
 mod api_versions;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
+mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
@@ -45,6 +47,8 @@ const VERSIONS: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::CreateTopics, 2, 7, "CreateTopics"),
     (ApiKey::DeleteTopics, 1, 5, "DeleteTopics"),
     (ApiKey::DescribeConfigs, 1, 4, "DescribeConfigs"),
+    (ApiKey::AlterConfigs, 0, 2, "AlterConfigs"),
+    (ApiKey::DeleteRecords, 0, 2, "DeleteRecords"),
     (ApiKey::CreatePartitions, 0, 3, "CreatePartitions"),
     (
         ApiKey::IncrementalAlterConfigs,
@@ -150,6 +154,18 @@ async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Res
             version,
             correlation_id,
             &describe_configs::handle(shard, req, version),
+        ),
+        RequestKind::AlterConfigs(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &alter_configs::handle(shard, req).await,
+        ),
+        RequestKind::DeleteRecords(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &delete_records::handle(shard, req).await,
         ),
         RequestKind::IncrementalAlterConfigs(req) => respond(
             key,
