@@ -134,3 +134,43 @@ def test_producer_perf_test_and_end_to_end_latency(broker, java_classpath):
                              "100"], timeout=120)
     out = check_java(run)
     assert "Avg latency:" in out and "Percentiles: 50th =" in out, out
+
+
+def test_admin_tools_answered_as_kafka_answers(broker, java_classpath):
+    """The tools for what a single broker without an authorizer or quotas has: each gets
+    Kafka's answer (ACLs: SECURITY_DISABLED; no reassignments; no election needed; no quotas),
+    and a tool whose API Sluice does not serve fails at once with Kafka's
+    UnsupportedVersionException instead of waiting."""
+    cp = java_classpath
+    T = "org.apache.kafka.tools."
+    tool(cp, broker, TOPICS, "--create", "--topic", "cli-admin", "--partitions", "2",
+         "--replication-factor", "1")
+    for args in (["--list"], ["--add", "--allow-principal", "User:alice", "--operation", "Read",
+                              "--topic", "cli-admin"]):
+        run = run_java(cp, T + "AclCommand", ["--bootstrap-server", broker.bootstrap, *args])
+        assert run.returncode == 1, run.report()
+        assert "SecurityDisabledException: No Authorizer is configured on the broker" in \
+            run.output, run.report()
+    out = tool(cp, broker, T + "reassign.ReassignPartitionsCommand", "--list")
+    assert "No partition reassignments found." in out, out
+    run = run_java(cp, T + "LeaderElectionCommand",
+                   ["--bootstrap-server", broker.bootstrap, "--election-type", "preferred",
+                    "--topic", "cli-admin", "--partition", "1"])
+    assert run.returncode == 0 and "Valid replica already elected for partitions cli-admin-1" \
+        in run.output, run.report()
+    tool(cp, broker, T + "LeaderElectionCommand", "--election-type", "preferred",
+         "--all-topic-partitions")
+    run = run_java(cp, T + "LeaderElectionCommand",
+                   ["--bootstrap-server", broker.bootstrap, "--election-type", "preferred",
+                    "--topic", "no-such-topic", "--partition", "0"])
+    assert run.returncode == 1 and "UnknownTopicOrPartitionException" in run.output, run.report()
+    out = tool(cp, broker, CONFIGS, "--entity-type", "clients", "--describe")
+    assert "Exception" not in out, out
+    for cls, args, api in (
+            (T + "LogDirsCommand", ["--describe"], "DESCRIBE_LOG_DIRS"),
+            (T + "MetadataQuorumCommand", ["describe", "--status"], "DESCRIBE_QUORUM"),
+            (T + "TransactionsCommand", ["list"], "LIST_TRANSACTIONS")):
+        run = run_java(cp, cls, ["--bootstrap-server", broker.bootstrap, *args], timeout=60)
+        assert run.returncode not in (0, None), run.report()
+        assert f"The node does not support {api}" in run.output, run.report()
+        assert run.seconds < 30, run.report()

@@ -4,14 +4,19 @@
 
 mod alter_configs;
 mod api_versions;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_acls;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod elect_leaders;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -21,6 +26,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -68,6 +74,17 @@ const VERSIONS: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::DescribeGroups, 0, 5, "DescribeGroups"),
     (ApiKey::DeleteGroups, 0, 2, "DeleteGroups"),
     (ApiKey::OffsetDelete, 0, 0, "OffsetDelete"),
+    (ApiKey::DescribeAcls, 1, 3, "DescribeAcls"),
+    (ApiKey::CreateAcls, 1, 3, "CreateAcls"),
+    (ApiKey::DeleteAcls, 1, 3, "DeleteAcls"),
+    (ApiKey::ElectLeaders, 0, 2, "ElectLeaders"),
+    (
+        ApiKey::ListPartitionReassignments,
+        0,
+        0,
+        "ListPartitionReassignments",
+    ),
+    (ApiKey::DescribeClientQuotas, 0, 1, "DescribeClientQuotas"),
 ];
 
 /// The broker's ApiVersions table.
@@ -272,6 +289,33 @@ async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Res
             version,
             correlation_id,
             &offset_delete::handle(shard, req).await,
+        ),
+        RequestKind::DescribeAcls(_) => {
+            respond(key, version, correlation_id, &describe_acls::handle())
+        }
+        RequestKind::CreateAcls(req) => {
+            respond(key, version, correlation_id, &create_acls::handle(&req))
+        }
+        RequestKind::DeleteAcls(req) => {
+            respond(key, version, correlation_id, &delete_acls::handle(&req))
+        }
+        RequestKind::ElectLeaders(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &elect_leaders::handle(shard, req),
+        ),
+        RequestKind::ListPartitionReassignments(_) => respond(
+            key,
+            version,
+            correlation_id,
+            &list_partition_reassignments::handle(),
+        ),
+        RequestKind::DescribeClientQuotas(_) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_client_quotas::handle(),
         ),
         other => {
             // The version table only admits the APIs above; anything else cannot reach here.
