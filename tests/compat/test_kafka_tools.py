@@ -3,6 +3,7 @@ kafka-console-producer.sh, kafka-console-consumer.sh, kafka-consumer-groups.sh,
 kafka-configs.sh, kafka-producer-perf-test.sh and kafka-e2e-latency.sh run) against Sluice
 (issue 17), each run as `java -cp <tests/java classpath> <class> ...` the way the scripts do."""
 
+import json
 import re
 
 import pytest
@@ -138,7 +139,8 @@ def test_producer_perf_test_and_end_to_end_latency(broker, java_classpath):
 
 def test_admin_tools_answered_as_kafka_answers(broker, java_classpath):
     """The tools for what a single broker without an authorizer or quotas has: each gets
-    Kafka's answer (ACLs: SECURITY_DISABLED; no reassignments; no election needed; no quotas),
+    Kafka's answer (ACLs: SECURITY_DISABLED; no reassignments; no election needed; no quotas;
+    the log directory and its partitions),
     and a tool whose API Sluice does not serve fails at once with Kafka's
     UnsupportedVersionException instead of waiting."""
     cp = java_classpath
@@ -166,8 +168,18 @@ def test_admin_tools_answered_as_kafka_answers(broker, java_classpath):
     assert run.returncode == 1 and "UnknownTopicOrPartitionException" in run.output, run.report()
     out = tool(cp, broker, CONFIGS, "--entity-type", "clients", "--describe")
     assert "Exception" not in out, out
+    # kafka-log-dirs: the data directory with each partition's size (DescribeLogDirs).
+    tool(cp, broker, CONSOLE_PRODUCER, "--topic", "cli-admin", "--producer-property",
+         "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+         stdin="a\nb\nc\nd\n")
+    out = tool(cp, broker, T + "LogDirsCommand", "--describe", "--topic-list", "cli-admin")
+    described = json.loads(next(l for l in out.splitlines() if l.startswith("{")))
+    (b,) = described["brokers"]
+    (log_dir,) = b["logDirs"]
+    assert (b["broker"], log_dir["logDir"], log_dir["error"]) == (0, str(broker.data_dir), None)
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    assert set(sizes) == {"cli-admin-0", "cli-admin-1"} and all(v > 0 for v in sizes.values()), out
     for cls, args, api in (
-            (T + "LogDirsCommand", ["--describe"], "DESCRIBE_LOG_DIRS"),
             (T + "MetadataQuorumCommand", ["describe", "--status"], "DESCRIBE_QUORUM"),
             (T + "TransactionsCommand", ["list"], "LIST_TRANSACTIONS")):
         run = run_java(cp, cls, ["--bootstrap-server", broker.bootstrap, *args], timeout=60)

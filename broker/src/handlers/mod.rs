@@ -16,6 +16,7 @@ mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 mod elect_leaders;
 mod fetch;
 mod find_coordinator;
@@ -85,6 +86,7 @@ const VERSIONS: &[(ApiKey, i16, i16, &str)] = &[
         "ListPartitionReassignments",
     ),
     (ApiKey::DescribeClientQuotas, 0, 1, "DescribeClientQuotas"),
+    (ApiKey::DescribeLogDirs, 1, 4, "DescribeLogDirs"),
 ];
 
 /// The broker's ApiVersions table.
@@ -310,6 +312,12 @@ async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Res
             version,
             correlation_id,
             &list_partition_reassignments::handle(),
+        ),
+        RequestKind::DescribeLogDirs(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_log_dirs::handle(shard, req).await,
         ),
         RequestKind::DescribeClientQuotas(_) => respond(
             key,
