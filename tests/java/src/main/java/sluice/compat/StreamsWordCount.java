@@ -40,6 +40,9 @@ import org.apache.kafka.streams.kstream.Produced;
  *
  * <p>{@code exactly_once_v2}: needs transactions, which Sluice does not have; the application
  * must go to ERROR with the broker's refusal within 60 s, not hang.
+ *
+ * <p>A third argument {@code changelog} keeps Kafka's default compacted changelog: the
+ * application must then fail at once with Sluice's refusal of {@code cleanup.policy=compact}.
  */
 public final class StreamsWordCount {
     private static final String INPUT = "wc-input";
@@ -53,6 +56,8 @@ public final class StreamsWordCount {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
         String guarantee = args[1];
+        // "changelog": the store keeps Kafka's default compacted changelog topic.
+        boolean changelog = args.length > 2 && args[2].equals("changelog");
         Path stateDir = Files.createTempDirectory("sluice-streams");
         Properties common = ClientScenarios.common(bootstrap);
         try (Admin admin = Admin.create(common)) {
@@ -70,8 +75,9 @@ public final class StreamsWordCount {
         builder.<String, String>stream(INPUT)
                 .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\W+")))
                 .groupBy((key, word) -> word, Grouped.with(Serdes.String(), Serdes.String()))
-                .count(Materialized.<String, Long, org.apache.kafka.streams.state.KeyValueStore<
-                        org.apache.kafka.common.utils.Bytes, byte[]>>as("counts").withLoggingDisabled())
+                .count(changelog ? Materialized.as("counts") : Materialized.<String, Long,
+                        org.apache.kafka.streams.state.KeyValueStore<org.apache.kafka.common.utils.Bytes,
+                                byte[]>>as("counts").withLoggingDisabled())
                 .toStream()
                 .to(OUTPUT, Produced.with(Serdes.String(), Serdes.Long()));
 
@@ -97,23 +103,31 @@ public final class StreamsWordCount {
         streams.setStateListener((now, before) -> Check.log("streams " + before + " -> " + now));
         streams.start();
         try {
-            if (guarantee.equals("at_least_once")) {
+            if (changelog) {
+                expectFailure(streams, uncaught, "log compaction is not supported");
+            } else if (guarantee.equals("at_least_once")) {
                 checkCounts(bootstrap, uncaught);
             } else {
-                Check.eventually(Duration.ofSeconds(60), "the application fails (no transactions)",
-                        () -> streams.state() == KafkaStreams.State.ERROR
-                                || streams.state() == KafkaStreams.State.PENDING_ERROR);
-                Throwable e = uncaught.get();
-                Check.that(e != null, "an uncaught exception was reported");
-                Check.log("exactly_once_v2 failed as expected: " + chain(e));
-                Check.that(chain(e).contains("TransactionalIdAuthorizationException"),
-                        "the cause is the broker's refusal of transactions: " + chain(e));
+                // No transactions: the broker refuses the transactional id.
+                expectFailure(streams, uncaught, "TransactionalIdAuthorizationException");
             }
         } finally {
             streams.close(Duration.ofSeconds(20));
         }
-        System.out.println("PASS streams " + guarantee);
+        System.out.println("PASS streams " + guarantee + (changelog ? " changelog" : ""));
         System.exit(0);
+    }
+
+    /** The application goes to ERROR within 60 s with `message` in its exception chain. */
+    static void expectFailure(KafkaStreams streams, AtomicReference<Throwable> uncaught, String message)
+            throws InterruptedException {
+        Check.eventually(Duration.ofSeconds(60), "the application fails",
+                () -> streams.state() == KafkaStreams.State.ERROR
+                        || streams.state() == KafkaStreams.State.PENDING_ERROR);
+        Throwable e = uncaught.get();
+        Check.that(e != null, "an uncaught exception was reported");
+        Check.log("failed as expected: " + chain(e));
+        Check.that(chain(e).contains(message), "the cause says '" + message + "': " + chain(e));
     }
 
     static String chain(Throwable e) {
