@@ -148,6 +148,27 @@ pub async fn run(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerEr
             }
             *topic = candidate;
         }
+        ControllerOp::ReplaceTopicConfig {
+            name,
+            overrides,
+            validate_only,
+        } => {
+            let Some(topic) = next.topics.get_mut(&name) else {
+                return Err(err(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("topic '{name}' does not exist"),
+                ));
+            };
+            let mut candidate = topic.clone();
+            candidate.overrides = overrides;
+            candidate
+                .config(defaults)
+                .map_err(|e| err(ResponseError::InvalidConfig, e.to_string()))?;
+            if validate_only {
+                return Ok(());
+            }
+            *topic = candidate;
+        }
     }
     next.version += 1;
     save(shard, &next).await?;

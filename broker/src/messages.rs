@@ -37,6 +37,9 @@ pub enum PartitionOp {
     /// ListOffsets: -1 latest, -2 earliest, -3 max timestamp, else the first offset whose
     /// timestamp is ≥ this (ms).
     ListOffsets { timestamp: i64 },
+    /// DeleteRecords (KIP-107): move the log start offset to `offset` (-1: the high
+    /// watermark); answered with [`PartitionReply::LogStart`].
+    DeleteRecordsBefore { offset: i64 },
 }
 
 /// A Produce request's `acks`: what its answer waits for.
@@ -82,6 +85,10 @@ pub enum PartitionReply {
         offset: i64,
         timestamp: i64,
     },
+    /// The log start offset after a DeleteRecords (Kafka's "low watermark").
+    LogStart {
+        log_start_offset: i64,
+    },
     /// A Kafka error code for this partition.
     Error(i16),
 }
@@ -109,6 +116,12 @@ pub enum ControllerOp {
     AlterTopicConfig {
         name: String,
         changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    },
+    /// Replace the topic's overrides with `overrides` (AlterConfigs' whole-set semantics).
+    ReplaceTopicConfig {
+        name: String,
+        overrides: BTreeMap<String, String>,
         validate_only: bool,
     },
 }

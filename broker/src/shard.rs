@@ -677,6 +677,7 @@ impl Shard {
                 PartitionReply::Waited
             }
             PartitionOp::ListOffsets { timestamp } => self.list_offsets(log, timestamp).await,
+            PartitionOp::DeleteRecordsBefore { offset } => delete_records(log, offset).await,
         }
     }
 
@@ -730,5 +731,26 @@ impl Shard {
                 Err(e) => PartitionReply::Error(storage_error_code(&e)),
             },
         }
+    }
+}
+
+/// DeleteRecords on the owning shard: `offset` -1 means the high watermark; an offset above
+/// the high watermark (or negative) is `OFFSET_OUT_OF_RANGE`, as in Kafka's
+/// `UnifiedLog.maybeIncrementLogStartOffset` callers.
+async fn delete_records(log: &PartitionLog, offset: i64) -> PartitionReply {
+    const HIGH_WATERMARK: i64 = -1;
+    let high_watermark = log.high_watermark();
+    let offset = match offset {
+        HIGH_WATERMARK => high_watermark,
+        o if o < 0 || o > high_watermark.0 => {
+            return PartitionReply::Error(code(ResponseError::OffsetOutOfRange))
+        }
+        o => Offset(o),
+    };
+    match log.delete_records_before(offset).await {
+        Ok(log_start) => PartitionReply::LogStart {
+            log_start_offset: log_start.0,
+        },
+        Err(e) => PartitionReply::Error(storage_error_code(&e)),
     }
 }

@@ -289,3 +289,10 @@ def pytest_runtest_makereport(item, call):
     if b is not None and rep.failed and rep.when != "teardown":
         rep.sections.append((f"sluice broker ({rep.when})", b.describe()))
 
+
+
+@pytest.fixture(scope="session")
+def java_classpath():
+    """Classpath of tests/java (Kafka 4.4 clients, Streams and tools), built once with Maven."""
+    from jvm import build_classpath
+    return build_classpath()

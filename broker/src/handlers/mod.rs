@@ -2,14 +2,22 @@
 //! owning shard(s) → encode. [`supported_versions`] is the one registry of what this broker
 //! advertises in ApiVersions; only versions that are fully implemented are listed.
 
+mod alter_configs;
 mod api_versions;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
+mod delete_records;
 mod delete_topics;
+mod describe_acls;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
+mod elect_leaders;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -19,6 +27,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -45,6 +54,8 @@ const VERSIONS: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::CreateTopics, 2, 7, "CreateTopics"),
     (ApiKey::DeleteTopics, 1, 5, "DeleteTopics"),
     (ApiKey::DescribeConfigs, 1, 4, "DescribeConfigs"),
+    (ApiKey::AlterConfigs, 0, 2, "AlterConfigs"),
+    (ApiKey::DeleteRecords, 0, 2, "DeleteRecords"),
     (ApiKey::CreatePartitions, 0, 3, "CreatePartitions"),
     (
         ApiKey::IncrementalAlterConfigs,
@@ -64,6 +75,18 @@ const VERSIONS: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::DescribeGroups, 0, 5, "DescribeGroups"),
     (ApiKey::DeleteGroups, 0, 2, "DeleteGroups"),
     (ApiKey::OffsetDelete, 0, 0, "OffsetDelete"),
+    (ApiKey::DescribeAcls, 1, 3, "DescribeAcls"),
+    (ApiKey::CreateAcls, 1, 3, "CreateAcls"),
+    (ApiKey::DeleteAcls, 1, 3, "DeleteAcls"),
+    (ApiKey::ElectLeaders, 0, 2, "ElectLeaders"),
+    (
+        ApiKey::ListPartitionReassignments,
+        0,
+        0,
+        "ListPartitionReassignments",
+    ),
+    (ApiKey::DescribeClientQuotas, 0, 1, "DescribeClientQuotas"),
+    (ApiKey::DescribeLogDirs, 1, 4, "DescribeLogDirs"),
 ];
 
 /// The broker's ApiVersions table.
@@ -150,6 +173,18 @@ async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Res
             version,
             correlation_id,
             &describe_configs::handle(shard, req, version),
+        ),
+        RequestKind::AlterConfigs(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &alter_configs::handle(shard, req).await,
+        ),
+        RequestKind::DeleteRecords(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &delete_records::handle(shard, req).await,
         ),
         RequestKind::IncrementalAlterConfigs(req) => respond(
             key,
@@ -256,6 +291,39 @@ async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Res
             version,
             correlation_id,
             &offset_delete::handle(shard, req).await,
+        ),
+        RequestKind::DescribeAcls(_) => {
+            respond(key, version, correlation_id, &describe_acls::handle())
+        }
+        RequestKind::CreateAcls(req) => {
+            respond(key, version, correlation_id, &create_acls::handle(&req))
+        }
+        RequestKind::DeleteAcls(req) => {
+            respond(key, version, correlation_id, &delete_acls::handle(&req))
+        }
+        RequestKind::ElectLeaders(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &elect_leaders::handle(shard, req),
+        ),
+        RequestKind::ListPartitionReassignments(_) => respond(
+            key,
+            version,
+            correlation_id,
+            &list_partition_reassignments::handle(),
+        ),
+        RequestKind::DescribeLogDirs(req) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_log_dirs::handle(shard, req).await,
+        ),
+        RequestKind::DescribeClientQuotas(_) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_client_quotas::handle(),
         ),
         other => {
             // The version table only admits the APIs above; anything else cannot reach here.

@@ -1,0 +1,126 @@
+//! AlterConfigs (key 33), v0–2: the legacy whole-set config update that IncrementalAlterConfigs
+//! (KIP-339) superseded but Kafka still serves. For a TOPIC resource the request's entries
+//! become the topic's complete set of overrides: every override not named is removed, so a key
+//! left out returns to the broker default (Kafka's `ConfigAdminManager.alterConfigs`). Entries
+//! with a null value are dropped, as Kafka drops them. The controller replaces the map under its
+//! lock and re-validates it; owning shards pick it up from the published snapshot.
+//!
+//! BROKER resources: Sluice has no dynamic broker configs, so the dynamic set is always empty.
+//! Replacing it with an empty set succeeds (nothing changes); any key is refused as Kafka
+//! refuses a key it cannot change at run time — `INVALID_REQUEST`, "Cannot update these
+//! configs dynamically" — naming the keys.
+
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::str_bytes;
+use crate::errors::code;
+use crate::messages::{ControllerError, ControllerOp};
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
+use net::kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use net::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use tuning::config::TopicConfig;
+
+pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut response = AlterConfigsResponse::default();
+    for resource in &req.resources {
+        let outcome = match resource.resource_type {
+            RESOURCE_TOPIC => alter_topic(shard, resource, req.validate_only).await,
+            RESOURCE_BROKER => alter_broker(shard, resource),
+            other => Err((
+                code(ResponseError::InvalidRequest),
+                format!("resource type {other} is not supported; only TOPIC (2) and BROKER (4)"),
+            )),
+        };
+        let mut result = AlterConfigsResourceResponse::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        if let Err((error, message)) = outcome {
+            result.error_code = error;
+            result.error_message = Some(str_bytes(message));
+        }
+        response.responses.push(result);
+    }
+    response
+}
+
+/// The new override map: the request's non-null entries, each key at most once.
+fn requested_overrides(
+    resource: &AlterConfigsResource,
+) -> Result<BTreeMap<String, String>, ControllerError> {
+    let mut overrides = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &resource.configs {
+        if !seen.insert(c.name.as_str()) {
+            return Err((
+                code(ResponseError::InvalidRequest),
+                format!("config key `{}` is named more than once", c.name.as_str()),
+            ));
+        }
+        if let Some(value) = &c.value {
+            overrides.insert(c.name.to_string(), value.to_string());
+        }
+    }
+    Ok(overrides)
+}
+
+async fn alter_topic(
+    shard: &Rc<Shard>,
+    resource: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), ControllerError> {
+    let name = resource.resource_name.to_string();
+    let overrides = requested_overrides(resource)?;
+    let metadata = shard.metadata();
+    if !metadata.topics.contains_key(&name) {
+        return Err((
+            code(ResponseError::UnknownTopicOrPartition),
+            format!("topic '{name}' does not exist"),
+        ));
+    }
+    if name == crate::groups::OFFSETS_TOPIC {
+        return Err((
+            code(ResponseError::InvalidRequest),
+            format!("'{name}' is an internal topic; its configs are fixed"),
+        ));
+    }
+    // Validate each entry with the parser that will apply it, so the error names the key.
+    let mut candidate = TopicConfig::inherit(&shard.config.topic_defaults);
+    for (key, value) in &overrides {
+        candidate
+            .set(key, value)
+            .map_err(|e| (code(ResponseError::InvalidConfig), e.to_string()))?;
+    }
+    shard
+        .controller_call(ControllerOp::ReplaceTopicConfig {
+            name,
+            overrides,
+            validate_only,
+        })
+        .await
+}
+
+fn alter_broker(shard: &Shard, resource: &AlterConfigsResource) -> Result<(), ControllerError> {
+    let name = resource.resource_name.as_str();
+    let node_id = shard.config.node_id;
+    if !name.is_empty() && name.parse::<i32>().ok() != Some(node_id) {
+        return Err((
+            code(ResponseError::InvalidRequest),
+            format!("broker '{name}' is not this broker (node id {node_id}); the cluster has one broker"),
+        ));
+    }
+    let keys: Vec<String> = requested_overrides(resource)?.into_keys().collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    Err((
+        code(ResponseError::InvalidRequest),
+        format!(
+            "Cannot update these configs dynamically: {}; Sluice has no dynamic broker configs: \
+             set them in the config file or with --set and restart",
+            keys.join(", ")
+        ),
+    ))
+}

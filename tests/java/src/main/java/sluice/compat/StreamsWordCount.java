@@ -1,0 +1,169 @@
+package sluice.compat;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.LongDeserializer;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+
+/**
+ * Kafka Streams' word count against Sluice:
+ * {@code java -cp ... sluice.compat.StreamsWordCount BOOTSTRAP GUARANTEE}.
+ *
+ * <p>{@code at_least_once}: the topology (flatMap → repartition through an internal topic →
+ * count in a state store → output topic) must give every word's exact count. Its store is
+ * backed by a compacted changelog topic in Kafka's default; Sluice has no compaction yet and
+ * refuses {@code cleanup.policy=compact}, so the store's changelog is disabled here (the
+ * repartition topic, the consumer group, commits and the DeleteRecords purge of the
+ * repartition topic are all exercised).
+ *
+ * <p>{@code exactly_once_v2}: needs transactions, which Sluice does not have; the application
+ * must go to ERROR with the broker's refusal within 60 s, not hang.
+ *
+ * <p>A third argument {@code changelog} keeps Kafka's default compacted changelog: the
+ * application must then fail at once with Sluice's refusal of {@code cleanup.policy=compact}.
+ */
+public final class StreamsWordCount {
+    private static final String INPUT = "wc-input";
+    private static final String OUTPUT = "wc-output";
+    private static final List<String> LINES = List.of(
+            "the quick brown fox", "jumps over the lazy dog", "the dog barks",
+            "a fox is quick", "the end");
+
+    private StreamsWordCount() {}
+
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0];
+        String guarantee = args[1];
+        // "changelog": the store keeps Kafka's default compacted changelog topic.
+        boolean changelog = args.length > 2 && args[2].equals("changelog");
+        Path stateDir = Files.createTempDirectory("sluice-streams");
+        Properties common = ClientScenarios.common(bootstrap);
+        try (Admin admin = Admin.create(common)) {
+            admin.createTopics(List.of(new NewTopic(INPUT, 2, (short) 1), new NewTopic(OUTPUT, 2, (short) 1)))
+                    .all().get(30, TimeUnit.SECONDS);
+        }
+        try (KafkaProducer<String, String> p = ClientScenarios.newProducer(bootstrap)) {
+            for (int i = 0; i < LINES.size(); i++) {
+                p.send(new ProducerRecord<>(INPUT, "line-" + i, LINES.get(i)));
+            }
+            p.flush();
+        }
+
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.<String, String>stream(INPUT)
+                .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\W+")))
+                .groupBy((key, word) -> word, Grouped.with(Serdes.String(), Serdes.String()))
+                .count(changelog ? Materialized.as("counts") : Materialized.<String, Long,
+                        org.apache.kafka.streams.state.KeyValueStore<org.apache.kafka.common.utils.Bytes,
+                                byte[]>>as("counts").withLoggingDisabled())
+                .toStream()
+                .to(OUTPUT, Produced.with(Serdes.String(), Serdes.Long()));
+
+        Properties props = new Properties();
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, "sluice-wordcount-" + guarantee.replace('_', '-'));
+        props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
+        props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
+        props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200");
+        props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0");
+        props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "1");
+        props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+
+        AtomicReference<Throwable> uncaught = new AtomicReference<>();
+        KafkaStreams streams = new KafkaStreams(builder.build(), props);
+        streams.setUncaughtExceptionHandler(e -> {
+            uncaught.compareAndSet(null, e);
+            return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler
+                    .StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
+        streams.setStateListener((now, before) -> Check.log("streams " + before + " -> " + now));
+        streams.start();
+        try {
+            if (changelog) {
+                expectFailure(streams, uncaught, "log compaction is not supported");
+            } else if (guarantee.equals("at_least_once")) {
+                checkCounts(bootstrap, uncaught);
+            } else {
+                // No transactions: the broker refuses the transactional id.
+                expectFailure(streams, uncaught, "TransactionalIdAuthorizationException");
+            }
+        } finally {
+            streams.close(Duration.ofSeconds(20));
+        }
+        System.out.println("PASS streams " + guarantee + (changelog ? " changelog" : ""));
+        System.exit(0);
+    }
+
+    /** The application goes to ERROR within 60 s with `message` in its exception chain. */
+    static void expectFailure(KafkaStreams streams, AtomicReference<Throwable> uncaught, String message)
+            throws InterruptedException {
+        Check.eventually(Duration.ofSeconds(60), "the application fails",
+                () -> streams.state() == KafkaStreams.State.ERROR
+                        || streams.state() == KafkaStreams.State.PENDING_ERROR);
+        Throwable e = uncaught.get();
+        Check.that(e != null, "an uncaught exception was reported");
+        Check.log("failed as expected: " + chain(e));
+        Check.that(chain(e).contains(message), "the cause says '" + message + "': " + chain(e));
+    }
+
+    static String chain(Throwable e) {
+        StringBuilder sb = new StringBuilder();
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            sb.append(sb.length() == 0 ? "" : " <- ").append(t.getClass().getSimpleName())
+                    .append(": ").append(t.getMessage());
+        }
+        return sb.toString();
+    }
+
+    /** Reads the output topic until every word's latest count equals the expected count. */
+    static void checkCounts(String bootstrap, AtomicReference<Throwable> uncaught) throws Exception {
+        Map<String, Long> expected = new HashMap<>();
+        for (String line : LINES) {
+            for (String w : line.split("\\W+")) {
+                expected.merge(w, 1L, Long::sum);
+            }
+        }
+        Properties p = ClientScenarios.consumerProps(bootstrap, null);
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, LongDeserializer.class.getName());
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        Map<String, Long> latest = new HashMap<>();
+        try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(p)) {
+            List<org.apache.kafka.common.TopicPartition> tps = ClientScenarios.partitions(OUTPUT, 2);
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (!latest.equals(expected) && System.nanoTime() < deadline) {
+                if (uncaught.get() != null) {
+                    throw new AssertionError("streams failed: " + chain(uncaught.get()), uncaught.get());
+                }
+                c.poll(Duration.ofMillis(200)).forEach(r -> latest.put(r.key(), r.value()));
+            }
+        }
+        Check.equal(expected, latest, "word counts");
+        Check.log("word counts: " + latest);
+    }
+}
