@@ -1,16 +1,51 @@
 //! CreatePartitions (key 37), v0–3: grows a topic to `count` partitions. The controller places
 //! the new partitions and returns once every owning shard has opened them. Manual replica
-//! assignments are refused (single broker: there is nothing to choose).
+//! assignments are accepted when Kafka would accept them here (each new partition on this
+//! node).
 
-use super::{str_bytes, topic_name};
+use super::{replica_assignment, str_bytes, topic_name};
 use crate::errors::code;
 use crate::messages::ControllerOp;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
 use net::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use net::kafka_protocol::messages::BrokerId;
 use net::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use std::collections::BTreeMap;
 use std::rc::Rc;
+
+/// Checks the manual assignments of the partitions that growing `name` to `count` adds:
+/// one replica list per new partition, each valid for this cluster with the topic's
+/// replication factor (one). `None` when they are fine, or when the topic or the count is
+/// wrong (the controller refuses those with its own errors, as Kafka checks them first).
+fn check_assignments(
+    shard: &Shard,
+    name: &str,
+    count: i32,
+    assignments: &[CreatePartitionsAssignment],
+) -> Option<replica_assignment::Refusal> {
+    let current = shard.metadata().topics.get(name)?.partition_shards.len();
+    let added = usize::try_from(count).ok()?.checked_sub(current)?;
+    if added == 0 {
+        return None;
+    }
+    if assignments.len() != added {
+        return Some((
+            code(ResponseError::InvalidReplicaAssignment),
+            format!(
+                "Attempted to add {added} additional partition(s), but only {} assignment(s) \
+                 were specified.",
+                assignments.len()
+            ),
+        ));
+    }
+    let lists: Vec<&[BrokerId]> = assignments
+        .iter()
+        .map(|a| a.broker_ids.as_slice())
+        .collect();
+    replica_assignment::check(&lists, &[shard.config.node_id], Some(1)).err()
+}
 
 pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
     // Kafka refuses a topic given twice in one request (INVALID_REQUEST for each copy).
@@ -32,11 +67,12 @@ pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePa
                 code(ResponseError::InvalidTopicException),
                 format!("'{name}' is an internal topic; its partition count is fixed"),
             ))
-        } else if topic.assignments.is_some() {
-            Err((
-                code(ResponseError::InvalidRequest),
-                "manual replica assignment is not supported".to_string(),
-            ))
+        } else if let Some(refusal) = topic
+            .assignments
+            .as_deref()
+            .and_then(|a| check_assignments(shard, &name, topic.count, a))
+        {
+            Err(refusal)
         } else {
             shard
                 .controller_call(ControllerOp::CreatePartitions {

@@ -1,17 +1,66 @@
 //! CreateTopics (key 19): validated and applied by the controller, which returns only after
 //! every shard has opened the new partitions, so the topic takes produce requests at once.
+//! A manual replica assignment is accepted when Kafka would accept it on this cluster (each
+//! partition on this node: `[[node.id]]`).
 
-use super::{str_bytes, topic_name};
+use super::{replica_assignment, str_bytes, topic_name};
 use crate::errors::code;
 use crate::messages::ControllerOp;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic,
+};
 use net::kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use net::kafka_protocol::messages::BrokerId;
 use net::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use std::rc::Rc;
 
 /// Brokers in this cluster: a replication factor above it is refused.
 const BROKERS: i16 = 1;
+
+/// (partitions, replication factor) of a topic created with a manual assignment, checked as
+/// Kafka's controller checks it: `num_partitions` and `replication_factor` must be -1 (else
+/// INVALID_REQUEST), the partition indices 0, 1, … in any order, and the replica lists valid
+/// for the live brokers (see [`replica_assignment::check`]).
+fn manual_shape(
+    assignments: &[CreatableReplicaAssignment],
+    topic: &CreatableTopic,
+    node_id: i32,
+) -> Result<(i32, i16), replica_assignment::Refusal> {
+    let request = |field: &str| {
+        Err((
+            code(ResponseError::InvalidRequest),
+            format!("A manual partition assignment was specified, but {field} was not set to -1."),
+        ))
+    };
+    if topic.num_partitions != -1 {
+        return request("numPartitions");
+    }
+    if topic.replication_factor != -1 {
+        return request("replicationFactor");
+    }
+    let mut indexes: Vec<i32> = assignments.iter().map(|a| a.partition_index).collect();
+    indexes.sort_unstable();
+    if indexes.iter().zip(0..).any(|(&i, expected)| i != expected) {
+        return Err((
+            code(ResponseError::InvalidReplicaAssignment),
+            "partitions should be a consecutive 0-based integer sequence".to_string(),
+        ));
+    }
+    let lists: Vec<&[BrokerId]> = assignments
+        .iter()
+        .map(|a| a.broker_ids.as_slice())
+        .collect();
+    let replication = replica_assignment::check(&lists, &[node_id], None)?;
+    let partitions = i32::try_from(assignments.len()).map_err(|_| {
+        (
+            code(ResponseError::InvalidPartitions),
+            "too many partitions".to_string(),
+        )
+    })?;
+    Ok((partitions, replication))
+}
 
 pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
@@ -38,30 +87,35 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
             response.topics.push(result);
             continue;
         }
-        let partitions = if topic.num_partitions == -1 {
-            shard.config.num_partitions
+        let shape = if topic.assignments.is_empty() {
+            let partitions = if topic.num_partitions == -1 {
+                shard.config.num_partitions
+            } else {
+                topic.num_partitions
+            };
+            let replication = if topic.replication_factor == -1 {
+                shard.config.default_replication_factor
+            } else {
+                topic.replication_factor
+            };
+            if replication < 1 || replication > BROKERS {
+                Err((
+                    code(ResponseError::InvalidReplicationFactor),
+                    format!("replication factor {replication} is outside 1..={BROKERS} (brokers in the cluster)"),
+                ))
+            } else {
+                Ok((partitions, replication))
+            }
         } else {
-            topic.num_partitions
+            manual_shape(&topic.assignments, &topic, shard.config.node_id)
         };
-        let replication = if topic.replication_factor == -1 {
-            shard.config.default_replication_factor
-        } else {
-            topic.replication_factor
-        };
-        let outcome = if replication < 1 || replication > BROKERS {
-            Err((
-                code(ResponseError::InvalidReplicationFactor),
-                format!("replication factor {replication} is outside 1..={BROKERS} (brokers in the cluster)"),
-            ))
+        let (partitions, replication) = shape.clone().unwrap_or((-1, -1));
+        let outcome = if let Err(refusal) = shape {
+            Err(refusal)
         } else if name == crate::groups::OFFSETS_TOPIC {
             Err((
                 code(ResponseError::InvalidRequest),
                 format!("'{name}' is an internal topic, created by the group coordinator"),
-            ))
-        } else if !topic.assignments.is_empty() {
-            Err((
-                code(ResponseError::InvalidRequest),
-                "manual replica assignment is not supported".to_string(),
             ))
         } else {
             let mut overrides = std::collections::BTreeMap::new();

@@ -33,6 +33,7 @@ mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
 mod produce;
+mod replica_assignment;
 mod sync_group;
 
 use crate::shard::Shard;
