@@ -1,8 +1,9 @@
 //! What the broker checks and changes in a produce record set before the log appends it
 //! (Kafka's LogValidator, the parts that need the topic config or the codecs): compressed
 //! batches are decompressed to check their record count; `compression.type` other than
-//! `producer` recompresses batches to that codec; CreateTime topics refuse timestamps further
-//! than `message.timestamp.difference.max.ms` from the broker's clock. Record bytes are never
+//! `producer` recompresses batches to that codec; CreateTime topics refuse timestamps more than
+//! `message.timestamp.before.max.ms` before or `message.timestamp.after.max.ms` after the
+//! broker's clock (Kafka 4's pair; the batch's first and largest timestamps are checked). Record bytes are never
 //! re-encoded: recompression rewrites only the compressed stream and the header fields it
 //! covers (attributes, length, CRC).
 
@@ -30,15 +31,17 @@ pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Byte
         return Ok(records);
     };
     let target = config.compression_type.codec();
-    let max_skew = config.message_timestamp_difference_max_ms;
-    let check_time = config.message_timestamp_type == TimestampType::CreateTime
-        && max_skew < i64::MAX.unsigned_abs();
+    let before_max = i64::try_from(config.message_timestamp_before_max_ms).unwrap_or(i64::MAX);
+    let after_max = i64::try_from(config.message_timestamp_after_max_ms).unwrap_or(i64::MAX);
+    let check_time = config.message_timestamp_type == TimestampType::CreateTime;
     let corrupt = || code(ResponseError::CorruptMessage);
     let mut out = Vec::with_capacity(batches.len());
     let mut changed = false;
     for (header, bytes) in &batches {
         if check_time {
-            let off = |ts: i64| ts.abs_diff(now_ms) > max_skew;
+            let off = |ts: i64| {
+                ts < now_ms.saturating_sub(before_max) || ts > now_ms.saturating_add(after_max)
+            };
             if off(header.base_timestamp.0) || off(header.max_timestamp.0) {
                 return Err(code(ResponseError::InvalidTimestamp));
             }
@@ -129,13 +132,26 @@ mod tests {
             Err(code(ResponseError::CorruptMessage))
         );
 
+        // Kafka's default refuses more than an hour ahead of the broker's clock.
+        assert_eq!(
+            prepare(plain.clone(), &TopicConfig::default(), 1_000 - 3_600_001),
+            Err(code(ResponseError::InvalidTimestamp))
+        );
         config
-            .set("message.timestamp.difference.max.ms", "60000")
+            .set("message.timestamp.before.max.ms", "60000")
             .unwrap();
+        config.set("message.timestamp.after.max.ms", "10").unwrap();
         assert!(prepare(plain.clone(), &config, 30_000).is_ok());
+        assert!(prepare(plain.clone(), &config, 990).is_ok());
+        assert_eq!(
+            prepare(plain.clone(), &config, 989),
+            Err(code(ResponseError::InvalidTimestamp)),
+            "after.max.ms"
+        );
         assert_eq!(
             prepare(plain, &config, 1_000_000),
-            Err(code(ResponseError::InvalidTimestamp))
+            Err(code(ResponseError::InvalidTimestamp)),
+            "before.max.ms"
         );
     }
 }

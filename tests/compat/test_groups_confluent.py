@@ -705,6 +705,7 @@ def lag_samples(admin_url):
     return out
 
 
+@pytest.mark.sluice_only("Sluice's consumer-lag metric on its admin HTTP")
 @pytest.mark.sluice(settings=GROUP_SETTINGS)
 @pytest.mark.timeout(120)
 def test_consumer_lag_metric(broker):

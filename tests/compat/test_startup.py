@@ -19,7 +19,7 @@ def test_a_second_broker_on_the_same_data_dir_refuses_to_start(broker, sluice_bi
         "--listen", f"127.0.0.1:{free_port()}",
         "--admin-listen", f"127.0.0.1:{free_port()}",
         "--data-dir", str(broker.data_dir),
-        "--cores", "1",
+        "--smp", "1",
     )
     assert second.returncode != 0
     assert "in use" in second.stderr, second.stderr
