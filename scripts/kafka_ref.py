@@ -190,9 +190,11 @@ class KafkaNode:
     def log_path(self):
         return self.dir / "server.log"
 
-    def write_config(self, quorum_bootstrap, replication_factor, settings):
+    def write_config(self, quorum_bootstrap, replication_factor, settings, shipped=True):
         # Kafka 4.4's config/server.properties (what a user starts), with this node's ports,
-        # ids and directory; `settings` (--set) are added last and win.
+        # ids and directory; `settings` (--set) are added last and win. Without `shipped`, only
+        # the keys a KRaft node needs: the rest stays at Kafka's built-in defaults, as Sluice's
+        # do in the compatibility tests (so that DescribeConfigs sources compare).
         props = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
@@ -202,23 +204,29 @@ class KafkaNode:
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        }
+        shipped_file = {
             "num.network.threads": "3",
             "num.io.threads": "8",
             "socket.send.buffer.bytes": "102400",
             "socket.receive.buffer.bytes": "102400",
             "socket.request.max.bytes": "104857600",
-            "log.dirs": str(self.data_dir),
             "num.partitions": "1",
             "num.recovery.threads.per.data.dir": "1",
+            "log.retention.hours": "168",
+            "log.segment.bytes": "1073741824",
+            "log.retention.check.interval.ms": "300000",
+        }
+        props.update({
+            "log.dirs": str(self.data_dir),
             "offsets.topic.replication.factor": str(replication_factor),
             "share.coordinator.state.topic.replication.factor": str(replication_factor),
             "share.coordinator.state.topic.min.isr": str(min(replication_factor, 2)),
             "transaction.state.log.replication.factor": str(replication_factor),
             "transaction.state.log.min.isr": str(min(replication_factor, 2)),
-            "log.retention.hours": "168",
-            "log.segment.bytes": "1073741824",
-            "log.retention.check.interval.ms": "300000",
-        }
+        })
+        if shipped:
+            props.update(shipped_file)
         props.update({k: str(v) for k, v in settings.items()})
         self.dir.mkdir(parents=True, exist_ok=True)
         self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -287,11 +295,14 @@ class KafkaNode:
 class KafkaCluster:
     """`nodes` combined KRaft nodes (1 or 3 …) under `directory`; every node is a voter."""
 
-    def __init__(self, directory, nodes=1, settings=None):
+    def __init__(self, directory, nodes=1, settings=None, shipped=True):
+        """`shipped`: start from Kafka's config/server.properties (as a user would); False
+        keeps only what a KRaft node needs (the compatibility tests)."""
         if nodes < 1:
             raise KafkaRefError("--nodes must be at least 1")
         self.dir = Path(directory)
         self.settings = dict(settings or {})
+        self.shipped = shipped
         self.cluster_id = _kafka_uuid()
         self.nodes = [KafkaNode(i + 1, self.dir / f"node-{i + 1}", _free_port(), _free_port())
                       for i in range(nodes)]
@@ -305,7 +316,7 @@ class KafkaCluster:
         quorum = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes)
         rf = min(len(self.nodes), 3)
         for n in self.nodes:
-            n.write_config(quorum, rf, self.settings)
+            n.write_config(quorum, rf, self.settings, self.shipped)
 
     def start(self, preexec_fn=None, timeout=START_TIMEOUT_S):
         """Formats (first start only), starts every node and waits until each lists them all."""
@@ -400,6 +411,7 @@ class KafkaCluster:
         c = cls.__new__(cls)
         c.dir = Path(directory)
         c.settings = {}
+        c.shipped = True
         c.cluster_id = st["cluster_id"]
         c._formatted = True
         c.nodes = []

@@ -301,7 +301,7 @@ class KafkaBroker:
         sluice_keys = sorted(k for k in self.settings if k.startswith("sluice."))
         if sluice_keys:
             raise BrokerError(f"settings {sluice_keys} are Sluice's own: mark the test sluice_only")
-        self.cluster = kafka_ref.KafkaCluster(directory, 1, self.settings)
+        self.cluster = kafka_ref.KafkaCluster(directory, 1, self.settings, shipped=False)
         self.node = self.cluster.nodes[0]
         self.data_dir = self.node.data_dir
         self.log_path = self.node.log_path
