@@ -23,8 +23,8 @@ const HEADER_AFTER_LENGTH_BYTES: usize = BATCH_HEADER_BYTES - 12;
 
 /// Checks `records` against the topic's config at `now_ms` and recompresses it if the topic
 /// asks; returns the record set to append (the same `Bytes` when nothing changed). Errors are
-/// Kafka codes: CORRUPT_MESSAGE (a compressed batch that does not decompress or whose record
-/// count is wrong), INVALID_TIMESTAMP. A set that does not even split into batches is passed
+/// Kafka codes: CORRUPT_MESSAGE (a compressed batch that does not decompress), INVALID_RECORD
+/// (its record count is wrong), INVALID_TIMESTAMP. A set that does not even split into batches is passed
 /// through for the log to refuse with its own typed error.
 pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Bytes, i16> {
     let Ok(batches) = split_batches(&records) else {
@@ -55,7 +55,8 @@ pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Byte
         let section = &bytes[BATCH_HEADER_BYTES..];
         let raw = decompress(codec, section).map_err(|_| corrupt())?;
         if codec != 0 && count_records(&raw) != Some(i64::from(header.records_count)) {
-            return Err(corrupt());
+            // Kafka answers INVALID_RECORD ("inner record count does not match").
+            return Err(code(ResponseError::InvalidRecord));
         }
         match recompress_to {
             Some(to) => {
@@ -129,7 +130,7 @@ mod tests {
         config.set("compression.type", "producer").unwrap();
         assert_eq!(
             prepare(lying, &config, 1_000),
-            Err(code(ResponseError::CorruptMessage))
+            Err(code(ResponseError::InvalidRecord))
         );
 
         // Kafka's default refuses more than an hour ahead of the broker's clock.
@@ -140,11 +141,11 @@ mod tests {
         config
             .set("message.timestamp.before.max.ms", "60000")
             .unwrap();
-        config.set("message.timestamp.after.max.ms", "10").unwrap();
+        config.set("message.timestamp.after.max.ms", "100").unwrap();
         assert!(prepare(plain.clone(), &config, 30_000).is_ok());
         assert!(prepare(plain.clone(), &config, 990).is_ok());
         assert_eq!(
-            prepare(plain.clone(), &config, 989),
+            prepare(plain.clone(), &config, 800),
             Err(code(ResponseError::InvalidTimestamp)),
             "after.max.ms"
         );

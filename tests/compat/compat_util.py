@@ -81,13 +81,16 @@ _NOT_READY_ERRORS = (3, 5, 6)  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABL
 
 
 def wait_partitions_ready(bootstrap, topic, partitions, timeout=30):
-    """Waits until a raw Fetch of each partition of `topic` is answered without a not-ready
-    error, so that tests sending raw requests see what a retrying client would see."""
+    """Waits until a raw Fetch of each partition of `topic`, sent to its leader, is answered
+    without a not-ready error, so that tests sending raw requests see what a retrying client
+    would see."""
     import kafka_wire as kw
 
-    with kw.connect(bootstrap) as s:
-        for p in range(partitions):
-            def served(p=p):
+    md = admin(bootstrap).list_topics(topic=topic, timeout=10)
+    for p in range(partitions):
+        leader = md.brokers[md.topics[topic].partitions[p].leader]
+        with kw.connect(f"{leader.host}:{leader.port}") as s:
+            def served(p=p, s=s):
                 s.sendall(kw.fetch_v4(1, topic, p, 0, max_wait_ms=0))
                 _corr, parts = kw.parse_fetch_v4(kw.read_frame(s))
                 return parts[(topic, p)][0] not in _NOT_READY_ERRORS

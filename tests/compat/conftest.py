@@ -51,7 +51,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "sluice(cores=2, settings={...}): options of the test's broker "
-        "(settings become --set KEY=VALUE)",
+        "(cores: shards, --smp N; settings become --set KEY=VALUE)",
     )
     config.addinivalue_line(
         "markers",

@@ -331,7 +331,8 @@ def test_delete_topics(broker):
         assert produce_one(broker.bootstrap, topic, 1) == (None, i)
     a = admin(broker.bootstrap)
     result(a.delete_topics([topic], request_timeout=TIMEOUT_S)[topic])
-    assert topic not in a.list_topics(timeout=10).topics
+    # Kafka's brokers drop the topic from Metadata when the controller's deletion reaches them.
+    wait_until(lambda: topic not in a.list_topics(timeout=10).topics, TIMEOUT_S, what="deletion")
 
     # No auto-create here: producing to the deleted topic fails.
     err, _ = produce_one(broker.bootstrap, topic, 1, **{"message.timeout.ms": 3000})
