@@ -136,8 +136,15 @@ class BrokerError(Exception):
     pass
 
 
+# The exit status of a broker that stopped cleanly after SIGTERM: Sluice exits 0; the JVM
+# (Kafka) exits 128 + SIGTERM = 143 once its shutdown hooks (controlled shutdown) have run.
+CLEAN_EXIT_STATUS = {"sluice": 0, "kafka": 128 + signal.SIGTERM}
+
+
 class Broker:
     """One `sluice` child process; restartable on the same data directory."""
+
+    clean_exit_status = CLEAN_EXIT_STATUS["sluice"]
 
     def __init__(self, binary, data_dir, log_path, cores=2, settings=None):
         self.binary = Path(binary)
@@ -295,6 +302,8 @@ class Broker:
 class KafkaBroker:
     """One single-node Apache Kafka (scripts/kafka_ref.py) with the interface of `Broker` that
     Kafka-behaviour tests use: bootstrap, port, start/stop/kill/restart, alive, pid, logs."""
+
+    clean_exit_status = CLEAN_EXIT_STATUS["kafka"]
 
     def __init__(self, directory, settings=None):
         self.settings = {**DEFAULT_SETTINGS, **(settings or {})}

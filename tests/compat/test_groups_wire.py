@@ -700,7 +700,7 @@ def test_shutdown_answers_a_parked_join(broker):
         # B's join is parked until A rejoins (rebalance timeout: 60 s).
         wait_heartbeat_error(a_conn, group, 1, a, kw.REBALANCE_IN_PROGRESS)
         status, needed_sigkill = broker.stop()
-        assert not needed_sigkill and status == 0
+        assert not needed_sigkill and status == broker.clean_exit_status
         res = b_conn.join_recv(1, b_corr)
         assert res["error"] == 16, res  # NOT_COORDINATOR
     finally:
