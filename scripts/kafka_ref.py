@@ -55,7 +55,9 @@ DEFAULT_JVM_PERFORMANCE_OPTS = (
     "-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true"
 )
 START_TIMEOUT_S = 90.0
-STOP_GRACE_S = 30.0
+# Controlled shutdown of every node of a cluster at once can take tens of seconds on a loaded
+# 2-core machine (each node hands its leaderships back through the controller quorum).
+STOP_GRACE_S = 60.0
 MAVEN_TIMEOUT_S = 900
 
 LOG4J2_PROPERTIES = """\
@@ -377,6 +379,8 @@ class KafkaCluster:
                     time.sleep(0.2)
             if n.alive():
                 clean = False
+                print(f"kafka-ref: node {n.node_id} still running {grace:.0f} s after SIGTERM; "
+                      f"SIGKILL (log: {n.log_path})", file=sys.stderr)
                 n.signal(signal.SIGKILL)
                 if n.proc is not None:
                     n.proc.wait(timeout=30)
@@ -457,7 +461,8 @@ def main(argv=None):
                        help="run directory, emptied first (default target/kafka-ref/run)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="a server.properties key for every node (repeatable)")
-    p = sub.add_parser("stop", help="stop a Kafka started with `start`")
+    p = sub.add_parser("stop", help="stop a Kafka started with `start` (SIGTERM, SIGKILL after "
+                                     f"{STOP_GRACE_S:.0f} s)")
     p.add_argument("--dir", default=str(DEFAULT_RUN_DIR))
     sub.add_parser("fetch", help="resolve Kafka's jars with Maven (cached)")
     sub.add_parser("classpath", help="print Kafka's class path")
