@@ -28,21 +28,31 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     message.max.bytes             largest record batch; also the
                                   default of max.message.bytes          [1048588]
     sluice.admin.listen           admin HTTP HOST:PORT                  [127.0.0.1:9644]
-    sluice.cores                  as --cores                            [all CPUs]
+    sluice.cores                  CPU list as --cores (taskset syntax)  [all CPUs]
+    log.retention.check.interval.ms  how often retention runs, ms      [300000]
+    offsets.topic.replication.factor  1 only (no replication yet)      [1]
+    group.initial.rebalance.delay.ms, group.min.session.timeout.ms,
+    group.max.session.timeout.ms, offsets.topic.num.partitions,
+    offsets.topic.segment.bytes       as in Kafka
     sluice.batch.cache.bytes      batch cache per shard, bytes          [67108864]
-  Topic defaults (broker name, or the topic name itself):
+  Topic defaults (broker name, or the topic name itself); every Kafka 4.4 topic key is
+  accepted, these are the ones Sluice acts on (docs/operations.md lists all):
     log.retention.ms (.minutes, .hours) = retention.ms   -1 = forever   [604800000]
     log.retention.bytes = retention.bytes                -1 = unlimited [-1]
-    log.segment.bytes = segment.bytes                    14..2^31-1     [1073741824]
+    log.segment.bytes = segment.bytes                    2^20..2^31-1   [1073741824]
     log.roll.ms (.hours) = segment.ms                                   [604800000]
-    log.cleanup.policy = cleanup.policy                  delete only    [delete]
+    log.cleanup.policy = cleanup.policy      delete, or empty (keep all)  [delete]
     log.message.timestamp.type = message.timestamp.type  CreateTime|LogAppendTime
-    log.message.timestamp.difference.max.ms = message.timestamp.difference.max.ms  [no limit]
+    log.message.timestamp.before.max.ms = message.timestamp.before.max.ms  [no limit]
+    log.message.timestamp.after.max.ms = message.timestamp.after.max.ms    [3600000]
     compression.type                  producer|uncompressed|gzip|snappy|lz4|zstd  [producer]
     message.max.bytes = max.message.bytes                               [1048588]
     log.flush.interval.messages = flush.messages                        [never]
     log.flush.interval.ms = flush.ms                                    [never]
     log.index.interval.bytes = index.interval.bytes                     [4096]
+    min.insync.replicas       acks=all needs this many in-sync replicas [1]
+  Kafka keys for what Sluice lacks (process.roles, num.io.threads, ...) stop start-up with
+  the reason.
 
 CONFIG FILE (TOML): flat quoted keys or nested tables, integer/boolean/string values:
     \"auto.create.topics.enable\" = false
@@ -98,11 +108,14 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
-    /// CPUs to run shards on: N = the first N CPUs (0..N); or a list such as 0,2,3 or 1-3
-    /// (a single CPU other than 0: 2-2) (key `sluice.cores`) [default: every CPU this process
-    /// may use]
-    #[arg(long, value_name = "N|LIST")]
+    /// CPUs to run shards on, one shard per CPU, as taskset lists them: 0 (CPU 0), 0-3, 0,2
+    /// (key `sluice.cores`) [default: every CPU this process may use]
+    #[arg(long, value_name = "LIST")]
     pub cores: Option<String>,
+
+    /// Number of shards: the first N of the --cores CPUs (or of the CPUs this process may use)
+    #[arg(long, value_name = "N")]
+    pub smp: Option<usize>,
 
     /// TOML file of config keys (Kafka property names); see CONFIG FILE below
     #[arg(long, value_name = "FILE")]
@@ -178,6 +191,19 @@ pub fn load(args: Args) -> Result<BrokerConfig, ConfigError> {
         }
         config.data_dir = path;
     }
+    if let Some(n) = args.smp {
+        if n == 0 || n > config.cores.len() {
+            return Err(ConfigError::InvalidValue {
+                key: "--smp".to_owned(),
+                value: n.to_string(),
+                why: format!(
+                    "must be between 1 and the {} CPUs of --cores or the affinity mask",
+                    config.cores.len()
+                ),
+            });
+        }
+        config.cores.truncate(n);
+    }
     config.check_shard_overrides()?;
     Ok(config)
 }
@@ -241,7 +267,7 @@ mod tests {
             "--data-dir",
             "/tmp/sluice-x",
             "--cores",
-            "1",
+            "0",
         ]))
         .expect("valid");
         assert_eq!(c.num_partitions, 4, "--set beats the file");
@@ -268,8 +294,21 @@ mod tests {
 
         let err = load(args(&["--listen", "nonsense"])).expect_err("bad flag");
         assert_eq!(err.key(), Some("--listen"), "{err}");
-        let err = load(args(&["--cores", "0"])).expect_err("zero cores");
+        let c = load(args(&["--cores", "0"])).expect("CPU 0");
+        assert_eq!(c.cores, vec![0]);
+        let err = load(args(&["--cores", ""])).expect_err("no CPU");
         assert!(err.to_string().contains("--cores"), "{err}");
+        let c = load(args(&["--smp", "1"])).expect("one shard");
+        assert_eq!(c.cores.len(), 1);
+        let err = load(args(&["--smp", "0"])).expect_err("no shard");
+        assert_eq!(err.key(), Some("--smp"), "{err}");
+        let err = load(args(&["--set", "num.io.threads=8"])).expect_err("thread-per-core");
+        assert!(err.to_string().contains("thread-per-core"), "{err}");
+        let c = load(args(&["--set", "log.retention.check.interval.ms=1000"])).expect("Kafka key");
+        assert_eq!(
+            c.log_retention_check_interval(),
+            std::time::Duration::from_secs(1)
+        );
 
         let mut file = tempfile::NamedTempFile::new().expect("temp file");
         writeln!(file, "[log]\nsegment.bytes = 3").expect("write");

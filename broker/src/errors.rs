@@ -13,9 +13,11 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
             | BatchError::LengthMismatch { .. }
             | BatchError::Magic(_)
             | BatchError::Crc { .. }
-            | BatchError::RecordCount { .. }
             | BatchError::Malformed(_),
         ) => ResponseError::CorruptMessage,
+        // Kafka's LogValidator: a record count that disagrees with the records is an
+        // InvalidRecordException (INVALID_RECORD), not a corrupt batch.
+        StorageError::InvalidBatch(BatchError::RecordCount { .. }) => ResponseError::InvalidRecord,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::DiskFull { .. } | StorageError::Io { .. } | StorageError::Corrupt { .. } => {
             ResponseError::KafkaStorageError

@@ -1,8 +1,9 @@
 //! What the broker checks and changes in a produce record set before the log appends it
 //! (Kafka's LogValidator, the parts that need the topic config or the codecs): compressed
 //! batches are decompressed to check their record count; `compression.type` other than
-//! `producer` recompresses batches to that codec; CreateTime topics refuse timestamps further
-//! than `message.timestamp.difference.max.ms` from the broker's clock. Record bytes are never
+//! `producer` recompresses batches to that codec; CreateTime topics refuse timestamps more than
+//! `message.timestamp.before.max.ms` before or `message.timestamp.after.max.ms` after the
+//! broker's clock (Kafka 4's pair; the batch's first and largest timestamps are checked). Record bytes are never
 //! re-encoded: recompression rewrites only the compressed stream and the header fields it
 //! covers (attributes, length, CRC).
 
@@ -22,23 +23,25 @@ const HEADER_AFTER_LENGTH_BYTES: usize = BATCH_HEADER_BYTES - 12;
 
 /// Checks `records` against the topic's config at `now_ms` and recompresses it if the topic
 /// asks; returns the record set to append (the same `Bytes` when nothing changed). Errors are
-/// Kafka codes: CORRUPT_MESSAGE (a compressed batch that does not decompress or whose record
-/// count is wrong), INVALID_TIMESTAMP. A set that does not even split into batches is passed
+/// Kafka codes: CORRUPT_MESSAGE (a compressed batch that does not decompress), INVALID_RECORD
+/// (its record count is wrong), INVALID_TIMESTAMP. A set that does not even split into batches is passed
 /// through for the log to refuse with its own typed error.
 pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Bytes, i16> {
     let Ok(batches) = split_batches(&records) else {
         return Ok(records);
     };
     let target = config.compression_type.codec();
-    let max_skew = config.message_timestamp_difference_max_ms;
-    let check_time = config.message_timestamp_type == TimestampType::CreateTime
-        && max_skew < i64::MAX.unsigned_abs();
+    let before_max = i64::try_from(config.message_timestamp_before_max_ms).unwrap_or(i64::MAX);
+    let after_max = i64::try_from(config.message_timestamp_after_max_ms).unwrap_or(i64::MAX);
+    let check_time = config.message_timestamp_type == TimestampType::CreateTime;
     let corrupt = || code(ResponseError::CorruptMessage);
     let mut out = Vec::with_capacity(batches.len());
     let mut changed = false;
     for (header, bytes) in &batches {
         if check_time {
-            let off = |ts: i64| ts.abs_diff(now_ms) > max_skew;
+            let off = |ts: i64| {
+                ts < now_ms.saturating_sub(before_max) || ts > now_ms.saturating_add(after_max)
+            };
             if off(header.base_timestamp.0) || off(header.max_timestamp.0) {
                 return Err(code(ResponseError::InvalidTimestamp));
             }
@@ -52,7 +55,8 @@ pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Byte
         let section = &bytes[BATCH_HEADER_BYTES..];
         let raw = decompress(codec, section).map_err(|_| corrupt())?;
         if codec != 0 && count_records(&raw) != Some(i64::from(header.records_count)) {
-            return Err(corrupt());
+            // Kafka answers INVALID_RECORD ("inner record count does not match").
+            return Err(code(ResponseError::InvalidRecord));
         }
         match recompress_to {
             Some(to) => {
@@ -126,16 +130,29 @@ mod tests {
         config.set("compression.type", "producer").unwrap();
         assert_eq!(
             prepare(lying, &config, 1_000),
-            Err(code(ResponseError::CorruptMessage))
+            Err(code(ResponseError::InvalidRecord))
         );
 
+        // Kafka's default refuses more than an hour ahead of the broker's clock.
+        assert_eq!(
+            prepare(plain.clone(), &TopicConfig::default(), 1_000 - 3_600_001),
+            Err(code(ResponseError::InvalidTimestamp))
+        );
         config
-            .set("message.timestamp.difference.max.ms", "60000")
+            .set("message.timestamp.before.max.ms", "60000")
             .unwrap();
+        config.set("message.timestamp.after.max.ms", "100").unwrap();
         assert!(prepare(plain.clone(), &config, 30_000).is_ok());
+        assert!(prepare(plain.clone(), &config, 990).is_ok());
+        assert_eq!(
+            prepare(plain.clone(), &config, 800),
+            Err(code(ResponseError::InvalidTimestamp)),
+            "after.max.ms"
+        );
         assert_eq!(
             prepare(plain, &config, 1_000_000),
-            Err(code(ResponseError::InvalidTimestamp))
+            Err(code(ResponseError::InvalidTimestamp)),
+            "before.max.ms"
         );
     }
 }

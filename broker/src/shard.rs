@@ -45,10 +45,6 @@ pub struct Shard {
     open_lock: glommio::sync::Semaphore,
 }
 
-/// How often each shard applies `retention.ms` / `retention.bytes` to its partitions (Kafka's
-/// `log.retention.check.interval.ms` default).
-pub const RETENTION_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
-
 /// The shard's glommio task queues, with the CPU shares of its `[[shard]]` section: produce
 /// work, fetch work, and background work (retention).
 #[derive(Clone, Copy)]
@@ -278,10 +274,14 @@ impl Shard {
         .await
     }
 
-    /// Applies retention to every partition every [`RETENTION_CHECK_INTERVAL`] until shutdown.
+    /// Applies retention to every partition every `log.retention.check.interval.ms` until
+    /// shutdown.
     pub async fn retention_loop(&self) {
         loop {
-            if self.sleep_unless_stopped(RETENTION_CHECK_INTERVAL).await {
+            if self
+                .sleep_unless_stopped(self.config.log_retention_check_interval())
+                .await
+            {
                 return;
             }
             let now = std::time::SystemTime::now()

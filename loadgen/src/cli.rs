@@ -22,6 +22,10 @@ pub enum ScenarioName {
     /// Any other scenario (`--soak-of`, default latency) for a long time (default 1 h) with a
     /// report line every `--report-every` seconds.
     Soak,
+    /// The latency profile at rising rates (`--sweep-rates`, default 1k, 2k, 5k, 10k, 20k, …
+    /// msg/s) until a broker no longer holds the rate: p50/p99/p99.99 and broker CPU against
+    /// the achieved rate, one SVG line per broker.
+    Sweep,
 }
 
 impl ScenarioName {
@@ -34,6 +38,7 @@ impl ScenarioName {
             ScenarioName::Partitions => "partitions",
             ScenarioName::Catchup => "catchup",
             ScenarioName::Soak => "soak",
+            ScenarioName::Sweep => "sweep",
         }
     }
 }
@@ -101,7 +106,10 @@ impl Compression {
         fanout      as latency, 4 consumer groups\n  \
         partitions  as latency over 1000 partitions, linger.ms=5, 2 MiB segments\n  \
         catchup     produce --catchup-bytes (1 GiB) unlimited, then one group reads it all from the start\n  \
-        soak        --soak-of (latency) for 3600 s, a report line every 60 s\n\n\
+        soak        --soak-of (latency) for 3600 s, a report line every 60 s\n  \
+        sweep       latency at 1k, 2k, 5k, 10k, 20k, 50k, … msg/s until one is not held (95 %), 10 s + 2 s warm-up per step\n\n\
+        Kafka beside Sluice: `scripts/kafka-ref start` prints Kafka's bootstrap and writes its pid to \
+        target/kafka-ref/run/state.json; give them as --compare HOST:PORT --compare-pid PID.\n\n\
         Each group's consumers join it with subscribe() (the broker's group coordinator assigns \
         the partitions; no offset commits); --assign makes them assign() their share instead."
 )]
@@ -117,6 +125,19 @@ pub struct Cli {
     /// A second broker: the same scenario runs against it, figures are shown side by side.
     #[arg(long, value_name = "HOST:PORT")]
     pub compare: Option<String>,
+
+    /// Process id of the --bootstrap broker: its CPU and RSS are sampled as a local one's.
+    #[arg(long, value_name = "PID", requires = "bootstrap")]
+    pub bootstrap_pid: Option<u32>,
+
+    /// Process id of the --compare broker (e.g. the Kafka of scripts/kafka-ref): its CPU and
+    /// RSS are sampled as a local broker's.
+    #[arg(long, value_name = "PID", requires = "compare")]
+    pub compare_pid: Option<u32>,
+
+    /// sweep: the rates to try, msg/s, in order [1000,2000,5000,10000,20000,50000,…,1000000].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub sweep_rates: Vec<u64>,
 
     /// Measured time in seconds (after warm-up) [scenario default].
     #[arg(long, value_name = "SECONDS")]

@@ -97,15 +97,8 @@ impl CpuSet {
         }
     }
 
-    /// The value of `sluice --cores`: `N` for the first N CPUs, `K-K` for one other CPU, else
-    /// a comma list.
+    /// The value of `sluice --cores`: the CPU ids as a comma list (taskset's syntax).
     pub fn to_sluice_cores(&self) -> String {
-        if self.0.iter().enumerate().all(|(i, &c)| i == c) {
-            return self.0.len().to_string();
-        }
-        if let [only] = self.0[..] {
-            return format!("{only}-{only}");
-        }
         self.to_string()
     }
 }
@@ -126,9 +119,12 @@ mod tests {
         let set = CpuSet::parse("3,0-1,1").expect("valid");
         assert_eq!(set.to_string(), "0,1,3");
         assert_eq!(set.to_sluice_cores(), "0,1,3");
-        assert_eq!(CpuSet::parse("0").expect("valid").to_sluice_cores(), "1");
-        assert_eq!(CpuSet::parse("0-2").expect("valid").to_sluice_cores(), "3");
-        assert_eq!(CpuSet::parse("2").expect("valid").to_sluice_cores(), "2-2");
+        assert_eq!(CpuSet::parse("0").expect("valid").to_sluice_cores(), "0");
+        assert_eq!(
+            CpuSet::parse("0-2").expect("valid").to_sluice_cores(),
+            "0,1,2"
+        );
+        assert_eq!(CpuSet::parse("2").expect("valid").to_sluice_cores(), "2");
         assert!(CpuSet::parse("").is_err());
         assert!(CpuSet::parse("2-1").is_err());
         assert!(CpuSet::parse("x").is_err());

@@ -3,8 +3,9 @@
 //! `--bootstrap` it starts a temporary local `sluice` as a child process.
 //!
 //! This file is glue: flags → scenario parameters → (local broker) → baselines → one run per
-//! broker → JSON, HdrHistogram logs, plot, table. Exit status: 0 when every broker delivered
-//! every record to every group, 1 when a run was incomplete, 2 on an error.
+//! broker → JSON, HdrHistogram logs, plot, table (`sweep`: one run per rate per broker, in
+//! `sweep`). Exit status: 0 when every broker delivered every record to every group, 1 when a
+//! run was incomplete, 2 on an error.
 
 mod baseline;
 mod broker_proc;
@@ -20,6 +21,7 @@ mod report;
 mod run;
 mod scenario;
 mod schedule;
+mod sweep;
 
 use anyhow::Context as _;
 use broker_proc::{LocalBroker, LocalOptions};
@@ -136,6 +138,66 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         targets.push((label, compare.clone()));
     }
 
+    // The process to sample for each target that loadgen did not start.
+    let external_pid = |i: usize| {
+        if i == 0 {
+            cli.bootstrap_pid
+        } else {
+            cli.compare_pid
+        }
+    };
+
+    if cli.scenario == cli::ScenarioName::Sweep {
+        let rates = if cli.sweep_rates.is_empty() {
+            sweep::DEFAULT_RATES.to_vec()
+        } else {
+            cli.sweep_rates.clone()
+        };
+        if rates.contains(&0) {
+            anyhow::bail!("--sweep-rates: every rate must be above 0");
+        }
+        let sweep_targets = targets
+            .iter()
+            .enumerate()
+            .map(|(i, (label, bootstrap))| {
+                let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
+                sweep::SweepTarget {
+                    label: label.clone(),
+                    bootstrap: bootstrap.clone(),
+                    local: if is_local { local.take() } else { None },
+                    pid: external_pid(i),
+                }
+            })
+            .collect();
+        let output = sweep::SweepOutput {
+            json_path: &json_path,
+            out_dir: &out_dir,
+            stem: &stem,
+        };
+        let (file, complete) = sweep::sweep(
+            &params,
+            &rates,
+            sweep_targets,
+            || {
+                sweep::machine(
+                    available.len(),
+                    broker_cpus.map(|c| c.to_string()),
+                    loadgen_cpus.map(|c| c.to_string()),
+                    load_avg_1m_start,
+                )
+            },
+            &output,
+            |i| identity(cli, &scenario, i),
+        )?;
+        sweep::print_table(&file);
+        println!(
+            "\nwrote {}, {} and the HdrHistogram log of each step beside them",
+            json_path.display(),
+            out_dir.join(format!("{stem}.svg")).display()
+        );
+        return Ok(complete);
+    }
+
     let mut results = Vec::new();
     let mut histograms = Vec::new();
     for (i, (label, bootstrap)) in targets.iter().enumerate() {
@@ -150,6 +212,7 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
             &identity,
             &hlog_path,
             broker,
+            external_pid(i),
             baselines.as_ref(),
         )?;
         results.push(result);
@@ -195,8 +258,10 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
     Ok(complete)
 }
 
-/// One broker's run: RSS and CPU sampled around it; a local broker is stopped right after
-/// (before a `--compare` run, so the second broker has the machine to itself).
+/// One broker's run: RSS and CPU sampled around it (CPU only for an `external_pid`, a broker
+/// loadgen did not start); a local broker is stopped right after (before a `--compare` run, so
+/// the second broker has the machine to itself).
+#[allow(clippy::too_many_arguments)]
 fn run_target(
     label: &str,
     bootstrap: &str,
@@ -204,9 +269,10 @@ fn run_target(
     identity: &RunIdentity,
     hlog_path: &Path,
     local: Option<LocalBroker>,
+    external_pid: Option<u32>,
     baselines: Option<&baseline::Baselines>,
 ) -> anyhow::Result<(BrokerResult, hdrhistogram::Histogram<u64>)> {
-    let broker_pid = local.as_ref().and_then(LocalBroker::pid);
+    let broker_pid = local.as_ref().and_then(LocalBroker::pid).or(external_pid);
     if let Some(broker) = &local {
         broker.reset_rss();
     }

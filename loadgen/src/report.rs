@@ -104,7 +104,8 @@ pub struct BaselineRatios {
 /// core: above ~90 % a side is CPU-bound and its queueing shows up as latency.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct CpuUse {
-    /// The local broker's process (null for a broker not started by loadgen).
+    /// The broker's process: the local one, or the one named by `--bootstrap-pid` /
+    /// `--compare-pid` (null otherwise).
     pub broker_percent: Option<f64>,
     /// This loadgen process (producers, consumers and librdkafka's threads).
     pub loadgen_percent: Option<f64>,

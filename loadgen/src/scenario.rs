@@ -62,6 +62,9 @@ const BATCH_BYTES: u32 = 1 << 20;
 /// Default measured time and warm-up of the timed scenarios.
 const DURATION_S: f64 = 30.0;
 const WARMUP_S: f64 = 5.0;
+/// sweep: measured time and warm-up of each step.
+const SWEEP_STEP_DURATION_S: f64 = 10.0;
+const SWEEP_STEP_WARMUP_S: f64 = 2.0;
 /// soak: default duration and report period.
 const SOAK_DURATION_S: f64 = 3_600.0;
 const SOAK_REPORT_EVERY_S: f64 = 60.0;
@@ -75,9 +78,18 @@ const PARTITIONS_SEGMENT_BYTES: u64 = 2 << 20;
 impl Params {
     pub fn resolve(cli: &Cli) -> anyhow::Result<Params> {
         let soak = cli.scenario == ScenarioName::Soak;
-        let scenario = if soak { cli.soak_of } else { cli.scenario };
-        if scenario == ScenarioName::Soak {
-            bail!("--soak-of soak: pick the scenario to soak (latency, throughput, …)");
+        let sweep = cli.scenario == ScenarioName::Sweep;
+        let scenario = match cli.scenario {
+            ScenarioName::Soak => cli.soak_of,
+            // Each sweep step is the latency profile at another rate.
+            ScenarioName::Sweep => ScenarioName::Latency,
+            other => other,
+        };
+        if matches!(scenario, ScenarioName::Soak | ScenarioName::Sweep) {
+            bail!(
+                "--soak-of {}: pick the scenario to soak (latency, throughput, …)",
+                scenario.name()
+            );
         }
         let batching = matches!(
             scenario,
@@ -90,6 +102,8 @@ impl Params {
         let rate = cli.rate.unwrap_or(rate_default);
         let (duration_default_s, report_default_s) = if soak {
             (SOAK_DURATION_S, Some(SOAK_REPORT_EVERY_S))
+        } else if sweep {
+            (SWEEP_STEP_DURATION_S, None)
         } else {
             (DURATION_S, None)
         };
@@ -118,6 +132,7 @@ impl Params {
                 "--warmup",
                 cli.warmup.unwrap_or(match scenario {
                     ScenarioName::Catchup => 0.0,
+                    _ if sweep => SWEEP_STEP_WARMUP_S,
                     _ => WARMUP_S,
                 }),
             )?,
@@ -249,6 +264,14 @@ mod tests {
         assert!(s.soak);
         assert_eq!(s.groups, 4);
         assert_eq!(s.report_every, Some(Duration::from_secs(60)));
+        let w = params(&["sweep"]).expect("sweep");
+        assert_eq!(
+            w.scenario,
+            ScenarioName::Latency,
+            "each step is the latency profile"
+        );
+        assert_eq!(w.duration, Duration::from_secs(10));
+        assert_eq!(w.warmup, Duration::from_secs(2));
         let o = params(&["--rate", "5", "--topic-config", "flush.messages=1"]).expect("flags");
         assert_eq!(o.rate_per_sec, Some(5));
         assert_eq!(o.topic_configs, vec![("flush.messages".into(), "1".into())]);
@@ -265,6 +288,7 @@ mod tests {
         assert!(params(&["--idempotence", "--acks", "1"]).is_err());
         assert!(params(&["--topic-config", "flush.messages"]).is_err());
         assert!(params(&["soak", "--soak-of", "soak"]).is_err());
+        assert!(params(&["soak", "--soak-of", "sweep"]).is_err());
         assert!(params(&["--duration", "-1"]).is_err());
     }
 }

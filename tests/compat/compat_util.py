@@ -72,6 +72,30 @@ def wait_for_topic(bootstrap, topic, partitions, timeout=30):
                 and all(p.leader >= 0 for p in t.partitions.values()))
 
     wait_until(ready, timeout, 0.2, f"metadata of {topic} with {partitions} partitions")
+    wait_partitions_ready(bootstrap, topic, partitions, timeout)
+
+
+# A partition Metadata lists can still answer these for a moment on Kafka (its replica manager
+# becomes leader just after the metadata cache lists the leader); clients retry them.
+_NOT_READY_ERRORS = (3, 5, 6)  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER
+
+
+def wait_partitions_ready(bootstrap, topic, partitions, timeout=30):
+    """Waits until a raw Fetch of each partition of `topic`, sent to its leader, is answered
+    without a not-ready error, so that tests sending raw requests see what a retrying client
+    would see."""
+    import kafka_wire as kw
+
+    md = admin(bootstrap).list_topics(topic=topic, timeout=10)
+    for p in range(partitions):
+        leader = md.brokers[md.topics[topic].partitions[p].leader]
+        with kw.connect(f"{leader.host}:{leader.port}") as s:
+            def served(p=p, s=s):
+                s.sendall(kw.fetch_v4(1, topic, p, 0, max_wait_ms=0))
+                _corr, parts = kw.parse_fetch_v4(kw.read_frame(s))
+                return parts[(topic, p)][0] not in _NOT_READY_ERRORS
+
+            wait_until(served, timeout, 0.1, f"partition {topic}-{p} served")
 
 
 def consume_all(bootstrap, topic, partitions, expected=None, timeout=60):

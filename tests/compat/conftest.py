@@ -9,6 +9,14 @@ Configure a test's broker with the `sluice` marker:
     @pytest.mark.sluice(cores=2, settings={"num.partitions": 6})
 
 `SLUICE_BIN=/path/to/sluice` skips the cargo build and uses that binary.
+
+`SLUICE_COMPAT_TARGET=kafka` runs the suite against Apache Kafka 4.4.0 instead (the reference,
+scripts/kafka-ref): every test's `broker` is then a fresh single-node KRaft Kafka on free
+loopback ports with its own data directory, configured by the same marker's `settings` (Kafka
+property names; `cores` is ignored), restarted by `broker.restart()` as Sluice is. Tests of
+Sluice's own parts (admin HTTP, CLI, its files and log, `sluice tune`, loadgen, the disk-full
+and shard-config tests) carry the `sluice_only` marker, or need the `sluice_bin` /
+`loadgen_bin` fixtures, and are skipped there. A test that fails against Kafka is a wrong test.
 """
 
 import json
@@ -16,6 +24,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 import warnings
@@ -24,6 +33,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+TARGET = os.environ.get("SLUICE_COMPAT_TARGET", "sluice").strip().lower() or "sluice"
+if TARGET not in ("sluice", "kafka"):
+    raise pytest.UsageError(f"SLUICE_COMPAT_TARGET={TARGET!r}: expected `sluice` or `kafka`")
+if TARGET == "kafka":
+    sys.path.insert(0, str(REPO / "scripts"))
+    import kafka_ref  # scripts/kafka_ref.py: Kafka through Maven, KRaft format, start, stop
 # Segments are preallocated at their full size: 1 GiB each by default, per partition. Tests
 # never fill one, so a smaller size only saves disk (a test can still override it).
 DEFAULT_SETTINGS = {"log.segment.bytes": 64 << 20}
@@ -36,8 +51,37 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "sluice(cores=2, settings={...}): options of the test's broker "
-        "(settings become --set KEY=VALUE)",
+        "(cores: shards, --smp N; settings become --set KEY=VALUE)",
     )
+    config.addinivalue_line(
+        "markers",
+        "sluice_only(reason): tests a part of Sluice that Kafka does not have (admin HTTP, CLI, "
+        "its files): skipped with SLUICE_COMPAT_TARGET=kafka",
+    )
+
+
+# Fixtures that start Sluice's own binaries: a test that needs one tests Sluice itself.
+SLUICE_ONLY_FIXTURES = ("sluice_bin", "loadgen_bin")
+
+
+def pytest_collection_modifyitems(config, items):
+    if TARGET != "kafka":
+        return
+    for item in items:
+        marker = item.get_closest_marker("sluice_only")
+        if marker is not None:
+            why = marker.args[0] if marker.args else marker.kwargs.get("reason", "Sluice only")
+        elif any(f in item.fixturenames for f in SLUICE_ONLY_FIXTURES):
+            why = "starts Sluice's own binaries"
+        else:
+            continue
+        item.add_marker(pytest.mark.skip(reason=f"Sluice-only, not run against Kafka: {why}"))
+
+
+def pytest_report_header(config):
+    if TARGET == "kafka":
+        return "compat target: Apache Kafka (SLUICE_COMPAT_TARGET=kafka, scripts/kafka-ref)"
+    return "compat target: sluice"
 
 
 @pytest.fixture(scope="session")
@@ -92,8 +136,15 @@ class BrokerError(Exception):
     pass
 
 
+# The exit status of a broker that stopped cleanly after SIGTERM: Sluice exits 0; the JVM
+# (Kafka) exits 128 + SIGTERM = 143 once its shutdown hooks (controlled shutdown) have run.
+CLEAN_EXIT_STATUS = {"sluice": 0, "kafka": 128 + signal.SIGTERM}
+
+
 class Broker:
     """One `sluice` child process; restartable on the same data directory."""
+
+    clean_exit_status = CLEAN_EXIT_STATUS["sluice"]
 
     def __init__(self, binary, data_dir, log_path, cores=2, settings=None):
         self.binary = Path(binary)
@@ -122,7 +173,7 @@ class Broker:
             "--listen", self.bootstrap,
             "--admin-listen", f"127.0.0.1:{self.admin_port}",
             "--data-dir", str(self.data_dir),
-            "--cores", str(self.cores),
+            "--smp", str(self.cores),
         ]
         for key, value in self.settings.items():
             if isinstance(value, bool):
@@ -248,21 +299,127 @@ class Broker:
                 f"{self.log_tail()}")
 
 
+class KafkaBroker:
+    """One single-node Apache Kafka (scripts/kafka_ref.py) with the interface of `Broker` that
+    Kafka-behaviour tests use: bootstrap, port, start/stop/kill/restart, alive, pid, logs."""
+
+    clean_exit_status = CLEAN_EXIT_STATUS["kafka"]
+
+    def __init__(self, directory, settings=None):
+        self.settings = {**DEFAULT_SETTINGS, **(settings or {})}
+        sluice_keys = sorted(k for k in self.settings if k.startswith("sluice."))
+        if sluice_keys:
+            raise BrokerError(f"settings {sluice_keys} are Sluice's own: mark the test sluice_only")
+        self.cluster = kafka_ref.KafkaCluster(directory, 1, self.settings, shipped=False)
+        self.node = self.cluster.nodes[0]
+        self.data_dir = self.node.data_dir
+        self.log_path = self.node.log_path
+        self.cmd = None
+        self.harness_stopped = False
+
+    @property
+    def bootstrap(self):
+        return self.cluster.bootstrap
+
+    @property
+    def port(self):
+        return self.node.port
+
+    @property
+    def proc(self):
+        return self.node.proc
+
+    def start(self):
+        self.harness_stopped = False
+        try:
+            self.cluster.start(preexec_fn=_die_with_parent)
+        except kafka_ref.KafkaRefError as e:
+            raise BrokerError(str(e)) from e
+        self.cmd = self.node.cmd
+        return self
+
+    def alive(self):
+        return self.node.alive()
+
+    def pid(self):
+        return self.node.pid
+
+    def kill(self):
+        if self.proc is None:
+            return None
+        if self.alive():
+            self.harness_stopped = True
+        self.cluster.kill()
+        return self.proc.returncode
+
+    def stop(self, grace=None):
+        """SIGTERM (Kafka's controlled shutdown), SIGKILL after `grace` s; returns
+        (exit status, needed_sigkill) as `Broker.stop` does."""
+        if self.proc is None:
+            return None, False
+        if not self.alive():
+            return self.proc.returncode, False
+        self.harness_stopped = True
+        clean = self.cluster.stop(grace=kafka_ref.STOP_GRACE_S if grace is None else grace)
+        return self.proc.returncode, not clean
+
+    def restart(self, kill=False):
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def log_tail(self, lines=LOG_TAIL_LINES):
+        return self.node.log_tail(lines)
+
+    def describe(self):
+        state = "running" if self.alive() else \
+            f"exited {self.proc.returncode if self.proc else '-'}"
+        return (f"Apache Kafka {kafka_ref.KAFKA_VERSION}: {' '.join(self.cmd or [])}\n"
+                f"config: {self.node.properties_path}\nstate: {state}\n"
+                f"last {LOG_TAIL_LINES} lines of the Kafka log ({self.log_path}):\n"
+                f"{self.log_tail()}")
+
+
+@pytest.fixture(scope="session")
+def kafka_classpath():
+    """Resolves Kafka's jars once per session (Maven, cached)."""
+    try:
+        return kafka_ref.classpath()
+    except kafka_ref.KafkaRefError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
 @pytest.fixture
-def broker(request, sluice_bin, tmp_path):
+def broker(request, tmp_path):
     marker = request.node.get_closest_marker("sluice")
     opts = dict(marker.kwargs) if marker else {}
-    b = Broker(sluice_bin, tmp_path / "data", tmp_path / "broker.log",
-               cores=opts.get("cores", 2), settings=opts.get("settings"))
+    if TARGET == "kafka":
+        request.getfixturevalue("kafka_classpath")
+        try:
+            b = KafkaBroker(tmp_path / "kafka", settings=opts.get("settings"))
+        except BrokerError as e:
+            pytest.fail(str(e), pytrace=False)
+    else:
+        b = Broker(request.getfixturevalue("sluice_bin"), tmp_path / "data",
+                   tmp_path / "broker.log", cores=opts.get("cores", 2),
+                   settings=opts.get("settings"))
     request.node._sluice_broker = b
     try:
         b.start()
     except BrokerError as e:
-        pytest.fail(f"{e}\ncommand: {' '.join(b.cmd)}", pytrace=False)
+        pytest.fail(f"{e}\ncommand: {' '.join(b.cmd or [])}", pytrace=False)
     yield b
     died = None
     if b.proc is not None and b.proc.poll() is not None and not b.harness_stopped:
         died = f"the broker exited by itself (status {b.proc.returncode}) during the test"
+    if TARGET == "kafka":
+        # Kafka's own shutdown is not under test: end it at once.
+        b.kill()
+        if died:
+            pytest.fail(f"{died}\n{b.describe()}", pytrace=False)
+        return
     _status, needed_kill = b.stop()
     call = getattr(request.node, "_sluice_rep_call", None)
     if call is None or not call.passed:
@@ -287,7 +444,7 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"_sluice_rep_{rep.when}", rep)
     b = getattr(item, "_sluice_broker", None)
     if b is not None and rep.failed and rep.when != "teardown":
-        rep.sections.append((f"sluice broker ({rep.when})", b.describe()))
+        rep.sections.append((f"{TARGET} broker ({rep.when})", b.describe()))
 
 
 

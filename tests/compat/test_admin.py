@@ -12,37 +12,61 @@ from compat_util import admin, create_topic, producer, wait_for_topic, wait_unti
 
 TIMEOUT_S = 30
 
-# Every topic property Sluice knows, with Kafka's built-in default.
+# Every topic property Apache Kafka 4.4 lists in DescribeConfigs, with its built-in default
+# (read from a real Kafka 4.4.0 with scripts/kafka-ref).
 DEFAULTS = {
     "cleanup.policy": "delete",
+    "compression.gzip.level": "-1",
+    "compression.lz4.level": "9",
     "compression.type": "producer",
+    "compression.zstd.level": "3",
+    "delete.retention.ms": "86400000",
+    "errors.deadletterqueue.group.enable": "false",
+    "file.delete.delay.ms": "60000",
     "flush.messages": "9223372036854775807",
     "flush.ms": "9223372036854775807",
+    "follower.replication.throttled.replicas": "",
     "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "",
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "9223372036854775807",
+    "max.decompressed.message.bytes": "2147483639",
     "max.message.bytes": "1048588",
-    "message.timestamp.difference.max.ms": "9223372036854775807",
+    "message.timestamp.after.max.ms": "3600000",
+    "message.timestamp.before.max.ms": "9223372036854775807",
     "message.timestamp.type": "CreateTime",
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0",
+    "min.insync.replicas": "1",
+    "preallocate": "false",
+    "remote.copy.lag.bytes": "-1",
+    "remote.copy.lag.ms": "0",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false",
     "retention.bytes": "-1",
     "retention.ms": "604800000",
     "segment.bytes": "1073741824",
+    "segment.index.bytes": "10485760",
+    "segment.jitter.ms": "0",
     "segment.ms": "604800000",
+    "unclean.leader.election.enable": "false",
 }
 
-# The broker-level property that sets each topic property's default (Kafka's synonym).
+# The first broker-level property that sets a topic property's default (Kafka's synonym), for
+# the ones the tests set at broker level.
 BROKER_SYNONYM = {
-    "cleanup.policy": "log.cleanup.policy",
-    "compression.type": "compression.type",
-    "flush.messages": "log.flush.interval.messages",
-    "flush.ms": "log.flush.interval.ms",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "max.message.bytes": "message.max.bytes",
-    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "retention.bytes": "log.retention.bytes",
     "retention.ms": "log.retention.ms",
     "segment.bytes": "log.segment.bytes",
-    "segment.ms": "log.roll.ms",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "max.message.bytes": "message.max.bytes",
 }
+
+# Kafka 4.4's controller writes min.insync.replicas as a cluster-wide dynamic default when it
+# bootstraps (for eligible leader replicas), so Kafka reports DYNAMIC_DEFAULT_BROKER_CONFIG
+# where a broker without dynamic configs (Sluice) reports DEFAULT_CONFIG.
+CLUSTER_DEFAULT_SOURCE = {"min.insync.replicas": ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value}
 
 
 def broker_defaults(broker):
@@ -50,7 +74,7 @@ def broker_defaults(broker):
     --set value (STATIC_BROKER_CONFIG) where it sets the synonym, else Kafka's default."""
     out = {}
     for name, default in DEFAULTS.items():
-        if BROKER_SYNONYM[name] in broker.settings:
+        if name in BROKER_SYNONYM and BROKER_SYNONYM[name] in broker.settings:
             out[name] = (str(broker.settings[BROKER_SYNONYM[name]]),
                          ConfigSource.STATIC_BROKER_CONFIG.value)
         else:
@@ -108,6 +132,8 @@ def assert_configs(broker, configs, overrides):
         if name in overrides:
             assert (entry.value, entry.source) == (overrides[name],
                                                    ConfigSource.DYNAMIC_TOPIC_CONFIG.value), name
+        elif name in CLUSTER_DEFAULT_SOURCE and entry.source == CLUSTER_DEFAULT_SOURCE[name]:
+            assert entry.value == inherited[0], name
         else:
             assert (entry.value, entry.source) == inherited, name
         assert not entry.is_read_only, name
@@ -135,11 +161,17 @@ def test_describe_and_alter_topic_configs(broker):
     overrides = dict(CREATED_WITH)
     assert_configs(broker, describe_topic(a, topic), overrides)
 
-    # Synonyms: the topic override, then Kafka's default under the broker-level name.
-    entry = describe_topic(a, topic)["retention.ms"]
-    assert [(s.name, s.value, s.source) for s in entry.synonyms.values()] == [
+    # Synonyms, as Kafka lists them: the topic override, then the broker-level ones. For
+    # retention.ms (log.retention.{ms,minutes,hours}) Kafka lists broker synonyms only when
+    # log.retention.ms is set; a one-synonym key lists its built-in default.
+    configs = describe_topic(a, topic)
+    assert [(s.name, s.value, s.source) for s in configs["retention.ms"].synonyms.values()] == [
         ("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
-        ("log.retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG.value),
+    ]
+    assert [(s.name, s.value, s.source) for s in configs["flush.messages"].synonyms.values()] == [
+        ("flush.messages", "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        ("log.flush.interval.messages", "9223372036854775807",
+         ConfigSource.DEFAULT_CONFIG.value),
     ]
 
     # SET one key, DELETE another (back to the default), SET a default one.
@@ -158,14 +190,30 @@ def test_describe_and_alter_topic_configs(broker):
                        validate_only=True))
     assert describe_topic(a, topic)["retention.ms"].value == "7200000"
 
-    # Invalid values, unknown keys and APPEND are INVALID_CONFIG; nothing changes.
+    # Keys of Kafka features Sluice lacks are stored and described all the same, as Kafka
+    # accepts them on a delete-policy topic.
+    result(alter_topic(a, topic, [
+        ("delete.retention.ms", AlterConfigOpType.SET, "1000"),
+        ("min.compaction.lag.ms", AlterConfigOpType.SET, "5"),
+        ("leader.replication.throttled.replicas", AlterConfigOpType.SET, "*"),
+    ]))
+    overrides.update({"delete.retention.ms": "1000", "min.compaction.lag.ms": "5",
+                      "leader.replication.throttled.replicas": "*"})
+    assert_configs(broker, describe_topic(a, topic), overrides)
+
+    # Invalid values (Kafka's ranges) and unknown keys are INVALID_CONFIG; nothing changes.
     for entries in (
         [("retention.ms", AlterConfigOpType.SET, "forever")],
-        [("segment.bytes", AlterConfigOpType.SET, "13")],
-        [("cleanup.policy", AlterConfigOpType.SET, "compact")],
+        [("segment.bytes", AlterConfigOpType.SET, "1048575")],  # Kafka 4's minimum is 1 MiB
+        [("cleanup.policy", AlterConfigOpType.SET, "bogus")],
+        [("min.insync.replicas", AlterConfigOpType.SET, "0")],
+        [("min.cleanable.dirty.ratio", AlterConfigOpType.SET, "1.5")],
+        [("compression.gzip.level", AlterConfigOpType.SET, "0")],
+        [("leader.replication.throttled.replicas", AlterConfigOpType.SET, "x")],
+        # Removed in Kafka 4 (message.timestamp.before/after.max.ms replace it).
+        [("message.timestamp.difference.max.ms", AlterConfigOpType.SET, "1000")],
         [("retention.ms", AlterConfigOpType.SET, "1"),
          ("retention.mss", AlterConfigOpType.SET, "1")],
-        [("cleanup.policy", AlterConfigOpType.APPEND, "delete")],
     ):
         assert error_code(alter_topic(a, topic, entries)) == KafkaError.INVALID_CONFIG, entries
     assert_configs(broker, describe_topic(a, topic), overrides)
@@ -219,52 +267,60 @@ def test_broker_default_shows_as_static_broker_config(broker):
         kp.close()
     entry = described["topic"][topic]["retention.ms"]
     assert entry["config_source"] == "STATIC_BROKER_CONFIG"
+    # Kafka's order: each broker synonym set (in its own unit), then the built-in default of
+    # the one that has a default (log.retention.ms has none; log.retention.hours is 168).
     assert [(s["name"], s["value"], s["source"]) for s in entry["synonyms"]] == [
         ("log.retention.ms", "86400000", "STATIC_BROKER_CONFIG"),
-        ("log.retention.ms", "604800000", "DEFAULT_CONFIG"),
+        ("log.retention.hours", "168", "DEFAULT_CONFIG"),
     ]
+
+
+def node_id(bootstrap):
+    """The id of the (only) broker, as Metadata names it."""
+    (node,) = admin(bootstrap).list_topics(timeout=10).brokers
+    return node
 
 
 def test_describe_broker_configs(broker):
     a = admin(broker.bootstrap)
+    resource = ConfigResource(ResourceType.BROKER, str(node_id(broker.bootstrap)))
+    configs = result(a.describe_configs([resource], request_timeout=TIMEOUT_S)[resource])
+    # Kafka lists every listener (its KRaft node has a CONTROLLER one too).
+    assert f"PLAINTEXT://{broker.bootstrap}" in configs["listeners"].value.split(",")
+    assert configs["num.partitions"].value == "1"
+    assert configs["num.partitions"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert configs["log.segment.bytes"].value == str(64 << 20)  # conftest's setting
+    assert configs["log.segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+
+@pytest.mark.sluice_only("Sluice's broker config is fixed at start-up; Kafka has dynamic "
+                         "broker configs")
+def test_broker_configs_are_read_only(broker):
+    a = admin(broker.bootstrap)
     resource = ConfigResource(ResourceType.BROKER, "0")
     configs = result(a.describe_configs([resource], request_timeout=TIMEOUT_S)[resource])
-    assert configs["listeners"].value == f"PLAINTEXT://{broker.bootstrap}"
     assert configs["listeners"].is_read_only
     assert configs["log.retention.ms"].value == DEFAULTS["retention.ms"]
     assert configs["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
-    # Dynamic broker configs are not supported.
     resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
         ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
     future = a.incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource]
     assert error_code(future) == KafkaError.INVALID_REQUEST
 
 
-def test_create_partitions(broker):
-    topic = "admin-partitions"
-    create_topic(broker.bootstrap, topic, 3)
+@pytest.mark.sluice_only("Kafka compacts logs; Sluice refuses compaction with the reason")
+def test_compaction_is_refused_naming_the_missing_feature(broker):
+    topic = "admin-no-compaction"
+    create_topic(broker.bootstrap, topic, 1)
     a = admin(broker.bootstrap)
-
-    # validate_only changes nothing.
-    result(a.create_partitions([NewPartitions(topic, 6)], validate_only=True,
-                               request_timeout=TIMEOUT_S)[topic])
-    assert len(a.list_topics(topic=topic, timeout=10).topics[topic].partitions) == 3
-
-    result(a.create_partitions([NewPartitions(topic, 6)], request_timeout=TIMEOUT_S)[topic])
-    wait_for_topic(broker.bootstrap, topic, 6)
-    assert produce_one(broker.bootstrap, topic, 5) == (None, 0)
-
-    for count in (4, 6):
-        future = a.create_partitions([NewPartitions(topic, count)],
-                                     request_timeout=TIMEOUT_S)[topic]
-        assert error_code(future) == KafkaError.INVALID_PARTITIONS, count
-    future = a.create_partitions([NewPartitions("admin-no-such-topic", 2)],
-                                 request_timeout=TIMEOUT_S)["admin-no-such-topic"]
-    assert error_code(future) == KafkaError.UNKNOWN_TOPIC_OR_PART
-
-    broker.restart()
-    wait_for_topic(broker.bootstrap, topic, 6)
-    assert produce_one(broker.bootstrap, topic, 5) == (None, 1)
+    future = alter_topic(a, topic, [("cleanup.policy", AlterConfigOpType.SET, "compact,delete")])
+    with pytest.raises(KafkaException) as info:
+        result(future)
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "compaction is not supported" in info.value.args[0].str()
+    futures = a.create_topics([NewTopic("admin-compacted", 1, 1,
+                                        config={"cleanup.policy": "compact"})])
+    assert error_code(futures["admin-compacted"]) == KafkaError.INVALID_CONFIG
 
 
 @pytest.mark.sluice(settings={"auto.create.topics.enable": False})
@@ -275,7 +331,8 @@ def test_delete_topics(broker):
         assert produce_one(broker.bootstrap, topic, 1) == (None, i)
     a = admin(broker.bootstrap)
     result(a.delete_topics([topic], request_timeout=TIMEOUT_S)[topic])
-    assert topic not in a.list_topics(timeout=10).topics
+    # Kafka's brokers drop the topic from Metadata when the controller's deletion reaches them.
+    wait_until(lambda: topic not in a.list_topics(timeout=10).topics, TIMEOUT_S, what="deletion")
 
     # No auto-create here: producing to the deleted topic fails.
     err, _ = produce_one(broker.bootstrap, topic, 1, **{"message.timeout.ms": 3000})
@@ -312,8 +369,10 @@ def test_describe_cluster(broker):
     assert cluster.cluster_id
     assert len(cluster.nodes) == 1
     node = cluster.nodes[0]
-    assert (node.id, node.host, node.port) == (0, "127.0.0.1", broker.port)
-    assert cluster.controller.id == 0
+    # The broker's node.id (Sluice's default 0; the Kafka reference's KRaft node is 1).
+    assert (node.id, node.host, node.port) == (node_id(broker.bootstrap), "127.0.0.1",
+                                               broker.port)
+    assert cluster.controller.id == node.id
 
 
 def test_kafka_python_describe_configs_and_create_partitions(broker):
@@ -348,7 +407,8 @@ def test_kafka_python_describe_configs_and_create_partitions(broker):
         kp.close()
 
 
-# Versions this broker advertises for the admin APIs, each exercised below.
+# Versions of the admin APIs exercised below; the broker must advertise at least these (Kafka
+# 4.4 advertises more: DeleteTopics up to v6, DescribeCluster up to v2).
 ADMIN_VERSIONS = {
     20: (1, 5),  # DeleteTopics
     32: (1, 4),  # DescribeConfigs
@@ -381,7 +441,10 @@ def test_every_advertised_admin_version(broker):
         sock.sendall(kw.api_versions_v0(1))
         _, err, advertised = kw.parse_api_versions_v0(kw.read_frame(sock))
     assert err == 0
-    assert {k: advertised.get(k) for k in ADMIN_VERSIONS} == ADMIN_VERSIONS
+    for key, (lo, hi) in ADMIN_VERSIONS.items():
+        assert key in advertised and advertised[key][0] <= lo and hi <= advertised[key][1], \
+            (key, advertised.get(key))
+    node = node_id(broker.bootstrap)
 
     b = broker.bootstrap
     topic = "admin-raw"
@@ -389,7 +452,7 @@ def test_every_advertised_admin_version(broker):
 
     for v in range(ADMIN_VERSIONS[60][0], ADMIN_VERSIONS[60][1] + 1):
         r = raw_call(b, DescribeClusterRequest, DescribeClusterResponse, v)
-        assert (r.error_code, r.controller_id, len(r.brokers)) == (0, 0, 1), v
+        assert (r.error_code, r.controller_id, len(r.brokers)) == (0, node, 1), v
         assert (r.brokers[0].host, r.brokers[0].port) == ("127.0.0.1", broker.port), v
         assert r.cluster_id, v
 
@@ -405,18 +468,21 @@ def test_every_advertised_admin_version(broker):
 
         for dv in range(ADMIN_VERSIONS[32][0], ADMIN_VERSIONS[32][1] + 1):
             r = raw_call(b, DescribeConfigsRequest, DescribeConfigsResponse, dv,
-                         resources=[(2, topic, ["retention.ms", "segment.ms"])],
+                         resources=[(2, topic, ["retention.ms", "segment.ms", "cleanup.policy"])],
                          include_synonyms=True)
             (res,) = r.results
             assert res.error_code == 0, dv
             got = {c.name: c for c in res.configs}
-            assert set(got) == {"retention.ms", "segment.ms"}, dv
+            assert set(got) == {"retention.ms", "segment.ms", "cleanup.policy"}, dv
             assert (got["retention.ms"].value, got["retention.ms"].config_source) == (value, 1)
             assert (got["segment.ms"].value, got["segment.ms"].config_source) == ("604800000", 5)
             assert [(s.name, s.source) for s in got["retention.ms"].synonyms] == [
-                ("retention.ms", 1), ("log.retention.ms", 5)], dv
+                ("retention.ms", 1)], dv
+            assert [(s.name, s.source) for s in got["cleanup.policy"].synonyms] == [
+                ("log.cleanup.policy", 5)], dv
             if dv >= 3:
                 assert got["retention.ms"].config_type == 5, dv  # LONG
+                assert got["cleanup.policy"].config_type == 7, dv  # LIST
 
     for v in range(ADMIN_VERSIONS[37][0], ADMIN_VERSIONS[37][1] + 1):
         r = raw_call(b, CreatePartitionsRequest, CreatePartitionsResponse, v,

@@ -15,6 +15,8 @@ import pytest
 import kafka_wire as kw
 from compat_util import create_topic, producer
 
+pytestmark = pytest.mark.sluice_only("Sluice's memory bounds: the batch cache and the RSS of its process")
+
 TOPIC = "backpressure"
 REQUESTS = 400
 FETCH_BYTES = 1 << 20

@@ -11,6 +11,8 @@ import pytest
 import kafka_wire as kw
 from compat_util import create_topic
 
+pytestmark = pytest.mark.sluice_only("Sluice's data directory on a small tmpfs")
+
 TOPIC = "filling"
 KAFKA_STORAGE_ERROR = 56
 

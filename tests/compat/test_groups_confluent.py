@@ -145,6 +145,23 @@ def produce_to(bootstrap, topic, items):
 # ---- assignment and rebalances -------------------------------------------------------------------
 
 
+
+
+def committed_once_ready(consumer, partitions, timeout=60):
+    """consumer.committed(), asked again while the group coordinator is not ready: on a fresh
+    Kafka the first OffsetFetch creates __consumer_offsets and librdkafka reports
+    NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS instead of retrying."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=30)
+        except KafkaException as e:
+            code = e.args[0].code()
+            if code not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                            KafkaError.COORDINATOR_NOT_AVAILABLE) \
+                    or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 @pytest.mark.sluice(settings={"group.initial.rebalance.delay.ms": 3000})
 @pytest.mark.timeout(120)
 def test_initial_rebalance_delay_gathers_the_first_members(broker):
@@ -705,6 +722,7 @@ def lag_samples(admin_url):
     return out
 
 
+@pytest.mark.sluice_only("Sluice's consumer-lag metric on its admin HTTP")
 @pytest.mark.sluice(settings=GROUP_SETTINGS)
 @pytest.mark.timeout(120)
 def test_consumer_lag_metric(broker):
@@ -743,7 +761,7 @@ def test_committed_offset_of_unknown_group_or_partition(broker):
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "grp-never-seen",
                   "enable.auto.commit": False})
     try:
-        got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+        got = committed_once_ready(c, [TopicPartition(topic, 0), TopicPartition(topic, 1)])
         assert [(tp.partition, tp.offset, tp.error) for tp in got] == \
             [(0, OFFSET_INVALID, None), (1, OFFSET_INVALID, None)], got
     finally:
@@ -790,6 +808,8 @@ def test_async_commit_then_committed_reads_it_back(broker):
 
 @pytest.mark.sluice(settings=GROUP_SETTINGS)
 @pytest.mark.timeout(90)
+@pytest.mark.sluice_only("Kafka without an authorizer lets any client create, grow, "
+                         "reconfigure and delete __consumer_offsets; Sluice refuses on purpose")
 def test_offsets_topic_is_internal_and_protected(broker):
     """Clients cannot create `__consumer_offsets` with their own settings, nor delete it,
     change its configs or add partitions once the coordinator made it."""

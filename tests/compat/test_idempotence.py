@@ -5,25 +5,38 @@ the log holds it once — also after a broker restart; a sequence gap answers
 OUT_OF_ORDER_SEQUENCE_NUMBER; transactional producers are refused, never hang."""
 
 import struct
+import time
 
 import pytest
 from kafka import KafkaProducer
 
 import kafka_wire as kw
-from compat_util import consume_all, create_topic, producer
+from compat_util import consume_all, create_topic, producer, wait_partitions_ready
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INIT_PRODUCER_ID = 22
 
 
+# Kafka answers these while its producer-id manager has no id block from the controller yet
+# (just after start); clients retry.
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+
+
 def init_producer_id(sock, corr):
-    """InitProducerId v0 (no transactional id) -> (error, producer id, epoch)."""
-    body = kw.string(None) + kw.i32(60_000)
-    sock.sendall(kw.frame(kw.header_v1(INIT_PRODUCER_ID, 0, corr) + body))
-    payload = kw.read_frame(sock)
-    got_corr, _throttle, error, pid, epoch = struct.unpack(">iihqh", payload[:20])
-    assert got_corr == corr
-    return error, pid, epoch
+    """InitProducerId v0 (no transactional id) -> (error, producer id, epoch), retried while
+    the broker answers that it is not ready yet."""
+    deadline = time.monotonic() + 30
+    while True:
+        body = kw.string(None) + kw.i32(60_000)
+        sock.sendall(kw.frame(kw.header_v1(INIT_PRODUCER_ID, 0, corr) + body))
+        payload = kw.read_frame(sock)
+        got_corr, _throttle, error, pid, epoch = struct.unpack(">iihqh", payload[:20])
+        assert got_corr == corr
+        if error not in (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) \
+                or time.monotonic() > deadline:
+            return error, pid, epoch
+        time.sleep(0.2)
 
 
 def idempotent_batch(values, pid, epoch, seq):
@@ -53,6 +66,7 @@ def test_raw_retries_keep_their_offset_across_a_restart(broker):
     assert produce(sock, 5, "retried", gap)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
 
     broker.restart()
+    wait_partitions_ready(broker.bootstrap, "retried", 1)
     sock = kw.connect(broker.bootstrap)
     assert produce(sock, 6, "retried", second) == (0, 2), "still deduplicated after a restart"
     # A new producer id never repeats one handed out before the restart.
@@ -84,6 +98,7 @@ def test_kafka_python_idempotent_producer_delivers_exactly_once(broker):
     assert [int(m.value()) for m in got[0]] == list(range(10_000))
 
 
+@pytest.mark.sluice_only("Sluice has no transactions yet and refuses them; Kafka serves them")
 def test_transactional_producers_are_refused_not_hung(broker):
     from confluent_kafka import KafkaException, Producer
 

@@ -176,3 +176,28 @@ def test_bootstrap_and_compare_drive_an_external_broker(loadgen_bin, broker, tmp
     assert result["comparison"]["sent"] == pytest.approx(1.0, rel=0.2)
     assert "ratio" in stdout
     check_files(result, json_path)
+
+
+def test_sweep_steps_up_until_a_rate_is_not_held(loadgen_bin, sluice_bin, tmp_path):
+    # Tiny rates and steps: checks the shape of the result, never the knee (no benchmarks here).
+    result, json_path, stdout = run_loadgen(
+        loadgen_bin, tmp_path, *local(sluice_bin, tmp_path, "sweep", "--duration", "1",
+                                      "--sweep-rates", "100,200", "--no-baselines",
+                                      "--segment-bytes", str(16 << 20)))
+    assert result["schema"] == "sluice-loadgen-sweep/1"
+    assert result["scenario"] == "sweep" and result["rates"] == [100, 200]
+    assert result["params"]["acks"] == "all" and result["params"]["linger_ms"] == 0
+    (b,) = result["brokers"]
+    assert 1 <= len(b["steps"]) <= 2, b["steps"]
+    for step in b["steps"]:
+        assert step["sent"] > 0 and step["complete"], step
+        assert step["p50_ms"] <= step["p99_ms"] <= step["p9999_ms"] <= step["max_ms"], step
+        assert step["broker_cpu_percent"] is not None and step["broker_cpu_percent"] >= 0, step
+        assert Path(step["hdr_log"]).is_file()
+    # Either every step held (knee = the last rate) or the sweep stopped at the first that
+    # did not.
+    held = [s["held"] for s in b["steps"]]
+    assert held == [True] * len(held) or held[-1] is False, held
+    assert "knee" in stdout and "achieved/s" in stdout
+    svg = json_path.with_suffix(".svg")
+    assert "<svg" in svg.read_text() and b["label"] in svg.read_text()

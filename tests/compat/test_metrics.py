@@ -9,6 +9,8 @@ import pytest
 
 from compat_util import consume_all, create_topic, producer
 
+pytestmark = pytest.mark.sluice_only("Sluice's admin HTTP (/metrics, /v1/status)")
+
 TOPIC = "observed"
 PARTITIONS = 4
 MESSAGES = 400

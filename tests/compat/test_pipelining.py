@@ -1,7 +1,7 @@
 """Kafka answers the requests of one connection in order, even when they go to different shards.
 
 One connection pipelines 20 requests without waiting: Produce v3 (acks=1) to partitions 0..5 of
-a 6-partition topic (spread over both shards with --cores 2), one Produce touching all six, and
+a 6-partition topic (spread over both shards with --smp 2), one Produce touching all six, and
 Metadata v1 requests; the 20 responses must come back in request order.
 """
 

@@ -1,7 +1,7 @@
 """Kafka behaviours a first review found missing: a topic named twice in one CreateTopics is
 refused once (INVALID_REQUEST) and the others are created; ListOffsets MAX_TIMESTAMP names the
 record holding the largest timestamp, not its batch; a batch whose record count disagrees with
-the records inside it is refused with CORRUPT_MESSAGE and appends nothing."""
+the records inside it is refused with INVALID_RECORD (as Kafka does) and appends nothing."""
 
 import struct
 
@@ -12,7 +12,7 @@ from confluent_kafka.admin import NewTopic, OffsetSpec
 import kafka_wire as kw
 from compat_util import admin, create_topic, producer
 
-CORRUPT_MESSAGE = 2
+INVALID_RECORD = 87
 
 
 def test_a_topic_named_twice_in_create_topics_is_refused_once(broker):
@@ -48,7 +48,8 @@ def test_a_batch_with_an_inflated_record_count_is_refused(broker):
     sock = kw.connect(broker.bootstrap)
     sock.sendall(kw.produce_v3(1, "counted", [(0, bytes(batch))]))
     _, results = kw.parse_produce_v3(kw.read_frame(sock))
-    assert results[("counted", 0)][0] == CORRUPT_MESSAGE
+    # Kafka answers INVALID_RECORD for a record count that disagrees with the records.
+    assert results[("counted", 0)][0] == INVALID_RECORD
     sock.sendall(kw.produce_v3(2, "counted", [(0, kw.record_batch([b"fine"]))]))
     _, results = kw.parse_produce_v3(kw.read_frame(sock))
     assert results[("counted", 0)] == (0, 0), "nothing was appended before"

@@ -8,6 +8,8 @@ import pytest
 
 from compat_util import consume_all, create_topic, producer
 
+pytestmark = pytest.mark.sluice_only("Sluice's shutdown and recovery log lines")
+
 TOPIC = "shutdown"
 PARTITIONS = 4
 

@@ -2,6 +2,7 @@
 and `auto.create.topics.enable`."""
 
 import subprocess
+import time
 
 import pytest
 
@@ -19,7 +20,7 @@ def test_a_second_broker_on_the_same_data_dir_refuses_to_start(broker, sluice_bi
         "--listen", f"127.0.0.1:{free_port()}",
         "--admin-listen", f"127.0.0.1:{free_port()}",
         "--data-dir", str(broker.data_dir),
-        "--cores", "1",
+        "--smp", "1",
     )
     assert second.returncode != 0
     assert "in use" in second.stderr, second.stderr
@@ -78,8 +79,15 @@ def test_auto_create_off_leaves_unknown_topics_unknown(broker):
 @pytest.mark.sluice(settings={"num.partitions": 3})
 def test_auto_create_on_uses_num_partitions(broker):
     sock = kw.connect(broker.bootstrap)
-    sock.sendall(kw.metadata_v1(12, ["made-on-demand"]))
-    _, _, _, topics = kw.parse_metadata_v1(kw.read_frame(sock))
-    error, partitions = topics["made-on-demand"]
+    # Kafka answers the request that triggers the creation with UNKNOWN_TOPIC_OR_PARTITION (3)
+    # or LEADER_NOT_AVAILABLE (5) until the topic exists; clients ask again.
+    deadline = time.monotonic() + 30
+    for corr in range(12, 1000):
+        sock.sendall(kw.metadata_v1(corr, ["made-on-demand"]))
+        _, _, _, topics = kw.parse_metadata_v1(kw.read_frame(sock))
+        error, partitions = topics["made-on-demand"]
+        if error not in (3, 5) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert error == 0
     assert sorted(partitions) == [0, 1, 2]

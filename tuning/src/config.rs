@@ -17,10 +17,18 @@
 //! Ownership: a `BrokerConfig` is built once at start-up on the main thread and then read-only;
 //! shards get clones. Topic configs belong to the cluster metadata (shard 0 now).
 //!
+//! Every Kafka 4.4 topic key is accepted, validated with Kafka's ranges, stored and described
+//! ([`crate::kafka_keys::TOPIC_KEYS`]); broker keys for parts of Kafka that Sluice lacks are
+//! refused with the reason ([`crate::kafka_keys::UNSUPPORTED_BROKER_KEYS`]).
+//!
 //! Limits: one listener, one data directory (Kafka's `log.dirs` list is rejected if it names
-//! more than one), `cleanup.policy=delete` only (no compaction).
+//! more than one), `cleanup.policy` `delete` or empty only (no compaction).
 
-use std::collections::BTreeSet;
+use crate::kafka_keys::{
+    topic_key, topic_key_for_broker_synonym, unsupported_broker_key, ConfigType, Support, TopicKey,
+    TOPIC_KEYS,
+};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -30,14 +38,11 @@ use std::time::Duration;
 /// Kafka's "never" for `flush.messages` and `flush.ms` (`Long.MAX_VALUE`).
 pub const FLUSH_NEVER: u64 = i64::MAX as u64;
 
-/// Smallest `segment.bytes` Kafka accepts (`LegacyRecord.RECORD_OVERHEAD_V0`).
-pub const SEGMENT_BYTES_MIN: u64 = 14;
+/// Smallest `segment.bytes` Kafka 4 accepts (1 MiB, KIP-1030).
+pub const SEGMENT_BYTES_MIN: u64 = 1 << 20;
 
 /// Largest CPU id `--cores` accepts (`CPU_SETSIZE`).
 const CPU_ID_LIMIT: usize = 1024;
-
-const MS_PER_MINUTE: i64 = 60_000;
-const MS_PER_HOUR: i64 = 3_600_000;
 
 /// Why a configuration could not be applied. Every variant names the key (or file) at fault.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +63,14 @@ pub enum ConfigError {
         /// The value as given.
         value: String,
         /// What is wrong and what would be accepted.
+        why: String,
+    },
+    /// The key is Kafka's, for a part of Kafka that Sluice does not have.
+    #[error("config key `{key}` is not supported: {why}")]
+    Unsupported {
+        /// The key as given.
+        key: String,
+        /// What Sluice lacks, and what to do.
         why: String,
     },
     /// The `--config` file could not be read.
@@ -105,9 +118,9 @@ impl ConfigError {
     /// The key this error is about, if it is about one key.
     pub fn key(&self) -> Option<&str> {
         match self {
-            ConfigError::UnknownKey { key, .. } | ConfigError::InvalidValue { key, .. } => {
-                Some(key)
-            }
+            ConfigError::UnknownKey { key, .. }
+            | ConfigError::InvalidValue { key, .. }
+            | ConfigError::Unsupported { key, .. } => Some(key),
             ConfigError::InFile { source, .. } => source.key(),
             ConfigError::ReadFile { .. }
             | ConfigError::ParseFile { .. }
@@ -172,12 +185,6 @@ fn parse_unsigned(key: &str, value: &str, min: u64, max: i64) -> Result<u64, Con
     u64::try_from(n).map_err(|_| invalid(key, value, "must not be negative"))
 }
 
-/// Parses a Kafka "-1 means unlimited" value: `-1` → `None`, `n >= 0` → `Some(n)`.
-fn parse_unlimited(key: &str, value: &str) -> Result<Option<u64>, ConfigError> {
-    let n = parse_ranged(key, value, -1, i64::MAX)?;
-    Ok(u64::try_from(n).ok())
-}
-
 fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "true" => Ok(true),
@@ -197,12 +204,16 @@ fn render_unlimited(v: Option<u64>) -> String {
 // Topic configuration
 // ------------------------------------------------------------------------------------------
 
-/// `cleanup.policy`. Only `delete` exists: Sluice does not compact logs.
+/// `cleanup.policy`, a list in Kafka (`delete`, `compact`, both, or empty). Sluice does not
+/// compact logs: a list naming `compact` is refused.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CleanupPolicy {
-    /// Delete whole closed segments by `retention.ms` / `retention.bytes`.
+    /// `delete`: delete whole closed segments by `retention.ms` / `retention.bytes`.
     #[default]
     Delete,
+    /// The empty list: neither delete nor compact; segments are kept whatever the retention
+    /// settings say (Kafka 4.x's empty `cleanup.policy`).
+    NoCleanup,
 }
 
 impl CleanupPolicy {
@@ -210,6 +221,7 @@ impl CleanupPolicy {
     pub fn as_str(self) -> &'static str {
         match self {
             CleanupPolicy::Delete => "delete",
+            CleanupPolicy::NoCleanup => "",
         }
     }
 }
@@ -309,60 +321,41 @@ impl CompressionType {
     }
 }
 
-/// Topic-level property names, in the order [`TopicConfig::entries`] lists them, each with the
-/// broker-level property that sets its default (Kafka's synonym).
-const TOPIC_KEYS: [(&str, &str); 12] = [
-    ("cleanup.policy", "log.cleanup.policy"),
-    ("compression.type", "compression.type"),
-    ("flush.messages", "log.flush.interval.messages"),
-    ("flush.ms", "log.flush.interval.ms"),
-    ("index.interval.bytes", "log.index.interval.bytes"),
-    ("max.message.bytes", "message.max.bytes"),
-    (
-        "message.timestamp.difference.max.ms",
-        "log.message.timestamp.difference.max.ms",
-    ),
-    ("message.timestamp.type", "log.message.timestamp.type"),
-    ("retention.bytes", "log.retention.bytes"),
-    ("retention.ms", "log.retention.ms"),
-    ("segment.bytes", "log.segment.bytes"),
-    ("segment.ms", "log.roll.ms"),
-];
-
 fn topic_key_names() -> Vec<&'static str> {
-    TOPIC_KEYS.iter().map(|(k, _)| *k).collect()
+    TOPIC_KEYS.iter().map(|k| k.name).collect()
 }
 
-fn canonical_topic_key(key: &str) -> Option<&'static str> {
-    TOPIC_KEYS.iter().map(|(k, _)| *k).find(|k| *k == key)
-}
-
-/// The per-topic properties, typed, with Kafka's defaults and ranges.
+/// The per-topic properties: every key of Kafka 4.4's topic config ([`TOPIC_KEYS`]).
 ///
-/// Values are stored as Kafka states them (milliseconds, bytes); `-1` ("unlimited") is `None`.
-/// Change values through [`TopicConfig::set`] / [`TopicConfig::reset`] so the record of
-/// explicitly set keys stays right; the public fields are for reading.
+/// Those Sluice acts on ([`Support::Honoured`]) are typed fields, stored as Kafka states them
+/// (milliseconds, bytes; `-1` "unlimited" is `None`); the others are kept as validated,
+/// normalised strings (`stored`) and described. Change values through [`TopicConfig::set`] /
+/// [`TopicConfig::reset`] so the record of explicitly set keys stays right; the public fields
+/// are for reading.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicConfig {
     /// `retention.ms`: delete closed segments older than this, in ms. `None` = keep forever
     /// (Kafka's -1). Default 604800000 (7 days).
     pub retention_ms: Option<u64>,
     /// `retention.bytes`: delete oldest closed segments while a partition exceeds this many
-    /// bytes. `None` = unlimited (Kafka's -1, the default).
+    /// bytes. `None` = unlimited (Kafka's -1, the default; Kafka accepts any negative).
     pub retention_bytes: Option<u64>,
     /// `segment.bytes`: roll a segment before it exceeds this many bytes.
-    /// Default 1073741824; range 14..=2147483647.
+    /// Default 1073741824; range [`SEGMENT_BYTES_MIN`]..=2147483647.
     pub segment_bytes: u64,
     /// `segment.ms`: roll a non-empty segment once it is this old, in ms (at least 1).
     /// Default 604800000.
     pub segment_ms: u64,
-    /// `cleanup.policy`: only `delete`.
+    /// `cleanup.policy`: `delete` or the empty list (no compaction).
     pub cleanup_policy: CleanupPolicy,
     /// `message.timestamp.type`: `CreateTime` (default) or `LogAppendTime`.
     pub message_timestamp_type: TimestampType,
-    /// `message.timestamp.difference.max.ms`: for CreateTime topics, the most a batch's
-    /// timestamps may differ from the broker's clock, in ms. Default `i64::MAX` (no limit).
-    pub message_timestamp_difference_max_ms: u64,
+    /// `message.timestamp.before.max.ms`: for CreateTime topics, how far in the past of the
+    /// broker's clock a record's timestamp may be, in ms. Default `i64::MAX` (no limit).
+    pub message_timestamp_before_max_ms: u64,
+    /// `message.timestamp.after.max.ms`: for CreateTime topics, how far in the future of the
+    /// broker's clock a record's timestamp may be, in ms. Default 3600000 (1 hour).
+    pub message_timestamp_after_max_ms: u64,
     /// `compression.type`: `producer` (default: keep the producer's codec), `uncompressed`,
     /// `gzip`, `snappy`, `lz4` or `zstd` (batches are recompressed to it).
     pub compression_type: CompressionType,
@@ -377,6 +370,12 @@ pub struct TopicConfig {
     /// `index.interval.bytes`: bytes of log between offset-index entries. Default 4096;
     /// range 0..=2147483647.
     pub index_interval_bytes: u32,
+    /// `min.insync.replicas`: an `acks=all` produce needs this many in-sync replicas, else
+    /// NOT_ENOUGH_REPLICAS. Sluice is one broker, so every ISR has 1 replica. Default 1.
+    pub min_insync_replicas: u32,
+    /// Values of the [`Support::Stored`] keys that differ from Kafka's default (normalised as
+    /// DescribeConfigs renders them).
+    stored: BTreeMap<&'static str, String>,
     /// Keys set through [`TopicConfig::set`] on this value, i.e. not inherited.
     explicit: BTreeSet<&'static str>,
 }
@@ -390,14 +389,115 @@ impl Default for TopicConfig {
             segment_ms: 604_800_000,
             cleanup_policy: CleanupPolicy::Delete,
             message_timestamp_type: TimestampType::CreateTime,
-            message_timestamp_difference_max_ms: i64::MAX.unsigned_abs(),
+            message_timestamp_before_max_ms: i64::MAX.unsigned_abs(),
+            message_timestamp_after_max_ms: 3_600_000,
             compression_type: CompressionType::Producer,
             max_message_bytes: 1_048_588,
             flush_messages: FLUSH_NEVER,
             flush_ms: FLUSH_NEVER,
             index_interval_bytes: 4096,
+            min_insync_replicas: 1,
+            stored: BTreeMap::new(),
             explicit: BTreeSet::new(),
         }
+    }
+}
+
+/// Parses a Kafka `long` property with `min <= n`.
+fn parse_long_min(key: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
+    let n: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(key, value, "not an integer"))?;
+    if n < min {
+        return Err(invalid(key, value, format!("must be at least {min}")));
+    }
+    Ok(n)
+}
+
+/// Validates and normalises the value of a [`Support::Stored`] key, with Kafka 4.4's ranges
+/// (probed against the real broker with IncrementalAlterConfigs `validate_only`).
+fn normalise_stored(key: &'static TopicKey, value: &str) -> Result<String, ConfigError> {
+    let name = key.name;
+    let v = value.trim();
+    let int_range = |min: i64, max: i64| parse_ranged(name, value, min, max).map(|n| n.to_string());
+    match key.config_type {
+        ConfigType::Boolean => {
+            let b = parse_bool(name, value)?;
+            if b && name == "remote.storage.enable" {
+                // Kafka too refuses it while the broker's tiered storage is off.
+                return Err(invalid(
+                    name,
+                    value,
+                    "tiered storage (remote log storage) is not supported by Sluice",
+                ));
+            }
+            Ok(b.to_string())
+        }
+        ConfigType::Double => {
+            let d: f64 = v
+                .parse()
+                .map_err(|_| invalid(name, value, "not a number"))?;
+            if !(0.0..=1.0).contains(&d) {
+                return Err(invalid(name, value, "must be between 0 and 1"));
+            }
+            Ok(d.to_string())
+        }
+        ConfigType::List => {
+            // The replication throttles: `*` or `partition:broker,...` (Kafka's
+            // ThrottledReplicaListValidator); empty means none.
+            let items: Vec<&str> = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
+            let pair = |s: &str| {
+                s.split_once(':').is_some_and(|(p, b)| {
+                    !p.is_empty()
+                        && !b.is_empty()
+                        && p.bytes().all(|c| c.is_ascii_digit())
+                        && b.bytes().all(|c| c.is_ascii_digit())
+                })
+            };
+            if items == ["*"] || items.iter().all(|s| pair(s)) {
+                Ok(items.join(","))
+            } else {
+                Err(invalid(
+                    name,
+                    value,
+                    format!(
+                        "{name} must be the literal '*' or a list of replicas \
+                         [partitionId]:[brokerId],..."
+                    ),
+                ))
+            }
+        }
+        ConfigType::Int | ConfigType::Long | ConfigType::String => match name {
+            "compression.gzip.level" => {
+                let n = parse_ranged(name, value, -1, 9)?;
+                if n == 0 {
+                    return Err(invalid(
+                        name,
+                        value,
+                        "must be between 1 and 9 or equal to -1",
+                    ));
+                }
+                Ok(n.to_string())
+            }
+            "compression.lz4.level" => int_range(1, 17),
+            "compression.zstd.level" => int_range(-131_072, 22),
+            "max.decompressed.message.bytes" => int_range(1, i64::from(i32::MAX)),
+            "segment.index.bytes" => int_range(4, i64::from(i32::MAX)),
+            "local.retention.bytes" | "local.retention.ms" => {
+                parse_long_min(name, value, -2).map(|n| n.to_string())
+            }
+            "remote.copy.lag.bytes" => parse_long_min(name, value, -1).map(|n| n.to_string()),
+            "remote.copy.lag.ms" => parse_long_min(name, value, i64::MIN).map(|n| n.to_string()),
+            "max.compaction.lag.ms" => parse_long_min(name, value, 1).map(|n| n.to_string()),
+            // delete.retention.ms, file.delete.delay.ms, min.compaction.lag.ms,
+            // segment.jitter.ms.
+            _ => parse_long_min(name, value, 0).map(|n| n.to_string()),
+        },
     }
 }
 
@@ -411,54 +511,69 @@ impl TopicConfig {
         }
     }
 
-    /// All topic-level property names, in [`TopicConfig::entries`] order.
+    /// All topic-level property names (Kafka 4.4's), in [`TopicConfig::entries`] order.
     pub fn keys() -> impl Iterator<Item = &'static str> {
-        TOPIC_KEYS.iter().map(|(k, _)| *k)
-    }
-
-    /// The broker-level property that sets the default of a topic-level `key`
-    /// (`retention.ms` → `log.retention.ms`); DescribeConfigs synonyms.
-    pub fn broker_synonym(key: &str) -> Option<&'static str> {
-        TOPIC_KEYS.iter().find(|(k, _)| *k == key).map(|(_, b)| *b)
+        TOPIC_KEYS.iter().map(|k| k.name)
     }
 
     /// Sets topic-level property `key` (Kafka name, e.g. `retention.ms`) from its string
     /// value, and marks it as set on this topic.
     ///
     /// # Errors
-    /// [`ConfigError::UnknownKey`] for a key that is not a topic property (with the closest one
-    /// as suggestion); [`ConfigError::InvalidValue`] if the value does not parse or is out of
-    /// Kafka's range. On error nothing changes.
+    /// [`ConfigError::UnknownKey`] for a key that is not a Kafka topic property (with the
+    /// closest one as suggestion); [`ConfigError::InvalidValue`] if the value does not parse,
+    /// is out of Kafka's range, or needs a feature Sluice lacks (`cleanup.policy=compact`,
+    /// `remote.storage.enable=true`; the message names it). On error nothing changes.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
-        let Some(name) = canonical_topic_key(key) else {
+        let Some(spec) = topic_key(key) else {
             return Err(unknown(key, &topic_key_names()));
         };
+        let name = spec.name;
         let v = value.trim();
         match name {
-            "retention.ms" => self.retention_ms = parse_unlimited(key, value)?,
-            "retention.bytes" => self.retention_bytes = parse_unlimited(key, value)?,
+            "retention.ms" => {
+                let n = parse_ranged(key, value, -1, i64::MAX)?;
+                self.retention_ms = u64::try_from(n).ok();
+            }
+            // Kafka: any negative retention.bytes means unlimited.
+            "retention.bytes" => {
+                let n = parse_long_min(key, value, i64::MIN)?;
+                self.retention_bytes = u64::try_from(n).ok();
+            }
             "segment.bytes" => {
                 self.segment_bytes =
                     parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
             }
             "segment.ms" => self.segment_ms = parse_unsigned(key, value, 1, i64::MAX)?,
             "cleanup.policy" => {
-                // Kafka's value is a list ("delete,compact"); only the list ["delete"] is ours.
-                let policies: Vec<String> = v
+                let policies: Vec<&str> = v
                     .split(',')
-                    .map(|p| p.trim().to_ascii_lowercase())
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
                     .collect();
-                if policies.iter().any(|p| p == "compact") {
+                if let Some(bad) = policies
+                    .iter()
+                    .find(|p| !matches!(**p, "delete" | "compact"))
+                {
                     return Err(invalid(
                         key,
                         value,
-                        "log compaction is not supported; only `delete` is accepted",
+                        format!("`{bad}` is not a policy: expected `delete` or `compact`"),
                     ));
                 }
-                if policies != ["delete"] {
-                    return Err(invalid(key, value, "only `delete` is accepted"));
+                if policies.contains(&"compact") {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "log compaction is not supported by Sluice: only `delete` (or the empty \
+                         list, no cleanup) is accepted",
+                    ));
                 }
-                self.cleanup_policy = CleanupPolicy::Delete;
+                self.cleanup_policy = if policies.is_empty() {
+                    CleanupPolicy::NoCleanup
+                } else {
+                    CleanupPolicy::Delete
+                };
             }
             "message.timestamp.type" => {
                 self.message_timestamp_type = match v {
@@ -476,8 +591,11 @@ impl TopicConfig {
             "max.message.bytes" => {
                 self.max_message_bytes = parse_u32_int(key, value)?;
             }
-            "message.timestamp.difference.max.ms" => {
-                self.message_timestamp_difference_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
+            "message.timestamp.before.max.ms" => {
+                self.message_timestamp_before_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
+            }
+            "message.timestamp.after.max.ms" => {
+                self.message_timestamp_after_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
             }
             "compression.type" => {
                 self.compression_type = CompressionType::parse(v).ok_or_else(|| {
@@ -493,7 +611,24 @@ impl TopicConfig {
             "index.interval.bytes" => {
                 self.index_interval_bytes = parse_u32_int(key, value)?;
             }
-            _ => unreachable!("TOPIC_KEYS and TopicConfig::set disagree on `{name}`"),
+            "min.insync.replicas" => {
+                let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+                self.min_insync_replicas =
+                    u32::try_from(n).map_err(|_| invalid(key, value, "out of range"))?;
+            }
+            _ => {
+                assert_eq!(
+                    spec.support,
+                    Support::Stored,
+                    "typed key `{name}` not parsed"
+                );
+                let normalised = normalise_stored(spec, value)?;
+                if normalised == spec.default {
+                    self.stored.remove(name);
+                } else {
+                    self.stored.insert(name, normalised);
+                }
+            }
         }
         self.explicit.insert(name);
         Ok(())
@@ -505,9 +640,10 @@ impl TopicConfig {
     /// # Errors
     /// [`ConfigError::UnknownKey`] if `key` is not a topic property.
     pub fn reset(&mut self, key: &str, defaults: &TopicConfig) -> Result<(), ConfigError> {
-        let Some(name) = canonical_topic_key(key) else {
+        let Some(spec) = topic_key(key) else {
             return Err(unknown(key, &topic_key_names()));
         };
+        let name = spec.name;
         match name {
             "retention.ms" => self.retention_ms = defaults.retention_ms,
             "retention.bytes" => self.retention_bytes = defaults.retention_bytes,
@@ -518,15 +654,25 @@ impl TopicConfig {
                 self.message_timestamp_type = defaults.message_timestamp_type;
             }
             "max.message.bytes" => self.max_message_bytes = defaults.max_message_bytes,
-            "message.timestamp.difference.max.ms" => {
-                self.message_timestamp_difference_max_ms =
-                    defaults.message_timestamp_difference_max_ms;
+            "message.timestamp.before.max.ms" => {
+                self.message_timestamp_before_max_ms = defaults.message_timestamp_before_max_ms;
+            }
+            "message.timestamp.after.max.ms" => {
+                self.message_timestamp_after_max_ms = defaults.message_timestamp_after_max_ms;
             }
             "compression.type" => self.compression_type = defaults.compression_type,
             "flush.messages" => self.flush_messages = defaults.flush_messages,
             "flush.ms" => self.flush_ms = defaults.flush_ms,
             "index.interval.bytes" => self.index_interval_bytes = defaults.index_interval_bytes,
-            _ => unreachable!("TOPIC_KEYS and TopicConfig::reset disagree on `{name}`"),
+            "min.insync.replicas" => self.min_insync_replicas = defaults.min_insync_replicas,
+            _ => match defaults.stored.get(name) {
+                Some(v) => {
+                    self.stored.insert(name, v.clone());
+                }
+                None => {
+                    self.stored.remove(name);
+                }
+            },
         }
         self.explicit.remove(name);
         Ok(())
@@ -535,7 +681,8 @@ impl TopicConfig {
     /// The value of topic-level property `key` as Kafka renders it (`-1` for unlimited), or
     /// `None` for an unknown key.
     pub fn get(&self, key: &str) -> Option<String> {
-        let value = match canonical_topic_key(key)? {
+        let spec = topic_key(key)?;
+        let value = match spec.name {
             "retention.ms" => render_unlimited(self.retention_ms),
             "retention.bytes" => render_unlimited(self.retention_bytes),
             "segment.bytes" => self.segment_bytes.to_string(),
@@ -543,14 +690,18 @@ impl TopicConfig {
             "cleanup.policy" => self.cleanup_policy.as_str().to_owned(),
             "message.timestamp.type" => self.message_timestamp_type.as_str().to_owned(),
             "max.message.bytes" => self.max_message_bytes.to_string(),
-            "message.timestamp.difference.max.ms" => {
-                self.message_timestamp_difference_max_ms.to_string()
-            }
+            "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms.to_string(),
+            "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms.to_string(),
             "compression.type" => self.compression_type.as_str().to_owned(),
             "flush.messages" => self.flush_messages.to_string(),
             "flush.ms" => self.flush_ms.to_string(),
             "index.interval.bytes" => self.index_interval_bytes.to_string(),
-            _ => return None,
+            "min.insync.replicas" => self.min_insync_replicas.to_string(),
+            name => self
+                .stored
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| spec.default.to_owned()),
         };
         Some(value)
     }
@@ -567,22 +718,12 @@ impl TopicConfig {
         self.explicit.contains(key)
     }
 
-    /// Where `key`'s value comes from, for a topic config whose defaults are
-    /// `broker_defaults` (the broker's `topic_defaults`).
-    pub fn source(&self, key: &str, broker_defaults: &TopicConfig) -> ConfigSource {
-        if self.is_set(key) {
-            ConfigSource::TopicConfig
-        } else if broker_defaults.is_set(key) {
-            ConfigSource::StaticBrokerConfig
-        } else {
-            ConfigSource::DefaultConfig
-        }
-    }
-
     /// The storage engine's view of this config. Write-pipeline fields Kafka has no
     /// property for (`write_chunk_bytes`, …) keep [`storage::LogConfig`]'s defaults;
-    /// `flush.*` = [`FLUSH_NEVER`] becomes "never".
+    /// `flush.*` = [`FLUSH_NEVER`] becomes "never"; an empty `cleanup.policy` keeps every
+    /// segment (no retention).
     pub fn to_log_config(&self) -> storage::LogConfig {
+        let delete = self.cleanup_policy == CleanupPolicy::Delete;
         storage::LogConfig {
             segment_bytes: self.segment_bytes,
             segment_ms: Duration::from_millis(self.segment_ms),
@@ -597,8 +738,11 @@ impl TopicConfig {
             } else {
                 Some(Duration::from_millis(self.flush_ms))
             },
-            retention_ms: self.retention_ms.map(Duration::from_millis),
-            retention_bytes: self.retention_bytes,
+            retention_ms: self
+                .retention_ms
+                .filter(|_| delete)
+                .map(Duration::from_millis),
+            retention_bytes: self.retention_bytes.filter(|_| delete),
             max_message_bytes: usize::try_from(self.max_message_bytes).unwrap_or(usize::MAX),
             log_append_time: self.message_timestamp_type == TimestampType::LogAppendTime,
             ..storage::LogConfig::default()
@@ -697,22 +841,13 @@ pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("`{}` resolves to no address", hp.host))
 }
 
-/// Parses a `--cores` value: `N` = the first N CPUs (`0..N`); a list of CPU ids and ranges
-/// (`0,2,3`, `1-3`, `0,4-7`) = exactly those, in that order. A single CPU other than 0 is
-/// written as a range (`2-2`). Rejects duplicates, empty lists and ids >= 1024.
+/// Parses a `--cores` value in taskset's list syntax: CPU ids and ranges, `0`, `0-3`, `0,2`,
+/// `0,4-7` = exactly those CPUs, in that order (`0` is CPU 0; the count flag is `--smp`).
+/// Rejects duplicates, empty lists and ids >= 1024.
 pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
     let s = s.trim();
-    if !s.contains(',') && !s.contains('-') {
-        let n: usize = s
-            .parse()
-            .map_err(|_| "expected a CPU count N, or a list like `0,2,3` or `1-3`".to_owned())?;
-        if n == 0 {
-            return Err("at least one core is needed".to_owned());
-        }
-        if n > CPU_ID_LIMIT {
-            return Err(format!("at most {CPU_ID_LIMIT} cores"));
-        }
-        return Ok((0..n).collect());
+    if s.is_empty() {
+        return Err("expected CPU ids as taskset lists them: `0`, `0-3`, `0,2`".to_owned());
     }
     let mut cores = Vec::new();
     let mut seen = BTreeSet::new();
@@ -748,7 +883,7 @@ pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
     Ok(cores)
 }
 
-/// Renders cores as `parse_cores` reads them (a list, with runs as ranges).
+/// Renders cores as `parse_cores` reads them (taskset's list syntax, runs as ranges).
 fn render_cores(cores: &[usize]) -> String {
     let mut parts = Vec::new();
     let mut i = 0;
@@ -759,7 +894,7 @@ fn render_cores(cores: &[usize]) -> String {
             j += 1;
         }
         if j == i {
-            parts.push(format!("{start}-{start}"));
+            parts.push(start.to_string());
         } else {
             parts.push(format!("{start}-{}", cores[j]));
         }
@@ -790,7 +925,7 @@ pub fn available_cores() -> Vec<usize> {
 }
 
 /// Broker-level keys other than the topic-default ones, for lookups and suggestions.
-const BROKER_KEYS: [&str; 19] = [
+const BROKER_KEYS: [&str; 20] = [
     "listeners",
     "advertised.listeners",
     "sluice.admin.listen",
@@ -803,30 +938,26 @@ const BROKER_KEYS: [&str; 19] = [
     "num.partitions",
     "default.replication.factor",
     "socket.request.max.bytes",
-    "message.max.bytes",
     "sluice.batch.cache.bytes",
     "offsets.topic.num.partitions",
     "offsets.topic.segment.bytes",
     "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
+    "log.retention.check.interval.ms",
+    "offsets.topic.replication.factor",
 ];
 
-/// Kafka's coarser spellings of two topic defaults.
-const BROKER_TIME_KEYS: [&str; 3] = [
-    "log.retention.hours",
-    "log.retention.minutes",
-    "log.roll.hours",
-];
-
-/// Every key [`BrokerConfig::set`] accepts.
+/// Every key [`BrokerConfig::set`] accepts: the broker keys, every topic property by its
+/// topic-level name and by each broker-level synonym (`log.retention.hours`, …).
 pub fn broker_key_names() -> Vec<&'static str> {
     let mut keys: Vec<&'static str> = BROKER_KEYS.to_vec();
-    keys.extend(BROKER_TIME_KEYS);
-    for (topic, broker) in TOPIC_KEYS {
-        keys.push(topic);
-        if !keys.contains(&broker) {
-            keys.push(broker);
+    for topic in &TOPIC_KEYS {
+        keys.push(topic.name);
+        for s in topic.synonyms {
+            if !keys.contains(&s.name) {
+                keys.push(s.name);
+            }
         }
     }
     keys
@@ -887,13 +1018,17 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     /// `group.max.session.timeout.ms`: largest `session.timeout.ms`, ms. Default 1800000.
     pub group_max_session_timeout_ms: i32,
-    /// Keys set through [`BrokerConfig::set`], canonical names.
-    explicit: BTreeSet<&'static str>,
-    /// Kafka's precedence among `log.retention.{ms,minutes,hours}`: 3 = ms, 2 = minutes,
-    /// 1 = hours, 0 = none set. A coarser unit never overrides a finer one, whatever the order.
-    retention_unit_rank: u8,
-    /// Same for `log.roll.{ms,hours}`: 3 = ms, 1 = hours.
-    roll_unit_rank: u8,
+    /// `log.retention.check.interval.ms`: how often each shard applies retention, ms.
+    /// Default 300000 (5 minutes); at least 1.
+    pub log_retention_check_interval_ms: u64,
+    /// Keys set through [`BrokerConfig::set`], canonical names, with the value as given
+    /// (trimmed): DescribeConfigs reports a synonym in its own unit (`log.retention.hours`).
+    given: BTreeMap<&'static str, String>,
+    /// Kafka's precedence among the broker synonyms of one topic property (e.g.
+    /// `log.retention.{ms,minutes,hours}`): topic property → index in its synonym list of the
+    /// most specific one set so far. A coarser one never overrides a finer one, whatever the
+    /// order.
+    synonym_rank: BTreeMap<&'static str, usize>,
 }
 
 impl Default for BrokerConfig {
@@ -918,9 +1053,9 @@ impl Default for BrokerConfig {
             group_initial_rebalance_delay_ms: 3000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
-            explicit: BTreeSet::new(),
-            retention_unit_rank: 0,
-            roll_unit_rank: 0,
+            log_retention_check_interval_ms: 300_000,
+            given: BTreeMap::new(),
+            synonym_rank: BTreeMap::new(),
         }
     }
 }
@@ -934,6 +1069,12 @@ impl BrokerConfig {
     /// naming `key` (the broker-level name when a topic default is rejected). On error nothing
     /// changes.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if let Some(why) = unsupported_broker_key(key) {
+            return Err(ConfigError::Unsupported {
+                key: key.to_owned(),
+                why: why.to_owned(),
+            });
+        }
         let all = broker_key_names();
         let Some(name) = all.iter().copied().find(|k| *k == key) else {
             return Err(unknown(key, &all));
@@ -1002,13 +1143,6 @@ impl BrokerConfig {
                 self.socket_request_max_bytes =
                     usize::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
             }
-            "message.max.bytes" => {
-                let n = parse_u32_int(key, value)?;
-                self.topic_defaults
-                    .set("max.message.bytes", v)
-                    .map_err(|e| e.with_key(key))?;
-                self.message_max_bytes = n;
-            }
             "sluice.batch.cache.bytes" => {
                 let n = parse_unsigned(key, value, 0, i64::MAX)?;
                 self.batch_cache_bytes =
@@ -1046,53 +1180,84 @@ impl BrokerConfig {
                     _ => self.group_initial_rebalance_delay_ms = n,
                 }
             }
-            "log.retention.hours" | "log.retention.minutes" => {
-                let (unit, rank) = if name == "log.retention.hours" {
-                    (MS_PER_HOUR, 1)
-                } else {
-                    (MS_PER_MINUTE, 2)
-                };
-                // Kafka: a negative value in any unit means unlimited.
-                let n = parse_ranged(key, value, -1, i64::MAX / unit)?;
-                let ms = if n < 0 { -1 } else { n * unit };
-                if rank >= self.retention_unit_rank {
-                    self.topic_defaults
-                        .set("retention.ms", &ms.to_string())
-                        .map_err(|e| e.with_key(key))?;
-                    self.retention_unit_rank = rank;
-                } else {
-                    // Validated, but `log.retention.ms`/`minutes` is set and wins, as in Kafka.
+            "log.retention.check.interval.ms" => {
+                self.log_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
+            }
+            "offsets.topic.replication.factor" => {
+                // Kafka's single-node server.properties says 1; more needs replication.
+                if parse_ranged(key, value, 1, i64::from(i16::MAX))? != 1 {
+                    return Err(ConfigError::Unsupported {
+                        key: key.to_owned(),
+                        why: "replication is not built yet: only 1 is accepted".to_owned(),
+                    });
                 }
             }
-            "log.roll.hours" => {
-                let n = parse_ranged(key, value, 1, i64::MAX / MS_PER_HOUR)?;
-                if self.roll_unit_rank <= 1 {
-                    self.topic_defaults
-                        .set("segment.ms", &(n * MS_PER_HOUR).to_string())
-                        .map_err(|e| e.with_key(key))?;
-                    self.roll_unit_rank = 1;
-                }
-            }
-            _ => {
-                // A topic default, by its broker-level or topic-level name.
-                let topic_key = TOPIC_KEYS
+            _ => self.set_topic_default(name, key, v)?,
+        }
+        self.given.insert(name, v.to_owned());
+        Ok(())
+    }
+
+    /// A topic default, by its topic-level name or a broker-level synonym. Among the synonyms
+    /// of one topic property the most specific one set wins, as in Kafka
+    /// (`log.retention.ms` > `log.retention.minutes` > `log.retention.hours`); a coarser unit
+    /// is converted to ms (a negative retention in any unit means unlimited).
+    fn set_topic_default(
+        &mut self,
+        name: &'static str,
+        key: &str,
+        v: &str,
+    ) -> Result<(), ConfigError> {
+        let (topic, rank, ms_per_unit) = match topic_key(name) {
+            // The topic-level name at broker level counts as the most specific synonym.
+            Some(t) => (t, 0, 1),
+            None => {
+                let (t, syn) = topic_key_for_broker_synonym(name)
+                    .ok_or_else(|| unknown(key, &broker_key_names()))?;
+                let rank = t
+                    .synonyms
                     .iter()
-                    .find(|(t, b)| *t == name || *b == name)
-                    .map(|(t, _)| *t)
-                    .ok_or_else(|| unknown(key, &all))?;
-                self.topic_defaults
-                    .set(topic_key, value)
-                    .map_err(|e| e.with_key(key))?;
-                if topic_key == "retention.ms" {
-                    self.retention_unit_rank = 3;
-                }
-                if topic_key == "segment.ms" {
-                    self.roll_unit_rank = 3;
-                }
+                    .position(|s| s.name == syn.name)
+                    .unwrap_or(0);
+                (t, rank, syn.ms_per_unit)
+            }
+        };
+        let value = if ms_per_unit == 1 {
+            v.to_owned()
+        } else {
+            let n = parse_ranged(key, v, i64::MIN, i64::MAX)?;
+            if n < 0 && topic.name == "retention.ms" {
+                "-1".to_owned()
+            } else {
+                n.checked_mul(ms_per_unit)
+                    .ok_or_else(|| invalid(key, v, "too large once converted to ms"))?
+                    .to_string()
+            }
+        };
+        if self.synonym_rank.get(topic.name).is_some_and(|r| *r < rank) {
+            // Validated, but a more specific synonym is set and wins, as in Kafka.
+            let mut scratch = self.topic_defaults.clone();
+            return scratch.set(topic.name, &value).map_err(|e| e.with_key(key));
+        }
+        self.topic_defaults
+            .set(topic.name, &value)
+            .map_err(|e| e.with_key(key))?;
+        if topic.name == "max.message.bytes" {
+            self.message_max_bytes = self.topic_defaults.max_message_bytes;
+        }
+        self.synonym_rank.insert(topic.name, rank);
+        // DescribeConfigs lists a topic-level name given here as its first broker synonym.
+        if topic.name == name {
+            if let Some(first) = topic.synonyms.first() {
+                self.given.insert(first.name, value);
             }
         }
-        self.explicit.insert(name);
         Ok(())
+    }
+
+    /// The value broker key `name` was given, as given (trimmed), if it was set.
+    pub fn given(&self, name: &str) -> Option<&str> {
+        self.given.get(name).map(String::as_str)
     }
 
     /// Applies `(key, value)` pairs in order, stopping at the first error.
@@ -1105,7 +1270,13 @@ impl BrokerConfig {
 
     /// Whether `key` (as given to [`BrokerConfig::set`]) was set explicitly.
     pub fn is_set(&self, key: &str) -> bool {
-        self.explicit.contains(key)
+        self.given.contains_key(key)
+    }
+
+    /// How often each shard applies `retention.ms` / `retention.bytes`
+    /// (`log.retention.check.interval.ms`).
+    pub fn log_retention_check_interval(&self) -> Duration {
+        Duration::from_millis(self.log_retention_check_interval_ms)
     }
 
     /// The listener advertised in Metadata: `advertised.listeners` if set, else `listen`.
@@ -1160,11 +1331,18 @@ impl BrokerConfig {
                 self.socket_request_max_bytes.to_string(),
             ),
         ];
-        for (topic, broker) in TOPIC_KEYS {
-            if broker == "message.max.bytes" {
-                out.push((broker, self.message_max_bytes.to_string()));
-            } else if let Some(v) = self.topic_defaults.get(topic) {
-                out.push((broker, v));
+        out.push((
+            "log.retention.check.interval.ms",
+            self.log_retention_check_interval_ms.to_string(),
+        ));
+        // Each topic default under its first broker-level name, in the topic property's unit.
+        for topic in &TOPIC_KEYS {
+            if let (Some(first), Some(v)) =
+                (topic.synonyms.first(), self.topic_defaults.get(topic.name))
+            {
+                if !out.iter().any(|(k, _)| *k == first.name) {
+                    out.push((first.name, v));
+                }
             }
         }
         out.sort_by_key(|(k, _)| *k);
@@ -1457,19 +1635,45 @@ mod tests {
     fn topic_defaults_are_kafkas() {
         let t = TopicConfig::default();
         let got: Vec<(&str, String)> = t.entries();
+        // What Apache Kafka 4.4.0 lists for a new topic (DescribeConfigs, scripts/kafka-ref).
         let want = [
             ("cleanup.policy", "delete"),
+            ("compression.gzip.level", "-1"),
+            ("compression.lz4.level", "9"),
             ("compression.type", "producer"),
+            ("compression.zstd.level", "3"),
+            ("delete.retention.ms", "86400000"),
+            ("errors.deadletterqueue.group.enable", "false"),
+            ("file.delete.delay.ms", "60000"),
             ("flush.messages", "9223372036854775807"),
             ("flush.ms", "9223372036854775807"),
+            ("follower.replication.throttled.replicas", ""),
             ("index.interval.bytes", "4096"),
+            ("leader.replication.throttled.replicas", ""),
+            ("local.retention.bytes", "-2"),
+            ("local.retention.ms", "-2"),
+            ("max.compaction.lag.ms", "9223372036854775807"),
+            ("max.decompressed.message.bytes", "2147483639"),
             ("max.message.bytes", "1048588"),
-            ("message.timestamp.difference.max.ms", "9223372036854775807"),
+            ("message.timestamp.after.max.ms", "3600000"),
+            ("message.timestamp.before.max.ms", "9223372036854775807"),
             ("message.timestamp.type", "CreateTime"),
+            ("min.cleanable.dirty.ratio", "0.5"),
+            ("min.compaction.lag.ms", "0"),
+            ("min.insync.replicas", "1"),
+            ("preallocate", "false"),
+            ("remote.copy.lag.bytes", "-1"),
+            ("remote.copy.lag.ms", "0"),
+            ("remote.log.copy.disable", "false"),
+            ("remote.log.delete.on.disable", "false"),
+            ("remote.storage.enable", "false"),
             ("retention.bytes", "-1"),
             ("retention.ms", "604800000"),
             ("segment.bytes", "1073741824"),
+            ("segment.index.bytes", "10485760"),
+            ("segment.jitter.ms", "0"),
             ("segment.ms", "604800000"),
+            ("unclean.leader.election.enable", "false"),
         ];
         assert_eq!(got.len(), want.len());
         for ((gk, gv), (wk, wv)) in got.iter().zip(want) {
@@ -1491,13 +1695,23 @@ mod tests {
         let bad = [
             ("retention.ms", "-2"),
             ("retention.ms", "abc"),
-            ("retention.bytes", "-7"),
-            ("segment.bytes", "13"),
+            ("segment.bytes", "1048575"),
             ("segment.bytes", "2147483648"),
             ("segment.ms", "0"),
             ("cleanup.policy", "compact"),
             ("cleanup.policy", "delete,compact"),
             ("cleanup.policy", "nope"),
+            ("cleanup.policy", "Delete"),
+            ("remote.storage.enable", "true"),
+            ("compression.gzip.level", "0"),
+            ("compression.zstd.level", "23"),
+            ("min.cleanable.dirty.ratio", "1.5"),
+            ("min.insync.replicas", "0"),
+            ("max.compaction.lag.ms", "0"),
+            ("local.retention.ms", "-3"),
+            ("segment.index.bytes", "3"),
+            ("leader.replication.throttled.replicas", "x"),
+            ("preallocate", "yes"),
             ("message.timestamp.type", "createtime"),
             ("max.message.bytes", "-1"),
             ("flush.messages", "0"),
@@ -1515,16 +1729,43 @@ mod tests {
             assert_eq!(t, before, "a rejected set changes nothing");
         }
 
-        t.set("segment.bytes", "14").expect("Kafka's minimum");
-        t.set("cleanup.policy", " Delete ")
-            .expect("case-insensitive");
+        t.set("segment.bytes", "1048576").expect("Kafka's minimum");
+        t.set("cleanup.policy", " delete ").expect("trimmed");
+        // Keys for what Sluice lacks are stored and described where Kafka accepts them.
+        t.set("delete.retention.ms", "1000")
+            .expect("compaction's key, stored");
+        assert_eq!(t.get("delete.retention.ms").as_deref(), Some("1000"));
+        t.set("leader.replication.throttled.replicas", "0:1, 1:2")
+            .expect("valid list");
+        assert_eq!(
+            t.get("leader.replication.throttled.replicas").as_deref(),
+            Some("0:1,1:2")
+        );
+        t.set("retention.bytes", "-7")
+            .expect("any negative is unlimited");
+        assert_eq!(t.retention_bytes, None);
+        let err = t
+            .set("cleanup.policy", "compact")
+            .expect_err("no compaction");
+        assert!(
+            err.to_string().contains("compaction is not supported"),
+            "{err}"
+        );
+        t.set("cleanup.policy", "")
+            .expect("the empty list: no cleanup");
+        assert_eq!(
+            t.to_log_config().retention_ms,
+            None,
+            "empty policy keeps all"
+        );
+        t.set("cleanup.policy", "delete").expect("valid");
         t.set("message.timestamp.type", "LogAppendTime")
             .expect("valid");
         assert_eq!(t.message_timestamp_type, TimestampType::LogAppendTime);
         t.set("flush.messages", "1").expect("valid");
         t.set("flush.ms", "0").expect("valid");
         let log = t.to_log_config();
-        assert_eq!(log.segment_bytes, 14);
+        assert_eq!(log.segment_bytes, 1_048_576);
         assert_eq!(log.flush_messages, 1);
         assert_eq!(log.flush_ms, Some(Duration::ZERO));
         assert_eq!(log.retention_ms, None);
@@ -1560,33 +1801,26 @@ mod tests {
     }
 
     #[test]
-    fn inherit_reset_and_source() {
+    fn inherit_and_reset() {
         let mut broker = BrokerConfig::default();
         broker.set("log.retention.ms", "1000").expect("valid");
+        broker
+            .set("log.cleaner.delete.retention.ms", "5")
+            .expect("valid");
         let defaults = &broker.topic_defaults;
         let mut t = TopicConfig::inherit(defaults);
         assert_eq!(t.retention_ms, Some(1000));
+        assert_eq!(t.get("delete.retention.ms").as_deref(), Some("5"));
         assert!(!t.is_set("retention.ms"));
-        assert_eq!(
-            t.source("retention.ms", defaults),
-            ConfigSource::StaticBrokerConfig
-        );
-        assert_eq!(
-            t.source("segment.ms", defaults),
-            ConfigSource::DefaultConfig
-        );
         t.set("retention.ms", "5").expect("valid");
-        assert_eq!(
-            t.source("retention.ms", defaults),
-            ConfigSource::TopicConfig
-        );
+        t.set("delete.retention.ms", "7").expect("valid");
+        assert!(t.is_set("retention.ms"));
         t.reset("retention.ms", defaults).expect("known key");
+        t.reset("delete.retention.ms", defaults).expect("known key");
         assert_eq!(t.retention_ms, Some(1000));
+        assert_eq!(t.get("delete.retention.ms").as_deref(), Some("5"));
         assert!(!t.is_set("retention.ms"));
-        assert_eq!(
-            TopicConfig::broker_synonym("segment.ms"),
-            Some("log.roll.ms")
-        );
+        assert_eq!(broker.given("log.retention.ms"), Some("1000"));
     }
 
     #[test]
@@ -1619,7 +1853,7 @@ mod tests {
         assert_eq!(b.topic_defaults.max_message_bytes, 2_000_000);
 
         // Errors about a topic default name the broker-level key the user wrote.
-        let err = b.set("log.segment.bytes", "1").expect_err("below 14");
+        let err = b.set("log.segment.bytes", "1").expect_err("below 1 MiB");
         assert_eq!(err.key(), Some("log.segment.bytes"));
     }
 
@@ -1655,6 +1889,36 @@ mod tests {
     #[test]
     fn broker_keys() {
         let mut b = BrokerConfig::default();
+        assert_eq!(b.log_retention_check_interval_ms, 300_000);
+        b.set("log.retention.check.interval.ms", "1000")
+            .expect("valid");
+        assert_eq!(b.log_retention_check_interval(), Duration::from_secs(1));
+        b.set("log.retention.check.interval.ms", "0")
+            .expect_err("at least 1");
+        b.set("offsets.topic.replication.factor", "1")
+            .expect("single node");
+        let err = b
+            .set("offsets.topic.replication.factor", "3")
+            .expect_err("no replication");
+        assert!(err.to_string().contains("replication"), "{err}");
+        for key in [
+            "process.roles",
+            "num.network.threads",
+            "socket.send.buffer.bytes",
+        ] {
+            let err = b
+                .set(key, "1")
+                .expect_err("Kafka key for what Sluice lacks");
+            assert!(matches!(err, ConfigError::Unsupported { .. }), "{err}");
+            assert_eq!(err.key(), Some(key));
+        }
+        b.set("min.insync.replicas", "2").expect("topic default");
+        assert_eq!(b.topic_defaults.min_insync_replicas, 2);
+        b.set("log.roll.jitter.hours", "1").expect("coarse synonym");
+        assert_eq!(
+            b.topic_defaults.get("segment.jitter.ms").as_deref(),
+            Some("3600000")
+        );
         assert!(b.auto_create_topics_enable);
         b.set("auto.create.topics.enable", "FALSE").expect("valid");
         assert!(!b.auto_create_topics_enable);
@@ -1719,19 +1983,20 @@ mod tests {
 
     #[test]
     fn cores_parsing() {
-        assert_eq!(parse_cores("2"), Ok(vec![0, 1]));
+        assert_eq!(parse_cores("0"), Ok(vec![0]), "CPU 0, as taskset reads it");
+        assert_eq!(parse_cores("2"), Ok(vec![2]));
         assert_eq!(parse_cores("0,2,3"), Ok(vec![0, 2, 3]));
         assert_eq!(parse_cores("1-3"), Ok(vec![1, 2, 3]));
         assert_eq!(parse_cores("5-5, 0"), Ok(vec![5, 0]));
-        for bad in ["0", "", "a", "1,1", "3-1", "0,", "1-", "2000", "0,1024"] {
+        for bad in ["", "a", "1,1", "3-1", "0,", "1-", "2000", "0,1024"] {
             assert!(parse_cores(bad).is_err(), "`{bad}` must be rejected");
         }
-        assert_eq!(render_cores(&[0, 1, 2, 5, 7, 8]), "0-2,5-5,7-8");
+        assert_eq!(render_cores(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
         let available = available_cores();
         assert!(!available.is_empty());
         let mut b = BrokerConfig::default();
         assert_eq!(b.cores, available);
-        b.set("sluice.cores", "1").expect("CPU 0 exists");
+        b.set("sluice.cores", "0").expect("CPU 0 exists");
         assert_eq!(b.cores, vec![0]);
         b.set("sluice.cores", "1000-1000")
             .expect_err("no such CPU here");

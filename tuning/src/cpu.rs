@@ -77,8 +77,8 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, TuneError> {
     Ok(out.into_iter().collect())
 }
 
-/// Renders CPU ids as the broker's `sluice.cores` reads them: comma-separated ranges, where a
-/// single CPU `c` is written `c-c` (the broker reads a bare number `N` as "the first N CPUs").
+/// Renders CPU ids as the broker's `sluice.cores` reads them: taskset's list syntax,
+/// comma-separated CPU ids with runs as ranges (`0-1`, `2`, `0,2-3,5`).
 pub fn render_cores(cpus: &[usize]) -> String {
     let mut sorted = cpus.to_vec();
     sorted.sort_unstable();
@@ -90,7 +90,11 @@ pub fn render_cores(cpus: &[usize]) -> String {
         while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
             j += 1;
         }
-        parts.push(format!("{}-{}", sorted[i], sorted[j]));
+        if i == j {
+            parts.push(sorted[i].to_string());
+        } else {
+            parts.push(format!("{}-{}", sorted[i], sorted[j]));
+        }
         i = j + 1;
     }
     parts.join(",")
@@ -233,7 +237,7 @@ mod tests {
     #[test]
     fn cores_render_as_broker_reads_them() {
         assert_eq!(render_cores(&[0, 1]), "0-1");
-        assert_eq!(render_cores(&[2]), "2-2");
-        assert_eq!(render_cores(&[0, 2, 3, 5]), "0-0,2-3,5-5");
+        assert_eq!(render_cores(&[2]), "2");
+        assert_eq!(render_cores(&[0, 2, 3, 5]), "0,2-3,5");
     }
 }

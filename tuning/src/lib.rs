@@ -10,6 +10,8 @@
 //! - `cli`: [`TuneArgs`] and [`run`], mounted by the broker as `sluice tune`.
 //! - [`config`]: the config model — broker and topic properties (Kafka names and defaults),
 //!   `[[shard]]` per-core sections, TOML flattening and validation; the broker reads it.
+//! - [`kafka_keys`]: the tables of Kafka 4.4's topic properties (type, default, synonyms) and
+//!   of the `server.properties` keys Sluice refuses, with the reason.
 //!
 //! Nothing here runs on a broker shard: `sluice tune` is a separate command that starts its own
 //! executor, so blocking sysfs reads are fine outside it.
@@ -20,6 +22,7 @@ pub mod config;
 mod cpu;
 mod disk;
 mod error;
+pub mod kafka_keys;
 mod tuned;
 
 pub use check::{

@@ -2,6 +2,17 @@
 //! snapshot: broker topic defaults plus the topic's overrides) or of this BROKER (its start-up
 //! config, read-only: dynamic broker configs do not exist here). Nothing is sensitive. Config
 //! documentation is not served (`documentation` is null).
+//!
+//! A topic lists all 37 properties of Kafka 4.4, with Kafka's types, sources and synonyms as
+//! Apache Kafka 4.4.0 reports them (checked with `scripts/kafka-ref`): the topic override,
+//! then each broker-level synonym set in the broker config (STATIC_BROKER_CONFIG, in its own
+//! unit), then the DEFAULT_CONFIG synonyms that have a Kafka default. For a property with
+//! several broker synonyms (`retention.ms`: `log.retention.{ms,minutes,hours}`) Kafka lists
+//! broker synonyms only when the first (ms) one is set, and otherwise reports the value as
+//! DEFAULT_CONFIG even when a coarser synonym set it; Sluice does the same. One difference:
+//! Kafka 4.4's controller writes `min.insync.replicas` as a cluster-wide dynamic default at
+//! bootstrap (DYNAMIC_DEFAULT_BROKER_CONFIG); Sluice has no dynamic configs and reports it as
+//! DEFAULT_CONFIG (or STATIC_BROKER_CONFIG when set at start-up).
 
 use super::str_bytes;
 use crate::errors::code;
@@ -14,7 +25,8 @@ use net::kafka_protocol::messages::describe_configs_response::{
 use net::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use net::kafka_protocol::protocol::StrBytes;
 use std::rc::Rc;
-use tuning::config::{BrokerConfig, ConfigSource, TopicConfig};
+use tuning::config::{BrokerConfig, ConfigSource};
+use tuning::kafka_keys::{topic_key_for_broker_synonym, ConfigType, TOPIC_KEYS};
 
 /// Kafka's `ConfigResource.Type` codes.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -22,17 +34,6 @@ pub const RESOURCE_BROKER: i8 = 4;
 
 /// First version whose entries carry `config_type` and `documentation`.
 const CONFIG_TYPE_MIN_VERSION: i16 = 3;
-
-/// Kafka's `DescribeConfigsResponse.ConfigType` codes (the ones used here).
-#[derive(Clone, Copy)]
-enum ConfigType {
-    Unknown = 0,
-    Boolean = 1,
-    String = 2,
-    Int = 3,
-    Long = 5,
-    List = 7,
-}
 
 pub fn handle(
     shard: &Rc<Shard>,
@@ -75,7 +76,7 @@ struct Entry {
     value: String,
     read_only: bool,
     source: ConfigSource,
-    config_type: ConfigType,
+    config_type: Option<ConfigType>,
     synonyms: Vec<(String, String, ConfigSource)>,
 }
 
@@ -99,7 +100,8 @@ impl Entry {
             })
             .collect();
         if version >= CONFIG_TYPE_MIN_VERSION {
-            r.config_type = self.config_type as i8;
+            // 0 is Kafka's UNKNOWN type.
+            r.config_type = self.config_type.map_or(0, ConfigType::kafka_code);
             r.documentation = None;
         }
         r
@@ -129,8 +131,8 @@ fn describe_topic(
             format!("topic '{name}' does not exist"),
         ));
     };
-    let broker_defaults = &shard.config.topic_defaults;
-    let config = topic.config(broker_defaults).map_err(|e| {
+    let broker: &BrokerConfig = &shard.config;
+    let config = topic.config(&broker.topic_defaults).map_err(|e| {
         // The controller validates every override before storing it; a stored config that
         // no longer parses is a server-side fault, not the client's.
         tracing::error!(topic = %name, error = %e, "stored topic config is invalid");
@@ -139,41 +141,69 @@ fn describe_topic(
             format!("stored config of topic '{name}' is invalid: {e}"),
         )
     })?;
-    let builtin = TopicConfig::default();
-    let entries = config
-        .entries()
-        .into_iter()
-        .filter(|(key, _)| wanted(&resource.configuration_keys, key))
-        .map(|(key, value)| {
+    let entries = TOPIC_KEYS
+        .iter()
+        .filter(|key| wanted(&resource.configuration_keys, key.name))
+        .filter_map(|key| {
+            let value = config.get(key.name)?;
+            let on_topic = config.is_set(key.name);
+            // See the module doc: Kafka consults the broker synonyms of a many-synonym
+            // property only when its first one is set.
+            let consult_broker = key.synonyms.len() <= 1
+                || key.synonyms.first().is_some_and(|s| broker.is_set(s.name));
+            let static_synonyms: Vec<(String, String, ConfigSource)> = if consult_broker {
+                key.synonyms
+                    .iter()
+                    .filter_map(|s| {
+                        broker.given(s.name).map(|v| {
+                            (
+                                s.name.to_string(),
+                                v.to_string(),
+                                ConfigSource::StaticBrokerConfig,
+                            )
+                        })
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let source = if on_topic {
+                ConfigSource::TopicConfig
+            } else if !static_synonyms.is_empty() {
+                ConfigSource::StaticBrokerConfig
+            } else {
+                ConfigSource::DefaultConfig
+            };
             let mut synonyms = Vec::new();
             if include_synonyms {
-                // Kafka's order: most to least specific.
-                if config.is_set(key) {
-                    synonyms.push((key.to_string(), value.clone(), ConfigSource::TopicConfig));
+                if on_topic {
+                    synonyms.push((
+                        key.name.to_string(),
+                        value.clone(),
+                        ConfigSource::TopicConfig,
+                    ));
                 }
-                if let Some(broker_key) = TopicConfig::broker_synonym(key) {
-                    if broker_defaults.is_set(key) {
-                        if let Some(v) = broker_defaults.get(key) {
+                if consult_broker {
+                    synonyms.extend(static_synonyms);
+                    for s in key.synonyms {
+                        if let Some(d) = s.default {
                             synonyms.push((
-                                broker_key.to_string(),
-                                v,
-                                ConfigSource::StaticBrokerConfig,
+                                s.name.to_string(),
+                                d.to_string(),
+                                ConfigSource::DefaultConfig,
                             ));
                         }
                     }
-                    if let Some(v) = builtin.get(key) {
-                        synonyms.push((broker_key.to_string(), v, ConfigSource::DefaultConfig));
-                    }
                 }
             }
-            Entry {
-                name: key.to_string(),
+            Some(Entry {
+                name: key.name.to_string(),
                 value,
                 read_only: false,
-                source: config.source(key, broker_defaults),
-                config_type: topic_config_type(key),
+                source,
+                config_type: Some(key.config_type),
                 synonyms,
-            }
+            })
         })
         .collect();
     Ok(entries)
@@ -204,10 +234,9 @@ fn describe_broker(
         .map(|(key, value)| {
             // A topic default appears under its broker-level name; it was set explicitly if
             // the broker config set it under either name (or a coarser unit).
-            let topic_key =
-                TopicConfig::keys().find(|t| TopicConfig::broker_synonym(t) == Some(key));
+            let topic = topic_key_for_broker_synonym(key).map(|(t, _)| t);
             let explicit =
-                config.is_set(key) || topic_key.is_some_and(|t| config.topic_defaults.is_set(t));
+                config.is_set(key) || topic.is_some_and(|t| config.topic_defaults.is_set(t.name));
             let source = if explicit {
                 ConfigSource::StaticBrokerConfig
             } else {
@@ -223,7 +252,7 @@ fn describe_broker(
                 value,
                 read_only: true,
                 source,
-                config_type: topic_key.map_or_else(|| broker_config_type(key), topic_config_type),
+                config_type: topic.map_or_else(|| broker_config_type(key), |t| Some(t.config_type)),
                 synonyms,
             }
         })
@@ -231,22 +260,9 @@ fn describe_broker(
     Ok(entries)
 }
 
-/// Kafka's declared type of topic property `key` (`LogConfig`).
-fn topic_config_type(key: &str) -> ConfigType {
-    match key {
-        "cleanup.policy" => ConfigType::List,
-        "message.timestamp.type" => ConfigType::String,
-        "index.interval.bytes" | "max.message.bytes" | "segment.bytes" => ConfigType::Int,
-        "flush.messages" | "flush.ms" | "retention.bytes" | "retention.ms" | "segment.ms" => {
-            ConfigType::Long
-        }
-        _ => ConfigType::Unknown,
-    }
-}
-
 /// Kafka's declared type of broker property `key` (`KafkaConfig`); `sluice.*` keys by value.
-fn broker_config_type(key: &str) -> ConfigType {
-    match key {
+fn broker_config_type(key: &str) -> Option<ConfigType> {
+    Some(match key {
         "auto.create.topics.enable" => ConfigType::Boolean,
         "advertised.listeners" | "listeners" | "log.dirs" => ConfigType::String,
         "sluice.cores" => ConfigType::List,
@@ -255,8 +271,8 @@ fn broker_config_type(key: &str) -> ConfigType {
         | "default.replication.factor"
         | "socket.request.max.bytes"
         | "message.max.bytes" => ConfigType::Int,
-        "sluice.batch.cache.bytes" => ConfigType::Long,
+        "sluice.batch.cache.bytes" | "log.retention.check.interval.ms" => ConfigType::Long,
         "sluice.admin.listen" => ConfigType::String,
-        _ => ConfigType::Unknown,
-    }
+        _ => return None,
+    })
 }

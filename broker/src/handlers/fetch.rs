@@ -19,8 +19,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use storage::{RecordBatch, TopicPartition};
 
-/// First Fetch version that may carry zstd-compressed batches (KIP-110).
-const ZSTD_FETCH_VERSION: i16 = 10;
 /// Longest a fetch may be parked, whatever `max_wait_ms` asks (ms).
 const FETCH_WAIT_MAX_MS: u64 = 30_000;
 
@@ -84,7 +82,6 @@ pub async fn handle(
                 ResponseError::UnknownServerError,
             )));
             partitions_out.push(partition_data(
-                version,
                 partition,
                 reply,
                 &mut budget_left,
@@ -186,7 +183,6 @@ async fn wait_any(shard: &Rc<Shard>, wanted: &[Wanted], deadline: Instant) {
 }
 
 fn partition_data(
-    version: i16,
     partition: i32,
     reply: PartitionReply,
     budget_left: &mut usize,
@@ -211,15 +207,8 @@ fn partition_data(
             data.high_watermark = high_watermark;
             data.last_stable_offset = high_watermark;
             data.log_start_offset = log_start_offset;
-            // Fetch below v10 predates zstd (KIP-110): such a client cannot read these batches.
-            if version < ZSTD_FETCH_VERSION
-                && batches
-                    .iter()
-                    .any(|b| b.header().compression() == crate::compression::ZSTD)
-            {
-                data.error_code = code(ResponseError::UnsupportedCompressionType);
-                return data;
-            }
+            // Batches go out as stored whatever the Fetch version, zstd below v10 too: Kafka 4
+            // does the same since it dropped down-conversion (KIP-724).
             for batch in batches {
                 if !*first_batch && batch.len() > *budget_left {
                     break;

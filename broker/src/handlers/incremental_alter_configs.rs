@@ -3,8 +3,7 @@
 //! controller replaces the map (re-validating it); the owning shards pick the new config up
 //! from the published snapshot (`Shard::apply_metadata` → `PartitionLog::set_config`).
 //!
-//! Limits: APPEND/SUBTRACT are refused (the only list-valued key, `cleanup.policy`, allows just
-//! `delete`); BROKER resources are refused (no dynamic broker configs: the broker's config is
+//! Limits: APPEND/SUBTRACT are refused (SET the whole list instead); BROKER resources are refused (no dynamic broker configs: the broker's config is
 //! fixed at start-up).
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
@@ -124,8 +123,8 @@ async fn alter_topic(
             }
             OP_APPEND | OP_SUBTRACT => {
                 return Err(invalid_config(format!(
-                    "APPEND and SUBTRACT apply to list-valued configs; `{key}` takes a single \
-                     value here (cleanup.policy allows only `delete`): use SET"
+                    "APPEND and SUBTRACT of `{key}` are not supported yet: use SET with the \
+                     whole list"
                 )));
             }
             other => {

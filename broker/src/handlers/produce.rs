@@ -2,10 +2,14 @@
 //! mesh, as `Bytes`, never copied), all partitions concurrently; the answer per partition is
 //! its base offset or Kafka's error code, given once the owner's write of its batches has
 //! completed (`acks=1`/`all`, DESIGN.md §3). acks=0 gets no response (the caller drops it).
+//! `acks=all` to a topic whose `min.insync.replicas` exceeds 1 is refused with
+//! NOT_ENOUGH_REPLICAS, as Kafka refuses it when the ISR is too small: every partition's ISR
+//! here is this one broker.
 
 use super::topic_name;
 use crate::errors::code;
 use crate::messages::{Acks, PartitionOp, PartitionReply};
+use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
@@ -34,9 +38,11 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
         &metrics.produce_bytes,
         u64::try_from(bytes).unwrap_or(u64::MAX),
     );
+    let metadata = shard.metadata();
     let mut tasks = Vec::new();
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
+        let too_few_replicas = req.acks == -1 && min_insync_replicas(shard, &metadata, &name) > 1;
         let mut partitions = Vec::new();
         for p in topic.partition_data {
             let tp = TopicPartition {
@@ -52,6 +58,9 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                     return PartitionReply::Error(code(
                         ResponseError::TransactionalIdAuthorizationFailed,
                     ));
+                }
+                if too_few_replicas {
+                    return PartitionReply::Error(code(ResponseError::NotEnoughReplicas));
                 }
                 // Only the group coordinator writes the offsets topic (Kafka refuses too).
                 if tp.topic == crate::groups::OFFSETS_TOPIC {
@@ -113,4 +122,15 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
         response.responses.push(topic);
     }
     response
+}
+
+/// `min.insync.replicas` of topic `name`: its override, else the broker's default (an unknown
+/// topic gets the default; its partitions answer UNKNOWN_TOPIC_OR_PARTITION anyway).
+fn min_insync_replicas(shard: &Shard, metadata: &ClusterMetadata, name: &str) -> u32 {
+    metadata
+        .topics
+        .get(name)
+        .and_then(|t| t.overrides.get("min.insync.replicas"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(shard.config.topic_defaults.min_insync_replicas)
 }

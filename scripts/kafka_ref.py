@@ -1,0 +1,515 @@
+#!/usr/bin/env python3
+"""Apache Kafka 4.4.0 beside Sluice: the reference broker (DESIGN.md §10).
+
+Fetches Kafka and its dependencies with Maven (scripts/kafka-ref.pom.xml; the jars go to the
+user's Maven cache, ~/.m2, and the class path is cached in target/kafka-ref/classpath.txt),
+formats a KRaft storage directory per node with Kafka's own StorageTool (what
+kafka-storage.sh runs), and starts combined broker+controller nodes (`kafka.Kafka
+server.properties`, what kafka-server-start.sh runs) on free 127.0.0.1 ports, each with its own
+data directory. It waits until every node answers a Kafka Metadata request listing all the
+cluster's brokers, prints the bootstrap address, and stops the nodes with SIGTERM (Kafka's
+controlled shutdown), SIGKILL only after a grace period.
+
+    scripts/kafka-ref start [--nodes 3] [--dir D] [--set KEY=VALUE]...   # background; prints bootstrap
+    scripts/kafka-ref stop [--dir D]
+    scripts/kafka-ref run [--nodes 3] ...         # foreground; stops on SIGTERM/SIGINT
+    scripts/kafka-ref fetch                       # only resolve the jars (scripts/test-all)
+    scripts/kafka-ref classpath                   # print the class path
+    scripts/kafka-ref java CLASS [ARGS...]        # run a Kafka tool, e.g. org.apache.kafka.tools.TopicCommand
+
+JVM settings are Kafka's own start-script defaults unless the same environment variables
+Kafka's scripts read say otherwise: KAFKA_HEAP_OPTS (default `-Xmx1G -Xms1G`, from
+kafka-server-start.sh) and KAFKA_JVM_PERFORMANCE_OPTS (default G1 with
+`-XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent`,
+from kafka-run-class.sh). JAVA_HOME picks the Java (default: `java` on PATH; Kafka 4 needs 17+).
+
+The Python test harness (tests/compat/conftest.py) and sluice-loadgen's --compare use the
+`KafkaCluster` class and the `start`/`stop` commands of this module.
+"""
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+POM = REPO / "scripts" / "kafka-ref.pom.xml"
+CACHE_DIR = REPO / "target" / "kafka-ref"
+CLASSPATH_FILE = CACHE_DIR / "classpath.txt"
+DEFAULT_RUN_DIR = CACHE_DIR / "run"
+KAFKA_VERSION = "4.4.0"
+
+# Kafka's start scripts' defaults (kafka-server-start.sh, kafka-run-class.sh).
+DEFAULT_HEAP_OPTS = "-Xmx1G -Xms1G"
+DEFAULT_JVM_PERFORMANCE_OPTS = (
+    "-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "
+    "-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true"
+)
+START_TIMEOUT_S = 90.0
+# Controlled shutdown of every node of a cluster at once can take tens of seconds on a loaded
+# 2-core machine (each node hands its leaderships back through the controller quorum).
+STOP_GRACE_S = 60.0
+MAVEN_TIMEOUT_S = 900
+
+LOG4J2_PROPERTIES = """\
+# Written by scripts/kafka_ref.py: Kafka's INFO log to stdout (the node's server.log).
+status = warn
+appender.out.type = Console
+appender.out.name = STDOUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = STDOUT
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+class KafkaRefError(Exception):
+    pass
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kafka_uuid():
+    """A random Kafka `Uuid` in its text form (URL-safe base64, no padding). Kafka refuses ids
+    whose text starts with '-' (they read as command-line flags)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def java_bin():
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise KafkaRefError("no `java` on PATH and JAVA_HOME unset (Kafka 4.4 needs Java 17+)")
+    return found
+
+
+def jvm_options():
+    """The JVM flags every Kafka process gets: heap, then GC and JIT (Kafka's defaults)."""
+    heap = os.environ.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS)
+    perf = os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS", DEFAULT_JVM_PERFORMANCE_OPTS)
+    return heap.split() + perf.split()
+
+
+def classpath(quiet=False):
+    """Kafka's runtime class path; resolves it with Maven when the cache is missing or stale."""
+    if CLASSPATH_FILE.is_file() and CLASSPATH_FILE.stat().st_mtime >= POM.stat().st_mtime:
+        cp = CLASSPATH_FILE.read_text().strip()
+        if cp and all(Path(p).is_file() for p in cp.split(os.pathsep)):
+            return cp
+    if shutil.which("mvn") is None:
+        raise KafkaRefError("`mvn` not found: install Maven (Debian: apt-get install maven)")
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    cmd = ["mvn", "-q", "-B", "-f", str(POM), "dependency:build-classpath",
+           f"-Dmdep.outputFile={CLASSPATH_FILE}"]
+    if not quiet:
+        print(f"kafka-ref: resolving Kafka {KAFKA_VERSION} with Maven (first run only)",
+              file=sys.stderr)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=MAVEN_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise KafkaRefError(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
+    cp = CLASSPATH_FILE.read_text().strip()
+    if not cp:
+        raise KafkaRefError(f"Maven wrote an empty class path to {CLASSPATH_FILE}")
+    return cp
+
+
+def _metadata_brokers(port, timeout=2.0):
+    """Sends Metadata v1 (no topics) to 127.0.0.1:`port`; returns the broker ids it lists."""
+    client_id = b"kafka-ref"
+    # Request header v1: api_key, api_version, correlation_id, client_id; body: topics = [] (0).
+    body = struct.pack(">hhih", 3, 1, 1, len(client_id)) + client_id + struct.pack(">i", 0)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        head = _recv_exact(s, 4)
+        (size,) = struct.unpack(">i", head)
+        data = _recv_exact(s, size)
+    pos = 4  # correlation id
+    (count,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    ids = []
+    for _ in range(count):
+        node_id, host_len = struct.unpack_from(">ih", data, pos)
+        pos += 6 + host_len + 4  # host, port
+        (rack_len,) = struct.unpack_from(">h", data, pos)
+        pos += 2 + max(rack_len, 0)
+        ids.append(node_id)
+    return ids
+
+
+def _recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return buf
+
+
+class KafkaNode:
+    """One combined broker+controller `kafka.Kafka` process with its own directory."""
+
+    def __init__(self, node_id, directory, port, controller_port):
+        self.node_id = node_id
+        self.dir = Path(directory)
+        self.port = port
+        self.controller_port = controller_port
+        self.directory_id = _kafka_uuid()
+        self.proc = None
+        self.pid = None
+        self.cmd = None
+
+    @property
+    def data_dir(self):
+        return self.dir / "data"
+
+    @property
+    def properties_path(self):
+        return self.dir / "server.properties"
+
+    @property
+    def log_path(self):
+        return self.dir / "server.log"
+
+    def write_config(self, quorum_bootstrap, replication_factor, settings, shipped=True):
+        # Kafka 4.4's config/server.properties (what a user starts), with this node's ports,
+        # ids and directory; `settings` (--set) are added last and win. Without `shipped`, only
+        # the keys a KRaft node needs: the rest stays at Kafka's built-in defaults, as Sluice's
+        # do in the compatibility tests (so that DescribeConfigs sources compare).
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.bootstrap.servers": quorum_bootstrap,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        }
+        shipped_file = {
+            "num.network.threads": "3",
+            "num.io.threads": "8",
+            "socket.send.buffer.bytes": "102400",
+            "socket.receive.buffer.bytes": "102400",
+            "socket.request.max.bytes": "104857600",
+            "num.partitions": "1",
+            "num.recovery.threads.per.data.dir": "1",
+            "log.retention.hours": "168",
+            "log.segment.bytes": "1073741824",
+            "log.retention.check.interval.ms": "300000",
+        }
+        props.update({
+            "log.dirs": str(self.data_dir),
+            "offsets.topic.replication.factor": str(replication_factor),
+            "share.coordinator.state.topic.replication.factor": str(replication_factor),
+            "share.coordinator.state.topic.min.isr": str(min(replication_factor, 2)),
+            "transaction.state.log.replication.factor": str(replication_factor),
+            "transaction.state.log.min.isr": str(min(replication_factor, 2)),
+        })
+        if shipped:
+            props.update(shipped_file)
+        props.update({k: str(v) for k, v in settings.items()})
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
+
+    def _java(self, cp, main, args):
+        return [java_bin(), *jvm_options(),
+                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+                f"-Dkafka.logs.dir={self.dir / 'logs'}",
+                "-cp", cp, main, *args]
+
+    def format(self, cp, cluster_id, initial_controllers):
+        # `kafka-storage.sh format`: one node formats itself --standalone, a cluster names its
+        # initial voters (id@host:port:directory-id) so that every node formats the same quorum.
+        args = ["format", "-t", cluster_id, "-c", str(self.properties_path), "--ignore-formatted"]
+        args += ["--standalone"] if initial_controllers is None else \
+            ["--initial-controllers", initial_controllers]
+        # The storage tool is short-lived: a small heap is enough and starts faster.
+        cmd = [java_bin(), "-Xmx256m", "-XX:TieredStopAtLevel=1",
+               f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+               "-cp", cp, "kafka.tools.StorageTool", *args]
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=120)
+        if proc.returncode != 0:
+            raise KafkaRefError(f"node {self.node_id}: `{' '.join(cmd)}` failed "
+                                f"({proc.returncode}):\n{proc.stdout[-4000:]}")
+
+    def start(self, cp, preexec_fn=None):
+        self.cmd = self._java(cp, "kafka.Kafka", [str(self.properties_path)])
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n=== kafka-ref start: {' '.join(self.cmd)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, cwd=self.dir,
+                                         preexec_fn=preexec_fn, start_new_session=preexec_fn is None)
+        self.pid = self.proc.pid
+
+    def alive(self):
+        if self.proc is not None:
+            return self.proc.poll() is None
+        if self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except OSError:
+            return False
+        # A pid read from a state file may have been reused: it must still be this node's java.
+        try:
+            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return str(self.properties_path).encode() in cmdline
+
+    def signal(self, sig):
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def log_tail(self, lines=40):
+        try:
+            text = self.log_path.read_bytes().decode("utf-8", "replace")
+        except OSError as e:
+            return f"(no log: {e})"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class KafkaCluster:
+    """`nodes` combined KRaft nodes (1 or 3 …) under `directory`; every node is a voter."""
+
+    def __init__(self, directory, nodes=1, settings=None, shipped=True):
+        """`shipped`: start from Kafka's config/server.properties (as a user would); False
+        keeps only what a KRaft node needs (the compatibility tests)."""
+        if nodes < 1:
+            raise KafkaRefError("--nodes must be at least 1")
+        self.dir = Path(directory)
+        self.settings = dict(settings or {})
+        self.shipped = shipped
+        self.cluster_id = _kafka_uuid()
+        self.nodes = [KafkaNode(i + 1, self.dir / f"node-{i + 1}", _free_port(), _free_port())
+                      for i in range(nodes)]
+        self._formatted = False
+
+    @property
+    def bootstrap(self):
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def _configure(self):
+        quorum = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes)
+        rf = min(len(self.nodes), 3)
+        for n in self.nodes:
+            n.write_config(quorum, rf, self.settings, self.shipped)
+
+    def start(self, preexec_fn=None, timeout=START_TIMEOUT_S):
+        """Formats (first start only), starts every node and waits until each lists them all."""
+        cp = classpath()
+        if not self._formatted:
+            self._configure()
+            voters = None if len(self.nodes) == 1 else ",".join(
+                f"{n.node_id}@127.0.0.1:{n.controller_port}:{n.directory_id}" for n in self.nodes)
+            for n in self.nodes:
+                n.format(cp, self.cluster_id, voters)
+            self._formatted = True
+        for n in self.nodes:
+            if not n.alive():
+                n.start(cp, preexec_fn)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout=START_TIMEOUT_S):
+        want = sorted(n.node_id for n in self.nodes)
+        deadline = time.monotonic() + timeout
+        last = "not tried"
+        pending = list(self.nodes)
+        while pending:
+            for n in list(pending):
+                if not n.alive():
+                    raise KafkaRefError(f"Kafka node {n.node_id} exited while starting\n{n.log_tail()}")
+                try:
+                    ids = sorted(_metadata_brokers(n.port))
+                    if ids == want:
+                        pending.remove(n)
+                    else:
+                        last = f"node {n.node_id} lists brokers {ids}, want {want}"
+                except (OSError, struct.error) as e:
+                    last = f"node {n.node_id}: {e}"
+            if pending and time.monotonic() > deadline:
+                tails = "\n".join(f"--- node {n.node_id} ({n.log_path}):\n{n.log_tail()}"
+                                  for n in pending)
+                self.stop(grace=5)
+                raise KafkaRefError(f"Kafka not ready after {timeout} s ({last})\n{tails}")
+            if pending:
+                time.sleep(0.2)
+
+    def stop(self, grace=STOP_GRACE_S):
+        """SIGTERM to every node (controlled shutdown), SIGKILL to those still alive after
+        `grace` s. Returns True when every node exited within the grace."""
+        for n in self.nodes:
+            n.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        clean = True
+        for n in self.nodes:
+            while n.alive() and time.monotonic() < deadline:
+                if n.proc is not None:
+                    try:
+                        n.proc.wait(timeout=0.2)
+                    except subprocess.TimeoutExpired:
+                        pass
+                else:
+                    time.sleep(0.2)
+            if n.alive():
+                clean = False
+                print(f"kafka-ref: node {n.node_id} still running {grace:.0f} s after SIGTERM; "
+                      f"SIGKILL (log: {n.log_path})", file=sys.stderr)
+                n.signal(signal.SIGKILL)
+                if n.proc is not None:
+                    n.proc.wait(timeout=30)
+        return clean
+
+    def kill(self):
+        for n in self.nodes:
+            n.signal(signal.SIGKILL)
+            if n.proc is not None:
+                n.proc.wait(timeout=30)
+
+    def restart(self, kill=False):
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def state(self):
+        return {"bootstrap": self.bootstrap, "cluster_id": self.cluster_id,
+                "nodes": [{"node_id": n.node_id, "pid": n.pid, "port": n.port,
+                           "controller_port": n.controller_port, "dir": str(n.dir)}
+                          for n in self.nodes]}
+
+    @classmethod
+    def from_state(cls, directory):
+        path = Path(directory) / "state.json"
+        try:
+            st = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise KafkaRefError(f"no Kafka started from {directory} ({e})") from e
+        c = cls.__new__(cls)
+        c.dir = Path(directory)
+        c.settings = {}
+        c.shipped = True
+        c.cluster_id = st["cluster_id"]
+        c._formatted = True
+        c.nodes = []
+        for ns in st["nodes"]:
+            n = KafkaNode(ns["node_id"], ns["dir"], ns["port"], ns["controller_port"])
+            n.pid = ns["pid"]
+            c.nodes.append(n)
+        return c
+
+
+def _parse_settings(pairs):
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise KafkaRefError(f"--set wants KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def _fresh_dir(directory):
+    directory = Path(directory)
+    state = directory / "state.json"
+    if state.exists():
+        old = KafkaCluster.from_state(directory)
+        if any(n.alive() for n in old.nodes):
+            raise KafkaRefError(f"a Kafka from {directory} is still running "
+                                f"(bootstrap {old.bootstrap}): `kafka-ref stop --dir {directory}`")
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    return directory
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="kafka-ref", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name, help_text in (("start", "start in the background, print the bootstrap address"),
+                            ("run", "start in the foreground until SIGTERM/SIGINT")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--nodes", type=int, default=1, help="KRaft nodes (broker+controller each)")
+        p.add_argument("--dir", default=str(DEFAULT_RUN_DIR),
+                       help="run directory, emptied first (default target/kafka-ref/run)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="a server.properties key for every node (repeatable)")
+    p = sub.add_parser("stop", help="stop a Kafka started with `start` (SIGTERM, SIGKILL after "
+                                     f"{STOP_GRACE_S:.0f} s)")
+    p.add_argument("--dir", default=str(DEFAULT_RUN_DIR))
+    sub.add_parser("fetch", help="resolve Kafka's jars with Maven (cached)")
+    sub.add_parser("classpath", help="print Kafka's class path")
+    p = sub.add_parser("java", help="run a Java main class on Kafka's class path")
+    p.add_argument("main_class")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    try:
+        if a.command == "fetch":
+            classpath()
+            print(f"Kafka {KAFKA_VERSION} class path cached in {CLASSPATH_FILE}")
+        elif a.command == "classpath":
+            print(classpath(quiet=True))
+        elif a.command == "java":
+            cp = classpath(quiet=True)
+            os.execv(java_bin(), [java_bin(), "-Xmx512m", "-cp", cp, a.main_class, *a.args])
+        elif a.command in ("start", "run"):
+            directory = _fresh_dir(a.dir)
+            cluster = KafkaCluster(directory, a.nodes, _parse_settings(a.set))
+            cluster.start()
+            (directory / "state.json").write_text(json.dumps(cluster.state(), indent=2))
+            print(cluster.bootstrap, flush=True)
+            print(f"kafka-ref: {len(cluster.nodes)} node(s) of Kafka {KAFKA_VERSION} serving on "
+                  f"{cluster.bootstrap}; logs in {directory}/node-*/server.log; JVM: "
+                  f"{' '.join(jvm_options())}", file=sys.stderr)
+            if a.command == "run":
+                stopping = []
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, lambda *_: stopping.append(True))
+                while not stopping and all(n.alive() for n in cluster.nodes):
+                    time.sleep(0.5)
+                died = [n.node_id for n in cluster.nodes if not n.alive()]
+                clean = cluster.stop()
+                if died and not stopping:
+                    raise KafkaRefError(f"Kafka node(s) {died} exited by themselves")
+                return 0 if clean else 1
+        elif a.command == "stop":
+            cluster = KafkaCluster.from_state(a.dir)
+            clean = cluster.stop()
+            print(f"kafka-ref: stopped{'' if clean else ' (SIGKILL after the grace period)'}",
+                  file=sys.stderr)
+            return 0 if clean else 1
+    except KafkaRefError as e:
+        print(f"kafka-ref: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
