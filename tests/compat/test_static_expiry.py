@@ -1,0 +1,45 @@
+"""Static members (KIP-345) that close without leaving — librdkafka sends no LeaveGroup for a
+`group.instance.id` — stay members until `session.timeout.ms` after their last heartbeat, then
+the group empties and DeleteGroups succeeds (librdkafka's 0081_admin deletes such a group)."""
+
+import time
+
+from confluent_kafka import Consumer, ConsumerGroupState
+
+from compat_util import admin, create_topic, wait_until
+
+TOPIC = "static-expiry"
+SESSION_MS = 6000  # Kafka's group.min.session.timeout.ms
+MARGIN_S = 3.0
+
+
+def test_closed_static_members_expire_after_their_session(broker):
+    create_topic(broker.bootstrap, TOPIC, 4)
+    a = admin(broker.bootstrap)
+    members = [Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "static-expiry",
+                         "group.instance.id": f"instance-{i}", "session.timeout.ms": SESSION_MS,
+                         "auto.offset.reset": "earliest"}) for i in range(3)]
+    for c in members:
+        c.subscribe([TOPIC])
+
+    def group():
+        return a.describe_consumer_groups(["static-expiry"])["static-expiry"].result(timeout=30)
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for c in members:
+            c.poll(0.1)
+        g = group()
+        if len(g.members) == 3 and g.state == ConsumerGroupState.STABLE:
+            break
+    assert len(g.members) == 3 and g.state == ConsumerGroupState.STABLE, g
+    for c in members:
+        c.close()
+    closed = time.monotonic()
+    # Still members right after closing: static members do not leave.
+    assert len(group().members) == 3
+    wait_until(lambda: len(group().members) == 0, SESSION_MS / 1000 + MARGIN_S,
+               what="closed static members expired")
+    assert time.monotonic() - closed >= SESSION_MS / 1000 - 1.0
+    result = a.delete_consumer_groups(["static-expiry"])["static-expiry"]
+    result.result(timeout=30)
