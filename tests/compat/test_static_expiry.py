@@ -4,7 +4,7 @@ the group empties and DeleteGroups succeeds (librdkafka's 0081_admin deletes suc
 
 import time
 
-from confluent_kafka import Consumer, ConsumerGroupState
+from confluent_kafka import Consumer, KafkaError, KafkaException, ConsumerGroupState
 
 from compat_util import admin, create_topic, wait_until
 
@@ -23,7 +23,15 @@ def test_closed_static_members_expire_after_their_session(broker):
         c.subscribe([TOPIC])
 
     def group():
-        return a.describe_consumer_groups(["static-expiry"])["static-expiry"].result(timeout=30)
+        while True:
+            try:
+                return a.describe_consumer_groups(["static-expiry"])["static-expiry"].result(
+                    timeout=30)
+            except KafkaException as e:
+                # Kafka answers NOT_COORDINATOR while it loads the offsets topic.
+                if e.args[0].code() != KafkaError.NOT_COORDINATOR:
+                    raise
+                time.sleep(0.2)
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

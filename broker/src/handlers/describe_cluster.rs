@@ -1,6 +1,7 @@
 //! DescribeCluster (key 60), v0–1: this single broker is the whole cluster and its controller.
 //! Only the BROKERS endpoint type exists (no separate KRaft controller listener).
 
+use super::authorized_operations;
 use super::str_bytes;
 use crate::errors::code;
 use crate::shard::Shard;
@@ -13,15 +14,15 @@ use std::rc::Rc;
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
-/// `cluster_authorized_operations` when not computed (no ACLs yet): Kafka's "omitted" marker.
-const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-
 pub fn handle(shard: &Rc<Shard>, req: &DescribeClusterRequest) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
     // The response's endpoint type field exists from v1 and must stay 1 (its default) in v0;
     // this broker always answers for its broker listener.
     response.endpoint_type = ENDPOINT_TYPE_BROKERS;
-    response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    response.cluster_authorized_operations = authorized_operations::reported(
+        req.include_cluster_authorized_operations,
+        authorized_operations::CLUSTER,
+    );
     match req.endpoint_type {
         ENDPOINT_TYPE_BROKERS => {}
         ENDPOINT_TYPE_CONTROLLERS => {

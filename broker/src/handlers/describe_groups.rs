@@ -1,6 +1,7 @@
 //! DescribeGroups (key 15), v0–5: state, protocol and members of each group. An unknown
 //! group is reported Dead with no error, as Kafka does. v4+ shows `group.instance.id`.
 
+use super::authorized_operations;
 use super::str_bytes;
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply};
@@ -12,9 +13,6 @@ use net::kafka_protocol::messages::describe_groups_response::{
 use net::kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 use std::rc::Rc;
 
-/// `authorized_operations` when not computed (no ACLs yet): Kafka's "omitted" marker.
-const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-
 pub async fn handle(
     shard: &Rc<Shard>,
     req: DescribeGroupsRequest,
@@ -24,7 +22,10 @@ pub async fn handle(
     for group_id in &req.groups {
         let mut described = DescribedGroup::default();
         described.group_id = GroupId(group_id.0.clone());
-        described.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+        described.authorized_operations = authorized_operations::reported(
+            req.include_authorized_operations,
+            authorized_operations::GROUP,
+        );
         if group_id.0.is_empty() {
             described.error_code = code(ResponseError::InvalidGroupId);
             response.groups.push(described);

@@ -3,6 +3,7 @@
 //! allows it (`allow_auto_topic_creation`, v4+; always allowed below v4), a requested topic
 //! that does not exist is created with `num.partitions`.
 
+use super::authorized_operations;
 use super::{str_bytes, topic_name};
 use crate::errors::code;
 use crate::messages::ControllerOp;
@@ -16,10 +17,11 @@ use std::rc::Rc;
 
 /// First Metadata version whose partitions carry the leader epoch.
 const LEADER_EPOCH_VERSION: i16 = 7;
-/// Kafka's "authorized operations not requested" marker.
-const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let include_topic_operations = req.include_topic_authorized_operations;
+    // Cluster operations moved to DescribeCluster after Metadata v10 (KIP-700).
+    let include_cluster_operations = req.include_cluster_authorized_operations && version <= 10;
     let requested: Option<Vec<String>> = req.topics.as_ref().map(|topics| {
         topics
             .iter()
@@ -62,7 +64,10 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
         .map(|name| {
             let mut topic = MetadataResponseTopic::default();
             topic.name = Some(topic_name(&name));
-            topic.topic_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+            topic.topic_authorized_operations = authorized_operations::reported(
+                include_topic_operations,
+                authorized_operations::TOPIC,
+            );
             topic.is_internal = name == crate::groups::OFFSETS_TOPIC;
             match meta.topics.get(&name) {
                 Some(t) => {
@@ -105,6 +110,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
     response.cluster_id = Some(str_bytes(meta.cluster_id.clone()));
     response.controller_id = node;
     response.topics = topics;
-    response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    response.cluster_authorized_operations =
+        authorized_operations::reported(include_cluster_operations, authorized_operations::CLUSTER);
     response
 }

@@ -4,6 +4,7 @@
 
 mod alter_configs;
 mod api_versions;
+mod authorized_operations;
 mod create_acls;
 mod create_partitions;
 mod create_topics;
