@@ -57,14 +57,17 @@ impl OwnedPartition {
             log_append_time_ms: info.log_append_time.map_or(-1, |t| t.0),
         };
         let end = info.last_offset.plus(1);
-        let synced = info.flush_due;
+        // A retry of a batch still being synced waits for that sync as the original does.
+        let synced = info.flush_due || (info.duplicate && log.config().flush_messages != u64::MAX);
         if acks == Acks::None {
             // Nobody waits for the answer, but the high watermark still follows the write.
             self.follow_write(end, synced);
             return produced;
         }
         let written = self.await_written(end, synced);
-        let result = if acks == Acks::All {
+        // Kafka completes acks=all at once on a one-replica ISR whatever timeout_ms says: a
+        // zero timeout only waits for the local write, as acks=1 does.
+        let result = if acks == Acks::All && !timeout.is_zero() {
             let timed_out = async {
                 glommio::timer::sleep(timeout).await;
                 None

@@ -453,6 +453,11 @@ impl Shard {
         }
         let dir = self.partition_dir(tp);
         let log = PartitionLog::open(&dir, log_config(tp, &config), &self.cache).await?;
+        // The topic may have been deleted (its directory renamed away) while the log opened.
+        if self.metadata().owner(&tp.topic, tp.partition) != Some(self.id) {
+            log.discard().await;
+            return Err(storage::StorageError::Closed);
+        }
         let owned = Rc::new(OwnedPartition {
             log,
             hw_moved: Rc::new(Notify::default()),
@@ -696,8 +701,16 @@ impl Shard {
             },
             MAX_TIMESTAMP => match log.max_timestamp().await {
                 // The index knows the batch; the record with that timestamp is inside it.
+                // Only below the high watermark, as Kafka's `fetchOffsetForTimestamp` filters:
+                // an offset whose write has not completed is never handed out.
+                Ok(Some((_, batch_base))) if batch_base >= log.high_watermark() => {
+                    PartitionReply::Offset {
+                        offset: -1,
+                        timestamp: -1,
+                    }
+                }
                 Ok(Some((ts, batch_base))) => {
-                    let end = log.log_end_offset();
+                    let end = log.high_watermark();
                     match log.read(batch_base, 1, end).await {
                         Ok(batches) => {
                             let (offset, timestamp) =
@@ -719,9 +732,16 @@ impl Shard {
             t => match log.find_offset_by_timestamp(TimestampMs(t)).await {
                 Ok(Some(m)) => {
                     let (offset, ts) = first_offset_at_or_after(&m.batch, t);
-                    PartitionReply::Offset {
-                        offset,
-                        timestamp: ts,
+                    if offset >= log.high_watermark().0 {
+                        PartitionReply::Offset {
+                            offset: -1,
+                            timestamp: -1,
+                        }
+                    } else {
+                        PartitionReply::Offset {
+                            offset,
+                            timestamp: ts,
+                        }
                     }
                 }
                 Ok(None) => PartitionReply::Offset {

@@ -21,10 +21,12 @@ const ERROR_MESSAGE_MIN_VERSION: i16 = 5;
 /// Outcome of deleting one topic: Kafka's error code and message, or success.
 type Outcome = Result<(), (i16, String)>;
 
-/// Deletes each named topic through the controller and answers per topic. The deletions run
-/// in a task of their own and the answer waits at most the request's `timeout_ms` (when it
-/// is positive): topics not deleted by then get `REQUEST_TIMED_OUT` while their deletion
-/// goes on, as Kafka answers, so the request is answered whatever state the partitions are in.
+/// Deletes each named topic through the controller and answers per topic. Names refused
+/// outright (given twice, internal, unknown) are answered at once. The deletions run in a task
+/// of their own; the answer waits at most the request's `timeout_ms`: topics not deleted by
+/// then get `REQUEST_TIMED_OUT` while their deletion goes on, and a `timeout_ms` ≤ 0 triggers
+/// the deletions and answers at once (the protocol's "return immediately"), so the request is
+/// answered whatever state the partitions are in.
 pub async fn handle(
     shard: &Rc<Shard>,
     req: DeleteTopicsRequest,
@@ -36,31 +38,42 @@ pub async fn handle(
         *seen.entry(name.0.to_string()).or_default() += 1;
     }
     let names: Vec<String> = req.topic_names.iter().map(|n| n.0.to_string()).collect();
+    let metadata = shard.metadata();
+    let refused = |name: &String| -> Option<Outcome> {
+        if seen.get(name).copied().unwrap_or(0) > 1 {
+            Some(Err((
+                code(ResponseError::InvalidRequest),
+                format!("topic '{name}' is named more than once in the request"),
+            )))
+        } else if name == crate::groups::OFFSETS_TOPIC {
+            // Deleting it would lose every group's committed offsets under the coordinator.
+            Some(Err((
+                code(ResponseError::InvalidTopicException),
+                format!("'{name}' is an internal topic and cannot be deleted"),
+            )))
+        } else if !metadata.topics.contains_key(name) {
+            Some(Err((
+                code(ResponseError::UnknownTopicOrPartition),
+                format!("topic '{name}' does not exist"),
+            )))
+        } else {
+            None
+        }
+    };
     let outcomes: Rc<RefCell<Vec<Option<Outcome>>>> =
-        Rc::new(RefCell::new(vec![None; names.len()]));
+        Rc::new(RefCell::new(names.iter().map(refused).collect()));
     let (done, deleted) = futures_channel::oneshot::channel::<()>();
     {
         let (shard, names, outcomes) = (shard.clone(), names.clone(), outcomes.clone());
         // Detached: the deletions go on after a timed-out answer.
         glommio::spawn_local(async move {
             for (i, name) in names.into_iter().enumerate() {
-                let outcome = if seen.get(&name).copied().unwrap_or(0) > 1 {
-                    Err((
-                        code(ResponseError::InvalidRequest),
-                        format!("topic '{name}' is named more than once in the request"),
-                    ))
-                } else if name == crate::groups::OFFSETS_TOPIC {
-                    // Deleting it would lose every group's committed offsets under the
-                    // coordinator.
-                    Err((
-                        code(ResponseError::InvalidTopicException),
-                        format!("'{name}' is an internal topic and cannot be deleted"),
-                    ))
-                } else {
-                    shard
-                        .controller_call(ControllerOp::DeleteTopic { name })
-                        .await
-                };
+                if outcomes.borrow()[i].is_some() {
+                    continue;
+                }
+                let outcome = shard
+                    .controller_call(ControllerOp::DeleteTopic { name })
+                    .await;
                 outcomes.borrow_mut()[i] = Some(outcome);
             }
             let _ = done.send(());
@@ -70,21 +83,24 @@ pub async fn handle(
     let deleted = async {
         let _ = deleted.await;
     };
-    match u64::try_from(req.timeout_ms) {
+    let triggered_only = match u64::try_from(req.timeout_ms) {
         Ok(ms) if ms > 0 => {
             let timeout = glommio::timer::sleep(Duration::from_millis(ms));
             futures_lite::future::or(deleted, timeout).await;
+            false
         }
-        _ => deleted.await,
-    }
+        _ => true,
+    };
     let mut response = DeleteTopicsResponse::default();
     for (name, outcome) in names.iter().zip(outcomes.borrow().iter()) {
-        let outcome = outcome.clone().unwrap_or_else(|| {
-            Err((
+        let outcome = match outcome.clone() {
+            Some(outcome) => outcome,
+            None if triggered_only => Ok(()),
+            None => Err((
                 code(ResponseError::RequestTimedOut),
                 format!("topic '{name}' is still being deleted after the request's timeout"),
-            ))
-        });
+            )),
+        };
         let mut result = DeletableTopicResult::default();
         result.name = Some(topic_name(name));
         if let Err((error, message)) = outcome {
