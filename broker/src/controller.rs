@@ -127,47 +127,29 @@ pub async fn run(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerEr
             changes,
             validate_only,
         } => {
-            let Some(topic) = next.topics.get_mut(&name) else {
-                return Err(err(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("topic '{name}' does not exist"),
-                ));
-            };
-            let mut candidate = topic.clone();
-            for (key, value) in changes {
-                match value {
-                    Some(value) => candidate.overrides.insert(key, value),
-                    None => candidate.overrides.remove(&key),
-                };
-            }
-            candidate
-                .config(defaults)
-                .map_err(|e| err(ResponseError::InvalidConfig, e.to_string()))?;
-            if validate_only {
+            let applied = change_overrides(&mut next, &name, defaults, validate_only, |o| {
+                for (key, value) in changes {
+                    match value {
+                        Some(value) => o.insert(key, value),
+                        None => o.remove(&key),
+                    };
+                }
+            })?;
+            if !applied {
                 return Ok(());
             }
-            *topic = candidate;
         }
         ControllerOp::ReplaceTopicConfig {
             name,
             overrides,
             validate_only,
         } => {
-            let Some(topic) = next.topics.get_mut(&name) else {
-                return Err(err(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("topic '{name}' does not exist"),
-                ));
-            };
-            let mut candidate = topic.clone();
-            candidate.overrides = overrides;
-            candidate
-                .config(defaults)
-                .map_err(|e| err(ResponseError::InvalidConfig, e.to_string()))?;
-            if validate_only {
+            let applied = change_overrides(&mut next, &name, defaults, validate_only, |o| {
+                *o = overrides;
+            })?;
+            if !applied {
                 return Ok(());
             }
-            *topic = candidate;
         }
     }
     next.version += 1;
@@ -210,6 +192,34 @@ async fn save(shard: &Shard, meta: &ClusterMetadata) -> Result<(), ControllerErr
                 format!("saving cluster metadata: {e}"),
             )
         })
+}
+
+/// Applies `change` to the overrides of topic `name` in `next` once the changed config checks
+/// out against `defaults`; `Ok(false)` when `validate_only` (nothing changed). Errors:
+/// `UNKNOWN_TOPIC_OR_PARTITION`, `INVALID_CONFIG`.
+fn change_overrides(
+    next: &mut ClusterMetadata,
+    name: &str,
+    defaults: &tuning::config::TopicConfig,
+    validate_only: bool,
+    change: impl FnOnce(&mut std::collections::BTreeMap<String, String>),
+) -> Result<bool, ControllerError> {
+    let Some(topic) = next.topics.get_mut(name) else {
+        return Err(err(
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic '{name}' does not exist"),
+        ));
+    };
+    let mut candidate = topic.clone();
+    change(&mut candidate.overrides);
+    candidate
+        .config(defaults)
+        .map_err(|e| err(ResponseError::InvalidConfig, e.to_string()))?;
+    if validate_only {
+        return Ok(false);
+    }
+    *topic = candidate;
+    Ok(true)
 }
 
 fn check_partition_count(partitions: i32) -> Result<(), ControllerError> {
