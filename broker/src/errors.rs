@@ -1,6 +1,7 @@
 //! Kafka error codes at the edge (STYLE.md "Errors"): internal errors map here with an
 //! exhaustive `match`, so a new variant forces a decision.
 
+use crate::groups::GroupError;
 use net::kafka_protocol::error::ResponseError;
 use storage::{BatchError, StorageError};
 
@@ -37,4 +38,32 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
 /// Shorthand for a protocol error code.
 pub fn code(e: ResponseError) -> i16 {
     e.code()
+}
+
+/// The Kafka error code a group API answers for `e` (an exhaustive match: each variant is
+/// named after its Kafka error).
+pub fn group_error_code(e: GroupError) -> i16 {
+    let error = match e {
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+        GroupError::InvalidCommitOffsetSize => ResponseError::InvalidCommitOffsetSize,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+    };
+    error.code()
+}
+
+/// The error code of a group result: 0 for `Ok`.
+pub fn group_result_code(result: Result<(), GroupError>) -> i16 {
+    result.err().map_or(0, group_error_code)
 }

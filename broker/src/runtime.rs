@@ -114,7 +114,8 @@ async fn shard_main(
         background.retention_loop().await
     });
     let coordinator = shard.clone();
-    glommio::spawn_local(async move { coordinator.group_deadline_loop().await }).detach();
+    glommio::spawn_local(async move { crate::groups::service::deadline_loop(&coordinator).await })
+        .detach();
     // A shard with `listen = false` binds nothing: the kernel spreads connections over the
     // shards that listen, and this one serves only forwarded partition work.
     let listener = if settings.listen {

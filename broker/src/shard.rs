@@ -612,10 +612,11 @@ impl Shard {
                 op,
                 reply,
             } => {
-                let _ = reply.send(self.run_group_op(partition, &group_id, op).await);
+                let _ = reply
+                    .send(crate::groups::service::run_op(self, partition, &group_id, op).await);
             }
             ShardMsg::ListGroups { reply } => {
-                let _ = reply.send(self.list_local_groups().await);
+                let _ = reply.send(crate::groups::service::list_local(self).await);
             }
             ShardMsg::Snapshot { reply } => {
                 let _ = reply.send(self.snapshot());

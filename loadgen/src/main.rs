@@ -12,6 +12,7 @@ mod broker_proc;
 mod cli;
 mod client;
 mod cpus;
+mod hdr_log;
 mod latency;
 mod payload;
 mod plot;

@@ -11,10 +11,10 @@
 //! consumers from the beginning and time the read.
 
 use crate::client::{self, CountingContext, DeliveryCounts};
+use crate::hdr_log::HdrLog;
 use crate::latency::{self, LatencyRecorder, Percentiles, Window};
 use crate::payload::{self, Stamp};
 use crate::progress::Progress;
-use crate::report::HdrLog;
 use crate::scenario::Params;
 use crate::schedule::{record_index, Clock, RateSchedule};
 use anyhow::Context as _;

@@ -8,11 +8,10 @@
 //! senders inside the member; whatever must be made durable (the group's membership record)
 //! is queued in [`Group::take_to_persist`] for the coordinator to append.
 
+use super::error::GroupError;
 use super::offsets_log::{CommittedOffset, StoredGroup, StoredMember};
-use crate::errors::code;
 use bytes::Bytes;
 use futures_channel::oneshot;
-use net::kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
@@ -88,7 +87,8 @@ pub struct JoinedMember {
 /// The JoinGroup answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinResult {
-    pub error: i16,
+    /// `None`: joined.
+    pub error: Option<GroupError>,
     pub generation: i32,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
@@ -102,9 +102,9 @@ pub struct JoinResult {
 
 impl JoinResult {
     /// A refusal with `error`, echoing `member_id`.
-    pub fn error(error: ResponseError, member_id: &str) -> JoinResult {
+    pub fn error(error: GroupError, member_id: &str) -> JoinResult {
         JoinResult {
-            error: code(error),
+            error: Some(error),
             generation: -1,
             protocol_type: None,
             protocol_name: None,
@@ -119,17 +119,18 @@ impl JoinResult {
 /// The SyncGroup answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyncResult {
-    pub error: i16,
+    /// `None`: the assignment is given.
+    pub error: Option<GroupError>,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
     pub assignment: Bytes,
 }
 
 impl SyncResult {
-    /// A refusal with the error code `error`.
-    pub fn error(error: i16) -> SyncResult {
+    /// A refusal with `error`.
+    pub fn error(error: GroupError) -> SyncResult {
         SyncResult {
-            error,
+            error: Some(error),
             protocol_type: None,
             protocol_name: None,
             assignment: Bytes::new(),
@@ -419,17 +420,17 @@ impl Group {
 
     /// Handles a JoinGroup.
     pub fn join(&mut self, p: JoinParams, now: Instant, cfg: &GroupConfig) -> Answer<JoinResult> {
-        let reply = |e: ResponseError| Answer::Now(JoinResult::error(e, &p.member_id));
+        let reply = |e: GroupError| Answer::Now(JoinResult::error(e, &p.member_id));
         if self.state == GroupState::Dead {
-            return reply(ResponseError::CoordinatorNotAvailable);
+            return reply(GroupError::CoordinatorNotAvailable);
         }
         if p.session_timeout_ms < cfg.min_session_timeout_ms
             || p.session_timeout_ms > cfg.max_session_timeout_ms
         {
-            return reply(ResponseError::InvalidSessionTimeout);
+            return reply(GroupError::InvalidSessionTimeout);
         }
         if p.protocol_type.is_empty() || p.protocols.is_empty() || !self.supports(&p) {
-            return reply(ResponseError::InconsistentGroupProtocol);
+            return reply(GroupError::InconsistentGroupProtocol);
         }
         if p.member_id.is_empty() {
             self.join_new_member(p, now, cfg)
@@ -482,7 +483,7 @@ impl Group {
             // KIP-394: the member must come back with this id before it counts.
             let deadline = now + millis(p.session_timeout_ms);
             self.pending_members.insert(new_id.clone(), deadline);
-            return Answer::Now(JoinResult::error(ResponseError::MemberIdRequired, &new_id));
+            return Answer::Now(JoinResult::error(GroupError::MemberIdRequired, &new_id));
         }
         self.add_member_and_rebalance(new_id, &p, now, cfg)
     }
@@ -506,10 +507,10 @@ impl Group {
             return self.add_member_and_rebalance(new_id, &p, now, cfg);
         };
         if let Some(tx) = old.awaiting_join.take() {
-            let _ = tx.send(JoinResult::error(ResponseError::FencedInstanceId, old_id));
+            let _ = tx.send(JoinResult::error(GroupError::FencedInstanceId, old_id));
         }
         if let Some(tx) = old.awaiting_sync.take() {
-            let _ = tx.send(SyncResult::error(code(ResponseError::FencedInstanceId)));
+            let _ = tx.send(SyncResult::error(GroupError::FencedInstanceId));
         }
         // As Kafka: no rebalance while the group's chosen assignor stays available to the
         // member (its subscription bytes may differ, e.g. no owned partitions after a restart).
@@ -600,7 +601,7 @@ impl Group {
             return Answer::Now(JoinResult::error(error, &id));
         }
         let Some(member) = self.members.get_mut(&id) else {
-            return Answer::Now(JoinResult::error(ResponseError::UnknownMemberId, &id));
+            return Answer::Now(JoinResult::error(GroupError::UnknownMemberId, &id));
         };
         let unchanged = member.protocols == p.protocols;
         match self.state {
@@ -631,33 +632,33 @@ impl Group {
                 Answer::Later(rx)
             }
             GroupState::Empty | GroupState::Dead => {
-                Answer::Now(JoinResult::error(ResponseError::UnknownMemberId, &id))
+                Answer::Now(JoinResult::error(GroupError::UnknownMemberId, &id))
             }
         }
     }
 
     /// `FENCED_INSTANCE_ID` when `instance` belongs to another member id (KIP-345); an
     /// unknown instance is not fenced (Kafka's `isStaticMemberFenced`).
-    fn fenced(&self, member_id: &str, instance: Option<&str>) -> Option<ResponseError> {
+    fn fenced(&self, member_id: &str, instance: Option<&str>) -> Option<GroupError> {
         let instance = instance?;
         match self.static_members.get(instance) {
-            Some(id) if id != member_id => Some(ResponseError::FencedInstanceId),
+            Some(id) if id != member_id => Some(GroupError::FencedInstanceId),
             _ => None,
         }
     }
 
     /// `COORDINATOR_NOT_AVAILABLE` for a deleted group, `FENCED_INSTANCE_ID` for a
     /// `group.instance.id` that belongs to another member.
-    fn dead_or_fenced(&self, member_id: &str, instance: Option<&str>) -> Option<i16> {
+    fn dead_or_fenced(&self, member_id: &str, instance: Option<&str>) -> Option<GroupError> {
         if self.state == GroupState::Dead {
-            return Some(code(ResponseError::CoordinatorNotAvailable));
+            return Some(GroupError::CoordinatorNotAvailable);
         }
-        self.fenced(member_id, instance).map(code)
+        self.fenced(member_id, instance)
     }
 
     fn current_generation_answer(&self, member_id: &str, is_leader: bool) -> JoinResult {
         JoinResult {
-            error: 0,
+            error: None,
             generation: self.generation,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
@@ -688,7 +689,7 @@ impl Group {
     /// Moves to PreparingRebalance: members must rejoin within the rebalance timeout.
     fn prepare_rebalance(&mut self, now: Instant, cfg: &GroupConfig) {
         if self.state == GroupState::CompletingRebalance {
-            self.reset_assignments(code(ResponseError::RebalanceInProgress));
+            self.reset_assignments(GroupError::RebalanceInProgress);
         }
         let from_empty = self.state == GroupState::Empty;
         self.state = GroupState::PreparingRebalance;
@@ -712,7 +713,7 @@ impl Group {
         }
     }
 
-    fn reset_assignments(&mut self, error: i16) {
+    fn reset_assignments(&mut self, error: GroupError) {
         for m in self.members.values_mut() {
             m.assignment = Bytes::new();
             if let Some(tx) = m.awaiting_sync.take() {
@@ -784,7 +785,7 @@ impl Group {
         let everyone = self.member_list();
         for id in rejoined {
             let answer = JoinResult {
-                error: 0,
+                error: None,
                 generation: self.generation,
                 protocol_type: self.protocol_type.clone(),
                 protocol_name: self.protocol_name.clone(),
@@ -840,10 +841,10 @@ impl Group {
     fn drop_member(&mut self, id: &str) {
         if let Some(mut m) = self.members.remove(id) {
             if let Some(tx) = m.awaiting_join.take() {
-                let _ = tx.send(JoinResult::error(ResponseError::UnknownMemberId, id));
+                let _ = tx.send(JoinResult::error(GroupError::UnknownMemberId, id));
             }
             if let Some(tx) = m.awaiting_sync.take() {
-                let _ = tx.send(SyncResult::error(code(ResponseError::UnknownMemberId)));
+                let _ = tx.send(SyncResult::error(GroupError::UnknownMemberId));
             }
             if let Some(instance) = &m.group_instance_id {
                 if self.static_members.get(instance).map(String::as_str) == Some(id) {
@@ -873,18 +874,18 @@ impl Group {
 
     /// Handles a SyncGroup.
     pub fn sync(&mut self, p: SyncParams, now: Instant) -> SyncOutcome {
-        let reply = |e: ResponseError| SyncOutcome::Answer(Answer::Now(SyncResult::error(code(e))));
+        let reply = |e: GroupError| SyncOutcome::Answer(Answer::Now(SyncResult::error(e)));
         if self.state == GroupState::Dead {
-            return reply(ResponseError::CoordinatorNotAvailable);
+            return reply(GroupError::CoordinatorNotAvailable);
         }
         if let Some(error) = self.fenced(&p.member_id, p.group_instance_id.as_deref()) {
             return reply(error);
         }
         if !self.members.contains_key(&p.member_id) {
-            return reply(ResponseError::UnknownMemberId);
+            return reply(GroupError::UnknownMemberId);
         }
         if p.generation != self.generation {
-            return reply(ResponseError::IllegalGeneration);
+            return reply(GroupError::IllegalGeneration);
         }
         let mismatch = |given: &Option<String>, ours: &Option<String>| {
             given.is_some() && ours.is_some() && given != ours
@@ -892,11 +893,11 @@ impl Group {
         if mismatch(&p.protocol_type, &self.protocol_type)
             || mismatch(&p.protocol_name, &self.protocol_name)
         {
-            return reply(ResponseError::InconsistentGroupProtocol);
+            return reply(GroupError::InconsistentGroupProtocol);
         }
         match self.state {
-            GroupState::Empty => reply(ResponseError::UnknownMemberId),
-            GroupState::PreparingRebalance => reply(ResponseError::RebalanceInProgress),
+            GroupState::Empty => reply(GroupError::UnknownMemberId),
+            GroupState::PreparingRebalance => reply(GroupError::RebalanceInProgress),
             GroupState::Stable => {
                 let member = &self.members[&p.member_id];
                 SyncOutcome::Answer(Answer::Now(self.assignment_answer(member)))
@@ -921,13 +922,13 @@ impl Group {
                     answer: rx,
                 }
             }
-            GroupState::Dead => reply(ResponseError::CoordinatorNotAvailable),
+            GroupState::Dead => reply(GroupError::CoordinatorNotAvailable),
         }
     }
 
     fn assignment_answer(&self, member: &Member) -> SyncResult {
         SyncResult {
-            error: 0,
+            error: None,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
             assignment: member.assignment.clone(),
@@ -940,7 +941,7 @@ impl Group {
     pub fn finish_sync(
         &mut self,
         generation: i32,
-        result: Result<(), i16>,
+        result: Result<(), GroupError>,
         now: Instant,
         cfg: &GroupConfig,
     ) {
@@ -972,55 +973,55 @@ impl Group {
         }
     }
 
-    /// Handles a Heartbeat: the error code to answer.
+    /// Handles a Heartbeat: `Err` is the refusal to answer.
     pub fn heartbeat(
         &mut self,
         member_id: &str,
         instance: Option<&str>,
         generation: i32,
         now: Instant,
-    ) -> i16 {
+    ) -> Result<(), GroupError> {
         if let Some(error) = self.dead_or_fenced(member_id, instance) {
-            return error;
+            return Err(error);
         }
         let Some(member) = self.members.get_mut(member_id) else {
-            return code(ResponseError::UnknownMemberId);
+            return Err(GroupError::UnknownMemberId);
         };
         if generation != self.generation {
-            return code(ResponseError::IllegalGeneration);
+            return Err(GroupError::IllegalGeneration);
         }
         match self.state {
-            GroupState::Empty => code(ResponseError::UnknownMemberId),
+            GroupState::Empty => Err(GroupError::UnknownMemberId),
             GroupState::PreparingRebalance => {
                 member.renew_session(now);
-                code(ResponseError::RebalanceInProgress)
+                Err(GroupError::RebalanceInProgress)
             }
             GroupState::CompletingRebalance | GroupState::Stable => {
                 member.renew_session(now);
-                0
+                Ok(())
             }
-            GroupState::Dead => code(ResponseError::CoordinatorNotAvailable),
+            GroupState::Dead => Err(GroupError::CoordinatorNotAvailable),
         }
     }
 
-    /// Handles a LeaveGroup of `(member id, group.instance.id)` pairs: an error code each.
+    /// Handles a LeaveGroup of `(member id, group.instance.id)` pairs: a result each, in order.
     pub fn leave(
         &mut self,
         leaving: &[(String, Option<String>)],
         now: Instant,
         cfg: &GroupConfig,
-    ) -> Vec<i16> {
+    ) -> Vec<Result<(), GroupError>> {
         leaving
             .iter()
             .map(|(member_id, instance)| {
                 if self.state == GroupState::Dead {
-                    return code(ResponseError::CoordinatorNotAvailable);
+                    return Err(GroupError::CoordinatorNotAvailable);
                 }
                 let id = match instance {
                     Some(instance) => match self.static_members.get(instance) {
-                        None => return code(ResponseError::UnknownMemberId),
+                        None => return Err(GroupError::UnknownMemberId),
                         Some(id) if !member_id.is_empty() && id != member_id => {
-                            return code(ResponseError::FencedInstanceId)
+                            return Err(GroupError::FencedInstanceId)
                         }
                         Some(id) => id.clone(),
                     },
@@ -1028,18 +1029,18 @@ impl Group {
                 };
                 if self.pending_members.remove(&id).is_some() {
                     self.try_complete_join(now);
-                    return 0;
+                    return Ok(());
                 }
                 if !self.members.contains_key(&id) {
-                    return code(ResponseError::UnknownMemberId);
+                    return Err(GroupError::UnknownMemberId);
                 }
                 self.remove_member_and_rebalance(&id, now, cfg);
-                0
+                Ok(())
             })
             .collect()
     }
 
-    /// Checks an OffsetCommit's member and generation (Kafka's rules): 0 when it may commit.
+    /// Checks an OffsetCommit's member and generation (Kafka's rules): `Ok` when it may commit.
     /// A commit with generation < 0 into an Empty group is a "simple" commit (manual
     /// assignment, admin tools).
     pub fn check_commit(
@@ -1048,24 +1049,24 @@ impl Group {
         instance: Option<&str>,
         generation: i32,
         now: Instant,
-    ) -> i16 {
+    ) -> Result<(), GroupError> {
         if let Some(error) = self.dead_or_fenced(member_id, instance) {
-            return error;
+            return Err(error);
         }
         if generation < 0 && self.state == GroupState::Empty {
-            return 0;
+            return Ok(());
         }
         if self.state == GroupState::CompletingRebalance {
-            return code(ResponseError::RebalanceInProgress);
+            return Err(GroupError::RebalanceInProgress);
         }
         let Some(member) = self.members.get_mut(member_id) else {
-            return code(ResponseError::UnknownMemberId);
+            return Err(GroupError::UnknownMemberId);
         };
         if generation != self.generation {
-            return code(ResponseError::IllegalGeneration);
+            return Err(GroupError::IllegalGeneration);
         }
         member.renew_session(now);
-        0
+        Ok(())
     }
 
     // ---- time ------------------------------------------------------------------------------
@@ -1112,10 +1113,10 @@ impl Group {
     pub fn unload(&mut self) {
         for m in self.members.values_mut() {
             if let Some(tx) = m.awaiting_join.take() {
-                let _ = tx.send(JoinResult::error(ResponseError::NotCoordinator, &m.id));
+                let _ = tx.send(JoinResult::error(GroupError::NotCoordinator, &m.id));
             }
             if let Some(tx) = m.awaiting_sync.take() {
-                let _ = tx.send(SyncResult::error(code(ResponseError::NotCoordinator)));
+                let _ = tx.send(SyncResult::error(GroupError::NotCoordinator));
             }
         }
     }
@@ -1238,7 +1239,7 @@ mod tests {
     /// Joins a dynamic member the v4 way (MEMBER_ID_REQUIRED, then with the id).
     fn admit(g: &mut Group, now: Instant) -> (String, Answer<JoinResult>) {
         let first = now_answer(g.join(params("", None, true), now, &CFG));
-        assert_eq!(first.error, code(ResponseError::MemberIdRequired));
+        assert_eq!(first.error, Some(GroupError::MemberIdRequired));
         assert!(!first.member_id.is_empty());
         let id = first.member_id.clone();
         (id.clone(), g.join(params(&id, None, true), now, &CFG))
@@ -1251,7 +1252,7 @@ mod tests {
         let mut join_a = parked(join_a);
         // `a` alone completed a generation at once; `b` joining starts the next one.
         let first = join_a.try_recv().unwrap().unwrap();
-        assert_eq!((first.error, first.generation), (0, 1));
+        assert_eq!((first.error, first.generation), (None, 1));
         let (b, join_b) = admit(&mut g, now);
         let mut join_b = parked(join_b);
         assert_eq!(g.state(), GroupState::PreparingRebalance);
@@ -1308,37 +1309,37 @@ mod tests {
     fn stale_or_unknown_members_get_kafkas_errors() {
         let now = Instant::now();
         let (mut g, a, b) = stable_pair(now);
-        assert_eq!(g.heartbeat(&a, None, 2, now), 0);
+        assert_eq!(g.heartbeat(&a, None, 2, now), Ok(()));
         assert_eq!(
             g.heartbeat("nobody", None, 2, now),
-            code(ResponseError::UnknownMemberId)
+            Err(GroupError::UnknownMemberId)
         );
         assert_eq!(
             g.heartbeat(&a, None, 1, now),
-            code(ResponseError::IllegalGeneration)
+            Err(GroupError::IllegalGeneration)
         );
         let SyncOutcome::Answer(Answer::Now(r)) = sync(&mut g, &b, 1, vec![]) else {
             panic!("a stale sync is answered at once");
         };
-        assert_eq!(r.error, code(ResponseError::IllegalGeneration));
+        assert_eq!(r.error, Some(GroupError::IllegalGeneration));
         let SyncOutcome::Answer(Answer::Now(r)) = sync(&mut g, "nobody", 2, vec![]) else {
             panic!("an unknown member's sync is answered at once");
         };
-        assert_eq!(r.error, code(ResponseError::UnknownMemberId));
+        assert_eq!(r.error, Some(GroupError::UnknownMemberId));
         assert_eq!(
             g.check_commit(&a, None, 1, now),
-            code(ResponseError::IllegalGeneration)
+            Err(GroupError::IllegalGeneration)
         );
-        assert_eq!(g.check_commit(&a, None, 2, now), 0);
+        assert_eq!(g.check_commit(&a, None, 2, now), Ok(()));
         // The leader rejoining starts a rebalance: the other member's heartbeat says so.
         let _rejoin = parked(g.join(params(&a, None, true), now, &CFG));
         assert_eq!(
             g.heartbeat(&b, None, 2, now),
-            code(ResponseError::RebalanceInProgress)
+            Err(GroupError::RebalanceInProgress)
         );
         assert_eq!(
             g.check_commit(&b, None, 2, now),
-            0,
+            Ok(()),
             "commits go on while preparing"
         );
     }
@@ -1347,14 +1348,14 @@ mod tests {
     fn a_leaving_member_hands_its_partitions_to_the_rest_at_once() {
         let now = Instant::now();
         let (mut g, a, b) = stable_pair(now);
-        assert_eq!(g.leave(&[(b.clone(), None)], now, &CFG), vec![0]);
+        assert_eq!(g.leave(&[(b.clone(), None)], now, &CFG), vec![Ok(())]);
         assert_eq!(g.state(), GroupState::PreparingRebalance);
         let mut rejoin = parked(g.join(params(&a, None, true), now, &CFG));
         let r = rejoin.try_recv().unwrap().unwrap();
         assert_eq!((r.generation, r.members.len()), (3, 1));
         assert_eq!(
             g.leave(&[(b, None)], now, &CFG),
-            vec![code(ResponseError::UnknownMemberId)]
+            vec![Err(GroupError::UnknownMemberId)]
         );
     }
 
@@ -1363,12 +1364,12 @@ mod tests {
         let now = Instant::now();
         let (mut g, a, b) = stable_pair(now);
         let later = now + SESSION / 2;
-        assert_eq!(g.heartbeat(&a, None, 2, later), 0);
+        assert_eq!(g.heartbeat(&a, None, 2, later), Ok(()));
         g.tick(now + SESSION + Duration::from_millis(1), &CFG);
         assert_eq!(g.state(), GroupState::PreparingRebalance, "b timed out");
         assert_eq!(
             g.heartbeat(&b, None, 2, later),
-            code(ResponseError::UnknownMemberId)
+            Err(GroupError::UnknownMemberId)
         );
         let mut rejoin = parked(g.join(params(&a, None, true), later, &CFG));
         assert_eq!(rejoin.try_recv().unwrap().unwrap().members.len(), 1);
@@ -1384,7 +1385,7 @@ mod tests {
             let t = now + Duration::from_secs(s);
             assert_eq!(
                 g.heartbeat(&b, None, 2, t),
-                code(ResponseError::RebalanceInProgress)
+                Err(GroupError::RebalanceInProgress)
             );
             g.tick(t, &CFG);
         }
@@ -1407,7 +1408,7 @@ mod tests {
         assert!(stored[0].members.is_empty());
         assert_eq!(
             g.check_commit("", None, -1, now),
-            0,
+            Ok(()),
             "simple commits into an empty group"
         );
     }
@@ -1419,7 +1420,7 @@ mod tests {
         let mut ja = parked(g.join(params("", Some("i-a"), true), now, &CFG));
         let a = ja.try_recv().unwrap().unwrap();
         assert_eq!(
-            a.error, 0,
+            a.error, None,
             "static members need no MEMBER_ID_REQUIRED round"
         );
         let mut jb = parked(g.join(params("", Some("i-b"), true), now, &CFG));
@@ -1445,7 +1446,7 @@ mod tests {
         assert_eq!(g.state(), GroupState::Stable);
         // b restarts: new process, same group.instance.id, empty member id.
         let again = now_answer(g.join(params("", Some("i-b"), true), now, &CFG));
-        assert_eq!(again.error, 0);
+        assert_eq!(again.error, None);
         assert_ne!(again.member_id, b.member_id);
         assert_eq!(again.generation, generation, "no new generation");
         assert_eq!(g.state(), GroupState::Stable);
@@ -1466,9 +1467,12 @@ mod tests {
         // The old incarnation is fenced.
         assert_eq!(
             g.heartbeat(&b.member_id, Some("i-b"), generation, now),
-            code(ResponseError::FencedInstanceId)
+            Err(GroupError::FencedInstanceId)
         );
-        assert_eq!(g.heartbeat(&a.member_id, Some("i-a"), generation, now), 0);
+        assert_eq!(
+            g.heartbeat(&a.member_id, Some("i-a"), generation, now),
+            Ok(())
+        );
     }
 
     #[test]
@@ -1507,7 +1511,7 @@ mod tests {
         let mut g = Group::new("g");
         let mut join = parked(g.join(params("", None, false), now, &cfg));
         let id = g.members().first().map(|m| m.id.clone()).unwrap();
-        assert_eq!(g.leave(&[(id, None)], now, &cfg), vec![0]);
+        assert_eq!(g.leave(&[(id, None)], now, &cfg), vec![Ok(())]);
         assert!(
             g.has_deadlines(),
             "the pending rebalance still needs its deadline"
@@ -1516,7 +1520,7 @@ mod tests {
         assert_eq!(g.state(), GroupState::Empty);
         assert_eq!(
             join.try_recv().unwrap().unwrap().error,
-            code(ResponseError::UnknownMemberId)
+            Some(GroupError::UnknownMemberId)
         );
     }
 
@@ -1528,24 +1532,24 @@ mod tests {
         p.session_timeout_ms = 100;
         assert_eq!(
             now_answer(g.join(p, now, &CFG)).error,
-            code(ResponseError::InvalidSessionTimeout)
+            Some(GroupError::InvalidSessionTimeout)
         );
         let mut p = params("", None, false);
         p.protocols.clear();
         assert_eq!(
             now_answer(g.join(p, now, &CFG)).error,
-            code(ResponseError::InconsistentGroupProtocol)
+            Some(GroupError::InconsistentGroupProtocol)
         );
         assert_eq!(
             now_answer(g.join(params("ghost", None, true), now, &CFG)).error,
-            code(ResponseError::UnknownMemberId)
+            Some(GroupError::UnknownMemberId)
         );
         let _first = parked(g.join(params("", None, false), now, &CFG));
         let mut other = params("", None, false);
         other.protocols = vec![("roundrobin".into(), Bytes::new())];
         assert_eq!(
             now_answer(g.join(other, now, &CFG)).error,
-            code(ResponseError::InconsistentGroupProtocol),
+            Some(GroupError::InconsistentGroupProtocol),
             "no assignor in common with the members"
         );
     }
@@ -1668,7 +1672,7 @@ mod tests {
                     }
                     Op::Heartbeat { c, skew } => {
                         let instance = statics[c].then(|| format!("i{c}"));
-                        g.heartbeat(&ids[c], instance.as_deref(), generations[c] + skew, now);
+                        let _ = g.heartbeat(&ids[c], instance.as_deref(), generations[c] + skew, now);
                     }
                     Op::Leave { c } => {
                         let instance = statics[c].then(|| format!("i{c}"));
@@ -1676,7 +1680,7 @@ mod tests {
                     }
                     Op::Commit { c } => {
                         let instance = statics[c].then(|| format!("i{c}"));
-                        g.check_commit(&ids[c], instance.as_deref(), generations[c], now);
+                        let _ = g.check_commit(&ids[c], instance.as_deref(), generations[c], now);
                     }
                     Op::Wait { ms } => {
                         now += Duration::from_millis(ms);
@@ -1686,7 +1690,7 @@ mod tests {
                 // Answers that arrived tell clients their ids and generations.
                 join_waits.retain_mut(|(c, rx)| match rx.try_recv() {
                     Ok(Some(r)) => {
-                        if r.error == 0 {
+                        if r.error.is_none() {
                             ids[*c] = r.member_id;
                             generations[*c] = r.generation;
                         }

@@ -18,8 +18,9 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroups
         result.error_code = if group_id.0.is_empty() {
             code(ResponseError::InvalidGroupId)
         } else {
-            match shard.group_call(&group_id.0, GroupOp::Delete).await {
-                GroupReply::Error(e) => e,
+            match crate::groups::service::call(shard, &group_id.0, GroupOp::Delete).await {
+                GroupReply::Done => 0,
+                GroupReply::Error(e) => crate::errors::group_error_code(e),
                 other => {
                     tracing::error!(?other, "unexpected reply to DeleteGroups");
                     code(ResponseError::UnknownServerError)

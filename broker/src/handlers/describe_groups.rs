@@ -31,7 +31,7 @@ pub async fn handle(
             response.groups.push(described);
             continue;
         }
-        match shard.group_call(&group_id.0, GroupOp::Describe).await {
+        match crate::groups::service::call(shard, &group_id.0, GroupOp::Describe).await {
             GroupReply::Described(d) => {
                 described.group_state = str_bytes(d.state);
                 described.protocol_type = str_bytes(d.protocol_type);
@@ -53,7 +53,7 @@ pub async fn handle(
                     })
                     .collect();
             }
-            GroupReply::Error(e) => described.error_code = e,
+            GroupReply::Error(e) => described.error_code = crate::errors::group_error_code(e),
             other => {
                 tracing::error!(?other, "unexpected reply to DescribeGroups");
                 described.error_code = code(ResponseError::UnknownServerError);

@@ -31,7 +31,7 @@ pub async fn handle(
         let mut c = Coordinator::default();
         let error = match req.key_type {
             _ if key.is_empty() => Some((ResponseError::InvalidRequest, "empty coordinator key")),
-            KEY_TYPE_GROUP => match shard.ensure_offsets_topic().await {
+            KEY_TYPE_GROUP => match crate::groups::service::ensure_offsets_topic(shard).await {
                 Ok(_) => None,
                 Err(_) => Some((
                     ResponseError::CoordinatorNotAvailable,

@@ -20,8 +20,9 @@ pub async fn handle(shard: &Rc<Shard>, req: HeartbeatRequest) -> HeartbeatRespon
         group_instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
         generation: req.generation_id,
     };
-    response.error_code = match shard.group_call(&group_id, op).await {
-        GroupReply::Error(e) => e,
+    response.error_code = match crate::groups::service::call(shard, &group_id, op).await {
+        GroupReply::Done => 0,
+        GroupReply::Error(e) => crate::errors::group_error_code(e),
         other => {
             tracing::error!(?other, "unexpected reply to Heartbeat");
             code(ResponseError::UnknownServerError)

@@ -50,10 +50,10 @@ pub async fn handle(
             .map(|p| (p.name.to_string(), p.metadata.clone()))
             .collect(),
     };
-    let result = match shard.group_call(&group_id, GroupOp::Join(params)).await {
+    let result = match crate::groups::service::call(shard, &group_id, GroupOp::Join(params)).await {
         GroupReply::Join(r) => r,
         GroupReply::Error(e) => {
-            response.error_code = e;
+            response.error_code = crate::errors::group_error_code(e);
             return response;
         }
         other => {
@@ -62,7 +62,7 @@ pub async fn handle(
             return response;
         }
     };
-    response.error_code = result.error;
+    response.error_code = result.error.map_or(0, crate::errors::group_error_code);
     response.generation_id = result.generation;
     response.member_id = str_bytes(result.member_id);
     response.leader = str_bytes(result.leader);

@@ -29,18 +29,21 @@ pub async fn handle(shard: &Rc<Shard>, req: LeaveGroupRequest, version: i16) -> 
     } else {
         vec![(req.member_id.to_string(), None)]
     };
-    let errors = match shard
-        .group_call(
-            &group_id,
-            GroupOp::Leave {
-                members: members.clone(),
-            },
-        )
-        .await
+    let errors = match crate::groups::service::call(
+        shard,
+        &group_id,
+        GroupOp::Leave {
+            members: members.clone(),
+        },
+    )
+    .await
     {
-        GroupReply::Leave(errors) => errors,
+        GroupReply::Leave(results) => results
+            .into_iter()
+            .map(crate::errors::group_result_code)
+            .collect::<Vec<_>>(),
         GroupReply::Error(e) => {
-            response.error_code = e;
+            response.error_code = crate::errors::group_error_code(e);
             return response;
         }
         other => {

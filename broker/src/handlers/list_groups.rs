@@ -12,7 +12,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ListGroupsRequest, version: i16) -> 
         .iter()
         .map(|s| s.to_ascii_lowercase())
         .collect();
-    let mut groups = shard.list_all_groups().await;
+    let mut groups = crate::groups::service::list_all(shard).await;
     groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     let mut response = ListGroupsResponse::default();
     response.groups = groups

@@ -38,8 +38,8 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
             }
             if name == crate::groups::OFFSETS_TOPIC {
                 // Created as the coordinator needs it (Kafka creates it the same way).
-                if let Err(error) = shard.ensure_offsets_topic().await {
-                    create_errors.insert(name.clone(), error);
+                if let Err(error) = crate::groups::service::ensure_offsets_topic(shard).await {
+                    create_errors.insert(name.clone(), crate::errors::group_error_code(error));
                 }
                 continue;
             }

@@ -45,58 +45,120 @@ use net::{ApiVersionTable, Request};
 use std::rc::Rc;
 use std::sync::OnceLock;
 
-/// (API, min version, max version, name for metrics) advertised and served.
-const VERSIONS: &[(ApiKey, i16, i16, &str)] = &[
-    (ApiKey::Produce, 3, 9, "Produce"),
-    (ApiKey::InitProducerId, 0, 4, "InitProducerId"),
-    (ApiKey::Fetch, 4, 12, "Fetch"),
-    (ApiKey::ListOffsets, 1, 7, "ListOffsets"),
-    (ApiKey::Metadata, 0, 12, "Metadata"),
-    (ApiKey::ApiVersions, 0, 3, "ApiVersions"),
-    (ApiKey::CreateTopics, 2, 7, "CreateTopics"),
-    (ApiKey::DeleteTopics, 1, 5, "DeleteTopics"),
-    (ApiKey::DescribeConfigs, 1, 4, "DescribeConfigs"),
-    (ApiKey::AlterConfigs, 0, 2, "AlterConfigs"),
-    (ApiKey::DeleteRecords, 0, 2, "DeleteRecords"),
-    (ApiKey::CreatePartitions, 0, 3, "CreatePartitions"),
-    (
-        ApiKey::IncrementalAlterConfigs,
-        0,
-        1,
-        "IncrementalAlterConfigs",
-    ),
-    (ApiKey::DescribeCluster, 0, 1, "DescribeCluster"),
-    (ApiKey::FindCoordinator, 0, 4, "FindCoordinator"),
-    (ApiKey::JoinGroup, 0, 9, "JoinGroup"),
-    (ApiKey::SyncGroup, 0, 5, "SyncGroup"),
-    (ApiKey::Heartbeat, 0, 4, "Heartbeat"),
-    (ApiKey::LeaveGroup, 0, 5, "LeaveGroup"),
-    (ApiKey::OffsetCommit, 2, 8, "OffsetCommit"),
-    (ApiKey::OffsetFetch, 1, 8, "OffsetFetch"),
-    (ApiKey::ListGroups, 0, 4, "ListGroups"),
-    (ApiKey::DescribeGroups, 0, 5, "DescribeGroups"),
-    (ApiKey::DeleteGroups, 0, 2, "DeleteGroups"),
-    (ApiKey::OffsetDelete, 0, 0, "OffsetDelete"),
-    (ApiKey::DescribeAcls, 1, 3, "DescribeAcls"),
-    (ApiKey::CreateAcls, 1, 3, "CreateAcls"),
-    (ApiKey::DeleteAcls, 1, 3, "DeleteAcls"),
-    (ApiKey::ElectLeaders, 0, 2, "ElectLeaders"),
-    (
-        ApiKey::ListPartitionReassignments,
-        0,
-        0,
-        "ListPartitionReassignments",
-    ),
-    (ApiKey::DescribeClientQuotas, 0, 1, "DescribeClientQuotas"),
-    (ApiKey::DescribeLogDirs, 1, 4, "DescribeLogDirs"),
-];
+/// The handler registry: every API this broker serves, once, with the versions it advertises
+/// in ApiVersions (only fully implemented ones) and the call that serves it. From this one list
+/// the macro builds [`APIS`] (the version table and metric names) and the dispatch `match`
+/// (static dispatch: no boxed future per request).
+///
+/// Each entry is `Variant min..=max => |shard, request, call| expression`: `request` is the
+/// decoded body of `RequestKind::Variant`, `call` the [`Call`] (version, correlation id,
+/// client). A plain entry's expression is the response body, encoded here; a `raw` entry's
+/// expression is the whole [`Response`] (Produce with acks=0 sends none; Fetch frames its own
+/// zero-copy response).
+macro_rules! registry {
+    ($($variant:ident $min:literal..=$max:literal => $($raw:ident)? |$shard:ident, $req:pat_param, $call:ident| $body:expr,)*) => {
+        /// (API, min version, max version, name for metrics) advertised and served.
+        pub const APIS: &[(ApiKey, i16, i16, &str)] = &[
+            $((ApiKey::$variant, $min, $max, stringify!($variant)),)*
+        ];
+
+        async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Response {
+            let call = Call {
+                key: request.api_key,
+                version: request.api_version,
+                correlation_id: request.correlation_id(),
+                client_id: request.header.client_id.as_deref().unwrap_or_default(),
+                client_host,
+            };
+            match request.body {
+                $(RequestKind::$variant($req) => {
+                    let ($shard, $call) = (shard, &call);
+                    registry!(@respond $call, [$($raw)?] $body)
+                })*
+                other => {
+                    // The version table only admits the APIs above; nothing else reaches here.
+                    tracing::error!(api = ?call.key, "no handler for {:?}", std::mem::discriminant(&other));
+                    Response::Close
+                }
+            }
+        }
+    };
+    (@respond $call:ident, [raw] $body:expr) => { $body };
+    (@respond $call:ident, [] $body:expr) => {
+        respond($call.key, $call.version, $call.correlation_id, &$body)
+    };
+}
+
+registry! {
+    Produce 3..=9 => raw |shard, req, call| {
+        let acks = req.acks;
+        let response = produce::handle(shard, req).await;
+        if acks == 0 {
+            Response::None
+        } else {
+            respond(call.key, call.version, call.correlation_id, &response)
+        }
+    },
+    InitProducerId 0..=4 => |shard, req, _call| init_producer_id::handle(shard, req).await,
+    Fetch 4..=12 => raw |shard, req, call| {
+        fetch::handle(shard, req, call.version, call.correlation_id).await
+    },
+    ListOffsets 1..=7 => |shard, req, call| list_offsets::handle(shard, req, call.version).await,
+    Metadata 0..=12 => |shard, req, call| metadata::handle(shard, req, call.version).await,
+    ApiVersions 0..=3 => |_shard, _, _call| api_versions::handle(),
+    CreateTopics 2..=7 => |shard, req, _call| create_topics::handle(shard, req).await,
+    DeleteTopics 1..=5 => |shard, req, call| delete_topics::handle(shard, req, call.version).await,
+    DescribeConfigs 1..=4 => |shard, req, call| describe_configs::handle(shard, req, call.version),
+    AlterConfigs 0..=2 => |shard, req, _call| alter_configs::handle(shard, req).await,
+    DeleteRecords 0..=2 => |shard, req, _call| delete_records::handle(shard, req).await,
+    CreatePartitions 0..=3 => |shard, req, _call| create_partitions::handle(shard, req).await,
+    IncrementalAlterConfigs 0..=1 => |shard, req, _call| {
+        incremental_alter_configs::handle(shard, req).await
+    },
+    DescribeCluster 0..=1 => |shard, req, _call| describe_cluster::handle(shard, &req),
+    FindCoordinator 0..=4 => |shard, req, call| {
+        find_coordinator::handle(shard, req, call.version).await
+    },
+    JoinGroup 0..=9 => |shard, req, call| {
+        join_group::handle(shard, req, call.version, call.client_id, call.client_host).await
+    },
+    SyncGroup 0..=5 => |shard, req, call| sync_group::handle(shard, req, call.version).await,
+    Heartbeat 0..=4 => |shard, req, _call| heartbeat::handle(shard, req).await,
+    LeaveGroup 0..=5 => |shard, req, call| leave_group::handle(shard, req, call.version).await,
+    OffsetCommit 2..=8 => |shard, req, _call| offset_commit::handle(shard, req).await,
+    OffsetFetch 1..=8 => |shard, req, call| offset_fetch::handle(shard, req, call.version).await,
+    ListGroups 0..=4 => |shard, req, call| list_groups::handle(shard, req, call.version).await,
+    DescribeGroups 0..=5 => |shard, req, call| {
+        describe_groups::handle(shard, req, call.version).await
+    },
+    DeleteGroups 0..=2 => |shard, req, _call| delete_groups::handle(shard, req).await,
+    OffsetDelete 0..=0 => |shard, req, _call| offset_delete::handle(shard, req).await,
+    DescribeAcls 1..=3 => |_shard, _, _call| describe_acls::handle(),
+    CreateAcls 1..=3 => |_shard, req, _call| create_acls::handle(&req),
+    DeleteAcls 1..=3 => |_shard, req, _call| delete_acls::handle(&req),
+    ElectLeaders 0..=2 => |shard, req, _call| elect_leaders::handle(shard, req),
+    ListPartitionReassignments 0..=0 => |_shard, _, _call| list_partition_reassignments::handle(),
+    DescribeClientQuotas 0..=1 => |_shard, _, _call| describe_client_quotas::handle(),
+    DescribeLogDirs 1..=4 => |shard, req, _call| describe_log_dirs::handle(shard, req).await,
+}
+
+/// What a handler is told about its request besides the body.
+struct Call<'a> {
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    /// The header's client id ("" when absent).
+    client_id: &'a str,
+    /// The client's address in Kafka's `/ip` form.
+    client_host: &'a str,
+}
 
 /// The broker's ApiVersions table.
 pub fn supported_versions() -> &'static ApiVersionTable {
     static TABLE: OnceLock<ApiVersionTable> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut table = ApiVersionTable::new();
-        for &(key, min, max, _) in VERSIONS {
+        for &(key, min, max, _) in APIS {
             table
                 .insert(key, min, max)
                 .expect("advertised versions are decodable by kafka-protocol");
@@ -116,10 +178,9 @@ pub enum Response {
     Close,
 }
 
-/// The name of `key` in metrics (the APIs of [`VERSIONS`]).
+/// The name of `key` in metrics (the APIs of [`APIS`]).
 fn api_name(key: ApiKey) -> &'static str {
-    VERSIONS
-        .iter()
+    APIS.iter()
         .find(|(k, ..)| *k == key)
         .map_or("Other", |(.., name)| name)
 }
@@ -134,205 +195,6 @@ pub async fn handle(shard: &Rc<Shard>, request: Request, client_host: &str) -> R
         .metrics
         .record_latency(api_name(key), started.elapsed());
     response
-}
-
-async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Response {
-    let (key, version, correlation_id) = (
-        request.api_key,
-        request.api_version,
-        request.correlation_id(),
-    );
-    match request.body {
-        RequestKind::ApiVersions(_) => {
-            respond(key, version, correlation_id, &api_versions::handle())
-        }
-        RequestKind::Metadata(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &metadata::handle(shard, req, version).await,
-        ),
-        RequestKind::CreateTopics(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &create_topics::handle(shard, req).await,
-        ),
-        RequestKind::DeleteTopics(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &delete_topics::handle(shard, req, version).await,
-        ),
-        RequestKind::CreatePartitions(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &create_partitions::handle(shard, req).await,
-        ),
-        RequestKind::DescribeConfigs(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &describe_configs::handle(shard, req, version),
-        ),
-        RequestKind::AlterConfigs(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &alter_configs::handle(shard, req).await,
-        ),
-        RequestKind::DeleteRecords(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &delete_records::handle(shard, req).await,
-        ),
-        RequestKind::IncrementalAlterConfigs(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &incremental_alter_configs::handle(shard, req).await,
-        ),
-        RequestKind::DescribeCluster(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &describe_cluster::handle(shard, &req),
-        ),
-        RequestKind::Produce(req) => {
-            let acks = req.acks;
-            let response = produce::handle(shard, req).await;
-            if acks == 0 {
-                return Response::None;
-            }
-            respond(key, version, correlation_id, &response)
-        }
-        RequestKind::Fetch(req) => fetch::handle(shard, req, version, correlation_id).await,
-        RequestKind::InitProducerId(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &init_producer_id::handle(shard, req).await,
-        ),
-        RequestKind::ListOffsets(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &list_offsets::handle(shard, req, version).await,
-        ),
-        RequestKind::FindCoordinator(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &find_coordinator::handle(shard, req, version).await,
-        ),
-        RequestKind::JoinGroup(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &join_group::handle(
-                shard,
-                req,
-                version,
-                request.header.client_id.as_deref().unwrap_or_default(),
-                client_host,
-            )
-            .await,
-        ),
-        RequestKind::SyncGroup(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &sync_group::handle(shard, req, version).await,
-        ),
-        RequestKind::Heartbeat(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &heartbeat::handle(shard, req).await,
-        ),
-        RequestKind::LeaveGroup(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &leave_group::handle(shard, req, version).await,
-        ),
-        RequestKind::OffsetCommit(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &offset_commit::handle(shard, req).await,
-        ),
-        RequestKind::OffsetFetch(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &offset_fetch::handle(shard, req, version).await,
-        ),
-        RequestKind::ListGroups(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &list_groups::handle(shard, req, version).await,
-        ),
-        RequestKind::DescribeGroups(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &describe_groups::handle(shard, req, version).await,
-        ),
-        RequestKind::DeleteGroups(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &delete_groups::handle(shard, req).await,
-        ),
-        RequestKind::OffsetDelete(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &offset_delete::handle(shard, req).await,
-        ),
-        RequestKind::DescribeAcls(_) => {
-            respond(key, version, correlation_id, &describe_acls::handle())
-        }
-        RequestKind::CreateAcls(req) => {
-            respond(key, version, correlation_id, &create_acls::handle(&req))
-        }
-        RequestKind::DeleteAcls(req) => {
-            respond(key, version, correlation_id, &delete_acls::handle(&req))
-        }
-        RequestKind::ElectLeaders(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &elect_leaders::handle(shard, req),
-        ),
-        RequestKind::ListPartitionReassignments(_) => respond(
-            key,
-            version,
-            correlation_id,
-            &list_partition_reassignments::handle(),
-        ),
-        RequestKind::DescribeLogDirs(req) => respond(
-            key,
-            version,
-            correlation_id,
-            &describe_log_dirs::handle(shard, req).await,
-        ),
-        RequestKind::DescribeClientQuotas(_) => respond(
-            key,
-            version,
-            correlation_id,
-            &describe_client_quotas::handle(),
-        ),
-        other => {
-            // The version table only admits the APIs above; anything else cannot reach here.
-            tracing::error!(api = ?key, "no handler for {:?}", std::mem::discriminant(&other));
-            Response::Close
-        }
-    }
 }
 
 fn respond<M: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &M) -> Response {

@@ -52,9 +52,15 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommit
             generation: req.generation_id_or_member_epoch,
             offsets,
         };
-        match shard.group_call(&group_id, op).await {
-            GroupReply::PartitionErrors(results) => results,
-            GroupReply::Error(e) => fallback.into_iter().map(|(t, p)| (t, p, e)).collect(),
+        match crate::groups::service::call(shard, &group_id, op).await {
+            GroupReply::PartitionErrors(results) => results
+                .into_iter()
+                .map(|(t, p, r)| (t, p, crate::errors::group_result_code(r)))
+                .collect(),
+            GroupReply::Error(e) => {
+                let e = crate::errors::group_error_code(e);
+                fallback.into_iter().map(|(t, p)| (t, p, e)).collect()
+            }
             other => {
                 tracing::error!(?other, "unexpected reply to OffsetCommit");
                 let e = code(ResponseError::UnknownServerError);

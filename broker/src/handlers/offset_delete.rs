@@ -28,13 +28,19 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDelete
             (t.name.0.to_string(), ps)
         })
         .collect();
-    let results = match shard
-        .group_call(&req.group_id.0, GroupOp::DeleteOffsets { partitions })
-        .await
+    let results = match crate::groups::service::call(
+        shard,
+        &req.group_id.0,
+        GroupOp::DeleteOffsets { partitions },
+    )
+    .await
     {
-        GroupReply::PartitionErrors(results) => results,
+        GroupReply::PartitionErrors(results) => results
+            .into_iter()
+            .map(|(t, p, r)| (t, p, crate::errors::group_result_code(r)))
+            .collect::<Vec<_>>(),
         GroupReply::Error(e) => {
-            response.error_code = e;
+            response.error_code = crate::errors::group_error_code(e);
             return response;
         }
         other => {

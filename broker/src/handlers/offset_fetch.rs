@@ -107,9 +107,9 @@ async fn fetch(
     let op = GroupOp::FetchOffsets {
         partitions: wanted.clone(),
     };
-    match shard.group_call(group_id, op).await {
+    match crate::groups::service::call(shard, group_id, op).await {
         GroupReply::Offsets(offsets) => (0, offsets),
-        GroupReply::Error(e) => (e, unanswered(&wanted)),
+        GroupReply::Error(e) => (crate::errors::group_error_code(e), unanswered(&wanted)),
         other => {
             tracing::error!(?other, "unexpected reply to OffsetFetch");
             (code(ResponseError::UnknownServerError), unanswered(&wanted))

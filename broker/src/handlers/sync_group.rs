@@ -30,16 +30,16 @@ pub async fn handle(shard: &Rc<Shard>, req: SyncGroupRequest, version: i16) -> S
             .map(|a| (a.member_id.to_string(), a.assignment.clone()))
             .collect(),
     };
-    match shard.group_call(&group_id, GroupOp::Sync(params)).await {
+    match crate::groups::service::call(shard, &group_id, GroupOp::Sync(params)).await {
         GroupReply::Sync(r) => {
-            response.error_code = r.error;
+            response.error_code = r.error.map_or(0, crate::errors::group_error_code);
             response.assignment = r.assignment;
             if version >= 5 {
                 response.protocol_type = r.protocol_type.map(str_bytes);
                 response.protocol_name = r.protocol_name.map(str_bytes);
             }
         }
-        GroupReply::Error(e) => response.error_code = e,
+        GroupReply::Error(e) => response.error_code = crate::errors::group_error_code(e),
         other => {
             tracing::error!(?other, "unexpected reply to SyncGroup");
             response.error_code = code(ResponseError::UnknownServerError);

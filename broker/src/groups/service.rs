@@ -1,0 +1,727 @@
+//! The group service: runs a [`GroupOp`] on the shard coordinating its group (routing it over
+//! the shard mesh when that is another shard), replays `__consumer_offsets` partitions into the
+//! shard's [`super::coordinator::GroupCoordinator`], and makes commits and membership changes
+//! durable as appends to the group's offsets partition before they are acknowledged.
+
+use super::error::GroupError;
+use super::group::GroupState;
+use super::group::{self, Answer, Group, JoinResult, SyncOutcome, SyncResult};
+use super::offsets_log::{CommittedOffset, OffsetsRecord};
+use super::ops::{
+    DescribedMember, GroupDescription, GroupOp, GroupReply, ListedGroup, OffsetCommitEntry,
+};
+use super::{
+    partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT,
+    OFFSET_METADATA_MAX_BYTES, REPLAY_READ_BYTES,
+};
+use crate::errors::code;
+use crate::messages::{Acks, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
+use crate::shard::Shard;
+use bytes::Bytes;
+use futures_channel::oneshot;
+use net::kafka_protocol::error::ResponseError;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Instant;
+use storage::{Offset, TimestampMs, TopicPartition};
+
+/// Runs `op` on the shard coordinating `group_id`, creating `__consumer_offsets` first if
+/// this is the cluster's first group.
+pub async fn call(shard: &Rc<Shard>, group_id: &str, op: GroupOp) -> GroupReply {
+    // The stored records carry the id as a Kafka (int16-length) string.
+    if group_id.len() > i16::MAX as usize {
+        return GroupReply::Error(GroupError::InvalidGroupId);
+    }
+    let partitions = match ensure_offsets_topic(shard).await {
+        Ok(n) => n,
+        Err(error) => return GroupReply::Error(error),
+    };
+    let partition = partition_for(group_id, partitions);
+    let Some(owner) = shard.metadata().owner(OFFSETS_TOPIC, partition) else {
+        return GroupReply::Error(GroupError::CoordinatorNotAvailable);
+    };
+    if owner == shard.id {
+        return run_op(shard, partition, group_id, op).await;
+    }
+    let (reply, answer) = oneshot::channel();
+    let msg = ShardMsg::Group {
+        partition,
+        group_id: group_id.to_string(),
+        op,
+        reply,
+    };
+    if shard.send(owner, msg).await.is_err() {
+        return GroupReply::Error(GroupError::CoordinatorNotAvailable);
+    }
+    answer
+        .await
+        .unwrap_or(GroupReply::Error(GroupError::CoordinatorNotAvailable))
+}
+
+/// The partition count of `__consumer_offsets`, creating it with
+/// `offsets.topic.num.partitions` partitions if it does not exist (Kafka creates it on the
+/// first FindCoordinator too). Errors: `CoordinatorNotAvailable` when it cannot be created.
+pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError> {
+    if let Some(t) = shard.metadata().topics.get(OFFSETS_TOPIC) {
+        return Ok(t.partition_shards.len());
+    }
+    // Kafka compacts this topic; Sluice has no compaction yet, so nothing may expire.
+    let overrides = BTreeMap::from([
+        ("retention.ms".to_string(), "-1".to_string()),
+        ("retention.bytes".to_string(), "-1".to_string()),
+        (
+            "segment.bytes".to_string(),
+            shard.config.offsets_topic_segment_bytes.to_string(),
+        ),
+    ]);
+    let op = ControllerOp::CreateTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        partitions: shard.config.offsets_topic_num_partitions,
+        overrides,
+        validate_only: false,
+    };
+    match shard.controller_call(op).await {
+        Ok(()) => {}
+        Err((e, _)) if e == code(ResponseError::TopicAlreadyExists) => {}
+        Err((e, why)) => {
+            tracing::warn!(error = e, %why, "cannot create {OFFSETS_TOPIC}");
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+    }
+    shard
+        .metadata()
+        .topics
+        .get(OFFSETS_TOPIC)
+        .map(|t| t.partition_shards.len())
+        .ok_or(GroupError::CoordinatorNotAvailable)
+}
+
+/// Runs `op` here, where `partition` of `__consumer_offsets` is owned.
+pub async fn run_op(shard: &Rc<Shard>, partition: i32, group_id: &str, op: GroupOp) -> GroupReply {
+    let reply = run_group_op_inner(shard, partition, group_id, op).await;
+    // A refused join or commit must not leave an empty group behind.
+    drop_if_vacant(shard, group_id);
+    reply
+}
+
+fn drop_if_vacant(shard: &Shard, group_id: &str) {
+    let mut groups = shard.groups.groups.borrow_mut();
+    if groups.get(group_id).is_some_and(Group::is_vacant) {
+        groups.remove(group_id);
+    }
+}
+
+async fn run_group_op_inner(
+    shard: &Rc<Shard>,
+    partition: i32,
+    group_id: &str,
+    op: GroupOp,
+) -> GroupReply {
+    if let Err(error) = ensure_groups_loaded(shard, partition).await {
+        return GroupReply::Error(error);
+    }
+    let now = Instant::now();
+    let cfg = shard.groups.config;
+    match op {
+        GroupOp::Join(params) => {
+            let answer = try_with_group(shard, group_id, true, |g| g.join(params, now, &cfg));
+            persist_membership(shard, partition, group_id).await;
+            GroupReply::Join(match answer {
+                Some(Answer::Now(r)) => r,
+                Some(Answer::Later(rx)) => rx
+                    .await
+                    .unwrap_or_else(|_| JoinResult::error(GroupError::CoordinatorNotAvailable, "")),
+                None => JoinResult::error(GroupError::UnknownMemberId, ""),
+            })
+        }
+        GroupOp::Sync(params) => {
+            let outcome = try_with_group(shard, group_id, false, |g| g.sync(params, now));
+            let rx = match outcome {
+                None => return sync_error(GroupError::UnknownMemberId),
+                Some(SyncOutcome::Answer(Answer::Now(r))) => return GroupReply::Sync(r),
+                Some(SyncOutcome::Answer(Answer::Later(rx))) => rx,
+                Some(SyncOutcome::Persist {
+                    generation,
+                    record,
+                    answer,
+                }) => {
+                    let stored = OffsetsRecord::Group {
+                        group: group_id.to_string(),
+                        value: Some(record),
+                    };
+                    let result = append_offsets_records(shard, partition, &[stored]).await;
+                    try_with_group(shard, group_id, false, |g| {
+                        g.finish_sync(generation, result, Instant::now(), &cfg);
+                    });
+                    persist_membership(shard, partition, group_id).await;
+                    answer
+                }
+            };
+            GroupReply::Sync(
+                rx.await
+                    .unwrap_or_else(|_| SyncResult::error(GroupError::RebalanceInProgress)),
+            )
+        }
+        GroupOp::Heartbeat {
+            member_id,
+            group_instance_id,
+            generation,
+        } => {
+            let error = try_with_group(shard, group_id, false, |g| {
+                g.heartbeat(&member_id, group_instance_id.as_deref(), generation, now)
+            });
+            match error.unwrap_or(Err(GroupError::UnknownMemberId)) {
+                Ok(()) => GroupReply::Done,
+                Err(error) => GroupReply::Error(error),
+            }
+        }
+        GroupOp::Leave { members } => {
+            let errors = try_with_group(shard, group_id, false, |g| g.leave(&members, now, &cfg));
+            persist_membership(shard, partition, group_id).await;
+            GroupReply::Leave(
+                errors.unwrap_or_else(|| vec![Err(GroupError::UnknownMemberId); members.len()]),
+            )
+        }
+        GroupOp::Commit {
+            member_id,
+            group_instance_id,
+            generation,
+            offsets,
+        } => {
+            commit_offsets(
+                shard,
+                partition,
+                group_id,
+                &member_id,
+                group_instance_id.as_deref(),
+                generation,
+                offsets,
+            )
+            .await
+        }
+        GroupOp::FetchOffsets { partitions } => {
+            let groups = shard.groups.groups.borrow();
+            let group = groups.get(group_id);
+            let offsets = match partitions {
+                Some(wanted) => wanted
+                    .into_iter()
+                    .flat_map(|(topic, ps)| ps.into_iter().map(move |p| (topic.clone(), p)))
+                    .map(|(topic, p)| {
+                        let c = group.and_then(|g| g.offsets.get(&(topic.clone(), p)));
+                        (topic, p, c.cloned())
+                    })
+                    .collect(),
+                None => group.map_or_else(Vec::new, |g| {
+                    g.offsets
+                        .iter()
+                        .map(|((t, p), c)| (t.clone(), *p, Some(c.clone())))
+                        .collect()
+                }),
+            };
+            GroupReply::Offsets(offsets)
+        }
+        GroupOp::Describe => {
+            let groups = shard.groups.groups.borrow();
+            GroupReply::Described(match groups.get(group_id) {
+                Some(g) => describe(g),
+                None => GroupDescription {
+                    state: GroupState::Dead.name(),
+                    protocol_type: String::new(),
+                    protocol: String::new(),
+                    members: Vec::new(),
+                },
+            })
+        }
+        GroupOp::Delete => delete_group(shard, partition, group_id).await,
+        GroupOp::DeleteOffsets { partitions } => {
+            delete_offsets(shard, partition, group_id, partitions).await
+        }
+    }
+}
+
+/// Runs `f` on the group (creating it when `create`); `None` when it does not exist.
+fn try_with_group<T>(
+    shard: &Shard,
+    group_id: &str,
+    create: bool,
+    f: impl FnOnce(&mut Group) -> T,
+) -> Option<T> {
+    let mut groups = shard.groups.groups.borrow_mut();
+    if create && !groups.contains_key(group_id) {
+        groups.insert(group_id.to_string(), Group::new(group_id));
+    }
+    groups.get_mut(group_id).map(f)
+}
+
+/// Appends the membership records the group queued (a rebalance that emptied it, a
+/// static member replaced); failures are logged: the next change writes it again.
+async fn persist_membership(shard: &Shard, partition: i32, group_id: &str) {
+    let pending =
+        try_with_group(shard, group_id, false, Group::take_to_persist).unwrap_or_default();
+    let Some(latest) = pending.into_iter().last() else {
+        return;
+    };
+    let record = OffsetsRecord::Group {
+        group: group_id.to_string(),
+        value: Some(latest),
+    };
+    if let Err(error) = append_offsets_records(shard, partition, &[record]).await {
+        tracing::warn!(group = group_id, %error, "could not store group membership");
+    }
+}
+
+async fn commit_offsets(
+    shard: &Shard,
+    partition: i32,
+    group_id: &str,
+    member_id: &str,
+    instance: Option<&str>,
+    generation: i32,
+    offsets: Vec<OffsetCommitEntry>,
+) -> GroupReply {
+    let now = Instant::now();
+    // Kafka: a member's commit (generation ≥ 0) to a group that does not exist is stale;
+    // a simple commit (generation < 0) creates the group.
+    let exists = shard.groups.groups.borrow().contains_key(group_id);
+    let allowed = if !exists && generation >= 0 {
+        Err(GroupError::IllegalGeneration)
+    } else {
+        try_with_group(shard, group_id, true, |g| {
+            let allowed = g.check_commit(member_id, instance, generation, now);
+            if allowed.is_ok() {
+                g.commits_in_flight += 1;
+            }
+            allowed
+        })
+        .unwrap_or(Err(GroupError::CoordinatorNotAvailable))
+    };
+    if let Err(error) = allowed {
+        return GroupReply::PartitionErrors(
+            offsets
+                .iter()
+                .map(|o| (o.topic.clone(), o.partition, Err(error)))
+                .collect(),
+        );
+    }
+    let commit_timestamp_ms = group::epoch_ms();
+    let mut records = Vec::new();
+    let mut results = Vec::new();
+    for o in &offsets {
+        let metadata = o.metadata.clone().unwrap_or_default();
+        if metadata.len() > OFFSET_METADATA_MAX_BYTES {
+            results.push((
+                o.topic.clone(),
+                o.partition,
+                Err(GroupError::OffsetMetadataTooLarge),
+            ));
+            continue;
+        }
+        results.push((o.topic.clone(), o.partition, Ok(())));
+        records.push(OffsetsRecord::Offset {
+            group: group_id.to_string(),
+            topic: o.topic.clone(),
+            partition: o.partition,
+            value: Some(CommittedOffset {
+                offset: o.offset,
+                leader_epoch: o.leader_epoch,
+                metadata,
+                commit_timestamp_ms,
+            }),
+        });
+    }
+    let appended = if records.is_empty() {
+        Ok(())
+    } else {
+        append_offsets_records(shard, partition, &records).await
+    };
+    // A DeleteGroups that ran during the append wrote its tombstones after this commit:
+    // the group stays deleted (not re-created), as the log will replay it.
+    try_with_group(shard, group_id, false, |g| {
+        g.commits_in_flight = g.commits_in_flight.saturating_sub(1);
+        if appended.is_err() {
+            return;
+        }
+        for record in records {
+            if let OffsetsRecord::Offset {
+                topic,
+                partition,
+                value: Some(value),
+                ..
+            } = record
+            {
+                g.offsets.insert((topic, partition), value);
+            }
+        }
+    });
+    if let Err(error) = appended {
+        for r in results.iter_mut().filter(|r| r.2.is_ok()) {
+            r.2 = Err(error);
+        }
+    }
+    GroupReply::PartitionErrors(results)
+}
+
+async fn delete_group(shard: &Shard, partition: i32, group_id: &str) -> GroupReply {
+    let tombstones = {
+        let groups = shard.groups.groups.borrow();
+        let Some(g) = groups.get(group_id) else {
+            return GroupReply::Error(GroupError::GroupIdNotFound);
+        };
+        if g.state() == GroupState::Dead {
+            return GroupReply::Error(GroupError::GroupIdNotFound);
+        }
+        if g.state() != GroupState::Empty || !g.is_empty() {
+            return GroupReply::Error(GroupError::NonEmptyGroup);
+        }
+        let mut records: Vec<OffsetsRecord> = g
+            .offsets
+            .keys()
+            .map(|(topic, p)| OffsetsRecord::Offset {
+                group: group_id.to_string(),
+                topic: topic.clone(),
+                partition: *p,
+                value: None,
+            })
+            .collect();
+        records.push(OffsetsRecord::Group {
+            group: group_id.to_string(),
+            value: None,
+        });
+        records
+    };
+    // Dead while the tombstones are written: joins and commits meanwhile are refused.
+    try_with_group(shard, group_id, false, Group::mark_dead);
+    match append_offsets_records(shard, partition, &tombstones).await {
+        Ok(()) => {
+            shard.groups.groups.borrow_mut().remove(group_id);
+            GroupReply::Done
+        }
+        Err(error) => {
+            // Not deleted after all: the group stays as it was (Empty, offsets kept).
+            let mut groups = shard.groups.groups.borrow_mut();
+            if let Some(g) = groups.remove(group_id) {
+                let mut revived = Group::new(group_id);
+                revived.offsets = g.offsets;
+                groups.insert(group_id.to_string(), revived);
+            }
+            GroupReply::Error(error)
+        }
+    }
+}
+
+async fn delete_offsets(
+    shard: &Shard,
+    partition: i32,
+    group_id: &str,
+    partitions: Vec<(String, Vec<i32>)>,
+) -> GroupReply {
+    let (subscribed, state, is_consumer) = {
+        let groups = shard.groups.groups.borrow();
+        let Some(g) = groups.get(group_id) else {
+            return GroupReply::Error(GroupError::GroupIdNotFound);
+        };
+        (
+            g.subscribed_topics(),
+            g.state(),
+            g.protocol_type() == Some("consumer"),
+        )
+    };
+    if state == GroupState::Dead {
+        return GroupReply::Error(GroupError::GroupIdNotFound);
+    }
+    if state != GroupState::Empty && !is_consumer {
+        // Kafka: without the consumer protocol the subscriptions cannot be known.
+        return GroupReply::Error(GroupError::NonEmptyGroup);
+    }
+    let mut results = Vec::new();
+    let mut tombstones = Vec::new();
+    for (topic, ps) in partitions {
+        for p in ps {
+            // KIP-496: offsets of a topic the active group consumes stay.
+            if state != GroupState::Empty && subscribed.contains(&topic) {
+                results.push((topic.clone(), p, Err(GroupError::GroupSubscribedToTopic)));
+                continue;
+            }
+            results.push((topic.clone(), p, Ok(())));
+            tombstones.push(OffsetsRecord::Offset {
+                group: group_id.to_string(),
+                topic: topic.clone(),
+                partition: p,
+                value: None,
+            });
+        }
+    }
+    if !tombstones.is_empty() {
+        if let Err(error) = append_offsets_records(shard, partition, &tombstones).await {
+            return GroupReply::Error(error);
+        }
+        try_with_group(shard, group_id, false, |g| {
+            for t in &tombstones {
+                if let OffsetsRecord::Offset {
+                    topic, partition, ..
+                } = t
+                {
+                    g.offsets.remove(&(topic.clone(), *partition));
+                }
+            }
+        });
+    }
+    GroupReply::PartitionErrors(results)
+}
+
+/// Appends `records` to `__consumer_offsets` partition `partition` (which this shard
+/// owns) and waits until they are on disk. Errors: `InvalidCommitOffsetSize` for a commit
+/// too large for a batch, else `CoordinatorNotAvailable`.
+async fn append_offsets_records(
+    shard: &Shard,
+    partition: i32,
+    records: &[OffsetsRecord],
+) -> Result<(), GroupError> {
+    let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+        records.iter().map(OffsetsRecord::encode).collect();
+    let kv: Vec<storage::KeyValue<'_>> = encoded
+        .iter()
+        .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
+        .collect();
+    let batch = storage::build_batch_kv(TimestampMs(group::epoch_ms()), &kv);
+    let tp = TopicPartition {
+        topic: OFFSETS_TOPIC.to_string(),
+        partition,
+    };
+    let map_error = |e: i16| {
+        if e == code(ResponseError::MessageTooLarge) {
+            GroupError::InvalidCommitOffsetSize
+        } else {
+            GroupError::CoordinatorNotAvailable
+        }
+    };
+    match shard
+        .run_partition_op(
+            &tp,
+            PartitionOp::Produce {
+                records: batch,
+                acks: Acks::All,
+                timeout: OFFSET_COMMIT_TIMEOUT,
+            },
+        )
+        .await
+    {
+        PartitionReply::Produced { .. } => {}
+        PartitionReply::Error(e) => return Err(map_error(e)),
+        other => {
+            tracing::error!(?other, "unexpected reply to an offsets append");
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+    }
+    let owned = shard.owned_partition(&tp).await.map_err(map_error)?;
+    owned
+        .log
+        .flush_to(owned.log.log_end_offset())
+        .await
+        .map(|_| ())
+        .map_err(|e| map_error(crate::errors::storage_error_code(&e)))
+}
+
+/// Replays `__consumer_offsets` partition `partition` into this shard's groups, once.
+/// Errors: `COORDINATOR_NOT_AVAILABLE` when its log cannot be read.
+async fn ensure_groups_loaded(shard: &Shard, partition: i32) -> Result<(), GroupError> {
+    if shard.groups.loaded.borrow().contains(&partition) {
+        return Ok(());
+    }
+    let _permit = shard
+        .groups
+        .load_lock
+        .acquire_permit(1)
+        .await
+        .map_err(|_| GroupError::CoordinatorNotAvailable)?;
+    if shard.groups.loaded.borrow().contains(&partition) {
+        return Ok(());
+    }
+    let tp = TopicPartition {
+        topic: OFFSETS_TOPIC.to_string(),
+        partition,
+    };
+    let unavailable = |_| GroupError::CoordinatorNotAvailable;
+    let owned = shard.owned_partition(&tp).await.map_err(unavailable)?;
+    let log = &owned.log;
+    let end = log.log_end_offset();
+    let mut at = log.log_start_offset();
+    let now = Instant::now();
+    let mut applied = 0usize;
+    while at < end {
+        let batches = log
+            .read(at, REPLAY_READ_BYTES, end)
+            .await
+            .map_err(|e| unavailable(crate::errors::storage_error_code(&e)))?;
+        let Some(last) = batches.last() else {
+            break;
+        };
+        let next: Offset = last.header().last_offset().plus(1);
+        for batch in batches {
+            let bytes = batch.to_vec();
+            let records = match storage::records_of(&bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(%tp, error = %e, "skipping unreadable batch");
+                    continue;
+                }
+            };
+            for r in records {
+                let Some(key) = r.key else { continue };
+                match OffsetsRecord::decode(key, r.value) {
+                    Ok(Some(record)) => {
+                        shard.groups.apply(record, now);
+                        applied += 1;
+                    }
+                    Ok(None) => {}
+                    Err(why) => tracing::warn!(%tp, offset = r.offset.0, %why,
+                        "skipping unreadable record"),
+                }
+            }
+        }
+        at = next;
+    }
+    if applied > 0 {
+        tracing::info!(%tp, records = applied, "loaded consumer groups");
+    }
+    shard.groups.loaded.borrow_mut().insert(partition);
+    Ok(())
+}
+
+/// The `__consumer_offsets` partitions this shard owns.
+fn owned_offsets_partitions(shard: &Shard) -> Vec<i32> {
+    shard
+        .metadata()
+        .topics
+        .get(OFFSETS_TOPIC)
+        .map(|t| {
+            t.partition_shards
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| **s == shard.id)
+                .filter_map(|(p, _)| i32::try_from(p).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// This shard's groups (ListGroups), after replaying its offsets partitions.
+pub async fn list_local(shard: &Shard) -> Vec<ListedGroup> {
+    for p in owned_offsets_partitions(shard) {
+        if let Err(error) = ensure_groups_loaded(shard, p).await {
+            tracing::warn!(partition = p, %error, "offsets partition not loaded");
+        }
+    }
+    shard
+        .groups
+        .groups
+        .borrow()
+        .values()
+        .filter(|g| g.state() != GroupState::Dead)
+        .map(|g| ListedGroup {
+            group_id: g.id.clone(),
+            protocol_type: g.protocol_type().unwrap_or_default().to_string(),
+            state: g.state().name(),
+        })
+        .collect()
+}
+
+/// Every shard's groups, in shard order.
+pub async fn list_all(shard: &Rc<Shard>) -> Vec<ListedGroup> {
+    let mut out = Vec::new();
+    for peer in 0..shard.shards {
+        if peer == shard.id {
+            out.extend(list_local(shard).await);
+            continue;
+        }
+        let (reply, answer) = oneshot::channel();
+        if shard
+            .send(peer, ShardMsg::ListGroups { reply })
+            .await
+            .is_ok()
+        {
+            if let Ok(groups) = answer.await {
+                out.extend(groups);
+            }
+        }
+    }
+    out
+}
+
+/// Loads this shard's offsets partitions, then applies group deadlines every
+/// [`DEADLINE_CHECK_INTERVAL`] until shutdown, when it answers every parked request.
+pub async fn deadline_loop(shard: &Rc<Shard>) {
+    for p in owned_offsets_partitions(shard) {
+        if let Err(error) = ensure_groups_loaded(shard, p).await {
+            tracing::warn!(
+                partition = p,
+                %error,
+                "offsets partition not loaded at start"
+            );
+        }
+    }
+    loop {
+        if shard.sleep_unless_stopped(DEADLINE_CHECK_INTERVAL).await {
+            for g in shard.groups.groups.borrow_mut().values_mut() {
+                g.unload();
+            }
+            return;
+        }
+        let now = Instant::now();
+        let cfg = shard.groups.config;
+        let mut changed = Vec::new();
+        for (id, g) in shard.groups.groups.borrow_mut().iter_mut() {
+            if g.has_deadlines() {
+                g.tick(now, &cfg);
+                changed.push(id.clone());
+            }
+        }
+        let partitions = shard
+            .metadata()
+            .topics
+            .get(OFFSETS_TOPIC)
+            .map_or(0, |t| t.partition_shards.len());
+        for id in changed {
+            persist_membership(shard, partition_for(&id, partitions), &id).await;
+            drop_if_vacant(shard, &id);
+        }
+    }
+}
+
+fn describe(g: &Group) -> GroupDescription {
+    let stable = g.state() == GroupState::Stable;
+    GroupDescription {
+        state: g.state().name(),
+        protocol_type: g.protocol_type().unwrap_or_default().to_string(),
+        protocol: if stable {
+            g.protocol_name().unwrap_or_default().to_string()
+        } else {
+            String::new()
+        },
+        members: g
+            .members()
+            .into_iter()
+            .map(|m| DescribedMember {
+                member_id: m.id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                // Kafka shows member metadata and assignments only once they are settled.
+                metadata: if stable {
+                    g.member_metadata(m)
+                } else {
+                    Bytes::new()
+                },
+                assignment: if stable {
+                    m.assignment.clone()
+                } else {
+                    Bytes::new()
+                },
+            })
+            .collect(),
+    }
+}
+
+fn sync_error(error: GroupError) -> GroupReply {
+    GroupReply::Sync(SyncResult::error(error))
+}
