@@ -19,6 +19,7 @@ use glommio::net::TcpStream;
 use glommio::task::JoinHandle;
 use net::kafka_protocol::messages::ApiKey;
 use net::{decode_frame, decode_request, FrameStatus, NetError};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 
 /// Requests decoded but not yet answered, per connection.
@@ -69,20 +70,44 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let client_host: Rc<str> = peer
         .map_or_else(String::new, |p| format!("/{}", p.ip()))
         .into();
+    let fd = stream.as_raw_fd();
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
     let write_side = glommio::spawn_local(async move {
-        while let Some(task) = pending.recv().await {
-            let chunks = match task.await {
-                Some(Response::Frame(chunks)) => chunks,
-                Some(Response::None) => continue,
-                Some(Response::Close) | None => break,
+        // Every response that is ready leaves in one vectored send.
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let mut waiting: Option<PendingResponse> = None;
+        let mut closing = false;
+        while !closing {
+            let task = match waiting.take() {
+                Some(task) => task,
+                None => match pending.recv().await {
+                    Some(task) => task,
+                    None => break,
+                },
             };
-            for chunk in chunks {
-                if writer.write_all(&chunk).await.is_err() {
-                    return;
+            closing = !take_response(task.await, &mut chunks);
+            while !closing {
+                // The next responses, as far as their handlers have already finished.
+                let Some(Some(mut task)) = futures_lite::future::poll_once(pending.recv()).await
+                else {
+                    break;
+                };
+                match futures_lite::future::poll_once(&mut task).await {
+                    Some(response) => closing = !take_response(response, &mut chunks),
+                    None => {
+                        waiting = Some(task);
+                        break;
+                    }
                 }
             }
+            if crate::send::send_chunks(fd, &mut writer, &chunks)
+                .await
+                .is_err()
+            {
+                return;
+            }
+            chunks.clear();
         }
         let _ = writer.close().await;
     });
@@ -131,6 +156,19 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     }
     drop(queue);
     let _ = write_side.await;
+}
+
+/// Adds a finished handler's response frame to `chunks`; `false` when the connection must
+/// close after what is already there (a response that could not be built, or a lost task).
+fn take_response(response: Option<Response>, chunks: &mut Vec<Bytes>) -> bool {
+    match response {
+        Some(Response::Frame(frame)) => {
+            chunks.extend(frame);
+            true
+        }
+        Some(Response::None) => true,
+        Some(Response::Close) | None => false,
+    }
 }
 
 /// Decodes `frame` and starts its handler; a group-coordinator request first waits for the

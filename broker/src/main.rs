@@ -21,6 +21,7 @@ mod partition;
 mod produce_checks;
 mod records;
 mod runtime;
+mod send;
 mod shard;
 mod shutdown;
 
