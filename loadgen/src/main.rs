@@ -289,12 +289,15 @@ fn run_target(
     let percent = |start: Option<f64>, end: Option<f64>| {
         start.zip(end).map(|(s, e)| (e - s) / wall_s * 100.0)
     };
+    let broker_cpu_used_s = broker_cpu_s
+        .zip(broker_pid.and_then(|pid| procstat::cpu_seconds(Some(pid))))
+        .map(|(start, end)| end - start);
     let cpu = CpuUse {
         loadgen_percent: percent(loadgen_cpu_s, procstat::cpu_seconds(None)),
-        broker_percent: percent(
-            broker_cpu_s,
-            broker_pid.and_then(|pid| procstat::cpu_seconds(Some(pid))),
-        ),
+        broker_percent: broker_cpu_used_s.map(|used| used / wall_s * 100.0),
+        broker_us_per_record: broker_cpu_used_s
+            .filter(|_| outcome.sent > 0)
+            .map(|used| used * 1e6 / outcome.sent as f64),
     };
     let rss = local.as_ref().and_then(LocalBroker::rss);
     if let Some(broker) = local {

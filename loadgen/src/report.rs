@@ -4,8 +4,9 @@
 //! JSON (`schema` = "sluice-loadgen/1"): `scenario`, `params`, `machine`, `baselines` (null
 //! with `--no-baselines`), and `brokers`, one object per broker with at least `p50_ms`,
 //! `p99_ms`, `p999_ms`, `max_ms`, `msgs_per_sec`, `mb_per_sec`, `sent`, `received` (the
-//! slowest consumer group's count), `rss_max_bytes` (null when the broker is not local) and
-//! `vs_baseline`; with `--compare`, `comparison` holds second ÷ first for each figure.
+//! slowest consumer group's count), `rss_max_bytes` (null when the broker is not local),
+//! `cpu` (`broker_percent`, `loadgen_percent`, `broker_us_per_record`: µs of broker CPU per
+//! record produced and consumed; null without a broker pid) and `vs_baseline`; with `--compare`, `comparison` holds second ÷ first for each figure.
 
 use crate::baseline::Baselines;
 use crate::latency::Percentiles;
@@ -105,6 +106,9 @@ pub struct CpuUse {
     pub broker_percent: Option<f64>,
     /// This loadgen process (producers, consumers and librdkafka's threads).
     pub loadgen_percent: Option<f64>,
+    /// The broker's CPU time over the run ÷ records produced (each one also consumed by every
+    /// group), in µs: what one record costs the broker end to end. Null without a broker pid.
+    pub broker_us_per_record: Option<f64>,
 }
 
 /// Local broker memory during the run.
@@ -216,6 +220,7 @@ fn figures(b: &BrokerResult) -> Vec<(&'static str, Option<f64>)> {
             b.rss_max_bytes.map(|r| r as f64 / (1 << 20) as f64),
         ),
         ("broker_cpu_%", b.cpu.broker_percent),
+        ("broker_cpu_us_per_record", b.cpu.broker_us_per_record),
         ("loadgen_cpu_%", b.cpu.loadgen_percent),
     ]
 }
@@ -439,8 +444,9 @@ mod tests {
             end_bytes: 2 << 20,
         };
         let cpu = CpuUse {
-            broker_percent: None,
+            broker_percent: Some(40.0),
             loadgen_percent: Some(50.0),
+            broker_us_per_record: Some(12.5),
         };
         let local = BrokerResult::new(
             "local",
@@ -505,6 +511,11 @@ mod tests {
         let p99_ratio = json["comparison"]["p99_ms"].as_f64().expect("ratio");
         assert!((p99_ratio - 2.0).abs() < 0.01, "{p99_ratio}");
         assert!(json["comparison"]["rss_max_mib"].is_null());
+        assert_eq!(json["brokers"][0]["cpu"]["broker_us_per_record"], 12.5);
+        let per_record_ratio = json["comparison"]["broker_cpu_us_per_record"]
+            .as_f64()
+            .expect("ratio");
+        assert!((per_record_ratio - 1.0).abs() < 1e-9, "{per_record_ratio}");
     }
 
     #[test]
