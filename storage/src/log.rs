@@ -19,6 +19,9 @@
 //!    exact size before the next one was created (so a closed segment needs no recovery).
 //! 4. Only one maintenance operation (roll, truncation, close) runs at a time (`busy`); appends
 //!    wait for it.
+//! 5. Appends take offsets in the order `append` was called (the order of a connection's
+//!    produce requests): each takes a ticket on entry, and only the oldest waiting ticket may
+//!    append, so a call that arrives just as a wait ends cannot overtake one that waited.
 
 use crate::batch::{split_batches, stamp_batch, BatchHeader, RecordBatch, BATCH_HEADER_BYTES};
 use crate::cache::{take_batches, BatchCache, CachedBatch, LogId};
@@ -35,7 +38,7 @@ use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use crate::writer::{WriteOp, Writer};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Instant;
@@ -128,6 +131,9 @@ struct State {
     /// A failed data write or sync: sticky, since data in preallocated space cannot fail for
     /// lack of space, so the device is failing. Reads go on; appends and flushes get it.
     write_error: Option<(&'static str, i32)>,
+    /// Tickets of the appends under way, oldest first (invariant 5); the next ticket to hand out.
+    append_turns: VecDeque<u64>,
+    next_append_ticket: u64,
 }
 
 struct Shared {
@@ -246,6 +252,8 @@ impl PartitionLog {
                     unflushed_records: 0,
                     flush_timer_armed: false,
                     write_error: None,
+                    append_turns: VecDeque::new(),
+                    next_append_ticket: 0,
                     producers: ProducerState::default(),
                 }),
                 stats: Cell::new(stats),
@@ -433,7 +441,8 @@ impl PartitionLog {
     /// the whole set with [`StorageError::InvalidBatch`]. Returns once the batches are in the
     /// in-memory tail: before acknowledging them call [`PartitionLog::wait_written`] (the write
     /// completed) or [`PartitionLog::flush_to`] (also synced). Waits only while a
-    /// roll runs or while more than `unwritten_bytes_max` bytes wait for the disk.
+    /// roll runs or while more than `unwritten_bytes_max` bytes wait for the disk, and behind
+    /// earlier calls that wait: appends take offsets in call order (invariant 5).
     /// Errors: invalid batch, [`StorageError::DiskFull`] when a needed roll finds no space
     /// (nothing is appended; later appends retry), a sticky write error, closed log.
     pub async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo> {
@@ -453,10 +462,12 @@ impl PartitionLog {
             .iter()
             .map(|(h, _)| i64::from(h.records_count))
             .sum();
+        let turn = AppendTurn::take(&self.shared);
         loop {
             let (wait, roll, reserve) = {
                 let st = self.shared.state.borrow();
                 self.check_usable(&st)?;
+                let my_turn = st.append_turns.front() == Some(&turn.ticket);
                 let cfg = self.shared.config.borrow();
                 let seg = &st.writer.segment;
                 let size = seg.size_bytes.get();
@@ -471,7 +482,7 @@ impl PartitionLog {
                 let needed = align_up(size + total_bytes);
                 let reserve = (needed > seg.reserved_bytes.get()).then_some(needed);
                 (
-                    st.busy || st.writer.unwritten_bytes > cfg.unwritten_bytes_max,
+                    !my_turn || st.busy || st.writer.unwritten_bytes > cfg.unwritten_bytes_max,
                     roll,
                     reserve,
                 )
@@ -1240,6 +1251,39 @@ impl PartitionLog {
             Ok(())
         })
         .await
+    }
+}
+
+/// An append's place in the queue of appends (invariant 5), held from its entry until it has
+/// appended or failed; dropping it (also when the append's future is dropped) lets the next
+/// one go.
+struct AppendTurn<'a> {
+    shared: &'a Shared,
+    ticket: u64,
+}
+
+impl<'a> AppendTurn<'a> {
+    fn take(shared: &'a Shared) -> AppendTurn<'a> {
+        let mut st = shared.state.borrow_mut();
+        let ticket = st.next_append_ticket;
+        st.next_append_ticket += 1;
+        st.append_turns.push_back(ticket);
+        AppendTurn { shared, ticket }
+    }
+}
+
+impl Drop for AppendTurn<'_> {
+    fn drop(&mut self) {
+        let others_wait = {
+            let mut st = self.shared.state.borrow_mut();
+            if let Some(i) = st.append_turns.iter().position(|t| *t == self.ticket) {
+                st.append_turns.remove(i);
+            }
+            !st.append_turns.is_empty()
+        };
+        if others_wait {
+            self.shared.notify.notify_all();
+        }
     }
 }
 
