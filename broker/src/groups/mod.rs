@@ -10,7 +10,7 @@
 pub mod group;
 pub mod offsets_log;
 
-use crate::errors::code;
+use crate::errors::{code, partition_op_error_code};
 use crate::messages::{Acks, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
 use crate::shard::Shard;
 use bytes::Bytes;
@@ -719,16 +719,19 @@ impl Shard {
             .await
         {
             PartitionReply::Produced { .. } => {}
-            PartitionReply::Error(e) => return Err(map_error(e)),
+            PartitionReply::Error(e) => return Err(map_error(partition_op_error_code(&e))),
             other => {
                 tracing::error!(?other, "unexpected reply to an offsets append");
                 return Err(code(ResponseError::CoordinatorNotAvailable));
             }
         }
-        let owned = self.owned_partition(&tp).await.map_err(map_error)?;
+        let owned = self
+            .owned_partition(&tp)
+            .await
+            .map_err(|e| map_error(partition_op_error_code(&e)))?;
         owned
-            .log
-            .flush_to(owned.log.log_end_offset())
+            .log()
+            .flush_to(owned.log().log_end_offset())
             .await
             .map(|_| ())
             .map_err(|e| map_error(crate::errors::storage_error_code(&e)))
@@ -755,7 +758,7 @@ impl Shard {
         };
         let unavailable = |_| code(ResponseError::CoordinatorNotAvailable);
         let owned = self.owned_partition(&tp).await.map_err(unavailable)?;
-        let log = &owned.log;
+        let log = owned.log();
         let end = log.log_end_offset();
         let mut at = log.log_start_offset();
         let now = Instant::now();
@@ -764,7 +767,7 @@ impl Shard {
             let batches = log
                 .read(at, REPLAY_READ_BYTES, end)
                 .await
-                .map_err(|e| unavailable(crate::errors::storage_error_code(&e)))?;
+                .map_err(|_| code(ResponseError::CoordinatorNotAvailable))?;
             let Some(last) = batches.last() else {
                 break;
             };
