@@ -87,7 +87,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
         let mut topic = TopicProduceResponse::default();
         topic.name = topic_name(&name);
         for (index, task) in partitions {
-            // A refusal by this handler or the owner, as a Kafka code.
+            // `Err`: the Kafka code of a refusal by this handler or by the owner.
             let reply = task
                 .await
                 .unwrap_or(Err(code(ResponseError::UnknownServerError)));
