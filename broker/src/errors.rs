@@ -2,8 +2,41 @@
 //! exhaustive `match`, so a new variant forces a decision.
 
 use crate::groups::GroupError;
+use crate::messages::PartitionOpError;
+use crate::produce_checks::ProduceCheckError;
 use net::kafka_protocol::error::ResponseError;
+use replication::PartitionError;
 use storage::{BatchError, StorageError};
+
+/// The Kafka error code a partition operation answers for `e`.
+pub fn partition_op_error_code(e: &PartitionOpError) -> i16 {
+    match e {
+        PartitionOpError::UnknownTopicOrPartition => code(ResponseError::UnknownTopicOrPartition),
+        PartitionOpError::LogUnavailable(_) => code(ResponseError::KafkaStorageError),
+        PartitionOpError::Rejected(e) => produce_check_error_code(e),
+        PartitionOpError::Partition(e) => partition_error_code(e),
+        PartitionOpError::ShardUnavailable => code(ResponseError::UnknownServerError),
+    }
+}
+
+/// The Kafka error code for a partition's error.
+pub fn partition_error_code(e: &PartitionError) -> i16 {
+    match e {
+        PartitionError::Storage(e) => storage_error_code(e),
+        PartitionError::RequestTimedOut { .. } => code(ResponseError::RequestTimedOut),
+        PartitionError::OffsetOutOfRange { .. } => code(ResponseError::OffsetOutOfRange),
+    }
+}
+
+/// The Kafka error code for a record set the produce checks refused (Kafka's LogValidator).
+pub fn produce_check_error_code(e: &ProduceCheckError) -> i16 {
+    match e {
+        ProduceCheckError::Corrupt => code(ResponseError::CorruptMessage),
+        // Kafka answers INVALID_RECORD ("inner record count does not match").
+        ProduceCheckError::RecordCount => code(ResponseError::InvalidRecord),
+        ProduceCheckError::Timestamp => code(ResponseError::InvalidTimestamp),
+    }
+}
 
 /// The Kafka error code a produce or fetch of one partition answers for `e`.
 pub fn storage_error_code(e: &StorageError) -> i16 {

@@ -5,64 +5,45 @@
 use crate::metadata::ClusterMetadata;
 use bytes::Bytes;
 use futures_channel::oneshot;
+use replication::runtime::MonotonicTime;
+pub use replication::Acks;
+use replication::OffsetSpec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use storage::{RecordBatch, TopicPartition};
+use std::time::Duration;
+use storage::{Offset, RecordBatch, TopicPartition};
 
 /// Capacity of each shard-to-shard channel, in messages (backpressure beyond it).
 pub const SHARD_CHANNEL_CAPACITY: usize = 1024;
 
-/// An operation on one partition, run by its owning shard.
+/// An operation on one partition, run by its owning shard on its [`replication::Partition`].
 #[derive(Debug)]
 pub enum PartitionOp {
-    /// Append a produce request's record set, answering as `acks` asks (see
-    /// [`crate::partition::OwnedPartition::produce`]) or with `REQUEST_TIMED_OUT` after
+    /// Check (`produce_checks`) and append a produce request's record set, answering as
+    /// `acks` asks (see [`replication::Partition::append`]) or with `REQUEST_TIMED_OUT` after
     /// `timeout` (the request's `timeout_ms`).
     Produce {
         records: Bytes,
         acks: Acks,
         timeout: Duration,
     },
-    /// Read batches from `offset`, at most `max_bytes` (first batch whole, KIP-74), below the
-    /// high watermark.
-    Read { offset: i64, max_bytes: usize },
-    /// Resolve once the high watermark passes `offset`, at `deadline`, or when the fetch that
-    /// asked drops `cancel` (it was answered thanks to another partition).
-    WaitForData {
-        offset: i64,
-        deadline: Instant,
+    /// A consumer fetch of this partition, answered once (see
+    /// [`replication::Partition::fetch`]): batches from `offset`, at most `max_bytes` (first
+    /// batch whole, KIP-74), below the high watermark, as soon as at least `min_bytes` are
+    /// there, at `deadline`, or — with whatever is there — when the fetch that asked drops
+    /// `cancel` (it has enough from other partitions).
+    Fetch {
+        offset: Offset,
+        max_bytes: usize,
+        min_bytes: usize,
+        deadline: MonotonicTime,
         cancel: oneshot::Receiver<()>,
     },
-    /// ListOffsets: -1 latest, -2 earliest, -3 max timestamp, else the first offset whose
-    /// timestamp is ≥ this (ms).
-    ListOffsets { timestamp: i64 },
-    /// DeleteRecords (KIP-107): move the log start offset to `offset` (-1: the high
+    /// ListOffsets.
+    ListOffsets { spec: OffsetSpec },
+    /// DeleteRecords (KIP-107): move the log start offset to `before` (`None`: the high
     /// watermark); answered with [`PartitionReply::LogStart`].
-    DeleteRecordsBefore { offset: i64 },
-}
-
-/// A Produce request's `acks`: what its answer waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Acks {
-    /// `acks=0`: no answer is sent; the append is not awaited.
-    None,
-    /// `acks=1`: the leader's own write has completed.
-    Leader,
-    /// `acks=-1` (all): the write has completed on every in-sync replica (single node: here).
-    All,
-}
-
-impl Acks {
-    /// The wire value's meaning; `None` for a value Kafka refuses (`INVALID_REQUIRED_ACKS`).
-    pub fn from_wire(acks: i16) -> Option<Acks> {
-        match acks {
-            0 => Some(Acks::None),
-            1 => Some(Acks::Leader),
-            -1 => Some(Acks::All),
-            _ => None,
-        }
-    }
+    DeleteRecordsBefore { before: Option<Offset> },
 }
 
 /// The owning shard's answer to a [`PartitionOp`].
@@ -79,8 +60,6 @@ pub enum PartitionReply {
         log_start_offset: i64,
         batches: Vec<RecordBatch>,
     },
-    /// The awaited data arrived, or the deadline passed.
-    Waited,
     Offset {
         offset: i64,
         timestamp: i64,
@@ -89,8 +68,28 @@ pub enum PartitionReply {
     LogStart {
         log_start_offset: i64,
     },
-    /// A Kafka error code for this partition.
-    Error(i16),
+    /// The operation failed; [`crate::errors::partition_op_error_code`] gives its Kafka code.
+    Error(PartitionOpError),
+}
+
+/// Why a [`PartitionOp`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionOpError {
+    /// No shard of this broker hosts the partition (unknown topic, partition or owner).
+    #[error("partition not hosted here")]
+    UnknownTopicOrPartition,
+    /// The partition is hosted here but its log cannot be opened.
+    #[error("partition log cannot be opened: {0}")]
+    LogUnavailable(storage::StorageError),
+    /// The produce checks refused the record set.
+    #[error(transparent)]
+    Rejected(#[from] crate::produce_checks::ProduceCheckError),
+    /// The partition refused or failed the operation.
+    #[error(transparent)]
+    Partition(#[from] replication::PartitionError),
+    /// The owning shard did not take or answer the message.
+    #[error("the owning shard did not answer")]
+    ShardUnavailable,
 }
 
 /// A metadata change, run by the controller (shard 0) one at a time.

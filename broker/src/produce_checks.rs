@@ -8,9 +8,7 @@
 //! covers (attributes, length, CRC).
 
 use crate::compression::{compress, decompress};
-use crate::errors::code;
 use bytes::{Bytes, BytesMut};
-use net::kafka_protocol::error::ResponseError;
 use storage::{batch_crc, count_records, split_batches, BATCH_HEADER_BYTES};
 use tuning::config::{TimestampType, TopicConfig};
 
@@ -21,12 +19,31 @@ const CRC_AT: usize = 17;
 /// Bytes of the header counted by `batchLength` (the header after `baseOffset` and itself).
 const HEADER_AFTER_LENGTH_BYTES: usize = BATCH_HEADER_BYTES - 12;
 
+/// Why [`prepare`] refused a record set (mapped to Kafka codes in `crate::errors`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProduceCheckError {
+    /// A compressed batch does not decompress, or cannot be recompressed.
+    #[error("a compressed batch does not decompress")]
+    Corrupt,
+    /// A compressed batch's record count disagrees with its records.
+    #[error("inner record count does not match the batch header")]
+    RecordCount,
+    /// A CreateTime timestamp outside the topic's allowed window around the broker's clock.
+    #[error("timestamp outside message.timestamp.before/after.max.ms")]
+    Timestamp,
+}
+
 /// Checks `records` against the topic's config at `now_ms` and recompresses it if the topic
-/// asks; returns the record set to append (the same `Bytes` when nothing changed). Errors are
-/// Kafka codes: CORRUPT_MESSAGE (a compressed batch that does not decompress), INVALID_RECORD
-/// (its record count is wrong), INVALID_TIMESTAMP. A set that does not even split into batches is passed
+/// asks; returns the record set to append (the same `Bytes` when nothing changed). Errors:
+/// [`ProduceCheckError::Corrupt`] (a compressed batch that does not decompress),
+/// [`ProduceCheckError::RecordCount`] (its record count is wrong),
+/// [`ProduceCheckError::Timestamp`]. A set that does not even split into batches is passed
 /// through for the log to refuse with its own typed error.
-pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Bytes, i16> {
+pub fn prepare(
+    records: Bytes,
+    config: &TopicConfig,
+    now_ms: i64,
+) -> Result<Bytes, ProduceCheckError> {
     let Ok(batches) = split_batches(&records) else {
         return Ok(records);
     };
@@ -34,7 +51,7 @@ pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Byte
     let before_max = i64::try_from(config.message_timestamp_before_max_ms).unwrap_or(i64::MAX);
     let after_max = i64::try_from(config.message_timestamp_after_max_ms).unwrap_or(i64::MAX);
     let check_time = config.message_timestamp_type == TimestampType::CreateTime;
-    let corrupt = || code(ResponseError::CorruptMessage);
+    let corrupt = || ProduceCheckError::Corrupt;
     let mut out = Vec::with_capacity(batches.len());
     let mut changed = false;
     for (header, bytes) in &batches {
@@ -43,7 +60,7 @@ pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Byte
                 ts < now_ms.saturating_sub(before_max) || ts > now_ms.saturating_add(after_max)
             };
             if off(header.base_timestamp.0) || off(header.max_timestamp.0) {
-                return Err(code(ResponseError::InvalidTimestamp));
+                return Err(ProduceCheckError::Timestamp);
             }
         }
         let codec = header.compression();
@@ -56,7 +73,7 @@ pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Byte
         let raw = decompress(codec, section).map_err(|_| corrupt())?;
         if codec != 0 && count_records(&raw) != Some(i64::from(header.records_count)) {
             // Kafka answers INVALID_RECORD ("inner record count does not match").
-            return Err(code(ResponseError::InvalidRecord));
+            return Err(ProduceCheckError::RecordCount);
         }
         match recompress_to {
             Some(to) => {
@@ -96,6 +113,8 @@ fn rebuild(original: &[u8], codec: u8, section: &[u8]) -> Option<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errors::{code, produce_check_error_code};
+    use net::kafka_protocol::error::ResponseError;
     use storage::{build_batch, validate_batch, TimestampMs};
 
     #[test]
@@ -129,13 +148,14 @@ mod tests {
         let lying = rebuild(&plain, crate::compression::GZIP, &gzipped_two).unwrap();
         config.set("compression.type", "producer").unwrap();
         assert_eq!(
-            prepare(lying, &config, 1_000),
+            prepare(lying, &config, 1_000).map_err(|e| produce_check_error_code(&e)),
             Err(code(ResponseError::InvalidRecord))
         );
 
         // Kafka's default refuses more than an hour ahead of the broker's clock.
         assert_eq!(
-            prepare(plain.clone(), &TopicConfig::default(), 1_000 - 3_600_001),
+            prepare(plain.clone(), &TopicConfig::default(), 1_000 - 3_600_001)
+                .map_err(|e| produce_check_error_code(&e)),
             Err(code(ResponseError::InvalidTimestamp))
         );
         config
@@ -145,12 +165,12 @@ mod tests {
         assert!(prepare(plain.clone(), &config, 30_000).is_ok());
         assert!(prepare(plain.clone(), &config, 990).is_ok());
         assert_eq!(
-            prepare(plain.clone(), &config, 800),
+            prepare(plain.clone(), &config, 800).map_err(|e| produce_check_error_code(&e)),
             Err(code(ResponseError::InvalidTimestamp)),
             "after.max.ms"
         );
         assert_eq!(
-            prepare(plain, &config, 1_000_000),
+            prepare(plain, &config, 1_000_000).map_err(|e| produce_check_error_code(&e)),
             Err(code(ResponseError::InvalidTimestamp)),
             "before.max.ms"
         );

@@ -3,14 +3,16 @@
 //! Everything here lives on one glommio executor: `Rc`/`RefCell`, no locks.
 //!
 //! A partition operation runs on the owning shard: [`Shard::partition_call`] runs it here when
-//! this shard owns the partition, else sends it over the mesh and awaits the reply.
+//! this shard owns the partition, else sends it over the mesh and awaits the reply. The
+//! partition itself (its replication policy, high watermark and waiters) is
+//! [`replication::Partition`]; here it is only looked up, opened and closed.
 
-use crate::errors::{code, storage_error_code};
-use crate::messages::{ControllerError, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
+use crate::errors::code;
+use crate::messages::{
+    ControllerError, ControllerOp, PartitionOp, PartitionOpError, PartitionReply, ShardMsg,
+};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::{PartitionStatus, ShardMetrics, ShardSnapshot};
-pub use crate::partition::OwnedPartition;
-use crate::records::first_offset_at_or_after;
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
 use glommio::{Latency, Shares, TaskQueueHandle};
@@ -21,8 +23,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
-use storage::{BatchCache, Notify, Offset, PartitionLog, TimestampMs, TopicPartition};
+use storage::{BatchCache, PartitionLog, TimestampMs, TopicPartition};
 use tuning::config::{BrokerConfig, ShardSettings, TopicConfig};
 
 /// State of one shard.
@@ -31,7 +32,9 @@ pub struct Shard {
     pub shards: usize,
     pub config: Rc<BrokerConfig>,
     pub metadata: RefCell<Arc<ClusterMetadata>>,
-    pub partitions: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
+    pub partitions: RefCell<HashMap<TopicPartition, Rc<LocalPartition>>>,
+    /// The topic config of each open partition (for the produce checks and config changes).
+    topic_configs: RefCell<HashMap<TopicPartition, TopicConfig>>,
     pub cache: BatchCache,
     senders: Senders<ShardMsg>,
     /// Shard 0 only: serialises metadata changes.
@@ -44,6 +47,9 @@ pub struct Shard {
     pub groups: crate::groups::GroupCoordinator,
     open_lock: glommio::sync::Semaphore,
 }
+
+/// A partition this shard owns, over its storage log.
+pub type LocalPartition = replication::Partition<PartitionLog>;
 
 /// The shard's glommio task queues, with the CPU shares of its `[[shard]]` section: produce
 /// work, fetch work, and background work (retention).
@@ -85,7 +91,7 @@ impl TaskQueues {
                 ..
             } => Some(self.produce),
             ShardMsg::Partition {
-                op: PartitionOp::Read { .. } | PartitionOp::WaitForData { .. },
+                op: PartitionOp::Fetch { .. },
                 ..
             } => Some(self.fetch),
             _ => None,
@@ -165,6 +171,7 @@ impl Shard {
             controller: (id == 0).then(crate::controller::Controller::new),
             metadata: RefCell::new(metadata),
             partitions: RefCell::new(HashMap::new()),
+            topic_configs: RefCell::new(HashMap::new()),
             senders,
             stop: Rc::default(),
             metrics: ShardMetrics::default(),
@@ -189,7 +196,7 @@ impl Shard {
         let mut partitions = Vec::new();
         let (mut log_writes, mut log_write_bytes) = (0, 0);
         for (tp, p) in self.partitions.borrow().iter() {
-            let stats = p.log.stats();
+            let stats = p.log().stats();
             log_writes += stats.writes;
             log_write_bytes += stats.write_bytes;
             for (total, n) in sync_latency_us_log2
@@ -207,10 +214,10 @@ impl Shard {
             partitions.push(PartitionStatus {
                 topic: tp.topic.clone(),
                 partition: tp.partition,
-                log_start_offset: p.log.log_start_offset().0,
-                high_watermark: p.log.high_watermark().0,
-                log_end_offset: p.log.log_end_offset().0,
-                size_bytes: p.log.size_bytes(),
+                log_start_offset: p.log().log_start_offset().0,
+                high_watermark: p.high_watermark().0,
+                log_end_offset: p.log().log_end_offset().0,
+                size_bytes: p.log().size_bytes(),
             });
         }
         partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
@@ -287,14 +294,14 @@ impl Shard {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            let owned: Vec<(TopicPartition, Rc<OwnedPartition>)> = self
+            let owned: Vec<(TopicPartition, Rc<LocalPartition>)> = self
                 .partitions
                 .borrow()
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             for (tp, p) in owned {
-                match p.log.enforce_retention(TimestampMs(now)).await {
+                match p.log().enforce_retention(TimestampMs(now)).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(%tp, segments = n, "retention deleted segments"),
                     Err(e) => tracing::warn!(%tp, error = %e, "retention failed"),
@@ -306,15 +313,16 @@ impl Shard {
     /// Flushes and closes every partition log this shard owns (each leaves its clean-shutdown
     /// marker); returns how many closed cleanly.
     pub async fn close_partitions(&self) -> usize {
-        let owned: Vec<(TopicPartition, Rc<OwnedPartition>)> =
+        let owned: Vec<(TopicPartition, Rc<LocalPartition>)> =
             self.partitions.borrow_mut().drain().collect();
+        self.topic_configs.borrow_mut().clear();
         let mut clean = 0;
         for (tp, partition) in owned {
-            match partition.log.close().await {
+            match partition.log().close().await {
                 Ok(()) => clean += 1,
                 Err(e) => tracing::error!(%tp, error = %e, "closing partition log"),
             }
-            partition.hw_moved.notify_all();
+            partition.close_waiters();
         }
         clean
     }
@@ -382,15 +390,10 @@ impl Shard {
         for (tp, config) in wanted {
             let current = self.partitions.borrow().get(&tp).cloned();
             match current {
-                Some(owned) if owned.config == config => {}
+                Some(_) if self.topic_configs.borrow().get(&tp) == Some(&config) => {}
                 Some(owned) => {
-                    owned.log.set_config(log_config(&tp, &config));
-                    let updated = Rc::new(OwnedPartition {
-                        log: owned.log.clone(),
-                        hw_moved: owned.hw_moved.clone(),
-                        config,
-                    });
-                    self.partitions.borrow_mut().insert(tp, updated);
+                    owned.log().set_config(log_config(&tp, &config));
+                    self.topic_configs.borrow_mut().insert(tp, config);
                 }
                 None => {
                     if let Err(e) = self.open_partition(&tp, config).await {
@@ -407,9 +410,10 @@ impl Shard {
     /// empty — and removed in the background. Parked fetches are woken.
     async fn delete_partition(&self, tp: &TopicPartition) {
         let owned = self.partitions.borrow_mut().remove(tp);
+        self.topic_configs.borrow_mut().remove(tp);
         if let Some(owned) = owned {
-            owned.log.discard().await;
-            owned.hw_moved.notify_all();
+            owned.log().discard().await;
+            owned.close_waiters();
         }
         let dir = self.partition_dir(tp);
         let doomed = self.config.data_dir.join(format!(
@@ -438,7 +442,7 @@ impl Shard {
         &self,
         tp: &TopicPartition,
         config: TopicConfig,
-    ) -> Result<Rc<OwnedPartition>, storage::StorageError> {
+    ) -> Result<Rc<LocalPartition>, storage::StorageError> {
         // Opens are serialised, so two tasks never open one log twice.
         let _permit = self
             .open_lock
@@ -458,11 +462,12 @@ impl Shard {
             log.discard().await;
             return Err(storage::StorageError::Closed);
         }
-        let owned = Rc::new(OwnedPartition {
+        let owned = Rc::new(replication::Partition::new(
             log,
-            hw_moved: Rc::new(Notify::default()),
-            config,
-        });
+            replication::runtime::NodeId(self.config.node_id),
+            Rc::new(crate::runtime::GlommioRuntime),
+        ));
+        self.topic_configs.borrow_mut().insert(tp.clone(), config);
         self.partitions
             .borrow_mut()
             .insert(tp.clone(), owned.clone());
@@ -470,12 +475,13 @@ impl Shard {
     }
 
     /// The open partition `tp`, opening it again if this shard owns it but its log failed to
-    /// open earlier (e.g. a full disk at start-up). Errors: `UNKNOWN_TOPIC_OR_PARTITION` when
-    /// not owned here, `KAFKA_STORAGE_ERROR` when the log still cannot be opened.
+    /// open earlier (e.g. a full disk at start-up). Errors:
+    /// [`PartitionOpError::UnknownTopicOrPartition`] when not owned here,
+    /// [`PartitionOpError::LogUnavailable`] when the log still cannot be opened.
     pub(crate) async fn owned_partition(
         &self,
         tp: &TopicPartition,
-    ) -> Result<Rc<OwnedPartition>, i16> {
+    ) -> Result<Rc<LocalPartition>, PartitionOpError> {
         if let Some(owned) = self.partitions.borrow().get(tp).cloned() {
             return Ok(owned);
         }
@@ -483,17 +489,17 @@ impl Shard {
         let owner = meta.owner(&tp.topic, tp.partition);
         let topic = meta.topics.get(&tp.topic);
         let (Some(owner), Some(topic)) = (owner, topic) else {
-            return Err(code(ResponseError::UnknownTopicOrPartition));
+            return Err(PartitionOpError::UnknownTopicOrPartition);
         };
         if owner != self.id {
-            return Err(code(ResponseError::UnknownTopicOrPartition));
+            return Err(PartitionOpError::UnknownTopicOrPartition);
         }
         let config = topic
             .config(&self.config.topic_defaults)
             .unwrap_or_else(|_| self.config.topic_defaults.clone());
         self.open_partition(tp, config).await.map_err(|e| {
             tracing::warn!(%tp, error = %e, "partition log still cannot be opened");
-            code(ResponseError::KafkaStorageError)
+            PartitionOpError::LogUnavailable(e)
         })
     }
 
@@ -504,7 +510,7 @@ impl Shard {
         op: PartitionOp,
     ) -> PartitionReply {
         let Some(owner) = self.metadata().owner(&tp.topic, tp.partition) else {
-            return PartitionReply::Error(code(ResponseError::UnknownTopicOrPartition));
+            return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
         };
         if owner == self.id {
             return self.run_partition_op(&tp, op).await;
@@ -516,11 +522,11 @@ impl Shard {
             .await
             .is_err()
         {
-            return PartitionReply::Error(code(ResponseError::UnknownServerError));
+            return PartitionReply::Error(PartitionOpError::ShardUnavailable);
         }
-        answer.await.unwrap_or(PartitionReply::Error(code(
-            ResponseError::UnknownServerError,
-        )))
+        answer
+            .await
+            .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable))
     }
 
     /// Runs a metadata change on the controller (shard 0).
@@ -624,16 +630,24 @@ impl Shard {
         }
     }
 
+    /// Runs `op` on partition `tp`, which this shard owns.
     pub(crate) async fn run_partition_op(
         &self,
         tp: &TopicPartition,
         op: PartitionOp,
     ) -> PartitionReply {
-        let owned = match self.owned_partition(tp).await {
-            Ok(owned) => owned,
-            Err(error) => return PartitionReply::Error(error),
-        };
-        let log = &owned.log;
+        match self.partition_op(tp, op).await {
+            Ok(reply) => reply,
+            Err(e) => PartitionReply::Error(e),
+        }
+    }
+
+    async fn partition_op(
+        &self,
+        tp: &TopicPartition,
+        op: PartitionOp,
+    ) -> Result<PartitionReply, PartitionOpError> {
+        let partition = self.owned_partition(tp).await?;
         match op {
             PartitionOp::Produce {
                 records,
@@ -643,135 +657,68 @@ impl Shard {
                 let now_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-                owned.produce(records, acks, timeout, now_ms).await
+                let records = match self.topic_configs.borrow().get(tp) {
+                    Some(config) => crate::produce_checks::prepare(records, config, now_ms)?,
+                    // Closed while the request was on its way (the log refuses it too).
+                    None => return Err(PartitionOpError::UnknownTopicOrPartition),
+                };
+                let appended = partition.append(records, acks, timeout).await?;
+                Ok(PartitionReply::Produced {
+                    base_offset: appended.base_offset.0,
+                    log_start_offset: appended.log_start_offset.0,
+                    log_append_time_ms: appended.log_append_time.map_or(-1, |t| t.0),
+                })
             }
-            PartitionOp::Read { offset, max_bytes } => {
-                match log
-                    .read(Offset(offset), max_bytes, log.high_watermark())
-                    .await
-                {
-                    Ok(batches) => PartitionReply::Read {
-                        high_watermark: log.high_watermark().0,
-                        log_start_offset: log.log_start_offset().0,
-                        batches,
-                    },
-                    Err(e) => PartitionReply::Error(storage_error_code(&e)),
-                }
-            }
-            PartitionOp::WaitForData {
+            PartitionOp::Fetch {
                 offset,
+                max_bytes,
+                min_bytes,
                 deadline,
-                mut cancel,
+                cancel,
             } => {
                 let parked = &self.metrics.parked_fetches;
                 parked.set(parked.get() + 1);
-                while log.high_watermark().0 <= offset && Instant::now() < deadline {
-                    let woken = owned.hw_moved.notified();
-                    let timeout =
-                        glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
-                    let cancelled = async {
-                        let _ = (&mut cancel).await;
-                    };
-                    futures_lite::future::or(futures_lite::future::or(woken, timeout), cancelled)
-                        .await;
-                    let gone = !self.partitions.borrow().contains_key(tp);
-                    if gone || matches!(cancel.try_recv(), Err(_) | Ok(Some(()))) {
-                        break;
-                    }
-                }
+                let cancelled = async {
+                    let _ = cancel.await;
+                };
+                let read = partition
+                    .fetch(offset, max_bytes, min_bytes, deadline, cancelled)
+                    .await;
                 parked.set(parked.get() - 1);
-                PartitionReply::Waited
+                let still_here = self
+                    .partitions
+                    .borrow()
+                    .get(tp)
+                    .is_some_and(|p| Rc::ptr_eq(p, &partition));
+                let read = if still_here {
+                    read?
+                } else {
+                    // Closed while parked (topic deleted, shard stopping): answer as a read
+                    // arriving now would.
+                    self.owned_partition(tp)
+                        .await?
+                        .read(offset, max_bytes, replication::Isolation::HighWatermark)
+                        .await?
+                };
+                Ok(PartitionReply::Read {
+                    high_watermark: read.high_watermark.0,
+                    log_start_offset: read.log_start_offset.0,
+                    batches: read.batches,
+                })
             }
-            PartitionOp::ListOffsets { timestamp } => self.list_offsets(log, timestamp).await,
-            PartitionOp::DeleteRecordsBefore { offset } => delete_records(log, offset).await,
+            PartitionOp::ListOffsets { spec } => {
+                let listed = partition.list_offsets(spec).await?;
+                Ok(PartitionReply::Offset {
+                    offset: listed.offset.map_or(-1, |o| o.0),
+                    timestamp: listed.timestamp.map_or(-1, |t| t.0),
+                })
+            }
+            PartitionOp::DeleteRecordsBefore { before } => {
+                let log_start = partition.delete_records(before).await?;
+                Ok(PartitionReply::LogStart {
+                    log_start_offset: log_start.0,
+                })
+            }
         }
-    }
-
-    async fn list_offsets(&self, log: &PartitionLog, timestamp: i64) -> PartitionReply {
-        const LATEST: i64 = -1;
-        const EARLIEST: i64 = -2;
-        const MAX_TIMESTAMP: i64 = -3;
-        match timestamp {
-            LATEST => PartitionReply::Offset {
-                offset: log.high_watermark().0,
-                timestamp: -1,
-            },
-            EARLIEST => PartitionReply::Offset {
-                offset: log.log_start_offset().0,
-                timestamp: -1,
-            },
-            MAX_TIMESTAMP => match log.max_timestamp().await {
-                // The index knows the batch; the record with that timestamp is inside it.
-                // Only below the high watermark, as Kafka's `fetchOffsetForTimestamp` filters:
-                // an offset whose write has not completed is never handed out.
-                Ok(Some((_, batch_base))) if batch_base >= log.high_watermark() => {
-                    PartitionReply::Offset {
-                        offset: -1,
-                        timestamp: -1,
-                    }
-                }
-                Ok(Some((ts, batch_base))) => {
-                    let end = log.high_watermark();
-                    match log.read(batch_base, 1, end).await {
-                        Ok(batches) => {
-                            let (offset, timestamp) =
-                                batches.first().map_or((batch_base.0, ts.0), |b| {
-                                    first_offset_at_or_after(b, ts.0)
-                                });
-                            PartitionReply::Offset { offset, timestamp }
-                        }
-                        Err(e) => PartitionReply::Error(storage_error_code(&e)),
-                    }
-                }
-                Ok(None) => PartitionReply::Offset {
-                    offset: -1,
-                    timestamp: -1,
-                },
-                Err(e) => PartitionReply::Error(storage_error_code(&e)),
-            },
-            t if t < 0 => PartitionReply::Error(code(ResponseError::InvalidRequest)),
-            t => match log.find_offset_by_timestamp(TimestampMs(t)).await {
-                Ok(Some(m)) => {
-                    let (offset, ts) = first_offset_at_or_after(&m.batch, t);
-                    if offset >= log.high_watermark().0 {
-                        PartitionReply::Offset {
-                            offset: -1,
-                            timestamp: -1,
-                        }
-                    } else {
-                        PartitionReply::Offset {
-                            offset,
-                            timestamp: ts,
-                        }
-                    }
-                }
-                Ok(None) => PartitionReply::Offset {
-                    offset: -1,
-                    timestamp: -1,
-                },
-                Err(e) => PartitionReply::Error(storage_error_code(&e)),
-            },
-        }
-    }
-}
-
-/// DeleteRecords on the owning shard: `offset` -1 means the high watermark; an offset above
-/// the high watermark (or negative) is `OFFSET_OUT_OF_RANGE`, as in Kafka's
-/// `UnifiedLog.maybeIncrementLogStartOffset` callers.
-async fn delete_records(log: &PartitionLog, offset: i64) -> PartitionReply {
-    const HIGH_WATERMARK: i64 = -1;
-    let high_watermark = log.high_watermark();
-    let offset = match offset {
-        HIGH_WATERMARK => high_watermark,
-        o if o < 0 || o > high_watermark.0 => {
-            return PartitionReply::Error(code(ResponseError::OffsetOutOfRange))
-        }
-        o => Offset(o),
-    };
-    match log.delete_records_before(offset).await {
-        Ok(log_start) => PartitionReply::LogStart {
-            log_start_offset: log_start.0,
-        },
-        Err(e) => PartitionReply::Error(storage_error_code(&e)),
     }
 }

@@ -1,4 +1,14 @@
-//! Leader/follower log replication (ISR, high watermark) and the Raft controller.
+//! Leader/follower log replication: the partition (log, replica set, ISR, leader epoch, high
+//! watermark and its waiters) and the runtime seam it and the controller reach the world
+//! through, plus the deterministic simulation that drives them in tests.
 //!
-//! Empty until the replication issue: the storage crate already exposes what it will need
-//! (leader epoch on append, a caller-moved high watermark, `truncate_to`).
+//! Depends on `storage` only; the broker implements the seam on glommio.
+
+mod partition;
+pub mod runtime;
+pub mod sim;
+
+pub use partition::{
+    Acks, Appended, Isolation, ListedOffset, OffsetSpec, Partition, PartitionError, PartitionStore,
+    Read, WaitOutcome,
+};

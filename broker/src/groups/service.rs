@@ -14,7 +14,7 @@ use super::{
     partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT,
     OFFSET_METADATA_MAX_BYTES, REPLAY_READ_BYTES,
 };
-use crate::errors::code;
+use crate::errors::{code, partition_op_error_code};
 use crate::messages::{Acks, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
 use crate::shard::Shard;
 use bytes::Bytes;
@@ -507,16 +507,19 @@ async fn append_offsets_records(
         .await
     {
         PartitionReply::Produced { .. } => {}
-        PartitionReply::Error(e) => return Err(map_error(e)),
+        PartitionReply::Error(e) => return Err(map_error(partition_op_error_code(&e))),
         other => {
             tracing::error!(?other, "unexpected reply to an offsets append");
             return Err(GroupError::CoordinatorNotAvailable);
         }
     }
-    let owned = shard.owned_partition(&tp).await.map_err(map_error)?;
+    let owned = shard
+        .owned_partition(&tp)
+        .await
+        .map_err(|e| map_error(partition_op_error_code(&e)))?;
     owned
-        .log
-        .flush_to(owned.log.log_end_offset())
+        .log()
+        .flush_to(owned.log().log_end_offset())
         .await
         .map(|_| ())
         .map_err(|e| map_error(crate::errors::storage_error_code(&e)))
@@ -543,7 +546,7 @@ async fn ensure_groups_loaded(shard: &Shard, partition: i32) -> Result<(), Group
     };
     let unavailable = |_| GroupError::CoordinatorNotAvailable;
     let owned = shard.owned_partition(&tp).await.map_err(unavailable)?;
-    let log = &owned.log;
+    let log = owned.log();
     let end = log.log_end_offset();
     let mut at = log.log_start_offset();
     let now = Instant::now();
@@ -552,7 +555,7 @@ async fn ensure_groups_loaded(shard: &Shard, partition: i32) -> Result<(), Group
         let batches = log
             .read(at, REPLAY_READ_BYTES, end)
             .await
-            .map_err(|e| unavailable(crate::errors::storage_error_code(&e)))?;
+            .map_err(|_| GroupError::CoordinatorNotAvailable)?;
         let Some(last) = batches.last() else {
             break;
         };

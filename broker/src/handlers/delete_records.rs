@@ -10,7 +10,7 @@
 //! ("Cannot delete records of internal topic").
 
 use super::topic_name;
-use crate::errors::code;
+use crate::errors::{code, partition_op_error_code};
 use crate::messages::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
@@ -19,7 +19,10 @@ use net::kafka_protocol::messages::delete_records_response::{
 };
 use net::kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use std::rc::Rc;
-use storage::TopicPartition;
+use storage::{Offset, TopicPartition};
+
+/// The request's `offset` meaning "up to the high watermark".
+const HIGH_WATERMARK: i64 = -1;
 
 pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut response = DeleteRecordsResponse::default();
@@ -31,22 +34,24 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecor
             let mut r = DeleteRecordsPartitionResult::default();
             r.partition_index = p.partition_index;
             r.low_watermark = -1;
-            let reply = if name == crate::groups::OFFSETS_TOPIC {
-                PartitionReply::Error(code(ResponseError::InvalidTopicException))
-            } else {
-                let tp = TopicPartition {
-                    topic: name.clone(),
-                    partition: p.partition_index,
-                };
-                shard
-                    .partition_call(tp, PartitionOp::DeleteRecordsBefore { offset: p.offset })
-                    .await
+            if name == crate::groups::OFFSETS_TOPIC {
+                r.error_code = code(ResponseError::InvalidTopicException);
+                out.partitions.push(r);
+                continue;
+            }
+            let tp = TopicPartition {
+                topic: name.clone(),
+                partition: p.partition_index,
             };
+            let before = (p.offset != HIGH_WATERMARK).then_some(Offset(p.offset));
+            let reply = shard
+                .partition_call(tp, PartitionOp::DeleteRecordsBefore { before })
+                .await;
             match reply {
                 PartitionReply::LogStart { log_start_offset } => {
                     r.low_watermark = log_start_offset;
                 }
-                PartitionReply::Error(error) => r.error_code = error,
+                PartitionReply::Error(error) => r.error_code = partition_op_error_code(&error),
                 other => {
                     tracing::error!(?other, "unexpected reply to delete records");
                     r.error_code = code(ResponseError::UnknownServerError);

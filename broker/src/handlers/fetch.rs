@@ -1,23 +1,34 @@
-//! Fetch (key 1): reads every requested partition on its owning shard; if fewer than
-//! `min_bytes` came back, parks on the owning shards (woken by appends, no polling) until one
-//! has new data or `max_wait_ms` passes, then reads again. `partition_max_bytes` bounds each
-//! partition and `max_bytes` the response, except that the first batch always comes whole
-//! (KIP-74). The response is framed by `net::encode_fetch_response`: batch bytes are sent as
-//! they sit in the cache or the read buffer, never copied.
+//! Fetch (key 1): one message per requested partition to its owning shard (run in place when
+//! this shard owns it), [`PartitionOp::Fetch`], which the owner answers once — when at least
+//! `min_bytes` are there, when `max_wait_ms` has passed, or, with whatever is there, when
+//! cancelled. Parked fetches are woken by appends, never by polling. Once the answered bytes
+//! reach `min_bytes` (or an answer is an error), the partitions still waiting are cancelled and
+//! the response is built from the answers. `partition_max_bytes` bounds each partition and
+//! `max_bytes` the response, except that the first batch always comes whole (KIP-74). The
+//! response is framed by `net::encode_fetch_response`: batch bytes are sent as they sit in the
+//! cache or the read buffer, never copied.
+//!
+//! One corner differs from Kafka: Kafka answers a parked fetch as soon as the bytes summed over
+//! its partitions reach `min_bytes`; here a waiting partition answers early only when it alone
+//! has `min_bytes`, so a fetch with `min_bytes` > 1 whose new data is spread over several
+//! partitions, none holding `min_bytes`, waits out `max_wait_ms`. With `min_bytes` = 1 (the
+//! default of librdkafka, kafka-python, aiokafka and the Java client) the two agree.
 
 use super::{topic_name, Response};
-use crate::errors::code;
-use crate::messages::{PartitionOp, PartitionReply};
+use crate::errors::{code, partition_op_error_code};
+use crate::messages::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::metrics::ShardMetrics;
+use crate::runtime::GlommioRuntime;
 use crate::shard::Shard;
 use futures_channel::oneshot;
 use glommio::channels::local_channel;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{ApiKey, FetchRequest};
 use net::{FetchPartitionData, FetchResponseData, FetchTopicData};
+use replication::runtime::{Clock, MonotonicTime};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
-use storage::{RecordBatch, TopicPartition};
+use std::time::Duration;
+use storage::{Offset, RecordBatch, TopicPartition};
 
 /// Longest a fetch may be parked, whatever `max_wait_ms` asks (ms).
 const FETCH_WAIT_MAX_MS: u64 = 30_000;
@@ -37,7 +48,7 @@ pub async fn handle(
     let wait_ms = u64::try_from(req.max_wait_ms)
         .unwrap_or(0)
         .min(FETCH_WAIT_MAX_MS);
-    let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    let deadline = GlommioRuntime.now() + Duration::from_millis(wait_ms);
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
     let mut order: Vec<(String, Vec<i32>)> = Vec::new();
@@ -59,18 +70,7 @@ pub async fn handle(
             });
         }
     }
-    let mut replies = read_all(shard, &wanted).await;
-    loop {
-        let total: usize = replies.iter().map(reply_bytes).sum();
-        let failed = replies
-            .iter()
-            .any(|r| !matches!(r, PartitionReply::Read { .. }));
-        if total >= min_bytes.max(1) || failed || wanted.is_empty() || Instant::now() >= deadline {
-            break;
-        }
-        wait_any(shard, &wanted, deadline).await;
-        replies = read_all(shard, &wanted).await;
-    }
+    let replies = fetch_all(shard, wanted, min_bytes, deadline).await;
     let mut budget_left = max_bytes;
     let mut first_batch = true;
     let mut replies = replies.into_iter();
@@ -78,9 +78,9 @@ pub async fn handle(
     for (name, partitions) in order {
         let mut partitions_out = Vec::new();
         for partition in partitions {
-            let reply = replies.next().unwrap_or(PartitionReply::Error(code(
-                ResponseError::UnknownServerError,
-            )));
+            let reply = replies
+                .next()
+                .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable));
             partitions_out.push(partition_data(
                 partition,
                 reply,
@@ -127,59 +127,55 @@ fn reply_bytes(reply: &PartitionReply) -> usize {
     }
 }
 
-/// Reads every partition concurrently, each on its owning shard; replies in request order.
-async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted]) -> Vec<PartitionReply> {
-    let tasks: Vec<_> = wanted
-        .iter()
-        .map(|w| {
-            let (shard, tp) = (shard.clone(), w.tp.clone());
-            let op = PartitionOp::Read {
-                offset: w.offset,
-                max_bytes: w.max_bytes,
-            };
-            glommio::spawn_local(async move { shard.partition_call(tp, op).await }).detach()
-        })
-        .collect();
-    let mut replies = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        replies.push(task.await.unwrap_or(PartitionReply::Error(code(
-            ResponseError::UnknownServerError,
-        ))));
-    }
-    replies
-}
-
-/// Parks on every partition's owning shard until the first one sees its high watermark pass
-/// the fetch offset, or `deadline`; the others are cancelled when this returns.
-async fn wait_any(shard: &Rc<Shard>, wanted: &[Wanted], deadline: Instant) {
-    let (done_tx, done_rx) = local_channel::new_bounded::<()>(1);
-    let done_tx = Rc::new(done_tx);
-    let mut cancels = Vec::with_capacity(wanted.len());
-    for w in wanted {
+/// Sends one [`PartitionOp::Fetch`] per partition, all at once, and collects the answers in
+/// request order; once the answered bytes reach `min_bytes` (at least 1) or an answer is an
+/// error, the partitions still waiting are cancelled and answer with what they have.
+async fn fetch_all(
+    shard: &Rc<Shard>,
+    wanted: Vec<Wanted>,
+    min_bytes: usize,
+    deadline: MonotonicTime,
+) -> Vec<PartitionReply> {
+    let n = wanted.len();
+    // Each partition's task sends exactly one answer: room for all, so none waits.
+    let (answer_tx, answers) = local_channel::new_bounded::<(usize, PartitionReply)>(n.max(1));
+    let answer_tx = Rc::new(answer_tx);
+    let mut cancels = Vec::with_capacity(n);
+    for (i, w) in wanted.into_iter().enumerate() {
         let (cancel_tx, cancel) = oneshot::channel::<()>();
         cancels.push(cancel_tx);
-        let (shard, tp, done) = (shard.clone(), w.tp.clone(), done_tx.clone());
-        let op = PartitionOp::WaitForData {
-            offset: w.offset,
+        let op = PartitionOp::Fetch {
+            offset: Offset(w.offset),
+            max_bytes: w.max_bytes,
+            min_bytes,
             deadline,
             cancel,
         };
+        let (shard, answer_tx) = (shard.clone(), answer_tx.clone());
         glommio::spawn_local(async move {
-            shard.partition_call(tp, op).await;
-            let _ = done.try_send(());
+            let reply = shard.partition_call(w.tp, op).await;
+            let _ = answer_tx.send((i, reply)).await;
         })
         .detach();
     }
-    drop(done_tx);
-    let timeout = glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
-    futures_lite::future::or(
-        async {
-            let _ = done_rx.recv().await;
-        },
-        timeout,
-    )
-    .await;
-    drop(cancels);
+    drop(answer_tx);
+    let mut replies: Vec<Option<PartitionReply>> = (0..n).map(|_| None).collect();
+    let mut answered_bytes = 0usize;
+    while let Some((i, reply)) = answers.recv().await {
+        answered_bytes += reply_bytes(&reply);
+        let failed = !matches!(reply, PartitionReply::Read { .. });
+        if failed || answered_bytes >= min_bytes.max(1) {
+            // Dropping the senders cancels the partitions still waiting.
+            cancels.clear();
+        }
+        if let Some(slot) = replies.get_mut(i) {
+            *slot = Some(reply);
+        }
+    }
+    replies
+        .into_iter()
+        .map(|r| r.unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable)))
+        .collect()
 }
 
 fn partition_data(
@@ -218,7 +214,7 @@ fn partition_data(
                 data.records.extend(batch.chunks().into_iter().cloned());
             }
         }
-        PartitionReply::Error(error) => data.error_code = error,
+        PartitionReply::Error(error) => data.error_code = partition_op_error_code(&error),
         other => {
             tracing::error!(?other, "unexpected reply to fetch read");
             data.error_code = code(ResponseError::UnknownServerError);

@@ -2,7 +2,7 @@
 //! max timestamp (-3, KIP-734), or the first offset whose timestamp is ≥ T (-1 when none).
 
 use super::topic_name;
-use crate::errors::code;
+use crate::errors::{code, partition_op_error_code};
 use crate::messages::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
@@ -10,8 +10,9 @@ use net::kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use net::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use replication::OffsetSpec;
 use std::rc::Rc;
-use storage::TopicPartition;
+use storage::{TimestampMs, TopicPartition};
 
 /// First ListOffsets version whose response carries the leader epoch.
 const LEADER_EPOCH_VERSION: i16 = 4;
@@ -31,16 +32,22 @@ pub async fn handle(
                 topic: name.clone(),
                 partition: p.partition_index,
             };
-            let reply = shard
-                .partition_call(
-                    tp,
-                    PartitionOp::ListOffsets {
-                        timestamp: p.timestamp,
-                    },
-                )
-                .await;
             let mut r = ListOffsetsPartitionResponse::default();
             r.partition_index = p.partition_index;
+            let reply = match offset_spec(p.timestamp) {
+                Some(spec) => {
+                    shard
+                        .partition_call(tp, PartitionOp::ListOffsets { spec })
+                        .await
+                }
+                None => {
+                    r.error_code = code(ResponseError::InvalidRequest);
+                    r.offset = -1;
+                    r.timestamp = -1;
+                    out.partitions.push(r);
+                    continue;
+                }
+            };
             match reply {
                 PartitionReply::Offset { offset, timestamp } => {
                     r.offset = offset;
@@ -50,7 +57,7 @@ pub async fn handle(
                     }
                 }
                 PartitionReply::Error(error) => {
-                    r.error_code = error;
+                    r.error_code = partition_op_error_code(&error);
                     r.offset = -1;
                     r.timestamp = -1;
                 }
@@ -64,4 +71,19 @@ pub async fn handle(
         response.topics.push(out);
     }
     response
+}
+
+/// The request's `timestamp`: -1 latest, -2 earliest, -3 max timestamp, else the first offset
+/// whose timestamp is ≥ this (ms); `None` for another negative value (`INVALID_REQUEST`).
+fn offset_spec(timestamp: i64) -> Option<OffsetSpec> {
+    const LATEST: i64 = -1;
+    const EARLIEST: i64 = -2;
+    const MAX_TIMESTAMP: i64 = -3;
+    match timestamp {
+        LATEST => Some(OffsetSpec::Latest),
+        EARLIEST => Some(OffsetSpec::Earliest),
+        MAX_TIMESTAMP => Some(OffsetSpec::MaxTimestamp),
+        t if t < 0 => None,
+        t => Some(OffsetSpec::Timestamp(TimestampMs(t))),
+    }
 }

@@ -7,7 +7,7 @@
 //! here is this one broker.
 
 use super::topic_name;
-use crate::errors::code;
+use crate::errors::{code, partition_op_error_code};
 use crate::messages::{Acks, PartitionOp, PartitionReply};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
@@ -52,33 +52,30 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
             let shard = shard.clone();
             let task = glommio::spawn_local(async move {
                 let Some(acks) = acks else {
-                    return PartitionReply::Error(code(ResponseError::InvalidRequiredAcks));
+                    return Err(code(ResponseError::InvalidRequiredAcks));
                 };
                 if transactional {
-                    return PartitionReply::Error(code(
-                        ResponseError::TransactionalIdAuthorizationFailed,
-                    ));
+                    return Err(code(ResponseError::TransactionalIdAuthorizationFailed));
                 }
                 if too_few_replicas {
-                    return PartitionReply::Error(code(ResponseError::NotEnoughReplicas));
+                    return Err(code(ResponseError::NotEnoughReplicas));
                 }
                 // Only the group coordinator writes the offsets topic (Kafka refuses too).
                 if tp.topic == crate::groups::OFFSETS_TOPIC {
-                    return PartitionReply::Error(code(ResponseError::InvalidTopicException));
+                    return Err(code(ResponseError::InvalidTopicException));
                 }
                 let Some(records) = p.records else {
-                    return PartitionReply::Error(code(ResponseError::CorruptMessage));
+                    return Err(code(ResponseError::CorruptMessage));
                 };
-                shard
-                    .partition_call(
-                        tp,
-                        PartitionOp::Produce {
-                            records,
-                            acks,
-                            timeout,
-                        },
-                    )
-                    .await
+                let op = PartitionOp::Produce {
+                    records,
+                    acks,
+                    timeout,
+                };
+                match shard.partition_call(tp, op).await {
+                    PartitionReply::Error(e) => Err(partition_op_error_code(&e)),
+                    reply => Ok(reply),
+                }
             })
             .detach();
             partitions.push((p.index, task));
@@ -90,23 +87,24 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
         let mut topic = TopicProduceResponse::default();
         topic.name = topic_name(&name);
         for (index, task) in partitions {
-            let reply = task.await.unwrap_or(PartitionReply::Error(code(
-                ResponseError::UnknownServerError,
-            )));
+            // `Err`: the Kafka code of a refusal by this handler or by the owner.
+            let reply = task
+                .await
+                .unwrap_or(Err(code(ResponseError::UnknownServerError)));
             let mut p = PartitionProduceResponse::default();
             p.index = index;
             p.log_append_time_ms = -1;
             match reply {
-                PartitionReply::Produced {
+                Ok(PartitionReply::Produced {
                     base_offset,
                     log_start_offset,
                     log_append_time_ms,
-                } => {
+                }) => {
                     p.base_offset = base_offset;
                     p.log_start_offset = log_start_offset;
                     p.log_append_time_ms = log_append_time_ms;
                 }
-                PartitionReply::Error(error) => {
+                Err(error) => {
                     p.error_code = error;
                     p.base_offset = -1;
                     p.log_start_offset = -1;

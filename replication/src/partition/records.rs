@@ -1,4 +1,4 @@
-//! Reading individual records inside a stored RecordBatch v2, for the few places the broker
+//! Reading individual records inside a stored RecordBatch v2, for the few places a partition
 //! needs record granularity (ListOffsets by timestamp). Record layout (Kafka protocol guide,
 //! "Record"): `length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
 //! key | value | headers`, varints zigzag-encoded.
@@ -9,7 +9,7 @@ use storage::{varint, RecordBatch};
 /// Falls back to the batch's base offset and max timestamp when the records cannot be read
 /// here: compressed batches (decompression comes with the compression issue), LogAppendTime
 /// batches (every record carries the batch time), or a malformed record section.
-pub fn first_offset_at_or_after(batch: &RecordBatch, target: i64) -> (i64, i64) {
+pub(crate) fn first_offset_at_or_after(batch: &RecordBatch, target: i64) -> (i64, i64) {
     let header = batch.header();
     let fallback = (header.base_offset.0, header.max_timestamp.0);
     if header.compression() != 0 || header.is_log_append_time() {

@@ -1,0 +1,101 @@
+//! [`PartitionStore`]: what a [`crate::Partition`] needs from its log, implemented for
+//! storage's [`PartitionLog`] (the broker) and for the simulation's log over a fake disk
+//! ([`crate::sim::SimLog`]). The methods are `PartitionLog`'s, with its semantics and errors.
+
+use bytes::Bytes;
+use storage::{
+    AppendInfo, LeaderEpoch, Offset, PartitionLog, RecordBatch, Result, TimestampMatch, TimestampMs,
+};
+
+/// The log under a partition. Offsets obey `log_start ≤ high_watermark ≤ written ≤ log_end`.
+#[allow(async_fn_in_trait)] // Used generically on one thread: the futures need not be `Send`.
+pub trait PartitionStore {
+    /// Appends whole RecordBatch v2 bytes stamped with `leader_epoch`; returns once they are
+    /// in the in-memory tail (see [`PartitionLog::append`]).
+    async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo>;
+    /// Waits until every record below `target` is written (survives a process crash).
+    async fn wait_written(&self, target: Offset) -> Result<Offset>;
+    /// Waits until every record below `target` is written and synced (survives power loss).
+    async fn flush_to(&self, target: Offset) -> Result<Offset>;
+    /// Whether `flush.messages` is set (a retried batch then waits for a sync too).
+    fn flush_messages_enabled(&self) -> bool;
+    /// Batches from `offset`, at most `max_bytes` (first batch whole), below `upper_bound`.
+    async fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        upper_bound: Offset,
+    ) -> Result<Vec<RecordBatch>>;
+    /// The first batch whose max timestamp is ≥ `target`.
+    async fn find_offset_by_timestamp(&self, target: TimestampMs)
+        -> Result<Option<TimestampMatch>>;
+    /// The largest timestamp and the base offset of its batch.
+    async fn max_timestamp(&self) -> Result<Option<(TimestampMs, Offset)>>;
+    /// Removes every record at or after `offset` (whole batches).
+    async fn truncate_to(&self, offset: Offset) -> Result<()>;
+    /// Moves the log start offset forward to `offset`; returns the log start offset.
+    async fn delete_records_before(&self, offset: Offset) -> Result<Offset>;
+    /// First offset still in the log.
+    fn log_start_offset(&self) -> Offset;
+    /// The offset the next appended record gets (LEO).
+    fn log_end_offset(&self) -> Offset;
+    /// Offset below which every record's write has completed.
+    fn written_offset(&self) -> Offset;
+    /// The high watermark as last set (clamped by the log).
+    fn high_watermark(&self) -> Offset;
+    /// Moves the high watermark, clamped to `[log_start, written]`.
+    fn set_high_watermark(&self, high_watermark: Offset);
+}
+
+impl PartitionStore for PartitionLog {
+    async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo> {
+        PartitionLog::append(self, records, leader_epoch).await
+    }
+    async fn wait_written(&self, target: Offset) -> Result<Offset> {
+        PartitionLog::wait_written(self, target).await
+    }
+    async fn flush_to(&self, target: Offset) -> Result<Offset> {
+        PartitionLog::flush_to(self, target).await
+    }
+    fn flush_messages_enabled(&self) -> bool {
+        self.config().flush_messages != u64::MAX
+    }
+    async fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        upper_bound: Offset,
+    ) -> Result<Vec<RecordBatch>> {
+        PartitionLog::read(self, offset, max_bytes, upper_bound).await
+    }
+    async fn find_offset_by_timestamp(
+        &self,
+        target: TimestampMs,
+    ) -> Result<Option<TimestampMatch>> {
+        PartitionLog::find_offset_by_timestamp(self, target).await
+    }
+    async fn max_timestamp(&self) -> Result<Option<(TimestampMs, Offset)>> {
+        PartitionLog::max_timestamp(self).await
+    }
+    async fn truncate_to(&self, offset: Offset) -> Result<()> {
+        PartitionLog::truncate_to(self, offset).await
+    }
+    async fn delete_records_before(&self, offset: Offset) -> Result<Offset> {
+        PartitionLog::delete_records_before(self, offset).await
+    }
+    fn log_start_offset(&self) -> Offset {
+        PartitionLog::log_start_offset(self)
+    }
+    fn log_end_offset(&self) -> Offset {
+        PartitionLog::log_end_offset(self)
+    }
+    fn written_offset(&self) -> Offset {
+        PartitionLog::written_offset(self)
+    }
+    fn high_watermark(&self) -> Offset {
+        PartitionLog::high_watermark(self)
+    }
+    fn set_high_watermark(&self, high_watermark: Offset) {
+        PartitionLog::set_high_watermark(self, high_watermark)
+    }
+}
