@@ -19,6 +19,7 @@ mod metadata;
 mod metrics;
 mod produce_checks;
 mod runtime;
+mod seam;
 mod send;
 mod shard;
 mod shutdown;

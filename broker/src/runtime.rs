@@ -2,7 +2,7 @@
 //! §2): one executor per configured core, pinned; a full mesh of bounded channels between
 //! them; on each, the shard's partitions are opened, a listener bound with `SO_REUSEPORT`
 //! (glommio sets it on every bind), and each accepted connection served on that shard.
-//! [`GlommioRuntime`] is the replication runtime seam on these executors.
+//! The replication runtime seam on these executors is `crate::seam::GlommioRuntime`.
 
 use crate::connection;
 use crate::messages::{ShardMsg, SHARD_CHANNEL_CAPACITY};
@@ -11,40 +11,10 @@ use crate::shard::{Shard, TaskQueues};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
-use replication::runtime::{Clock, LocalBoxFuture, MonotonicTime, Runtime};
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 use tuning::config::BrokerConfig;
-
-/// The replication runtime seam on glommio: the current executor's timers and tasks, and a
-/// monotonic clock whose origin is the process's first look at it — one origin for every
-/// shard, so a deadline set on one shard means the same instant on another.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct GlommioRuntime;
-
-/// The origin of [`GlommioRuntime`]'s clock.
-static CLOCK_ORIGIN: OnceLock<Instant> = OnceLock::new();
-
-impl Clock for GlommioRuntime {
-    fn now(&self) -> MonotonicTime {
-        MonotonicTime(CLOCK_ORIGIN.get_or_init(Instant::now).elapsed())
-    }
-}
-
-impl Runtime for GlommioRuntime {
-    fn sleep(&self, duration: Duration) -> LocalBoxFuture<()> {
-        Box::pin(async move {
-            glommio::timer::sleep(duration).await;
-        })
-    }
-
-    /// Spawns into the current task queue (the one of the task that asks).
-    fn spawn(&self, task: LocalBoxFuture<()>) {
-        glommio::spawn_local(task).detach();
-    }
-}
 
 /// Starts one shard per core and blocks until they all stop. Errors: an executor could not
 /// start, or a shard failed to bind its listener.

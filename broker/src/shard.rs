@@ -465,7 +465,7 @@ impl Shard {
         let owned = Rc::new(replication::Partition::new(
             log,
             replication::runtime::NodeId(self.config.node_id),
-            Rc::new(crate::runtime::GlommioRuntime),
+            Rc::new(crate::seam::GlommioRuntime),
         ));
         self.topic_configs.borrow_mut().insert(tp.clone(), config);
         self.partitions

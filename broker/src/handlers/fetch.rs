@@ -18,7 +18,7 @@ use super::{topic_name, Response};
 use crate::errors::{code, partition_op_error_code};
 use crate::messages::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::metrics::ShardMetrics;
-use crate::runtime::GlommioRuntime;
+use crate::seam::GlommioRuntime;
 use crate::shard::Shard;
 use futures_channel::oneshot;
 use glommio::channels::local_channel;
