@@ -17,18 +17,26 @@ pub use executor::{Executor, SimRuntime, Stuck, STEPS_MAX};
 pub use network::{Endpoint, LinkFaults, SimNetwork, INBOX_MESSAGES_MAX};
 
 /// The seeds a simulation test runs: `SLUICE_SIM_SEED` alone when set (a replay), else
-/// `count` seeds derived from `base`. Errors: none; an unparsable variable is a panic, as
-/// a test's misuse.
+/// `count` seeds derived from `base` — or, for a search with fresh seeds, from
+/// `SLUICE_SIM_BASE` and `SLUICE_SIM_COUNT` when set (e.g. `SLUICE_SIM_BASE=$RANDOM
+/// SLUICE_SIM_COUNT=10000`). Errors: none; an unparsable variable is a panic, as a test's
+/// misuse.
 pub fn seeds(base: u64, count: u64) -> Vec<u64> {
-    match std::env::var("SLUICE_SIM_SEED") {
-        Ok(seed) => vec![seed
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("SLUICE_SIM_SEED={seed:?} is not a u64"))],
-        Err(_) => (0..count)
-            .map(|i| base.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
-            .collect(),
+    let var = |name: &str| {
+        std::env::var(name).ok().map(|v| {
+            v.trim()
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("{name}={v:?} is not a u64"))
+        })
+    };
+    if let Some(seed) = var("SLUICE_SIM_SEED") {
+        return vec![seed];
     }
+    let base = var("SLUICE_SIM_BASE").unwrap_or(base);
+    let count = var("SLUICE_SIM_COUNT").unwrap_or(count);
+    (0..count)
+        .map(|i| base.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect()
 }
 
 /// Prints `SLUICE_SIM_SEED=<seed>` when dropped during a panic: hold one per run.
