@@ -39,18 +39,19 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
         u64::try_from(bytes).unwrap_or(u64::MAX),
     );
     let metadata = shard.metadata();
-    let mut tasks = Vec::new();
+    // (topic, its partition indexes) in request order, and every partition's append.
+    let mut layout: Vec<(String, Vec<i32>)> = Vec::new();
+    let mut appends = Vec::new();
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let too_few_replicas = req.acks == -1 && min_insync_replicas(shard, &metadata, &name) > 1;
-        let mut partitions = Vec::new();
+        let mut indexes = Vec::new();
         for p in topic.partition_data {
             let tp = TopicPartition {
                 topic: name.clone(),
                 partition: p.index,
             };
-            let shard = shard.clone();
-            let task = glommio::spawn_local(async move {
+            let task = async move {
                 let Some(acks) = acks else {
                     return Err(code(ResponseError::InvalidRequiredAcks));
                 };
@@ -76,21 +77,21 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                     PartitionReply::Error(e) => Err(partition_op_error_code(&e)),
                     reply => Ok(reply),
                 }
-            })
-            .detach();
-            partitions.push((p.index, task));
+            };
+            indexes.push(p.index);
+            appends.push(task);
         }
-        tasks.push((name, partitions));
+        layout.push((name, indexes));
     }
+    // Every partition's append runs concurrently inside this task: no task spawned, and a
+    // local partition's append costs no message.
+    let mut replies = futures_util::future::join_all(appends).await.into_iter();
     let mut response = ProduceResponse::default();
-    for (name, partitions) in tasks {
+    for (name, indexes) in layout {
         let mut topic = TopicProduceResponse::default();
         topic.name = topic_name(&name);
-        for (index, task) in partitions {
+        for (index, reply) in indexes.into_iter().zip(replies.by_ref()) {
             // `Err`: the Kafka code of a refusal by this handler or by the owner.
-            let reply = task
-                .await
-                .unwrap_or(Err(code(ResponseError::UnknownServerError)));
             let mut p = PartitionProduceResponse::default();
             p.index = index;
             p.log_append_time_ms = -1;
