@@ -11,15 +11,8 @@ use crate::compression::{compress, decompress};
 use crate::errors::code;
 use bytes::{Bytes, BytesMut};
 use net::kafka_protocol::error::ResponseError;
-use storage::{batch_crc, count_records, split_batches, BATCH_HEADER_BYTES};
+use storage::{count_records, replace_records, split_batches, BATCH_HEADER_BYTES};
 use tuning::config::{TimestampType, TopicConfig};
-
-/// Byte position of `attributes` and of `batchLength` in the batch header.
-const ATTRIBUTES_AT: usize = 21;
-const BATCH_LENGTH_AT: usize = 8;
-const CRC_AT: usize = 17;
-/// Bytes of the header counted by `batchLength` (the header after `baseOffset` and itself).
-const HEADER_AFTER_LENGTH_BYTES: usize = BATCH_HEADER_BYTES - 12;
 
 /// Checks `records` against the topic's config at `now_ms` and recompresses it if the topic
 /// asks; returns the record set to append (the same `Bytes` when nothing changed). Errors are
@@ -61,7 +54,7 @@ pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Byte
         match recompress_to {
             Some(to) => {
                 let packed = compress(to, &raw).map_err(|_| corrupt())?;
-                out.push(rebuild(bytes, to, &packed).ok_or_else(corrupt)?);
+                out.push(replace_records(bytes, to, &packed).map_err(|_| corrupt())?);
                 changed = true;
             }
             None => out.push(bytes.clone()),
@@ -75,22 +68,6 @@ pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Byte
         joined.extend_from_slice(&b);
     }
     Ok(joined.freeze())
-}
-
-/// The batch `original` with its records section replaced by `section`, compressed with
-/// `codec`: attributes, `batchLength` and the CRC-32C updated.
-fn rebuild(original: &[u8], codec: u8, section: &[u8]) -> Option<Bytes> {
-    let mut batch = BytesMut::with_capacity(BATCH_HEADER_BYTES + section.len());
-    batch.extend_from_slice(&original[..BATCH_HEADER_BYTES]);
-    batch.extend_from_slice(section);
-    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
-    let attributes = (attributes & !0x07) | i16::from(codec);
-    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-    let length = i32::try_from(HEADER_AFTER_LENGTH_BYTES + section.len()).ok()?;
-    batch[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
-    let crc = batch_crc(&batch);
-    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-    Some(batch.freeze())
 }
 
 #[cfg(test)]
@@ -126,7 +103,7 @@ mod tests {
         let fewer = build_batch(TimestampMs(1_000), &[b"a", b"bb"]);
         let gzipped_two = compress(crate::compression::GZIP, &fewer[BATCH_HEADER_BYTES..]).unwrap();
         // Header of the 3-record batch over the compressed records of the 2-record one.
-        let lying = rebuild(&plain, crate::compression::GZIP, &gzipped_two).unwrap();
+        let lying = replace_records(&plain, crate::compression::GZIP, &gzipped_two).unwrap();
         config.set("compression.type", "producer").unwrap();
         assert_eq!(
             prepare(lying, &config, 1_000),

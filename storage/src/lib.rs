@@ -24,8 +24,9 @@ mod types;
 mod writer;
 
 pub use batch::{
-    batch_crc, build_batch, build_batch_kv, count_records, records_of, split_batches,
-    validate_batch, varint, BatchHeader, KeyValue, Record, RecordBatch, BATCH_HEADER_BYTES,
+    batch_crc, build_batch, build_batch_kv, count_records, records_of, replace_records,
+    split_batches, validate_batch, varint, BatchHeader, KeyValue, Record, RecordBatch,
+    BATCH_HEADER_BYTES,
 };
 pub use cache::{BatchCache, CacheStats};
 pub use config::LogConfig;
