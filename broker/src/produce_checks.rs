@@ -26,7 +26,7 @@ pub fn prepare(records: Bytes, config: &TopicConfig, now_ms: i64) -> Result<Byte
     let target = config.compression_type.codec();
     let before_max = i64::try_from(config.message_timestamp_before_max_ms).unwrap_or(i64::MAX);
     let after_max = i64::try_from(config.message_timestamp_after_max_ms).unwrap_or(i64::MAX);
-    let check_time = config.message_timestamp_type == TimestampType::CreateTime;
+    let check_time = config.message_timestamp_type() == TimestampType::CreateTime;
     let corrupt = || code(ResponseError::CorruptMessage);
     let mut out = Vec::with_capacity(batches.len());
     let mut changed = false;

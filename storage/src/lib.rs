@@ -29,7 +29,7 @@ pub use batch::{
     BATCH_HEADER_BYTES,
 };
 pub use cache::{BatchCache, CacheStats};
-pub use config::LogConfig;
+pub use config::{CleanupPolicy, LogConfig};
 pub use error::{BatchError, Result, StorageError};
 pub use io::Notify;
 pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS};

@@ -7,6 +7,7 @@ use super::{
 };
 use crate::batch::BatchHeader;
 use crate::checkpoint;
+use crate::config::CleanupPolicy;
 use crate::error::{Result, StorageError};
 use crate::io::{align_down, align_up, remove_file, BLOCK_BYTES, BLOCK_USIZE};
 use crate::segment::Segment;
@@ -160,9 +161,13 @@ impl PartitionLog {
 
     /// Applies `retention.ms` (against `now`) and `retention.bytes`: deletes closed segments
     /// only, oldest first, and moves the log start offset to the first kept segment. A read
-    /// already holding a deleted segment finishes from the open file. Returns segments deleted.
+    /// already holding a deleted segment finishes from the open file. Returns segments deleted
+    /// (none when `cleanup.policy` is not `delete`).
     pub async fn enforce_retention(&self, now: TimestampMs) -> Result<usize> {
         let cfg = self.config();
+        if cfg.cleanup_policy != CleanupPolicy::Delete {
+            return Ok(0);
+        }
         let mut excess = cfg
             .retention_bytes
             .map_or(0, |limit| self.size_bytes().saturating_sub(limit));

@@ -337,7 +337,9 @@ impl BrokerConfig {
             .set(topic.name, &value)
             .map_err(|e| e.with_key(key))?;
         if topic.name == "max.message.bytes" {
-            self.message_max_bytes = self.topic_defaults.max_message_bytes;
+            // At most i32::MAX: the topic property's range.
+            self.message_max_bytes =
+                u32::try_from(self.topic_defaults.log.max_message_bytes).unwrap_or(u32::MAX);
         }
         self.synonym_rank.insert(topic.name, rank);
         // DescribeConfigs lists a topic-level name given here as its first broker synonym.
@@ -513,7 +515,7 @@ mod tests {
             .expect("valid");
         let defaults = &broker.topic_defaults;
         let mut t = TopicConfig::inherit(defaults);
-        assert_eq!(t.retention_ms, Some(1000));
+        assert_eq!(t.log.retention_ms, Some(Duration::from_millis(1000)));
         assert_eq!(t.get("delete.retention.ms").as_deref(), Some("5"));
         assert!(!t.is_set("retention.ms"));
         t.set("retention.ms", "5").expect("valid");
@@ -521,7 +523,7 @@ mod tests {
         assert!(t.is_set("retention.ms"));
         t.reset("retention.ms", defaults).expect("known key");
         t.reset("delete.retention.ms", defaults).expect("known key");
-        assert_eq!(t.retention_ms, Some(1000));
+        assert_eq!(t.log.retention_ms, Some(Duration::from_millis(1000)));
         assert_eq!(t.get("delete.retention.ms").as_deref(), Some("5"));
         assert!(!t.is_set("retention.ms"));
         assert_eq!(broker.given("log.retention.ms"), Some("1000"));
@@ -543,18 +545,18 @@ mod tests {
         ])
         .expect("valid");
         let t = &b.topic_defaults;
-        assert_eq!(t.segment_bytes, 1_048_576);
-        assert_eq!(t.segment_ms, 2 * 3_600_000);
-        assert_eq!(t.message_timestamp_type, TimestampType::LogAppendTime);
-        assert_eq!(t.flush_messages, 10);
-        assert_eq!(t.flush_ms, 100);
-        assert_eq!(t.index_interval_bytes, 8192);
-        assert_eq!(t.retention_bytes, Some(12_345));
-        assert_eq!(t.retention_ms, Some(777));
+        assert_eq!(t.log.segment_bytes, 1_048_576);
+        assert_eq!(t.log.segment_ms, Duration::from_millis(2 * 3_600_000));
+        assert_eq!(t.message_timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(t.log.flush_messages, 10);
+        assert_eq!(t.log.flush_ms, Some(Duration::from_millis(100)));
+        assert_eq!(t.log.index_interval_bytes, 8192);
+        assert_eq!(t.log.retention_bytes, Some(12_345));
+        assert_eq!(t.log.retention_ms, Some(Duration::from_millis(777)));
 
         b.set("message.max.bytes", "2000000").expect("valid");
         assert_eq!(b.message_max_bytes, 2_000_000);
-        assert_eq!(b.topic_defaults.max_message_bytes, 2_000_000);
+        assert_eq!(b.topic_defaults.log.max_message_bytes, 2_000_000);
 
         // Errors about a topic default name the broker-level key the user wrote.
         let err = b.set("log.segment.bytes", "1").expect_err("below 1 MiB");
@@ -565,26 +567,39 @@ mod tests {
     fn retention_units_follow_kafka_precedence() {
         let mut b = BrokerConfig::default();
         b.set("log.retention.hours", "1").expect("valid");
-        assert_eq!(b.topic_defaults.retention_ms, Some(3_600_000));
+        assert_eq!(
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(3_600_000))
+        );
         b.set("log.retention.minutes", "2").expect("valid");
-        assert_eq!(b.topic_defaults.retention_ms, Some(120_000));
+        assert_eq!(
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(120_000))
+        );
         b.set("log.retention.hours", "5").expect("valid");
         assert_eq!(
-            b.topic_defaults.retention_ms,
-            Some(120_000),
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(120_000)),
             "minutes beat hours"
         );
         b.set("log.retention.ms", "10").expect("valid");
         b.set("log.retention.minutes", "5").expect("valid");
-        assert_eq!(b.topic_defaults.retention_ms, Some(10), "ms beats minutes");
+        assert_eq!(
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(10)),
+            "ms beats minutes"
+        );
         b.set("log.retention.hours", "-1")
             .expect("valid, but ms wins");
-        assert_eq!(b.topic_defaults.retention_ms, Some(10));
+        assert_eq!(
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(10))
+        );
 
         let mut b = BrokerConfig::default();
         b.set("log.retention.hours", "-1")
             .expect("negative = unlimited");
-        assert_eq!(b.topic_defaults.retention_ms, None);
+        assert_eq!(b.topic_defaults.log.retention_ms, None);
         b.set("log.retention.hours", "x").expect_err("not a number");
         b.set("log.retention.hours", &i64::MAX.to_string())
             .expect_err("overflows ms");

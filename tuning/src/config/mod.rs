@@ -3,7 +3,7 @@
 //! Two types:
 //! - [`TopicConfig`]: the per-topic properties a Kafka client can describe, create with and alter
 //!   (`retention.ms`, `segment.bytes`, …). It remembers which keys were set explicitly, so
-//!   DescribeConfigs can report `TOPIC_CONFIG` versus a default ([`TopicConfig::source`]).
+//!   DescribeConfigs can report `TOPIC_CONFIG` versus a default ([`TopicConfig::is_set`]).
 //! - [`BrokerConfig`]: the start-up configuration of one `sluice` process, including
 //!   `topic_defaults`, the [`TopicConfig`] every new topic starts from.
 //!
@@ -26,7 +26,10 @@
 //!
 //! Files, by concern (private modules; the public items are re-exported here, so paths stay
 //! `tuning::config::…`):
-//! - `topic`: [`TopicConfig`] and the typed values of topic properties.
+//! - `topic`: [`TopicConfig`] and the typed values of topic properties. Each property is
+//!   declared once: Kafka's facts in [`crate::kafka_keys::TOPIC_KEYS`], the log's values in
+//!   storage's `LogConfig` (embedded as [`TopicConfig::log`], no conversion), parsing and
+//!   rendering in one table entry per key.
 //! - `broker`: [`BrokerConfig`], the broker-level keys and the topic defaults they set.
 //! - `shard`: `[[shard]]` per-core sections ([`ShardOverride`], [`ShardSettings`]).
 //! - `file`: flattening a TOML document into keys ([`flatten_toml`]).

@@ -1,5 +1,20 @@
 //! [`TopicConfig`]: the per-topic properties (Kafka 4.4's topic keys, [`TOPIC_KEYS`]) and the
 //! typed values of those Sluice acts on.
+//!
+//! Each topic property is declared once:
+//! - its Kafka facts — name, type, default, broker-level synonyms, whether Sluice acts on it —
+//!   in [`TOPIC_KEYS`] (`kafka_keys`), from which key lookup, suggestions, DescribeConfigs'
+//!   listing and, by parsing the default strings, [`TopicConfig::default`] all come;
+//! - its typed value in one field: the log's properties in storage's own [`LogConfig`],
+//!   embedded as [`TopicConfig::log`] (so the partition log gets exactly that, with no
+//!   conversion by hand), the produce path's in `TopicConfig` itself;
+//! - its parsing and rendering in one [`TYPED_KEYS`] entry beside each other, from which
+//!   [`TopicConfig::set`], [`TopicConfig::get`] and [`TopicConfig::reset`] (set from the
+//!   default's rendering) work.
+//!
+//! Storage keeps the same numbers in [`LogConfig::default`] so that the crate stands alone;
+//! a test checks that they are Kafka's. The other keys ([`Support::Stored`]) are validated
+//! strings.
 
 use super::error::{invalid, unknown, ConfigError};
 use super::value::{
@@ -8,34 +23,14 @@ use super::value::{
 use crate::kafka_keys::{topic_key, ConfigType, Support, TopicKey, TOPIC_KEYS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+pub use storage::CleanupPolicy;
+use storage::LogConfig;
 
 /// Kafka's "never" for `flush.messages` and `flush.ms` (`Long.MAX_VALUE`).
 pub const FLUSH_NEVER: u64 = i64::MAX as u64;
 
 /// Smallest `segment.bytes` Kafka 4 accepts (1 MiB, KIP-1030).
 pub const SEGMENT_BYTES_MIN: u64 = 1 << 20;
-
-/// `cleanup.policy`, a list in Kafka (`delete`, `compact`, both, or empty). Sluice does not
-/// compact logs: a list naming `compact` is refused.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CleanupPolicy {
-    /// `delete`: delete whole closed segments by `retention.ms` / `retention.bytes`.
-    #[default]
-    Delete,
-    /// The empty list: neither delete nor compact; segments are kept whatever the retention
-    /// settings say (Kafka 4.x's empty `cleanup.policy`).
-    NoCleanup,
-}
-
-impl CleanupPolicy {
-    /// The Kafka spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CleanupPolicy::Delete => "delete",
-            CleanupPolicy::NoCleanup => "",
-        }
-    }
-}
 
 /// `message.timestamp.type`: which timestamp a batch carries in the log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -138,29 +133,21 @@ fn topic_key_names() -> Vec<&'static str> {
 
 /// The per-topic properties: every key of Kafka 4.4's topic config ([`TOPIC_KEYS`]).
 ///
-/// Those Sluice acts on ([`Support::Honoured`]) are typed fields, stored as Kafka states them
-/// (milliseconds, bytes; `-1` "unlimited" is `None`); the others are kept as validated,
-/// normalised strings (`stored`) and described. Change values through [`TopicConfig::set`] /
+/// Those Sluice acts on ([`Support::Honoured`]) are typed fields: the log's in [`Self::log`]
+/// (storage's own config, so nothing converts them), the produce path's here; the others are
+/// kept as validated, normalised strings (`stored`) and described. Each typed key is parsed and
+/// rendered in one entry of [`TYPED_KEYS`]. Change values through [`TopicConfig::set`] /
 /// [`TopicConfig::reset`] so the record of explicitly set keys stays right; the public fields
 /// are for reading.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicConfig {
-    /// `retention.ms`: delete closed segments older than this, in ms. `None` = keep forever
-    /// (Kafka's -1). Default 604800000 (7 days).
-    pub retention_ms: Option<u64>,
-    /// `retention.bytes`: delete oldest closed segments while a partition exceeds this many
-    /// bytes. `None` = unlimited (Kafka's -1, the default; Kafka accepts any negative).
-    pub retention_bytes: Option<u64>,
-    /// `segment.bytes`: roll a segment before it exceeds this many bytes.
-    /// Default 1073741824; range [`SEGMENT_BYTES_MIN`]..=2147483647.
-    pub segment_bytes: u64,
-    /// `segment.ms`: roll a non-empty segment once it is this old, in ms (at least 1).
-    /// Default 604800000.
-    pub segment_ms: u64,
-    /// `cleanup.policy`: `delete` or the empty list (no compaction).
-    pub cleanup_policy: CleanupPolicy,
-    /// `message.timestamp.type`: `CreateTime` (default) or `LogAppendTime`.
-    pub message_timestamp_type: TimestampType,
+    /// What the partition log acts on, under Kafka's names and units: `segment.bytes`,
+    /// `segment.ms`, `index.interval.bytes`, `flush.messages`, `flush.ms`, `retention.ms`,
+    /// `retention.bytes`, `cleanup.policy`, `max.message.bytes` and `message.timestamp.type`
+    /// (`log_append_time`). Kafka's "never" ([`FLUSH_NEVER`]) is `u64::MAX` / `None` there, its
+    /// `-1` "unlimited" is `None`. The write-pipeline fields Kafka has no property for
+    /// (`write_chunk_bytes`, …) keep [`LogConfig`]'s defaults.
+    pub log: LogConfig,
     /// `message.timestamp.before.max.ms`: for CreateTime topics, how far in the past of the
     /// broker's clock a record's timestamp may be, in ms. Default `i64::MAX` (no limit).
     pub message_timestamp_before_max_ms: u64,
@@ -170,17 +157,6 @@ pub struct TopicConfig {
     /// `compression.type`: `producer` (default: keep the producer's codec), `uncompressed`,
     /// `gzip`, `snappy`, `lz4` or `zstd` (batches are recompressed to it).
     pub compression_type: CompressionType,
-    /// `max.message.bytes`: largest record batch accepted, in bytes. Default 1048588;
-    /// range 0..=2147483647.
-    pub max_message_bytes: u32,
-    /// `flush.messages`: fdatasync after this many records (at least 1). Default
-    /// [`FLUSH_NEVER`].
-    pub flush_messages: u64,
-    /// `flush.ms`: fdatasync data older than this many ms. Default [`FLUSH_NEVER`].
-    pub flush_ms: u64,
-    /// `index.interval.bytes`: bytes of log between offset-index entries. Default 4096;
-    /// range 0..=2147483647.
-    pub index_interval_bytes: u32,
     /// `min.insync.replicas`: an `acks=all` produce needs this many in-sync replicas, else
     /// NOT_ENOUGH_REPLICAS. Sluice is one broker, so every ISR has 1 replica. Default 1.
     pub min_insync_replicas: u32,
@@ -192,26 +168,214 @@ pub struct TopicConfig {
 }
 
 impl Default for TopicConfig {
+    /// Kafka 4.4's defaults, parsed from [`TOPIC_KEYS`] (the one place they are written; a test
+    /// checks that storage's [`LogConfig::default`] agrees).
     fn default() -> Self {
-        TopicConfig {
-            retention_ms: Some(604_800_000),
-            retention_bytes: None,
-            segment_bytes: 1_073_741_824,
-            segment_ms: 604_800_000,
-            cleanup_policy: CleanupPolicy::Delete,
-            message_timestamp_type: TimestampType::CreateTime,
-            message_timestamp_before_max_ms: i64::MAX.unsigned_abs(),
-            message_timestamp_after_max_ms: 3_600_000,
-            compression_type: CompressionType::Producer,
-            max_message_bytes: 1_048_588,
-            flush_messages: FLUSH_NEVER,
-            flush_ms: FLUSH_NEVER,
-            index_interval_bytes: 4096,
-            min_insync_replicas: 1,
+        let mut config = TopicConfig {
+            log: LogConfig::default(),
+            message_timestamp_before_max_ms: 0,
+            message_timestamp_after_max_ms: 0,
+            compression_type: CompressionType::default(),
+            min_insync_replicas: 0,
             stored: BTreeMap::new(),
             explicit: BTreeSet::new(),
+        };
+        for typed in &TYPED_KEYS {
+            let key = topic_key(typed.name).expect("every typed key is in TOPIC_KEYS");
+            (typed.set)(&mut config, key.name, key.default).expect("Kafka's defaults parse");
         }
+        config
     }
+}
+
+/// How one typed ([`Support::Honoured`]) topic property is read into its field and rendered
+/// from it, as Kafka renders it (`-1` for unlimited). `set` gets the key (for errors) and the
+/// value as given; on error it changes nothing.
+struct TypedKey {
+    name: &'static str,
+    set: fn(&mut TopicConfig, &str, &str) -> Result<(), ConfigError>,
+    get: fn(&TopicConfig) -> String,
+}
+
+/// Milliseconds of a duration set from a millisecond property (exact: it came from a `u64`).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Every typed topic property: parsing and rendering, one entry per key. Its names are exactly
+/// the [`Support::Honoured`] keys of [`TOPIC_KEYS`] (checked by a test).
+const TYPED_KEYS: [TypedKey; 14] = [
+    TypedKey {
+        name: "cleanup.policy",
+        set: |c, key, value| {
+            let policies: Vec<&str> = value
+                .trim()
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .collect();
+            if let Some(bad) = policies
+                .iter()
+                .find(|p| !matches!(**p, "delete" | "compact"))
+            {
+                return Err(invalid(
+                    key,
+                    value,
+                    format!("`{bad}` is not a policy: expected `delete` or `compact`"),
+                ));
+            }
+            if policies.contains(&"compact") {
+                return Err(invalid(
+                    key,
+                    value,
+                    "log compaction is not supported by Sluice: only `delete` (or the empty \
+                     list, no cleanup) is accepted",
+                ));
+            }
+            c.log.cleanup_policy = if policies.is_empty() {
+                CleanupPolicy::NoCleanup
+            } else {
+                CleanupPolicy::Delete
+            };
+            Ok(())
+        },
+        get: |c| c.log.cleanup_policy.as_str().to_owned(),
+    },
+    TypedKey {
+        name: "compression.type",
+        set: |c, key, value| {
+            c.compression_type = CompressionType::parse(value.trim()).ok_or_else(|| {
+                invalid(
+                    key,
+                    value,
+                    "expected `producer`, `uncompressed`, `gzip`, `snappy`, `lz4` or `zstd`",
+                )
+            })?;
+            Ok(())
+        },
+        get: |c| c.compression_type.as_str().to_owned(),
+    },
+    TypedKey {
+        name: "flush.messages",
+        set: |c, key, value| {
+            let n = parse_unsigned(key, value, 1, i64::MAX)?;
+            c.log.flush_messages = if n >= FLUSH_NEVER { u64::MAX } else { n };
+            Ok(())
+        },
+        get: |c| c.log.flush_messages.min(FLUSH_NEVER).to_string(),
+    },
+    TypedKey {
+        name: "flush.ms",
+        set: |c, key, value| {
+            let n = parse_unsigned(key, value, 0, i64::MAX)?;
+            c.log.flush_ms = (n < FLUSH_NEVER).then(|| Duration::from_millis(n));
+            Ok(())
+        },
+        get: |c| c.log.flush_ms.map_or(FLUSH_NEVER, millis).to_string(),
+    },
+    TypedKey {
+        name: "index.interval.bytes",
+        set: |c, key, value| {
+            c.log.index_interval_bytes = u64::from(parse_u32_int(key, value)?);
+            Ok(())
+        },
+        get: |c| c.log.index_interval_bytes.to_string(),
+    },
+    TypedKey {
+        name: "max.message.bytes",
+        set: |c, key, value| {
+            let n = parse_u32_int(key, value)?;
+            c.log.max_message_bytes =
+                usize::try_from(n).map_err(|_| invalid(key, value, "out of range"))?;
+            Ok(())
+        },
+        get: |c| c.log.max_message_bytes.to_string(),
+    },
+    TypedKey {
+        name: "message.timestamp.after.max.ms",
+        set: |c, key, value| {
+            c.message_timestamp_after_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
+            Ok(())
+        },
+        get: |c| c.message_timestamp_after_max_ms.to_string(),
+    },
+    TypedKey {
+        name: "message.timestamp.before.max.ms",
+        set: |c, key, value| {
+            c.message_timestamp_before_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
+            Ok(())
+        },
+        get: |c| c.message_timestamp_before_max_ms.to_string(),
+    },
+    TypedKey {
+        name: "message.timestamp.type",
+        set: |c, key, value| {
+            c.log.log_append_time = match value.trim() {
+                "CreateTime" => false,
+                "LogAppendTime" => true,
+                _ => {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "expected `CreateTime` or `LogAppendTime`",
+                    ))
+                }
+            };
+            Ok(())
+        },
+        get: |c| c.message_timestamp_type().as_str().to_owned(),
+    },
+    TypedKey {
+        name: "min.insync.replicas",
+        set: |c, key, value| {
+            let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+            c.min_insync_replicas =
+                u32::try_from(n).map_err(|_| invalid(key, value, "out of range"))?;
+            Ok(())
+        },
+        get: |c| c.min_insync_replicas.to_string(),
+    },
+    // Kafka: any negative retention.bytes means unlimited.
+    TypedKey {
+        name: "retention.bytes",
+        set: |c, key, value| {
+            let n = parse_long_min(key, value, i64::MIN)?;
+            c.log.retention_bytes = u64::try_from(n).ok();
+            Ok(())
+        },
+        get: |c| render_unlimited(c.log.retention_bytes),
+    },
+    TypedKey {
+        name: "retention.ms",
+        set: |c, key, value| {
+            let n = parse_ranged(key, value, -1, i64::MAX)?;
+            c.log.retention_ms = u64::try_from(n).ok().map(Duration::from_millis);
+            Ok(())
+        },
+        get: |c| render_unlimited(c.log.retention_ms.map(millis)),
+    },
+    TypedKey {
+        name: "segment.bytes",
+        set: |c, key, value| {
+            c.log.segment_bytes =
+                parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
+            Ok(())
+        },
+        get: |c| c.log.segment_bytes.to_string(),
+    },
+    TypedKey {
+        name: "segment.ms",
+        set: |c, key, value| {
+            c.log.segment_ms = Duration::from_millis(parse_unsigned(key, value, 1, i64::MAX)?);
+            Ok(())
+        },
+        get: |c| millis(c.log.segment_ms).to_string(),
+    },
+];
+
+/// The typed entry of topic property `name`, if Sluice acts on it.
+fn typed_key(name: &str) -> Option<&'static TypedKey> {
+    TYPED_KEYS.iter().find(|t| t.name == name)
 }
 
 /// Validates and normalises the value of a [`Support::Stored`] key, with Kafka 4.4's ranges
@@ -328,94 +492,9 @@ impl TopicConfig {
             return Err(unknown(key, &topic_key_names()));
         };
         let name = spec.name;
-        let v = value.trim();
-        match name {
-            "retention.ms" => {
-                let n = parse_ranged(key, value, -1, i64::MAX)?;
-                self.retention_ms = u64::try_from(n).ok();
-            }
-            // Kafka: any negative retention.bytes means unlimited.
-            "retention.bytes" => {
-                let n = parse_long_min(key, value, i64::MIN)?;
-                self.retention_bytes = u64::try_from(n).ok();
-            }
-            "segment.bytes" => {
-                self.segment_bytes =
-                    parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
-            }
-            "segment.ms" => self.segment_ms = parse_unsigned(key, value, 1, i64::MAX)?,
-            "cleanup.policy" => {
-                let policies: Vec<&str> = v
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|p| !p.is_empty())
-                    .collect();
-                if let Some(bad) = policies
-                    .iter()
-                    .find(|p| !matches!(**p, "delete" | "compact"))
-                {
-                    return Err(invalid(
-                        key,
-                        value,
-                        format!("`{bad}` is not a policy: expected `delete` or `compact`"),
-                    ));
-                }
-                if policies.contains(&"compact") {
-                    return Err(invalid(
-                        key,
-                        value,
-                        "log compaction is not supported by Sluice: only `delete` (or the empty \
-                         list, no cleanup) is accepted",
-                    ));
-                }
-                self.cleanup_policy = if policies.is_empty() {
-                    CleanupPolicy::NoCleanup
-                } else {
-                    CleanupPolicy::Delete
-                };
-            }
-            "message.timestamp.type" => {
-                self.message_timestamp_type = match v {
-                    "CreateTime" => TimestampType::CreateTime,
-                    "LogAppendTime" => TimestampType::LogAppendTime,
-                    _ => {
-                        return Err(invalid(
-                            key,
-                            value,
-                            "expected `CreateTime` or `LogAppendTime`",
-                        ))
-                    }
-                }
-            }
-            "max.message.bytes" => {
-                self.max_message_bytes = parse_u32_int(key, value)?;
-            }
-            "message.timestamp.before.max.ms" => {
-                self.message_timestamp_before_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
-            }
-            "message.timestamp.after.max.ms" => {
-                self.message_timestamp_after_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
-            }
-            "compression.type" => {
-                self.compression_type = CompressionType::parse(v).ok_or_else(|| {
-                    invalid(
-                        key,
-                        value,
-                        "expected `producer`, `uncompressed`, `gzip`, `snappy`, `lz4` or `zstd`",
-                    )
-                })?;
-            }
-            "flush.messages" => self.flush_messages = parse_unsigned(key, value, 1, i64::MAX)?,
-            "flush.ms" => self.flush_ms = parse_unsigned(key, value, 0, i64::MAX)?,
-            "index.interval.bytes" => {
-                self.index_interval_bytes = parse_u32_int(key, value)?;
-            }
-            "min.insync.replicas" => {
-                let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
-                self.min_insync_replicas =
-                    u32::try_from(n).map_err(|_| invalid(key, value, "out of range"))?;
-            }
-            _ => {
+        match typed_key(name) {
+            Some(typed) => (typed.set)(self, key, value)?,
+            None => {
                 assert_eq!(
                     spec.support,
                     Support::Stored,
@@ -443,36 +522,11 @@ impl TopicConfig {
             return Err(unknown(key, &topic_key_names()));
         };
         let name = spec.name;
-        match name {
-            "retention.ms" => self.retention_ms = defaults.retention_ms,
-            "retention.bytes" => self.retention_bytes = defaults.retention_bytes,
-            "segment.bytes" => self.segment_bytes = defaults.segment_bytes,
-            "segment.ms" => self.segment_ms = defaults.segment_ms,
-            "cleanup.policy" => self.cleanup_policy = defaults.cleanup_policy,
-            "message.timestamp.type" => {
-                self.message_timestamp_type = defaults.message_timestamp_type;
-            }
-            "max.message.bytes" => self.max_message_bytes = defaults.max_message_bytes,
-            "message.timestamp.before.max.ms" => {
-                self.message_timestamp_before_max_ms = defaults.message_timestamp_before_max_ms;
-            }
-            "message.timestamp.after.max.ms" => {
-                self.message_timestamp_after_max_ms = defaults.message_timestamp_after_max_ms;
-            }
-            "compression.type" => self.compression_type = defaults.compression_type,
-            "flush.messages" => self.flush_messages = defaults.flush_messages,
-            "flush.ms" => self.flush_ms = defaults.flush_ms,
-            "index.interval.bytes" => self.index_interval_bytes = defaults.index_interval_bytes,
-            "min.insync.replicas" => self.min_insync_replicas = defaults.min_insync_replicas,
-            _ => match defaults.stored.get(name) {
-                Some(v) => {
-                    self.stored.insert(name, v.clone());
-                }
-                None => {
-                    self.stored.remove(name);
-                }
-            },
-        }
+        // Every value renders as a string its parser reads back to the same value (tested).
+        let value = defaults
+            .get(name)
+            .expect("a topic key has a value in every config");
+        self.set(name, &value)?;
         self.explicit.remove(name);
         Ok(())
     }
@@ -481,28 +535,24 @@ impl TopicConfig {
     /// `None` for an unknown key.
     pub fn get(&self, key: &str) -> Option<String> {
         let spec = topic_key(key)?;
-        let value = match spec.name {
-            "retention.ms" => render_unlimited(self.retention_ms),
-            "retention.bytes" => render_unlimited(self.retention_bytes),
-            "segment.bytes" => self.segment_bytes.to_string(),
-            "segment.ms" => self.segment_ms.to_string(),
-            "cleanup.policy" => self.cleanup_policy.as_str().to_owned(),
-            "message.timestamp.type" => self.message_timestamp_type.as_str().to_owned(),
-            "max.message.bytes" => self.max_message_bytes.to_string(),
-            "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms.to_string(),
-            "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms.to_string(),
-            "compression.type" => self.compression_type.as_str().to_owned(),
-            "flush.messages" => self.flush_messages.to_string(),
-            "flush.ms" => self.flush_ms.to_string(),
-            "index.interval.bytes" => self.index_interval_bytes.to_string(),
-            "min.insync.replicas" => self.min_insync_replicas.to_string(),
-            name => self
+        let value = match typed_key(spec.name) {
+            Some(typed) => (typed.get)(self),
+            None => self
                 .stored
-                .get(name)
+                .get(spec.name)
                 .cloned()
                 .unwrap_or_else(|| spec.default.to_owned()),
         };
         Some(value)
+    }
+
+    /// `message.timestamp.type`, from the log's `log_append_time`.
+    pub fn message_timestamp_type(&self) -> TimestampType {
+        if self.log.log_append_time {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
     }
 
     /// Every topic property with its value, sorted by name (stable, for DescribeConfigs).
@@ -517,35 +567,9 @@ impl TopicConfig {
         self.explicit.contains(key)
     }
 
-    /// The storage engine's view of this config. Write-pipeline fields Kafka has no
-    /// property for (`write_chunk_bytes`, …) keep [`storage::LogConfig`]'s defaults;
-    /// `flush.*` = [`FLUSH_NEVER`] becomes "never"; an empty `cleanup.policy` keeps every
-    /// segment (no retention).
-    pub fn to_log_config(&self) -> storage::LogConfig {
-        let delete = self.cleanup_policy == CleanupPolicy::Delete;
-        storage::LogConfig {
-            segment_bytes: self.segment_bytes,
-            segment_ms: Duration::from_millis(self.segment_ms),
-            index_interval_bytes: u64::from(self.index_interval_bytes),
-            flush_messages: if self.flush_messages >= FLUSH_NEVER {
-                u64::MAX
-            } else {
-                self.flush_messages
-            },
-            flush_ms: if self.flush_ms >= FLUSH_NEVER {
-                None
-            } else {
-                Some(Duration::from_millis(self.flush_ms))
-            },
-            retention_ms: self
-                .retention_ms
-                .filter(|_| delete)
-                .map(Duration::from_millis),
-            retention_bytes: self.retention_bytes.filter(|_| delete),
-            max_message_bytes: usize::try_from(self.max_message_bytes).unwrap_or(usize::MAX),
-            log_append_time: self.message_timestamp_type == TimestampType::LogAppendTime,
-            ..storage::LogConfig::default()
-        }
+    /// The storage engine's config of this topic's partitions: a copy of [`Self::log`].
+    pub fn to_log_config(&self) -> LogConfig {
+        self.log.clone()
     }
 }
 
@@ -609,7 +633,7 @@ mod tests {
     fn topic_set_validates_and_marks() {
         let mut t = TopicConfig::default();
         t.set("retention.ms", "-1").expect("-1 is unlimited");
-        assert_eq!(t.retention_ms, None);
+        assert_eq!(t.log.retention_ms, None);
         assert_eq!(t.get("retention.ms").as_deref(), Some("-1"));
         assert!(t.is_set("retention.ms"));
         assert!(!t.is_set("segment.ms"));
@@ -665,7 +689,7 @@ mod tests {
         );
         t.set("retention.bytes", "-7")
             .expect("any negative is unlimited");
-        assert_eq!(t.retention_bytes, None);
+        assert_eq!(t.log.retention_bytes, None);
         let err = t
             .set("cleanup.policy", "compact")
             .expect_err("no compaction");
@@ -676,14 +700,15 @@ mod tests {
         t.set("cleanup.policy", "")
             .expect("the empty list: no cleanup");
         assert_eq!(
-            t.to_log_config().retention_ms,
-            None,
+            t.to_log_config().cleanup_policy,
+            CleanupPolicy::NoCleanup,
             "empty policy keeps all"
         );
+        assert_eq!(t.get("cleanup.policy").as_deref(), Some(""));
         t.set("cleanup.policy", "delete").expect("valid");
         t.set("message.timestamp.type", "LogAppendTime")
             .expect("valid");
-        assert_eq!(t.message_timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(t.message_timestamp_type(), TimestampType::LogAppendTime);
         t.set("flush.messages", "1").expect("valid");
         t.set("flush.ms", "0").expect("valid");
         let log = t.to_log_config();
@@ -695,6 +720,44 @@ mod tests {
             log.write_chunk_bytes,
             storage::LogConfig::default().write_chunk_bytes
         );
+    }
+
+    #[test]
+    fn typed_keys_are_the_honoured_keys() {
+        for key in &TOPIC_KEYS {
+            assert_eq!(
+                typed_key(key.name).is_some(),
+                key.support == Support::Honoured,
+                "{}",
+                key.name
+            );
+        }
+        assert!(TYPED_KEYS.iter().all(|t| topic_key(t.name).is_some()));
+    }
+
+    #[test]
+    fn every_value_reads_back_as_rendered() {
+        // `reset` and `Default` rely on it: set(get(k)) changes nothing.
+        let mut t = TopicConfig::default();
+        for (k, v) in [
+            ("retention.ms", "-1"),
+            ("retention.bytes", "5"),
+            ("flush.ms", "0"),
+            ("flush.messages", "1"),
+            ("cleanup.policy", ""),
+            ("message.timestamp.type", "LogAppendTime"),
+            ("segment.jitter.ms", "7"),
+        ] {
+            t.set(k, v).expect("valid");
+        }
+        for config in [TopicConfig::default(), t] {
+            let mut again = config.clone();
+            for (k, v) in config.entries() {
+                again.set(k, &v).expect("a rendered value parses");
+            }
+            assert_eq!(again.entries(), config.entries());
+            assert_eq!(again.log, config.log);
+        }
     }
 
     #[test]
