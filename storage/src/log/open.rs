@@ -26,7 +26,7 @@ impl PartitionLog {
     /// Opens the log in `dir` (created if missing), recovering the active segment: closed
     /// segments are opened without reading them; the active one is scanned from its last
     /// index entry after a clean close, or from its start otherwise, and cut at the first torn,
-    /// zeroed or corrupt batch. Errors: I/O, [`StorageError::DiskFull`], corrupt checkpoint.
+    /// zeroed or corrupt batch. Errors: I/O, [`crate::StorageError::DiskFull`], corrupt checkpoint.
     pub async fn open(dir: &Path, config: LogConfig, cache: &BatchCache) -> Result<PartitionLog> {
         blocking_dir_op(dir, "creating", |d| std::fs::create_dir_all(d)).await?;
         let listing = list_dir(dir).await?;
@@ -134,7 +134,7 @@ impl PartitionLog {
     /// Closes the log without writing anything more: for a log whose files are about to be
     /// deleted (a deleted topic). Waits only for a running maintenance operation (a roll
     /// creates files in the directory), not for writes. Appends, flushes and waits get
-    /// [`StorageError::Closed`] from now on; writes already in flight finish on their own.
+    /// [`crate::StorageError::Closed`] from now on; writes already in flight finish on their own.
     pub async fn discard(&self) {
         let held = self.acquire_busy().await.is_ok();
         let was_open = {
@@ -153,7 +153,7 @@ impl PartitionLog {
 
     /// Flushes everything, writes the active segment's index, cuts its file to size, and
     /// leaves the clean-shutdown marker so the next open scans only the tail after the last
-    /// index entry. The log refuses every later call with [`StorageError::Closed`].
+    /// index entry. The log refuses every later call with [`crate::StorageError::Closed`].
     pub async fn close(&self) -> Result<()> {
         self.exclusive(async || {
             let active = self.shared.state.borrow().writer.segment.clone();

@@ -12,7 +12,7 @@ use std::path::Path;
 /// # Errors
 /// [`ConfigError::ParseFile`] for invalid TOML, floats, dates, nested arrays, arrays of tables
 /// and keys given twice (e.g. both as `"log.retention.ms"` and under `[log]`). The
-/// `[[shard]]` sections are skipped here: [`parse_shard_sections`] reads them.
+/// `[[shard]]` sections are skipped here: [`crate::config::parse_shard_sections`] reads them.
 pub fn flatten_toml(text: &str, path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
     let parse_err = |why: String| ConfigError::ParseFile {
         path: path.to_owned(),

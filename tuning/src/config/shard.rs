@@ -43,8 +43,8 @@ pub struct ShardOverride {
     pub background_shares: Option<usize>,
 }
 
-/// The effective settings of one shard: [`BrokerConfig`] defaults with its `[[shard]]`
-/// section applied.
+/// The effective settings of one shard: [`crate::config::BrokerConfig`] defaults with its
+/// `[[shard]]` section applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardSettings {
     pub batch_cache_bytes: usize,

@@ -136,7 +136,7 @@ fn topic_key_names() -> Vec<&'static str> {
 /// Those Sluice acts on ([`Support::Honoured`]) are typed fields: the log's in [`Self::log`]
 /// (storage's own config, so nothing converts them), the produce path's here; the others are
 /// kept as validated, normalised strings (`stored`) and described. Each typed key is parsed and
-/// rendered in one entry of [`TYPED_KEYS`]. Change values through [`TopicConfig::set`] /
+/// rendered in one entry of `TYPED_KEYS`. Change values through [`TopicConfig::set`] /
 /// [`TopicConfig::reset`] so the record of explicitly set keys stays right; the public fields
 /// are for reading.
 #[derive(Clone, Debug, PartialEq, Eq)]
