@@ -2,6 +2,7 @@
 //! exhaustive `match`, so a new variant forces a decision.
 
 use net::kafka_protocol::error::ResponseError;
+use replication::metadata::{ControllerError, TopicOperation};
 use storage::{BatchError, StorageError};
 
 /// The Kafka error code a produce or fetch of one partition answers for `e`.
@@ -37,4 +38,38 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
 /// Shorthand for a protocol error code.
 pub fn code(e: ResponseError) -> i16 {
     e.code()
+}
+
+/// Kafka's error code and message for a refused or failed controller op.
+pub fn controller_error(e: &ControllerError) -> (i16, String) {
+    let error = match e {
+        ControllerError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+        ControllerError::TopicAlreadyExists { .. } => ResponseError::TopicAlreadyExists,
+        ControllerError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition,
+        ControllerError::PartitionCountOutOfRange { .. }
+        | ControllerError::PartitionCountNotIncreased { .. } => ResponseError::InvalidPartitions,
+        ControllerError::InvalidConfig { .. } => ResponseError::InvalidConfig,
+        // As Kafka answers each: a creation or config change of an internal topic is an
+        // invalid request; deleting, growing, producing to it or deleting its records names an
+        // invalid topic.
+        ControllerError::InternalTopic { operation, .. } => match operation {
+            TopicOperation::Create | TopicOperation::AlterConfigs => ResponseError::InvalidRequest,
+            TopicOperation::Delete
+            | TopicOperation::CreatePartitions
+            | TopicOperation::Produce
+            | TopicOperation::DeleteRecords => ResponseError::InvalidTopicException,
+        },
+        ControllerError::Store(_) => ResponseError::KafkaStorageError,
+        ControllerError::TopicIdTaken { .. }
+        | ControllerError::ProducerIdsExhausted { .. }
+        | ControllerError::Apply(_)
+        | ControllerError::Unavailable => ResponseError::UnknownServerError,
+    };
+    if matches!(
+        error,
+        ResponseError::KafkaStorageError | ResponseError::UnknownServerError
+    ) {
+        tracing::warn!(error = %e, "controller error");
+    }
+    (error.code(), e.to_string())
 }

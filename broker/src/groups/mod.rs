@@ -11,7 +11,7 @@ pub mod group;
 pub mod offsets_log;
 
 use crate::errors::code;
-use crate::messages::{Acks, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
+use crate::messages::{Acks, PartitionOp, PartitionReply, ShardMsg};
 use crate::shard::Shard;
 use bytes::Bytes;
 use futures_channel::oneshot;
@@ -19,6 +19,7 @@ use group::{Answer, Group, GroupConfig, JoinParams, JoinResult, SyncOutcome, Syn
 use group::{GroupState, SyncResult};
 use net::kafka_protocol::error::ResponseError;
 use offsets_log::{CommittedOffset, OffsetsRecord};
+use replication::metadata::{ControllerError, ControllerOp};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 use storage::{Offset, TimestampMs, TopicPartition};
 
 /// The internal topic holding committed offsets and group metadata (Kafka's name).
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub const OFFSETS_TOPIC: &str = replication::metadata::CONSUMER_OFFSETS_TOPIC;
 
 /// Largest committed-offset metadata string, bytes (Kafka `offset.metadata.max.bytes`).
 pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
@@ -267,7 +268,7 @@ impl Shard {
     /// first FindCoordinator too). Errors: a Kafka error code.
     pub async fn ensure_offsets_topic(self: &Rc<Self>) -> Result<usize, i16> {
         if let Some(t) = self.metadata().topics.get(OFFSETS_TOPIC) {
-            return Ok(t.partition_shards.len());
+            return Ok(t.partitions.len());
         }
         // Kafka compacts this topic; Sluice has no compaction yet, so nothing may expire.
         let overrides = BTreeMap::from([
@@ -282,20 +283,20 @@ impl Shard {
             name: OFFSETS_TOPIC.to_string(),
             partitions: self.config.offsets_topic_num_partitions,
             overrides,
+            internal: true,
             validate_only: false,
         };
         match self.controller_call(op).await {
-            Ok(()) => {}
-            Err((e, _)) if e == code(ResponseError::TopicAlreadyExists) => {}
-            Err((e, why)) => {
-                tracing::warn!(error = e, %why, "cannot create {OFFSETS_TOPIC}");
+            Ok(()) | Err(ControllerError::TopicAlreadyExists { .. }) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC}");
                 return Err(code(ResponseError::CoordinatorNotAvailable));
             }
         }
         self.metadata()
             .topics
             .get(OFFSETS_TOPIC)
-            .map(|t| t.partition_shards.len())
+            .map(|t| t.partitions.len())
             .ok_or(code(ResponseError::CoordinatorNotAvailable))
     }
 
@@ -802,17 +803,11 @@ impl Shard {
 
     /// The `__consumer_offsets` partitions this shard owns.
     fn owned_offsets_partitions(&self) -> Vec<i32> {
-        self.metadata()
+        let metadata = self.metadata();
+        metadata
             .topics
             .get(OFFSETS_TOPIC)
-            .map(|t| {
-                t.partition_shards
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| **s == self.id)
-                    .filter_map(|(p, _)| i32::try_from(p).ok())
-                    .collect()
-            })
+            .map(|t| metadata.owned_partitions(t, self.id).collect())
             .unwrap_or_default()
     }
 
@@ -890,7 +885,7 @@ impl Shard {
                 .metadata()
                 .topics
                 .get(OFFSETS_TOPIC)
-                .map_or(0, |t| t.partition_shards.len());
+                .map_or(0, |t| t.partitions.len());
             for id in changed {
                 self.persist_membership(partition_for(&id, partitions), &id)
                     .await;

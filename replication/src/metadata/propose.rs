@@ -140,7 +140,7 @@ pub enum ControllerError {
 
 /// Checks a topic's complete override set (Kafka names → values); `Err` says why it is
 /// invalid. The broker's config model supplies it (the image does not know config keys).
-pub type TopicConfigCheck = dyn Fn(&BTreeMap<String, String>) -> Result<(), String>;
+pub type TopicConfigCheck<'a> = dyn Fn(&BTreeMap<String, String>) -> Result<(), String> + 'a;
 
 /// What the proposer needs from its caller besides the op and the image.
 pub struct ProposeContext<'a> {
@@ -149,7 +149,7 @@ pub struct ProposeContext<'a> {
     pub broker_epoch: i64,
     /// The id of a topic the op creates (the caller picks it at random).
     pub new_topic_id: Uuid,
-    pub check_topic_config: &'a TopicConfigCheck,
+    pub check_topic_config: &'a TopicConfigCheck<'a>,
 }
 
 /// Kafka's topic name rules: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
