@@ -108,7 +108,7 @@ fn io_error<'a>(
 fn header(magic: &[u8; 8]) -> [u8; HEADER_BYTES] {
     let mut h = [0u8; HEADER_BYTES];
     h[..8].copy_from_slice(magic);
-    h[8..].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[8..].copy_from_slice(&FORMAT_VERSION.to_be_bytes());
     h
 }
 
@@ -120,11 +120,11 @@ fn frame(offset: u64, payload: &[u8]) -> Result<Vec<u8>, StoreError> {
     }
     let len = u32::try_from(body_len).map_err(|_| StoreError::FrameTooLarge { bytes: body_len })?;
     let mut body = Vec::with_capacity(body_len);
-    body.extend_from_slice(&offset.to_le_bytes());
+    body.extend_from_slice(&offset.to_be_bytes());
     body.extend_from_slice(payload);
     let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + body_len);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
     out.extend_from_slice(&body);
     Ok(out)
 }
@@ -132,8 +132,8 @@ fn frame(offset: u64, payload: &[u8]) -> Result<Vec<u8>, StoreError> {
 /// One frame read from `bytes`: `(offset, payload, frame bytes)`, or `None` when the bytes do
 /// not start with a whole, intact frame.
 fn read_frame(bytes: &[u8]) -> Option<(u64, &[u8], usize)> {
-    let len = usize::try_from(u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?)).ok()?;
-    let crc = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
+    let len = usize::try_from(u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?)).ok()?;
+    let crc = u32::from_be_bytes(bytes.get(4..8)?.try_into().ok()?);
     if !(OFFSET_BYTES..=FRAME_BYTES_MAX).contains(&len) {
         return None;
     }
@@ -141,7 +141,7 @@ fn read_frame(bytes: &[u8]) -> Option<(u64, &[u8], usize)> {
     if crc32c::crc32c(body) != crc {
         return None;
     }
-    let offset = u64::from_le_bytes(body[..OFFSET_BYTES].try_into().ok()?);
+    let offset = u64::from_be_bytes(body[..OFFSET_BYTES].try_into().ok()?);
     Some((offset, &body[OFFSET_BYTES..], FRAME_HEADER_BYTES + len))
 }
 
@@ -153,7 +153,7 @@ fn check_header(bytes: &[u8], magic: &[u8; 8], path: &Path) -> Result<(), StoreE
     if bytes.len() < HEADER_BYTES || &bytes[..8] != magic {
         return Err(corrupt("not a Sluice metadata file (bad magic)".into()));
     }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    let version = u32::from_be_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if version != FORMAT_VERSION {
         return Err(corrupt(format!(
             "format version {version}; this broker reads {FORMAT_VERSION}"
