@@ -28,7 +28,7 @@ pub use propose::{
 pub use record::{
     BrokerEndpoint, ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
     ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
-    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC, NO_LEADER,
+    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 pub use store::{
     MetadataStore, Opened, StoreError, FRAME_BYTES_MAX, LOG_FILE_NAME, SNAPSHOT_FILE_NAME,

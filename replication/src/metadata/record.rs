@@ -14,9 +14,6 @@ pub const CONFIG_RESOURCE_TOPIC: i8 = 2;
 /// Kafka's `ConfigResource.Type` of a [`ConfigRecord`] for a broker.
 pub const CONFIG_RESOURCE_BROKER: i8 = 4;
 
-/// Kafka's "no leader" value of a partition's `leader`.
-pub const NO_LEADER: i32 = -1;
-
 /// One metadata change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -50,7 +47,7 @@ pub struct PartitionRecord {
     pub replicas: Vec<i32>,
     /// Broker ids of the in-sync replicas.
     pub isr: Vec<i32>,
-    /// Broker id of the leader, or [`NO_LEADER`].
+    /// Broker id of the leader, or -1 (Kafka's "no leader").
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,

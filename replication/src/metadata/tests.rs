@@ -187,6 +187,23 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever follows a valid header, opening the log never panics: it replays a prefix,
+    /// drops a torn tail, or reports corruption.
+    #[test]
+    fn any_log_bytes_open_without_panic(tail in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let dir = tempfile::tempdir().unwrap();
+        drop(MetadataStore::create(dir.path(), &MetadataImage::new("c".into())).unwrap());
+        let log_path = dir.path().join(LOG_FILE_NAME);
+        let mut bytes = std::fs::read(&log_path).unwrap();
+        bytes.extend_from_slice(&tail);
+        std::fs::write(&log_path, &bytes).unwrap();
+        let _ = MetadataStore::open(dir.path());
+    }
+}
+
 fn ctx(topic_id: u128) -> ProposeContext<'static> {
     ProposeContext {
         broker_id: 1,
