@@ -244,15 +244,24 @@ impl MetadataStore {
         MetadataStore::restart_log(dir, 0, SNAPSHOT_LOG_BYTES)
     }
 
-    /// Opens the metadata of `dir`: `None` when it has none (no snapshot). Errors: I/O, a
-    /// corrupt snapshot, or a log whose intact frames do not follow the snapshot.
+    /// Opens the metadata of `dir`: `None` when it has none (no snapshot, no log). Errors:
+    /// I/O, a corrupt snapshot, a log without a snapshot, or a log whose intact frames do not
+    /// follow the snapshot.
     pub fn open(dir: &Path) -> Result<Option<Opened>, StoreError> {
         let snapshot_path = dir.join(SNAPSHOT_FILE_NAME);
+        let log_path = dir.join(LOG_FILE_NAME);
         let Some(snapshot) = read_all(&snapshot_path)? else {
+            // `create` writes the snapshot first, so a log alone was not left by a crash:
+            // starting afresh would overwrite it.
+            if log_path.exists() {
+                return Err(StoreError::Corrupt {
+                    path: log_path,
+                    reason: format!("a metadata log without its {SNAPSHOT_FILE_NAME}"),
+                });
+            }
             return Ok(None);
         };
         let (mut image, snapshot_offset) = decode_snapshot(&snapshot, &snapshot_path)?;
-        let log_path = dir.join(LOG_FILE_NAME);
         let Some(log) = read_all(&log_path)? else {
             // Lost between a snapshot and the log's restart: the snapshot has everything.
             let store = MetadataStore::restart_log(dir, snapshot_offset, SNAPSHOT_LOG_BYTES)?;
