@@ -5,10 +5,10 @@
 use crate::metadata::ClusterMetadata;
 use bytes::Bytes;
 use futures_channel::oneshot;
+use replication::metadata::{ControllerError, ControllerOp};
 use replication::runtime::MonotonicTime;
 pub use replication::Acks;
 use replication::OffsetSpec;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use storage::{Offset, RecordBatch, TopicPartition};
@@ -91,42 +91,6 @@ pub enum PartitionOpError {
     #[error("the owning shard did not answer")]
     ShardUnavailable,
 }
-
-/// A metadata change, run by the controller (shard 0) one at a time.
-#[derive(Debug)]
-pub enum ControllerOp {
-    CreateTopic {
-        name: String,
-        partitions: i32,
-        overrides: BTreeMap<String, String>,
-        validate_only: bool,
-    },
-    DeleteTopic {
-        name: String,
-    },
-    CreatePartitions {
-        name: String,
-        total: i32,
-        validate_only: bool,
-    },
-    /// Apply config changes to the topic's overrides, in order: `Some(value)` sets a key,
-    /// `None` removes its override. Applied to the overrides current under the controller
-    /// lock, so concurrent alterations of one topic do not undo each other.
-    AlterTopicConfig {
-        name: String,
-        changes: Vec<(String, Option<String>)>,
-        validate_only: bool,
-    },
-    /// Replace the topic's overrides with `overrides` (AlterConfigs' whole-set semantics).
-    ReplaceTopicConfig {
-        name: String,
-        overrides: BTreeMap<String, String>,
-        validate_only: bool,
-    },
-}
-
-/// A controller failure: Kafka error code and message.
-pub type ControllerError = (i16, String);
 
 /// Every message one shard sends another.
 pub enum ShardMsg {

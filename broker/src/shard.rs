@@ -7,17 +7,14 @@
 //! partition itself (its replication policy, high watermark and waiters) is
 //! [`replication::Partition`]; here it is only looked up, opened and closed.
 
-use crate::errors::code;
-use crate::messages::{
-    ControllerError, ControllerOp, PartitionOp, PartitionOpError, PartitionReply, ShardMsg,
-};
-use crate::metadata::ClusterMetadata;
+use crate::messages::{PartitionOp, PartitionOpError, PartitionReply, ShardMsg};
+use crate::metadata::{topic_config, ClusterMetadata};
 use crate::metrics::{PartitionStatus, ShardMetrics, ShardSnapshot};
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
 use glommio::{Latency, Shares, TaskQueueHandle};
-use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::ApiKey;
+use replication::metadata::{ControllerError, ControllerOp, MetadataStore};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -154,6 +151,7 @@ pub fn spawn_task_into<T: 'static, F: std::future::Future<Output = T> + 'static>
 }
 
 impl Shard {
+    /// Shard `id`; `store` is the metadata record log, given to shard 0 (the controller) only.
     pub fn new(
         id: usize,
         config: Rc<BrokerConfig>,
@@ -161,14 +159,20 @@ impl Shard {
         queues: TaskQueues,
         metadata: Arc<ClusterMetadata>,
         senders: Senders<ShardMsg>,
+        store: Option<MetadataStore>,
     ) -> Shard {
+        assert_eq!(
+            id == 0,
+            store.is_some(),
+            "shard 0, and only it, runs the controller"
+        );
         let shards = senders.nr_consumers();
         Shard {
             id,
             shards,
             cache: BatchCache::new(settings.batch_cache_bytes),
             queues,
-            controller: (id == 0).then(crate::controller::Controller::new),
+            controller: store.map(crate::controller::Controller::new),
             metadata: RefCell::new(metadata),
             partitions: RefCell::new(HashMap::new()),
             topic_configs: RefCell::new(HashMap::new()),
@@ -344,24 +348,21 @@ impl Shard {
         let previous = std::mem::replace(&mut *self.metadata.borrow_mut(), snapshot.clone());
         let mut wanted: HashMap<TopicPartition, TopicConfig> = HashMap::new();
         for (name, topic) in &snapshot.topics {
-            let config = match topic.config(&self.config.topic_defaults) {
+            let config = match topic_config(topic, &self.config.topic_defaults) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(topic = %name, error = %e, "invalid stored topic config; using defaults");
                     self.config.topic_defaults.clone()
                 }
             };
-            for (p, &shard) in topic.partition_shards.iter().enumerate() {
-                if shard == self.id {
-                    let partition = i32::try_from(p).expect("partition counts fit i32");
-                    wanted.insert(
-                        TopicPartition {
-                            topic: name.clone(),
-                            partition,
-                        },
-                        config.clone(),
-                    );
-                }
+            for partition in snapshot.owned_partitions(topic, self.id) {
+                wanted.insert(
+                    TopicPartition {
+                        topic: name.clone(),
+                        partition,
+                    },
+                    config.clone(),
+                );
             }
         }
         // Partitions this shard held (open, or owned by the previous snapshot) that the new
@@ -374,12 +375,12 @@ impl Shard {
             .cloned()
             .collect();
         for (name, topic) in &previous.topics {
-            for (p, &shard) in topic.partition_shards.iter().enumerate() {
+            for partition in previous.owned_partitions(topic, self.id) {
                 let tp = TopicPartition {
                     topic: name.clone(),
-                    partition: i32::try_from(p).expect("partition counts fit i32"),
+                    partition,
                 };
-                if shard == self.id && !wanted.contains_key(&tp) && !removed.contains(&tp) {
+                if !wanted.contains_key(&tp) && !removed.contains(&tp) {
                     removed.push(tp);
                 }
             }
@@ -494,8 +495,7 @@ impl Shard {
         if owner != self.id {
             return Err(PartitionOpError::UnknownTopicOrPartition);
         }
-        let config = topic
-            .config(&self.config.topic_defaults)
+        let config = topic_config(topic, &self.config.topic_defaults)
             .unwrap_or_else(|_| self.config.topic_defaults.clone());
         self.open_partition(tp, config).await.map_err(|e| {
             tracing::warn!(%tp, error = %e, "partition log still cannot be opened");
@@ -535,21 +535,15 @@ impl Shard {
             return crate::controller::run(self, op).await;
         }
         let (reply, answer) = oneshot::channel();
-        let unavailable = || {
-            (
-                code(ResponseError::UnknownServerError),
-                "controller unavailable".to_string(),
-            )
-        };
         if self
             .senders
             .send_to(0, ShardMsg::Controller { op, reply })
             .await
             .is_err()
         {
-            return Err(unavailable());
+            return Err(ControllerError::Unavailable);
         }
-        answer.await.unwrap_or_else(|_| Err(unavailable()))
+        answer.await.unwrap_or(Err(ControllerError::Unavailable))
     }
 
     /// A new idempotent-producer id from the controller (shard 0).
@@ -558,20 +552,14 @@ impl Shard {
             return crate::controller::allocate_producer_id(self).await;
         }
         let (reply, answer) = oneshot::channel();
-        let unavailable = || {
-            (
-                code(ResponseError::UnknownServerError),
-                "controller unavailable".to_string(),
-            )
-        };
         if self
             .send(0, ShardMsg::AllocateProducerId { reply })
             .await
             .is_err()
         {
-            return Err(unavailable());
+            return Err(ControllerError::Unavailable);
         }
-        answer.await.unwrap_or_else(|_| Err(unavailable()))
+        answer.await.unwrap_or(Err(ControllerError::Unavailable))
     }
 
     /// Sends `snapshot` to every other shard and installs it here; returns when all have it.

@@ -1,9 +1,14 @@
-//! Leader/follower log replication: the partition (log, replica set, ISR, leader epoch, high
-//! watermark and its waiters) and the runtime seam it and the controller reach the world
-//! through, plus the deterministic simulation that drives them in tests.
+//! Leader/follower log replication and the controller's metadata state machine.
+//!
+//! - the partition (log, replica set, ISR, leader epoch, high watermark and its waiters);
+//! - `metadata`: the cluster metadata image, its KRaft-shaped records, the pure `apply`, the
+//!   proposer, and the record log + snapshot that persist it;
+//! - `runtime`: the seam both reach time, timers, tasks and peers through, and `sim`, the
+//!   deterministic simulation that drives them in tests.
 //!
 //! Depends on `storage` only; the broker implements the seam on glommio.
 
+pub mod metadata;
 mod partition;
 pub mod runtime;
 pub mod sim;

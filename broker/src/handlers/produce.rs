@@ -7,7 +7,7 @@
 //! here is this one broker.
 
 use super::topic_name;
-use crate::errors::{code, partition_op_error_code};
+use crate::errors::{code, controller_error, partition_op_error_code};
 use crate::messages::{Acks, PartitionOp, PartitionReply};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
@@ -17,6 +17,7 @@ use net::kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, TopicProduceResponse,
 };
 use net::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use replication::metadata::{check_not_internal, TopicOperation};
 use std::rc::Rc;
 use std::time::Duration;
 use storage::TopicPartition;
@@ -45,6 +46,10 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let too_few_replicas = req.acks == -1 && min_insync_replicas(shard, &metadata, &name) > 1;
+        // Only the broker writes an internal topic (Kafka refuses too).
+        let internal = check_not_internal(&metadata, &name, TopicOperation::Produce)
+            .err()
+            .map(|e| controller_error(&e).0);
         let mut indexes = Vec::new();
         for p in topic.partition_data {
             let tp = TopicPartition {
@@ -61,9 +66,8 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                 if too_few_replicas {
                     return Err(code(ResponseError::NotEnoughReplicas));
                 }
-                // Only the group coordinator writes the offsets topic (Kafka refuses too).
-                if tp.topic == crate::groups::OFFSETS_TOPIC {
-                    return Err(code(ResponseError::InvalidTopicException));
+                if let Some(error) = internal {
+                    return Err(error);
                 }
                 let Some(records) = p.records else {
                     return Err(code(ResponseError::CorruptMessage));
@@ -129,7 +133,7 @@ fn min_insync_replicas(shard: &Shard, metadata: &ClusterMetadata, name: &str) ->
     metadata
         .topics
         .get(name)
-        .and_then(|t| t.overrides.get("min.insync.replicas"))
+        .and_then(|t| t.configs.get("min.insync.replicas"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(shard.config.topic_defaults.min_insync_replicas)
 }
