@@ -10,6 +10,7 @@ mod cli;
 mod compression;
 mod connection;
 mod controller;
+mod dispatch;
 mod errors;
 mod groups;
 mod handlers;

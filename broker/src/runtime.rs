@@ -111,7 +111,9 @@ async fn shard_main(
                 // One task per message: a parked fetch must not hold up the next request.
                 let queue = shard.queues.for_message(&msg);
                 let shard = shard.clone();
-                crate::shard::spawn_into(queue, async move { shard.handle_message(msg).await });
+                crate::shard::spawn_into(queue, async move {
+                    crate::dispatch::handle_message(&shard, msg).await
+                });
             }
         })
         .detach();

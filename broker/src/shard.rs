@@ -14,7 +14,7 @@ use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
 use glommio::{Latency, Shares, TaskQueueHandle};
 use net::kafka_protocol::messages::ApiKey;
-use replication::metadata::{ControllerError, ControllerOp, MetadataStore};
+use replication::metadata::MetadataStore;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,7 +35,7 @@ pub struct Shard {
     pub cache: BatchCache,
     senders: Senders<ShardMsg>,
     /// Shard 0 only: serialises metadata changes.
-    pub controller: Option<crate::controller::Controller>,
+    pub controller: Option<crate::controller::state::Controller>,
     /// Shutdown state and open connections.
     pub stop: Rc<crate::shutdown::ShardStop>,
     pub metrics: ShardMetrics,
@@ -172,7 +172,7 @@ impl Shard {
             shards,
             cache: BatchCache::new(settings.batch_cache_bytes),
             queues,
-            controller: store.map(crate::controller::Controller::new),
+            controller: store.map(crate::controller::state::Controller::new),
             metadata: RefCell::new(metadata),
             partitions: RefCell::new(HashMap::new()),
             topic_configs: RefCell::new(HashMap::new()),
@@ -529,39 +529,6 @@ impl Shard {
             .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable))
     }
 
-    /// Runs a metadata change on the controller (shard 0).
-    pub async fn controller_call(self: &Rc<Self>, op: ControllerOp) -> Result<(), ControllerError> {
-        if self.id == 0 {
-            return crate::controller::run(self, op).await;
-        }
-        let (reply, answer) = oneshot::channel();
-        if self
-            .senders
-            .send_to(0, ShardMsg::Controller { op, reply })
-            .await
-            .is_err()
-        {
-            return Err(ControllerError::Unavailable);
-        }
-        answer.await.unwrap_or(Err(ControllerError::Unavailable))
-    }
-
-    /// A new idempotent-producer id from the controller (shard 0).
-    pub async fn allocate_producer_id(self: &Rc<Self>) -> Result<i64, ControllerError> {
-        if self.id == 0 {
-            return crate::controller::allocate_producer_id(self).await;
-        }
-        let (reply, answer) = oneshot::channel();
-        if self
-            .send(0, ShardMsg::AllocateProducerId { reply })
-            .await
-            .is_err()
-        {
-            return Err(ControllerError::Unavailable);
-        }
-        answer.await.unwrap_or(Err(ControllerError::Unavailable))
-    }
-
     /// Sends `snapshot` to every other shard and installs it here; returns when all have it.
     pub async fn publish_metadata(self: &Rc<Self>, snapshot: Arc<ClusterMetadata>) {
         let mut acks = Vec::new();
@@ -581,40 +548,6 @@ impl Shard {
         self.apply_metadata(snapshot).await;
         for ack in acks {
             let _ = ack.await;
-        }
-    }
-
-    /// Handles one message from another shard.
-    pub async fn handle_message(self: &Rc<Self>, msg: ShardMsg) {
-        match msg {
-            ShardMsg::Partition { tp, op, reply } => {
-                let _ = reply.send(self.run_partition_op(&tp, op).await);
-            }
-            ShardMsg::Controller { op, reply } => {
-                let _ = reply.send(crate::controller::run(self, op).await);
-            }
-            ShardMsg::Metadata { snapshot, reply } => {
-                self.apply_metadata(snapshot).await;
-                let _ = reply.send(());
-            }
-            ShardMsg::AllocateProducerId { reply } => {
-                let _ = reply.send(crate::controller::allocate_producer_id(self).await);
-            }
-            ShardMsg::Group {
-                partition,
-                group_id,
-                op,
-                reply,
-            } => {
-                let _ = reply
-                    .send(crate::groups::service::run_op(self, partition, &group_id, op).await);
-            }
-            ShardMsg::ListGroups { reply } => {
-                let _ = reply.send(crate::groups::service::list_local(self).await);
-            }
-            ShardMsg::Snapshot { reply } => {
-                let _ = reply.send(self.snapshot());
-            }
         }
     }
 

@@ -82,7 +82,7 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
         internal: true,
         validate_only: false,
     };
-    match shard.controller_call(op).await {
+    match crate::controller::call(shard, op).await {
         Ok(()) | Err(ControllerError::TopicAlreadyExists { .. }) => {}
         Err(e) => {
             tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC}");

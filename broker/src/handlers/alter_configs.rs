@@ -92,14 +92,16 @@ async fn alter_topic(
             .set(key, value)
             .map_err(|e| (code(ResponseError::InvalidConfig), e.to_string()))?;
     }
-    shard
-        .controller_call(ControllerOp::ReplaceTopicConfig {
+    crate::controller::call(
+        shard,
+        ControllerOp::ReplaceTopicConfig {
             name,
             overrides,
             validate_only,
-        })
-        .await
-        .map_err(|e| controller_error(&e))
+        },
+    )
+    .await
+    .map_err(|e| controller_error(&e))
 }
 
 fn alter_broker(shard: &Shard, resource: &AlterConfigsResource) -> Result<(), Refusal> {

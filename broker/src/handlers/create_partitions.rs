@@ -73,14 +73,16 @@ pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePa
         {
             Err(refusal)
         } else {
-            shard
-                .controller_call(ControllerOp::CreatePartitions {
+            crate::controller::call(
+                shard,
+                ControllerOp::CreatePartitions {
                     name: name.clone(),
                     total: topic.count,
                     validate_only: req.validate_only,
-                })
-                .await
-                .map_err(|e| controller_error(&e))
+                },
+            )
+            .await
+            .map_err(|e| controller_error(&e))
         };
         let mut result = CreatePartitionsTopicResult::default();
         result.name = topic_name(&name);

@@ -129,8 +129,7 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
                 internal: false,
                 validate_only: req.validate_only,
             };
-            shard
-                .controller_call(op)
+            crate::controller::call(shard, op)
                 .await
                 .map_err(|e| controller_error(&e))
         };

@@ -68,8 +68,7 @@ pub async fn handle(
                 if outcomes.borrow()[i].is_some() {
                     continue;
                 }
-                let outcome = shard
-                    .controller_call(ControllerOp::DeleteTopic { name })
+                let outcome = crate::controller::call(&shard, ControllerOp::DeleteTopic { name })
                     .await
                     .map_err(|e| controller_error(&e));
                 outcomes.borrow_mut()[i] = Some(outcome);

@@ -133,12 +133,14 @@ async fn alter_topic(
             }
         }
     }
-    shard
-        .controller_call(ControllerOp::AlterTopicConfig {
+    crate::controller::call(
+        shard,
+        ControllerOp::AlterTopicConfig {
             name,
             changes,
             validate_only,
-        })
-        .await
-        .map_err(|e| controller_error(&e))
+        },
+    )
+    .await
+    .map_err(|e| controller_error(&e))
 }

@@ -27,7 +27,7 @@ pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProduc
             return response;
         }
     }
-    match shard.allocate_producer_id().await {
+    match crate::controller::allocate_producer_id(shard).await {
         Ok(id) => {
             response.producer_id = ProducerId(id);
             response.producer_epoch = 0;

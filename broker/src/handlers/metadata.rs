@@ -51,7 +51,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
                 internal: false,
                 validate_only: false,
             };
-            match shard.controller_call(op).await {
+            match crate::controller::call(shard, op).await {
                 Ok(()) | Err(ControllerError::TopicAlreadyExists { .. }) => {}
                 Err(e) => {
                     create_errors.insert(name.clone(), controller_error(&e).0);

@@ -9,40 +9,53 @@
 //! only when the block is used up. A restart starts a new block, skipping the rest of the old
 //! one, so no id is handed out twice.
 
+pub mod state;
+
+use crate::messages::ShardMsg;
 use crate::metadata::{overrides_config, ClusterMetadata};
 use crate::shard::Shard;
-use glommio::sync::Semaphore;
+use futures_channel::oneshot;
 use replication::metadata::{
-    propose, ControllerError, ControllerOp, MetadataImage, MetadataRecord, MetadataStore,
-    ProposeContext,
+    propose, ControllerError, ControllerOp, MetadataImage, MetadataRecord, ProposeContext,
 };
-use std::cell::{Cell, RefCell};
+use state::Controller;
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::rc::Rc;
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// Controller state.
-pub struct Controller {
-    /// Serialises changes: one proposal at a time sees the image it is appended to.
-    lock: Semaphore,
-    /// The record log; out of its cell only while an append runs on the blocking pool (under
-    /// `lock`).
-    store: RefCell<Option<MetadataStore>>,
-    /// Producer ids of the current block not handed out yet (empty at start: the first
-    /// InitProducerId appends a block).
-    producer_ids: Cell<Range<i64>>,
+/// Runs metadata change `op` on the controller (shard 0): here, or over the shard mesh.
+/// Errors: the controller's, or [`ControllerError::Unavailable`] when shard 0 does not answer.
+pub async fn call(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerError> {
+    if shard.id == 0 {
+        return run(shard, op).await;
+    }
+    let (reply, answer) = oneshot::channel();
+    if shard
+        .send(0, ShardMsg::Controller { op, reply })
+        .await
+        .is_err()
+    {
+        return Err(ControllerError::Unavailable);
+    }
+    answer.await.unwrap_or(Err(ControllerError::Unavailable))
 }
 
-impl Controller {
-    pub fn new(store: MetadataStore) -> Controller {
-        Controller {
-            lock: Semaphore::new(1),
-            store: RefCell::new(Some(store)),
-            producer_ids: Cell::new(0..0),
-        }
+/// A new idempotent-producer id from the controller (shard 0): here, or over the shard mesh.
+/// Errors: as [`allocate_producer_id_here`], or [`ControllerError::Unavailable`].
+pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, ControllerError> {
+    if shard.id == 0 {
+        return allocate_producer_id_here(shard).await;
     }
+    let (reply, answer) = oneshot::channel();
+    if shard
+        .send(0, ShardMsg::AllocateProducerId { reply })
+        .await
+        .is_err()
+    {
+        return Err(ControllerError::Unavailable);
+    }
+    answer.await.unwrap_or(Err(ControllerError::Unavailable))
 }
 
 fn controller(shard: &Shard) -> &Controller {
@@ -102,7 +115,7 @@ async fn commit(
 
 /// Hands out the next producer id from the current block, appending a new block first when it
 /// is used up. Errors: as [`run`].
-pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, ControllerError> {
+pub async fn allocate_producer_id_here(shard: &Rc<Shard>) -> Result<i64, ControllerError> {
     let controller = controller(shard);
     let _permit = controller
         .lock

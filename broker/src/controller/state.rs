@@ -1,0 +1,31 @@
+//! The controller's state on shard 0: the lock that serialises metadata changes, the record
+//! log, and the producer ids of the current block. The controller service (`super`) runs the
+//! changes; the shard only holds this.
+
+use glommio::sync::Semaphore;
+use replication::metadata::MetadataStore;
+use std::cell::{Cell, RefCell};
+use std::ops::Range;
+
+/// Controller state.
+pub struct Controller {
+    /// Serialises changes: one proposal at a time sees the image it is appended to.
+    pub(super) lock: Semaphore,
+    /// The record log; out of its cell only while an append runs on the blocking pool (under
+    /// `lock`).
+    pub(super) store: RefCell<Option<MetadataStore>>,
+    /// Producer ids of the current block not handed out yet (empty at start: the first
+    /// InitProducerId appends a block).
+    pub(super) producer_ids: Cell<Range<i64>>,
+}
+
+impl Controller {
+    /// The state of a controller appending to `store`.
+    pub fn new(store: MetadataStore) -> Controller {
+        Controller {
+            lock: Semaphore::new(1),
+            store: RefCell::new(Some(store)),
+            producer_ids: Cell::new(0..0),
+        }
+    }
+}
