@@ -69,11 +69,7 @@ fn controller(shard: &Shard) -> &Controller {
 /// could not be made durable (nothing changed then).
 pub async fn run(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerError> {
     let controller = controller(shard);
-    let _permit = controller
-        .lock
-        .acquire_permit(1)
-        .await
-        .map_err(|_| ControllerError::Unavailable)?;
+    let _permit = controller.lock().await?;
     commit(shard, controller, &op).await.map(|_| ())
 }
 
@@ -117,11 +113,7 @@ async fn commit(
 /// is used up. Errors: as [`run`].
 pub async fn allocate_producer_id_here(shard: &Rc<Shard>) -> Result<i64, ControllerError> {
     let controller = controller(shard);
-    let _permit = controller
-        .lock
-        .acquire_permit(1)
-        .await
-        .map_err(|_| ControllerError::Unavailable)?;
+    let _permit = controller.lock().await?;
     let mut block = controller.producer_ids.take();
     if block.is_empty() {
         let (before, after) = commit(shard, controller, &ControllerOp::AllocateProducerIds).await?;

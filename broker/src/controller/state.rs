@@ -2,7 +2,8 @@
 //! log, and the producer ids of the current block. The controller service (`super`) runs the
 //! changes; the shard only holds this.
 
-use glommio::sync::Semaphore;
+use glommio::sync::{Permit, Semaphore};
+use replication::metadata::ControllerError;
 use replication::metadata::MetadataStore;
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
@@ -20,6 +21,15 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// Waits for the controller's lock: one change at a time. Errors:
+    /// [`ControllerError::Unavailable`] once the controller has stopped.
+    pub(super) async fn lock(&self) -> Result<Permit<'_>, ControllerError> {
+        self.lock
+            .acquire_permit(1)
+            .await
+            .map_err(|_| ControllerError::Unavailable)
+    }
+
     /// The state of a controller appending to `store`.
     pub fn new(store: MetadataStore) -> Controller {
         Controller {

@@ -163,14 +163,7 @@ impl PartitionLog {
         &self,
         target: TimestampMs,
     ) -> Result<Option<TimestampMatch>> {
-        let segments: Vec<Rc<Segment>> = self
-            .shared
-            .state
-            .borrow()
-            .segments
-            .values()
-            .cloned()
-            .collect();
+        let segments = self.segments_oldest_first();
         for segment in segments {
             let Some((max, _)) = segment.max_timestamp().await? else {
                 continue;
@@ -206,14 +199,7 @@ impl PartitionLog {
     /// The largest timestamp in the log and the base offset of its batch (ListOffsets
     /// `MAX_TIMESTAMP`, KIP-734), loading closed segments' time indexes as needed.
     pub async fn max_timestamp(&self) -> Result<Option<(TimestampMs, Offset)>> {
-        let segments: Vec<Rc<Segment>> = self
-            .shared
-            .state
-            .borrow()
-            .segments
-            .values()
-            .cloned()
-            .collect();
+        let segments = self.segments_oldest_first();
         let mut best: Option<(TimestampMs, Offset)> = None;
         for segment in segments {
             if let Some(m) = segment.max_timestamp().await? {
@@ -223,5 +209,19 @@ impl PartitionLog {
             }
         }
         Ok(best)
+    }
+}
+
+impl PartitionLog {
+    /// The segments as they are now, oldest first (held: a roll or retention meanwhile does
+    /// not change what a lookup walks).
+    fn segments_oldest_first(&self) -> Vec<Rc<Segment>> {
+        self.shared
+            .state
+            .borrow()
+            .segments
+            .values()
+            .cloned()
+            .collect()
     }
 }
