@@ -1,5 +1,5 @@
 //! The shard mesh's receiving end: each message another shard sends this one ([`ShardMsg`]) is
-//! handed to the service that owns its kind — the partition (`Shard::run_partition_op`), the
+//! handed to the service that owns its kind — the partition service (`partitions::service::run_here`), the
 //! controller, the group service, metadata installation, metrics snapshots.
 
 use crate::messages::ShardMsg;
@@ -10,7 +10,7 @@ use std::rc::Rc;
 pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
     match msg {
         ShardMsg::Partition { tp, op, reply } => {
-            let _ = reply.send(shard.run_partition_op(&tp, op).await);
+            let _ = reply.send(crate::partitions::service::run_here(shard, &tp, op).await);
         }
         ShardMsg::Controller { op, reply } => {
             let _ = reply.send(crate::controller::run(shard, op).await);

@@ -2,7 +2,7 @@
 //! exhaustive `match`, so a new variant forces a decision.
 
 use crate::groups::GroupError;
-use crate::messages::PartitionOpError;
+use crate::partitions::PartitionOpError;
 use crate::produce_checks::ProduceCheckError;
 use net::kafka_protocol::error::ResponseError;
 use replication::metadata::{ControllerError, TopicOperation};

@@ -18,6 +18,7 @@ mod lockfile;
 mod messages;
 mod metadata;
 mod metrics;
+mod partitions;
 mod produce_checks;
 mod runtime;
 mod seam;

@@ -2,14 +2,15 @@
 //! batch cache, its copy of the cluster metadata, and its senders to every other shard.
 //! Everything here lives on one glommio executor: `Rc`/`RefCell`, no locks.
 //!
-//! A partition operation runs on the owning shard: [`Shard::partition_call`] runs it here when
-//! this shard owns the partition, else sends it over the mesh and awaits the reply. The
+//! A partition operation runs on the owning shard (`crate::partitions::service::call`): here
+//! when this shard owns the partition, else over the mesh. The
 //! partition itself (its replication policy, high watermark and waiters) is
 //! [`replication::Partition`]; here it is only looked up, opened and closed.
 
-use crate::messages::{PartitionOp, PartitionOpError, PartitionReply, ShardMsg};
+use crate::messages::ShardMsg;
 use crate::metadata::{topic_config, ClusterMetadata};
 use crate::metrics::{PartitionStatus, ShardMetrics, ShardSnapshot};
+use crate::partitions::{PartitionOp, PartitionOpError};
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
 use glommio::{Latency, Shares, TaskQueueHandle};
@@ -31,7 +32,7 @@ pub struct Shard {
     pub metadata: RefCell<Arc<ClusterMetadata>>,
     pub partitions: RefCell<HashMap<TopicPartition, Rc<LocalPartition>>>,
     /// The topic config of each open partition (for the produce checks and config changes).
-    topic_configs: RefCell<HashMap<TopicPartition, TopicConfig>>,
+    pub(crate) topic_configs: RefCell<HashMap<TopicPartition, TopicConfig>>,
     pub cache: BatchCache,
     senders: Senders<ShardMsg>,
     /// Shard 0 only: serialises metadata changes.
@@ -503,32 +504,6 @@ impl Shard {
         })
     }
 
-    /// Runs `op` on the partition's owning shard: here, or over the mesh.
-    pub async fn partition_call(
-        self: &Rc<Self>,
-        tp: TopicPartition,
-        op: PartitionOp,
-    ) -> PartitionReply {
-        let Some(owner) = self.metadata().owner(&tp.topic, tp.partition) else {
-            return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
-        };
-        if owner == self.id {
-            return self.run_partition_op(&tp, op).await;
-        }
-        let (reply, answer) = oneshot::channel();
-        if self
-            .senders
-            .send_to(owner, ShardMsg::Partition { tp, op, reply })
-            .await
-            .is_err()
-        {
-            return PartitionReply::Error(PartitionOpError::ShardUnavailable);
-        }
-        answer
-            .await
-            .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable))
-    }
-
     /// Sends `snapshot` to every other shard and installs it here; returns when all have it.
     pub async fn publish_metadata(self: &Rc<Self>, snapshot: Arc<ClusterMetadata>) {
         let mut acks = Vec::new();
@@ -548,98 +523,6 @@ impl Shard {
         self.apply_metadata(snapshot).await;
         for ack in acks {
             let _ = ack.await;
-        }
-    }
-
-    /// Runs `op` on partition `tp`, which this shard owns.
-    pub(crate) async fn run_partition_op(
-        &self,
-        tp: &TopicPartition,
-        op: PartitionOp,
-    ) -> PartitionReply {
-        match self.partition_op(tp, op).await {
-            Ok(reply) => reply,
-            Err(e) => PartitionReply::Error(e),
-        }
-    }
-
-    async fn partition_op(
-        &self,
-        tp: &TopicPartition,
-        op: PartitionOp,
-    ) -> Result<PartitionReply, PartitionOpError> {
-        let partition = self.owned_partition(tp).await?;
-        match op {
-            PartitionOp::Produce {
-                records,
-                acks,
-                timeout,
-            } => {
-                let now_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-                let records = match self.topic_configs.borrow().get(tp) {
-                    Some(config) => crate::produce_checks::prepare(records, config, now_ms)?,
-                    // Closed while the request was on its way (the log refuses it too).
-                    None => return Err(PartitionOpError::UnknownTopicOrPartition),
-                };
-                let appended = partition.append(records, acks, timeout).await?;
-                Ok(PartitionReply::Produced {
-                    base_offset: appended.base_offset.0,
-                    log_start_offset: appended.log_start_offset.0,
-                    log_append_time_ms: appended.log_append_time.map_or(-1, |t| t.0),
-                })
-            }
-            PartitionOp::Fetch {
-                offset,
-                max_bytes,
-                min_bytes,
-                deadline,
-                cancel,
-            } => {
-                let parked = &self.metrics.parked_fetches;
-                parked.set(parked.get() + 1);
-                let cancelled = async {
-                    let _ = cancel.await;
-                };
-                let read = partition
-                    .fetch(offset, max_bytes, min_bytes, deadline, cancelled)
-                    .await;
-                parked.set(parked.get() - 1);
-                let still_here = self
-                    .partitions
-                    .borrow()
-                    .get(tp)
-                    .is_some_and(|p| Rc::ptr_eq(p, &partition));
-                let read = if still_here {
-                    read?
-                } else {
-                    // Closed while parked (topic deleted, shard stopping): answer as a read
-                    // arriving now would.
-                    self.owned_partition(tp)
-                        .await?
-                        .read(offset, max_bytes, replication::Isolation::HighWatermark)
-                        .await?
-                };
-                Ok(PartitionReply::Read {
-                    high_watermark: read.high_watermark.0,
-                    log_start_offset: read.log_start_offset.0,
-                    batches: read.batches,
-                })
-            }
-            PartitionOp::ListOffsets { spec } => {
-                let listed = partition.list_offsets(spec).await?;
-                Ok(PartitionReply::Offset {
-                    offset: listed.offset.map_or(-1, |o| o.0),
-                    timestamp: listed.timestamp.map_or(-1, |t| t.0),
-                })
-            }
-            PartitionOp::DeleteRecordsBefore { before } => {
-                let log_start = partition.delete_records(before).await?;
-                Ok(PartitionReply::LogStart {
-                    log_start_offset: log_start.0,
-                })
-            }
         }
     }
 }

@@ -15,12 +15,14 @@ use super::{
     OFFSET_METADATA_MAX_BYTES, REPLAY_READ_BYTES,
 };
 use crate::errors::{code, partition_op_error_code};
-use crate::messages::{Acks, PartitionOp, PartitionReply, ShardMsg};
+use crate::messages::ShardMsg;
+use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use net::kafka_protocol::error::ResponseError;
 use replication::metadata::{ControllerError, ControllerOp};
+use replication::Acks;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
@@ -496,16 +498,16 @@ async fn append_offsets_records(
             GroupError::CoordinatorNotAvailable
         }
     };
-    match shard
-        .run_partition_op(
-            &tp,
-            PartitionOp::Produce {
-                records: batch,
-                acks: Acks::All,
-                timeout: OFFSET_COMMIT_TIMEOUT,
-            },
-        )
-        .await
+    match crate::partitions::service::run_here(
+        shard,
+        &tp,
+        PartitionOp::Produce {
+            records: batch,
+            acks: Acks::All,
+            timeout: OFFSET_COMMIT_TIMEOUT,
+        },
+    )
+    .await
     {
         PartitionReply::Produced { .. } => {}
         PartitionReply::Error(e) => return Err(map_error(partition_op_error_code(&e))),

@@ -11,7 +11,7 @@
 
 use super::topic_name;
 use crate::errors::{code, controller_error, partition_op_error_code};
-use crate::messages::{PartitionOp, PartitionReply};
+use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::delete_records_response::{
@@ -49,9 +49,12 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecor
                 partition: p.partition_index,
             };
             let before = (p.offset != HIGH_WATERMARK).then_some(Offset(p.offset));
-            let reply = shard
-                .partition_call(tp, PartitionOp::DeleteRecordsBefore { before })
-                .await;
+            let reply = crate::partitions::service::call(
+                shard,
+                tp,
+                PartitionOp::DeleteRecordsBefore { before },
+            )
+            .await;
             match reply {
                 PartitionReply::LogStart { log_start_offset } => {
                     r.low_watermark = log_start_offset;

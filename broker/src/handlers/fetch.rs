@@ -16,8 +16,8 @@
 
 use super::{topic_name, Response};
 use crate::errors::{code, partition_op_error_code};
-use crate::messages::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::metrics::ShardMetrics;
+use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::seam::GlommioRuntime;
 use crate::shard::Shard;
 use futures_channel::oneshot;
@@ -151,7 +151,7 @@ async fn fetch_all(
             deadline,
             cancel,
         };
-        fetches.push(async move { (i, shard.partition_call(w.tp, op).await) });
+        fetches.push(async move { (i, crate::partitions::service::call(shard, w.tp, op).await) });
     }
     let mut replies: Vec<Option<PartitionReply>> = (0..n).map(|_| None).collect();
     let mut answered_bytes = 0usize;

@@ -8,9 +8,9 @@
 
 use super::topic_name;
 use crate::errors::{code, controller_error, partition_op_error_code};
-use crate::messages::{Acks, PartitionOp, PartitionReply};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
+use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::produce_response::{
@@ -18,6 +18,7 @@ use net::kafka_protocol::messages::produce_response::{
 };
 use net::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use replication::metadata::{check_not_internal, TopicOperation};
+use replication::Acks;
 use std::rc::Rc;
 use std::time::Duration;
 use storage::TopicPartition;
@@ -77,7 +78,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                     acks,
                     timeout,
                 };
-                match shard.partition_call(tp, op).await {
+                match crate::partitions::service::call(shard, tp, op).await {
                     PartitionReply::Error(e) => Err(partition_op_error_code(&e)),
                     reply => Ok(reply),
                 }
