@@ -31,8 +31,8 @@ pub use record::{
     CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 pub use store::{
-    MetadataStore, Opened, StoreError, FRAME_BYTES_MAX, LOG_FILE_NAME, SNAPSHOT_FILE_NAME,
-    SNAPSHOT_LOG_BYTES,
+    decode_files, MetadataStore, Opened, StoreError, FRAME_BYTES_MAX, LOG_FILE_NAME,
+    SNAPSHOT_FILE_NAME, SNAPSHOT_LOG_BYTES,
 };
 
 #[cfg(test)]

@@ -232,6 +232,21 @@ fn decode_snapshot(bytes: &[u8], path: &Path) -> Result<(MetadataImage, u64), St
     Ok((image, next_offset))
 }
 
+/// What the snapshot file's and the log file's bytes hold, decoded as [`MetadataStore::open`]
+/// decodes them, with no I/O: the image, the next change offset, and how many leading log
+/// bytes are intact (a torn tail after them is dropped). Errors: as `open` for corrupt
+/// contents. The fuzz target `decode_metadata` (replication/fuzz) drives it with arbitrary
+/// bytes: it must never panic.
+pub fn decode_files(
+    snapshot: &[u8],
+    log: &[u8],
+) -> Result<(MetadataImage, u64, usize), StoreError> {
+    let (mut image, snapshot_offset) = decode_snapshot(snapshot, Path::new(SNAPSHOT_FILE_NAME))?;
+    let (next_offset, valid_bytes) =
+        replay(log, Path::new(LOG_FILE_NAME), &mut image, snapshot_offset)?;
+    Ok((image, next_offset, valid_bytes))
+}
+
 impl MetadataStore {
     /// Starts the metadata of a new cluster (or one converted from the old format) in `dir`
     /// with `image`: writes its snapshot, then an empty log. Errors: I/O.
