@@ -92,7 +92,9 @@ mod network_test {
 
     #[test]
     fn lossy_link_delivers_a_deterministic_subset_once() {
-        for seed in seeds(7, 20) {
+        let mut lost = 0;
+        let seeds = seeds(7, 20);
+        for &seed in &seeds {
             let _guard = SeedGuard(seed);
             let got = arrivals(seed);
             let mut sorted = got.clone();
@@ -100,12 +102,15 @@ mod network_test {
             sorted.dedup();
             assert_eq!(sorted.len(), got.len(), "a message arrived twice");
             assert!(got.iter().all(|n| *n < 50), "a message nobody sent");
-            assert!(got.len() < 50, "a 20% lossy link lost nothing");
             assert_eq!(
                 got,
                 arrivals(seed),
                 "the same seed replays the same arrivals"
             );
+            lost += 50 - got.len();
         }
+        // One seed may lose nothing (0.8^50 ≈ 1.4e-5, so a replay of one such seed passes); a
+        // 20% lossy link that loses nothing over several seeds is broken.
+        assert!(seeds.len() < 5 || lost > 0, "a 20% lossy link lost nothing");
     }
 }
