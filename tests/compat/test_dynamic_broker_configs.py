@@ -172,3 +172,31 @@ def test_append_compact_is_refused_naming_compaction(broker):
     assert err.code() == KafkaError.INVALID_CONFIG
     assert "compaction is not supported" in err.str()
     assert describe(a, ResourceType.TOPIC, topic, "cleanup.policy").value == "delete"
+
+
+def test_cluster_default_with_kafka_configs_survives_restart(broker, kafka_classpath):
+    """Kafka's own `kafka-configs.sh --entity-type brokers --entity-default` (ConfigCommand,
+    the BROKER resource with the empty name): the cluster-wide default reaches a topic, is kept
+    across a restart, and `--delete-config` removes it."""
+    from jvm import check_java, run_java
+
+    def configs(*args):
+        return check_java(run_java(kafka_classpath, "org.apache.kafka.tools.ConfigCommand",
+                                   ["--bootstrap-server", broker.bootstrap, "--entity-type",
+                                    "brokers", "--entity-default", *args]))
+
+    b = broker.bootstrap
+    topic = "dynamic-default"
+    create_topic(b, topic, 2)
+    configs("--alter", "--add-config", "log.retention.ms=7200000")
+    a = admin(b)
+    expected = ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    described(a, ResourceType.TOPIC, topic, "retention.ms", expected)
+    assert "log.retention.ms=7200000" in configs("--describe")
+
+    broker.restart()
+    a = admin(broker.bootstrap)
+    described(a, ResourceType.TOPIC, topic, "retention.ms", expected, what="kept across restart")
+    configs("--alter", "--delete-config", "log.retention.ms")
+    described(a, ResourceType.TOPIC, topic, "retention.ms",
+              ("604800000", ConfigSource.DEFAULT_CONFIG.value))
