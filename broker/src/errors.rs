@@ -1,6 +1,7 @@
 //! Kafka error codes at the edge (STYLE.md "Errors"): internal errors map here with an
 //! exhaustive `match`, so a new variant forces a decision.
 
+use crate::dynamic_config::DynamicConfigError;
 use crate::groups::GroupError;
 use crate::partitions::PartitionOpError;
 use crate::produce_checks::ProduceCheckError;
@@ -69,6 +70,18 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
     error.code()
 }
 
+/// The error a BROKER-resource config change answers for `e`: Kafka answers
+/// `INVALID_REQUEST` both for a key fixed at start-up and for a value its `ConfigDef` refuses
+/// (`ConfigAdminManager`, checked against Kafka 4.4).
+pub fn dynamic_config_error(e: &DynamicConfigError) -> (i16, String) {
+    let error = match e {
+        DynamicConfigError::NotDynamic(_) | DynamicConfigError::Invalid(_) => {
+            ResponseError::InvalidRequest
+        }
+    };
+    (error.code(), e.to_string())
+}
+
 /// Shorthand for a protocol error code.
 pub fn code(e: ResponseError) -> i16 {
     e.code()
@@ -111,6 +124,9 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         ControllerError::PartitionCountOutOfRange { .. }
         | ControllerError::PartitionCountNotIncreased { .. } => ResponseError::InvalidPartitions,
         ControllerError::InvalidConfig { .. } => ResponseError::InvalidConfig,
+        // The controller's check of a dynamic broker config change under its lock; the same
+        // answer as `dynamic_config_error` gives for the handler's check.
+        ControllerError::InvalidBrokerConfig { .. } => ResponseError::InvalidRequest,
         // As Kafka answers each: a creation or config change of an internal topic is an
         // invalid request; deleting, growing, producing to it or deleting its records names an
         // invalid topic.

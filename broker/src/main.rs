@@ -11,6 +11,7 @@ mod compression;
 mod connection;
 mod controller;
 mod dispatch;
+mod dynamic_config;
 mod errors;
 mod groups;
 mod handlers;

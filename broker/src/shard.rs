@@ -348,12 +348,14 @@ impl Shard {
         // reopened, and requests for new ones open them (serialised with the opens below).
         let previous = std::mem::replace(&mut *self.metadata.borrow_mut(), snapshot.clone());
         let mut wanted: HashMap<TopicPartition, TopicConfig> = HashMap::new();
+        // Dynamic broker configs change the defaults of every topic that does not override them.
+        let defaults = crate::dynamic_config::topic_defaults(&self.config, &snapshot.image);
         for (name, topic) in &snapshot.topics {
-            let config = match topic_config(topic, &self.config.topic_defaults) {
+            let config = match topic_config(topic, &defaults) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(topic = %name, error = %e, "invalid stored topic config; using defaults");
-                    self.config.topic_defaults.clone()
+                    defaults.clone().into_owned()
                 }
             };
             for partition in snapshot.owned_partitions(topic, self.id) {
@@ -496,8 +498,9 @@ impl Shard {
         if owner != self.id {
             return Err(PartitionOpError::UnknownTopicOrPartition);
         }
-        let config = topic_config(topic, &self.config.topic_defaults)
-            .unwrap_or_else(|_| self.config.topic_defaults.clone());
+        let defaults = crate::dynamic_config::topic_defaults(&self.config, &meta.image);
+        let config =
+            topic_config(topic, &defaults).unwrap_or_else(|_| defaults.clone().into_owned());
         self.open_partition(tp, config).await.map_err(|e| {
             tracing::warn!(%tp, error = %e, "partition log still cannot be opened");
             PartitionOpError::LogUnavailable(e)

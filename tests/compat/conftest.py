@@ -36,9 +36,10 @@ REPO = Path(__file__).resolve().parents[2]
 TARGET = os.environ.get("SLUICE_COMPAT_TARGET", "sluice").strip().lower() or "sluice"
 if TARGET not in ("sluice", "kafka"):
     raise pytest.UsageError(f"SLUICE_COMPAT_TARGET={TARGET!r}: expected `sluice` or `kafka`")
-if TARGET == "kafka":
-    sys.path.insert(0, str(REPO / "scripts"))
-    import kafka_ref  # scripts/kafka_ref.py: Kafka through Maven, KRaft format, start, stop
+# scripts/kafka_ref.py: Kafka through Maven, KRaft format, start, stop; its class path also
+# serves Kafka's tools to tests against Sluice (the `kafka_classpath` fixture).
+sys.path.insert(0, str(REPO / "scripts"))
+import kafka_ref  # noqa: E402
 # Segments are preallocated at their full size: 1 GiB each by default, per partition. Tests
 # never fill one, so a smaller size only saves disk (a test can still override it).
 DEFAULT_SETTINGS = {"log.segment.bytes": 64 << 20}

@@ -293,17 +293,19 @@ def test_describe_broker_configs(broker):
     assert configs["log.segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
 
 
-@pytest.mark.sluice_only("Sluice's broker config is fixed at start-up; Kafka has dynamic "
-                         "broker configs")
-def test_broker_configs_are_read_only(broker):
+@pytest.mark.sluice_only("Sluice's node id 0 and its start-up defaults (Kafka's bootstrap "
+                         "writes min.insync.replicas as a dynamic default)")
+def test_broker_keys_fixed_at_start_up_are_read_only(broker):
     a = admin(broker.bootstrap)
     resource = ConfigResource(ResourceType.BROKER, "0")
     configs = result(a.describe_configs([resource], request_timeout=TIMEOUT_S)[resource])
     assert configs["listeners"].is_read_only
     assert configs["log.retention.ms"].value == DEFAULTS["retention.ms"]
     assert configs["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    # Dynamic (test_dynamic_broker_configs.py), so not read-only; listeners are fixed.
+    assert not configs["log.retention.ms"].is_read_only
     resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
-        ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry("listeners", "PLAINTEXT://127.0.0.1:1", incremental_operation=AlterConfigOpType.SET)])
     future = a.incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource]
     assert error_code(future) == KafkaError.INVALID_REQUEST
 

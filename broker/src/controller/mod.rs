@@ -11,6 +11,7 @@
 
 pub mod state;
 
+use crate::dynamic_config;
 use crate::messages::ShardMsg;
 use crate::metadata::{overrides_config, ClusterMetadata};
 use crate::shard::Shard;
@@ -82,9 +83,16 @@ async fn commit(
     op: &ControllerOp,
 ) -> Result<(Arc<ClusterMetadata>, Arc<ClusterMetadata>), ControllerError> {
     let current = shard.metadata();
-    let defaults = &shard.config.topic_defaults;
+    // Topic configs are checked against the topic defaults in effect: the start-up config
+    // with the current dynamic broker configs.
+    let defaults = &*dynamic_config::topic_defaults(&shard.config, &current.image);
     let check = |overrides: &BTreeMap<String, String>| {
         overrides_config(overrides, defaults)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let check_broker = |configs: &dynamic_config::BrokerConfigs| {
+        dynamic_config::effective(&shard.config, configs)
             .map(|_| ())
             .map_err(|e| e.to_string())
     };
@@ -94,6 +102,7 @@ async fn commit(
         broker_epoch: current.brokers.get(&node_id).map_or(-1, |b| b.broker_epoch),
         new_topic_id: Uuid::new_v4(),
         check_topic_config: &check,
+        check_broker_configs: &check_broker,
     };
     let records = propose(&current.image, op, &ctx)?;
     if op.validate_only() || records.is_empty() {

@@ -5,11 +5,11 @@
 //! with a null value are dropped, as Kafka drops them. The controller replaces the map under its
 //! lock and re-validates it; owning shards pick it up from the published snapshot.
 //!
-//! BROKER resources: Sluice has no dynamic broker configs, so the dynamic set is always empty.
-//! Replacing it with an empty set succeeds (nothing changes); any key is refused as Kafka
-//! refuses a key it cannot change at run time — `INVALID_REQUEST`, "Cannot update these
-//! configs dynamically" — naming the keys.
+//! BROKER resources: the entries become the resource's whole set of dynamic broker configs
+//! (`config_ops::replace_broker`); a key fixed at start-up is refused as Kafka refuses it —
+//! `INVALID_REQUEST`, "Cannot update these configs dynamically: [keys]".
 
+use super::config_ops::Refusal;
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
 use crate::errors::{code, controller_error};
@@ -23,15 +23,23 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use tuning::config::TopicConfig;
 
-/// A refused resource: Kafka's error code and message.
-type Refusal = (i16, String);
-
 pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
     for resource in &req.resources {
         let outcome = match resource.resource_type {
             RESOURCE_TOPIC => alter_topic(shard, resource, req.validate_only).await,
-            RESOURCE_BROKER => alter_broker(shard, resource),
+            RESOURCE_BROKER => match requested_overrides(resource) {
+                Ok(configs) => {
+                    super::config_ops::replace_broker(
+                        shard,
+                        resource.resource_name.as_str(),
+                        configs,
+                        req.validate_only,
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            },
             other => Err((
                 code(ResponseError::InvalidRequest),
                 format!("resource type {other} is not supported; only TOPIC (2) and BROKER (4)"),
@@ -86,7 +94,10 @@ async fn alter_topic(
     check_not_internal(&metadata, &name, TopicOperation::AlterConfigs)
         .map_err(|e| controller_error(&e))?;
     // Validate each entry with the parser that will apply it, so the error names the key.
-    let mut candidate = TopicConfig::inherit(&shard.config.topic_defaults);
+    let mut candidate = TopicConfig::inherit(&crate::dynamic_config::topic_defaults(
+        &shard.config,
+        &metadata.image,
+    ));
     for (key, value) in &overrides {
         candidate
             .set(key, value)
@@ -102,27 +113,4 @@ async fn alter_topic(
     )
     .await
     .map_err(|e| controller_error(&e))
-}
-
-fn alter_broker(shard: &Shard, resource: &AlterConfigsResource) -> Result<(), Refusal> {
-    let name = resource.resource_name.as_str();
-    let node_id = shard.config.node_id;
-    if !name.is_empty() && name.parse::<i32>().ok() != Some(node_id) {
-        return Err((
-            code(ResponseError::InvalidRequest),
-            format!("broker '{name}' is not this broker (node id {node_id}); the cluster has one broker"),
-        ));
-    }
-    let keys: Vec<String> = requested_overrides(resource)?.into_keys().collect();
-    if keys.is_empty() {
-        return Ok(());
-    }
-    Err((
-        code(ResponseError::InvalidRequest),
-        format!(
-            "Cannot update these configs dynamically: {}; Sluice has no dynamic broker configs: \
-             set them in the config file or with --set and restart",
-            keys.join(", ")
-        ),
-    ))
 }

@@ -1,7 +1,9 @@
 //! DescribeConfigs (key 32), v1–4: the effective config of a TOPIC resource (from the metadata
 //! snapshot: broker topic defaults plus the topic's overrides) or of this BROKER (its start-up
-//! config, read-only: dynamic broker configs do not exist here). Nothing is sensitive. Config
-//! documentation is not served (`documentation` is null).
+//! config with the dynamic broker configs applied; only the dynamic keys are not read-only, see
+//! `dynamic_config`). A dynamic value is reported with Kafka's DYNAMIC_BROKER_CONFIG or
+//! DYNAMIC_DEFAULT_BROKER_CONFIG source and listed first among the synonyms. Nothing is
+//! sensitive. Config documentation is not served (`documentation` is null).
 //!
 //! A topic lists all 37 properties of Kafka 4.4, with Kafka's types, sources and synonyms as
 //! Apache Kafka 4.4.0 reports them (checked with `scripts/kafka-ref`): the topic override,
@@ -11,10 +13,11 @@
 //! broker synonyms only when the first (ms) one is set, and otherwise reports the value as
 //! DEFAULT_CONFIG even when a coarser synonym set it; Sluice does the same. One difference:
 //! Kafka 4.4's controller writes `min.insync.replicas` as a cluster-wide dynamic default at
-//! bootstrap (DYNAMIC_DEFAULT_BROKER_CONFIG); Sluice has no dynamic configs and reports it as
+//! bootstrap (DYNAMIC_DEFAULT_BROKER_CONFIG); Sluice writes none at bootstrap and reports it as
 //! DEFAULT_CONFIG (or STATIC_BROKER_CONFIG when set at start-up).
 
 use super::str_bytes;
+use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::errors::code;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
@@ -132,7 +135,9 @@ fn describe_topic(
         ));
     };
     let broker: &BrokerConfig = &shard.config;
-    let config = crate::metadata::topic_config(topic, &broker.topic_defaults).map_err(|e| {
+    let dynamic = DynamicBrokerConfigs::of(&metadata.broker_configs, broker.node_id);
+    let defaults = crate::dynamic_config::topic_defaults(broker, &metadata.image);
+    let config = crate::metadata::topic_config(topic, &defaults).map_err(|e| {
         // The controller validates every override before storing it; a stored config that
         // no longer parses is a server-side fault, not the client's.
         tracing::error!(topic = %name, error = %e, "stored topic config is invalid");
@@ -150,11 +155,19 @@ fn describe_topic(
             // See the module doc: Kafka consults the broker synonyms of a many-synonym
             // property only when its first one is set.
             let consult_broker = key.synonyms.len() <= 1
-                || key.synonyms.first().is_some_and(|s| broker.is_set(s.name));
-            let static_synonyms: Vec<(String, String, ConfigSource)> = if consult_broker {
-                key.synonyms
-                    .iter()
-                    .filter_map(|s| {
+                || key
+                    .synonyms
+                    .first()
+                    .is_some_and(|s| broker.is_set(s.name) || dynamic.lookup(s.name).is_some());
+            // Dynamic broker values, then start-up ones (Kafka's synonym order).
+            let dynamic_synonyms = key.synonyms.iter().filter_map(|s| {
+                dynamic
+                    .lookup(s.name)
+                    .map(|(v, source)| (s.name.to_string(), v.to_string(), source))
+            });
+            let broker_synonyms: Vec<(String, String, ConfigSource)> = if consult_broker {
+                dynamic_synonyms
+                    .chain(key.synonyms.iter().filter_map(|s| {
                         broker.given(s.name).map(|v| {
                             (
                                 s.name.to_string(),
@@ -162,15 +175,15 @@ fn describe_topic(
                                 ConfigSource::StaticBrokerConfig,
                             )
                         })
-                    })
+                    }))
                     .collect()
             } else {
                 Vec::new()
             };
             let source = if on_topic {
                 ConfigSource::TopicConfig
-            } else if !static_synonyms.is_empty() {
-                ConfigSource::StaticBrokerConfig
+            } else if let Some((_, _, source)) = broker_synonyms.first() {
+                *source
             } else {
                 ConfigSource::DefaultConfig
             };
@@ -184,7 +197,7 @@ fn describe_topic(
                     ));
                 }
                 if consult_broker {
-                    synonyms.extend(static_synonyms);
+                    synonyms.extend(broker_synonyms);
                     for s in key.synonyms {
                         if let Some(d) = s.default {
                             synonyms.push((
@@ -214,7 +227,18 @@ fn describe_broker(
     resource: &DescribeConfigsResource,
     include_synonyms: bool,
 ) -> Result<Vec<Entry>, DescribeError> {
-    let config: &BrokerConfig = &shard.config;
+    let start_up: &BrokerConfig = &shard.config;
+    let metadata = shard.metadata();
+    let dynamic = DynamicBrokerConfigs::of(&metadata.broker_configs, start_up.node_id);
+    let effective = crate::dynamic_config::effective(start_up, &metadata.broker_configs)
+        .unwrap_or_else(|e| {
+            // The controller checks dynamic configs before storing them.
+            tracing::error!(error = %e, "stored dynamic broker configs are invalid; ignored");
+            start_up.clone()
+        });
+    let config = &effective;
+    let start_up_values: std::collections::BTreeMap<&str, String> =
+        start_up.entries().into_iter().collect();
     let name = resource.resource_name.as_str();
     // An empty name is Kafka's cluster-wide default resource; with no dynamic configs it
     // holds what this (only) broker runs with.
@@ -235,22 +259,42 @@ fn describe_broker(
             // A topic default appears under its broker-level name; it was set explicitly if
             // the broker config set it under either name (or a coarser unit).
             let topic = topic_key_for_broker_synonym(key).map(|(t, _)| t);
-            let explicit =
-                config.is_set(key) || topic.is_some_and(|t| config.topic_defaults.is_set(t.name));
-            let source = if explicit {
+            let explicit = start_up.is_set(key)
+                || topic.is_some_and(|t| start_up.topic_defaults.is_set(t.name));
+            let start_up_source = if explicit {
                 ConfigSource::StaticBrokerConfig
             } else {
                 ConfigSource::DefaultConfig
             };
+            let dynamic_value = dynamic.lookup(key);
+            let source = dynamic_value.map_or(start_up_source, |(_, s)| s);
             let synonyms = if include_synonyms {
-                vec![(key.to_string(), value.clone(), source)]
+                let mut synonyms: Vec<(String, String, ConfigSource)> = [
+                    dynamic
+                        .broker
+                        .get(key)
+                        .map(|v| (v, ConfigSource::DynamicBrokerConfig)),
+                    dynamic
+                        .cluster_default
+                        .get(key)
+                        .map(|v| (v, ConfigSource::DynamicDefaultBrokerConfig)),
+                ]
+                .into_iter()
+                .flatten()
+                .map(|(v, s)| (key.to_string(), v.clone(), s))
+                .collect();
+                let start_up_value = start_up_values
+                    .get(key)
+                    .map_or_else(|| value.clone(), Clone::clone);
+                synonyms.push((key.to_string(), start_up_value, start_up_source));
+                synonyms
             } else {
                 Vec::new()
             };
             Entry {
                 name: key.to_string(),
                 value,
-                read_only: true,
+                read_only: !crate::dynamic_config::is_dynamic(key),
                 source,
                 config_type: topic.map_or_else(|| broker_config_type(key), |t| Some(t.config_type)),
                 synonyms,

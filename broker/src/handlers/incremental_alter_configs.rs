@@ -1,11 +1,13 @@
-//! IncrementalAlterConfigs (key 44), v0–1: SET and DELETE of TOPIC config overrides. The
-//! handler computes the topic's new override map from the current metadata snapshot and the
-//! controller replaces the map (re-validating it); the owning shards pick the new config up
-//! from the published snapshot (`Shard::apply_metadata` → `PartitionLog::set_config`).
-//!
-//! Limits: APPEND/SUBTRACT are refused (SET the whole list instead); BROKER resources are refused (no dynamic broker configs: the broker's config is
-//! fixed at start-up).
+//! IncrementalAlterConfigs (key 44), v0–1: SET, DELETE, APPEND and SUBTRACT of TOPIC config
+//! overrides and of dynamic BROKER configs (`config_ops`, `dynamic_config`). For a topic the
+//! handler computes the changes from the current metadata snapshot and the controller applies
+//! them to the overrides (re-validating them); the owning shards pick the new config up from the
+//! published snapshot (`Shard::apply_metadata` → `PartitionLog::set_config`).
 
+use super::config_ops::{
+    alter_broker_incremental, check_unique, is_topic_list, list_op, OP_APPEND, OP_DELETE, OP_SET,
+    OP_SUBTRACT,
+};
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
 use crate::errors::{code, controller_error};
@@ -18,14 +20,7 @@ use net::kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use replication::metadata::{check_not_internal, ControllerOp, TopicOperation};
-use std::collections::BTreeSet;
 use std::rc::Rc;
-
-/// Kafka's `AlterConfigOp.OpType` codes.
-const OP_SET: i8 = 0;
-const OP_DELETE: i8 = 1;
-const OP_APPEND: i8 = 2;
-const OP_SUBTRACT: i8 = 3;
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -35,15 +30,10 @@ pub async fn handle(
     for resource in &req.resources {
         let outcome = match resource.resource_type {
             RESOURCE_TOPIC => alter_topic(shard, resource, req.validate_only).await,
-            RESOURCE_BROKER => Err((
-                code(ResponseError::InvalidRequest),
-                "dynamic broker configs are not supported; set broker properties in the config \
-                 file or with --set and restart"
-                    .to_string(),
-            )),
+            RESOURCE_BROKER => alter_broker_incremental(shard, resource, req.validate_only).await,
             other => Err((
                 code(ResponseError::InvalidRequest),
-                format!("resource type {other} is not supported; only TOPIC (2)"),
+                format!("resource type {other} is not supported; only TOPIC (2) and BROKER (4)"),
             )),
         };
         let mut result = AlterConfigsResourceResponse::default();
@@ -65,16 +55,7 @@ async fn alter_topic(
 ) -> Result<(), (i16, String)> {
     let name = resource.resource_name.to_string();
     let invalid_config = |m: String| (code(ResponseError::InvalidConfig), m);
-    // Kafka refuses a key named twice in one resource.
-    let mut keys = BTreeSet::new();
-    for c in &resource.configs {
-        if !keys.insert(c.name.as_str()) {
-            return Err((
-                code(ResponseError::InvalidRequest),
-                format!("config key `{}` is named more than once", c.name.as_str()),
-            ));
-        }
-    }
+    check_unique(resource.configs.iter().map(|c| c.name.as_str()))?;
     let metadata = shard.metadata();
     let Some(topic) = metadata.topics.get(&name) else {
         return Err((
@@ -86,7 +67,7 @@ async fn alter_topic(
     // expire.
     check_not_internal(&metadata, &name, TopicOperation::AlterConfigs)
         .map_err(|e| controller_error(&e))?;
-    let defaults = &shard.config.topic_defaults;
+    let defaults = &*crate::dynamic_config::topic_defaults(&shard.config, &metadata.image);
     // The effective config, changed alongside `overrides` only to validate each SET with the
     // parser that will apply it (its error names the key and says what is accepted).
     let mut effective = topic_config(topic, defaults).map_err(|e| {
@@ -119,11 +100,14 @@ async fn alter_topic(
                     .map_err(|e| invalid_config(e.to_string()))?;
                 changes.push((key.to_string(), None));
             }
-            OP_APPEND | OP_SUBTRACT => {
-                return Err(invalid_config(format!(
-                    "APPEND and SUBTRACT of `{key}` are not supported yet: use SET with the \
-                     whole list"
-                )));
+            op @ (OP_APPEND | OP_SUBTRACT) => {
+                let current = effective.get(key).unwrap_or_default();
+                let value = c.value.as_ref().map(|v| v.as_str());
+                let new = list_op(RESOURCE_TOPIC, key, is_topic_list(key), op, &current, value)?;
+                effective
+                    .set(key, &new)
+                    .map_err(|e| invalid_config(e.to_string()))?;
+                changes.push((key.to_string(), Some(new)));
             }
             other => {
                 return Err((

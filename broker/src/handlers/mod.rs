@@ -5,6 +5,7 @@
 mod alter_configs;
 mod api_versions;
 mod authorized_operations;
+mod config_ops;
 mod create_acls;
 mod create_partitions;
 mod create_topics;

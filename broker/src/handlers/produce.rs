@@ -7,6 +7,7 @@
 //! here is this one broker.
 
 use super::topic_name;
+use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::errors::{code, controller_error, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
@@ -128,13 +129,20 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
     response
 }
 
-/// `min.insync.replicas` of topic `name`: its override, else the broker's default (an unknown
-/// topic gets the default; its partitions answer UNKNOWN_TOPIC_OR_PARTITION anyway).
+/// `min.insync.replicas` of topic `name`: its override, else the broker's default — dynamic
+/// (checked by the controller when set), else start-up (an unknown topic gets the default; its
+/// partitions answer UNKNOWN_TOPIC_OR_PARTITION anyway).
 fn min_insync_replicas(shard: &Shard, metadata: &ClusterMetadata, name: &str) -> u32 {
     metadata
         .topics
         .get(name)
         .and_then(|t| t.configs.get("min.insync.replicas"))
+        .map(String::as_str)
+        .or_else(|| {
+            DynamicBrokerConfigs::of(&metadata.broker_configs, shard.config.node_id)
+                .lookup("min.insync.replicas")
+                .map(|(v, _)| v)
+        })
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(shard.config.topic_defaults.min_insync_replicas)
 }

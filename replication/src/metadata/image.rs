@@ -65,7 +65,8 @@ pub struct MetadataImage {
     pub topics: BTreeMap<String, TopicImage>,
     /// Topic name of each topic id (invariant 1).
     pub topic_names_by_id: BTreeMap<Uuid, String>,
-    /// Broker configs set explicitly, by broker id (`ConfigRecord`s of broker resources).
+    /// Dynamic broker configs, by BROKER resource name: a broker id in decimal, or "" for the
+    /// cluster-wide default (`ConfigRecord`s of resource type BROKER; no empty set is kept).
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Registered brokers by broker id.
     pub brokers: BTreeMap<i32, BrokerRegistration>,

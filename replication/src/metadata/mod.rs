@@ -21,9 +21,9 @@ pub use image::{
     ApplyError, BrokerRegistration, MetadataImage, PartitionImage, ProducerIdsImage, TopicImage,
 };
 pub use propose::{
-    check_not_internal, is_internal, propose, validate_topic_name, ControllerError, ControllerOp,
-    ProposeContext, TopicConfigCheck, TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES,
-    PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
+    check_not_internal, is_internal, propose, validate_topic_name, BrokerConfigCheck,
+    ControllerError, ControllerOp, ProposeContext, TopicConfigCheck, TopicOperation,
+    CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
 };
 pub use record::{
     BrokerEndpoint, ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,

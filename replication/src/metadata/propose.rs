@@ -6,7 +6,7 @@
 use super::image::{ApplyError, MetadataImage};
 use super::record::{
     ConfigRecord, MetadataRecord, PartitionRecord, ProducerIdsRecord, RemoveTopicRecord,
-    TopicRecord, CONFIG_RESOURCE_TOPIC,
+    TopicRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 use super::store::StoreError;
 use std::collections::BTreeMap;
@@ -60,6 +60,17 @@ pub enum ControllerOp {
         overrides: BTreeMap<String, String>,
         validate_only: bool,
     },
+    /// Change the dynamic configs of the BROKER resource `resource_name` (a broker id in
+    /// decimal, or "" for the cluster-wide default): with `replace` (AlterConfigs) its set is
+    /// cleared first; then `Some(value)` sets a key and `None` removes it, in order. Applied to
+    /// the configs current under the controller lock and checked as a whole by the context's
+    /// [`BrokerConfigCheck`].
+    AlterBrokerConfig {
+        resource_name: String,
+        changes: Vec<(String, Option<String>)>,
+        replace: bool,
+        validate_only: bool,
+    },
     /// Hand the next block of [`PRODUCER_ID_BLOCK_SIZE`] producer ids to the proposing broker.
     AllocateProducerIds,
 }
@@ -72,7 +83,8 @@ impl ControllerOp {
             ControllerOp::CreateTopic { validate_only, .. }
             | ControllerOp::CreatePartitions { validate_only, .. }
             | ControllerOp::AlterTopicConfig { validate_only, .. }
-            | ControllerOp::ReplaceTopicConfig { validate_only, .. } => *validate_only,
+            | ControllerOp::ReplaceTopicConfig { validate_only, .. }
+            | ControllerOp::AlterBrokerConfig { validate_only, .. } => *validate_only,
             ControllerOp::DeleteTopic { .. } | ControllerOp::AllocateProducerIds => false,
         }
     }
@@ -124,6 +136,13 @@ pub enum ControllerError {
         topic: String,
         operation: TopicOperation,
     },
+    /// A dynamic broker config change the context's [`BrokerConfigCheck`] refused; `reason`
+    /// is its message (Kafka's wording, such as "Cannot update these configs dynamically").
+    #[error("{reason}")]
+    InvalidBrokerConfig {
+        resource_name: String,
+        reason: String,
+    },
     #[error("topic id {topic_id} is already taken")]
     TopicIdTaken { topic_id: Uuid },
     #[error("producer ids are exhausted (next block would start at {next_producer_id})")]
@@ -142,6 +161,12 @@ pub enum ControllerError {
 /// invalid. The broker's config model supplies it (the image does not know config keys).
 pub type TopicConfigCheck<'a> = dyn Fn(&BTreeMap<String, String>) -> Result<(), String> + 'a;
 
+/// Checks the dynamic broker configs of every BROKER resource as they would be after a change
+/// (resource name → Kafka names → values); `Err` says why they are refused. The broker's
+/// config model supplies it (the image does not know which keys may change at run time).
+pub type BrokerConfigCheck<'a> =
+    dyn Fn(&BTreeMap<String, BTreeMap<String, String>>) -> Result<(), String> + 'a;
+
 /// What the proposer needs from its caller besides the op and the image.
 pub struct ProposeContext<'a> {
     /// This broker: the replica and leader of new partitions, the owner of producer-id blocks.
@@ -150,6 +175,7 @@ pub struct ProposeContext<'a> {
     /// The id of a topic the op creates (the caller picks it at random).
     pub new_topic_id: Uuid,
     pub check_topic_config: &'a TopicConfigCheck<'a>,
+    pub check_broker_configs: &'a BrokerConfigCheck<'a>,
 }
 
 /// Kafka's topic name rules: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -263,6 +289,12 @@ pub fn propose(
             overrides,
             validate_only: _,
         } => change_configs(image, ctx, name, |configs| configs.clone_from(overrides)),
+        ControllerOp::AlterBrokerConfig {
+            resource_name,
+            changes,
+            replace,
+            validate_only: _,
+        } => alter_broker_config(image, ctx, resource_name, changes, *replace),
         ControllerOp::AllocateProducerIds => {
             let start = image.producer_ids.next_producer_id;
             let next_producer_id = start.checked_add(PRODUCER_ID_BLOCK_SIZE).ok_or(
@@ -316,7 +348,12 @@ fn create_topic(
         internal,
     }));
     records.extend((0..count).map(|p| new_partition(topic_id, p, ctx.broker_id)));
-    records.extend(config_diff(name, &BTreeMap::new(), overrides));
+    records.extend(config_diff(
+        CONFIG_RESOURCE_TOPIC,
+        name,
+        &BTreeMap::new(),
+        overrides,
+    ));
     Ok(records)
 }
 
@@ -360,11 +397,51 @@ fn change_configs(
         topic: name.to_string(),
         reason,
     })?;
-    Ok(config_diff(name, &topic.configs, &configs).collect())
+    Ok(config_diff(CONFIG_RESOURCE_TOPIC, name, &topic.configs, &configs).collect())
 }
 
-/// ConfigRecords that turn topic `name`'s overrides `from` into `to`.
+/// The ConfigRecords (resource type BROKER) that change the dynamic configs of broker resource
+/// `resource_name` by `changes` (after clearing them, with `replace`), once the result checks
+/// out; none when nothing changes.
+fn alter_broker_config(
+    image: &MetadataImage,
+    ctx: &ProposeContext<'_>,
+    resource_name: &str,
+    changes: &[(String, Option<String>)],
+    replace: bool,
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    let empty = BTreeMap::new();
+    let current = image.broker_configs.get(resource_name).unwrap_or(&empty);
+    let mut configs = if replace {
+        BTreeMap::new()
+    } else {
+        current.clone()
+    };
+    for (key, value) in changes {
+        match value {
+            Some(value) => configs.insert(key.clone(), value.clone()),
+            None => configs.remove(key),
+        };
+    }
+    let mut candidate = image.broker_configs.clone();
+    if configs.is_empty() {
+        candidate.remove(resource_name);
+    } else {
+        candidate.insert(resource_name.to_string(), configs.clone());
+    }
+    (ctx.check_broker_configs)(&candidate).map_err(|reason| {
+        ControllerError::InvalidBrokerConfig {
+            resource_name: resource_name.to_string(),
+            reason,
+        }
+    })?;
+    Ok(config_diff(CONFIG_RESOURCE_BROKER, resource_name, current, &configs).collect())
+}
+
+/// ConfigRecords that turn the configs `from` of resource `name` (of Kafka type
+/// `resource_type`) into `to`.
 fn config_diff<'a>(
+    resource_type: i8,
     name: &'a str,
     from: &'a BTreeMap<String, String>,
     to: &'a BTreeMap<String, String>,
@@ -379,7 +456,7 @@ fn config_diff<'a>(
         .map(|(k, v)| (k, Some(v.clone())));
     removed.chain(set).map(move |(key, value)| {
         MetadataRecord::Config(ConfigRecord {
-            resource_type: CONFIG_RESOURCE_TOPIC,
+            resource_type,
             resource_name: name.to_string(),
             name: key.clone(),
             value,

@@ -73,7 +73,8 @@ pub struct PartitionChangeRecord {
 pub struct ConfigRecord {
     /// [`CONFIG_RESOURCE_TOPIC`] or [`CONFIG_RESOURCE_BROKER`].
     pub resource_type: i8,
-    /// Topic name, or broker id in decimal.
+    /// Topic name; for a broker, its id in decimal or "" for the cluster-wide default (a
+    /// dynamic broker config, as in Kafka).
     pub resource_name: String,
     pub name: String,
     pub value: Option<String>,

@@ -12,6 +12,18 @@ fn no_check(_: &BTreeMap<String, String>) -> Result<(), String> {
     Ok(())
 }
 
+fn no_broker_check(_: &BTreeMap<String, BTreeMap<String, String>>) -> Result<(), String> {
+    Ok(())
+}
+
+/// Refuses a `bad` key on any broker resource, as [`check`] does for topics.
+fn broker_check(configs: &BTreeMap<String, BTreeMap<String, String>>) -> Result<(), String> {
+    match configs.values().any(|c| c.contains_key("bad")) {
+        true => Err("Cannot update these configs dynamically: [bad]".into()),
+        false => Ok(()),
+    }
+}
+
 /// Refuses a `bad` key, so the proposer's config refusal is exercised.
 fn check(configs: &BTreeMap<String, String>) -> Result<(), String> {
     match configs.contains_key("bad") {
@@ -25,6 +37,8 @@ fn op_strategy() -> impl Strategy<Value = ControllerOp> {
     let key = proptest::sample::select(&["retention.ms", "segment.bytes", "bad"][..])
         .prop_map(str::to_string);
     let value = proptest::option::of("[0-9]{1,3}");
+    let broker = proptest::sample::select(&["", "1", "2"][..]).prop_map(str::to_string);
+    let broker_changes = proptest::collection::vec((key.clone(), value.clone()), 0..3);
     prop_oneof![
         (name.clone(), 0..5i32, any::<bool>(), any::<bool>()).prop_map(
             |(name, partitions, internal, validate_only)| ControllerOp::CreateTopic {
@@ -60,6 +74,14 @@ fn op_strategy() -> impl Strategy<Value = ControllerOp> {
                 overrides,
                 validate_only: false,
             }),
+        (broker, broker_changes, any::<bool>(), any::<bool>()).prop_map(
+            |(resource_name, changes, replace, validate_only)| ControllerOp::AlterBrokerConfig {
+                resource_name,
+                changes,
+                replace,
+                validate_only,
+            }
+        ),
         Just(ControllerOp::AllocateProducerIds),
     ]
 }
@@ -75,6 +97,7 @@ fn run_ops(ops: &[ControllerOp]) -> (Vec<Vec<MetadataRecord>>, MetadataImage) {
             broker_epoch: 0,
             new_topic_id: Uuid::from_u128(u128::try_from(i).unwrap() + 1),
             check_topic_config: &check,
+            check_broker_configs: &broker_check,
         };
         let Ok(records) = propose(&image, op, &ctx) else {
             continue;
@@ -210,6 +233,7 @@ fn ctx(topic_id: u128) -> ProposeContext<'static> {
         broker_epoch: 3,
         new_topic_id: Uuid::from_u128(topic_id),
         check_topic_config: &no_check,
+        check_broker_configs: &no_broker_check,
     }
 }
 
@@ -346,6 +370,132 @@ fn config_changes_are_diffs_and_validate_the_whole_set() {
         propose(&image, &bad, &checked),
         Err(ControllerError::InvalidConfig { .. })
     ));
+}
+
+/// A BROKER ConfigRecord (Kafka's shape: resource type 4, the broker id or "" for the
+/// cluster default) sets and removes one dynamic config; the proposer's records for a change
+/// apply to exactly the new set, and a snapshot of the image keeps it.
+#[test]
+fn broker_config_records_apply_and_survive_a_snapshot() {
+    let mut image = MetadataImage::new("c".into());
+    let set = |resource_name: &str, name: &str, value: Option<&str>| {
+        MetadataRecord::Config(ConfigRecord {
+            resource_type: CONFIG_RESOURCE_BROKER,
+            resource_name: resource_name.into(),
+            name: name.into(),
+            value: value.map(str::to_string),
+        })
+    };
+    image
+        .apply(&set("", "log.retention.ms", Some("5000")))
+        .unwrap();
+    image
+        .apply(&set("1", "log.retention.ms", Some("7000")))
+        .unwrap();
+    image
+        .apply(&set("1", "message.max.bytes", Some("2048")))
+        .unwrap();
+    assert_eq!(
+        image.broker_configs[""],
+        BTreeMap::from([("log.retention.ms".into(), "5000".into())])
+    );
+    assert_eq!(image.broker_configs["1"].len(), 2);
+    image.apply(&set("1", "message.max.bytes", None)).unwrap();
+    image.apply(&set("", "log.retention.ms", None)).unwrap();
+    assert!(
+        !image.broker_configs.contains_key(""),
+        "an emptied resource leaves the image"
+    );
+    assert_eq!(
+        image.broker_configs["1"],
+        BTreeMap::from([("log.retention.ms".into(), "7000".into())])
+    );
+    // Removing a key that is not set changes nothing.
+    let before = image.clone();
+    image.apply(&set("2", "log.retention.ms", None)).unwrap();
+    assert_eq!(image, before);
+    let other = MetadataRecord::Config(ConfigRecord {
+        resource_type: 3,
+        resource_name: "1".into(),
+        name: "k".into(),
+        value: Some("v".into()),
+    });
+    assert_eq!(
+        image.apply(&other),
+        Err(ApplyError::ConfigResourceType { resource_type: 3 })
+    );
+
+    // The proposer: AlterConfigs' replace clears the set, IncrementalAlterConfigs' changes
+    // apply in order; records are the diff, none for no change.
+    let replace = ControllerOp::AlterBrokerConfig {
+        resource_name: "1".into(),
+        changes: vec![("log.segment.bytes".into(), Some("1048576".into()))],
+        replace: true,
+        validate_only: false,
+    };
+    let records = propose(&image, &replace, &ctx(1)).unwrap();
+    assert_eq!(
+        records,
+        [
+            set("1", "log.retention.ms", None),
+            set("1", "log.segment.bytes", Some("1048576"))
+        ]
+    );
+    apply_all(&mut image, &records);
+    assert!(propose(&image, &replace, &ctx(1)).unwrap().is_empty());
+    let incremental = ControllerOp::AlterBrokerConfig {
+        resource_name: "".into(),
+        changes: vec![
+            ("log.retention.ms".into(), Some("1".into())),
+            ("log.retention.ms".into(), Some("2".into())),
+        ],
+        replace: false,
+        validate_only: false,
+    };
+    let records = propose(&image, &incremental, &ctx(1)).unwrap();
+    assert_eq!(records, [set("", "log.retention.ms", Some("2"))]);
+    apply_all(&mut image, &records);
+    let bad = ControllerOp::AlterBrokerConfig {
+        resource_name: "1".into(),
+        changes: vec![("bad".into(), Some("1".into()))],
+        replace: false,
+        validate_only: false,
+    };
+    let checked = ProposeContext {
+        check_broker_configs: &broker_check,
+        ..ctx(2)
+    };
+    let refused = propose(&image, &bad, &checked).unwrap_err();
+    assert!(matches!(
+        refused,
+        ControllerError::InvalidBrokerConfig { ref resource_name, .. } if resource_name == "1"
+    ));
+    assert_eq!(
+        refused.to_string(),
+        "Cannot update these configs dynamically: [bad]"
+    );
+
+    // Replaying the log, and then a snapshot, keep the broker configs.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MetadataStore::create(dir.path(), &MetadataImage::new("c".into())).unwrap();
+    store.append(&image.to_records()).unwrap();
+    drop(store);
+    let mut opened = MetadataStore::open(dir.path())
+        .unwrap()
+        .expect("metadata exists");
+    assert_eq!(opened.image, image, "log replay");
+    opened.store.set_snapshot_log_bytes(0);
+    assert!(opened.store.maybe_snapshot(&image).unwrap());
+    drop(opened);
+    let opened = MetadataStore::open(dir.path())
+        .unwrap()
+        .expect("metadata exists");
+    assert_eq!(opened.image, image, "snapshot");
+    assert_eq!(opened.image.broker_configs[""]["log.retention.ms"], "2");
+    assert_eq!(
+        opened.image.broker_configs["1"]["log.segment.bytes"],
+        "1048576"
+    );
 }
 
 #[test]

@@ -59,6 +59,11 @@ impl TimestampType {
 pub enum ConfigSource {
     /// Set on the topic (CreateTopics configs or IncrementalAlterConfigs).
     TopicConfig,
+    /// A dynamic config of this broker (IncrementalAlterConfigs / AlterConfigs on the BROKER
+    /// resource named by its node id).
+    DynamicBrokerConfig,
+    /// A cluster-wide dynamic default (the BROKER resource with the empty name).
+    DynamicDefaultBrokerConfig,
     /// Not set on the topic; the broker's start-up config sets the default.
     StaticBrokerConfig,
     /// Neither: Kafka's built-in default.
@@ -70,6 +75,8 @@ impl ConfigSource {
     pub fn kafka_code(self) -> i8 {
         match self {
             ConfigSource::TopicConfig => 1,
+            ConfigSource::DynamicBrokerConfig => 2,
+            ConfigSource::DynamicDefaultBrokerConfig => 3,
             ConfigSource::StaticBrokerConfig => 4,
             ConfigSource::DefaultConfig => 5,
         }
