@@ -581,11 +581,11 @@ mod tests {
             let file = DirectFile::open(&path, true).await.expect("open");
             file.preallocate(8 << 20).await.expect("preallocate");
             // One buffer written again and again: allocated once, then always reused.
-            for i in 0..10u64 {
+            for i in 0..10u8 {
                 let mut buf = file.take_write_buffer(BLOCK_USIZE);
                 assert_eq!(buf.reused(), i > 0, "write {i}");
-                buf.as_bytes_mut().fill(i as u8);
-                file.write_pooled(buf, i * BLOCK_BYTES)
+                buf.as_bytes_mut().fill(i);
+                file.write_pooled(buf, u64::from(i) * BLOCK_BYTES)
                     .await
                     .expect("write");
                 assert_eq!(write_buffer_pool_idle(), (1, BLOCK_USIZE));

@@ -1,8 +1,9 @@
 //! The acknowledgement rule's storage half (DESIGN.md §3): `wait_written` returns only once the
 //! O_DIRECT writes holding the records have completed, the high watermark never passes the
-//! written offset, and writes are group-committed — appends that arrive while a write is in
-//! flight leave together in the next write, so the partial tail block is written once per
-//! burst rather than once per append.
+//! written offset, and writes are group-committed — appends made before the write's task runs
+//! leave in that one write, and appends that arrive while a write is in flight leave together
+//! in the next write, so the partial tail block is written once per burst rather than once per
+//! append.
 
 mod common;
 

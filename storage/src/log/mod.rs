@@ -4,8 +4,10 @@
 //! if a roll is under way or too many bytes are unwritten → assign offsets, stamp `baseOffset`
 //! and `partitionLeaderEpoch` → insert into the segment's in-memory index, the write queue and
 //! the shard's batch cache → return. Background tasks copy the queued bytes into aligned DMA
-//! buffers and write them (group commit: appends that arrive while a write is in flight go out
-//! together in the next one, so the partial tail block is written once per burst);
+//! buffers (pooled per shard) and write them (group commit: appends made before the write's
+//! task runs, or while a write is in flight, go out together in one write, so the partial tail
+//! block is written once per burst), and write zeros ahead of the tail so data writes land in
+//! written extents (zero-ahead, writer.rs);
 //! [`PartitionLog::wait_written`] waits for those writes — what an acknowledgement needs
 //! (DESIGN.md §3: a completed O_DIRECT write outlives the process) — and
 //! [`PartitionLog::flush_to`] also for one `fdatasync` shared by every concurrent flusher.
