@@ -52,6 +52,10 @@ pub const WRITE_BUFFER_POOL_BYTES_MAX: usize = 2 << 20;
 /// Length in bytes of every zero-ahead write: the size of the executor's shared zero buffer.
 pub const ZERO_WRITE_BYTES: u64 = ZERO_WRITE_USIZE as u64;
 const ZERO_WRITE_USIZE: usize = 256 << 10;
+/// Most zero-ahead writes in flight per executor, over all its logs: a shard with many
+/// partitions zeroes a few at a time (a log refused a slot tries again at its next append or
+/// write completion) instead of putting a zero write of every log on the device at once.
+pub const ZERO_WRITES_IN_FLIGHT_MAX: usize = 4;
 /// CPU shares of the storage background queue that zero-ahead writes run in (glommio's
 /// default shares are 1000): they need little CPU, and never ahead of produce or fetch work.
 const BACKGROUND_QUEUE_SHARES: usize = 100;
@@ -66,8 +70,41 @@ thread_local! {
     };
     /// The executor id and its zeroed buffer of [`ZERO_WRITE_BYTES`].
     static ZERO_BUFFER: RefCell<Option<(usize, Rc<DmaBuffer>)>> = const { RefCell::new(None) };
+    /// The executor id and its zero writes in flight (at most [`ZERO_WRITES_IN_FLIGHT_MAX`]).
+    static ZERO_WRITES_IN_FLIGHT: Cell<(usize, usize)> = const { Cell::new((usize::MAX, 0)) };
     /// The executor id and its storage background task queue.
     static BACKGROUND_QUEUE: Cell<Option<(usize, TaskQueueHandle)>> = const { Cell::new(None) };
+}
+
+/// The right to have one zero-ahead write in flight on this executor; given back on drop.
+pub struct ZeroWriteSlot {
+    executor_id: usize,
+}
+
+impl ZeroWriteSlot {
+    /// A slot, unless [`ZERO_WRITES_IN_FLIGHT_MAX`] zero writes are in flight already.
+    pub fn take() -> Option<ZeroWriteSlot> {
+        let id = glommio::executor().id();
+        ZERO_WRITES_IN_FLIGHT.with(|n| {
+            let (owner, in_flight) = n.get();
+            let in_flight = if owner == id { in_flight } else { 0 };
+            (in_flight < ZERO_WRITES_IN_FLIGHT_MAX).then(|| {
+                n.set((id, in_flight + 1));
+                ZeroWriteSlot { executor_id: id }
+            })
+        })
+    }
+}
+
+impl Drop for ZeroWriteSlot {
+    fn drop(&mut self) {
+        ZERO_WRITES_IN_FLIGHT.with(|n| {
+            let (owner, in_flight) = n.get();
+            if owner == self.executor_id {
+                n.set((owner, in_flight - 1));
+            }
+        });
+    }
 }
 
 /// Idle aligned write buffers of one executor, oldest first.
@@ -624,6 +661,23 @@ mod tests {
             let file = Rc::into_inner(file).expect("no other handle left");
             file.close().await.expect("close");
         });
+    }
+
+    #[test]
+    fn zero_write_slots_are_bounded_per_executor() {
+        run(async move || {
+            let mut slots: Vec<_> = (0..ZERO_WRITES_IN_FLIGHT_MAX)
+                .map(|_| ZeroWriteSlot::take().expect("a slot under the bound"))
+                .collect();
+            assert!(ZeroWriteSlot::take().is_none(), "past the bound");
+            slots.pop();
+            assert!(
+                ZeroWriteSlot::take().is_some(),
+                "a slot given back is taken again"
+            );
+        });
+        // Another executor starts with every slot free.
+        run(async move || assert!(ZeroWriteSlot::take().is_some()));
     }
 
     #[test]

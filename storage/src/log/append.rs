@@ -12,7 +12,7 @@ use crate::cache::CachedBatch;
 use crate::error::{BatchError, Result, StorageError};
 use crate::io::{
     align_up, remove_file, sleep, spawn_background, spawn_deferred, spawn_detached, DirectFile,
-    ZERO_WRITE_BYTES,
+    ZeroWriteSlot, ZERO_WRITE_BYTES,
 };
 use crate::producer_state::{ProducerState, SequenceCheck};
 use crate::segment::Segment;
@@ -430,8 +430,12 @@ async fn run_write(shared: Rc<Shared>, op: WriteOp) {
 
 /// Starts the zero-ahead write that is due, if any, in the storage background queue. None
 /// starts while a maintenance operation runs (it waits for the one in flight: a roll or
-/// truncation cuts the file) or after the log closed.
+/// truncation cuts the file), after the log closed, or while the executor has
+/// `ZERO_WRITES_IN_FLIGHT_MAX` in flight (the log tries again at its next pump).
 fn start_zero_ahead(shared: &Rc<Shared>) {
+    let Some(slot) = ZeroWriteSlot::take() else {
+        return;
+    };
     let op = {
         let mut st = shared.state.borrow_mut();
         if st.write_error.is_some() || st.busy || st.closed {
@@ -446,6 +450,7 @@ fn start_zero_ahead(shared: &Rc<Shared>) {
     let shared = shared.clone();
     spawn_background(async move {
         let result = segment.file.write_zeros(pos).await;
+        drop(slot);
         {
             let mut st = shared.state.borrow_mut();
             match result {
