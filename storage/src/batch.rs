@@ -332,7 +332,8 @@ pub fn stamp_batch(
     leader_epoch: LeaderEpoch,
     log_append_time: Option<TimestampMs>,
 ) -> RecordBatch {
-    let mut header = BytesMut::from(&batch[..BATCH_HEADER_BYTES]);
+    let mut header = [0u8; BATCH_HEADER_BYTES];
+    header.copy_from_slice(&batch[..BATCH_HEADER_BYTES]);
     header[0..8].copy_from_slice(&base_offset.0.to_be_bytes());
     header[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&leader_epoch.0.to_be_bytes());
     let records = batch.slice(BATCH_HEADER_BYTES..);
@@ -345,7 +346,9 @@ pub fn stamp_batch(
         header[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     }
     RecordBatch {
-        header: header.freeze(),
+        // One allocation, shared by every clone (the cache's, the write queue's, a fetch's):
+        // a frozen `BytesMut` would allocate again when first cloned.
+        header: Bytes::from_owner(header),
         records,
     }
 }

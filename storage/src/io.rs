@@ -6,12 +6,22 @@
 //! batches cross shards. Cold reads therefore `pread` the O_DIRECT file descriptor into an
 //! aligned heap buffer on glommio's blocking pool and hand out `Bytes` slices of that buffer —
 //! a DMA read into an aligned buffer with no user-space copy of the record bytes.
+//!
+//! Write buffers: data writes take their aligned buffer from the shard's write-buffer pool
+//! ([`DirectFile::take_write_buffer`]) and give it back when the write completes, so a steady
+//! stream of appends allocates no buffer per write. The pool is per executor thread (a buffer
+//! from glommio's registered area belongs to that executor's ring) and bounded by
+//! [`WRITE_BUFFER_POOL_BUFFERS_MAX`] and [`WRITE_BUFFER_POOL_BYTES_MAX`]; past them the oldest
+//! idle buffer is freed. Zero-ahead writes ([`DirectFile::write_zeros`]) all write the
+//! executor's one shared zero buffer, filled once.
 
 use crate::error::{Result, StorageError};
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+use glommio::{Latency, Shares, TaskQueueHandle};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -34,8 +44,155 @@ pub fn align_up(v: u64) -> u64 {
     align_down(v + BLOCK_BYTES - 1)
 }
 
+/// Most idle write buffers an executor keeps for reuse.
+pub const WRITE_BUFFER_POOL_BUFFERS_MAX: usize = 32;
+/// Most bytes of idle write buffers an executor keeps for reuse: a fifth of glommio's 10 MiB
+/// registered I/O area, so writes in flight still find registered memory.
+pub const WRITE_BUFFER_POOL_BYTES_MAX: usize = 2 << 20;
+/// Length in bytes of every zero-ahead write: the size of the executor's shared zero buffer.
+pub const ZERO_WRITE_BYTES: u64 = ZERO_WRITE_USIZE as u64;
+const ZERO_WRITE_USIZE: usize = 256 << 10;
+/// Most zero-ahead writes in flight per executor, over all its logs: a shard with many
+/// partitions zeroes a few at a time (a log refused a slot tries again at its next append or
+/// write completion) instead of putting a zero write of every log on the device at once.
+pub const ZERO_WRITES_IN_FLIGHT_MAX: usize = 4;
+/// CPU shares of the storage background queue that zero-ahead writes run in (glommio's
+/// default shares are 1000): they need little CPU, and never ahead of produce or fetch work.
+const BACKGROUND_QUEUE_SHARES: usize = 100;
+
+const _: () = assert!(ZERO_WRITE_USIZE % BLOCK_USIZE == 0);
+const _: () = assert!(ZERO_WRITE_USIZE <= WRITE_BUFFER_POOL_BYTES_MAX);
+
 thread_local! {
     static IOPOLL_PROBED: Cell<bool> = const { Cell::new(false) };
+    static WRITE_BUFFER_POOL: RefCell<WriteBufferPool> = const {
+        RefCell::new(WriteBufferPool { executor_id: None, idle: VecDeque::new(), idle_bytes: 0 })
+    };
+    /// The executor id and its zeroed buffer of [`ZERO_WRITE_BYTES`].
+    static ZERO_BUFFER: RefCell<Option<(usize, Rc<DmaBuffer>)>> = const { RefCell::new(None) };
+    /// The executor id and its zero writes in flight (at most [`ZERO_WRITES_IN_FLIGHT_MAX`]).
+    static ZERO_WRITES_IN_FLIGHT: Cell<(usize, usize)> = const { Cell::new((usize::MAX, 0)) };
+    /// The executor id and its storage background task queue.
+    static BACKGROUND_QUEUE: Cell<Option<(usize, TaskQueueHandle)>> = const { Cell::new(None) };
+}
+
+/// The right to have one zero-ahead write in flight on this executor; given back on drop.
+pub struct ZeroWriteSlot {
+    executor_id: usize,
+}
+
+impl ZeroWriteSlot {
+    /// A slot, unless [`ZERO_WRITES_IN_FLIGHT_MAX`] zero writes are in flight already.
+    pub fn take() -> Option<ZeroWriteSlot> {
+        let id = glommio::executor().id();
+        ZERO_WRITES_IN_FLIGHT.with(|n| {
+            let (owner, in_flight) = n.get();
+            let in_flight = if owner == id { in_flight } else { 0 };
+            (in_flight < ZERO_WRITES_IN_FLIGHT_MAX).then(|| {
+                n.set((id, in_flight + 1));
+                ZeroWriteSlot { executor_id: id }
+            })
+        })
+    }
+}
+
+impl Drop for ZeroWriteSlot {
+    fn drop(&mut self) {
+        ZERO_WRITES_IN_FLIGHT.with(|n| {
+            let (owner, in_flight) = n.get();
+            if owner == self.executor_id {
+                n.set((owner, in_flight - 1));
+            }
+        });
+    }
+}
+
+/// Idle aligned write buffers of one executor, oldest first.
+///
+/// Invariants: every buffer in `idle` is uniquely owned (`Rc::strong_count == 1`) and has its
+/// full allocated length; `idle.len() ≤ WRITE_BUFFER_POOL_BUFFERS_MAX`;
+/// `idle_bytes = Σ len ≤ WRITE_BUFFER_POOL_BYTES_MAX`; all come from executor `executor_id`.
+struct WriteBufferPool {
+    executor_id: Option<usize>,
+    idle: VecDeque<Rc<DmaBuffer>>,
+    idle_bytes: usize,
+}
+
+impl WriteBufferPool {
+    /// Forgets buffers of an earlier executor that ran on this thread: their registered
+    /// buffer ids mean nothing to the current ring.
+    fn for_executor(&mut self, id: usize) -> &mut Self {
+        if self.executor_id != Some(id) {
+            self.idle.clear();
+            self.idle_bytes = 0;
+            self.executor_id = Some(id);
+        }
+        self
+    }
+
+    /// An idle buffer of exactly `len` bytes, the most recently returned one first.
+    fn take(&mut self, len: usize) -> Option<Rc<DmaBuffer>> {
+        let at = self.idle.iter().rposition(|b| b.len() == len)?;
+        let buf = self.idle.remove(at)?;
+        self.idle_bytes -= len;
+        Some(buf)
+    }
+
+    /// Keeps `buf` for reuse, freeing the oldest idle buffers past the bounds.
+    fn give(&mut self, buf: Rc<DmaBuffer>) {
+        let len = buf.len();
+        if Rc::strong_count(&buf) != 1 || len > WRITE_BUFFER_POOL_BYTES_MAX {
+            return;
+        }
+        self.idle.push_back(buf);
+        self.idle_bytes += len;
+        while self.idle.len() > WRITE_BUFFER_POOL_BUFFERS_MAX
+            || self.idle_bytes > WRITE_BUFFER_POOL_BYTES_MAX
+        {
+            let oldest = self
+                .idle
+                .pop_front()
+                .expect("bounds exceeded, so not empty");
+            self.idle_bytes -= oldest.len();
+        }
+    }
+}
+
+/// Idle buffers in this executor's write-buffer pool, and their bytes.
+#[cfg(test)]
+fn write_buffer_pool_idle() -> (usize, usize) {
+    WRITE_BUFFER_POOL.with(|p| {
+        let p = p.borrow();
+        (p.idle.len(), p.idle_bytes)
+    })
+}
+
+/// An aligned buffer for one data write, from the executor's write-buffer pool: fill every
+/// byte with [`WriteBuffer::as_bytes_mut`] (its old contents are a previous write's), then pass
+/// it to [`DirectFile::write_pooled`], which returns it to the pool.
+pub struct WriteBuffer {
+    /// Uniquely owned until written (the pool's invariant).
+    buf: Rc<DmaBuffer>,
+    reused: bool,
+}
+
+impl WriteBuffer {
+    /// The whole buffer, to fill.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        Rc::get_mut(&mut self.buf)
+            .expect("a write buffer is uniquely owned until written")
+            .as_bytes_mut()
+    }
+
+    /// Length in bytes (a multiple of [`BLOCK_BYTES`]).
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether the buffer came from the pool (else it was freshly allocated).
+    pub fn reused(&self) -> bool {
+        self.reused
+    }
 }
 
 /// Works around glommio 0.9's iopoll probe (DESIGN.md §8): the first DMA file an executor opens
@@ -98,20 +255,65 @@ impl DirectFile {
         buf
     }
 
-    /// An aligned buffer of `len` bytes with unspecified contents: the caller overwrites every
-    /// byte (the write pipeline copies data, then zeroes the padding).
-    pub fn alloc_write_buffer_unfilled(&self, len: usize) -> DmaBuffer {
-        self.file.alloc_dma_buffer(len)
+    /// An aligned buffer of `len` bytes (a multiple of [`BLOCK_BYTES`]) with unspecified
+    /// contents, from this executor's write-buffer pool when it holds one of that length, else
+    /// freshly allocated (never zeroed: the write pipeline copies data, then zeroes the
+    /// padding).
+    pub fn take_write_buffer(&self, len: usize) -> WriteBuffer {
+        let id = glommio::executor().id();
+        let pooled = WRITE_BUFFER_POOL.with(|p| p.borrow_mut().for_executor(id).take(len));
+        match pooled {
+            Some(buf) => WriteBuffer { buf, reused: true },
+            None => WriteBuffer {
+                buf: Rc::new(self.file.alloc_dma_buffer(len)),
+                reused: false,
+            },
+        }
+    }
+
+    /// Writes the whole `buf` at aligned byte position `pos`, then returns `buf` to the
+    /// executor's write-buffer pool.
+    pub async fn write_pooled(&self, buf: WriteBuffer, pos: u64) -> Result<()> {
+        let len = buf.len();
+        let result = self.file.write_rc_at(buf.buf.clone(), pos).await;
+        // glommio dropped its reference when the write completed, so `buf` is unique again.
+        let id = glommio::executor().id();
+        WRITE_BUFFER_POOL.with(|p| p.borrow_mut().for_executor(id).give(buf.buf));
+        self.check_written(result, len)
+    }
+
+    /// Writes [`ZERO_WRITE_BYTES`] zeros at aligned `pos` from the executor's shared zero
+    /// buffer (allocated and zeroed once per executor).
+    pub async fn write_zeros(&self, pos: u64) -> Result<()> {
+        let id = glommio::executor().id();
+        let zeros = ZERO_BUFFER.with(|z| {
+            let mut z = z.borrow_mut();
+            match &*z {
+                Some((owner, buf)) if *owner == id => buf.clone(),
+                _ => {
+                    let mut buf = self.file.alloc_dma_buffer(ZERO_WRITE_USIZE);
+                    buf.as_bytes_mut().fill(0);
+                    let buf = Rc::new(buf);
+                    *z = Some((id, buf.clone()));
+                    buf
+                }
+            }
+        });
+        let result = self.file.write_rc_at(zeros, pos).await;
+        self.check_written(result, ZERO_WRITE_USIZE)
     }
 
     /// Writes the whole aligned `buf` at aligned byte position `pos`.
     pub async fn write_at(&self, buf: DmaBuffer, pos: u64) -> Result<()> {
         let len = buf.len();
-        let written = self
-            .file
-            .write_at(buf, pos)
-            .await
-            .map_err(|e| StorageError::glommio("writing", &self.path, e))?;
+        let result = self.file.write_at(buf, pos).await;
+        self.check_written(result, len)
+    }
+
+    /// Maps a write's result: an error, or a short write of fewer than `len` bytes, is an
+    /// error naming this file.
+    fn check_written(&self, result: glommio::Result<usize, ()>, len: usize) -> Result<()> {
+        let written = result.map_err(|e| StorageError::glommio("writing", &self.path, e))?;
         if written != len {
             return Err(StorageError::io(
                 "writing",
@@ -295,9 +497,44 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// Spawns a detached task on the current executor (the shard that owns the log).
+/// Spawns a detached task on the current executor (the shard that owns the log), in the
+/// current task queue.
 pub fn spawn_detached(fut: impl Future<Output = ()> + 'static) {
     glommio::spawn_local(fut).detach();
+}
+
+/// Spawns a detached task at the back of the current task queue: it runs after the tasks
+/// already runnable there (glommio's `spawn_local` polls a new task at once, inside the
+/// caller, before the caller goes on).
+pub fn spawn_deferred(fut: impl Future<Output = ()> + 'static) {
+    let ex = glommio::executor();
+    // The current task queue is this executor's, which accepts it.
+    glommio::spawn_local_into(fut, ex.current_task_queue())
+        .expect("the current task queue belongs to this executor")
+        .detach();
+}
+
+/// Spawns a detached task into the executor's storage background queue (created on first
+/// use, [`BACKGROUND_QUEUE_SHARES`] shares, latency not important): work no append waits for.
+pub fn spawn_background(fut: impl Future<Output = ()> + 'static) {
+    let ex = glommio::executor();
+    let id = ex.id();
+    let queue = match BACKGROUND_QUEUE.with(Cell::get) {
+        Some((owner, queue)) if owner == id => queue,
+        _ => {
+            let queue = ex.create_task_queue(
+                Shares::Static(BACKGROUND_QUEUE_SHARES),
+                Latency::NotImportant,
+                "storage-background",
+            );
+            BACKGROUND_QUEUE.with(|q| q.set(Some((id, queue))));
+            queue
+        }
+    };
+    // Only a queue of another executor is refused, and this one was made on this executor.
+    glommio::spawn_local_into(fut, queue)
+        .expect("the storage background queue belongs to this executor")
+        .detach();
 }
 
 /// Sleeps on the current executor's timer.
@@ -358,5 +595,111 @@ impl Future for Notified {
             wakers.push(cx.waker().clone());
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run<T: Send + 'static>(f: impl AsyncFnOnce() -> T + Send + 'static) -> T {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(async move || f().await)
+            .expect("spawn executor")
+            .join()
+            .expect("executor thread")
+    }
+
+    #[test]
+    fn write_buffers_are_reused_and_the_pool_stays_bounded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("segment");
+        run(async move || {
+            let file = DirectFile::open(&path, true).await.expect("open");
+            file.preallocate(8 << 20).await.expect("preallocate");
+            // One buffer written again and again: allocated once, then always reused.
+            for i in 0..10u8 {
+                let mut buf = file.take_write_buffer(BLOCK_USIZE);
+                assert_eq!(buf.reused(), i > 0, "write {i}");
+                buf.as_bytes_mut().fill(i);
+                file.write_pooled(buf, u64::from(i) * BLOCK_BYTES)
+                    .await
+                    .expect("write");
+                assert_eq!(write_buffer_pool_idle(), (1, BLOCK_USIZE));
+            }
+            // What was written is what was filled in: reuse hands out no stale bytes to disk.
+            let data = file
+                .read_aligned(9 * BLOCK_BYTES, BLOCK_USIZE)
+                .await
+                .expect("read");
+            assert!(data.iter().all(|&b| b == 9));
+            // A length the pool does not hold is allocated.
+            assert!(!file.take_write_buffer(2 * BLOCK_USIZE).reused());
+            // Many writes in flight at once, of two lengths: afterwards the pool holds no more
+            // than its bounds.
+            let file = Rc::new(file);
+            let lens = [BLOCK_USIZE, 64 * BLOCK_USIZE];
+            let writes: Vec<_> = (0..2 * WRITE_BUFFER_POOL_BUFFERS_MAX)
+                .map(|i| {
+                    let mut buf = file.take_write_buffer(lens[i % 2]);
+                    buf.as_bytes_mut().fill(0);
+                    let file = file.clone();
+                    let pos = (i as u64 % 2) * (1 << 20);
+                    glommio::spawn_local(async move { file.write_pooled(buf, pos).await })
+                })
+                .collect();
+            for write in writes {
+                write.await.expect("write");
+            }
+            let (idle, idle_bytes) = write_buffer_pool_idle();
+            assert!(idle <= WRITE_BUFFER_POOL_BUFFERS_MAX, "{idle} buffers idle");
+            assert!(
+                idle_bytes <= WRITE_BUFFER_POOL_BYTES_MAX,
+                "{idle_bytes} bytes idle"
+            );
+            assert!(idle > 0);
+            let file = Rc::into_inner(file).expect("no other handle left");
+            file.close().await.expect("close");
+        });
+    }
+
+    #[test]
+    fn zero_write_slots_are_bounded_per_executor() {
+        run(async move || {
+            let mut slots: Vec<_> = (0..ZERO_WRITES_IN_FLIGHT_MAX)
+                .map(|_| ZeroWriteSlot::take().expect("a slot under the bound"))
+                .collect();
+            assert!(ZeroWriteSlot::take().is_none(), "past the bound");
+            slots.pop();
+            assert!(
+                ZeroWriteSlot::take().is_some(),
+                "a slot given back is taken again"
+            );
+        });
+        // Another executor starts with every slot free.
+        run(async move || assert!(ZeroWriteSlot::take().is_some()));
+    }
+
+    #[test]
+    fn zero_writes_write_zeros_over_the_given_range_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("segment");
+        run(async move || {
+            let file = DirectFile::open(&path, true).await.expect("open");
+            file.preallocate(2 * ZERO_WRITE_BYTES)
+                .await
+                .expect("preallocate");
+            let mut buf = file.take_write_buffer(BLOCK_USIZE);
+            buf.as_bytes_mut().fill(7);
+            file.write_pooled(buf, 0).await.expect("write");
+            file.write_zeros(BLOCK_BYTES).await.expect("zeros");
+            let data = file
+                .read_aligned(0, 2 * ZERO_WRITE_USIZE)
+                .await
+                .expect("read");
+            assert!(data[..BLOCK_USIZE].iter().all(|&b| b == 7));
+            assert!(data[BLOCK_USIZE..].iter().all(|&b| b == 0));
+            file.close().await.expect("close");
+        });
     }
 }

@@ -1,8 +1,9 @@
 //! The acknowledgement rule's storage half (DESIGN.md §3): `wait_written` returns only once the
 //! O_DIRECT writes holding the records have completed, the high watermark never passes the
-//! written offset, and writes are group-committed — appends that arrive while a write is in
-//! flight leave together in the next write, so the partial tail block is written once per
-//! burst rather than once per append.
+//! written offset, and writes are group-committed — appends made before the write's task runs
+//! leave in that one write, and appends that arrive while a write is in flight leave together
+//! in the next write, so the partial tail block is written once per burst rather than once per
+//! append.
 
 mod common;
 
@@ -37,9 +38,10 @@ fn appends_during_a_write_share_the_next_write() {
     let path = dir.path().to_path_buf();
     run(move || async move {
         let log = open(&path, LogConfig::default(), 1 << 20).await;
-        // The first append starts a write of the (partial) tail block.
+        // The first append schedules a write of the (partial) tail block; yielding lets it go.
         log.append(batch(0, 1, 100), LeaderEpoch(0)).await.unwrap();
-        // 50 more arrive while it is in flight (none of these appends yields to the ring).
+        glommio::executor().yield_task_queue_now().await;
+        // 50 more arrive once it is submitted (none of these appends yields to the ring).
         let mut last = Offset(0);
         for i in 0..50 {
             last = log
@@ -48,11 +50,6 @@ fn appends_during_a_write_share_the_next_write() {
                 .unwrap()
                 .last_offset;
         }
-        assert_eq!(
-            log.stats().writes,
-            0,
-            "the first write has not completed yet"
-        );
         log.wait_written(last.plus(1)).await.unwrap();
         let stats = log.stats();
         // One write for the first append, one for the 50 that waited: not one per append.
@@ -62,6 +59,40 @@ fn appends_during_a_write_share_the_next_write() {
         assert_eq!(
             stats.write_bytes,
             4096 + burst_bytes.div_ceil(4096) * 4096,
+            "{stats:?}"
+        );
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn appends_made_before_the_write_task_runs_leave_in_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, LogConfig::default(), 1 << 20).await;
+        // 51 appends with no yield in between, as the produce requests a shard decodes in one
+        // round: the write is built when its task runs, after them, so the partial tail block
+        // is written once, not once for the first append and again for the rest.
+        let mut last = Offset(0);
+        for i in 0..51 {
+            last = log
+                .append(batch(i, 1, 100), LeaderEpoch(0))
+                .await
+                .unwrap()
+                .last_offset;
+        }
+        assert_eq!(
+            log.stats().writes,
+            0,
+            "no write built before the appends end"
+        );
+        log.wait_written(last.plus(1)).await.unwrap();
+        let stats = log.stats();
+        assert_eq!(stats.writes, 1, "{stats:?}");
+        assert_eq!(
+            stats.write_bytes,
+            log.size_bytes().div_ceil(4096) * 4096,
             "{stats:?}"
         );
         log.close().await.unwrap();

@@ -10,11 +10,14 @@ use super::{
 use crate::batch::{split_batches, stamp_batch, BatchHeader};
 use crate::cache::CachedBatch;
 use crate::error::{BatchError, Result, StorageError};
-use crate::io::{align_up, remove_file, sleep, spawn_detached, DirectFile};
+use crate::io::{
+    align_up, remove_file, sleep, spawn_background, spawn_deferred, spawn_detached, DirectFile,
+    ZeroWriteSlot, ZERO_WRITE_BYTES,
+};
 use crate::producer_state::{ProducerState, SequenceCheck};
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
-use crate::writer::{WriteOp, Writer};
+use crate::writer::{WriteOp, Writer, ZeroOp};
 use bytes::Bytes;
 use std::rc::Rc;
 use std::time::Instant;
@@ -342,52 +345,129 @@ impl PartitionLog {
     }
 }
 
-/// Submits every write the writer allows now; each completion pumps again.
+/// Drives the writes: schedules the submission of appended bytes, and starts a zero-ahead
+/// write when one is due. Called after every append and every completed write.
 fn pump(shared: &Rc<Shared>) {
-    loop {
-        let op = {
-            let mut st = shared.state.borrow_mut();
-            if st.write_error.is_some() {
-                return;
-            }
-            let cfg = shared.config.borrow();
-            st.writer
-                .next_write(cfg.write_chunk_bytes, cfg.writes_in_flight_max)
-        };
-        let Some(WriteOp {
-            segment,
-            buffer,
-            pos,
-            end_pos,
-        }) = op
-        else {
+    schedule_writes(shared);
+    start_zero_ahead(shared);
+}
+
+/// Schedules a task that submits every write the writer allows once it runs. The writes'
+/// contents are taken then, not now: the task runs after the tasks already runnable on this
+/// shard, so the appends they make meanwhile join the same write (group commit) instead of
+/// each rewriting the partial tail block in a write of its own. Their SQEs reach the kernel at
+/// the same reactor poll either way.
+fn schedule_writes(shared: &Rc<Shared>) {
+    {
+        let mut st = shared.state.borrow_mut();
+        if st.write_error.is_some() || st.write_scheduled || !st.writer.has_unsubmitted() {
             return;
-        };
-        let len = buffer.len() as u64;
-        let shared = shared.clone();
-        spawn_detached(async move {
-            let started = Instant::now();
-            let result = segment.file.write_at(buffer, pos).await;
-            let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            {
-                let mut st = shared.state.borrow_mut();
-                match result {
-                    Ok(()) if Rc::ptr_eq(&st.writer.segment, &segment) => {
-                        st.writer.complete(end_pos)
-                    }
-                    Ok(()) => {}
-                    Err(e) => st.write_error = Some(("writing", errno_of(&e))),
-                }
-            }
-            let mut s = shared.stats.get();
-            s.writes += 1;
-            s.write_bytes += len;
-            s.write_latency_us_log2[log2_bucket(took_us)] += 1;
-            shared.stats.set(s);
-            shared.notify.notify_all();
-            pump(&shared);
-        });
+        }
+        st.write_scheduled = true;
     }
+    let shared = shared.clone();
+    spawn_deferred(async move {
+        shared.state.borrow_mut().write_scheduled = false;
+        let mut first = None;
+        while let Some(op) = take_write(&shared) {
+            if first.is_none() {
+                first = Some(op);
+            } else {
+                spawn_detached(run_write(shared.clone(), op));
+            }
+        }
+        if let Some(op) = first {
+            run_write(shared, op).await;
+        }
+    });
+}
+
+/// The next write the writer allows now, unless a write failed.
+fn take_write(shared: &Shared) -> Option<WriteOp> {
+    let mut st = shared.state.borrow_mut();
+    if st.write_error.is_some() {
+        return None;
+    }
+    let cfg = shared.config.borrow();
+    st.writer
+        .next_write(cfg.write_chunk_bytes, cfg.writes_in_flight_max)
+}
+
+/// Runs one data write, records its completion, and pumps again.
+async fn run_write(shared: Rc<Shared>, op: WriteOp) {
+    let WriteOp {
+        segment,
+        buffer,
+        pos,
+        end_pos,
+    } = op;
+    let len = buffer.len() as u64;
+    let reused = buffer.reused();
+    let started = Instant::now();
+    let result = segment.file.write_pooled(buffer, pos).await;
+    let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    {
+        let mut st = shared.state.borrow_mut();
+        match result {
+            Ok(()) if Rc::ptr_eq(&st.writer.segment, &segment) => st.writer.complete(end_pos),
+            Ok(()) => {}
+            Err(e) => st.write_error = Some(("writing", errno_of(&e))),
+        }
+    }
+    let mut s = shared.stats.get();
+    s.writes += 1;
+    s.write_bytes += len;
+    if reused {
+        s.write_buffers_reused += 1;
+    } else {
+        s.write_buffers_allocated += 1;
+    }
+    s.write_latency_us_log2[log2_bucket(took_us)] += 1;
+    shared.stats.set(s);
+    shared.notify.notify_all();
+    pump(&shared);
+}
+
+/// Starts the zero-ahead write that is due, if any, in the storage background queue. None
+/// starts while a maintenance operation runs (it waits for the one in flight: a roll or
+/// truncation cuts the file), after the log closed, or while the executor has
+/// `ZERO_WRITES_IN_FLIGHT_MAX` in flight (the log tries again at its next pump).
+fn start_zero_ahead(shared: &Rc<Shared>) {
+    let Some(slot) = ZeroWriteSlot::take() else {
+        return;
+    };
+    let op = {
+        let mut st = shared.state.borrow_mut();
+        if st.write_error.is_some() || st.busy || st.closed {
+            return;
+        }
+        let zero_ahead_bytes = shared.config.borrow().zero_ahead_bytes;
+        st.writer.next_zero_write(zero_ahead_bytes)
+    };
+    let Some(ZeroOp { segment, pos }) = op else {
+        return;
+    };
+    let shared = shared.clone();
+    spawn_background(async move {
+        let result = segment.file.write_zeros(pos).await;
+        drop(slot);
+        {
+            let mut st = shared.state.borrow_mut();
+            match result {
+                Ok(()) if Rc::ptr_eq(&st.writer.segment, &segment) => {
+                    st.writer.complete_zero_write();
+                }
+                Ok(()) => {}
+                Err(e) => st.write_error = Some(("zeroing", errno_of(&e))),
+            }
+        }
+        let mut s = shared.stats.get();
+        s.zero_ahead_writes += 1;
+        s.zero_ahead_bytes += ZERO_WRITE_BYTES;
+        shared.stats.set(s);
+        shared.notify.notify_all();
+        pump(&shared);
+    });
 }
 
 /// The latency histogram bucket of `us` microseconds (see [`LogStats::sync_latency_us_log2`]).

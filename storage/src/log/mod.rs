@@ -4,8 +4,10 @@
 //! if a roll is under way or too many bytes are unwritten → assign offsets, stamp `baseOffset`
 //! and `partitionLeaderEpoch` → insert into the segment's in-memory index, the write queue and
 //! the shard's batch cache → return. Background tasks copy the queued bytes into aligned DMA
-//! buffers and write them (group commit: appends that arrive while a write is in flight go out
-//! together in the next one, so the partial tail block is written once per burst);
+//! buffers (pooled per shard) and write them (group commit: appends made before the write's
+//! task runs, or while a write is in flight, go out together in one write, so the partial tail
+//! block is written once per burst), and write zeros ahead of the tail so data writes land in
+//! written extents (zero-ahead, writer.rs);
 //! [`PartitionLog::wait_written`] waits for those writes — what an acknowledgement needs
 //! (DESIGN.md §3: a completed O_DIRECT write outlives the process) — and
 //! [`PartitionLog::flush_to`] also for one `fdatasync` shared by every concurrent flusher.
@@ -100,9 +102,17 @@ pub struct LogStats {
     pub open_read_bytes: u64,
     /// Whether `open` found the clean-shutdown marker and skipped the full tail scan.
     pub opened_clean: bool,
-    /// Writes submitted and their bytes (including rewrites of the tail block).
+    /// Data writes submitted and their bytes (including rewrites of the tail block).
     pub writes: u64,
     pub write_bytes: u64,
+    /// Data writes whose aligned buffer came from the executor's write-buffer pool, and those
+    /// that allocated a fresh one (pool misses).
+    pub write_buffers_reused: u64,
+    pub write_buffers_allocated: u64,
+    /// Zero-ahead writes submitted and their bytes (zeros over preallocated space past the
+    /// logical end, so data writes land in written extents; not counted in `writes`).
+    pub zero_ahead_writes: u64,
+    pub zero_ahead_bytes: u64,
     /// Completed `fdatasync` calls on the log file.
     pub syncs: u64,
     /// `fdatasync` latency histogram: entry `i` counts syncs that took less than `2^i` µs
@@ -123,6 +133,8 @@ struct State {
     high_watermark: Offset,
     durable_offset: Offset,
     syncing: bool,
+    /// A task that will submit the writes the writer allows is scheduled (`append::pump`).
+    write_scheduled: bool,
     busy: bool,
     closed: bool,
     unflushed_records: u64,
@@ -241,6 +253,17 @@ impl PartitionLog {
         self.shared.notify.notify_all();
     }
 
+    /// Waits until no zero-ahead write is in flight.
+    async fn zero_ahead_idle(&self) {
+        loop {
+            let notified = self.shared.notify.notified();
+            if !self.shared.state.borrow().writer.is_zeroing() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     fn check_usable(&self, st: &State) -> Result<()> {
         if st.closed {
             return Err(StorageError::Closed);
@@ -262,11 +285,13 @@ impl PartitionLog {
     }
 
     /// Runs `op` as the only maintenance operation (invariant 4), after every appended byte
-    /// is written and synced.
+    /// is written and synced and the zero-ahead write in flight, if any, has completed (none
+    /// starts meanwhile: `op` may cut or replace the file).
     async fn exclusive<T>(&self, op: impl AsyncFnOnce() -> Result<T>) -> Result<T> {
         self.acquire_busy().await?;
         let result = async {
             self.flush().await?;
+            self.zero_ahead_idle().await;
             op().await
         }
         .await;

@@ -117,6 +117,7 @@ impl PartitionLog {
                     high_watermark: log_end,
                     durable_offset: log_end,
                     syncing: false,
+                    write_scheduled: false,
                     busy: false,
                     closed: false,
                     unflushed_records: 0,
