@@ -226,11 +226,12 @@ mod tests {
         m.index = 41;
         m.log_term = 6;
         m.commit = 40;
-        let mut e = Entry::default();
-        e.index = 42;
-        e.term = 7;
-        e.data = Bytes::from_static(b"an entry");
-        m.entries.push(e);
+        m.entries.push(Entry {
+            index: 42,
+            term: 7,
+            data: Bytes::from_static(b"an entry"),
+            ..Entry::default()
+        });
         m
     }
 

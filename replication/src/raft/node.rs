@@ -371,8 +371,10 @@ impl QuorumNode {
                     reason: "entries or a snapshot but no voters".into(),
                 }));
             }
-            let mut conf_state = ConfState::default();
-            conf_state.voters = raft_voters.clone();
+            let conf_state = ConfState {
+                voters: raft_voters.clone(),
+                ..ConfState::default()
+            };
             storage
                 .persist(Persist {
                     conf_state: Some(&conf_state),
@@ -816,8 +818,10 @@ where
         let Some(term) = self.cache.term_of(self.applied) else {
             unreachable!("applied index {} is in the log", self.applied);
         };
-        let mut snapshot = Snapshot::default();
-        snapshot.data = data;
+        let mut snapshot = Snapshot {
+            data,
+            ..Snapshot::default()
+        };
         let metadata = snapshot.mut_metadata();
         metadata.index = self.applied;
         metadata.term = term;

@@ -1,1 +1,548 @@
+//! The quorum under the deterministic simulation: 3 and 5 voters over a network that delays,
+//! drops, duplicates, reorders, corrupts and partitions, with nodes crashed and restarted on
+//! their durable state and proposals at random times, then a healed network.
+//!
+//! Checkers, each run at the moment the event happens (a failure names the node, index or
+//! term and prints the seed to replay):
+//! - **one leader per term**: every node's view of the leader of a term (its own leadership
+//!   included) names the same node;
+//! - **committed entries never lost or reordered**: every entry a node applies at an index
+//!   equals what any node applied there, and a node never skips an index some node applied
+//!   (so each node's applied sequence is a prefix of the longest one, across crashes and
+//!   restarts); a snapshot a node restores equals exactly the entries applied up to its index;
+//! - **acknowledged means committed**: every proposal that resolved `Ok` is, at the end, the
+//!   entry at its index;
+//! - **progress**: once the network heals and every node is restarted, a leader is elected, a
+//!   proposal commits, and every node applies it within a bound of simulated time.
+//!
+//! Not verified: liveness during the faults (only after healing), membership changes (none),
+//! torn writes inside one storage call, the real directory storage (not built yet).
 
+use super::{
+    CrashSwitch, ProposeError, QuorumConfig, QuorumNode, RaftIndex, RaftTerm, Role, SimRaftDisk,
+    StateMachine,
+};
+use crate::runtime::{Clock, LocalBoxFuture, NodeId, Runtime, Transport, TransportError};
+use crate::sim::{seeds, Endpoint, Executor, LinkFaults, SeedGuard, SimNetwork, SimRuntime};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use std::cell::{Cell, RefCell};
+use std::collections::btree_map::Entry as MapEntry;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Seeds per cluster size in `cargo test`.
+const SEEDS: u64 = 150;
+/// Random actions in the faulty phase of one seed.
+const CHAOS_STEPS: usize = 60;
+/// Longest pause between two actions.
+const ACTION_GAP_MS_MAX: u64 = 120;
+/// How long after healing the cluster must have elected a leader, committed a proposal and
+/// applied it everywhere (simulated time).
+const HEAL_DEADLINE: Duration = Duration::from_secs(20);
+
+/// What every node reports, checked as it arrives.
+#[derive(Default)]
+struct World {
+    /// The entry applied at each index, as first seen.
+    entries_at: RefCell<BTreeMap<u64, Bytes>>,
+    /// The leader of each term, as first seen.
+    leaders: RefCell<BTreeMap<u64, NodeId>>,
+    /// Proposals that resolved `Ok`: (index, entry).
+    acked: RefCell<Vec<(u64, Bytes)>>,
+    stats: RefCell<Stats>,
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+struct Stats {
+    terms_with_leader: u64,
+    acked: u64,
+    refused: u64,
+    crashes: u64,
+    snapshots_installed: u64,
+    frames_refused: u64,
+}
+
+impl std::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Stats) {
+        self.terms_with_leader += o.terms_with_leader;
+        self.acked += o.acked;
+        self.refused += o.refused;
+        self.crashes += o.crashes;
+        self.snapshots_installed += o.snapshots_installed;
+        self.frames_refused += o.frames_refused;
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("a snapshot that does not decode: {0}")]
+struct BadSnapshot(&'static str);
+
+/// Applied entries in a list; its snapshot is the list itself.
+struct TestMachine {
+    node: NodeId,
+    world: Rc<World>,
+    applied: Vec<(u64, Bytes)>,
+    last: u64,
+    /// Set at the first leader report: a restore after it came from the leader.
+    running: bool,
+}
+
+impl TestMachine {
+    fn new(node: NodeId, world: Rc<World>) -> TestMachine {
+        TestMachine {
+            node,
+            world,
+            applied: Vec::new(),
+            last: 0,
+            running: false,
+        }
+    }
+}
+
+fn decode_snapshot(mut bytes: Bytes) -> Result<Vec<(u64, Bytes)>, BadSnapshot> {
+    let mut out = Vec::new();
+    while bytes.has_remaining() {
+        if bytes.remaining() < 12 {
+            return Err(BadSnapshot("a truncated header"));
+        }
+        let index = bytes.get_u64();
+        let len = usize::try_from(bytes.get_u32()).map_err(|_| BadSnapshot("a length"))?;
+        if bytes.remaining() < len {
+            return Err(BadSnapshot("a truncated entry"));
+        }
+        out.push((index, bytes.split_to(len)));
+    }
+    Ok(out)
+}
+
+impl StateMachine for TestMachine {
+    type RestoreError = BadSnapshot;
+
+    fn apply(&mut self, index: RaftIndex, entry: &[u8]) {
+        let (node, index, last) = (self.node, index.0, self.last);
+        assert!(index > last, "node {node:?} applied {index} after {last}");
+        let mut entries = self.world.entries_at.borrow_mut();
+        if let Some((skipped, _)) = entries.range(last + 1..index).next() {
+            panic!("node {node:?} skipped the committed entry at {skipped}: applied {index} after {last}");
+        }
+        match entries.entry(index) {
+            MapEntry::Occupied(seen) => assert_eq!(
+                &seen.get()[..],
+                entry,
+                "node {node:?} applied another entry at {index}"
+            ),
+            MapEntry::Vacant(slot) => {
+                slot.insert(Bytes::copy_from_slice(entry));
+            }
+        }
+        self.applied.push((index, Bytes::copy_from_slice(entry)));
+        self.last = index;
+    }
+
+    fn snapshot(&self) -> Bytes {
+        let mut out = BytesMut::new();
+        for (index, entry) in &self.applied {
+            out.put_u64(*index);
+            out.put_u32(u32::try_from(entry.len()).unwrap_or(u32::MAX));
+            out.put_slice(entry);
+        }
+        out.freeze()
+    }
+
+    fn restore(&mut self, index: RaftIndex, snapshot: Bytes) -> Result<(), BadSnapshot> {
+        let list = decode_snapshot(snapshot)?;
+        let expected: Vec<(u64, Bytes)> = self
+            .world
+            .entries_at
+            .borrow()
+            .range(..=index.0)
+            .map(|(i, e)| (*i, e.clone()))
+            .collect();
+        assert_eq!(
+            list, expected,
+            "node {:?} restored a snapshot at {} that differs from the entries applied up to it",
+            self.node, index.0
+        );
+        self.applied = list;
+        self.last = index.0;
+        if self.running {
+            self.world.stats.borrow_mut().snapshots_installed += 1;
+        }
+        Ok(())
+    }
+
+    fn leader_changed(&mut self, leader: Option<NodeId>, term: RaftTerm) {
+        self.running = true;
+        let Some(leader) = leader else { return };
+        let mut leaders = self.world.leaders.borrow_mut();
+        match leaders.entry(term.0) {
+            MapEntry::Occupied(seen) => assert_eq!(
+                *seen.get(),
+                leader,
+                "node {:?} sees {leader:?} leading term {}, another node saw {:?}",
+                self.node,
+                term.0,
+                seen.get()
+            ),
+            MapEntry::Vacant(slot) => {
+                slot.insert(leader);
+                self.world.stats.borrow_mut().terms_with_leader += 1;
+            }
+        }
+    }
+}
+
+/// Faults the test switches on and off, on top of the network's delays and reordering.
+struct Faults {
+    drop_percent: Cell<u64>,
+    duplicate_percent: Cell<u64>,
+    corrupt_percent: Cell<u64>,
+    /// Links cut in both directions (a partition), as (lower, higher) node ids.
+    cut: RefCell<BTreeSet<(NodeId, NodeId)>>,
+}
+
+impl Faults {
+    fn healed(&self) {
+        self.drop_percent.set(0);
+        self.duplicate_percent.set(0);
+        self.corrupt_percent.set(0);
+        self.cut.borrow_mut().clear();
+    }
+}
+
+/// One node's transport: its network endpoint behind the test's faults. Cloned for each
+/// incarnation of the node.
+#[derive(Clone)]
+struct Link {
+    node: NodeId,
+    endpoint: Rc<Endpoint<Bytes>>,
+    faults: Rc<Faults>,
+    runtime: SimRuntime,
+}
+
+impl Transport for Link {
+    type Message = Bytes;
+
+    fn send(&self, to: NodeId, frame: Bytes) -> Result<(), TransportError> {
+        let pair = (self.node.min(to), self.node.max(to));
+        let rt = &self.runtime;
+        if self.faults.cut.borrow().contains(&pair) || rt.chance(self.faults.drop_percent.get()) {
+            return Ok(()); // Lost: the sender cannot tell.
+        }
+        let frame = if rt.chance(self.faults.corrupt_percent.get()) && !frame.is_empty() {
+            let mut bytes = frame.to_vec();
+            let at = usize::try_from(rt.random(0..bytes.len() as u64)).unwrap_or(0);
+            bytes[at] ^= 1 << rt.random(0..8);
+            Bytes::from(bytes)
+        } else {
+            frame
+        };
+        if rt.chance(self.faults.duplicate_percent.get()) {
+            let _ = self.endpoint.send(to, frame.clone());
+        }
+        self.endpoint.send(to, frame)
+    }
+
+    fn recv(&self) -> LocalBoxFuture<(NodeId, Bytes)> {
+        self.endpoint.recv()
+    }
+}
+
+struct Running {
+    node: QuorumNode,
+    crash: CrashSwitch,
+}
+
+struct Cluster {
+    rt: SimRuntime,
+    world: Rc<World>,
+    faults: Rc<Faults>,
+    voters: Vec<NodeId>,
+    disks: Vec<SimRaftDisk>,
+    links: Vec<Link>,
+    nodes: Vec<Option<Running>>,
+    next_value: Cell<u64>,
+}
+
+impl Cluster {
+    fn config(&self, i: usize) -> QuorumConfig {
+        let mut config = QuorumConfig::new(self.voters[i], self.voters.clone());
+        config.tick_interval = Duration::from_millis(10);
+        config.election_ticks = 10;
+        config.heartbeat_ticks = 2;
+        // Small, so that snapshots, compaction and catch-up from a snapshot happen.
+        config.snapshot_after_entries = 8;
+        config.proposals_max = 64;
+        config
+    }
+
+    async fn start(&mut self, i: usize) {
+        let storage = self.disks[i].open(self.rt.clone());
+        let crash = storage.crash_switch();
+        let machine = TestMachine::new(self.voters[i], self.world.clone());
+        let node = QuorumNode::start(
+            self.config(i),
+            storage,
+            self.links[i].clone(),
+            self.rt.clone(),
+            machine,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("node {:?} failed to start: {e}", self.voters[i]));
+        self.nodes[i] = Some(Running { node, crash });
+    }
+
+    fn crash(&mut self, i: usize) {
+        if let Some(running) = self.nodes[i].take() {
+            let status = running.node.status();
+            self.world.stats.borrow_mut().frames_refused += status.frames_refused;
+            running.node.stop();
+            running.crash.crash();
+            self.world.stats.borrow_mut().crashes += 1;
+        }
+    }
+
+    fn leader(&self) -> Option<&QuorumNode> {
+        self.nodes
+            .iter()
+            .flatten()
+            .map(|r| &r.node)
+            .find(|n| n.status().role == Role::Leader)
+    }
+
+    /// Proposes a fresh entry on `node` in the background, recording an `Ok` outcome.
+    fn propose_on(&self, node: &QuorumNode) {
+        let value = self.next_value.get();
+        self.next_value.set(value + 1);
+        let entry = Bytes::from(format!("entry-{value}"));
+        let proposal = node.propose(entry.clone());
+        let world = self.world.clone();
+        self.rt.spawn(Box::pin(async move {
+            match proposal.await {
+                Ok(committed) => {
+                    world.acked.borrow_mut().push((committed.index.0, entry));
+                    world.stats.borrow_mut().acked += 1;
+                }
+                Err(_) => world.stats.borrow_mut().refused += 1,
+            }
+        }));
+    }
+
+    fn random_node(&self) -> usize {
+        usize::try_from(self.rt.random(0..self.voters.len() as u64)).unwrap_or(0)
+    }
+
+    async fn chaos(&mut self) {
+        for _ in 0..CHAOS_STEPS {
+            let gap = Duration::from_millis(self.rt.random(0..ACTION_GAP_MS_MAX));
+            self.rt.sleep(gap).await;
+            let i = self.random_node();
+            match self.rt.random(0..100) {
+                0..=39 => {
+                    if let Some(leader) = self.leader() {
+                        self.propose_on(leader);
+                    }
+                }
+                40..=49 => {
+                    if let Some(running) = &self.nodes[i] {
+                        self.propose_on(&running.node);
+                    }
+                }
+                50..=54 => self.crash(i),
+                55..=64 => {
+                    // A reboot: the process dies and comes back on its disk within a few ms,
+                    // while the election or append it took part in is still going on.
+                    if self.nodes[i].is_some() {
+                        self.crash(i);
+                        let pause = Duration::from_micros(self.rt.random(0..5_000));
+                        self.rt.sleep(pause).await;
+                        self.start(i).await;
+                    }
+                }
+                65..=69 => {
+                    if self.nodes[i].is_none() {
+                        self.start(i).await;
+                    }
+                }
+                70..=79 => {
+                    // Isolate node i from a random other node, or from everyone.
+                    let j = self.random_node();
+                    let mut cut = self.faults.cut.borrow_mut();
+                    for (k, other) in self.voters.iter().enumerate() {
+                        if k != i && (k == j || self.rt.chance(50)) {
+                            let a = self.voters[i];
+                            cut.insert((a.min(*other), a.max(*other)));
+                        }
+                    }
+                }
+                80..=87 => self.faults.cut.borrow_mut().clear(),
+                _ => {
+                    self.faults.drop_percent.set(self.rt.random(0..30));
+                    self.faults.duplicate_percent.set(self.rt.random(0..15));
+                    self.faults.corrupt_percent.set(self.rt.random(0..3));
+                }
+            }
+        }
+    }
+
+    /// Heals the network, restarts every node, and waits until a proposal commits and every
+    /// node has applied it.
+    async fn heal(&mut self) {
+        self.faults.healed();
+        for i in 0..self.voters.len() {
+            if self.nodes[i].is_none() {
+                self.start(i).await;
+            }
+        }
+        let deadline = self.rt.now() + HEAL_DEADLINE;
+        let committed = loop {
+            assert!(
+                self.rt.now() < deadline,
+                "no proposal committed within {HEAL_DEADLINE:?} of healing"
+            );
+            if let Some(leader) = self.leader() {
+                let value = self.next_value.get();
+                self.next_value.set(value + 1);
+                let entry = Bytes::from(format!("final-{value}"));
+                let outcome = futures_lite::future::or(
+                    async { Some(leader.propose(entry.clone()).await) },
+                    async {
+                        self.rt.sleep(Duration::from_secs(1)).await;
+                        None
+                    },
+                )
+                .await;
+                match outcome {
+                    Some(Ok(committed)) => {
+                        self.world
+                            .acked
+                            .borrow_mut()
+                            .push((committed.index.0, entry));
+                        break committed;
+                    }
+                    Some(Err(ProposeError::NotLeader { .. } | ProposeError::Dropped)) | None => {}
+                    Some(Err(e)) => panic!("the final proposal failed: {e}"),
+                }
+            }
+            self.rt.sleep(Duration::from_millis(20)).await;
+        };
+        loop {
+            let mut behind = 0;
+            for running in self.nodes.iter().flatten() {
+                let status = running.node.status();
+                if let Some(reason) = status.stopped {
+                    panic!("a node stopped after healing: {reason:?}");
+                }
+                if status.applied_index < committed.index {
+                    behind += 1;
+                }
+            }
+            if behind == 0 {
+                break;
+            }
+            assert!(
+                self.rt.now() < deadline,
+                "{behind} nodes did not apply index {} within {HEAL_DEADLINE:?} of healing",
+                committed.index.0
+            );
+            self.rt.sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn check_acked(&self) {
+        let entries = self.world.entries_at.borrow();
+        for (index, entry) in self.world.acked.borrow().iter() {
+            assert_eq!(
+                entries.get(index),
+                Some(entry),
+                "an acknowledged proposal is not the entry at its index {index}"
+            );
+        }
+    }
+}
+
+/// Runs one seed with `voters` nodes; returns its statistics.
+fn run_seed(seed: u64, voters: i32) -> Stats {
+    let mut ex = Executor::new(seed);
+    let rt = ex.runtime();
+    let net = SimNetwork::new(
+        rt.clone(),
+        LinkFaults {
+            drop_percent: 0,
+            delay_us_max: 5_000,
+        },
+    );
+    let faults = Rc::new(Faults {
+        drop_percent: Cell::new(5),
+        duplicate_percent: Cell::new(5),
+        corrupt_percent: Cell::new(1),
+        cut: RefCell::new(BTreeSet::new()),
+    });
+    let ids: Vec<NodeId> = (0..voters).map(NodeId).collect();
+    let links = ids
+        .iter()
+        .map(|id| Link {
+            node: *id,
+            endpoint: Rc::new(net.endpoint(*id)),
+            faults: faults.clone(),
+            runtime: rt.clone(),
+        })
+        .collect();
+    let world = Rc::new(World::default());
+    let mut cluster = Cluster {
+        rt: rt.clone(),
+        world: world.clone(),
+        faults,
+        disks: ids.iter().map(|_| SimRaftDisk::default()).collect(),
+        nodes: ids.iter().map(|_| None).collect(),
+        voters: ids,
+        links,
+        next_value: Cell::new(0),
+    };
+    let cluster = ex
+        .run_until(async move {
+            for i in 0..cluster.voters.len() {
+                cluster.start(i).await;
+            }
+            cluster.chaos().await;
+            cluster.heal().await;
+            cluster
+        })
+        .unwrap_or_else(|stuck| panic!("the simulation got stuck: {stuck:?}"));
+    cluster.check_acked();
+    let mut stats = *world.stats.borrow();
+    for running in cluster.nodes.iter().flatten() {
+        stats.frames_refused += running.node.status().frames_refused;
+    }
+    stats
+}
+
+fn run_seeds(base: u64, voters: i32) {
+    let mut total = Stats::default();
+    for seed in seeds(base, SEEDS) {
+        let _guard = SeedGuard(seed);
+        total += run_seed(seed, voters);
+    }
+    eprintln!("{voters} voters: {total:?}");
+    // The run exercised what it claims to check: elections, commits, crashes, catch-up from
+    // a leader's snapshot, and corrupt frames refused by the codec.
+    assert!(total.terms_with_leader > 0, "no leader was ever elected");
+    assert!(total.acked > 0, "no proposal committed");
+    assert!(total.crashes > 0, "no node crashed");
+    assert!(
+        total.snapshots_installed > 0,
+        "no follower caught up from a snapshot"
+    );
+    assert!(total.frames_refused > 0, "no corrupt frame reached a node");
+}
+
+#[test]
+fn three_voters_stay_consistent_under_faults_and_recover() {
+    run_seeds(0x3a5e_0001, 3);
+}
+
+#[test]
+fn five_voters_stay_consistent_under_faults_and_recover() {
+    run_seeds(0x5a5e_0001, 5);
+}

@@ -291,11 +291,12 @@ mod tests {
     use raft::Storage as _;
 
     fn entry(index: u64, term: u64) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = Bytes::from(vec![1u8; 10]);
-        e
+        Entry {
+            index,
+            term,
+            data: Bytes::from(vec![1u8; 10]),
+            ..Entry::default()
+        }
     }
 
     fn snapshot(index: u64, term: u64) -> Snapshot {
