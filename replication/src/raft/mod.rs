@@ -4,8 +4,10 @@
 //! - [`QuorumNode`] drives one voter's `RawNode` as one task on the runtime seam (timer
 //!   ticks, messages from the [`crate::runtime::Transport`], durable `Ready` handling,
 //!   proposals with a bounded queue and a completion each);
-//! - [`RaftStorage`] is its durable state (entries, hard state, conf state, snapshot), with
-//!   [`SimRaftDisk`] for the simulation;
+//! - [`RaftStorage`] is its durable state (entries, hard state, conf state, snapshot):
+//!   [`FileRaftStorage`] keeps it as a CRC-checked record file in a [`DurableDir`], and the
+//!   simulation has [`SimRaftDisk`] (the state itself) and [`SimDir`] (a directory with torn
+//!   writes);
 //! - [`codec`] frames the messages between voters (versioned, CRC-32C) and accepts them only
 //!   from configured voters;
 //! - the entries are opaque bytes: a [`StateMachine`] (the metadata image, later) applies
@@ -15,6 +17,7 @@
 //! proposals on the leader only; see [`node`] for the driver's invariants.
 
 pub mod codec;
+mod file_storage;
 mod node;
 mod sim_storage;
 #[cfg(test)]
@@ -24,12 +27,13 @@ mod storage;
 use crate::runtime::NodeId;
 use bytes::Bytes;
 
+pub use file_storage::{replay, DurableDir, FileRaftStorage, LOG_FILE, RECORD_BYTES_MAX};
 pub use node::{
     Committed, Proposal, ProposeError, QuorumConfig, QuorumNode, QuorumStatus, Role, StartError,
     StopReason, APPENDS_IN_FLIGHT_MAX, APPEND_BYTES_MAX, MESSAGES_PER_TURN_MAX,
     UNCOMMITTED_BYTES_MAX,
 };
-pub use sim_storage::{CrashSwitch, SimRaftDisk, SimRaftStorage};
+pub use sim_storage::{CrashSwitch, SimDir, SimDirDisk, SimRaftDisk, SimRaftStorage};
 pub use storage::{check_recovered, LogCache, Persist, RaftStorage, RaftStorageError, Recovered};
 
 /// A position in the Raft log (1 is the first entry; 0: before any).

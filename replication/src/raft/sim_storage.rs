@@ -7,12 +7,19 @@
 //! What it models: fsync latency, a process crash or power loss between calls (unsynced data is
 //! lost: a call is durable all at once when it resolves). What it does not: torn writes inside
 //! one call, corruption, I/O errors, disk-full.
+//!
+//! [`SimDir`] is a simulated [`DurableDir`] under [`super::FileRaftStorage`], so the record
+//! file's format and recovery run in the simulation too: an append in flight at a crash leaves
+//! a seeded prefix of its bytes (a torn write), a replace leaves the old or the new file.
 
+use super::file_storage::DurableDir;
 use super::storage::{Persist, RaftStorage, RaftStorageError, Recovered};
 use crate::runtime::Runtime;
 use crate::sim::SimRuntime;
+use bytes::Bytes;
 use raft::eraftpb::Snapshot;
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -52,7 +59,10 @@ impl SimRaftStorage {
     /// A handle that crashes this incarnation when called (the handle itself moves into the
     /// node).
     pub fn crash_switch(&self) -> CrashSwitch {
-        CrashSwitch(self.crashed.clone())
+        CrashSwitch {
+            crashed: self.crashed.clone(),
+            torn_write: None,
+        }
     }
 
     async fn sync(&self) -> Result<(), RaftStorageError> {
@@ -65,15 +75,24 @@ impl SimRaftStorage {
     }
 }
 
-/// Crashes one [`SimRaftStorage`] incarnation: calls in flight and later calls fail with
-/// [`RaftStorageError::Closed`] and leave the disk as it is.
+/// Crashes one incarnation of a [`SimRaftStorage`] or a [`SimDir`]: calls in flight and later
+/// calls fail with [`RaftStorageError::Closed`]; what they leave on the disk is decided at the
+/// crash (nothing, or a torn prefix of a [`SimDir`] append), never later, when a new
+/// incarnation may already be writing.
 #[derive(Clone)]
-pub struct CrashSwitch(Rc<Cell<bool>>);
+pub struct CrashSwitch {
+    crashed: Rc<Cell<bool>>,
+    torn_write: Option<Rc<dyn Fn()>>,
+}
 
 impl CrashSwitch {
     /// Crashes the incarnation.
     pub fn crash(&self) {
-        self.0.set(true);
+        if !self.crashed.replace(true) {
+            if let Some(tear) = &self.torn_write {
+                tear();
+            }
+        }
     }
 }
 
@@ -122,6 +141,105 @@ impl RaftStorage for SimRaftStorage {
         let index = snapshot.get_metadata().index;
         image.entries.retain(|e| e.index > index);
         image.snapshot = snapshot.clone();
+        Ok(())
+    }
+}
+
+/// The files of one node's directory that survive a crash (cheap to clone: a handle).
+#[derive(Clone, Default)]
+pub struct SimDirDisk {
+    files: Rc<RefCell<BTreeMap<String, Vec<u8>>>>,
+}
+
+impl SimDirDisk {
+    /// A handle for a new process incarnation on this directory.
+    pub fn open(&self, runtime: SimRuntime) -> SimDir {
+        SimDir {
+            runtime,
+            disk: self.clone(),
+            crashed: Rc::new(Cell::new(false)),
+            in_flight: Rc::new(RefCell::new(None)),
+        }
+    }
+}
+
+/// One incarnation's handle on a [`SimDirDisk`].
+pub struct SimDir {
+    runtime: SimRuntime,
+    disk: SimDirDisk,
+    crashed: Rc<Cell<bool>>,
+    /// The append being written: (file, bytes). At most one (the driver awaits each call).
+    in_flight: Rc<RefCell<Option<(String, Bytes)>>>,
+}
+
+impl SimDir {
+    /// A handle that crashes this incarnation (see [`CrashSwitch`]).
+    pub fn crash_switch(&self) -> CrashSwitch {
+        let (in_flight, disk, runtime) = (
+            self.in_flight.clone(),
+            self.disk.clone(),
+            self.runtime.clone(),
+        );
+        let tear = move || {
+            // The crash came mid-write: a seeded prefix of the append reached the disk.
+            if let Some((name, bytes)) = in_flight.borrow_mut().take() {
+                let torn = usize::try_from(runtime.random(0..bytes.len() as u64 + 1))
+                    .unwrap_or(0)
+                    .min(bytes.len());
+                let mut files = disk.files.borrow_mut();
+                files
+                    .entry(name)
+                    .or_default()
+                    .extend_from_slice(&bytes[..torn]);
+            }
+        };
+        CrashSwitch {
+            crashed: self.crashed.clone(),
+            torn_write: Some(Rc::new(tear)),
+        }
+    }
+
+    async fn io(&self) {
+        let delay = Duration::from_micros(self.runtime.random(1..SYNC_DELAY_US_MAX));
+        self.runtime.sleep(delay).await;
+    }
+}
+
+impl DurableDir for SimDir {
+    async fn read(&mut self, name: &str) -> Result<Option<Bytes>, RaftStorageError> {
+        if self.crashed.get() {
+            return Err(RaftStorageError::Closed);
+        }
+        Ok(self.disk.files.borrow().get(name).cloned().map(Bytes::from))
+    }
+
+    async fn append(&mut self, name: &str, bytes: Bytes) -> Result<(), RaftStorageError> {
+        if self.crashed.get() {
+            return Err(RaftStorageError::Closed);
+        }
+        *self.in_flight.borrow_mut() = Some((name.to_string(), bytes));
+        self.io().await;
+        let written = self.in_flight.borrow_mut().take();
+        match written {
+            Some((name, bytes)) if !self.crashed.get() => {
+                let mut files = self.disk.files.borrow_mut();
+                files.entry(name).or_default().extend_from_slice(&bytes);
+                Ok(())
+            }
+            // Crashed while writing: the crash switch tore the write.
+            _ => Err(RaftStorageError::Closed),
+        }
+    }
+
+    async fn replace(&mut self, name: &str, bytes: Bytes) -> Result<(), RaftStorageError> {
+        self.io().await;
+        if self.crashed.get() {
+            return Err(RaftStorageError::Closed);
+        }
+        self.disk
+            .files
+            .borrow_mut()
+            .insert(name.to_string(), bytes.to_vec());
         Ok(())
     }
 }

@@ -15,12 +15,17 @@
 //! - **progress**: once the network heals and every node is restarted, a leader is elected, a
 //!   proposal commits, and every node applies it within a bound of simulated time.
 //!
+//! Each node keeps its durable state either as the Raft state itself ([`SimRaftDisk`]) or as
+//! [`FileRaftStorage`]'s record file in a [`SimDirDisk`], whose appends tear at a crash (a
+//! seeded prefix survives), so the file format's recovery runs under the same checkers.
+//!
 //! Not verified: liveness during the faults (only after healing), membership changes (none),
-//! torn writes inside one storage call, the real directory storage (not built yet).
+//! the broker's real directory I/O under `DurableDir` (not built yet), power loss beyond
+//! what an unfinished call loses.
 
 use super::{
-    CrashSwitch, ProposeError, QuorumConfig, QuorumNode, RaftIndex, RaftTerm, Role, SimRaftDisk,
-    StateMachine,
+    CrashSwitch, FileRaftStorage, ProposeError, QuorumConfig, QuorumNode, RaftIndex, RaftTerm,
+    Role, SimDirDisk, SimRaftDisk, StateMachine,
 };
 use crate::runtime::{Clock, LocalBoxFuture, NodeId, Runtime, Transport, TransportError};
 use crate::sim::{seeds, Endpoint, Executor, LinkFaults, SeedGuard, SimNetwork, SimRuntime};
@@ -254,12 +259,19 @@ struct Running {
     crash: CrashSwitch,
 }
 
+/// A node's durable state: the Raft state itself, or the record file in a directory with
+/// torn writes (seeded per node, so both run in every cluster size).
+enum Disk {
+    State(SimRaftDisk),
+    Files(SimDirDisk),
+}
+
 struct Cluster {
     rt: SimRuntime,
     world: Rc<World>,
     faults: Rc<Faults>,
     voters: Vec<NodeId>,
-    disks: Vec<SimRaftDisk>,
+    disks: Vec<Disk>,
     links: Vec<Link>,
     nodes: Vec<Option<Running>>,
     next_value: Cell<u64>,
@@ -278,18 +290,29 @@ impl Cluster {
     }
 
     async fn start(&mut self, i: usize) {
-        let storage = self.disks[i].open(self.rt.clone());
-        let crash = storage.crash_switch();
         let machine = TestMachine::new(self.voters[i], self.world.clone());
-        let node = QuorumNode::start(
-            self.config(i),
-            storage,
-            self.links[i].clone(),
-            self.rt.clone(),
-            machine,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("node {:?} failed to start: {e}", self.voters[i]));
+        let (config, link, rt) = (self.config(i), self.links[i].clone(), self.rt.clone());
+        let (started, crash) = match &self.disks[i] {
+            Disk::State(disk) => {
+                let storage = disk.open(rt.clone());
+                let crash = storage.crash_switch();
+                (
+                    QuorumNode::start(config, storage, link, rt, machine).await,
+                    crash,
+                )
+            }
+            Disk::Files(disk) => {
+                let dir = disk.open(rt.clone());
+                let crash = dir.crash_switch();
+                let storage = FileRaftStorage::new(dir);
+                (
+                    QuorumNode::start(config, storage, link, rt, machine).await,
+                    crash,
+                )
+            }
+        };
+        let node =
+            started.unwrap_or_else(|e| panic!("node {:?} failed to start: {e}", self.voters[i]));
         self.nodes[i] = Some(Running { node, crash });
     }
 
@@ -494,7 +517,16 @@ fn run_seed(seed: u64, voters: i32) -> Stats {
         rt: rt.clone(),
         world: world.clone(),
         faults,
-        disks: ids.iter().map(|_| SimRaftDisk::default()).collect(),
+        disks: ids
+            .iter()
+            .map(|_| {
+                if rt.chance(50) {
+                    Disk::Files(SimDirDisk::default())
+                } else {
+                    Disk::State(SimRaftDisk::default())
+                }
+            })
+            .collect(),
         nodes: ids.iter().map(|_| None).collect(),
         voters: ids,
         links,
