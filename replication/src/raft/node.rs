@@ -79,6 +79,10 @@ pub struct QuorumConfig {
     pub entry_bytes_max: usize,
     /// Most proposals queued or in flight on this node (default 1,024).
     pub proposals_max: usize,
+    /// Seeds the draw of each randomized election timeout (default: from the node id, so
+    /// voters differ). raft-rs draws them from the thread's RNG; the driver replaces each draw
+    /// by one from this seed so that a simulation replays exactly.
+    pub election_seed: u64,
 }
 
 impl QuorumConfig {
@@ -93,6 +97,7 @@ impl QuorumConfig {
             snapshot_after_entries: 10_000,
             entry_bytes_max: 1 << 20,
             proposals_max: 1_024,
+            election_seed: 0x9e37_79b9_7f4a_7c15 ^ u64::from(node.0.unsigned_abs()),
         }
     }
 
@@ -442,7 +447,9 @@ impl QuorumNode {
             config,
         });
         let next_tick = runtime.now() + shared.config.tick_interval;
-        let driver = Driver {
+        let mut driver = Driver {
+            rng: fastrand::Rng::with_seed(shared.config.election_seed),
+            election_timeout_for: None,
             shared: shared.clone(),
             raw,
             cache,
@@ -458,6 +465,7 @@ impl QuorumNode {
             unreachable: Vec::new(),
             snapshots_sent: Vec::new(),
         };
+        driver.pin_election_timeout();
         runtime.spawn(Box::pin(driver.run()));
         Ok(QuorumNode { shared })
     }
@@ -546,6 +554,10 @@ struct Driver<S, T, R, M> {
     unreachable: Vec<u64>,
     /// Snapshots handed to the transport (raft id, handed over), reported likewise.
     snapshots_sent: Vec<(u64, bool)>,
+    /// Draws the randomized election timeouts ([`QuorumConfig::election_seed`]).
+    rng: fastrand::Rng,
+    /// The (term, role, leader) and timeout the last draw was made for.
+    election_timeout_for: Option<((u64, StateRole, u64), usize)>,
 }
 
 impl<S, T, R, M> Driver<S, T, R, M>
@@ -573,6 +585,22 @@ where
         status.stopped = Some(reason);
         status.role = Role::Follower;
         status.leader = None;
+    }
+
+    /// Replaces raft-rs's draw of the randomized election timeout (from the thread's RNG,
+    /// made whenever it resets to a term, role or leader) by a draw from `rng`, in the same
+    /// range `[election_ticks, 2 × election_ticks)`. Called after every input to raft-rs.
+    fn pin_election_timeout(&mut self) {
+        let raft = &mut self.raw.raft;
+        let key = (raft.term, raft.state, raft.leader_id);
+        let current = raft.randomized_election_timeout();
+        if self.election_timeout_for == Some((key, current)) {
+            return;
+        }
+        let ticks = self.shared.config.election_ticks;
+        let timeout = self.rng.usize(ticks..2 * ticks);
+        raft.set_randomized_election_timeout(timeout);
+        self.election_timeout_for = Some((key, timeout));
     }
 
     fn stop_requested(&self) -> Result<(), StopReason> {
@@ -642,6 +670,7 @@ where
             // normal handling of a lossy, reordering network, not a fault of this node.
             Ok(message) => {
                 let _ = self.raw.step(message);
+                self.pin_election_timeout();
             }
             Err(_) => self.shared.status.borrow_mut().frames_refused += 1,
         }
@@ -655,6 +684,7 @@ where
         let mut ticks = 0;
         while now >= self.next_tick && ticks < self.shared.config.election_ticks {
             self.raw.tick();
+            self.pin_election_timeout();
             self.next_tick = self.next_tick + interval;
             ticks += 1;
         }
