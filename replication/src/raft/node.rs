@@ -29,7 +29,10 @@
 //! Limits: the voter set is fixed (no membership changes: a changed
 //! `controller.quorum.voters` is refused at start); proposals only on the leader (no
 //! forwarding); the transport's `recv` must be cancel-safe (dropping its future before it
-//! resolves loses no message), as the driver races it against its timer.
+//! resolves loses no message), as the driver races it against its timer. raft-rs asserts
+//! Raft's rules on what voters send (a commit index beyond this node's log panics, as the
+//! deliberately broken persistence in the simulation showed): voters are trusted peers, and
+//! the codec keeps out every other sender and every corrupted frame.
 
 use super::codec::{self, Voters};
 use super::storage::{check_recovered, LogCache, Persist, RaftStorage, RaftStorageError};

@@ -652,3 +652,191 @@ fn a_seed_replays_exactly() {
         );
     }
 }
+
+/// The API's answers on one simulated node or a quiet cluster (no faults).
+mod api {
+    use super::*;
+    use crate::raft::{Committed, StartError};
+
+    fn quiet(seed: u64, voters: i32) -> (Executor, Cluster) {
+        let ex = Executor::new(seed);
+        let rt = ex.runtime();
+        let net = SimNetwork::new(
+            rt.clone(),
+            LinkFaults {
+                drop_percent: 0,
+                delay_us_max: 1_000,
+            },
+        );
+        let faults = Rc::new(Faults {
+            drop_percent: Cell::new(0),
+            duplicate_percent: Cell::new(0),
+            corrupt_percent: Cell::new(0),
+            cut: RefCell::new(BTreeSet::new()),
+            reboot_after_vote_percent: Cell::new(0),
+            voted: RefCell::new(Vec::new()),
+            vote_granted: Rc::new(Notify::default()),
+        });
+        let ids: Vec<NodeId> = (0..voters).map(NodeId).collect();
+        let links = ids
+            .iter()
+            .map(|id| Link {
+                node: *id,
+                endpoint: Rc::new(net.endpoint(*id)),
+                faults: faults.clone(),
+                runtime: rt.clone(),
+            })
+            .collect();
+        let cluster = Cluster {
+            rt,
+            world: Rc::new(World::default()),
+            faults,
+            disks: ids
+                .iter()
+                .map(|_| Disk::Files(SimDirDisk::default()))
+                .collect(),
+            nodes: ids.iter().map(|_| None).collect(),
+            voters: ids,
+            links,
+            next_value: Cell::new(0),
+        };
+        (ex, cluster)
+    }
+
+    async fn until_leader(cluster: &Cluster) -> QuorumNode {
+        for _ in 0..1_000 {
+            if let Some(leader) = cluster.leader() {
+                return leader.clone();
+            }
+            cluster.rt.sleep(Duration::from_millis(5)).await;
+        }
+        panic!("no leader within 5 s");
+    }
+
+    /// One voter (the quorum of a node without `controller.quorum.voters`): it elects itself,
+    /// commits in order, and after a restart on its disk restores the snapshot and re-applies
+    /// the entries after it, ending with the same applied entries.
+    #[test]
+    fn one_voter_commits_compacts_and_restarts_to_the_same_state() {
+        let (mut ex, mut cluster) = quiet(1, 1);
+        let cluster = ex
+            .run_until(async move {
+                cluster.start(0).await;
+                let leader = until_leader(&cluster).await;
+                let mut last = RaftIndex(0);
+                for i in 0..20 {
+                    let Committed { index, .. } = leader
+                        .propose(Bytes::from(format!("e{i}")))
+                        .await
+                        .expect("a lone voter commits");
+                    assert!(index > last, "indexes increase");
+                    last = index;
+                }
+                cluster.crash(0);
+                cluster.start(0).await;
+                let restarted = until_leader(&cluster).await;
+                // A new leader's first (empty) entry commits after the restored ones.
+                while restarted.status().applied_index <= last {
+                    cluster.rt.sleep(Duration::from_millis(5)).await;
+                }
+                cluster
+            })
+            .expect("the run completes");
+        let entries = cluster.world.entries_at.borrow();
+        assert_eq!(entries.len(), 20, "every committed entry applied");
+        let values: Vec<Bytes> = entries.values().cloned().collect();
+        let expected: Vec<Bytes> = (0..20).map(|i| Bytes::from(format!("e{i}"))).collect();
+        assert_eq!(values, expected, "in proposal order");
+    }
+
+    /// Immediate refusals: a follower names the leader, an empty or oversized entry, a full
+    /// queue, and a stopped node.
+    #[test]
+    fn proposals_are_refused_with_a_reason() {
+        let (mut ex, mut cluster) = quiet(2, 3);
+        ex.run_until(async move {
+            for i in 0..3 {
+                cluster.start(i).await;
+            }
+            let leader = until_leader(&cluster).await;
+            let leader_id = leader.leader();
+            // The followers learn the leader from its first append.
+            cluster.rt.sleep(Duration::from_millis(100)).await;
+            let follower = cluster
+                .nodes
+                .iter()
+                .flatten()
+                .map(|r| &r.node)
+                .find(|n| n.status().role == Role::Follower)
+                .expect("a follower");
+            assert_eq!(
+                follower.propose(Bytes::from_static(b"x")).await,
+                Err(ProposeError::NotLeader { leader: leader_id })
+            );
+            assert_eq!(leader.propose(Bytes::new()).await, Err(ProposeError::Empty));
+            let max = cluster.config(0).entry_bytes_max;
+            assert_eq!(
+                leader.propose(Bytes::from(vec![1u8; max + 1])).await,
+                Err(ProposeError::TooLarge {
+                    entry_bytes: max + 1,
+                    entry_bytes_max: max
+                })
+            );
+            let proposals_max = cluster.config(0).proposals_max;
+            let queued: Vec<_> = (0..proposals_max)
+                .map(|i| leader.propose(Bytes::from(format!("q{i}"))))
+                .collect();
+            assert_eq!(
+                leader.propose(Bytes::from_static(b"one too many")).await,
+                Err(ProposeError::QueueFull { proposals_max })
+            );
+            leader.stop();
+            for proposal in queued {
+                assert_eq!(proposal.await, Err(ProposeError::Stopped));
+            }
+            assert_eq!(
+                leader.propose(Bytes::from_static(b"late")).await,
+                Err(ProposeError::Stopped)
+            );
+        })
+        .expect("the run completes");
+    }
+
+    /// A store bootstrapped with one voter set refuses another; a node outside its voters is
+    /// refused before the storage is touched.
+    #[test]
+    fn a_changed_or_inconsistent_voter_set_is_refused() {
+        let (mut ex, mut cluster) = quiet(3, 3);
+        ex.run_until(async move {
+            cluster.start(0).await;
+            cluster.crash(0);
+            let Disk::Files(disk) = &cluster.disks[0] else {
+                unreachable!("quiet clusters use files");
+            };
+            let rt = cluster.rt.clone();
+            let mut config = cluster.config(0);
+            config.voters.push(NodeId(7));
+            let started = QuorumNode::start(
+                config,
+                FileRaftStorage::new(disk.open(rt.clone())),
+                cluster.links[0].clone(),
+                rt.clone(),
+                TestMachine::new(NodeId(0), cluster.world.clone()),
+            )
+            .await;
+            assert!(matches!(started, Err(StartError::VotersChanged { .. })));
+            let mut config = cluster.config(0);
+            config.node = NodeId(9);
+            let started = QuorumNode::start(
+                config,
+                FileRaftStorage::new(disk.open(rt.clone())),
+                cluster.links[0].clone(),
+                rt,
+                TestMachine::new(NodeId(9), cluster.world.clone()),
+            )
+            .await;
+            assert!(matches!(started, Err(StartError::InvalidConfig { .. })));
+        })
+        .expect("the run completes");
+    }
+}
