@@ -155,6 +155,30 @@ fn apply_step(state: &mut Recovered, step: Persist<'_>) -> Result<(), RaftStorag
     Ok(())
 }
 
+/// Checks that `entries` are contiguous and start inside or right after the log of `state`
+/// (so that [`apply_step`] accepts them). Errors: [`RaftStorageError::Corrupt`].
+fn check_entries(state: &Recovered, entries: &[Entry]) -> Result<(), RaftStorageError> {
+    let Some(first) = entries.first() else {
+        return Ok(());
+    };
+    let log_first = state.snapshot.get_metadata().index + 1;
+    let log_next = log_first + state.entries.len() as u64;
+    let contiguous = entries
+        .iter()
+        .zip(first.index..)
+        .all(|(entry, index)| entry.index == index);
+    if first.index < log_first || first.index > log_next || !contiguous {
+        return Err(RaftStorageError::Corrupt {
+            reason: format!(
+                "entries from {} ({} of them) do not continue the log {log_first}..{log_next}",
+                first.index,
+                entries.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// One record read back.
 enum Record {
     Entry(Entry),
@@ -261,16 +285,20 @@ impl<D: DurableDir> RaftStorage for FileRaftStorage<D> {
     }
 
     async fn persist(&mut self, step: Persist<'_>) -> Result<(), RaftStorageError> {
-        let mut next = self.state.clone();
-        apply_step(&mut next, step)?;
         if step.snapshot.is_some() {
+            // Rare (a follower far behind): the whole file is rewritten from the new state.
+            let mut next = self.state.clone();
+            apply_step(&mut next, step)?;
             self.dir.replace(LOG_FILE, encode_state(&next)?).await?;
+            self.state = next;
         } else {
+            check_entries(&self.state, step.entries)?;
             self.dir
                 .append(LOG_FILE, encode_step(step)?.freeze())
                 .await?;
+            // Cannot fail: the entries were checked against this state.
+            apply_step(&mut self.state, step)?;
         }
-        self.state = next;
         Ok(())
     }
 
