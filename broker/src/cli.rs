@@ -272,7 +272,11 @@ mod tests {
         .expect("valid");
         assert_eq!(c.num_partitions, 4, "--set beats the file");
         assert_eq!(c.listen.port(), 3000, "the flag beats --set");
-        assert_eq!(c.topic_defaults.retention_ms, Some(5), "nested table key");
+        assert_eq!(
+            c.topic_defaults.log.retention_ms,
+            Some(std::time::Duration::from_millis(5)),
+            "nested table key"
+        );
         assert!(!c.auto_create_topics_enable);
         assert_eq!(c.data_dir, PathBuf::from("/tmp/sluice-x"));
         assert_eq!(c.cores, vec![0]);
@@ -335,7 +339,10 @@ mod tests {
         let path = file.path().to_str().expect("utf-8 temp path");
         let c = load(args(&["--config", path])).expect("the documented example is valid");
         assert!(!c.auto_create_topics_enable);
-        assert_eq!(c.topic_defaults.retention_ms, Some(86_400_000));
+        assert_eq!(
+            c.topic_defaults.log.retention_ms,
+            Some(std::time::Duration::from_millis(86_400_000))
+        );
     }
 
     #[test]

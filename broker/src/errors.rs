@@ -2,9 +2,10 @@
 //! exhaustive `match`, so a new variant forces a decision.
 
 use crate::groups::GroupError;
-use crate::messages::PartitionOpError;
+use crate::partitions::PartitionOpError;
 use crate::produce_checks::ProduceCheckError;
 use net::kafka_protocol::error::ResponseError;
+use replication::metadata::{ControllerError, TopicOperation};
 use replication::PartitionError;
 use storage::{BatchError, StorageError};
 
@@ -99,4 +100,38 @@ pub fn group_error_code(e: GroupError) -> i16 {
 /// The error code of a group result: 0 for `Ok`.
 pub fn group_result_code(result: Result<(), GroupError>) -> i16 {
     result.err().map_or(0, group_error_code)
+}
+
+/// Kafka's error code and message for a refused or failed controller op.
+pub fn controller_error(e: &ControllerError) -> (i16, String) {
+    let error = match e {
+        ControllerError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+        ControllerError::TopicAlreadyExists { .. } => ResponseError::TopicAlreadyExists,
+        ControllerError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition,
+        ControllerError::PartitionCountOutOfRange { .. }
+        | ControllerError::PartitionCountNotIncreased { .. } => ResponseError::InvalidPartitions,
+        ControllerError::InvalidConfig { .. } => ResponseError::InvalidConfig,
+        // As Kafka answers each: a creation or config change of an internal topic is an
+        // invalid request; deleting, growing, producing to it or deleting its records names an
+        // invalid topic.
+        ControllerError::InternalTopic { operation, .. } => match operation {
+            TopicOperation::Create | TopicOperation::AlterConfigs => ResponseError::InvalidRequest,
+            TopicOperation::Delete
+            | TopicOperation::CreatePartitions
+            | TopicOperation::Produce
+            | TopicOperation::DeleteRecords => ResponseError::InvalidTopicException,
+        },
+        ControllerError::Store(_) => ResponseError::KafkaStorageError,
+        ControllerError::TopicIdTaken { .. }
+        | ControllerError::ProducerIdsExhausted { .. }
+        | ControllerError::Apply(_)
+        | ControllerError::Unavailable => ResponseError::UnknownServerError,
+    };
+    if matches!(
+        error,
+        ResponseError::KafkaStorageError | ResponseError::UnknownServerError
+    ) {
+        tracing::warn!(error = %e, "controller error");
+    }
+    (error.code(), e.to_string())
 }

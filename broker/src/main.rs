@@ -10,6 +10,7 @@ mod cli;
 mod compression;
 mod connection;
 mod controller;
+mod dispatch;
 mod errors;
 mod groups;
 mod handlers;
@@ -17,6 +18,7 @@ mod lockfile;
 mod messages;
 mod metadata;
 mod metrics;
+mod partitions;
 mod produce_checks;
 mod runtime;
 mod seam;
@@ -63,11 +65,21 @@ fn run() -> anyhow::Result<()> {
     }
     let config = cli::load(args)?;
     let _lock = lockfile::DataDirLock::acquire(&config.data_dir)?;
-    let metadata = metadata::ClusterMetadata::load(&config.data_dir, config.cores.len())?;
+    anyhow::ensure!(!config.cores.is_empty(), "no cores to run on");
+    let (mut store, mut image) = metadata::open(&config.data_dir, config.node_id)?;
+    let advertised = config.advertised_listener();
+    metadata::register_broker(
+        &mut store,
+        &mut image,
+        config.node_id,
+        &advertised.host,
+        advertised.port,
+    )?;
+    let metadata = metadata::ClusterMetadata::new(image, config.cores.len());
     remove_deleted_partition_dirs(&config.data_dir);
     // Before any other thread starts, so that every thread inherits the blocked signals.
     let stop = shutdown::install()?;
-    runtime::run(config, metadata, stop)?;
+    runtime::run(config, metadata, store, stop)?;
     eprintln!("sluice: stopped cleanly");
     Ok(())
 }

@@ -1,155 +1,251 @@
-//! Cluster metadata: topics, their partitions, which shard owns each partition, and each
-//! topic's config overrides. Shard 0 owns it (the Raft controller later) and persists it as
-//! `<data>/cluster-metadata.json`, replaced atomically; every shard works from an immutable
-//! `Arc` snapshot pushed to it on each change (DESIGN.md §2).
+//! This broker's view of the cluster metadata: the controller's [`MetadataImage`] (topics,
+//! partitions with their cluster assignment, configs, brokers, producer-id blocks) plus the
+//! node-local placement of each partition on a shard, derived from the image by the pure
+//! [`shard_for`]. Shard 0 owns the image (the controller; a Raft group later) and persists it
+//! as a record log + snapshot (`replication::metadata::MetadataStore`); every shard works from
+//! an immutable `Arc` snapshot pushed to it on each change (DESIGN.md §2).
+//!
+//! Placement is not stored: partition directories are `<data>/<topic>-<partition>/`, whichever
+//! shard opens them, so a broker restarted with another core count simply derives another
+//! placement.
 
-use serde::{Deserialize, Serialize};
+use replication::metadata::{
+    BrokerEndpoint, ConfigRecord, MetadataImage, MetadataRecord, MetadataStore, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, TopicImage, TopicRecord, CONFIG_RESOURCE_TOPIC,
+    INTERNAL_TOPIC_NAMES,
+};
+use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use tuning::config::{ConfigError, TopicConfig};
 use uuid::Uuid;
 
-/// One topic.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct TopicMeta {
-    /// Topic id (KIP-516).
-    pub id: Uuid,
-    /// Owning shard of each partition, indexed by partition number.
-    pub partition_shards: Vec<usize>,
-    /// Topic config properties set explicitly (Kafka names → values); the rest are defaults.
-    pub overrides: BTreeMap<String, String>,
+/// The metadata image with this broker's shard count, from which partition placement follows.
+#[derive(Clone, Debug)]
+pub struct ClusterMetadata {
+    pub image: MetadataImage,
+    shards: usize,
 }
 
-impl TopicMeta {
-    /// The topic's effective config: `defaults` with the overrides applied.
-    pub fn config(&self, defaults: &TopicConfig) -> Result<TopicConfig, ConfigError> {
-        let mut config = TopicConfig::inherit(defaults);
-        for (k, v) in &self.overrides {
-            config.set(k, v)?;
-        }
-        Ok(config)
+/// Read through to the image: `metadata.topics`, `metadata.cluster_id`, …
+impl std::ops::Deref for ClusterMetadata {
+    type Target = MetadataImage;
+    fn deref(&self) -> &MetadataImage {
+        &self.image
     }
 }
-
-/// All topics. Immutable once published; a change makes a new version.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ClusterMetadata {
-    /// Incremented on every change.
-    pub version: u64,
-    /// Cluster id reported in Metadata and DescribeCluster, fixed at first start.
-    pub cluster_id: String,
-    pub topics: BTreeMap<String, TopicMeta>,
-    /// The next idempotent-producer id InitProducerId hands out (shard 0 allocates; kept in
-    /// this file so ids stay unique across restarts).
-    #[serde(default)]
-    pub next_producer_id: i64,
-}
-
-const FILE_NAME: &str = "cluster-metadata.json";
 
 impl ClusterMetadata {
-    /// Loads the metadata of `data_dir`, or a fresh cluster when there is none. Partitions
-    /// placed on shards that no longer exist (fewer cores than before) move to
-    /// `partition % shards`. Blocking: call at start-up only.
-    pub fn load(data_dir: &Path, shards: usize) -> anyhow::Result<ClusterMetadata> {
-        let path = data_dir.join(FILE_NAME);
-        let mut meta = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<ClusterMetadata>(&bytes)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ClusterMetadata {
-                version: 0,
-                cluster_id: Uuid::new_v4().simple().to_string(),
-                topics: BTreeMap::new(),
-                next_producer_id: 0,
-            },
-            Err(e) => return Err(anyhow::anyhow!("{}: {e}", path.display())),
-        };
-        for topic in meta.topics.values_mut() {
-            for (p, shard) in topic.partition_shards.iter_mut().enumerate() {
-                if *shard >= shards {
-                    *shard = p % shards;
-                }
-            }
-        }
-        Ok(meta)
-    }
-
-    /// Writes the metadata durably: temp file, fsync, rename, directory fsync. Blocking: the
-    /// controller runs it on the executor's blocking pool.
-    pub fn save_blocking(&self, data_dir: &Path) -> std::io::Result<()> {
-        let path = data_dir.join(FILE_NAME);
-        let tmp = data_dir.join(format!("{FILE_NAME}.tmp"));
-        let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(data_dir)?.sync_all()
-    }
-
-    /// Partitions owned by each shard, counted (placement puts new partitions on the least
-    /// loaded shard).
-    pub fn partitions_per_shard(&self, shards: usize) -> Vec<usize> {
-        let mut counts = vec![0; shards];
-        for t in self.topics.values() {
-            for &s in &t.partition_shards {
-                if s < shards {
-                    counts[s] += 1;
-                }
-            }
-        }
-        counts
+    /// `image` as seen by a broker of `shards` shards (at least one).
+    pub fn new(image: MetadataImage, shards: usize) -> ClusterMetadata {
+        assert!(shards > 0, "a broker has at least one shard");
+        ClusterMetadata { image, shards }
     }
 
     /// Owning shard of `topic`/`partition`, if it exists.
     pub fn owner(&self, topic: &str, partition: i32) -> Option<usize> {
-        let t = self.topics.get(topic)?;
-        t.partition_shards
-            .get(usize::try_from(partition).ok()?)
-            .copied()
+        let t = self.image.topics.get(topic)?;
+        let p = usize::try_from(partition).ok()?;
+        (p < t.partitions.len()).then(|| shard_for(t.id, p, self.shards))
+    }
+
+    /// The partitions of `topic` this broker's shard `shard` owns.
+    pub fn owned_partitions<'a>(
+        &self,
+        topic: &'a TopicImage,
+        shard: usize,
+    ) -> impl Iterator<Item = i32> + 'a {
+        let shards = self.shards;
+        (0..topic.partitions.len())
+            .filter(move |&p| shard_for(topic.id, p, shards) == shard)
+            .map(|p| i32::try_from(p).expect("partition counts fit i32"))
     }
 }
 
-/// Places `count` new partitions, each on the currently least-loaded shard.
-pub fn place_partitions(meta: &ClusterMetadata, shards: usize, count: usize) -> Vec<usize> {
-    let mut load = meta.partitions_per_shard(shards);
-    (0..count)
-        .map(|_| {
-            let (shard, _) = load
-                .iter()
-                .enumerate()
-                .min_by_key(|(i, l)| (**l, *i))
-                .expect("at least one shard");
-            load[shard] += 1;
-            shard
-        })
-        .collect()
+/// The shard of a broker with `shards` shards that owns `partition` of the topic with id
+/// `topic_id`. Pure and stable: a partition keeps its shard when topics or partitions are
+/// added; a topic's partitions go round the shards from a start given by its id, so each
+/// topic is balanced (within one partition) and topics start on different shards.
+pub fn shard_for(topic_id: Uuid, partition: usize, shards: usize) -> usize {
+    let (high, low) = topic_id.as_u64_pair();
+    let shards_u64 = u64::try_from(shards).expect("shard counts fit u64");
+    let partition = u64::try_from(partition).expect("partition numbers fit u64");
+    let shard = ((high ^ low) % shards_u64 + partition % shards_u64) % shards_u64;
+    usize::try_from(shard).expect("below the shard count")
 }
 
-/// Kafka's topic name rules: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn validate_topic_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("topic name is empty".into());
+/// The effective config of `topic`: `defaults` with its overrides applied. Errors: an override
+/// the config model refuses.
+pub fn topic_config(
+    topic: &TopicImage,
+    defaults: &TopicConfig,
+) -> Result<TopicConfig, ConfigError> {
+    overrides_config(&topic.configs, defaults)
+}
+
+/// `defaults` with `overrides` applied. Errors: an override the config model refuses.
+pub fn overrides_config(
+    overrides: &BTreeMap<String, String>,
+    defaults: &TopicConfig,
+) -> Result<TopicConfig, ConfigError> {
+    let mut config = TopicConfig::inherit(defaults);
+    for (k, v) in overrides {
+        config.set(k, v)?;
     }
-    if name == "." || name == ".." {
-        return Err(format!("topic name cannot be '{name}'"));
+    Ok(config)
+}
+
+/// The metadata file of brokers before the record log (`<data>/cluster-metadata.json`).
+const LEGACY_FILE_NAME: &str = "cluster-metadata.json";
+/// What the legacy file is renamed to once converted, so it is never read again.
+const LEGACY_CONVERTED_NAME: &str = "cluster-metadata.json.converted";
+
+/// One topic of the legacy file.
+#[derive(Deserialize)]
+struct LegacyTopic {
+    id: Uuid,
+    /// Owning shard of each partition: only the count is kept (placement is derived now).
+    partition_shards: Vec<usize>,
+    overrides: BTreeMap<String, String>,
+}
+
+/// The legacy file.
+#[derive(Deserialize)]
+struct LegacyMetadata {
+    cluster_id: String,
+    topics: BTreeMap<String, LegacyTopic>,
+    #[serde(default)]
+    next_producer_id: i64,
+}
+
+/// Opens the metadata of `data_dir` for broker `node_id`, creating it on first start.
+///
+/// A data directory from before the record log holds `cluster-metadata.json`: when there is
+/// no snapshot yet, it is converted once — its topics (ids, partition counts, overrides; the
+/// offsets topic flagged internal) and its next producer id become the first snapshot — and
+/// then renamed to `cluster-metadata.json.converted`, which is kept for the operator and never
+/// read again. Its shard placement is dropped (derived now). Blocking: call at start-up only.
+/// Errors: unreadable or corrupt metadata files.
+pub fn open(data_dir: &Path, node_id: i32) -> anyhow::Result<(MetadataStore, MetadataImage)> {
+    if let Some(opened) = MetadataStore::open(data_dir)? {
+        if opened.dropped_tail_bytes > 0 {
+            tracing::warn!(
+                bytes = opened.dropped_tail_bytes,
+                "dropped a torn tail of the cluster metadata log (a change never acknowledged)"
+            );
+        }
+        finish_conversion(data_dir)?;
+        return Ok((opened.store, opened.image));
     }
-    if name.len() > 249 {
-        return Err(format!(
-            "topic name is {} characters, the maximum is 249",
-            name.len()
-        ));
+    let legacy = data_dir.join(LEGACY_FILE_NAME);
+    let image = match std::fs::read(&legacy) {
+        Ok(bytes) => {
+            let old: LegacyMetadata = serde_json::from_slice(&bytes)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", legacy.display()))?;
+            convert_legacy(old, node_id)
+                .map_err(|e| anyhow::anyhow!("converting {}: {e}", legacy.display()))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            MetadataImage::new(Uuid::new_v4().simple().to_string())
+        }
+        Err(e) => return Err(anyhow::anyhow!("{}: {e}", legacy.display())),
+    };
+    let store = MetadataStore::create(data_dir, &image)?;
+    if finish_conversion(data_dir)? {
+        tracing::info!(
+            topics = image.topics.len(),
+            "converted {LEGACY_FILE_NAME} to the metadata record log"
+        );
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(format!(
-            "topic name '{name}' contains '{c}'; legal characters are ASCII letters, digits, '.', '_' and '-'"
-        ));
+    Ok((store, image))
+}
+
+/// Renames a converted legacy file out of the way (also after a crash that came between the
+/// first snapshot and the rename); `true` when there was one.
+fn finish_conversion(data_dir: &Path) -> anyhow::Result<bool> {
+    let legacy = data_dir.join(LEGACY_FILE_NAME);
+    match std::fs::rename(&legacy, data_dir.join(LEGACY_CONVERTED_NAME)) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(anyhow::anyhow!("renaming {}: {e}", legacy.display())),
     }
+}
+
+/// Registers broker `node_id` with a new incarnation (KRaft's RegisterBrokerRecord; its broker
+/// epoch is the change's offset), appended durably to `store` and applied to `image`.
+/// Blocking: call at start-up only. Errors: the append failed.
+pub fn register_broker(
+    store: &mut MetadataStore,
+    image: &mut MetadataImage,
+    node_id: i32,
+    host: &str,
+    port: u16,
+) -> anyhow::Result<()> {
+    let record = MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+        broker_id: node_id,
+        incarnation_id: Uuid::new_v4(),
+        broker_epoch: i64::try_from(store.next_offset()).unwrap_or(i64::MAX),
+        end_points: vec![BrokerEndpoint {
+            name: "PLAINTEXT".to_string(),
+            host: host.to_string(),
+            port,
+            security_protocol: SECURITY_PROTOCOL_PLAINTEXT,
+        }],
+        rack: None,
+        fenced: false,
+    });
+    store.append(std::slice::from_ref(&record))?;
+    image.apply(&record)?;
     Ok(())
+}
+
+/// Kafka's `SecurityProtocol.PLAINTEXT` id, the only listener protocol Sluice serves.
+const SECURITY_PROTOCOL_PLAINTEXT: i16 = 0;
+
+/// The image the legacy metadata describes, every partition led by `node_id`.
+fn convert_legacy(
+    old: LegacyMetadata,
+    node_id: i32,
+) -> Result<MetadataImage, replication::metadata::ApplyError> {
+    let mut records = Vec::new();
+    for (name, topic) in old.topics {
+        records.push(MetadataRecord::Topic(TopicRecord {
+            internal: INTERNAL_TOPIC_NAMES.contains(&name.as_str()),
+            name: name.clone(),
+            topic_id: topic.id,
+        }));
+        for p in 0..topic.partition_shards.len() {
+            records.push(MetadataRecord::Partition(PartitionRecord {
+                partition_id: i32::try_from(p).unwrap_or(i32::MAX),
+                topic_id: topic.id,
+                replicas: vec![node_id],
+                isr: vec![node_id],
+                leader: node_id,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }));
+        }
+        for (key, value) in topic.overrides {
+            records.push(MetadataRecord::Config(ConfigRecord {
+                resource_type: CONFIG_RESOURCE_TOPIC,
+                resource_name: name.clone(),
+                name: key,
+                value: Some(value),
+            }));
+        }
+    }
+    if old.next_producer_id > 0 {
+        records.push(MetadataRecord::ProducerIds(ProducerIdsRecord {
+            broker_id: node_id,
+            broker_epoch: -1,
+            next_producer_id: old.next_producer_id,
+        }));
+    }
+    let mut image = MetadataImage::new(old.cluster_id);
+    for record in &records {
+        image.apply(record)?;
+    }
+    Ok(image)
 }
 
 #[cfg(test)]
@@ -157,16 +253,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn topic_names_follow_kafka_rules() {
-        assert!(validate_topic_name("orders.v1_a-b").is_ok());
-        for bad in ["", ".", "..", "a b", "ü", &"x".repeat(250)] {
-            assert!(validate_topic_name(bad).is_err(), "{bad}");
+    fn placement_is_stable_and_balanced() {
+        let id = Uuid::from_u128(0x1234_5678_9abc_def0_1122_3344_5566_7788);
+        for shards in 1..=5 {
+            let mut load = vec![0usize; shards];
+            for p in 0..(shards * 7) {
+                load[shard_for(id, p, shards)] += 1;
+            }
+            assert!(load.iter().all(|&n| n == 7), "{shards} shards: {load:?}");
         }
+        // Adding partitions or topics moves no existing partition.
+        let before: Vec<usize> = (0..10).map(|p| shard_for(id, p, 3)).collect();
+        let after: Vec<usize> = (0..20).map(|p| shard_for(id, p, 3)).collect();
+        assert_eq!(before[..], after[..10]);
     }
 
     #[test]
-    fn placement_fills_the_least_loaded_shard() {
-        let meta = ClusterMetadata::default();
-        assert_eq!(place_partitions(&meta, 3, 5), vec![0, 1, 2, 0, 1]);
+    fn legacy_metadata_converts_once_and_keeps_topics_and_producer_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = Uuid::from_u128(7);
+        let legacy = serde_json::json!({
+            "version": 3,
+            "cluster_id": "abc",
+            "topics": {
+                "orders": {"id": id, "partition_shards": [0, 1, 0], "overrides": {"retention.ms": "5"}},
+                "__consumer_offsets": {"id": Uuid::from_u128(8), "partition_shards": [1], "overrides": {}}
+            },
+            "next_producer_id": 42
+        });
+        std::fs::write(dir.path().join(LEGACY_FILE_NAME), legacy.to_string()).unwrap();
+        let (_, image) = open(dir.path(), 1).unwrap();
+        assert_eq!(image.cluster_id, "abc");
+        let orders = &image.topics["orders"];
+        assert_eq!(
+            (orders.id, orders.partitions.len(), orders.internal),
+            (id, 3, false)
+        );
+        assert_eq!(orders.configs["retention.ms"], "5");
+        assert_eq!(orders.partitions[2].leader, 1);
+        assert!(image.topics["__consumer_offsets"].internal);
+        assert_eq!(image.producer_ids.next_producer_id, 42);
+        assert!(!dir.path().join(LEGACY_FILE_NAME).exists());
+        assert!(dir.path().join(LEGACY_CONVERTED_NAME).exists());
+        let (_, reopened) = open(dir.path(), 1).unwrap();
+        assert_eq!(reopened, image);
     }
 }

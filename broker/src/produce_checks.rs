@@ -9,15 +9,8 @@
 
 use crate::compression::{compress, decompress};
 use bytes::{Bytes, BytesMut};
-use storage::{batch_crc, count_records, split_batches, BATCH_HEADER_BYTES};
+use storage::{count_records, replace_records, split_batches, BATCH_HEADER_BYTES};
 use tuning::config::{TimestampType, TopicConfig};
-
-/// Byte position of `attributes` and of `batchLength` in the batch header.
-const ATTRIBUTES_AT: usize = 21;
-const BATCH_LENGTH_AT: usize = 8;
-const CRC_AT: usize = 17;
-/// Bytes of the header counted by `batchLength` (the header after `baseOffset` and itself).
-const HEADER_AFTER_LENGTH_BYTES: usize = BATCH_HEADER_BYTES - 12;
 
 /// Why [`prepare`] refused a record set (mapped to Kafka codes in `crate::errors`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -50,7 +43,7 @@ pub fn prepare(
     let target = config.compression_type.codec();
     let before_max = i64::try_from(config.message_timestamp_before_max_ms).unwrap_or(i64::MAX);
     let after_max = i64::try_from(config.message_timestamp_after_max_ms).unwrap_or(i64::MAX);
-    let check_time = config.message_timestamp_type == TimestampType::CreateTime;
+    let check_time = config.message_timestamp_type() == TimestampType::CreateTime;
     let corrupt = || ProduceCheckError::Corrupt;
     let mut out = Vec::with_capacity(batches.len());
     let mut changed = false;
@@ -78,7 +71,7 @@ pub fn prepare(
         match recompress_to {
             Some(to) => {
                 let packed = compress(to, &raw).map_err(|_| corrupt())?;
-                out.push(rebuild(bytes, to, &packed).ok_or_else(corrupt)?);
+                out.push(replace_records(bytes, to, &packed).map_err(|_| corrupt())?);
                 changed = true;
             }
             None => out.push(bytes.clone()),
@@ -92,22 +85,6 @@ pub fn prepare(
         joined.extend_from_slice(&b);
     }
     Ok(joined.freeze())
-}
-
-/// The batch `original` with its records section replaced by `section`, compressed with
-/// `codec`: attributes, `batchLength` and the CRC-32C updated.
-fn rebuild(original: &[u8], codec: u8, section: &[u8]) -> Option<Bytes> {
-    let mut batch = BytesMut::with_capacity(BATCH_HEADER_BYTES + section.len());
-    batch.extend_from_slice(&original[..BATCH_HEADER_BYTES]);
-    batch.extend_from_slice(section);
-    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
-    let attributes = (attributes & !0x07) | i16::from(codec);
-    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-    let length = i32::try_from(HEADER_AFTER_LENGTH_BYTES + section.len()).ok()?;
-    batch[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
-    let crc = batch_crc(&batch);
-    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-    Some(batch.freeze())
 }
 
 #[cfg(test)]
@@ -145,7 +122,7 @@ mod tests {
         let fewer = build_batch(TimestampMs(1_000), &[b"a", b"bb"]);
         let gzipped_two = compress(crate::compression::GZIP, &fewer[BATCH_HEADER_BYTES..]).unwrap();
         // Header of the 3-record batch over the compressed records of the 2-record one.
-        let lying = rebuild(&plain, crate::compression::GZIP, &gzipped_two).unwrap();
+        let lying = replace_records(&plain, crate::compression::GZIP, &gzipped_two).unwrap();
         config.set("compression.type", "producer").unwrap();
         assert_eq!(
             prepare(lying, &config, 1_000).map_err(|e| produce_check_error_code(&e)),

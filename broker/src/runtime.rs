@@ -11,16 +11,19 @@ use crate::shard::{Shard, TaskQueues};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
+use replication::metadata::MetadataStore;
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tuning::config::BrokerConfig;
 
-/// Starts one shard per core and blocks until they all stop. Errors: an executor could not
+/// Starts one shard per core and blocks until they all stop; shard 0 runs the controller on
+/// `store`, the metadata record log `metadata` was read from. Errors: an executor could not
 /// start, or a shard failed to bind its listener.
 pub fn run(
     config: BrokerConfig,
     metadata: ClusterMetadata,
+    store: MetadataStore,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
     let shards = config.cores.len();
@@ -29,18 +32,19 @@ pub fn run(
     let metadata = Arc::new(metadata);
     let config = Arc::new(config);
     let mut handles = Vec::new();
+    let mut store = Some(store);
     for (id, &cpu) in config.cores.iter().enumerate() {
         let (mesh, metadata, config, stop) =
             (mesh.clone(), metadata.clone(), config.clone(), stop.clone());
+        let store = store.take();
         let io_memory = config.shard_settings(cpu).io_memory_bytes;
-        let handle =
-            LocalExecutorBuilder::new(Placement::Fixed(cpu))
-                .name(&format!("sluice-shard-{id}"))
-                .io_memory(io_memory)
-                .spawn(move || async move {
-                    shard_main(id, (*config).clone(), metadata, mesh, stop).await
-                })
-                .map_err(|e| anyhow::anyhow!("starting shard {id} on cpu {cpu}: {e}"))?;
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+            .name(&format!("sluice-shard-{id}"))
+            .io_memory(io_memory)
+            .spawn(move || async move {
+                shard_main(id, (*config).clone(), metadata, mesh, store, stop).await
+            })
+            .map_err(|e| anyhow::anyhow!("starting shard {id} on cpu {cpu}: {e}"))?;
         handles.push(handle);
     }
     let mut first_error = None;
@@ -63,6 +67,7 @@ async fn shard_main(
     config: BrokerConfig,
     metadata: Arc<ClusterMetadata>,
     mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
+    store: Option<MetadataStore>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
     let (senders, mut receivers) = mesh
@@ -80,6 +85,7 @@ async fn shard_main(
         queues,
         metadata.clone(),
         senders,
+        store,
     ));
     shard.apply_metadata(metadata).await;
     let opened: Vec<bool> = shard
@@ -105,7 +111,9 @@ async fn shard_main(
                 // One task per message: a parked fetch must not hold up the next request.
                 let queue = shard.queues.for_message(&msg);
                 let shard = shard.clone();
-                crate::shard::spawn_into(queue, async move { shard.handle_message(msg).await });
+                crate::shard::spawn_into(queue, async move {
+                    crate::dispatch::handle_message(&shard, msg).await
+                });
             }
         })
         .detach();

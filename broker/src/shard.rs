@@ -2,22 +2,20 @@
 //! batch cache, its copy of the cluster metadata, and its senders to every other shard.
 //! Everything here lives on one glommio executor: `Rc`/`RefCell`, no locks.
 //!
-//! A partition operation runs on the owning shard: [`Shard::partition_call`] runs it here when
-//! this shard owns the partition, else sends it over the mesh and awaits the reply. The
+//! A partition operation runs on the owning shard (`crate::partitions::service::call`): here
+//! when this shard owns the partition, else over the mesh. The
 //! partition itself (its replication policy, high watermark and waiters) is
 //! [`replication::Partition`]; here it is only looked up, opened and closed.
 
-use crate::errors::code;
-use crate::messages::{
-    ControllerError, ControllerOp, PartitionOp, PartitionOpError, PartitionReply, ShardMsg,
-};
-use crate::metadata::ClusterMetadata;
+use crate::messages::ShardMsg;
+use crate::metadata::{topic_config, ClusterMetadata};
 use crate::metrics::{PartitionStatus, ShardMetrics, ShardSnapshot};
+use crate::partitions::{PartitionOp, PartitionOpError};
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
 use glommio::{Latency, Shares, TaskQueueHandle};
-use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::ApiKey;
+use replication::metadata::MetadataStore;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,11 +32,11 @@ pub struct Shard {
     pub metadata: RefCell<Arc<ClusterMetadata>>,
     pub partitions: RefCell<HashMap<TopicPartition, Rc<LocalPartition>>>,
     /// The topic config of each open partition (for the produce checks and config changes).
-    topic_configs: RefCell<HashMap<TopicPartition, TopicConfig>>,
+    pub(crate) topic_configs: RefCell<HashMap<TopicPartition, TopicConfig>>,
     pub cache: BatchCache,
     senders: Senders<ShardMsg>,
     /// Shard 0 only: serialises metadata changes.
-    pub controller: Option<crate::controller::Controller>,
+    pub controller: Option<crate::controller::state::Controller>,
     /// Shutdown state and open connections.
     pub stop: Rc<crate::shutdown::ShardStop>,
     pub metrics: ShardMetrics,
@@ -154,6 +152,7 @@ pub fn spawn_task_into<T: 'static, F: std::future::Future<Output = T> + 'static>
 }
 
 impl Shard {
+    /// Shard `id`; `store` is the metadata record log, given to shard 0 (the controller) only.
     pub fn new(
         id: usize,
         config: Rc<BrokerConfig>,
@@ -161,14 +160,20 @@ impl Shard {
         queues: TaskQueues,
         metadata: Arc<ClusterMetadata>,
         senders: Senders<ShardMsg>,
+        store: Option<MetadataStore>,
     ) -> Shard {
+        assert_eq!(
+            id == 0,
+            store.is_some(),
+            "shard 0, and only it, runs the controller"
+        );
         let shards = senders.nr_consumers();
         Shard {
             id,
             shards,
             cache: BatchCache::new(settings.batch_cache_bytes),
             queues,
-            controller: (id == 0).then(crate::controller::Controller::new),
+            controller: store.map(crate::controller::state::Controller::new),
             metadata: RefCell::new(metadata),
             partitions: RefCell::new(HashMap::new()),
             topic_configs: RefCell::new(HashMap::new()),
@@ -344,24 +349,21 @@ impl Shard {
         let previous = std::mem::replace(&mut *self.metadata.borrow_mut(), snapshot.clone());
         let mut wanted: HashMap<TopicPartition, TopicConfig> = HashMap::new();
         for (name, topic) in &snapshot.topics {
-            let config = match topic.config(&self.config.topic_defaults) {
+            let config = match topic_config(topic, &self.config.topic_defaults) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(topic = %name, error = %e, "invalid stored topic config; using defaults");
                     self.config.topic_defaults.clone()
                 }
             };
-            for (p, &shard) in topic.partition_shards.iter().enumerate() {
-                if shard == self.id {
-                    let partition = i32::try_from(p).expect("partition counts fit i32");
-                    wanted.insert(
-                        TopicPartition {
-                            topic: name.clone(),
-                            partition,
-                        },
-                        config.clone(),
-                    );
-                }
+            for partition in snapshot.owned_partitions(topic, self.id) {
+                wanted.insert(
+                    TopicPartition {
+                        topic: name.clone(),
+                        partition,
+                    },
+                    config.clone(),
+                );
             }
         }
         // Partitions this shard held (open, or owned by the previous snapshot) that the new
@@ -374,12 +376,12 @@ impl Shard {
             .cloned()
             .collect();
         for (name, topic) in &previous.topics {
-            for (p, &shard) in topic.partition_shards.iter().enumerate() {
+            for partition in previous.owned_partitions(topic, self.id) {
                 let tp = TopicPartition {
                     topic: name.clone(),
-                    partition: i32::try_from(p).expect("partition counts fit i32"),
+                    partition,
                 };
-                if shard == self.id && !wanted.contains_key(&tp) && !removed.contains(&tp) {
+                if !wanted.contains_key(&tp) && !removed.contains(&tp) {
                     removed.push(tp);
                 }
             }
@@ -494,84 +496,12 @@ impl Shard {
         if owner != self.id {
             return Err(PartitionOpError::UnknownTopicOrPartition);
         }
-        let config = topic
-            .config(&self.config.topic_defaults)
+        let config = topic_config(topic, &self.config.topic_defaults)
             .unwrap_or_else(|_| self.config.topic_defaults.clone());
         self.open_partition(tp, config).await.map_err(|e| {
             tracing::warn!(%tp, error = %e, "partition log still cannot be opened");
             PartitionOpError::LogUnavailable(e)
         })
-    }
-
-    /// Runs `op` on the partition's owning shard: here, or over the mesh.
-    pub async fn partition_call(
-        self: &Rc<Self>,
-        tp: TopicPartition,
-        op: PartitionOp,
-    ) -> PartitionReply {
-        let Some(owner) = self.metadata().owner(&tp.topic, tp.partition) else {
-            return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
-        };
-        if owner == self.id {
-            return self.run_partition_op(&tp, op).await;
-        }
-        let (reply, answer) = oneshot::channel();
-        if self
-            .senders
-            .send_to(owner, ShardMsg::Partition { tp, op, reply })
-            .await
-            .is_err()
-        {
-            return PartitionReply::Error(PartitionOpError::ShardUnavailable);
-        }
-        answer
-            .await
-            .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable))
-    }
-
-    /// Runs a metadata change on the controller (shard 0).
-    pub async fn controller_call(self: &Rc<Self>, op: ControllerOp) -> Result<(), ControllerError> {
-        if self.id == 0 {
-            return crate::controller::run(self, op).await;
-        }
-        let (reply, answer) = oneshot::channel();
-        let unavailable = || {
-            (
-                code(ResponseError::UnknownServerError),
-                "controller unavailable".to_string(),
-            )
-        };
-        if self
-            .senders
-            .send_to(0, ShardMsg::Controller { op, reply })
-            .await
-            .is_err()
-        {
-            return Err(unavailable());
-        }
-        answer.await.unwrap_or_else(|_| Err(unavailable()))
-    }
-
-    /// A new idempotent-producer id from the controller (shard 0).
-    pub async fn allocate_producer_id(self: &Rc<Self>) -> Result<i64, ControllerError> {
-        if self.id == 0 {
-            return crate::controller::allocate_producer_id(self).await;
-        }
-        let (reply, answer) = oneshot::channel();
-        let unavailable = || {
-            (
-                code(ResponseError::UnknownServerError),
-                "controller unavailable".to_string(),
-            )
-        };
-        if self
-            .send(0, ShardMsg::AllocateProducerId { reply })
-            .await
-            .is_err()
-        {
-            return Err(unavailable());
-        }
-        answer.await.unwrap_or_else(|_| Err(unavailable()))
     }
 
     /// Sends `snapshot` to every other shard and installs it here; returns when all have it.
@@ -593,132 +523,6 @@ impl Shard {
         self.apply_metadata(snapshot).await;
         for ack in acks {
             let _ = ack.await;
-        }
-    }
-
-    /// Handles one message from another shard.
-    pub async fn handle_message(self: &Rc<Self>, msg: ShardMsg) {
-        match msg {
-            ShardMsg::Partition { tp, op, reply } => {
-                let _ = reply.send(self.run_partition_op(&tp, op).await);
-            }
-            ShardMsg::Controller { op, reply } => {
-                let _ = reply.send(crate::controller::run(self, op).await);
-            }
-            ShardMsg::Metadata { snapshot, reply } => {
-                self.apply_metadata(snapshot).await;
-                let _ = reply.send(());
-            }
-            ShardMsg::AllocateProducerId { reply } => {
-                let _ = reply.send(crate::controller::allocate_producer_id(self).await);
-            }
-            ShardMsg::Group {
-                partition,
-                group_id,
-                op,
-                reply,
-            } => {
-                let _ = reply
-                    .send(crate::groups::service::run_op(self, partition, &group_id, op).await);
-            }
-            ShardMsg::ListGroups { reply } => {
-                let _ = reply.send(crate::groups::service::list_local(self).await);
-            }
-            ShardMsg::Snapshot { reply } => {
-                let _ = reply.send(self.snapshot());
-            }
-        }
-    }
-
-    /// Runs `op` on partition `tp`, which this shard owns.
-    pub(crate) async fn run_partition_op(
-        &self,
-        tp: &TopicPartition,
-        op: PartitionOp,
-    ) -> PartitionReply {
-        match self.partition_op(tp, op).await {
-            Ok(reply) => reply,
-            Err(e) => PartitionReply::Error(e),
-        }
-    }
-
-    async fn partition_op(
-        &self,
-        tp: &TopicPartition,
-        op: PartitionOp,
-    ) -> Result<PartitionReply, PartitionOpError> {
-        let partition = self.owned_partition(tp).await?;
-        match op {
-            PartitionOp::Produce {
-                records,
-                acks,
-                timeout,
-            } => {
-                let now_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-                let records = match self.topic_configs.borrow().get(tp) {
-                    Some(config) => crate::produce_checks::prepare(records, config, now_ms)?,
-                    // Closed while the request was on its way (the log refuses it too).
-                    None => return Err(PartitionOpError::UnknownTopicOrPartition),
-                };
-                let appended = partition.append(records, acks, timeout).await?;
-                Ok(PartitionReply::Produced {
-                    base_offset: appended.base_offset.0,
-                    log_start_offset: appended.log_start_offset.0,
-                    log_append_time_ms: appended.log_append_time.map_or(-1, |t| t.0),
-                })
-            }
-            PartitionOp::Fetch {
-                offset,
-                max_bytes,
-                min_bytes,
-                deadline,
-                cancel,
-            } => {
-                let parked = &self.metrics.parked_fetches;
-                parked.set(parked.get() + 1);
-                let cancelled = async {
-                    let _ = cancel.await;
-                };
-                let read = partition
-                    .fetch(offset, max_bytes, min_bytes, deadline, cancelled)
-                    .await;
-                parked.set(parked.get() - 1);
-                let still_here = self
-                    .partitions
-                    .borrow()
-                    .get(tp)
-                    .is_some_and(|p| Rc::ptr_eq(p, &partition));
-                let read = if still_here {
-                    read?
-                } else {
-                    // Closed while parked (topic deleted, shard stopping): answer as a read
-                    // arriving now would.
-                    self.owned_partition(tp)
-                        .await?
-                        .read(offset, max_bytes, replication::Isolation::HighWatermark)
-                        .await?
-                };
-                Ok(PartitionReply::Read {
-                    high_watermark: read.high_watermark.0,
-                    log_start_offset: read.log_start_offset.0,
-                    batches: read.batches,
-                })
-            }
-            PartitionOp::ListOffsets { spec } => {
-                let listed = partition.list_offsets(spec).await?;
-                Ok(PartitionReply::Offset {
-                    offset: listed.offset.map_or(-1, |o| o.0),
-                    timestamp: listed.timestamp.map_or(-1, |t| t.0),
-                })
-            }
-            PartitionOp::DeleteRecordsBefore { before } => {
-                let log_start = partition.delete_records(before).await?;
-                Ok(PartitionReply::LogStart {
-                    log_start_offset: log_start.0,
-                })
-            }
         }
     }
 }

@@ -1,10 +1,16 @@
-//! Leader/follower log replication: the partition (log, replica set, ISR, leader epoch, high
-//! watermark and its waiters), the controller quorum on raft-rs ([`raft`]) and the runtime
-//! seam they reach the world through, plus the deterministic simulation that drives them in
-//! tests.
+//! Leader/follower log replication and the controller's metadata state machine.
+//!
+//! - the partition (log, replica set, ISR, leader epoch, high watermark and its waiters);
+//! - `metadata`: the cluster metadata image, its KRaft-shaped records, the pure `apply`, the
+//!   proposer, and the record log + snapshot that persist it;
+//! - `raft`: the controller quorum on raft-rs, which replicates opaque entries among the
+//!   voters and applies the committed ones to a state machine;
+//! - `runtime`: the seam both reach time, timers, tasks and peers through, and `sim`, the
+//!   deterministic simulation that drives them in tests.
 //!
 //! Depends on `storage` only; the broker implements the seam on glommio.
 
+pub mod metadata;
 mod partition;
 pub mod raft;
 pub mod runtime;

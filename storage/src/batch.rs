@@ -27,6 +27,7 @@ const PRODUCER_EPOCH_AT: usize = 51;
 const BASE_SEQUENCE_AT: usize = 53;
 const RECORDS_COUNT_AT: usize = 57;
 const LEADER_EPOCH_AT: usize = 12;
+const BATCH_LENGTH_AT: usize = 8;
 
 /// The parsed fixed header of one RecordBatch v2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,7 +82,7 @@ impl BatchHeader {
         }
         let header = BatchHeader {
             base_offset: Offset(i64_at(buf, 0)),
-            batch_length: i32_at(buf, 8),
+            batch_length: i32_at(buf, BATCH_LENGTH_AT),
             partition_leader_epoch: LeaderEpoch(i32_at(buf, LEADER_EPOCH_AT)),
             magic: i8::from_be_bytes([buf[MAGIC_AT]]),
             crc: u32::from_be_bytes(array_at(buf, CRC_AT)),
@@ -285,6 +286,40 @@ impl RecordBatch {
     }
 }
 
+/// The batch `batch` (a whole batch, header first) with its records section replaced by
+/// `records`, compressed with codec `compression` (as [`BatchHeader::compression`] numbers
+/// them): the codec bits of `attributes`, `batchLength` and the CRC-32C are updated, every other
+/// header field is kept. For the broker's recompression (`compression.type`); the records
+/// themselves are never re-encoded.
+///
+/// # Errors
+/// [`BatchError::Truncated`] when `batch` is shorter than the 61-byte header;
+/// [`BatchError::TooLarge`] when the new batch would exceed `i32::MAX` bytes.
+pub fn replace_records(batch: &[u8], compression: u8, records: &[u8]) -> Result<Bytes, BatchError> {
+    let Some(header) = batch.get(..BATCH_HEADER_BYTES) else {
+        return Err(BatchError::Truncated {
+            have: batch.len(),
+            need: BATCH_HEADER_BYTES,
+        });
+    };
+    let size = BATCH_HEADER_BYTES.saturating_add(records.len());
+    let too_large = || BatchError::TooLarge {
+        size,
+        max: usize::try_from(i32::MAX).unwrap_or(usize::MAX),
+    };
+    let length = i32::try_from(size - LOG_OVERHEAD_BYTES).map_err(|_| too_large())?;
+    let mut out = BytesMut::with_capacity(size);
+    out.extend_from_slice(header);
+    out.extend_from_slice(records);
+    let attributes = i16::from_be_bytes(array_at(&out, ATTRIBUTES_AT));
+    let attributes = (attributes & !0x07) | i16::from(compression & 0x07);
+    out[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    out[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
+    let crc = batch_crc(&out);
+    out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
+}
+
 /// `batch` (validated) with `baseOffset` and `partitionLeaderEpoch` set. These fields lie
 /// outside the CRC, so it stays valid. With `log_append_time` (topics with
 /// `message.timestamp.type=LogAppendTime`), the timestamp-type attribute bit is set and
@@ -380,11 +415,14 @@ pub fn build_batch_kv(base_timestamp: TimestampMs, records: &[KeyValue<'_>]) -> 
     Bytes::from(out)
 }
 
-/// One record of an uncompressed batch, as [`records_of`] yields it: its offset and its key
-/// and value (`None` = null), borrowed from the batch bytes.
+/// One record of an uncompressed batch, as [`records_of`] yields it: its offset, its timestamp
+/// and its key and value (`None` = null), borrowed from the batch bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record<'a> {
     pub offset: Offset,
+    /// `baseTimestamp + timestampDelta`, in ms: the producer's (CreateTime) timestamp. In a
+    /// LogAppendTime batch every record's timestamp is the batch's `maxTimestamp` instead.
+    pub timestamp: TimestampMs,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
 }
@@ -417,7 +455,7 @@ pub fn records_of(batch: &[u8]) -> Result<Vec<Record<'_>>, BatchError> {
             pos += n;
             Ok(v)
         };
-        let _timestamp_delta = next()?;
+        let timestamp_delta = next()?;
         let offset_delta = next()?;
         let field = |pos: &mut usize| -> Result<Option<&[u8]>, BatchError> {
             let (len, n) =
@@ -437,6 +475,7 @@ pub fn records_of(batch: &[u8]) -> Result<Vec<Record<'_>>, BatchError> {
         let value = field(&mut pos)?;
         out.push(Record {
             offset: header.base_offset.plus(offset_delta),
+            timestamp: TimestampMs(header.base_timestamp.0.saturating_add(timestamp_delta)),
             key,
             value,
         });
@@ -479,6 +518,8 @@ mod tests {
             .iter()
             .map(|r| (r.offset.0, r.key, r.value))
             .collect();
+        let times: Vec<i64> = records.iter().map(|r| r.timestamp.0).collect();
+        assert_eq!(times, vec![5, 6, 7], "baseTimestamp + timestampDelta");
         assert_eq!(
             got,
             vec![
@@ -515,6 +556,34 @@ mod tests {
         assert_eq!(h.base_offset, Offset(42));
         assert_eq!(h.last_offset(), Offset(44));
         assert_eq!(h.partition_leader_epoch, LeaderEpoch(7));
+    }
+
+    #[test]
+    fn replaced_records_keep_the_header_and_a_valid_crc() {
+        let batch = build_batch(TimestampMs(7), &[b"a", b"bb"]);
+        let same = replace_records(&batch, 0, &batch[BATCH_HEADER_BYTES..]).expect("fits");
+        assert_eq!(same, batch, "same section, same codec: the same bytes");
+        // A section tagged as codec 4 (zstd): only the codec bits, length and CRC change.
+        let other = replace_records(&batch, 4, b"xyz").expect("fits");
+        assert_eq!(other.len(), BATCH_HEADER_BYTES + 3);
+        let h = BatchHeader::parse(&other).expect("header");
+        let original = BatchHeader::parse(&batch).expect("header");
+        assert_eq!(h.compression(), 4);
+        assert_eq!(h.size_bytes(), other.len());
+        assert_eq!(h.crc, batch_crc(&other));
+        assert_eq!(
+            BatchHeader {
+                attributes: original.attributes,
+                batch_length: original.batch_length,
+                crc: original.crc,
+                ..h
+            },
+            original
+        );
+        assert!(matches!(
+            replace_records(&batch[..60], 0, b""),
+            Err(BatchError::Truncated { .. })
+        ));
     }
 
     #[test]

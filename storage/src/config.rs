@@ -1,9 +1,36 @@
 //! Per-log configuration, with Kafka's topic property names and defaults.
+//!
+//! This is the one typed declaration of the topic properties the log acts on: tuning's
+//! `TopicConfig` embeds a `LogConfig` and parses Kafka's property strings straight into it
+//! (its tests check these defaults against Kafka's), so nothing converts between two copies.
 
 use std::time::Duration;
 
+/// `cleanup.policy`, a list in Kafka (`delete`, `compact`, both, or empty). Sluice does not
+/// compact logs: the config parser refuses a list naming `compact`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CleanupPolicy {
+    /// `delete`: delete whole closed segments by `retention.ms` / `retention.bytes`.
+    #[default]
+    Delete,
+    /// The empty list: neither delete nor compact; segments are kept whatever the retention
+    /// settings say (Kafka 4.x's empty `cleanup.policy`).
+    NoCleanup,
+}
+
+impl CleanupPolicy {
+    /// The Kafka spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::NoCleanup => "",
+        }
+    }
+}
+
 /// Configuration of one partition log. Field names follow Kafka's topic properties
-/// (`segment.bytes` → `segment_bytes`, …); the broker maps property strings onto it.
+/// (`segment.bytes` → `segment_bytes`, …); `tuning::config::TopicConfig` parses property
+/// strings into it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
     /// `segment.bytes`: a segment rolls before it would exceed this many bytes. Kafka default
@@ -28,6 +55,9 @@ pub struct LogConfig {
     /// `retention.bytes`: delete oldest closed segments while the log exceeds this. Default
     /// `None` (Kafka's -1, unlimited).
     pub retention_bytes: Option<u64>,
+    /// `cleanup.policy`: whether `retention.ms` / `retention.bytes` delete segments at all.
+    /// Default [`CleanupPolicy::Delete`].
+    pub cleanup_policy: CleanupPolicy,
     /// `message.timestamp.type=LogAppendTime`: the log stamps each batch with the wall-clock
     /// append time (ms) instead of keeping the producer's timestamps. Default false
     /// (CreateTime).
@@ -55,6 +85,7 @@ impl Default for LogConfig {
             flush_ms: None,
             retention_ms: Some(Duration::from_secs(7 * 24 * 3600)),
             retention_bytes: None,
+            cleanup_policy: CleanupPolicy::Delete,
             log_append_time: false,
             max_message_bytes: 1_048_588,
             write_chunk_bytes: 256 << 10,

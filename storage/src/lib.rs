@@ -24,11 +24,12 @@ mod types;
 mod writer;
 
 pub use batch::{
-    batch_crc, build_batch, build_batch_kv, count_records, records_of, split_batches,
-    validate_batch, varint, BatchHeader, KeyValue, Record, RecordBatch, BATCH_HEADER_BYTES,
+    batch_crc, build_batch, build_batch_kv, count_records, records_of, replace_records,
+    split_batches, validate_batch, varint, BatchHeader, KeyValue, Record, RecordBatch,
+    BATCH_HEADER_BYTES,
 };
 pub use cache::{BatchCache, CacheStats};
-pub use config::LogConfig;
+pub use config::{CleanupPolicy, LogConfig};
 pub use error::{BatchError, Result, StorageError};
 pub use io::Notify;
 pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS};

@@ -5,7 +5,9 @@ mod common;
 
 use common::*;
 use std::time::Duration;
-use storage::{BatchError, LeaderEpoch, LogConfig, Offset, StorageError, TimestampMs};
+use storage::{
+    BatchError, CleanupPolicy, LeaderEpoch, LogConfig, Offset, StorageError, TimestampMs,
+};
 
 #[test]
 fn append_assigns_contiguous_offsets_and_reads_back_exact_bytes() {
@@ -277,6 +279,18 @@ fn delete_records_and_retention_move_the_log_start() {
         assert!(log.size_bytes() <= (100 << 10) + (64 << 10));
         let start = log.log_start_offset();
         assert!(start > Offset(101));
+        // An empty cleanup.policy keeps every segment whatever retention.ms says.
+        let segments = log.segment_count();
+        log.set_config(LogConfig {
+            retention_ms: Some(Duration::from_secs(1)),
+            cleanup_policy: CleanupPolicy::NoCleanup,
+            ..small_config()
+        });
+        assert_eq!(
+            log.enforce_retention(TimestampMs(1_000_000)).await.unwrap(),
+            0
+        );
+        assert_eq!(log.segment_count(), segments);
         // retention.ms: every closed segment's newest timestamp (< 600) is older than now-1s.
         log.set_config(LogConfig {
             retention_ms: Some(Duration::from_secs(1)),

@@ -21,7 +21,7 @@ pub use error::GroupError;
 pub use ops::{CommittedStatus, GroupOp, GroupReply, ListedGroup, OffsetCommitEntry};
 
 /// The internal topic holding committed offsets and group metadata (Kafka's name).
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub const OFFSETS_TOPIC: &str = replication::metadata::CONSUMER_OFFSETS_TOPIC;
 
 /// Largest committed-offset metadata string, bytes (Kafka `offset.metadata.max.bytes`).
 pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;

@@ -15,11 +15,14 @@ use super::{
     OFFSET_METADATA_MAX_BYTES, REPLAY_READ_BYTES,
 };
 use crate::errors::{code, partition_op_error_code};
-use crate::messages::{Acks, ControllerOp, PartitionOp, PartitionReply, ShardMsg};
+use crate::messages::ShardMsg;
+use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use net::kafka_protocol::error::ResponseError;
+use replication::metadata::{ControllerError, ControllerOp};
+use replication::Acks;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
@@ -63,7 +66,7 @@ pub async fn call(shard: &Rc<Shard>, group_id: &str, op: GroupOp) -> GroupReply 
 /// first FindCoordinator too). Errors: `CoordinatorNotAvailable` when it cannot be created.
 pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError> {
     if let Some(t) = shard.metadata().topics.get(OFFSETS_TOPIC) {
-        return Ok(t.partition_shards.len());
+        return Ok(t.partitions.len());
     }
     // Kafka compacts this topic; Sluice has no compaction yet, so nothing may expire.
     let overrides = BTreeMap::from([
@@ -78,13 +81,13 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
         name: OFFSETS_TOPIC.to_string(),
         partitions: shard.config.offsets_topic_num_partitions,
         overrides,
+        internal: true,
         validate_only: false,
     };
-    match shard.controller_call(op).await {
-        Ok(()) => {}
-        Err((e, _)) if e == code(ResponseError::TopicAlreadyExists) => {}
-        Err((e, why)) => {
-            tracing::warn!(error = e, %why, "cannot create {OFFSETS_TOPIC}");
+    match crate::controller::call(shard, op).await {
+        Ok(()) | Err(ControllerError::TopicAlreadyExists { .. }) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC}");
             return Err(GroupError::CoordinatorNotAvailable);
         }
     }
@@ -92,7 +95,7 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
         .metadata()
         .topics
         .get(OFFSETS_TOPIC)
-        .map(|t| t.partition_shards.len())
+        .map(|t| t.partitions.len())
         .ok_or(GroupError::CoordinatorNotAvailable)
 }
 
@@ -495,16 +498,16 @@ async fn append_offsets_records(
             GroupError::CoordinatorNotAvailable
         }
     };
-    match shard
-        .run_partition_op(
-            &tp,
-            PartitionOp::Produce {
-                records: batch,
-                acks: Acks::All,
-                timeout: OFFSET_COMMIT_TIMEOUT,
-            },
-        )
-        .await
+    match crate::partitions::service::run_here(
+        shard,
+        &tp,
+        PartitionOp::Produce {
+            records: batch,
+            acks: Acks::All,
+            timeout: OFFSET_COMMIT_TIMEOUT,
+        },
+    )
+    .await
     {
         PartitionReply::Produced { .. } => {}
         PartitionReply::Error(e) => return Err(map_error(partition_op_error_code(&e))),
@@ -593,18 +596,11 @@ async fn ensure_groups_loaded(shard: &Shard, partition: i32) -> Result<(), Group
 
 /// The `__consumer_offsets` partitions this shard owns.
 fn owned_offsets_partitions(shard: &Shard) -> Vec<i32> {
-    shard
-        .metadata()
+    let metadata = shard.metadata();
+    metadata
         .topics
         .get(OFFSETS_TOPIC)
-        .map(|t| {
-            t.partition_shards
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| **s == shard.id)
-                .filter_map(|(p, _)| i32::try_from(p).ok())
-                .collect()
-        })
+        .map(|t| metadata.owned_partitions(t, shard.id).collect())
         .unwrap_or_default()
 }
 
@@ -683,7 +679,7 @@ pub async fn deadline_loop(shard: &Rc<Shard>) {
             .metadata()
             .topics
             .get(OFFSETS_TOPIC)
-            .map_or(0, |t| t.partition_shards.len());
+            .map_or(0, |t| t.partitions.len());
         for id in changed {
             persist_membership(shard, partition_for(&id, partitions), &id).await;
             drop_if_vacant(shard, &id);

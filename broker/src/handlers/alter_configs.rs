@@ -12,16 +12,19 @@
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
-use crate::errors::code;
-use crate::messages::{ControllerError, ControllerOp};
+use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
 use net::kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use net::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use replication::metadata::{check_not_internal, ControllerOp, TopicOperation};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use tuning::config::TopicConfig;
+
+/// A refused resource: Kafka's error code and message.
+type Refusal = (i16, String);
 
 pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
@@ -49,7 +52,7 @@ pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigs
 /// The new override map: the request's non-null entries, each key at most once.
 fn requested_overrides(
     resource: &AlterConfigsResource,
-) -> Result<BTreeMap<String, String>, ControllerError> {
+) -> Result<BTreeMap<String, String>, Refusal> {
     let mut overrides = BTreeMap::new();
     let mut seen = std::collections::BTreeSet::new();
     for c in &resource.configs {
@@ -70,7 +73,7 @@ async fn alter_topic(
     shard: &Rc<Shard>,
     resource: &AlterConfigsResource,
     validate_only: bool,
-) -> Result<(), ControllerError> {
+) -> Result<(), Refusal> {
     let name = resource.resource_name.to_string();
     let overrides = requested_overrides(resource)?;
     let metadata = shard.metadata();
@@ -80,12 +83,8 @@ async fn alter_topic(
             format!("topic '{name}' does not exist"),
         ));
     }
-    if name == crate::groups::OFFSETS_TOPIC {
-        return Err((
-            code(ResponseError::InvalidRequest),
-            format!("'{name}' is an internal topic; its configs are fixed"),
-        ));
-    }
+    check_not_internal(&metadata, &name, TopicOperation::AlterConfigs)
+        .map_err(|e| controller_error(&e))?;
     // Validate each entry with the parser that will apply it, so the error names the key.
     let mut candidate = TopicConfig::inherit(&shard.config.topic_defaults);
     for (key, value) in &overrides {
@@ -93,16 +92,19 @@ async fn alter_topic(
             .set(key, value)
             .map_err(|e| (code(ResponseError::InvalidConfig), e.to_string()))?;
     }
-    shard
-        .controller_call(ControllerOp::ReplaceTopicConfig {
+    crate::controller::call(
+        shard,
+        ControllerOp::ReplaceTopicConfig {
             name,
             overrides,
             validate_only,
-        })
-        .await
+        },
+    )
+    .await
+    .map_err(|e| controller_error(&e))
 }
 
-fn alter_broker(shard: &Shard, resource: &AlterConfigsResource) -> Result<(), ControllerError> {
+fn alter_broker(shard: &Shard, resource: &AlterConfigsResource) -> Result<(), Refusal> {
     let name = resource.resource_name.as_str();
     let node_id = shard.config.node_id;
     if !name.is_empty() && name.parse::<i32>().ok() != Some(node_id) {

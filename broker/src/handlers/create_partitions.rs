@@ -4,14 +4,14 @@
 //! node).
 
 use super::{replica_assignment, str_bytes, topic_name};
-use crate::errors::code;
-use crate::messages::ControllerOp;
+use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
 use net::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use net::kafka_protocol::messages::BrokerId;
 use net::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use replication::metadata::{check_not_internal, ControllerOp, TopicOperation};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -25,7 +25,7 @@ fn check_assignments(
     count: i32,
     assignments: &[CreatePartitionsAssignment],
 ) -> Option<replica_assignment::Refusal> {
-    let current = shard.metadata().topics.get(name)?.partition_shards.len();
+    let current = shard.metadata().topics.get(name)?.partitions.len();
     let added = usize::try_from(count).ok()?.checked_sub(current)?;
     if added == 0 {
         return None;
@@ -61,12 +61,11 @@ pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePa
                 code(ResponseError::InvalidRequest),
                 format!("topic '{name}' is named more than once in the request"),
             ))
-        } else if name == crate::groups::OFFSETS_TOPIC {
+        } else if let Err(e) =
+            check_not_internal(&shard.metadata(), &name, TopicOperation::CreatePartitions)
+        {
             // More partitions would move groups away from their stored offsets.
-            Err((
-                code(ResponseError::InvalidTopicException),
-                format!("'{name}' is an internal topic; its partition count is fixed"),
-            ))
+            Err(controller_error(&e))
         } else if let Some(refusal) = topic
             .assignments
             .as_deref()
@@ -74,13 +73,16 @@ pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePa
         {
             Err(refusal)
         } else {
-            shard
-                .controller_call(ControllerOp::CreatePartitions {
+            crate::controller::call(
+                shard,
+                ControllerOp::CreatePartitions {
                     name: name.clone(),
                     total: topic.count,
                     validate_only: req.validate_only,
-                })
-                .await
+                },
+            )
+            .await
+            .map_err(|e| controller_error(&e))
         };
         let mut result = CreatePartitionsTopicResult::default();
         result.name = topic_name(&name);

@@ -4,8 +4,7 @@
 //! partition on this node: `[[node.id]]`).
 
 use super::{replica_assignment, str_bytes, topic_name};
-use crate::errors::code;
-use crate::messages::ControllerOp;
+use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::create_topics_request::{
@@ -14,6 +13,7 @@ use net::kafka_protocol::messages::create_topics_request::{
 use net::kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use net::kafka_protocol::messages::BrokerId;
 use net::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use replication::metadata::{check_not_internal, ControllerOp, TopicOperation};
 use std::rc::Rc;
 
 /// Brokers in this cluster: a replication factor above it is refused.
@@ -112,11 +112,9 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
         let (partitions, replication) = shape.clone().unwrap_or((-1, -1));
         let outcome = if let Err(refusal) = shape {
             Err(refusal)
-        } else if name == crate::groups::OFFSETS_TOPIC {
-            Err((
-                code(ResponseError::InvalidRequest),
-                format!("'{name}' is an internal topic, created by the group coordinator"),
-            ))
+        } else if let Err(e) = check_not_internal(&shard.metadata(), &name, TopicOperation::Create)
+        {
+            Err(controller_error(&e))
         } else {
             let mut overrides = std::collections::BTreeMap::new();
             for c in &topic.configs {
@@ -128,9 +126,12 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
                 name: name.clone(),
                 partitions,
                 overrides,
+                internal: false,
                 validate_only: req.validate_only,
             };
-            shard.controller_call(op).await
+            crate::controller::call(shard, op)
+                .await
+                .map_err(|e| controller_error(&e))
         };
         match outcome {
             Ok(()) => {

@@ -10,14 +10,15 @@
 //! ("Cannot delete records of internal topic").
 
 use super::topic_name;
-use crate::errors::{code, partition_op_error_code};
-use crate::messages::{PartitionOp, PartitionReply};
+use crate::errors::{code, controller_error, partition_op_error_code};
+use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use net::kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use replication::metadata::{check_not_internal, TopicOperation};
 use std::rc::Rc;
 use storage::{Offset, TopicPartition};
 
@@ -26,16 +27,20 @@ const HIGH_WATERMARK: i64 = -1;
 
 pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut response = DeleteRecordsResponse::default();
+    let metadata = shard.metadata();
     for topic in req.topics {
         let name = topic.name.0.to_string();
+        let internal = check_not_internal(&metadata, &name, TopicOperation::DeleteRecords)
+            .err()
+            .map(|e| controller_error(&e).0);
         let mut out = DeleteRecordsTopicResult::default();
         out.name = topic_name(&name);
         for p in topic.partitions {
             let mut r = DeleteRecordsPartitionResult::default();
             r.partition_index = p.partition_index;
             r.low_watermark = -1;
-            if name == crate::groups::OFFSETS_TOPIC {
-                r.error_code = code(ResponseError::InvalidTopicException);
+            if let Some(error) = internal {
+                r.error_code = error;
                 out.partitions.push(r);
                 continue;
             }
@@ -44,9 +49,12 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecor
                 partition: p.partition_index,
             };
             let before = (p.offset != HIGH_WATERMARK).then_some(Offset(p.offset));
-            let reply = shard
-                .partition_call(tp, PartitionOp::DeleteRecordsBefore { before })
-                .await;
+            let reply = crate::partitions::service::call(
+                shard,
+                tp,
+                PartitionOp::DeleteRecordsBefore { before },
+            )
+            .await;
             match reply {
                 PartitionReply::LogStart { log_start_offset } => {
                     r.low_watermark = log_start_offset;

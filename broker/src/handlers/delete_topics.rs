@@ -4,12 +4,12 @@
 //! background), so a topic re-created under the same name starts empty at offset 0.
 
 use super::{str_bytes, topic_name};
-use crate::errors::code;
-use crate::messages::ControllerOp;
+use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use net::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
+use replication::metadata::{check_not_internal, ControllerOp, TopicOperation};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -45,12 +45,9 @@ pub async fn handle(
                 code(ResponseError::InvalidRequest),
                 format!("topic '{name}' is named more than once in the request"),
             )))
-        } else if name == crate::groups::OFFSETS_TOPIC {
+        } else if let Err(e) = check_not_internal(&metadata, name, TopicOperation::Delete) {
             // Deleting it would lose every group's committed offsets under the coordinator.
-            Some(Err((
-                code(ResponseError::InvalidTopicException),
-                format!("'{name}' is an internal topic and cannot be deleted"),
-            )))
+            Some(Err(controller_error(&e)))
         } else if !metadata.topics.contains_key(name) {
             Some(Err((
                 code(ResponseError::UnknownTopicOrPartition),
@@ -71,9 +68,9 @@ pub async fn handle(
                 if outcomes.borrow()[i].is_some() {
                     continue;
                 }
-                let outcome = shard
-                    .controller_call(ControllerOp::DeleteTopic { name })
-                    .await;
+                let outcome = crate::controller::call(&shard, ControllerOp::DeleteTopic { name })
+                    .await
+                    .map_err(|e| controller_error(&e));
                 outcomes.borrow_mut()[i] = Some(outcome);
             }
             let _ = done.send(());

@@ -132,7 +132,7 @@ fn describe_topic(
         ));
     };
     let broker: &BrokerConfig = &shard.config;
-    let config = topic.config(&broker.topic_defaults).map_err(|e| {
+    let config = crate::metadata::topic_config(topic, &broker.topic_defaults).map_err(|e| {
         // The controller validates every override before storing it; a stored config that
         // no longer parses is a server-side fault, not the client's.
         tracing::error!(topic = %name, error = %e, "stored topic config is invalid");

@@ -28,7 +28,7 @@ pub fn handle(shard: &Shard, req: ElectLeadersRequest) -> ElectLeadersResponse {
         let partitions = metadata
             .topics
             .get(topic.topic.0.as_str())
-            .map_or(0, |t| t.partition_shards.len());
+            .map_or(0, |t| t.partitions.len());
         let mut out = ReplicaElectionResult::default();
         out.topic = topic.topic.clone();
         for p in topic.partitions {

@@ -16,12 +16,12 @@
 
 use super::{topic_name, Response};
 use crate::errors::{code, partition_op_error_code};
-use crate::messages::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::metrics::ShardMetrics;
+use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::seam::GlommioRuntime;
 use crate::shard::Shard;
 use futures_channel::oneshot;
-use glommio::channels::local_channel;
+use futures_util::StreamExt;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{ApiKey, FetchRequest};
 use net::{FetchPartitionData, FetchResponseData, FetchTopicData};
@@ -137,10 +137,10 @@ async fn fetch_all(
     deadline: MonotonicTime,
 ) -> Vec<PartitionReply> {
     let n = wanted.len();
-    // Each partition's task sends exactly one answer: room for all, so none waits.
-    let (answer_tx, answers) = local_channel::new_bounded::<(usize, PartitionReply)>(n.max(1));
-    let answer_tx = Rc::new(answer_tx);
     let mut cancels = Vec::with_capacity(n);
+    // Every partition's fetch runs concurrently inside this task: no task spawned, and a local
+    // partition's answer costs no message.
+    let mut fetches = futures_util::stream::FuturesUnordered::new();
     for (i, w) in wanted.into_iter().enumerate() {
         let (cancel_tx, cancel) = oneshot::channel::<()>();
         cancels.push(cancel_tx);
@@ -151,17 +151,11 @@ async fn fetch_all(
             deadline,
             cancel,
         };
-        let (shard, answer_tx) = (shard.clone(), answer_tx.clone());
-        glommio::spawn_local(async move {
-            let reply = shard.partition_call(w.tp, op).await;
-            let _ = answer_tx.send((i, reply)).await;
-        })
-        .detach();
+        fetches.push(async move { (i, crate::partitions::service::call(shard, w.tp, op).await) });
     }
-    drop(answer_tx);
     let mut replies: Vec<Option<PartitionReply>> = (0..n).map(|_| None).collect();
     let mut answered_bytes = 0usize;
-    while let Some((i, reply)) = answers.recv().await {
+    while let Some((i, reply)) = fetches.next().await {
         answered_bytes += reply_bytes(&reply);
         let failed = !matches!(reply, PartitionReply::Read { .. });
         if failed || answered_bytes >= min_bytes.max(1) {

@@ -8,8 +8,8 @@
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
-use crate::errors::code;
-use crate::messages::{ControllerError, ControllerOp};
+use crate::errors::{code, controller_error};
+use crate::metadata::topic_config;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
@@ -17,6 +17,7 @@ use net::kafka_protocol::messages::incremental_alter_configs_response::AlterConf
 use net::kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
+use replication::metadata::{check_not_internal, ControllerOp, TopicOperation};
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
@@ -61,7 +62,7 @@ async fn alter_topic(
     shard: &Rc<Shard>,
     resource: &AlterConfigsResource,
     validate_only: bool,
-) -> Result<(), ControllerError> {
+) -> Result<(), (i16, String)> {
     let name = resource.resource_name.to_string();
     let invalid_config = |m: String| (code(ResponseError::InvalidConfig), m);
     // Kafka refuses a key named twice in one resource.
@@ -81,17 +82,14 @@ async fn alter_topic(
             format!("topic '{name}' does not exist"),
         ));
     };
-    if name == crate::groups::OFFSETS_TOPIC {
-        // Its retention must stay unlimited (no compaction yet): offsets would expire.
-        return Err((
-            code(ResponseError::InvalidRequest),
-            format!("'{name}' is an internal topic; its configs are fixed"),
-        ));
-    }
+    // The offsets topic's retention must stay unlimited (no compaction yet): offsets would
+    // expire.
+    check_not_internal(&metadata, &name, TopicOperation::AlterConfigs)
+        .map_err(|e| controller_error(&e))?;
     let defaults = &shard.config.topic_defaults;
     // The effective config, changed alongside `overrides` only to validate each SET with the
     // parser that will apply it (its error names the key and says what is accepted).
-    let mut effective = topic.config(defaults).map_err(|e| {
+    let mut effective = topic_config(topic, defaults).map_err(|e| {
         (
             code(ResponseError::UnknownServerError),
             format!("stored config of topic '{name}' is invalid: {e}"),
@@ -135,11 +133,14 @@ async fn alter_topic(
             }
         }
     }
-    shard
-        .controller_call(ControllerOp::AlterTopicConfig {
+    crate::controller::call(
+        shard,
+        ControllerOp::AlterTopicConfig {
             name,
             changes,
             validate_only,
-        })
-        .await
+        },
+    )
+    .await
+    .map_err(|e| controller_error(&e))
 }

@@ -4,7 +4,7 @@
 //! is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a non-retriable error, so clients
 //! fail at once rather than retrying), and the transaction APIs are not advertised.
 
-use crate::errors::code;
+use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
@@ -27,14 +27,14 @@ pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProduc
             return response;
         }
     }
-    match shard.allocate_producer_id().await {
+    match crate::controller::allocate_producer_id(shard).await {
         Ok(id) => {
             response.producer_id = ProducerId(id);
             response.producer_epoch = 0;
         }
-        Err((error, message)) => {
-            tracing::warn!(%message, "InitProducerId failed");
-            response.error_code = error;
+        Err(e) => {
+            tracing::warn!(error = %e, "InitProducerId failed");
+            response.error_code = controller_error(&e).0;
         }
     }
     response

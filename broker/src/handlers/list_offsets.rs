@@ -3,7 +3,7 @@
 
 use super::topic_name;
 use crate::errors::{code, partition_op_error_code};
-use crate::messages::{PartitionOp, PartitionReply};
+use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::list_offsets_response::{
@@ -36,8 +36,7 @@ pub async fn handle(
             r.partition_index = p.partition_index;
             let reply = match offset_spec(p.timestamp) {
                 Some(spec) => {
-                    shard
-                        .partition_call(tp, PartitionOp::ListOffsets { spec })
+                    crate::partitions::service::call(shard, tp, PartitionOp::ListOffsets { spec })
                         .await
                 }
                 None => {

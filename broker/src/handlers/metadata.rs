@@ -5,14 +5,14 @@
 
 use super::authorized_operations;
 use super::{str_bytes, topic_name};
-use crate::errors::code;
-use crate::messages::ControllerOp;
+use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use net::kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+use replication::metadata::{is_internal, validate_topic_name, ControllerError, ControllerOp};
 use std::rc::Rc;
 
 /// First Metadata version whose partitions carry the leader epoch.
@@ -33,11 +33,12 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
     let mut create_errors = std::collections::HashMap::new();
     if let (Some(names), true) = (&requested, allow_create) {
         for name in names {
-            if shard.metadata().topics.contains_key(name) {
+            let current = shard.metadata();
+            if current.topics.contains_key(name) {
                 continue;
             }
-            if name == crate::groups::OFFSETS_TOPIC {
-                // Created as the coordinator needs it (Kafka creates it the same way).
+            if is_internal(&current, name) {
+                // The offsets topic: created as the coordinator needs it (as Kafka does).
                 if let Err(error) = crate::groups::service::ensure_offsets_topic(shard).await {
                     create_errors.insert(name.clone(), crate::errors::group_error_code(error));
                 }
@@ -47,11 +48,13 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
                 name: name.clone(),
                 partitions: shard.config.num_partitions,
                 overrides: Default::default(),
+                internal: false,
                 validate_only: false,
             };
-            if let Err((error, _)) = shard.controller_call(op).await {
-                if error != code(ResponseError::TopicAlreadyExists) {
-                    create_errors.insert(name.clone(), error);
+            match crate::controller::call(shard, op).await {
+                Ok(()) | Err(ControllerError::TopicAlreadyExists { .. }) => {}
+                Err(e) => {
+                    create_errors.insert(name.clone(), controller_error(&e).0);
                 }
             }
         }
@@ -68,11 +71,11 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
                 include_topic_operations,
                 authorized_operations::TOPIC,
             );
-            topic.is_internal = name == crate::groups::OFFSETS_TOPIC;
+            topic.is_internal = is_internal(&meta, &name);
             match meta.topics.get(&name) {
                 Some(t) => {
                     topic.topic_id = t.id;
-                    topic.partitions = (0..t.partition_shards.len())
+                    topic.partitions = (0..t.partitions.len())
                         .map(|p| {
                             let mut partition = MetadataResponsePartition::default();
                             partition.partition_index =
@@ -89,7 +92,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
                 }
                 None => {
                     topic.error_code = create_errors.get(&name).copied().unwrap_or_else(|| {
-                        if crate::metadata::validate_topic_name(&name).is_err() {
+                        if validate_topic_name(&name).is_err() {
                             code(ResponseError::InvalidTopicException)
                         } else {
                             code(ResponseError::UnknownTopicOrPartition)

@@ -7,16 +7,18 @@
 //! here is this one broker.
 
 use super::topic_name;
-use crate::errors::{code, partition_op_error_code};
-use crate::messages::{Acks, PartitionOp, PartitionReply};
+use crate::errors::{code, controller_error, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
+use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, TopicProduceResponse,
 };
 use net::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use replication::metadata::{check_not_internal, TopicOperation};
+use replication::Acks;
 use std::rc::Rc;
 use std::time::Duration;
 use storage::TopicPartition;
@@ -39,18 +41,23 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
         u64::try_from(bytes).unwrap_or(u64::MAX),
     );
     let metadata = shard.metadata();
-    let mut tasks = Vec::new();
+    // (topic, its partition indexes) in request order, and every partition's append.
+    let mut layout: Vec<(String, Vec<i32>)> = Vec::new();
+    let mut appends = Vec::new();
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let too_few_replicas = req.acks == -1 && min_insync_replicas(shard, &metadata, &name) > 1;
-        let mut partitions = Vec::new();
+        // Only the broker writes an internal topic (Kafka refuses too).
+        let internal = check_not_internal(&metadata, &name, TopicOperation::Produce)
+            .err()
+            .map(|e| controller_error(&e).0);
+        let mut indexes = Vec::new();
         for p in topic.partition_data {
             let tp = TopicPartition {
                 topic: name.clone(),
                 partition: p.index,
             };
-            let shard = shard.clone();
-            let task = glommio::spawn_local(async move {
+            let task = async move {
                 let Some(acks) = acks else {
                     return Err(code(ResponseError::InvalidRequiredAcks));
                 };
@@ -60,9 +67,8 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                 if too_few_replicas {
                     return Err(code(ResponseError::NotEnoughReplicas));
                 }
-                // Only the group coordinator writes the offsets topic (Kafka refuses too).
-                if tp.topic == crate::groups::OFFSETS_TOPIC {
-                    return Err(code(ResponseError::InvalidTopicException));
+                if let Some(error) = internal {
+                    return Err(error);
                 }
                 let Some(records) = p.records else {
                     return Err(code(ResponseError::CorruptMessage));
@@ -72,25 +78,25 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                     acks,
                     timeout,
                 };
-                match shard.partition_call(tp, op).await {
+                match crate::partitions::service::call(shard, tp, op).await {
                     PartitionReply::Error(e) => Err(partition_op_error_code(&e)),
                     reply => Ok(reply),
                 }
-            })
-            .detach();
-            partitions.push((p.index, task));
+            };
+            indexes.push(p.index);
+            appends.push(task);
         }
-        tasks.push((name, partitions));
+        layout.push((name, indexes));
     }
+    // Every partition's append runs concurrently inside this task: no task spawned, and a
+    // local partition's append costs no message.
+    let mut replies = futures_util::future::join_all(appends).await.into_iter();
     let mut response = ProduceResponse::default();
-    for (name, partitions) in tasks {
+    for (name, indexes) in layout {
         let mut topic = TopicProduceResponse::default();
         topic.name = topic_name(&name);
-        for (index, task) in partitions {
+        for (index, reply) in indexes.into_iter().zip(replies.by_ref()) {
             // `Err`: the Kafka code of a refusal by this handler or by the owner.
-            let reply = task
-                .await
-                .unwrap_or(Err(code(ResponseError::UnknownServerError)));
             let mut p = PartitionProduceResponse::default();
             p.index = index;
             p.log_append_time_ms = -1;
@@ -128,7 +134,7 @@ fn min_insync_replicas(shard: &Shard, metadata: &ClusterMetadata, name: &str) ->
     metadata
         .topics
         .get(name)
-        .and_then(|t| t.overrides.get("min.insync.replicas"))
+        .and_then(|t| t.configs.get("min.insync.replicas"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(shard.config.topic_defaults.min_insync_replicas)
 }

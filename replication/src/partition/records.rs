@@ -1,9 +1,8 @@
 //! Reading individual records inside a stored RecordBatch v2, for the few places a partition
-//! needs record granularity (ListOffsets by timestamp). Record layout (Kafka protocol guide,
-//! "Record"): `length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
-//! key | value | headers`, varints zigzag-encoded.
+//! needs record granularity (ListOffsets by timestamp). The records are walked by storage's
+//! reader ([`storage::records_of`]), the one parser of the batch layout.
 
-use storage::{varint, RecordBatch};
+use storage::{records_of, RecordBatch};
 
 /// The offset and timestamp of the first record of `batch` whose timestamp is ≥ `target` ms.
 /// Falls back to the batch's base offset and max timestamp when the records cannot be read
@@ -16,34 +15,13 @@ pub(crate) fn first_offset_at_or_after(batch: &RecordBatch, target: i64) -> (i64
         return fallback;
     }
     let bytes = batch.to_vec();
-    let mut at = storage::BATCH_HEADER_BYTES;
-    while at < bytes.len() {
-        let Some((length, n)) = varint(&bytes[at..]) else {
-            return fallback;
-        };
-        let body_start = at + n;
-        let Some(body_end) = usize::try_from(length)
-            .ok()
-            .and_then(|l| body_start.checked_add(l))
-        else {
-            return fallback;
-        };
-        let Some(body) = bytes.get(body_start..body_end) else {
-            return fallback;
-        };
-        let Some((ts_delta, n1)) = body.get(1..).and_then(varint) else {
-            return fallback;
-        };
-        let Some((offset_delta, _)) = body.get(1 + n1..).and_then(varint) else {
-            return fallback;
-        };
-        let timestamp = header.base_timestamp.0.saturating_add(ts_delta);
-        if timestamp >= target {
-            return (header.base_offset.0 + offset_delta, timestamp);
-        }
-        at = body_end;
-    }
-    fallback
+    let Ok(records) = records_of(&bytes) else {
+        return fallback;
+    };
+    records
+        .iter()
+        .find(|r| r.timestamp.0 >= target)
+        .map_or(fallback, |r| (r.offset.0, r.timestamp.0))
 }
 
 #[cfg(test)]

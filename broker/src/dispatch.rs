@@ -1,0 +1,41 @@
+//! The shard mesh's receiving end: each message another shard sends this one ([`ShardMsg`]) is
+//! handed to the service that owns its kind — the partition service (`partitions::service::run_here`), the
+//! controller, the group service, metadata installation, metrics snapshots.
+
+use crate::messages::ShardMsg;
+use crate::shard::Shard;
+use std::rc::Rc;
+
+/// Handles one message from another shard.
+pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
+    match msg {
+        ShardMsg::Partition { tp, op, reply } => {
+            let _ = reply.send(crate::partitions::service::run_here(shard, &tp, op).await);
+        }
+        ShardMsg::Controller { op, reply } => {
+            let _ = reply.send(crate::controller::run(shard, op).await);
+        }
+        ShardMsg::Metadata { snapshot, reply } => {
+            shard.apply_metadata(snapshot).await;
+            let _ = reply.send(());
+        }
+        ShardMsg::AllocateProducerId { reply } => {
+            let _ = reply.send(crate::controller::allocate_producer_id_here(shard).await);
+        }
+        ShardMsg::Group {
+            partition,
+            group_id,
+            op,
+            reply,
+        } => {
+            let _ =
+                reply.send(crate::groups::service::run_op(shard, partition, &group_id, op).await);
+        }
+        ShardMsg::ListGroups { reply } => {
+            let _ = reply.send(crate::groups::service::list_local(shard).await);
+        }
+        ShardMsg::Snapshot { reply } => {
+            let _ = reply.send(shard.snapshot());
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The partition service: the typed operations a shard runs on a partition it owns
+//! ([`ops`]), and their routing and handling ([`service`]): run here when this shard owns the
+//! partition, else sent over the shard mesh to its owner. The partition itself (its
+//! replication policy, high watermark and waiters) is [`replication::Partition`]; the shard
+//! context opens, holds and closes it.
+
+pub mod ops;
+pub mod service;
+
+pub use ops::{PartitionOp, PartitionOpError, PartitionReply};

@@ -1,0 +1,86 @@
+//! The partition service's messages: a [`PartitionOp`] for the shard owning a partition, its
+//! [`PartitionReply`], and [`PartitionOpError`] (Kafka codes are chosen from it only at the
+//! edge, `crate::errors`). Record bytes travel as `Bytes` (refcounted, never copied).
+
+use bytes::Bytes;
+use futures_channel::oneshot;
+use replication::runtime::MonotonicTime;
+use replication::{Acks, OffsetSpec};
+use std::time::Duration;
+use storage::{Offset, RecordBatch};
+
+/// An operation on one partition, run by its owning shard on its [`replication::Partition`].
+#[derive(Debug)]
+pub enum PartitionOp {
+    /// Check (`produce_checks`) and append a produce request's record set, answering as
+    /// `acks` asks (see [`replication::Partition::append`]) or with `REQUEST_TIMED_OUT` after
+    /// `timeout` (the request's `timeout_ms`).
+    Produce {
+        records: Bytes,
+        acks: Acks,
+        timeout: Duration,
+    },
+    /// A consumer fetch of this partition, answered once (see
+    /// [`replication::Partition::fetch`]): batches from `offset`, at most `max_bytes` (first
+    /// batch whole, KIP-74), below the high watermark, as soon as at least `min_bytes` are
+    /// there, at `deadline`, or — with whatever is there — when the fetch that asked drops
+    /// `cancel` (it has enough from other partitions).
+    Fetch {
+        offset: Offset,
+        max_bytes: usize,
+        min_bytes: usize,
+        deadline: MonotonicTime,
+        cancel: oneshot::Receiver<()>,
+    },
+    /// ListOffsets.
+    ListOffsets { spec: OffsetSpec },
+    /// DeleteRecords (KIP-107): move the log start offset to `before` (`None`: the high
+    /// watermark); answered with [`PartitionReply::LogStart`].
+    DeleteRecordsBefore { before: Option<Offset> },
+}
+
+/// The owning shard's answer to a [`PartitionOp`].
+#[derive(Debug)]
+pub enum PartitionReply {
+    Produced {
+        base_offset: i64,
+        log_start_offset: i64,
+        /// The append time stamped into LogAppendTime batches (ms), else -1.
+        log_append_time_ms: i64,
+    },
+    Read {
+        high_watermark: i64,
+        log_start_offset: i64,
+        batches: Vec<RecordBatch>,
+    },
+    Offset {
+        offset: i64,
+        timestamp: i64,
+    },
+    /// The log start offset after a DeleteRecords (Kafka's "low watermark").
+    LogStart {
+        log_start_offset: i64,
+    },
+    /// The operation failed; [`crate::errors::partition_op_error_code`] gives its Kafka code.
+    Error(PartitionOpError),
+}
+
+/// Why a [`PartitionOp`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionOpError {
+    /// No shard of this broker hosts the partition (unknown topic, partition or owner).
+    #[error("partition not hosted here")]
+    UnknownTopicOrPartition,
+    /// The partition is hosted here but its log cannot be opened.
+    #[error("partition log cannot be opened: {0}")]
+    LogUnavailable(storage::StorageError),
+    /// The produce checks refused the record set.
+    #[error(transparent)]
+    Rejected(#[from] crate::produce_checks::ProduceCheckError),
+    /// The partition refused or failed the operation.
+    #[error(transparent)]
+    Partition(#[from] replication::PartitionError),
+    /// The owning shard did not take or answer the message.
+    #[error("the owning shard did not answer")]
+    ShardUnavailable,
+}

@@ -1,0 +1,120 @@
+//! Routing and handling of partition operations: [`call`] runs an op on the partition's
+//! owning shard (here, or over the mesh as `ShardMsg::Partition`); [`run_here`] runs it on
+//! this shard's [`replication::Partition`], with the produce checks before an append.
+
+use super::ops::{PartitionOp, PartitionOpError, PartitionReply};
+use crate::messages::ShardMsg;
+use crate::shard::Shard;
+use futures_channel::oneshot;
+use std::rc::Rc;
+use storage::TopicPartition;
+
+/// Runs `op` on the partition's owning shard: here, or over the mesh.
+pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> PartitionReply {
+    let Some(owner) = shard.metadata().owner(&tp.topic, tp.partition) else {
+        return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
+    };
+    if owner == shard.id {
+        return run_here(shard, &tp, op).await;
+    }
+    let (reply, answer) = oneshot::channel();
+    if shard
+        .send(owner, ShardMsg::Partition { tp, op, reply })
+        .await
+        .is_err()
+    {
+        return PartitionReply::Error(PartitionOpError::ShardUnavailable);
+    }
+    answer
+        .await
+        .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable))
+}
+
+/// Runs `op` on partition `tp`, which this shard owns.
+pub async fn run_here(shard: &Shard, tp: &TopicPartition, op: PartitionOp) -> PartitionReply {
+    match run(shard, tp, op).await {
+        Ok(reply) => reply,
+        Err(e) => PartitionReply::Error(e),
+    }
+}
+
+async fn run(
+    shard: &Shard,
+    tp: &TopicPartition,
+    op: PartitionOp,
+) -> Result<PartitionReply, PartitionOpError> {
+    let partition = shard.owned_partition(tp).await?;
+    match op {
+        PartitionOp::Produce {
+            records,
+            acks,
+            timeout,
+        } => {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let records = match shard.topic_configs.borrow().get(tp) {
+                Some(config) => crate::produce_checks::prepare(records, config, now_ms)?,
+                // Closed while the request was on its way (the log refuses it too).
+                None => return Err(PartitionOpError::UnknownTopicOrPartition),
+            };
+            let appended = partition.append(records, acks, timeout).await?;
+            Ok(PartitionReply::Produced {
+                base_offset: appended.base_offset.0,
+                log_start_offset: appended.log_start_offset.0,
+                log_append_time_ms: appended.log_append_time.map_or(-1, |t| t.0),
+            })
+        }
+        PartitionOp::Fetch {
+            offset,
+            max_bytes,
+            min_bytes,
+            deadline,
+            cancel,
+        } => {
+            let parked = &shard.metrics.parked_fetches;
+            parked.set(parked.get() + 1);
+            let cancelled = async {
+                let _ = cancel.await;
+            };
+            let read = partition
+                .fetch(offset, max_bytes, min_bytes, deadline, cancelled)
+                .await;
+            parked.set(parked.get() - 1);
+            let still_here = shard
+                .partitions
+                .borrow()
+                .get(tp)
+                .is_some_and(|p| Rc::ptr_eq(p, &partition));
+            let read = if still_here {
+                read?
+            } else {
+                // Closed while parked (topic deleted, shard stopping): answer as a read
+                // arriving now would.
+                shard
+                    .owned_partition(tp)
+                    .await?
+                    .read(offset, max_bytes, replication::Isolation::HighWatermark)
+                    .await?
+            };
+            Ok(PartitionReply::Read {
+                high_watermark: read.high_watermark.0,
+                log_start_offset: read.log_start_offset.0,
+                batches: read.batches,
+            })
+        }
+        PartitionOp::ListOffsets { spec } => {
+            let listed = partition.list_offsets(spec).await?;
+            Ok(PartitionReply::Offset {
+                offset: listed.offset.map_or(-1, |o| o.0),
+                timestamp: listed.timestamp.map_or(-1, |t| t.0),
+            })
+        }
+        PartitionOp::DeleteRecordsBefore { before } => {
+            let log_start = partition.delete_records(before).await?;
+            Ok(PartitionReply::LogStart {
+                log_start_offset: log_start.0,
+            })
+        }
+    }
+}

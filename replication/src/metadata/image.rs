@@ -1,0 +1,339 @@
+//! The metadata image: the cluster's state after every record applied so far, and the pure
+//! [`MetadataImage::apply`] that moves it forward by one record.
+//!
+//! Invariants (checked by `apply`, which refuses a record that would break one):
+//! 1. `topic_names_by_id` and `topics` describe the same topics: each topic's id maps back to
+//!    its name.
+//! 2. A topic's partitions are numbered `0..n` with no gap (a [`PartitionRecord`] adds the
+//!    next one).
+//! 3. `producer_ids.next_producer_id` never decreases.
+
+use super::record::{
+    BrokerEndpoint, ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// One partition's cluster assignment (which brokers hold it, which one leads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionImage {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+/// One topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicImage {
+    /// Topic id (KIP-516).
+    pub id: Uuid,
+    /// Written only by the broker itself; clients may not create, delete, grow, reconfigure,
+    /// produce to or delete records of it (see [`super::check_not_internal`]).
+    pub internal: bool,
+    /// Indexed by partition number (invariant 2).
+    pub partitions: Vec<PartitionImage>,
+    /// Topic config properties set explicitly (Kafka names → values); the rest are defaults.
+    pub configs: BTreeMap<String, String>,
+}
+
+/// A registered broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    pub incarnation_id: Uuid,
+    pub broker_epoch: i64,
+    pub end_points: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+    pub fenced: bool,
+}
+
+/// Producer-id blocks handed out so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProducerIdsImage {
+    /// First id of the next block (invariant 3); every id below it has been handed out.
+    pub next_producer_id: i64,
+}
+
+/// The whole cluster metadata. Immutable once published; a change makes a new image.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetadataImage {
+    /// Reported in Metadata and DescribeCluster; fixed when the cluster is first started.
+    pub cluster_id: String,
+    pub topics: BTreeMap<String, TopicImage>,
+    /// Topic name of each topic id (invariant 1).
+    pub topic_names_by_id: BTreeMap<Uuid, String>,
+    /// Broker configs set explicitly, by broker id (`ConfigRecord`s of broker resources).
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Registered brokers by broker id.
+    pub brokers: BTreeMap<i32, BrokerRegistration>,
+    pub producer_ids: ProducerIdsImage,
+}
+
+/// A record that does not fit the image it is applied to. The proposer never produces one,
+/// so on replay it means the metadata files are inconsistent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("topic '{name}' already exists")]
+    TopicExists { name: String },
+    #[error("topic id {topic_id} already exists")]
+    TopicIdExists { topic_id: Uuid },
+    #[error("no topic has id {topic_id}")]
+    UnknownTopicId { topic_id: Uuid },
+    #[error("no topic is named '{name}'")]
+    UnknownTopic { name: String },
+    #[error("partition {partition_id} of topic {topic_id} is not the next one ({expected})")]
+    PartitionOutOfOrder {
+        topic_id: Uuid,
+        partition_id: i32,
+        expected: usize,
+    },
+    #[error("topic {topic_id} has no partition {partition_id}")]
+    UnknownPartition { topic_id: Uuid, partition_id: i32 },
+    #[error("config resource type {resource_type} is not a topic (2) or a broker (4)")]
+    ConfigResourceType { resource_type: i8 },
+    #[error("producer id block ending at {next_producer_id} is not after {current}")]
+    ProducerIdsBackwards { next_producer_id: i64, current: i64 },
+}
+
+impl MetadataImage {
+    /// An empty cluster named `cluster_id`.
+    pub fn new(cluster_id: String) -> MetadataImage {
+        MetadataImage {
+            cluster_id,
+            ..MetadataImage::default()
+        }
+    }
+
+    /// The topic with id `topic_id`.
+    pub fn topic_by_id(&self, topic_id: Uuid) -> Option<(&str, &TopicImage)> {
+        let name = self.topic_names_by_id.get(&topic_id)?;
+        self.topics.get(name).map(|t| (name.as_str(), t))
+    }
+
+    /// Applies `record`. Pure: the outcome depends only on the image and the record. On error
+    /// the image is unchanged.
+    pub fn apply(&mut self, record: &MetadataRecord) -> Result<(), ApplyError> {
+        match record {
+            MetadataRecord::Topic(r) => self.apply_topic(r),
+            MetadataRecord::Partition(r) => self.apply_partition(r),
+            MetadataRecord::PartitionChange(r) => self.apply_partition_change(r),
+            MetadataRecord::Config(r) => self.apply_config(r),
+            MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
+            MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
+            MetadataRecord::RegisterBroker(r) => {
+                self.apply_register_broker(r);
+                Ok(())
+            }
+        }
+    }
+
+    fn apply_topic(&mut self, r: &TopicRecord) -> Result<(), ApplyError> {
+        if self.topics.contains_key(&r.name) {
+            return Err(ApplyError::TopicExists {
+                name: r.name.clone(),
+            });
+        }
+        if self.topic_names_by_id.contains_key(&r.topic_id) {
+            return Err(ApplyError::TopicIdExists {
+                topic_id: r.topic_id,
+            });
+        }
+        self.topic_names_by_id.insert(r.topic_id, r.name.clone());
+        self.topics.insert(
+            r.name.clone(),
+            TopicImage {
+                id: r.topic_id,
+                internal: r.internal,
+                partitions: Vec::new(),
+                configs: BTreeMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    fn topic_mut(&mut self, topic_id: Uuid) -> Result<&mut TopicImage, ApplyError> {
+        self.topic_names_by_id
+            .get(&topic_id)
+            .and_then(|name| self.topics.get_mut(name))
+            .ok_or(ApplyError::UnknownTopicId { topic_id })
+    }
+
+    fn apply_partition(&mut self, r: &PartitionRecord) -> Result<(), ApplyError> {
+        let topic = self.topic_mut(r.topic_id)?;
+        let expected = topic.partitions.len();
+        if usize::try_from(r.partition_id).ok() != Some(expected) {
+            return Err(ApplyError::PartitionOutOfOrder {
+                topic_id: r.topic_id,
+                partition_id: r.partition_id,
+                expected,
+            });
+        }
+        topic.partitions.push(PartitionImage {
+            replicas: r.replicas.clone(),
+            isr: r.isr.clone(),
+            leader: r.leader,
+            leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
+        });
+        Ok(())
+    }
+
+    fn apply_partition_change(&mut self, r: &PartitionChangeRecord) -> Result<(), ApplyError> {
+        let topic = self.topic_mut(r.topic_id)?;
+        let partition = usize::try_from(r.partition_id)
+            .ok()
+            .and_then(|p| topic.partitions.get_mut(p))
+            .ok_or(ApplyError::UnknownPartition {
+                topic_id: r.topic_id,
+                partition_id: r.partition_id,
+            })?;
+        if let Some(isr) = &r.isr {
+            partition.isr.clone_from(isr);
+        }
+        if let Some(replicas) = &r.replicas {
+            partition.replicas.clone_from(replicas);
+        }
+        if let Some(leader) = r.leader {
+            if leader != partition.leader {
+                partition.leader = leader;
+                partition.leader_epoch = partition.leader_epoch.wrapping_add(1);
+            }
+        }
+        partition.partition_epoch = partition.partition_epoch.wrapping_add(1);
+        Ok(())
+    }
+
+    fn apply_config(&mut self, r: &ConfigRecord) -> Result<(), ApplyError> {
+        let configs = match r.resource_type {
+            CONFIG_RESOURCE_TOPIC => {
+                &mut self
+                    .topics
+                    .get_mut(&r.resource_name)
+                    .ok_or_else(|| ApplyError::UnknownTopic {
+                        name: r.resource_name.clone(),
+                    })?
+                    .configs
+            }
+            CONFIG_RESOURCE_BROKER => self
+                .broker_configs
+                .entry(r.resource_name.clone())
+                .or_default(),
+            resource_type => return Err(ApplyError::ConfigResourceType { resource_type }),
+        };
+        match &r.value {
+            Some(value) => configs.insert(r.name.clone(), value.clone()),
+            None => configs.remove(&r.name),
+        };
+        if r.resource_type == CONFIG_RESOURCE_BROKER
+            && self
+                .broker_configs
+                .get(&r.resource_name)
+                .is_some_and(BTreeMap::is_empty)
+        {
+            // An empty override set is no override set: keeps images equal however reached.
+            self.broker_configs.remove(&r.resource_name);
+        }
+        Ok(())
+    }
+
+    fn apply_remove_topic(&mut self, r: &RemoveTopicRecord) -> Result<(), ApplyError> {
+        let name =
+            self.topic_names_by_id
+                .remove(&r.topic_id)
+                .ok_or(ApplyError::UnknownTopicId {
+                    topic_id: r.topic_id,
+                })?;
+        self.topics.remove(&name);
+        Ok(())
+    }
+
+    fn apply_producer_ids(&mut self, r: &ProducerIdsRecord) -> Result<(), ApplyError> {
+        let current = self.producer_ids.next_producer_id;
+        if r.next_producer_id <= current {
+            return Err(ApplyError::ProducerIdsBackwards {
+                next_producer_id: r.next_producer_id,
+                current,
+            });
+        }
+        self.producer_ids.next_producer_id = r.next_producer_id;
+        Ok(())
+    }
+
+    fn apply_register_broker(&mut self, r: &RegisterBrokerRecord) {
+        self.brokers.insert(
+            r.broker_id,
+            BrokerRegistration {
+                incarnation_id: r.incarnation_id,
+                broker_epoch: r.broker_epoch,
+                end_points: r.end_points.clone(),
+                rack: r.rack.clone(),
+                fenced: r.fenced,
+            },
+        );
+    }
+
+    /// Records that rebuild this image from an empty one named [`MetadataImage::cluster_id`]:
+    /// what a snapshot holds (as KRaft snapshots hold records).
+    pub fn to_records(&self) -> Vec<MetadataRecord> {
+        let mut records = Vec::new();
+        for (broker_id, b) in &self.brokers {
+            records.push(MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                broker_id: *broker_id,
+                incarnation_id: b.incarnation_id,
+                broker_epoch: b.broker_epoch,
+                end_points: b.end_points.clone(),
+                rack: b.rack.clone(),
+                fenced: b.fenced,
+            }));
+        }
+        for (name, configs) in &self.broker_configs {
+            records.extend(config_records(CONFIG_RESOURCE_BROKER, name, configs));
+        }
+        for (name, topic) in &self.topics {
+            records.push(MetadataRecord::Topic(TopicRecord {
+                name: name.clone(),
+                topic_id: topic.id,
+                internal: topic.internal,
+            }));
+            for (p, partition) in topic.partitions.iter().enumerate() {
+                records.push(MetadataRecord::Partition(PartitionRecord {
+                    partition_id: i32::try_from(p).expect("partition counts fit i32"),
+                    topic_id: topic.id,
+                    replicas: partition.replicas.clone(),
+                    isr: partition.isr.clone(),
+                    leader: partition.leader,
+                    leader_epoch: partition.leader_epoch,
+                    partition_epoch: partition.partition_epoch,
+                }));
+            }
+            records.extend(config_records(CONFIG_RESOURCE_TOPIC, name, &topic.configs));
+        }
+        if self.producer_ids.next_producer_id > 0 {
+            records.push(MetadataRecord::ProducerIds(ProducerIdsRecord {
+                // The block's owner is not kept in the image; -1 says "restored from a snapshot".
+                broker_id: -1,
+                broker_epoch: -1,
+                next_producer_id: self.producer_ids.next_producer_id,
+            }));
+        }
+        records
+    }
+}
+
+fn config_records<'a>(
+    resource_type: i8,
+    resource_name: &'a str,
+    configs: &'a BTreeMap<String, String>,
+) -> impl Iterator<Item = MetadataRecord> + 'a {
+    configs.iter().map(move |(name, value)| {
+        MetadataRecord::Config(ConfigRecord {
+            resource_type,
+            resource_name: resource_name.to_string(),
+            name: name.clone(),
+            value: Some(value.clone()),
+        })
+    })
+}

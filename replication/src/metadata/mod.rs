@@ -1,0 +1,39 @@
+//! The cluster metadata state machine (KRaft's shape): a [`MetadataImage`], the
+//! [`MetadataRecord`]s that change it, the pure [`MetadataImage::apply`], the [`propose`]r that
+//! turns a [`ControllerOp`] into records or a typed [`ControllerError`], and the
+//! [`MetadataStore`] that keeps the records durable (log + snapshot).
+//!
+//! The controller (shard 0 of the broker today; a Raft group later, with the same records)
+//! runs each op as: propose against the image → append the records durably → apply them →
+//! publish the new image. `apply` does no I/O and reads no clock or randomness: every id and
+//! uuid is chosen by the proposer and carried in the records, so every replica of the log
+//! derives the same image.
+//!
+//! Node-local concerns (which shard of a broker serves a partition) are not in the image:
+//! each broker derives them from it.
+
+mod image;
+mod propose;
+mod record;
+mod store;
+
+pub use image::{
+    ApplyError, BrokerRegistration, MetadataImage, PartitionImage, ProducerIdsImage, TopicImage,
+};
+pub use propose::{
+    check_not_internal, is_internal, propose, validate_topic_name, ControllerError, ControllerOp,
+    ProposeContext, TopicConfigCheck, TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES,
+    PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
+};
+pub use record::{
+    BrokerEndpoint, ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+};
+pub use store::{
+    decode_files, MetadataStore, Opened, StoreError, FRAME_BYTES_MAX, LOG_FILE_NAME,
+    SNAPSHOT_FILE_NAME, SNAPSHOT_LOG_BYTES,
+};
+
+#[cfg(test)]
+mod tests;

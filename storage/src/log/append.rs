@@ -1,0 +1,497 @@
+//! The append path and the group-committed write path: validate and assign offsets, stamp the
+//! batches into the in-memory tail and the batch cache, submit O_DIRECT writes (`pump`), wait
+//! for them (`wait_written`) or also for a shared `fdatasync` (`flush_to`); disk reservation
+//! and segment roll.
+
+use super::{
+    blocking_dir_op, reservation_target, sync_dir, AppendInfo, PartitionLog, Shared,
+    NEW_SEGMENT_EXT, SYNC_LATENCY_BUCKETS,
+};
+use crate::batch::{split_batches, stamp_batch, BatchHeader};
+use crate::cache::CachedBatch;
+use crate::error::{BatchError, Result, StorageError};
+use crate::io::{align_up, remove_file, sleep, spawn_detached, DirectFile};
+use crate::producer_state::{ProducerState, SequenceCheck};
+use crate::segment::Segment;
+use crate::types::{LeaderEpoch, Offset, TimestampMs};
+use crate::writer::{WriteOp, Writer};
+use bytes::Bytes;
+use std::rc::Rc;
+use std::time::Instant;
+
+impl PartitionLog {
+    /// Waits until every record below `target` (capped at the log end) is written — the
+    /// condition for acknowledging it (DESIGN.md §3) — and returns the written offset. Writes
+    /// are group-committed, so every append waiting on one burst is released by the same
+    /// write. Errors: the sticky write error of a failed write; [`StorageError::Closed`] when
+    /// the log closes first.
+    pub async fn wait_written(&self, target: Offset) -> Result<Offset> {
+        loop {
+            let notified = self.shared.notify.notified();
+            {
+                let st = self.shared.state.borrow();
+                if let Some((op, errno)) = st.write_error {
+                    return Err(StorageError::io(
+                        op,
+                        &self.shared.dir,
+                        std::io::Error::from_raw_os_error(errno),
+                    ));
+                }
+                if st.writer.written_offset >= target.min(st.log_end) {
+                    return Ok(st.writer.written_offset);
+                }
+                if st.closed {
+                    return Err(StorageError::Closed);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Appends `records` — one or more whole RecordBatch v2, as a produce request carries them
+    /// for one partition — stamping `leader_epoch`. All or nothing: any invalid batch refuses
+    /// the whole set with [`StorageError::InvalidBatch`]. Returns once the batches are in the
+    /// in-memory tail: before acknowledging them call [`PartitionLog::wait_written`] (the write
+    /// completed) or [`PartitionLog::flush_to`] (also synced). Waits only while a
+    /// roll runs or while more than `unwritten_bytes_max` bytes wait for the disk, and behind
+    /// earlier calls that wait: appends take offsets in call order (invariant 5).
+    /// Errors: invalid batch, [`StorageError::DiskFull`] when a needed roll finds no space
+    /// (nothing is appended; later appends retry), a sticky write error, closed log.
+    pub async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo> {
+        let batches = split_batches(&records)?;
+        let max_message_bytes = self.shared.config.borrow().max_message_bytes;
+        for (_, bytes) in &batches {
+            if bytes.len() > max_message_bytes {
+                return Err(BatchError::TooLarge {
+                    size: bytes.len(),
+                    max: max_message_bytes,
+                }
+                .into());
+            }
+        }
+        let total_bytes: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
+        let total_records: i64 = batches
+            .iter()
+            .map(|(h, _)| i64::from(h.records_count))
+            .sum();
+        let turn = AppendTurn::take(&self.shared);
+        loop {
+            let (wait, roll, reserve) = {
+                let st = self.shared.state.borrow();
+                self.check_usable(&st)?;
+                let my_turn = st.append_turns.front() == Some(&turn.ticket);
+                let cfg = self.shared.config.borrow();
+                let seg = &st.writer.segment;
+                let size = seg.size_bytes.get();
+                let aged = seg
+                    .first_append
+                    .get()
+                    .is_some_and(|t| t.elapsed() >= cfg.segment_ms);
+                let offsets_full =
+                    st.log_end.0 + total_records - seg.base_offset.0 > i64::from(u32::MAX);
+                let roll =
+                    size > 0 && (size + total_bytes > cfg.segment_bytes || aged || offsets_full);
+                let needed = align_up(size + total_bytes);
+                let reserve = (needed > seg.reserved_bytes.get()).then_some(needed);
+                (
+                    !my_turn || st.busy || st.writer.unwritten_bytes > cfg.unwritten_bytes_max,
+                    roll,
+                    reserve,
+                )
+            };
+            if wait {
+                self.shared.notify.notified().await;
+            } else if roll {
+                self.roll().await?;
+            } else if let Some(needed) = reserve {
+                self.reserve(needed).await?;
+            } else {
+                break;
+            }
+        }
+        // Checked and appended with no await in between, so no other append interleaves.
+        let duplicate = {
+            let st = self.shared.state.borrow();
+            check_sequences(&st.producers, st.log_end, &batches)?
+        };
+        if let Some(original) = duplicate {
+            return Ok(AppendInfo {
+                base_offset: original.base_offset,
+                last_offset: original.last_offset,
+                max_timestamp: batches[0].0.max_timestamp,
+                log_append_time: None,
+                flush_due: false,
+                duplicate: true,
+            });
+        }
+        Ok(self.append_in_memory(batches, leader_epoch))
+    }
+
+    /// Reserves disk so that the active segment can hold `needed` bytes (one fallocate, a
+    /// preallocation step at a time). Appends wait meanwhile. Errors: `DiskFull` (nothing is
+    /// appended by the caller; a later append tries again).
+    async fn reserve(&self, needed: u64) -> Result<()> {
+        self.acquire_busy().await?;
+        let segment = self.shared.state.borrow().writer.segment.clone();
+        let config = self.config();
+        let mut result = Ok(());
+        if needed > segment.reserved_bytes.get() {
+            let target = reservation_target(needed, segment.reserved_bytes.get(), &config);
+            result = match segment.file.preallocate(target).await {
+                Ok(()) => Ok(target),
+                // A whole step may not fit where the batch does.
+                Err(StorageError::DiskFull { .. }) if target > needed => {
+                    segment.file.preallocate(needed).await.map(|()| needed)
+                }
+                Err(e) => Err(e),
+            }
+            .map(|reserved| segment.reserved_bytes.set(reserved));
+        }
+        self.release_busy();
+        result
+    }
+
+    fn append_in_memory(
+        &self,
+        batches: Vec<(BatchHeader, Bytes)>,
+        epoch: LeaderEpoch,
+    ) -> AppendInfo {
+        let shared = &self.shared;
+        let interval = shared.config.borrow().index_interval_bytes;
+        let mut st = shared.state.borrow_mut();
+        let first_base = st.log_end;
+        let mut max_timestamp = TimestampMs(i64::MIN);
+        let mut records = 0u64;
+        let log_append_time = shared.config.borrow().log_append_time.then(wall_clock_ms);
+        for (header, bytes) in batches {
+            let base = st.log_end;
+            let stamped = stamp_batch(&bytes, base, epoch, log_append_time);
+            let header = BatchHeader {
+                base_offset: base,
+                partition_leader_epoch: epoch,
+                max_timestamp: log_append_time.unwrap_or(header.max_timestamp),
+                ..header
+            };
+            st.producers.record(&header);
+            let seg = st.writer.segment.clone();
+            let pos = seg.size_bytes.get();
+            seg.note_batch(&header, pos, interval);
+            seg.size_bytes.set(pos + stamped.len() as u64);
+            if seg.first_append.get().is_none() {
+                seg.first_append.set(Some(Instant::now()));
+            }
+            let cached = CachedBatch {
+                base_offset: base,
+                last_offset: header.last_offset(),
+                batch: stamped,
+            };
+            shared.cache.insert(shared.cache_id, cached.clone());
+            st.writer.push(pos, cached);
+            st.log_end = header.last_offset().plus(1);
+            max_timestamp = max_timestamp.max(header.max_timestamp);
+            records += u64::from(header.records_count.unsigned_abs());
+        }
+        let cfg = shared.config.borrow();
+        st.unflushed_records += records;
+        let flush_due = st.unflushed_records >= cfg.flush_messages;
+        if flush_due {
+            st.unflushed_records = 0;
+        }
+        let arm_timer = cfg.flush_ms.filter(|_| !st.flush_timer_armed && !flush_due);
+        if arm_timer.is_some() {
+            st.flush_timer_armed = true;
+        }
+        let info = AppendInfo {
+            base_offset: first_base,
+            last_offset: st.log_end.plus(-1),
+            max_timestamp,
+            log_append_time,
+            flush_due,
+            duplicate: false,
+        };
+        drop(cfg);
+        drop(st);
+        pump(shared);
+        if flush_due {
+            let log = self.clone();
+            let target = info.last_offset.plus(1);
+            spawn_detached(async move {
+                let _ = log.flush_to(target).await;
+            });
+        }
+        if let Some(delay) = arm_timer {
+            let log = self.clone();
+            spawn_detached(async move {
+                sleep(delay).await;
+                log.shared.state.borrow_mut().flush_timer_armed = false;
+                let target = log.log_end_offset();
+                let _ = log.flush_to(target).await;
+            });
+        }
+        info
+    }
+
+    /// Waits until everything appended so far is on the device; returns the durable offset.
+    pub async fn flush(&self) -> Result<Offset> {
+        let target = self.log_end_offset();
+        self.flush_to(target).await
+    }
+
+    /// Waits until every record below `target` is written and `fdatasync` has returned.
+    /// Concurrent callers share syncs (group commit); flushes of different logs run in
+    /// parallel on the shard's ring, so a shard groups them by awaiting them together.
+    pub async fn flush_to(&self, target: Offset) -> Result<Offset> {
+        loop {
+            let notified = self.shared.notify.notified();
+            let sync = {
+                let mut st = self.shared.state.borrow_mut();
+                if let Some((op, errno)) = st.write_error {
+                    return Err(StorageError::io(
+                        op,
+                        &self.shared.dir,
+                        std::io::Error::from_raw_os_error(errno),
+                    ));
+                }
+                let target = target.min(st.log_end);
+                if st.durable_offset >= target {
+                    return Ok(st.durable_offset);
+                }
+                if st.closed {
+                    return Err(StorageError::Closed);
+                }
+                if !st.syncing && st.writer.written_offset >= target {
+                    st.syncing = true;
+                    Some((st.writer.segment.clone(), st.writer.written_offset))
+                } else {
+                    None
+                }
+            };
+            match sync {
+                Some((segment, upto)) => {
+                    let started = Instant::now();
+                    let result = segment.file.fdatasync().await;
+                    let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    let mut st = self.shared.state.borrow_mut();
+                    st.syncing = false;
+                    match result {
+                        Ok(()) => {
+                            st.durable_offset = st.durable_offset.max(upto);
+                            self.bump_stats(|s| {
+                                s.syncs += 1;
+                                s.sync_latency_us_log2[log2_bucket(took_us)] += 1;
+                            });
+                        }
+                        Err(e) => st.write_error = Some(("syncing", errno_of(&e))),
+                    }
+                    drop(st);
+                    self.shared.notify.notify_all();
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Closes the active segment (index written, file cut to size, synced) and starts a new
+    /// one at the log end offset. Nothing changes if the new segment cannot be created.
+    pub async fn roll(&self) -> Result<()> {
+        self.exclusive(async || {
+            let (old, base) = {
+                let st = self.shared.state.borrow();
+                (st.writer.segment.clone(), st.log_end)
+            };
+            if old.size_bytes.get() == 0 {
+                return Ok(());
+            }
+            let dir = &self.shared.dir;
+            // The new segment is made under a temporary name and renamed only once the old
+            // one is final (invariant 3): a crash in between leaves the old segment last, to
+            // be recovered as the active one, and a stray `.log.new` that open removes.
+            let path = Segment::path(dir, base, "log");
+            let staging = Segment::path(dir, base, NEW_SEGMENT_EXT);
+            let mut new_file = DirectFile::open(&staging, true).await?;
+            let reserve = reservation_target(0, 0, &self.config());
+            if let Err(e) = new_file.preallocate(reserve).await {
+                let _ = new_file.close().await;
+                remove_file(&staging).await?;
+                return Err(e);
+            }
+            old.finish_time_index();
+            old.save_index().await?;
+            old.file.truncate(old.size_bytes.get()).await?;
+            old.file.fdatasync().await?;
+            // Producer state as of the new segment's base: a restart replays at most the
+            // active segment to rebuild it.
+            self.snapshot_producer_state().await?;
+            new_file.rename(&path).await?;
+            // The new name must be durable before any data of the new segment is.
+            blocking_dir_op(dir, "syncing", sync_dir).await?;
+            let segment = Rc::new(Segment::new(
+                dir,
+                base,
+                new_file,
+                0,
+                Some(Default::default()),
+            ));
+            segment.reserved_bytes.set(reserve);
+            let mut st = self.shared.state.borrow_mut();
+            st.segments.insert(base, segment.clone());
+            st.writer = Writer::new(segment, 0, base, Vec::new());
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// Submits every write the writer allows now; each completion pumps again.
+fn pump(shared: &Rc<Shared>) {
+    loop {
+        let op = {
+            let mut st = shared.state.borrow_mut();
+            if st.write_error.is_some() {
+                return;
+            }
+            let cfg = shared.config.borrow();
+            st.writer
+                .next_write(cfg.write_chunk_bytes, cfg.writes_in_flight_max)
+        };
+        let Some(WriteOp {
+            segment,
+            buffer,
+            pos,
+            end_pos,
+        }) = op
+        else {
+            return;
+        };
+        let len = buffer.len() as u64;
+        let shared = shared.clone();
+        spawn_detached(async move {
+            let started = Instant::now();
+            let result = segment.file.write_at(buffer, pos).await;
+            let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            {
+                let mut st = shared.state.borrow_mut();
+                match result {
+                    Ok(()) if Rc::ptr_eq(&st.writer.segment, &segment) => {
+                        st.writer.complete(end_pos)
+                    }
+                    Ok(()) => {}
+                    Err(e) => st.write_error = Some(("writing", errno_of(&e))),
+                }
+            }
+            let mut s = shared.stats.get();
+            s.writes += 1;
+            s.write_bytes += len;
+            s.write_latency_us_log2[log2_bucket(took_us)] += 1;
+            shared.stats.set(s);
+            shared.notify.notify_all();
+            pump(&shared);
+        });
+    }
+}
+
+/// The latency histogram bucket of `us` microseconds (see [`LogStats::sync_latency_us_log2`]).
+fn log2_bucket(us: u64) -> usize {
+    ((u64::BITS - us.leading_zeros()) as usize).min(SYNC_LATENCY_BUCKETS - 1)
+}
+
+/// Checks the batches of one append against the producers' sequences. `Ok(Some(batch))`: a
+/// single retried batch, answered with its original offsets. A multi-batch append is checked
+/// batch by batch as if the earlier ones were appended. Errors: out of order, a stale epoch, or a
+/// retried batch among new ones.
+fn check_sequences(
+    producers: &ProducerState,
+    log_end: Offset,
+    batches: &[(BatchHeader, Bytes)],
+) -> Result<Option<crate::producer_state::BatchMeta>> {
+    let refuse = |h: &BatchHeader, check: SequenceCheck| match check {
+        SequenceCheck::Append | SequenceCheck::Duplicate(_) => StorageError::DuplicateSequence {
+            producer_id: h.producer_id,
+        },
+        SequenceCheck::OutOfOrder { expected, got } => StorageError::OutOfOrderSequence {
+            producer_id: h.producer_id,
+            expected,
+            got,
+        },
+        SequenceCheck::StaleEpoch { current, got } => StorageError::InvalidProducerEpoch {
+            producer_id: h.producer_id,
+            current,
+            got,
+        },
+    };
+    if let [(header, _)] = batches {
+        return match producers.check(header) {
+            SequenceCheck::Append => Ok(None),
+            SequenceCheck::Duplicate(original) => Ok(Some(original)),
+            other => Err(refuse(header, other)),
+        };
+    }
+    if batches.iter().all(|(h, _)| h.producer_id < 0) {
+        return Ok(None);
+    }
+    let mut tentative = producers.clone();
+    let mut next = log_end;
+    for (header, _) in batches {
+        let header = BatchHeader {
+            base_offset: next,
+            ..*header
+        };
+        match tentative.check(&header) {
+            SequenceCheck::Append => {
+                tentative.record(&header);
+                next = header.last_offset().plus(1);
+            }
+            other => return Err(refuse(&header, other)),
+        }
+    }
+    Ok(None)
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn wall_clock_ms() -> TimestampMs {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    TimestampMs(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn errno_of(e: &StorageError) -> i32 {
+    match e {
+        StorageError::DiskFull { .. } => libc::ENOSPC,
+        StorageError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+        _ => libc::EIO,
+    }
+}
+
+/// An append's place in the queue of appends (invariant 5), held from its entry until it has
+/// appended or failed; dropping it (also when the append's future is dropped) lets the next
+/// one go.
+struct AppendTurn<'a> {
+    shared: &'a Shared,
+    ticket: u64,
+}
+
+impl<'a> AppendTurn<'a> {
+    fn take(shared: &'a Shared) -> AppendTurn<'a> {
+        let mut st = shared.state.borrow_mut();
+        let ticket = st.next_append_ticket;
+        st.next_append_ticket += 1;
+        st.append_turns.push_back(ticket);
+        AppendTurn { shared, ticket }
+    }
+}
+
+impl Drop for AppendTurn<'_> {
+    fn drop(&mut self) {
+        let others_wait = {
+            let mut st = self.shared.state.borrow_mut();
+            if let Some(i) = st.append_turns.iter().position(|t| *t == self.ticket) {
+                st.append_turns.remove(i);
+            }
+            !st.append_turns.is_empty()
+        };
+        if others_wait {
+            self.shared.notify.notify_all();
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! `PartitionLog`: the log of one partition, owned by one shard (single-threaded, no locks).
+//!
+//! Data flow of an append: validate every batch (CRC-32C, magic, lengths, counts) → wait only
+//! if a roll is under way or too many bytes are unwritten → assign offsets, stamp `baseOffset`
+//! and `partitionLeaderEpoch` → insert into the segment's in-memory index, the write queue and
+//! the shard's batch cache → return. Background tasks copy the queued bytes into aligned DMA
+//! buffers and write them (group commit: appends that arrive while a write is in flight go out
+//! together in the next one, so the partial tail block is written once per burst);
+//! [`PartitionLog::wait_written`] waits for those writes — what an acknowledgement needs
+//! (DESIGN.md §3: a completed O_DIRECT write outlives the process) — and
+//! [`PartitionLog::flush_to`] also for one `fdatasync` shared by every concurrent flusher.
+//!
+//! Invariants:
+//! 1. `log_start ≤ high_watermark ≤ written_offset ≤ log_end` (a reader below the high
+//!    watermark never sees a byte a crash could take back), and
+//!    `durable_offset ≤ written_offset`.
+//! 2. Offsets are contiguous: the active segment's next offset is `log_end`.
+//! 3. Only the last segment is written; every earlier segment was synced and truncated to its
+//!    exact size before the next one was created (so a closed segment needs no recovery).
+//! 4. Only one maintenance operation (roll, truncation, close) runs at a time (`busy`); appends
+//!    wait for it.
+//! 5. Appends take offsets in the order `append` was called (the order of a connection's
+//!    produce requests): each takes a ticket on entry, and only the oldest waiting ticket may
+//!    append, so a call that arrives just as a wait ends cannot overtake one that waited.
+//!
+//! Files, by concern (each adds an `impl PartitionLog` block; shared state, accessors and the
+//! maintenance lock live here):
+//! - `open`: open and recovery of the active segment's tail, discard, clean close.
+//! - `append`: validation and offset assignment, the group-committed write path (`pump`),
+//!   `wait_written`, `flush_to` (shared `fdatasync`), disk reservation and segment roll.
+//! - `read`: fetch reads from the batch cache, the write queue or DMA reads; lookups by time.
+//! - `retention`: `truncate_to`, DeleteRecords, `retention.ms` / `retention.bytes`.
+//! - `snapshots`: producer-state snapshots and their rebuild on open and truncation.
+
+mod append;
+mod open;
+mod read;
+mod retention;
+mod snapshots;
+
+use crate::batch::{BatchHeader, RecordBatch};
+use crate::cache::{BatchCache, LogId};
+use crate::config::LogConfig;
+use crate::error::{BatchError, Result, StorageError};
+use crate::io::{align_up, Notify};
+use crate::producer_state::ProducerState;
+use crate::segment::Segment;
+use crate::types::{Offset, TimestampMs};
+use crate::writer::Writer;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Extension of a segment being created by a roll, before it is renamed to `.log`.
+const NEW_SEGMENT_EXT: &str = "log.new";
+/// Name of the log start offset checkpoint (Kafka: `log-start-offset-checkpoint`).
+const LOG_START_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+
+/// Buckets of [`LogStats::sync_latency_us_log2`]: up to 2^23 µs (~8 s).
+pub const SYNC_LATENCY_BUCKETS: usize = 24;
+
+/// What an append assigned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record of the first batch.
+    pub base_offset: Offset,
+    /// Offset of the last record of the last batch.
+    pub last_offset: Offset,
+    /// Largest max timestamp among the appended batches.
+    pub max_timestamp: TimestampMs,
+    /// The append time stamped into the batches, for LogAppendTime topics (the produce
+    /// response's `log_append_time_ms`).
+    pub log_append_time: Option<TimestampMs>,
+    /// `flush.messages` was reached by this append: a flush started, and a caller following
+    /// Kafka's semantics awaits [`PartitionLog::flush_to`]`(last_offset + 1)` before answering.
+    pub flush_due: bool,
+    /// The batch was a retry of one already in the log (idempotent producer): nothing was
+    /// appended, and the offsets are the original ones.
+    pub duplicate: bool,
+}
+
+/// The first batch holding a record with timestamp ≥ the target, from
+/// [`PartitionLog::find_offset_by_timestamp`].
+#[derive(Clone, Debug)]
+pub struct TimestampMatch {
+    /// The whole batch; records inside it before the target time are the caller's to skip
+    /// (they need decompression for compressed batches).
+    pub batch: RecordBatch,
+    pub header: BatchHeader,
+}
+
+/// Counters of one log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Disk reads made by fetch-path reads (cache misses), and their bytes.
+    pub dma_reads: u64,
+    pub dma_read_bytes: u64,
+    /// Bytes of log data read by `open` (the recovery scan of the active segment).
+    pub open_read_bytes: u64,
+    /// Whether `open` found the clean-shutdown marker and skipped the full tail scan.
+    pub opened_clean: bool,
+    /// Writes submitted and their bytes (including rewrites of the tail block).
+    pub writes: u64,
+    pub write_bytes: u64,
+    /// Completed `fdatasync` calls on the log file.
+    pub syncs: u64,
+    /// `fdatasync` latency histogram: entry `i` counts syncs that took less than `2^i` µs
+    /// (and at least `2^(i-1)`); the last entry also counts everything slower.
+    pub sync_latency_us_log2: [u64; SYNC_LATENCY_BUCKETS],
+    /// O_DIRECT write latency (submission to completion reaped), buckets as
+    /// `sync_latency_us_log2`: what an acknowledgement waits for beyond the append.
+    pub write_latency_us_log2: [u64; SYNC_LATENCY_BUCKETS],
+}
+
+struct State {
+    segments: BTreeMap<Offset, Rc<Segment>>,
+    writer: Writer,
+    /// Idempotent producers' sequences (KIP-98).
+    producers: ProducerState,
+    log_start: Offset,
+    log_end: Offset,
+    high_watermark: Offset,
+    durable_offset: Offset,
+    syncing: bool,
+    busy: bool,
+    closed: bool,
+    unflushed_records: u64,
+    flush_timer_armed: bool,
+    /// A failed data write or sync: sticky, since data in preallocated space cannot fail for
+    /// lack of space, so the device is failing. Reads go on; appends and flushes get it.
+    write_error: Option<(&'static str, i32)>,
+    /// Tickets of the appends under way, oldest first (invariant 5); the next ticket to hand out.
+    append_turns: VecDeque<u64>,
+    next_append_ticket: u64,
+}
+
+struct Shared {
+    dir: PathBuf,
+    config: RefCell<LogConfig>,
+    cache: BatchCache,
+    cache_id: LogId,
+    notify: Rc<Notify>,
+    state: RefCell<State>,
+    stats: Cell<LogStats>,
+}
+
+/// The log of one partition. Cloning gives another handle to the same log.
+#[derive(Clone)]
+pub struct PartitionLog {
+    shared: Rc<Shared>,
+}
+
+impl PartitionLog {
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// First offset still in the log.
+    pub fn log_start_offset(&self) -> Offset {
+        self.shared.state.borrow().log_start
+    }
+
+    /// Log end offset (LEO): the offset the next appended record gets.
+    pub fn log_end_offset(&self) -> Offset {
+        self.shared.state.borrow().log_end
+    }
+
+    /// High watermark: moved by the caller (the leader, from follower LEOs; single node: the
+    /// written offset).
+    pub fn high_watermark(&self) -> Offset {
+        self.shared.state.borrow().high_watermark
+    }
+
+    /// Moves the high watermark, clamped to `[log_start, written_offset]` (invariant 1: never
+    /// past bytes whose write has not completed).
+    pub fn set_high_watermark(&self, hw: Offset) {
+        let mut st = self.shared.state.borrow_mut();
+        st.high_watermark = hw.min(st.writer.written_offset).max(st.log_start);
+    }
+
+    /// Offset below which every record's O_DIRECT write has completed: those records survive
+    /// a crash of the process (not necessarily a power loss: see [`PartitionLog::durable_offset`]).
+    pub fn written_offset(&self) -> Offset {
+        self.shared.state.borrow().writer.written_offset
+    }
+
+    /// Offset below which every record is on the device (fdatasync returned).
+    pub fn durable_offset(&self) -> Offset {
+        self.shared.state.borrow().durable_offset
+    }
+
+    /// Bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        let st = self.shared.state.borrow();
+        st.segments.values().map(|s| s.size_bytes.get()).sum()
+    }
+
+    /// Number of segments (closed and active).
+    pub fn segment_count(&self) -> usize {
+        self.shared.state.borrow().segments.len()
+    }
+
+    /// Counters of this log.
+    pub fn stats(&self) -> LogStats {
+        self.shared.stats.get()
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> LogConfig {
+        self.shared.config.borrow().clone()
+    }
+
+    /// Replaces the configuration (IncrementalAlterConfigs). Applies from the next append or
+    /// retention pass; an existing active segment keeps its preallocated size.
+    pub fn set_config(&self, config: LogConfig) {
+        *self.shared.config.borrow_mut() = config;
+    }
+
+    /// Waits until no maintenance operation runs, then marks one running (invariant 4).
+    async fn acquire_busy(&self) -> Result<()> {
+        loop {
+            let notified = self.shared.notify.notified();
+            {
+                let mut st = self.shared.state.borrow_mut();
+                self.check_usable(&st)?;
+                if !st.busy {
+                    st.busy = true;
+                    break;
+                }
+            }
+            notified.await;
+        }
+        Ok(())
+    }
+
+    /// Ends the maintenance operation started by [`PartitionLog::acquire_busy`].
+    fn release_busy(&self) {
+        self.shared.state.borrow_mut().busy = false;
+        self.shared.notify.notify_all();
+    }
+
+    fn check_usable(&self, st: &State) -> Result<()> {
+        if st.closed {
+            return Err(StorageError::Closed);
+        }
+        if let Some((op, errno)) = st.write_error {
+            return Err(StorageError::io(
+                op,
+                &self.shared.dir,
+                std::io::Error::from_raw_os_error(errno),
+            ));
+        }
+        Ok(())
+    }
+
+    fn bump_stats(&self, f: impl FnOnce(&mut LogStats)) {
+        let mut s = self.shared.stats.get();
+        f(&mut s);
+        self.shared.stats.set(s);
+    }
+
+    /// Runs `op` as the only maintenance operation (invariant 4), after every appended byte
+    /// is written and synced.
+    async fn exclusive<T>(&self, op: impl AsyncFnOnce() -> Result<T>) -> Result<T> {
+        self.acquire_busy().await?;
+        let result = async {
+            self.flush().await?;
+            op().await
+        }
+        .await;
+        self.release_busy();
+        result
+    }
+
+    fn corrupt(&self, segment: &Segment, pos: u64, e: BatchError) -> StorageError {
+        StorageError::Corrupt {
+            path: Segment::path(&self.shared.dir, segment.base_offset, "log"),
+            why: format!("batch at byte {pos}: {e}"),
+        }
+    }
+}
+
+/// Reserves one preallocation step past `end` for a reopened or truncated active segment. On a
+/// full disk the log still opens (reads go on) with only what the file already holds reserved;
+/// appends then refuse with `DiskFull` until space returns.
+async fn reserve_after_recovery(segment: &Segment, end: u64, config: &LogConfig) -> Result<()> {
+    let target = reservation_target(align_up(end), align_up(end), config);
+    match segment.file.preallocate(target).await {
+        Ok(()) => segment.reserved_bytes.set(target),
+        Err(StorageError::DiskFull { path, .. }) => {
+            tracing::warn!(path = %path.display(), "disk full: no space reserved past the log end");
+            segment.reserved_bytes.set(align_up(end));
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
+/// The size to reserve so that `needed` bytes fit: a step past what is reserved, but not past
+/// the segment size unless `needed` itself is (one batch larger than `segment.bytes`).
+fn reservation_target(needed: u64, reserved: u64, config: &LogConfig) -> u64 {
+    let step = align_up(config.preallocate_step_bytes.max(1));
+    needed
+        .max(reserved + step)
+        .min(config.segment_bytes.max(needed))
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Runs a blocking filesystem call on the executor's blocking pool.
+async fn blocking_dir_op(
+    path: &Path,
+    op: &'static str,
+    f: impl FnOnce(&Path) -> std::io::Result<()> + Send + 'static,
+) -> Result<()> {
+    let owned = path.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || f(&owned))
+        .await
+        .map_err(|e| StorageError::io(op, path, e))
+}
+
+async fn list_dir(dir: &Path) -> Result<Vec<String>> {
+    let owned = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || -> std::io::Result<Vec<String>> {
+            std::fs::read_dir(&owned)?
+                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect()
+        })
+        .await
+        .map_err(|e| StorageError::io("listing", dir, e))
+}

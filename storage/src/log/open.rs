@@ -1,0 +1,175 @@
+//! Opening a partition log (recovery of the active segment's tail, DESIGN.md §3), discarding
+//! it, and closing it cleanly (the marker that lets the next open skip the full scan).
+
+use super::{
+    blocking_dir_op, list_dir, reserve_after_recovery, sync_dir, LogStats, PartitionLog, Shared,
+    State, LOG_START_CHECKPOINT_FILE, NEW_SEGMENT_EXT,
+};
+use crate::cache::BatchCache;
+use crate::checkpoint;
+use crate::config::LogConfig;
+use crate::error::Result;
+use crate::io::{align_down, align_up, remove_file, DirectFile, Notify, BLOCK_BYTES, BLOCK_USIZE};
+use crate::producer_state::ProducerState;
+use crate::segment::Segment;
+use crate::types::Offset;
+use crate::writer::Writer;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::rc::Rc;
+
+/// Name of the per-partition marker written after a clean close.
+const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
+
+impl PartitionLog {
+    /// Opens the log in `dir` (created if missing), recovering the active segment: closed
+    /// segments are opened without reading them; the active one is scanned from its last
+    /// index entry after a clean close, or from its start otherwise, and cut at the first torn,
+    /// zeroed or corrupt batch. Errors: I/O, [`crate::StorageError::DiskFull`], corrupt checkpoint.
+    pub async fn open(dir: &Path, config: LogConfig, cache: &BatchCache) -> Result<PartitionLog> {
+        blocking_dir_op(dir, "creating", |d| std::fs::create_dir_all(d)).await?;
+        let listing = list_dir(dir).await?;
+        let mut bases: Vec<Offset> = listing
+            .iter()
+            .filter_map(|name| name.strip_suffix(".log")?.parse::<i64>().ok())
+            .map(Offset)
+            .collect();
+        bases.sort();
+        let clean = listing.iter().any(|n| n == CLEAN_SHUTDOWN_FILE);
+        for stray in listing.iter().filter(|n| n.ends_with(NEW_SEGMENT_EXT)) {
+            remove_file(&dir.join(stray)).await?;
+        }
+        let checkpoint_start = checkpoint::read(&dir.join(LOG_START_CHECKPOINT_FILE))
+            .await?
+            .and_then(|v| v.first().copied())
+            .map(Offset);
+        if bases.is_empty() {
+            bases.push(checkpoint_start.unwrap_or_default());
+        }
+        let mut stats = LogStats {
+            opened_clean: clean,
+            ..LogStats::default()
+        };
+        let mut segments = BTreeMap::new();
+        let last_base = *bases.last().expect("at least one segment");
+        for &base in &bases[..bases.len() - 1] {
+            let file = DirectFile::open(&Segment::path(dir, base, "log"), false).await?;
+            let size = file.file_size().await?;
+            segments.insert(base, Rc::new(Segment::new(dir, base, file, size, None)));
+        }
+        let active_path = Segment::path(dir, last_base, "log");
+        let file = DirectFile::open(&active_path, true).await?;
+        let file_size = file.file_size().await?;
+        // After a clean close the saved index is trusted (loaded below); otherwise the scan
+        // rebuilds it from nothing.
+        let fresh_index = (!clean).then(Default::default);
+        let active = Rc::new(Segment::new(dir, last_base, file, 0, fresh_index));
+        let (from_pos, from_offset) = if clean {
+            active.size_bytes.set(file_size);
+            active.ensure_index().await?;
+            active.last_index_entry()
+        } else {
+            (0, last_base)
+        };
+        let interval = config.index_interval_bytes;
+        let scan = active
+            .scan(from_pos, from_offset, file_size, interval)
+            .await?;
+        stats.open_read_bytes += scan.bytes_read;
+        active.size_bytes.set(scan.end_pos);
+        // Zero what follows the valid end (a torn batch, or stale data a later crash could
+        // mistake for batches), give back the space after it, preallocate anew, and sync.
+        let end = scan.end_pos;
+        if end % BLOCK_BYTES != 0 {
+            let mut block = active.file.alloc_write_buffer(BLOCK_USIZE);
+            block.as_bytes_mut()[..scan.tail_block.len()].copy_from_slice(&scan.tail_block);
+            active.file.write_at(block, align_down(end)).await?;
+        }
+        active.file.truncate(align_up(end)).await?;
+        reserve_after_recovery(&active, end, &config).await?;
+        active.file.fdatasync().await?;
+        let log_end = scan.next_offset;
+        segments.insert(last_base, active.clone());
+        let first_base = *bases.first().expect("at least one segment");
+        let log_start = checkpoint_start
+            .map_or(first_base, |c| c.max(first_base))
+            .min(log_end);
+        if clean {
+            // Durably gone before any append, so a later crash never trusts a stale index.
+            remove_file(&dir.join(CLEAN_SHUTDOWN_FILE)).await?;
+            blocking_dir_op(dir, "syncing", sync_dir).await?;
+        }
+        let writer = Writer::new(active, end, log_end, scan.tail_block);
+        let cache_id = cache.register();
+        let log = PartitionLog {
+            shared: Rc::new(Shared {
+                dir: dir.to_path_buf(),
+                config: RefCell::new(config),
+                cache: cache.clone(),
+                cache_id,
+                notify: Rc::new(Notify::default()),
+                state: RefCell::new(State {
+                    segments,
+                    writer,
+                    log_start,
+                    log_end,
+                    high_watermark: log_end,
+                    durable_offset: log_end,
+                    syncing: false,
+                    busy: false,
+                    closed: false,
+                    unflushed_records: 0,
+                    flush_timer_armed: false,
+                    write_error: None,
+                    append_turns: VecDeque::new(),
+                    next_append_ticket: 0,
+                    producers: ProducerState::default(),
+                }),
+                stats: Cell::new(stats),
+            }),
+        };
+        log.rebuild_producer_state().await?;
+        Ok(log)
+    }
+
+    /// Closes the log without writing anything more: for a log whose files are about to be
+    /// deleted (a deleted topic). Waits only for a running maintenance operation (a roll
+    /// creates files in the directory), not for writes. Appends, flushes and waits get
+    /// [`crate::StorageError::Closed`] from now on; writes already in flight finish on their own.
+    pub async fn discard(&self) {
+        let held = self.acquire_busy().await.is_ok();
+        let was_open = {
+            let mut st = self.shared.state.borrow_mut();
+            !std::mem::replace(&mut st.closed, true)
+        };
+        if was_open {
+            self.shared.cache.unregister(self.shared.cache_id);
+        }
+        if held {
+            self.release_busy();
+        } else {
+            self.shared.notify.notify_all();
+        }
+    }
+
+    /// Flushes everything, writes the active segment's index, cuts its file to size, and
+    /// leaves the clean-shutdown marker so the next open scans only the tail after the last
+    /// index entry. The log refuses every later call with [`crate::StorageError::Closed`].
+    pub async fn close(&self) -> Result<()> {
+        self.exclusive(async || {
+            let active = self.shared.state.borrow().writer.segment.clone();
+            self.snapshot_producer_state().await?;
+            active.save_index().await?;
+            active.file.truncate(active.size_bytes.get()).await?;
+            active.file.fdatasync().await?;
+            let marker = self.shared.dir.join(CLEAN_SHUTDOWN_FILE);
+            blocking_dir_op(&marker, "writing", |p| std::fs::write(p, b"")).await?;
+            blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await?;
+            self.shared.state.borrow_mut().closed = true;
+            self.shared.cache.unregister(self.shared.cache_id);
+            Ok(())
+        })
+        .await
+    }
+}

@@ -1,0 +1,799 @@
+//! [`BrokerConfig`]: the start-up configuration of one `sluice` process — its broker-level
+//! keys, the topic defaults set by their broker-level synonyms (Kafka's precedence among
+//! `log.retention.{ms,minutes,hours}`), and the per-shard settings.
+
+use super::cores::{available_cores, parse_cores, render_cores};
+use super::error::{invalid, unknown, ConfigError};
+use super::listener::{parse_listen_addr, HostPort};
+use super::shard::{
+    ShardOverride, ShardSettings, IO_MEMORY_BYTES_DEFAULT, TASK_QUEUE_SHARES_DEFAULT,
+};
+use super::topic::{TopicConfig, SEGMENT_BYTES_MIN};
+use super::value::{parse_bool, parse_ranged, parse_unsigned};
+use crate::kafka_keys::{
+    topic_key, topic_key_for_broker_synonym, unsupported_broker_key, TOPIC_KEYS,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Broker-level keys other than the topic-default ones, for lookups and suggestions.
+const BROKER_KEYS: [&str; 20] = [
+    "listeners",
+    "advertised.listeners",
+    "sluice.admin.listen",
+    "log.dirs",
+    "log.dir",
+    "sluice.cores",
+    "node.id",
+    "broker.id",
+    "auto.create.topics.enable",
+    "num.partitions",
+    "default.replication.factor",
+    "socket.request.max.bytes",
+    "sluice.batch.cache.bytes",
+    "offsets.topic.num.partitions",
+    "offsets.topic.segment.bytes",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "log.retention.check.interval.ms",
+    "offsets.topic.replication.factor",
+];
+
+/// Every key [`BrokerConfig::set`] accepts: the broker keys, every topic property by its
+/// topic-level name and by each broker-level synonym (`log.retention.hours`, …).
+pub fn broker_key_names() -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = BROKER_KEYS.to_vec();
+    for topic in &TOPIC_KEYS {
+        keys.push(topic.name);
+        for s in topic.synonyms {
+            if !keys.contains(&s.name) {
+                keys.push(s.name);
+            }
+        }
+    }
+    keys
+}
+
+/// The start-up configuration of one `sluice` process.
+///
+/// Build with `BrokerConfig::default()` and [`BrokerConfig::set`] (or the broker's `cli::load`).
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// Kafka listener address (`listeners`, flag `--listen`). Default 127.0.0.1:9092.
+    pub listen: SocketAddr,
+    /// What Metadata responses tell clients to connect to (`advertised.listeners`, flag
+    /// `--advertised-listener`). `None`: derived from `listen`, see
+    /// [`BrokerConfig::advertised_listener`].
+    pub advertised_listener: Option<HostPort>,
+    /// Admin HTTP address (`sluice.admin.listen`, flag `--admin-listen`). Default
+    /// 127.0.0.1:9644.
+    pub admin_listen: SocketAddr,
+    /// Data directory (`log.dirs` / `log.dir`, flag `--data-dir`). Default `./data`.
+    pub data_dir: PathBuf,
+    /// CPU ids, one shard pinned to each, shard `i` on `cores[i]` (`sluice.cores`, flag
+    /// `--cores`). Default: every CPU in the process's affinity mask.
+    pub cores: Vec<usize>,
+    /// `node.id` (alias `broker.id`). Default 0.
+    pub node_id: i32,
+    /// `auto.create.topics.enable`: Metadata/Produce for an unknown topic creates it.
+    /// Default true.
+    pub auto_create_topics_enable: bool,
+    /// `num.partitions`: partitions of an auto-created topic or a CreateTopics with -1.
+    /// Default 1.
+    pub num_partitions: i32,
+    /// `default.replication.factor`. Default 1.
+    pub default_replication_factor: i16,
+    /// `socket.request.max.bytes`: largest request frame, in bytes. Default 104857600.
+    pub socket_request_max_bytes: usize,
+    /// `message.max.bytes`: broker cap on a record batch, in bytes, and the default of the
+    /// topic property `max.message.bytes`. Default 1048588.
+    pub message_max_bytes: u32,
+    /// `sluice.batch.cache.bytes`: batch cache size per shard, in bytes. Default 64 MiB.
+    pub batch_cache_bytes: usize,
+    /// Defaults for new topics, set by the broker-level names (`log.retention.ms`, …) or the
+    /// topic-level names themselves.
+    pub topic_defaults: TopicConfig,
+    /// `[[shard]]` sections of the config file: per-core overrides.
+    pub shard_overrides: Vec<ShardOverride>,
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`, fixed when the
+    /// first group creates it. Default 50.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.segment.bytes`: `segment.bytes` of `__consumer_offsets`, bytes.
+    /// Default 104857600.
+    pub offsets_topic_segment_bytes: u64,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
+    /// waits for more members, ms. Default 3000.
+    pub group_initial_rebalance_delay_ms: i32,
+    /// `group.min.session.timeout.ms`: smallest `session.timeout.ms` a member may ask for,
+    /// ms. Default 6000.
+    pub group_min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`: largest `session.timeout.ms`, ms. Default 1800000.
+    pub group_max_session_timeout_ms: i32,
+    /// `log.retention.check.interval.ms`: how often each shard applies retention, ms.
+    /// Default 300000 (5 minutes); at least 1.
+    pub log_retention_check_interval_ms: u64,
+    /// Keys set through [`BrokerConfig::set`], canonical names, with the value as given
+    /// (trimmed): DescribeConfigs reports a synonym in its own unit (`log.retention.hours`).
+    given: BTreeMap<&'static str, String>,
+    /// Kafka's precedence among the broker synonyms of one topic property (e.g.
+    /// `log.retention.{ms,minutes,hours}`): topic property → index in its synonym list of the
+    /// most specific one set so far. A coarser one never overrides a finer one, whatever the
+    /// order.
+    synonym_rank: BTreeMap<&'static str, usize>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9092),
+            advertised_listener: None,
+            admin_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9644),
+            data_dir: PathBuf::from("./data"),
+            cores: available_cores(),
+            node_id: 0,
+            auto_create_topics_enable: true,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            socket_request_max_bytes: 104_857_600,
+            message_max_bytes: 1_048_588,
+            batch_cache_bytes: 64 << 20,
+            topic_defaults: TopicConfig::default(),
+            shard_overrides: Vec::new(),
+            offsets_topic_num_partitions: 50,
+            offsets_topic_segment_bytes: 104_857_600,
+            group_initial_rebalance_delay_ms: 3000,
+            group_min_session_timeout_ms: 6000,
+            group_max_session_timeout_ms: 1_800_000,
+            log_retention_check_interval_ms: 300_000,
+            given: BTreeMap::new(),
+            synonym_rank: BTreeMap::new(),
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// Applies one property (Kafka name, a Sluice `sluice.*` key, or a topic-level name as a
+    /// topic default).
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownKey`] naming the closest known key; [`ConfigError::InvalidValue`]
+    /// naming `key` (the broker-level name when a topic default is rejected). On error nothing
+    /// changes.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if let Some(why) = unsupported_broker_key(key) {
+            return Err(ConfigError::Unsupported {
+                key: key.to_owned(),
+                why: why.to_owned(),
+            });
+        }
+        let all = broker_key_names();
+        let Some(name) = all.iter().copied().find(|k| *k == key) else {
+            return Err(unknown(key, &all));
+        };
+        let v = value.trim();
+        match name {
+            "listeners" => {
+                self.listen = parse_listen_addr(v).map_err(|why| invalid(key, value, why))?;
+            }
+            "advertised.listeners" => {
+                let hp: HostPort = v.parse().map_err(|why| invalid(key, value, why))?;
+                if hp.host.is_empty() {
+                    return Err(invalid(key, value, "the advertised host must not be empty"));
+                }
+                if hp.port == 0 {
+                    return Err(invalid(key, value, "the advertised port must not be 0"));
+                }
+                self.advertised_listener = Some(hp);
+            }
+            "sluice.admin.listen" => {
+                self.admin_listen = parse_listen_addr(v).map_err(|why| invalid(key, value, why))?;
+            }
+            "log.dirs" | "log.dir" => {
+                if v.is_empty() {
+                    return Err(invalid(key, value, "must not be empty"));
+                }
+                if v.contains(',') {
+                    return Err(invalid(key, value, "only one data directory is supported"));
+                }
+                self.data_dir = PathBuf::from(v);
+            }
+            "sluice.cores" => {
+                let cores = parse_cores(v).map_err(|why| invalid(key, value, why))?;
+                let available = available_cores();
+                if let Some(c) = cores.iter().find(|c| !available.contains(c)) {
+                    return Err(invalid(
+                        key,
+                        value,
+                        format!(
+                            "CPU {c} is not available to this process (available: {})",
+                            render_cores(&available)
+                        ),
+                    ));
+                }
+                self.cores = cores;
+            }
+            "node.id" | "broker.id" => {
+                let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
+                self.node_id = i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "auto.create.topics.enable" => {
+                self.auto_create_topics_enable = parse_bool(key, value)?;
+            }
+            "num.partitions" => {
+                let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+                self.num_partitions =
+                    i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "default.replication.factor" => {
+                let n = parse_ranged(key, value, 1, i64::from(i16::MAX))?;
+                self.default_replication_factor =
+                    i16::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "socket.request.max.bytes" => {
+                let n = parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
+                self.socket_request_max_bytes =
+                    usize::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "sluice.batch.cache.bytes" => {
+                let n = parse_unsigned(key, value, 0, i64::MAX)?;
+                self.batch_cache_bytes =
+                    usize::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "offsets.topic.num.partitions" => {
+                let n = parse_ranged(key, value, 1, 10_000)?;
+                self.offsets_topic_num_partitions =
+                    i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "offsets.topic.segment.bytes" => {
+                self.offsets_topic_segment_bytes =
+                    parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
+            }
+            "group.initial.rebalance.delay.ms"
+            | "group.min.session.timeout.ms"
+            | "group.max.session.timeout.ms" => {
+                let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
+                let n = i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+                let (min, max) = match name {
+                    "group.min.session.timeout.ms" => (n, self.group_max_session_timeout_ms),
+                    "group.max.session.timeout.ms" => (self.group_min_session_timeout_ms, n),
+                    _ => (0, i32::MAX),
+                };
+                if min > max {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "group.min.session.timeout.ms must not exceed group.max.session.timeout.ms",
+                    ));
+                }
+                match name {
+                    "group.min.session.timeout.ms" => self.group_min_session_timeout_ms = n,
+                    "group.max.session.timeout.ms" => self.group_max_session_timeout_ms = n,
+                    _ => self.group_initial_rebalance_delay_ms = n,
+                }
+            }
+            "log.retention.check.interval.ms" => {
+                self.log_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
+            }
+            "offsets.topic.replication.factor" => {
+                // Kafka's single-node server.properties says 1; more needs replication.
+                if parse_ranged(key, value, 1, i64::from(i16::MAX))? != 1 {
+                    return Err(ConfigError::Unsupported {
+                        key: key.to_owned(),
+                        why: "replication is not built yet: only 1 is accepted".to_owned(),
+                    });
+                }
+            }
+            _ => self.set_topic_default(name, key, v)?,
+        }
+        self.given.insert(name, v.to_owned());
+        Ok(())
+    }
+
+    /// A topic default, by its topic-level name or a broker-level synonym. Among the synonyms
+    /// of one topic property the most specific one set wins, as in Kafka
+    /// (`log.retention.ms` > `log.retention.minutes` > `log.retention.hours`); a coarser unit
+    /// is converted to ms (a negative retention in any unit means unlimited).
+    fn set_topic_default(
+        &mut self,
+        name: &'static str,
+        key: &str,
+        v: &str,
+    ) -> Result<(), ConfigError> {
+        let (topic, rank, ms_per_unit) = match topic_key(name) {
+            // The topic-level name at broker level counts as the most specific synonym.
+            Some(t) => (t, 0, 1),
+            None => {
+                let (t, syn) = topic_key_for_broker_synonym(name)
+                    .ok_or_else(|| unknown(key, &broker_key_names()))?;
+                let rank = t
+                    .synonyms
+                    .iter()
+                    .position(|s| s.name == syn.name)
+                    .unwrap_or(0);
+                (t, rank, syn.ms_per_unit)
+            }
+        };
+        let value = if ms_per_unit == 1 {
+            v.to_owned()
+        } else {
+            let n = parse_ranged(key, v, i64::MIN, i64::MAX)?;
+            if n < 0 && topic.name == "retention.ms" {
+                "-1".to_owned()
+            } else {
+                n.checked_mul(ms_per_unit)
+                    .ok_or_else(|| invalid(key, v, "too large once converted to ms"))?
+                    .to_string()
+            }
+        };
+        if self.synonym_rank.get(topic.name).is_some_and(|r| *r < rank) {
+            // Validated, but a more specific synonym is set and wins, as in Kafka.
+            let mut scratch = self.topic_defaults.clone();
+            return scratch.set(topic.name, &value).map_err(|e| e.with_key(key));
+        }
+        self.topic_defaults
+            .set(topic.name, &value)
+            .map_err(|e| e.with_key(key))?;
+        if topic.name == "max.message.bytes" {
+            // At most i32::MAX: the topic property's range.
+            self.message_max_bytes =
+                u32::try_from(self.topic_defaults.log.max_message_bytes).unwrap_or(u32::MAX);
+        }
+        self.synonym_rank.insert(topic.name, rank);
+        // DescribeConfigs lists a topic-level name given here as its first broker synonym.
+        if topic.name == name {
+            if let Some(first) = topic.synonyms.first() {
+                self.given.insert(first.name, value);
+            }
+        }
+        Ok(())
+    }
+
+    /// The value broker key `name` was given, as given (trimmed), if it was set.
+    pub fn given(&self, name: &str) -> Option<&str> {
+        self.given.get(name).map(String::as_str)
+    }
+
+    /// Applies `(key, value)` pairs in order, stopping at the first error.
+    pub fn set_all<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), ConfigError> {
+        pairs.into_iter().try_for_each(|(k, v)| self.set(k, v))
+    }
+
+    /// Whether `key` (as given to [`BrokerConfig::set`]) was set explicitly.
+    pub fn is_set(&self, key: &str) -> bool {
+        self.given.contains_key(key)
+    }
+
+    /// How often each shard applies `retention.ms` / `retention.bytes`
+    /// (`log.retention.check.interval.ms`).
+    pub fn log_retention_check_interval(&self) -> Duration {
+        Duration::from_millis(self.log_retention_check_interval_ms)
+    }
+
+    /// The listener advertised in Metadata: `advertised.listeners` if set, else `listen`.
+    /// A wildcard listen address (0.0.0.0 / ::) is not connectable, so then the machine's host
+    /// name is advertised (as Kafka does), or `localhost` if it cannot be read.
+    pub fn advertised_listener(&self) -> HostPort {
+        if let Some(hp) = &self.advertised_listener {
+            return hp.clone();
+        }
+        let host = if self.listen.ip().is_unspecified() {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "localhost".to_owned())
+        } else {
+            self.listen.ip().to_string()
+        };
+        HostPort {
+            host,
+            port: self.listen.port(),
+        }
+    }
+
+    /// Broker-level properties with their values, sorted by key (DescribeConfigs on the
+    /// BROKER resource). Topic defaults appear under their broker-level names.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        let mut out: Vec<(&'static str, String)> = vec![
+            ("advertised.listeners", {
+                format!("PLAINTEXT://{}", self.advertised_listener())
+            }),
+            (
+                "auto.create.topics.enable",
+                self.auto_create_topics_enable.to_string(),
+            ),
+            (
+                "default.replication.factor",
+                self.default_replication_factor.to_string(),
+            ),
+            ("listeners", format!("PLAINTEXT://{}", self.listen)),
+            ("log.dirs", self.data_dir.display().to_string()),
+            ("node.id", self.node_id.to_string()),
+            ("num.partitions", self.num_partitions.to_string()),
+            ("sluice.admin.listen", self.admin_listen.to_string()),
+            (
+                "sluice.batch.cache.bytes",
+                self.batch_cache_bytes.to_string(),
+            ),
+            ("sluice.cores", render_cores(&self.cores)),
+            (
+                "socket.request.max.bytes",
+                self.socket_request_max_bytes.to_string(),
+            ),
+        ];
+        out.push((
+            "log.retention.check.interval.ms",
+            self.log_retention_check_interval_ms.to_string(),
+        ));
+        // Each topic default under its first broker-level name, in the topic property's unit.
+        for topic in &TOPIC_KEYS {
+            if let (Some(first), Some(v)) =
+                (topic.synonyms.first(), self.topic_defaults.get(topic.name))
+            {
+                if !out.iter().any(|(k, _)| *k == first.name) {
+                    out.push((first.name, v));
+                }
+            }
+        }
+        out.sort_by_key(|(k, _)| *k);
+        out
+    }
+}
+
+impl BrokerConfig {
+    /// Settings of the shard on CPU `core`.
+    pub fn shard_settings(&self, core: usize) -> ShardSettings {
+        let o = self.shard_overrides.iter().find(|o| o.core == core);
+        let pick = |f: fn(&ShardOverride) -> Option<usize>, default: usize| {
+            o.and_then(f).unwrap_or(default)
+        };
+        ShardSettings {
+            batch_cache_bytes: pick(|o| o.batch_cache_bytes, self.batch_cache_bytes),
+            io_memory_bytes: pick(|o| o.io_memory_bytes, IO_MEMORY_BYTES_DEFAULT),
+            listen: o.and_then(|o| o.listen).unwrap_or(true),
+            produce_shares: pick(|o| o.produce_shares, TASK_QUEUE_SHARES_DEFAULT),
+            fetch_shares: pick(|o| o.fetch_shares, TASK_QUEUE_SHARES_DEFAULT),
+            background_shares: pick(|o| o.background_shares, TASK_QUEUE_SHARES_DEFAULT),
+        }
+    }
+
+    /// Checks the `[[shard]]` sections against `cores`: each names a configured core, once,
+    /// and at least one shard listens.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidValue`] naming `[[shard]] core` or `[[shard]] listen`.
+    pub fn check_shard_overrides(&self) -> Result<(), ConfigError> {
+        let mut seen = BTreeSet::new();
+        for o in &self.shard_overrides {
+            let core = o.core.to_string();
+            if !self.cores.contains(&o.core) {
+                return Err(invalid(
+                    "[[shard]] core",
+                    &core,
+                    format!("not one of the configured cores {:?}", self.cores),
+                ));
+            }
+            if !seen.insert(o.core) {
+                return Err(invalid(
+                    "[[shard]] core",
+                    &core,
+                    "two [[shard]] sections name this core",
+                ));
+            }
+        }
+        if self.cores.iter().all(|&c| !self.shard_settings(c).listen) {
+            return Err(invalid(
+                "[[shard]] listen",
+                "false",
+                "at least one shard must listen",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::cores::parse_cores;
+    use crate::config::suggest::closest_key;
+    use crate::config::topic::TimestampType;
+    use std::path::PathBuf;
+
+    #[test]
+    fn inherit_and_reset() {
+        let mut broker = BrokerConfig::default();
+        broker.set("log.retention.ms", "1000").expect("valid");
+        broker
+            .set("log.cleaner.delete.retention.ms", "5")
+            .expect("valid");
+        let defaults = &broker.topic_defaults;
+        let mut t = TopicConfig::inherit(defaults);
+        assert_eq!(t.log.retention_ms, Some(Duration::from_millis(1000)));
+        assert_eq!(t.get("delete.retention.ms").as_deref(), Some("5"));
+        assert!(!t.is_set("retention.ms"));
+        t.set("retention.ms", "5").expect("valid");
+        t.set("delete.retention.ms", "7").expect("valid");
+        assert!(t.is_set("retention.ms"));
+        t.reset("retention.ms", defaults).expect("known key");
+        t.reset("delete.retention.ms", defaults).expect("known key");
+        assert_eq!(t.log.retention_ms, Some(Duration::from_millis(1000)));
+        assert_eq!(t.get("delete.retention.ms").as_deref(), Some("5"));
+        assert!(!t.is_set("retention.ms"));
+        assert_eq!(broker.given("log.retention.ms"), Some("1000"));
+    }
+
+    #[test]
+    fn broker_names_set_topic_defaults() {
+        let mut b = BrokerConfig::default();
+        b.set_all([
+            ("log.segment.bytes", "1048576"),
+            ("log.roll.hours", "2"),
+            ("log.cleanup.policy", "delete"),
+            ("log.message.timestamp.type", "LogAppendTime"),
+            ("log.flush.interval.messages", "10"),
+            ("log.flush.interval.ms", "100"),
+            ("log.index.interval.bytes", "8192"),
+            ("log.retention.bytes", "12345"),
+            ("retention.ms", "777"),
+        ])
+        .expect("valid");
+        let t = &b.topic_defaults;
+        assert_eq!(t.log.segment_bytes, 1_048_576);
+        assert_eq!(t.log.segment_ms, Duration::from_millis(2 * 3_600_000));
+        assert_eq!(t.message_timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(t.log.flush_messages, 10);
+        assert_eq!(t.log.flush_ms, Some(Duration::from_millis(100)));
+        assert_eq!(t.log.index_interval_bytes, 8192);
+        assert_eq!(t.log.retention_bytes, Some(12_345));
+        assert_eq!(t.log.retention_ms, Some(Duration::from_millis(777)));
+
+        b.set("message.max.bytes", "2000000").expect("valid");
+        assert_eq!(b.message_max_bytes, 2_000_000);
+        assert_eq!(b.topic_defaults.log.max_message_bytes, 2_000_000);
+
+        // Errors about a topic default name the broker-level key the user wrote.
+        let err = b.set("log.segment.bytes", "1").expect_err("below 1 MiB");
+        assert_eq!(err.key(), Some("log.segment.bytes"));
+    }
+
+    #[test]
+    fn retention_units_follow_kafka_precedence() {
+        let mut b = BrokerConfig::default();
+        b.set("log.retention.hours", "1").expect("valid");
+        assert_eq!(
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(3_600_000))
+        );
+        b.set("log.retention.minutes", "2").expect("valid");
+        assert_eq!(
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(120_000))
+        );
+        b.set("log.retention.hours", "5").expect("valid");
+        assert_eq!(
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(120_000)),
+            "minutes beat hours"
+        );
+        b.set("log.retention.ms", "10").expect("valid");
+        b.set("log.retention.minutes", "5").expect("valid");
+        assert_eq!(
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(10)),
+            "ms beats minutes"
+        );
+        b.set("log.retention.hours", "-1")
+            .expect("valid, but ms wins");
+        assert_eq!(
+            b.topic_defaults.log.retention_ms,
+            Some(Duration::from_millis(10))
+        );
+
+        let mut b = BrokerConfig::default();
+        b.set("log.retention.hours", "-1")
+            .expect("negative = unlimited");
+        assert_eq!(b.topic_defaults.log.retention_ms, None);
+        b.set("log.retention.hours", "x").expect_err("not a number");
+        b.set("log.retention.hours", &i64::MAX.to_string())
+            .expect_err("overflows ms");
+    }
+
+    #[test]
+    fn broker_keys() {
+        let mut b = BrokerConfig::default();
+        assert_eq!(b.log_retention_check_interval_ms, 300_000);
+        b.set("log.retention.check.interval.ms", "1000")
+            .expect("valid");
+        assert_eq!(b.log_retention_check_interval(), Duration::from_secs(1));
+        b.set("log.retention.check.interval.ms", "0")
+            .expect_err("at least 1");
+        b.set("offsets.topic.replication.factor", "1")
+            .expect("single node");
+        let err = b
+            .set("offsets.topic.replication.factor", "3")
+            .expect_err("no replication");
+        assert!(err.to_string().contains("replication"), "{err}");
+        for key in [
+            "process.roles",
+            "num.network.threads",
+            "socket.send.buffer.bytes",
+        ] {
+            let err = b
+                .set(key, "1")
+                .expect_err("Kafka key for what Sluice lacks");
+            assert!(matches!(err, ConfigError::Unsupported { .. }), "{err}");
+            assert_eq!(err.key(), Some(key));
+        }
+        b.set("min.insync.replicas", "2").expect("topic default");
+        assert_eq!(b.topic_defaults.min_insync_replicas, 2);
+        b.set("log.roll.jitter.hours", "1").expect("coarse synonym");
+        assert_eq!(
+            b.topic_defaults.get("segment.jitter.ms").as_deref(),
+            Some("3600000")
+        );
+        assert!(b.auto_create_topics_enable);
+        b.set("auto.create.topics.enable", "FALSE").expect("valid");
+        assert!(!b.auto_create_topics_enable);
+        b.set("num.partitions", "3").expect("valid");
+        b.set("num.partitions", "0").expect_err("at least 1");
+        b.set("default.replication.factor", "40000")
+            .expect_err("i16");
+        b.set("node.id", "7").expect("valid");
+        b.set("broker.id", "-1").expect_err("negative");
+        b.set("socket.request.max.bytes", "0")
+            .expect_err("at least 1");
+        b.set("sluice.batch.cache.bytes", "0").expect("0 disables");
+        b.set("log.dirs", "/a,/b").expect_err("one dir only");
+        b.set("log.dirs", "/tmp/x").expect("valid");
+        assert_eq!(b.data_dir, PathBuf::from("/tmp/x"));
+        b.set("listeners", "PLAINTEXT://127.0.0.1:19092")
+            .expect("valid");
+        assert_eq!(b.listen, "127.0.0.1:19092".parse().expect("literal"));
+        b.set("listeners", "SSL://127.0.0.1:1").expect_err("SSL");
+        b.set("listeners", "PLAINTEXT://:9093")
+            .expect("all interfaces");
+        assert!(b.listen.ip().is_unspecified());
+        assert_eq!(b.advertised_listener().port, 9093);
+        b.set("advertised.listeners", "kafka.example:9999")
+            .expect("valid");
+        assert_eq!(b.advertised_listener().to_string(), "kafka.example:9999");
+        assert!(b.is_set("listeners"));
+        assert!(!b.is_set("node.id") || b.node_id == 7);
+
+        let err = b.set("auto.create.topic.enable", "true").expect_err("typo");
+        assert!(
+            err.to_string().contains("auto.create.topics.enable"),
+            "{err}"
+        );
+        let entries = b.entries();
+        assert!(entries.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
+        assert!(entries
+            .iter()
+            .any(|(k, v)| *k == "num.partitions" && v == "3"));
+    }
+
+    #[test]
+    fn advertised_defaults_to_listen() {
+        let b = BrokerConfig::default();
+        assert_eq!(b.advertised_listener().to_string(), "127.0.0.1:9092");
+        let mut b = BrokerConfig::default();
+        b.set("listeners", "[::1]:9000").expect("v6");
+        assert_eq!(b.advertised_listener().to_string(), "[::1]:9000");
+    }
+
+    #[test]
+    fn cores_parsing() {
+        assert_eq!(parse_cores("0"), Ok(vec![0]), "CPU 0, as taskset reads it");
+        assert_eq!(parse_cores("2"), Ok(vec![2]));
+        assert_eq!(parse_cores("0,2,3"), Ok(vec![0, 2, 3]));
+        assert_eq!(parse_cores("1-3"), Ok(vec![1, 2, 3]));
+        assert_eq!(parse_cores("5-5, 0"), Ok(vec![5, 0]));
+        for bad in ["", "a", "1,1", "3-1", "0,", "1-", "2000", "0,1024"] {
+            assert!(parse_cores(bad).is_err(), "`{bad}` must be rejected");
+        }
+        assert_eq!(render_cores(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        let available = available_cores();
+        assert!(!available.is_empty());
+        let mut b = BrokerConfig::default();
+        assert_eq!(b.cores, available);
+        b.set("sluice.cores", "0").expect("CPU 0 exists");
+        assert_eq!(b.cores, vec![0]);
+        b.set("sluice.cores", "1000-1000")
+            .expect_err("no such CPU here");
+        assert_eq!(parse_cores(&render_cores(&available)), Ok(available));
+    }
+
+    #[test]
+    fn typos_suggest_broker_keys() {
+        assert_eq!(
+            closest_key("log.retension.ms", &broker_key_names()),
+            Some("log.retention.ms")
+        );
+    }
+}
+
+#[cfg(test)]
+#[cfg(test)]
+mod shard_section_tests {
+    use super::*;
+    use crate::config::file::flatten_toml;
+    use crate::config::shard::{parse_shard_sections, ShardOverride, TASK_QUEUE_SHARES_DEFAULT};
+    use std::path::Path;
+
+    fn parse(text: &str) -> Result<Vec<ShardOverride>, ConfigError> {
+        parse_shard_sections(text, Path::new("sluice.toml"))
+    }
+
+    #[test]
+    fn shard_sections_parse_and_apply_to_their_core() {
+        let text = "num.partitions = 3\n[[shard]]\ncore = 1\nlisten = false\n\"batch.cache.bytes\" = 1048576\n\"produce.shares\" = 200\n";
+        let overrides = parse(text).expect("valid");
+        assert_eq!(overrides.len(), 1);
+        let config = BrokerConfig {
+            cores: vec![0, 1],
+            shard_overrides: overrides,
+            ..BrokerConfig::default()
+        };
+        let one = config.shard_settings(1);
+        assert!(!one.listen);
+        assert_eq!(one.batch_cache_bytes, 1 << 20);
+        assert_eq!(one.produce_shares, 200);
+        assert_eq!(one.fetch_shares, TASK_QUEUE_SHARES_DEFAULT);
+        let zero = config.shard_settings(0);
+        assert!(zero.listen);
+        assert_eq!(zero.batch_cache_bytes, config.batch_cache_bytes);
+        config.check_shard_overrides().expect("consistent");
+        // The flat keys around the sections are still read.
+        let flat = flatten_toml(text, Path::new("sluice.toml")).expect("flat");
+        assert_eq!(flat, vec![("num.partitions".to_string(), "3".to_string())]);
+    }
+
+    #[test]
+    fn bad_shard_sections_name_the_key() {
+        let err = parse("[[shard]]\ncore = 0\nlistens = false\n").expect_err("unknown key");
+        assert!(err.to_string().contains("[[shard]] listens"), "{err}");
+        assert!(err.to_string().contains("[[shard]] listen`"), "{err}");
+        let err = parse("[[shard]]\ncore = 0\n\"fetch.shares\" = 5000\n").expect_err("range");
+        assert!(err.to_string().contains("[[shard]] fetch.shares"), "{err}");
+        let err = parse("[[shard]]\nlisten = true\n").expect_err("no core");
+        assert!(err.to_string().contains("[[shard]] core"), "{err}");
+        let err = parse("shard = 1\n").expect_err("not an array of tables");
+        assert!(err.to_string().contains("[[shard]]"), "{err}");
+
+        let two = parse("[[shard]]\ncore = 0\n[[shard]]\ncore = 0\n").expect("parses");
+        let config = BrokerConfig {
+            cores: vec![0, 1],
+            shard_overrides: two,
+            ..BrokerConfig::default()
+        };
+        assert!(config.check_shard_overrides().is_err());
+        let elsewhere = parse("[[shard]]\ncore = 7\n").expect("parses");
+        let config = BrokerConfig {
+            cores: vec![0, 1],
+            shard_overrides: elsewhere,
+            ..BrokerConfig::default()
+        };
+        assert!(config
+            .check_shard_overrides()
+            .expect_err("not configured")
+            .to_string()
+            .contains("core"));
+        let mute = parse("[[shard]]\ncore = 0\nlisten = false\n").expect("parses");
+        let config = BrokerConfig {
+            cores: vec![0],
+            shard_overrides: mute,
+            ..BrokerConfig::default()
+        };
+        assert!(
+            config.check_shard_overrides().is_err(),
+            "someone must listen"
+        );
+    }
+}

@@ -1,0 +1,787 @@
+//! [`TopicConfig`]: the per-topic properties (Kafka 4.4's topic keys, [`TOPIC_KEYS`]) and the
+//! typed values of those Sluice acts on.
+//!
+//! Each topic property is declared once:
+//! - its Kafka facts — name, type, default, broker-level synonyms, whether Sluice acts on it —
+//!   in [`TOPIC_KEYS`] (`kafka_keys`), from which key lookup, suggestions, DescribeConfigs'
+//!   listing and, by parsing the default strings, [`TopicConfig::default`] all come;
+//! - its typed value in one field: the log's properties in storage's own [`LogConfig`],
+//!   embedded as [`TopicConfig::log`] (so the partition log gets exactly that, with no
+//!   conversion by hand), the produce path's in `TopicConfig` itself;
+//! - its parsing and rendering in one [`TYPED_KEYS`] entry beside each other, from which
+//!   [`TopicConfig::set`], [`TopicConfig::get`] and [`TopicConfig::reset`] (set from the
+//!   default's rendering) work.
+//!
+//! Storage keeps the same numbers in [`LogConfig::default`] so that the crate stands alone;
+//! a test checks that they are Kafka's. The other keys ([`Support::Stored`]) are validated
+//! strings.
+
+use super::error::{invalid, unknown, ConfigError};
+use super::value::{
+    parse_bool, parse_long_min, parse_ranged, parse_u32_int, parse_unsigned, render_unlimited,
+};
+use crate::kafka_keys::{topic_key, ConfigType, Support, TopicKey, TOPIC_KEYS};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+pub use storage::CleanupPolicy;
+use storage::LogConfig;
+
+/// Kafka's "never" for `flush.messages` and `flush.ms` (`Long.MAX_VALUE`).
+pub const FLUSH_NEVER: u64 = i64::MAX as u64;
+
+/// Smallest `segment.bytes` Kafka 4 accepts (1 MiB, KIP-1030).
+pub const SEGMENT_BYTES_MIN: u64 = 1 << 20;
+
+/// `message.timestamp.type`: which timestamp a batch carries in the log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimestampType {
+    /// Keep the producer's timestamps.
+    #[default]
+    CreateTime,
+    /// The broker overwrites batch timestamps with its clock at append (and recomputes the CRC).
+    LogAppendTime,
+}
+
+impl TimestampType {
+    /// The Kafka spelling (`CreateTime` / `LogAppendTime`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        }
+    }
+}
+
+/// Where a topic property's effective value comes from, as DescribeConfigs reports it (the
+/// variant names are Kafka's `ConfigSource` names, hence the shared suffix).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)]
+pub enum ConfigSource {
+    /// Set on the topic (CreateTopics configs or IncrementalAlterConfigs).
+    TopicConfig,
+    /// Not set on the topic; the broker's start-up config sets the default.
+    StaticBrokerConfig,
+    /// Neither: Kafka's built-in default.
+    DefaultConfig,
+}
+
+impl ConfigSource {
+    /// Kafka's `config_source` code in DescribeConfigs responses (v1+).
+    pub fn kafka_code(self) -> i8 {
+        match self {
+            ConfigSource::TopicConfig => 1,
+            ConfigSource::StaticBrokerConfig => 4,
+            ConfigSource::DefaultConfig => 5,
+        }
+    }
+}
+
+/// `compression.type` of a topic (Kafka's values).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CompressionType {
+    /// Keep each batch as the producer compressed it.
+    #[default]
+    Producer,
+    Uncompressed,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionType {
+    fn parse(v: &str) -> Option<CompressionType> {
+        Some(match v {
+            "producer" => CompressionType::Producer,
+            "uncompressed" => CompressionType::Uncompressed,
+            "gzip" => CompressionType::Gzip,
+            "snappy" => CompressionType::Snappy,
+            "lz4" => CompressionType::Lz4,
+            "zstd" => CompressionType::Zstd,
+            _ => return None,
+        })
+    }
+
+    /// Kafka's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompressionType::Producer => "producer",
+            CompressionType::Uncompressed => "uncompressed",
+            CompressionType::Gzip => "gzip",
+            CompressionType::Snappy => "snappy",
+            CompressionType::Lz4 => "lz4",
+            CompressionType::Zstd => "zstd",
+        }
+    }
+
+    /// The RecordBatch codec id batches are recompressed to, or `None` for `producer`.
+    pub fn codec(self) -> Option<u8> {
+        match self {
+            CompressionType::Producer => None,
+            CompressionType::Uncompressed => Some(0),
+            CompressionType::Gzip => Some(1),
+            CompressionType::Snappy => Some(2),
+            CompressionType::Lz4 => Some(3),
+            CompressionType::Zstd => Some(4),
+        }
+    }
+}
+
+fn topic_key_names() -> Vec<&'static str> {
+    TOPIC_KEYS.iter().map(|k| k.name).collect()
+}
+
+/// The per-topic properties: every key of Kafka 4.4's topic config ([`TOPIC_KEYS`]).
+///
+/// Those Sluice acts on ([`Support::Honoured`]) are typed fields: the log's in [`Self::log`]
+/// (storage's own config, so nothing converts them), the produce path's here; the others are
+/// kept as validated, normalised strings (`stored`) and described. Each typed key is parsed and
+/// rendered in one entry of `TYPED_KEYS`. Change values through [`TopicConfig::set`] /
+/// [`TopicConfig::reset`] so the record of explicitly set keys stays right; the public fields
+/// are for reading.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicConfig {
+    /// What the partition log acts on, under Kafka's names and units: `segment.bytes`,
+    /// `segment.ms`, `index.interval.bytes`, `flush.messages`, `flush.ms`, `retention.ms`,
+    /// `retention.bytes`, `cleanup.policy`, `max.message.bytes` and `message.timestamp.type`
+    /// (`log_append_time`). Kafka's "never" ([`FLUSH_NEVER`]) is `u64::MAX` / `None` there, its
+    /// `-1` "unlimited" is `None`. The write-pipeline fields Kafka has no property for
+    /// (`write_chunk_bytes`, …) keep [`LogConfig`]'s defaults.
+    pub log: LogConfig,
+    /// `message.timestamp.before.max.ms`: for CreateTime topics, how far in the past of the
+    /// broker's clock a record's timestamp may be, in ms. Default `i64::MAX` (no limit).
+    pub message_timestamp_before_max_ms: u64,
+    /// `message.timestamp.after.max.ms`: for CreateTime topics, how far in the future of the
+    /// broker's clock a record's timestamp may be, in ms. Default 3600000 (1 hour).
+    pub message_timestamp_after_max_ms: u64,
+    /// `compression.type`: `producer` (default: keep the producer's codec), `uncompressed`,
+    /// `gzip`, `snappy`, `lz4` or `zstd` (batches are recompressed to it).
+    pub compression_type: CompressionType,
+    /// `min.insync.replicas`: an `acks=all` produce needs this many in-sync replicas, else
+    /// NOT_ENOUGH_REPLICAS. Sluice is one broker, so every ISR has 1 replica. Default 1.
+    pub min_insync_replicas: u32,
+    /// Values of the [`Support::Stored`] keys that differ from Kafka's default (normalised as
+    /// DescribeConfigs renders them).
+    stored: BTreeMap<&'static str, String>,
+    /// Keys set through [`TopicConfig::set`] on this value, i.e. not inherited.
+    explicit: BTreeSet<&'static str>,
+}
+
+impl Default for TopicConfig {
+    /// Kafka 4.4's defaults, parsed from [`TOPIC_KEYS`] (the one place they are written; a test
+    /// checks that storage's [`LogConfig::default`] agrees).
+    fn default() -> Self {
+        let mut config = TopicConfig {
+            log: LogConfig::default(),
+            message_timestamp_before_max_ms: 0,
+            message_timestamp_after_max_ms: 0,
+            compression_type: CompressionType::default(),
+            min_insync_replicas: 0,
+            stored: BTreeMap::new(),
+            explicit: BTreeSet::new(),
+        };
+        for typed in &TYPED_KEYS {
+            let key = topic_key(typed.name).expect("every typed key is in TOPIC_KEYS");
+            (typed.set)(&mut config, key.name, key.default).expect("Kafka's defaults parse");
+        }
+        config
+    }
+}
+
+/// How one typed ([`Support::Honoured`]) topic property is read into its field and rendered
+/// from it, as Kafka renders it (`-1` for unlimited). `set` gets the key (for errors) and the
+/// value as given; on error it changes nothing.
+struct TypedKey {
+    name: &'static str,
+    set: fn(&mut TopicConfig, &str, &str) -> Result<(), ConfigError>,
+    get: fn(&TopicConfig) -> String,
+}
+
+/// Milliseconds of a duration set from a millisecond property (exact: it came from a `u64`).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Every typed topic property: parsing and rendering, one entry per key. Its names are exactly
+/// the [`Support::Honoured`] keys of [`TOPIC_KEYS`] (checked by a test).
+const TYPED_KEYS: [TypedKey; 14] = [
+    TypedKey {
+        name: "cleanup.policy",
+        set: |c, key, value| {
+            let policies: Vec<&str> = value
+                .trim()
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .collect();
+            if let Some(bad) = policies
+                .iter()
+                .find(|p| !matches!(**p, "delete" | "compact"))
+            {
+                return Err(invalid(
+                    key,
+                    value,
+                    format!("`{bad}` is not a policy: expected `delete` or `compact`"),
+                ));
+            }
+            if policies.contains(&"compact") {
+                return Err(invalid(
+                    key,
+                    value,
+                    "log compaction is not supported by Sluice: only `delete` (or the empty \
+                     list, no cleanup) is accepted",
+                ));
+            }
+            c.log.cleanup_policy = if policies.is_empty() {
+                CleanupPolicy::NoCleanup
+            } else {
+                CleanupPolicy::Delete
+            };
+            Ok(())
+        },
+        get: |c| c.log.cleanup_policy.as_str().to_owned(),
+    },
+    TypedKey {
+        name: "compression.type",
+        set: |c, key, value| {
+            c.compression_type = CompressionType::parse(value.trim()).ok_or_else(|| {
+                invalid(
+                    key,
+                    value,
+                    "expected `producer`, `uncompressed`, `gzip`, `snappy`, `lz4` or `zstd`",
+                )
+            })?;
+            Ok(())
+        },
+        get: |c| c.compression_type.as_str().to_owned(),
+    },
+    TypedKey {
+        name: "flush.messages",
+        set: |c, key, value| {
+            let n = parse_unsigned(key, value, 1, i64::MAX)?;
+            c.log.flush_messages = if n >= FLUSH_NEVER { u64::MAX } else { n };
+            Ok(())
+        },
+        get: |c| c.log.flush_messages.min(FLUSH_NEVER).to_string(),
+    },
+    TypedKey {
+        name: "flush.ms",
+        set: |c, key, value| {
+            let n = parse_unsigned(key, value, 0, i64::MAX)?;
+            c.log.flush_ms = (n < FLUSH_NEVER).then(|| Duration::from_millis(n));
+            Ok(())
+        },
+        get: |c| c.log.flush_ms.map_or(FLUSH_NEVER, millis).to_string(),
+    },
+    TypedKey {
+        name: "index.interval.bytes",
+        set: |c, key, value| {
+            c.log.index_interval_bytes = u64::from(parse_u32_int(key, value)?);
+            Ok(())
+        },
+        get: |c| c.log.index_interval_bytes.to_string(),
+    },
+    TypedKey {
+        name: "max.message.bytes",
+        set: |c, key, value| {
+            let n = parse_u32_int(key, value)?;
+            c.log.max_message_bytes =
+                usize::try_from(n).map_err(|_| invalid(key, value, "out of range"))?;
+            Ok(())
+        },
+        get: |c| c.log.max_message_bytes.to_string(),
+    },
+    TypedKey {
+        name: "message.timestamp.after.max.ms",
+        set: |c, key, value| {
+            c.message_timestamp_after_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
+            Ok(())
+        },
+        get: |c| c.message_timestamp_after_max_ms.to_string(),
+    },
+    TypedKey {
+        name: "message.timestamp.before.max.ms",
+        set: |c, key, value| {
+            c.message_timestamp_before_max_ms = parse_unsigned(key, value, 0, i64::MAX)?;
+            Ok(())
+        },
+        get: |c| c.message_timestamp_before_max_ms.to_string(),
+    },
+    TypedKey {
+        name: "message.timestamp.type",
+        set: |c, key, value| {
+            c.log.log_append_time = match value.trim() {
+                "CreateTime" => false,
+                "LogAppendTime" => true,
+                _ => {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "expected `CreateTime` or `LogAppendTime`",
+                    ))
+                }
+            };
+            Ok(())
+        },
+        get: |c| c.message_timestamp_type().as_str().to_owned(),
+    },
+    TypedKey {
+        name: "min.insync.replicas",
+        set: |c, key, value| {
+            let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+            c.min_insync_replicas =
+                u32::try_from(n).map_err(|_| invalid(key, value, "out of range"))?;
+            Ok(())
+        },
+        get: |c| c.min_insync_replicas.to_string(),
+    },
+    // Kafka: any negative retention.bytes means unlimited.
+    TypedKey {
+        name: "retention.bytes",
+        set: |c, key, value| {
+            let n = parse_long_min(key, value, i64::MIN)?;
+            c.log.retention_bytes = u64::try_from(n).ok();
+            Ok(())
+        },
+        get: |c| render_unlimited(c.log.retention_bytes),
+    },
+    TypedKey {
+        name: "retention.ms",
+        set: |c, key, value| {
+            let n = parse_ranged(key, value, -1, i64::MAX)?;
+            c.log.retention_ms = u64::try_from(n).ok().map(Duration::from_millis);
+            Ok(())
+        },
+        get: |c| render_unlimited(c.log.retention_ms.map(millis)),
+    },
+    TypedKey {
+        name: "segment.bytes",
+        set: |c, key, value| {
+            c.log.segment_bytes =
+                parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
+            Ok(())
+        },
+        get: |c| c.log.segment_bytes.to_string(),
+    },
+    TypedKey {
+        name: "segment.ms",
+        set: |c, key, value| {
+            c.log.segment_ms = Duration::from_millis(parse_unsigned(key, value, 1, i64::MAX)?);
+            Ok(())
+        },
+        get: |c| millis(c.log.segment_ms).to_string(),
+    },
+];
+
+/// The typed entry of topic property `name`, if Sluice acts on it.
+fn typed_key(name: &str) -> Option<&'static TypedKey> {
+    TYPED_KEYS.iter().find(|t| t.name == name)
+}
+
+/// Validates and normalises the value of a [`Support::Stored`] key, with Kafka 4.4's ranges
+/// (probed against the real broker with IncrementalAlterConfigs `validate_only`).
+fn normalise_stored(key: &'static TopicKey, value: &str) -> Result<String, ConfigError> {
+    let name = key.name;
+    let v = value.trim();
+    let int_range = |min: i64, max: i64| parse_ranged(name, value, min, max).map(|n| n.to_string());
+    match key.config_type {
+        ConfigType::Boolean => {
+            let b = parse_bool(name, value)?;
+            if b && name == "remote.storage.enable" {
+                // Kafka too refuses it while the broker's tiered storage is off.
+                return Err(invalid(
+                    name,
+                    value,
+                    "tiered storage (remote log storage) is not supported by Sluice",
+                ));
+            }
+            Ok(b.to_string())
+        }
+        ConfigType::Double => {
+            let d: f64 = v
+                .parse()
+                .map_err(|_| invalid(name, value, "not a number"))?;
+            if !(0.0..=1.0).contains(&d) {
+                return Err(invalid(name, value, "must be between 0 and 1"));
+            }
+            Ok(d.to_string())
+        }
+        ConfigType::List => {
+            // The replication throttles: `*` or `partition:broker,...` (Kafka's
+            // ThrottledReplicaListValidator); empty means none.
+            let items: Vec<&str> = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
+            let pair = |s: &str| {
+                s.split_once(':').is_some_and(|(p, b)| {
+                    !p.is_empty()
+                        && !b.is_empty()
+                        && p.bytes().all(|c| c.is_ascii_digit())
+                        && b.bytes().all(|c| c.is_ascii_digit())
+                })
+            };
+            if items == ["*"] || items.iter().all(|s| pair(s)) {
+                Ok(items.join(","))
+            } else {
+                Err(invalid(
+                    name,
+                    value,
+                    format!(
+                        "{name} must be the literal '*' or a list of replicas \
+                         [partitionId]:[brokerId],..."
+                    ),
+                ))
+            }
+        }
+        ConfigType::Int | ConfigType::Long | ConfigType::String => match name {
+            "compression.gzip.level" => {
+                let n = parse_ranged(name, value, -1, 9)?;
+                if n == 0 {
+                    return Err(invalid(
+                        name,
+                        value,
+                        "must be between 1 and 9 or equal to -1",
+                    ));
+                }
+                Ok(n.to_string())
+            }
+            "compression.lz4.level" => int_range(1, 17),
+            "compression.zstd.level" => int_range(-131_072, 22),
+            "max.decompressed.message.bytes" => int_range(1, i64::from(i32::MAX)),
+            "segment.index.bytes" => int_range(4, i64::from(i32::MAX)),
+            "local.retention.bytes" | "local.retention.ms" => {
+                parse_long_min(name, value, -2).map(|n| n.to_string())
+            }
+            "remote.copy.lag.bytes" => parse_long_min(name, value, -1).map(|n| n.to_string()),
+            "remote.copy.lag.ms" => parse_long_min(name, value, i64::MIN).map(|n| n.to_string()),
+            "max.compaction.lag.ms" => parse_long_min(name, value, 1).map(|n| n.to_string()),
+            // delete.retention.ms, file.delete.delay.ms, min.compaction.lag.ms,
+            // segment.jitter.ms.
+            _ => parse_long_min(name, value, 0).map(|n| n.to_string()),
+        },
+    }
+}
+
+impl TopicConfig {
+    /// A topic's starting config: the values of `defaults` (usually
+    /// `BrokerConfig::topic_defaults`) with no key marked as set on the topic.
+    pub fn inherit(defaults: &TopicConfig) -> TopicConfig {
+        TopicConfig {
+            explicit: BTreeSet::new(),
+            ..defaults.clone()
+        }
+    }
+
+    /// All topic-level property names (Kafka 4.4's), in [`TopicConfig::entries`] order.
+    pub fn keys() -> impl Iterator<Item = &'static str> {
+        TOPIC_KEYS.iter().map(|k| k.name)
+    }
+
+    /// Sets topic-level property `key` (Kafka name, e.g. `retention.ms`) from its string
+    /// value, and marks it as set on this topic.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownKey`] for a key that is not a Kafka topic property (with the
+    /// closest one as suggestion); [`ConfigError::InvalidValue`] if the value does not parse,
+    /// is out of Kafka's range, or needs a feature Sluice lacks (`cleanup.policy=compact`,
+    /// `remote.storage.enable=true`; the message names it). On error nothing changes.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let Some(spec) = topic_key(key) else {
+            return Err(unknown(key, &topic_key_names()));
+        };
+        let name = spec.name;
+        match typed_key(name) {
+            Some(typed) => (typed.set)(self, key, value)?,
+            None => {
+                assert_eq!(
+                    spec.support,
+                    Support::Stored,
+                    "typed key `{name}` not parsed"
+                );
+                let normalised = normalise_stored(spec, value)?;
+                if normalised == spec.default {
+                    self.stored.remove(name);
+                } else {
+                    self.stored.insert(name, normalised);
+                }
+            }
+        }
+        self.explicit.insert(name);
+        Ok(())
+    }
+
+    /// Resets `key` to the value in `defaults` and unmarks it (IncrementalAlterConfigs
+    /// `DELETE`).
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownKey`] if `key` is not a topic property.
+    pub fn reset(&mut self, key: &str, defaults: &TopicConfig) -> Result<(), ConfigError> {
+        let Some(spec) = topic_key(key) else {
+            return Err(unknown(key, &topic_key_names()));
+        };
+        let name = spec.name;
+        // Every value renders as a string its parser reads back to the same value (tested).
+        let value = defaults
+            .get(name)
+            .expect("a topic key has a value in every config");
+        self.set(name, &value)?;
+        self.explicit.remove(name);
+        Ok(())
+    }
+
+    /// The value of topic-level property `key` as Kafka renders it (`-1` for unlimited), or
+    /// `None` for an unknown key.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let spec = topic_key(key)?;
+        let value = match typed_key(spec.name) {
+            Some(typed) => (typed.get)(self),
+            None => self
+                .stored
+                .get(spec.name)
+                .cloned()
+                .unwrap_or_else(|| spec.default.to_owned()),
+        };
+        Some(value)
+    }
+
+    /// `message.timestamp.type`, from the log's `log_append_time`.
+    pub fn message_timestamp_type(&self) -> TimestampType {
+        if self.log.log_append_time {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+
+    /// Every topic property with its value, sorted by name (stable, for DescribeConfigs).
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        Self::keys()
+            .filter_map(|k| self.get(k).map(|v| (k, v)))
+            .collect()
+    }
+
+    /// Whether `key` was set on this value by [`TopicConfig::set`] (not inherited).
+    pub fn is_set(&self, key: &str) -> bool {
+        self.explicit.contains(key)
+    }
+
+    /// The storage engine's config of this topic's partitions: a copy of [`Self::log`].
+    pub fn to_log_config(&self) -> LogConfig {
+        self.log.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_defaults_are_kafkas() {
+        let t = TopicConfig::default();
+        let got: Vec<(&str, String)> = t.entries();
+        // What Apache Kafka 4.4.0 lists for a new topic (DescribeConfigs, scripts/kafka-ref).
+        let want = [
+            ("cleanup.policy", "delete"),
+            ("compression.gzip.level", "-1"),
+            ("compression.lz4.level", "9"),
+            ("compression.type", "producer"),
+            ("compression.zstd.level", "3"),
+            ("delete.retention.ms", "86400000"),
+            ("errors.deadletterqueue.group.enable", "false"),
+            ("file.delete.delay.ms", "60000"),
+            ("flush.messages", "9223372036854775807"),
+            ("flush.ms", "9223372036854775807"),
+            ("follower.replication.throttled.replicas", ""),
+            ("index.interval.bytes", "4096"),
+            ("leader.replication.throttled.replicas", ""),
+            ("local.retention.bytes", "-2"),
+            ("local.retention.ms", "-2"),
+            ("max.compaction.lag.ms", "9223372036854775807"),
+            ("max.decompressed.message.bytes", "2147483639"),
+            ("max.message.bytes", "1048588"),
+            ("message.timestamp.after.max.ms", "3600000"),
+            ("message.timestamp.before.max.ms", "9223372036854775807"),
+            ("message.timestamp.type", "CreateTime"),
+            ("min.cleanable.dirty.ratio", "0.5"),
+            ("min.compaction.lag.ms", "0"),
+            ("min.insync.replicas", "1"),
+            ("preallocate", "false"),
+            ("remote.copy.lag.bytes", "-1"),
+            ("remote.copy.lag.ms", "0"),
+            ("remote.log.copy.disable", "false"),
+            ("remote.log.delete.on.disable", "false"),
+            ("remote.storage.enable", "false"),
+            ("retention.bytes", "-1"),
+            ("retention.ms", "604800000"),
+            ("segment.bytes", "1073741824"),
+            ("segment.index.bytes", "10485760"),
+            ("segment.jitter.ms", "0"),
+            ("segment.ms", "604800000"),
+            ("unclean.leader.election.enable", "false"),
+        ];
+        assert_eq!(got.len(), want.len());
+        for ((gk, gv), (wk, wv)) in got.iter().zip(want) {
+            assert_eq!((*gk, gv.as_str()), (wk, wv));
+        }
+        // The default topic config maps onto storage's defaults exactly.
+        assert_eq!(t.to_log_config(), storage::LogConfig::default());
+    }
+
+    #[test]
+    fn topic_set_validates_and_marks() {
+        let mut t = TopicConfig::default();
+        t.set("retention.ms", "-1").expect("-1 is unlimited");
+        assert_eq!(t.log.retention_ms, None);
+        assert_eq!(t.get("retention.ms").as_deref(), Some("-1"));
+        assert!(t.is_set("retention.ms"));
+        assert!(!t.is_set("segment.ms"));
+
+        let bad = [
+            ("retention.ms", "-2"),
+            ("retention.ms", "abc"),
+            ("segment.bytes", "1048575"),
+            ("segment.bytes", "2147483648"),
+            ("segment.ms", "0"),
+            ("cleanup.policy", "compact"),
+            ("cleanup.policy", "delete,compact"),
+            ("cleanup.policy", "nope"),
+            ("cleanup.policy", "Delete"),
+            ("remote.storage.enable", "true"),
+            ("compression.gzip.level", "0"),
+            ("compression.zstd.level", "23"),
+            ("min.cleanable.dirty.ratio", "1.5"),
+            ("min.insync.replicas", "0"),
+            ("max.compaction.lag.ms", "0"),
+            ("local.retention.ms", "-3"),
+            ("segment.index.bytes", "3"),
+            ("leader.replication.throttled.replicas", "x"),
+            ("preallocate", "yes"),
+            ("message.timestamp.type", "createtime"),
+            ("max.message.bytes", "-1"),
+            ("flush.messages", "0"),
+            ("flush.ms", "-1"),
+            ("index.interval.bytes", "2147483648"),
+        ];
+        for (k, v) in bad {
+            let before = t.clone();
+            let err = t.set(k, v).expect_err(&format!("{k}={v} must be rejected"));
+            assert!(
+                matches!(&err, ConfigError::InvalidValue { key, .. } if key == k),
+                "{err}"
+            );
+            assert!(err.to_string().contains(k), "{err}");
+            assert_eq!(t, before, "a rejected set changes nothing");
+        }
+
+        t.set("segment.bytes", "1048576").expect("Kafka's minimum");
+        t.set("cleanup.policy", " delete ").expect("trimmed");
+        // Keys for what Sluice lacks are stored and described where Kafka accepts them.
+        t.set("delete.retention.ms", "1000")
+            .expect("compaction's key, stored");
+        assert_eq!(t.get("delete.retention.ms").as_deref(), Some("1000"));
+        t.set("leader.replication.throttled.replicas", "0:1, 1:2")
+            .expect("valid list");
+        assert_eq!(
+            t.get("leader.replication.throttled.replicas").as_deref(),
+            Some("0:1,1:2")
+        );
+        t.set("retention.bytes", "-7")
+            .expect("any negative is unlimited");
+        assert_eq!(t.log.retention_bytes, None);
+        let err = t
+            .set("cleanup.policy", "compact")
+            .expect_err("no compaction");
+        assert!(
+            err.to_string().contains("compaction is not supported"),
+            "{err}"
+        );
+        t.set("cleanup.policy", "")
+            .expect("the empty list: no cleanup");
+        assert_eq!(
+            t.to_log_config().cleanup_policy,
+            CleanupPolicy::NoCleanup,
+            "empty policy keeps all"
+        );
+        assert_eq!(t.get("cleanup.policy").as_deref(), Some(""));
+        t.set("cleanup.policy", "delete").expect("valid");
+        t.set("message.timestamp.type", "LogAppendTime")
+            .expect("valid");
+        assert_eq!(t.message_timestamp_type(), TimestampType::LogAppendTime);
+        t.set("flush.messages", "1").expect("valid");
+        t.set("flush.ms", "0").expect("valid");
+        let log = t.to_log_config();
+        assert_eq!(log.segment_bytes, 1_048_576);
+        assert_eq!(log.flush_messages, 1);
+        assert_eq!(log.flush_ms, Some(Duration::ZERO));
+        assert_eq!(log.retention_ms, None);
+        assert_eq!(
+            log.write_chunk_bytes,
+            storage::LogConfig::default().write_chunk_bytes
+        );
+    }
+
+    #[test]
+    fn typed_keys_are_the_honoured_keys() {
+        for key in &TOPIC_KEYS {
+            assert_eq!(
+                typed_key(key.name).is_some(),
+                key.support == Support::Honoured,
+                "{}",
+                key.name
+            );
+        }
+        assert!(TYPED_KEYS.iter().all(|t| topic_key(t.name).is_some()));
+    }
+
+    #[test]
+    fn every_value_reads_back_as_rendered() {
+        // `reset` and `Default` rely on it: set(get(k)) changes nothing.
+        let mut t = TopicConfig::default();
+        for (k, v) in [
+            ("retention.ms", "-1"),
+            ("retention.bytes", "5"),
+            ("flush.ms", "0"),
+            ("flush.messages", "1"),
+            ("cleanup.policy", ""),
+            ("message.timestamp.type", "LogAppendTime"),
+            ("segment.jitter.ms", "7"),
+        ] {
+            t.set(k, v).expect("valid");
+        }
+        for config in [TopicConfig::default(), t] {
+            let mut again = config.clone();
+            for (k, v) in config.entries() {
+                again.set(k, &v).expect("a rendered value parses");
+            }
+            assert_eq!(again.entries(), config.entries());
+            assert_eq!(again.log, config.log);
+        }
+    }
+
+    #[test]
+    fn topic_unknown_key_suggests() {
+        let mut t = TopicConfig::default();
+        let err = t.set("retention.mss", "1").expect_err("unknown");
+        match &err {
+            ConfigError::UnknownKey { key, suggestion } => {
+                assert_eq!(key, "retention.mss");
+                assert_eq!(suggestion.as_deref(), Some("retention.ms"));
+            }
+            other => panic!("wrong error {other}"),
+        }
+        assert_eq!(
+            err.to_string(),
+            "unknown config key `retention.mss` (did you mean `retention.ms`?)"
+        );
+        let err = t.set("zzzzzzzzzzzzzzzzzzzzzz", "1").expect_err("unknown");
+        assert!(matches!(
+            err,
+            ConfigError::UnknownKey {
+                suggestion: None,
+                ..
+            }
+        ));
+    }
+}
