@@ -12,6 +12,8 @@
 //!   restarts); a snapshot a node restores equals exactly the entries applied up to its index;
 //! - **acknowledged means committed**: every proposal that resolved `Ok` is, at the end, the
 //!   entry at its index;
+//! - **converged**: at the end, every node's applied entries are a prefix of the longest
+//!   node's and equal to it up to the last proposal committed after healing;
 //! - **progress**: once the network heals and every node is restarted, a leader is elected, a
 //!   proposal commits, and every node applies it within a bound of simulated time.
 //!
@@ -92,7 +94,9 @@ struct BadSnapshot(&'static str);
 struct TestMachine {
     node: NodeId,
     world: Rc<World>,
-    applied: Vec<(u64, Bytes)>,
+    /// The applied entries: (index, entry). Shared with the test, which compares the nodes'
+    /// lists at the end.
+    applied: Rc<RefCell<Vec<(u64, Bytes)>>>,
     last: u64,
     /// Set at the first leader report: a restore after it came from the leader.
     running: bool,
@@ -103,7 +107,7 @@ impl TestMachine {
         TestMachine {
             node,
             world,
-            applied: Vec::new(),
+            applied: Rc::new(RefCell::new(Vec::new())),
             last: 0,
             running: false,
         }
@@ -146,13 +150,15 @@ impl StateMachine for TestMachine {
                 slot.insert(Bytes::copy_from_slice(entry));
             }
         }
-        self.applied.push((index, Bytes::copy_from_slice(entry)));
+        self.applied
+            .borrow_mut()
+            .push((index, Bytes::copy_from_slice(entry)));
         self.last = index;
     }
 
     fn snapshot(&self) -> Bytes {
         let mut out = BytesMut::new();
-        for (index, entry) in &self.applied {
+        for (index, entry) in self.applied.borrow().iter() {
             out.put_u64(*index);
             out.put_u32(u32::try_from(entry.len()).unwrap_or(u32::MAX));
             out.put_slice(entry);
@@ -174,7 +180,7 @@ impl StateMachine for TestMachine {
             "node {:?} restored a snapshot at {} that differs from the entries applied up to it",
             self.node, index.0
         );
-        self.applied = list;
+        *self.applied.borrow_mut() = list;
         self.last = index.0;
         if self.running {
             self.world.stats.borrow_mut().snapshots_installed += 1;
@@ -288,6 +294,7 @@ impl Transport for Link {
 struct Running {
     node: QuorumNode,
     crash: CrashSwitch,
+    applied: Rc<RefCell<Vec<(u64, Bytes)>>>,
 }
 
 /// A node's durable state: the Raft state itself, or the record file in a directory with
@@ -324,6 +331,7 @@ impl Cluster {
 
     async fn start(&mut self, i: usize) {
         let machine = TestMachine::new(self.voters[i], self.world.clone());
+        let applied = machine.applied.clone();
         let (config, link, rt) = (self.config(i), self.links[i].clone(), self.rt.clone());
         let (started, crash) = match &self.disks[i] {
             Disk::State(disk) => {
@@ -346,7 +354,11 @@ impl Cluster {
         };
         let node =
             started.unwrap_or_else(|e| panic!("node {:?} failed to start: {e}", self.voters[i]));
-        self.nodes[i] = Some(Running { node, crash });
+        self.nodes[i] = Some(Running {
+            node,
+            crash,
+            applied,
+        });
     }
 
     fn crash(&mut self, i: usize) {
@@ -458,8 +470,8 @@ impl Cluster {
     }
 
     /// Heals the network, restarts every node, and waits until a proposal commits and every
-    /// node has applied it.
-    async fn heal(&mut self) {
+    /// node has applied it; returns its index.
+    async fn heal(&mut self) -> u64 {
         self.faults.healed();
         for i in 0..self.voters.len() {
             if self.nodes[i].is_none() {
@@ -518,6 +530,33 @@ impl Cluster {
                 committed.index.0
             );
             self.rt.sleep(Duration::from_millis(10)).await;
+        }
+        committed.index.0
+    }
+
+    /// After healing: every node's applied entries are a prefix of the longest node's, and
+    /// all are equal up to `index`, which every node applied.
+    fn check_converged(&self, index: u64) {
+        let lists: Vec<Vec<(u64, Bytes)>> = self
+            .nodes
+            .iter()
+            .flatten()
+            .map(|r| r.applied.borrow().clone())
+            .collect();
+        let Some(longest) = lists.iter().max_by_key(|l| l.len()) else {
+            return;
+        };
+        for (i, list) in lists.iter().enumerate() {
+            assert!(
+                longest.starts_with(list),
+                "node {i}'s applied entries are not a prefix of the longest"
+            );
+            let upto = |l: &[(u64, Bytes)]| l.iter().filter(|(x, _)| *x <= index).count();
+            assert_eq!(
+                upto(list),
+                upto(longest),
+                "node {i} differs from the longest at index {index}"
+            );
         }
     }
 
@@ -589,10 +628,12 @@ fn run_seed(seed: u64, voters: i32) -> Stats {
                 cluster.start(i).await;
             }
             cluster.chaos().await;
-            cluster.heal().await;
-            cluster
+            let healed_at = cluster.heal().await;
+            (cluster, healed_at)
         })
         .unwrap_or_else(|stuck| panic!("the simulation got stuck: {stuck:?}"));
+    let (cluster, healed_at) = cluster;
+    cluster.check_converged(healed_at);
     cluster.check_acked();
     let mut stats = *world.stats.borrow();
     let mut fingerprint = crc32c::crc32c(&rt.now().0.as_micros().to_be_bytes());
