@@ -26,6 +26,10 @@
 //!    index and term, an error otherwise (a dropped completion resolves as
 //!    [`ProposeError::Stopped`]).
 //!
+//! Determinism: raft-rs draws each randomized election timeout from the thread's RNG; the
+//! driver replaces every draw by one seeded from [`QuorumConfig::election_seed`], so a
+//! simulation run is a function of its seed.
+//!
 //! Limits: the voter set is fixed (no membership changes: a changed
 //! `controller.quorum.voters` is refused at start); proposals only on the leader (no
 //! forwarding); the transport's `recv` must be cancel-safe (dropping its future before it
@@ -647,6 +651,9 @@ where
                 self.step(from, &frame);
                 messages += 1;
             }
+        } else {
+            // Busy: let the shard's other tasks run before this turn's work.
+            future::yield_now().await;
         }
         while messages < MESSAGES_PER_TURN_MAX {
             let Some((from, frame)) = future::poll_once(self.transport.recv()).await else {
