@@ -1,6 +1,11 @@
 //! The quorum under the deterministic simulation: 3 and 5 voters over a network that delays,
 //! drops, duplicates, reorders, corrupts and partitions, with nodes crashed and restarted on
-//! their durable state and proposals at random times, then a healed network.
+//! their durable state and proposals at random times, then a healed network. Crashes come at
+//! random, as quick reboots (back within 5 ms, while an election or append is under way),
+//! and right after a node granted a vote (30%): the moment a vote lost from the persisted
+//! hard state would elect two leaders in one term (breaking that on purpose fails the
+//! one-leader checker; sending acknowledgements before the write fails raft-rs's own
+//! commit assertion). A seed replays exactly (`a_seed_replays_exactly`).
 //!
 //! Checkers, each run at the moment the event happens (a failure names the node, index or
 //! term and prints the seed to replay):
