@@ -1,0 +1,900 @@
+//! [`QuorumNode`]: one voter of the controller quorum, a raft-rs `RawNode` driven by one task
+//! on the runtime seam.
+//!
+//! The driver task owns the `RawNode`, the [`RaftStorage`], the transport and the
+//! [`StateMachine`]; the [`QuorumNode`] handle shares only the proposal queue, the status and
+//! the stop flag with it. Each turn of the driver:
+//! 1. waits for a message, the next tick, or a proposal / stop (whichever comes first);
+//! 2. steps up to [`MESSAGES_PER_TURN_MAX`] decoded messages (see [`super::codec`] for which
+//!    are accepted), ticks once per elapsed tick interval, proposes queued entries when this
+//!    node is the leader (otherwise they fail with [`ProposeError::NotLeader`]);
+//! 3. handles the `Ready`: the leader's own messages go out at once (Raft thesis §10.2.1:
+//!    replication overlaps the leader's write); a received snapshot, the new entries and the
+//!    hard state are made durable through [`RaftStorage::persist`]; only then are the
+//!    messages that acknowledge them sent (votes, append responses: `persisted_messages`),
+//!    the committed entries applied and the `Ready` advanced;
+//! 4. when more than [`QuorumConfig::snapshot_after_entries`] entries were applied since the
+//!    last snapshot, takes the state machine's snapshot and compacts the log
+//!    ([`RaftStorage::compact`]); a follower behind the compacted log catches up from it.
+//!
+//! Invariants:
+//! 1. no message that acknowledges an entry, a vote or a snapshot leaves before the
+//!    `persist` covering it resolved (raft-rs marks them as `persisted_messages`);
+//! 2. entries are applied once per incarnation, in index order, with no gap (a snapshot
+//!    restore counts as applying every entry up to its index);
+//! 3. a proposal resolves exactly once: `Ok` when the entry it created is applied at its
+//!    index and term, an error otherwise (a dropped completion resolves as
+//!    [`ProposeError::Stopped`]).
+//!
+//! Determinism: raft-rs draws each randomized election timeout from the thread's RNG; the
+//! driver replaces every draw by one seeded from [`QuorumConfig::election_seed`], so a
+//! simulation run is a function of its seed.
+//!
+//! Limits: the voter set is fixed (no membership changes: a changed
+//! `controller.quorum.voters` is refused at start); proposals only on the leader (no
+//! forwarding); the transport's `recv` must be cancel-safe (dropping its future before it
+//! resolves loses no message), as the driver races it against its timer. raft-rs asserts
+//! Raft's rules on what voters send (a commit index beyond this node's log panics, as the
+//! deliberately broken persistence in the simulation showed): voters are trusted peers, and
+//! the codec keeps out every other sender and every corrupted frame.
+
+use super::codec::{self, Voters};
+use super::storage::{check_recovered, LogCache, Persist, RaftStorage, RaftStorageError};
+use super::{RaftIndex, RaftTerm, StateMachine};
+use crate::runtime::{MonotonicTime, NodeId, Runtime, Transport};
+use bytes::Bytes;
+use futures_lite::future;
+use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType, Snapshot};
+use raft::{RawNode, SnapshotStatus, StateRole};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use storage::Notify;
+
+/// Most messages stepped in one driver turn before the `Ready` is handled.
+pub const MESSAGES_PER_TURN_MAX: usize = 256;
+/// Largest append message raft-rs builds (bytes of entries; one entry may exceed it).
+pub const APPEND_BYTES_MAX: u64 = 1 << 20;
+/// Most append messages in flight to one follower.
+pub const APPENDS_IN_FLIGHT_MAX: usize = 256;
+/// Most bytes of proposed but uncommitted entries on the leader; raft-rs drops proposals
+/// beyond it ([`ProposeError::Dropped`]).
+pub const UNCOMMITTED_BYTES_MAX: u64 = 64 << 20;
+
+/// Timing and bounds of a [`QuorumNode`]; [`QuorumConfig::new`] gives the defaults.
+#[derive(Clone, Debug)]
+pub struct QuorumConfig {
+    /// This node (Kafka's `node.id`).
+    pub node: NodeId,
+    /// Every voter, this node included (Kafka's `controller.quorum.voters`).
+    pub voters: Vec<NodeId>,
+    /// Time between two Raft ticks (default 100 ms).
+    pub tick_interval: Duration,
+    /// Ticks without a leader's message before a follower campaigns (randomised by raft-rs
+    /// within `[election_ticks, 2 × election_ticks)`; default 10).
+    pub election_ticks: usize,
+    /// Ticks between the leader's heartbeats (default 2; below `election_ticks`).
+    pub heartbeat_ticks: usize,
+    /// Entries applied since the last snapshot that trigger a new snapshot and a compaction
+    /// (default 10,000).
+    pub snapshot_after_entries: u64,
+    /// Largest entry [`QuorumNode::propose`] takes, in bytes (default 1 MiB).
+    pub entry_bytes_max: usize,
+    /// Most proposals queued or in flight on this node (default 1,024).
+    pub proposals_max: usize,
+    /// Seeds the draw of each randomized election timeout (default: from the node id, so
+    /// voters differ). raft-rs draws them from the thread's RNG; the driver replaces each draw
+    /// by one from this seed so that a simulation replays exactly.
+    pub election_seed: u64,
+}
+
+impl QuorumConfig {
+    /// The defaults for `node` among `voters`.
+    pub fn new(node: NodeId, voters: Vec<NodeId>) -> QuorumConfig {
+        QuorumConfig {
+            node,
+            voters,
+            tick_interval: Duration::from_millis(100),
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+            snapshot_after_entries: 10_000,
+            entry_bytes_max: 1 << 20,
+            proposals_max: 1_024,
+            election_seed: 0x9e37_79b9_7f4a_7c15 ^ u64::from(node.0.unsigned_abs()),
+        }
+    }
+
+    fn check(&self) -> Result<(), StartError> {
+        let invalid = |reason: String| Err(StartError::InvalidConfig { reason });
+        let mut sorted = self.voters.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != self.voters.len() {
+            return invalid(format!("voters {:?} name a node twice", self.voters));
+        }
+        if !self.voters.contains(&self.node) {
+            return invalid(format!(
+                "node {:?} is not among the voters {:?}",
+                self.node, self.voters
+            ));
+        }
+        if let Some(bad) = self.voters.iter().find(|v| codec::raft_id(**v).is_none()) {
+            return invalid(format!("voter {bad:?} has a negative node id"));
+        }
+        if self.tick_interval.is_zero() {
+            return invalid("a zero tick interval".into());
+        }
+        if self.heartbeat_ticks == 0 || self.election_ticks <= self.heartbeat_ticks {
+            return invalid(format!(
+                "election ticks {} must exceed heartbeat ticks {} > 0",
+                self.election_ticks, self.heartbeat_ticks
+            ));
+        }
+        if self.snapshot_after_entries == 0 || self.proposals_max == 0 {
+            return invalid("zero snapshot_after_entries or proposals_max".into());
+        }
+        if self.entry_bytes_max == 0 || self.entry_bytes_max > codec::SNAPSHOT_BYTES_MAX {
+            return invalid(format!(
+                "entry_bytes_max {} outside 1..={}",
+                self.entry_bytes_max,
+                codec::SNAPSHOT_BYTES_MAX
+            ));
+        }
+        Ok(())
+    }
+
+    fn raft_voters(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .voters
+            .iter()
+            .filter_map(|v| codec::raft_id(*v))
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+/// Why [`QuorumNode::start`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is inconsistent.
+    #[error("invalid quorum configuration: {reason}")]
+    InvalidConfig { reason: String },
+    /// Reading or bootstrapping the durable state failed.
+    #[error("the Raft storage failed: {0}")]
+    Storage(#[from] RaftStorageError),
+    /// The store was bootstrapped with other voters (membership changes are not supported).
+    #[error(
+        "the store's voters (raft ids {stored:?}) differ from the configured ones ({configured:?})"
+    )]
+    VotersChanged {
+        stored: Vec<u64>,
+        configured: Vec<u64>,
+    },
+    /// The state machine refused the stored snapshot.
+    #[error("the state machine could not restore the snapshot at index {index}: {reason}")]
+    Restore { index: u64, reason: String },
+    /// raft-rs refused its configuration or state.
+    #[error("raft-rs refused to start: {reason}")]
+    Raft { reason: String },
+}
+
+/// Why a proposal did not commit.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ProposeError {
+    /// This node is not the leader; `leader` is the one it knows of, if any.
+    #[error("not the leader (the leader is {leader:?})")]
+    NotLeader { leader: Option<NodeId> },
+    /// [`QuorumConfig::proposals_max`] proposals are queued or in flight.
+    #[error("{proposals_max} proposals are already queued or in flight")]
+    QueueFull { proposals_max: usize },
+    /// The entry is larger than [`QuorumConfig::entry_bytes_max`].
+    #[error("an entry of {entry_bytes} bytes, more than {entry_bytes_max}")]
+    TooLarge {
+        entry_bytes: usize,
+        entry_bytes_max: usize,
+    },
+    /// An empty entry (Raft uses empty entries itself, as a new leader's first entry).
+    #[error("an empty entry")]
+    Empty,
+    /// The entry did not commit: raft-rs refused it, or another leader's entry replaced it.
+    #[error("the entry was dropped (refused or replaced by another leader's entry)")]
+    Dropped,
+    /// A snapshot from the leader replaced the log past the entry: it may or may not have
+    /// committed (like a timeout, the caller must find out).
+    #[error("the outcome is unknown: a snapshot replaced the log past the entry")]
+    Indeterminate,
+    /// The node stopped before the outcome was known.
+    #[error("the quorum node stopped")]
+    Stopped,
+}
+
+/// Where a proposal committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Committed {
+    /// The entry's index in the Raft log.
+    pub index: RaftIndex,
+    /// The term of the leader that appended it.
+    pub term: RaftTerm,
+}
+
+/// Why the driver stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// [`QuorumNode::stop`] was called.
+    Requested,
+    /// A storage call failed (a crash in the simulation).
+    Storage(RaftStorageError),
+    /// The state machine refused a snapshot received from the leader.
+    Restore { index: u64, reason: String },
+    /// The state machine's snapshot exceeds [`codec::SNAPSHOT_BYTES_MAX`].
+    SnapshotTooLarge { snapshot_bytes: usize },
+}
+
+/// A voter's role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Follows a leader (or waits for one).
+    Follower,
+    /// Asks for pre-votes before campaigning.
+    PreCandidate,
+    /// Campaigns for votes.
+    Candidate,
+    /// Leads the quorum: the active controller.
+    Leader,
+}
+
+/// What a [`QuorumNode`] reports about itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuorumStatus {
+    /// This node's role.
+    pub role: Role,
+    /// The leader of `term` as this node knows it.
+    pub leader: Option<NodeId>,
+    /// The current term.
+    pub term: RaftTerm,
+    /// The highest index known committed.
+    pub commit_index: RaftIndex,
+    /// The highest index applied to the state machine (no-op entries included).
+    pub applied_index: RaftIndex,
+    /// Frames refused by the codec (corrupt, or not from a voter) since the start.
+    pub frames_refused: u64,
+    /// Set once the driver stopped.
+    pub stopped: Option<StopReason>,
+}
+
+struct Slot {
+    outcome: Option<Result<Committed, ProposeError>>,
+    /// Set with the outcome: a proposal resolves once (invariant 3).
+    completed: bool,
+    waker: Option<Waker>,
+}
+
+/// The outcome of [`QuorumNode::propose`]: resolves once, with where the entry committed or
+/// why it did not.
+pub struct Proposal {
+    slot: Rc<RefCell<Slot>>,
+}
+
+impl Future for Proposal {
+    type Output = Result<Committed, ProposeError>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut slot = self.slot.borrow_mut();
+        match slot.outcome.take() {
+            Some(outcome) => Poll::Ready(outcome),
+            None => {
+                slot.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The driver's side of a [`Proposal`]; dropped without an outcome, it resolves as
+/// [`ProposeError::Stopped`] (invariant 3).
+struct Completer {
+    slot: Rc<RefCell<Slot>>,
+}
+
+impl Completer {
+    fn pair() -> (Proposal, Completer) {
+        let slot = Rc::new(RefCell::new(Slot {
+            outcome: None,
+            completed: false,
+            waker: None,
+        }));
+        (Proposal { slot: slot.clone() }, Completer { slot })
+    }
+
+    fn resolved(outcome: Result<Committed, ProposeError>) -> Proposal {
+        let (proposal, completer) = Completer::pair();
+        completer.complete(outcome);
+        proposal
+    }
+
+    fn complete(self, outcome: Result<Committed, ProposeError>) {
+        self.set(outcome);
+    }
+
+    fn set(&self, outcome: Result<Committed, ProposeError>) {
+        let mut slot = self.slot.borrow_mut();
+        if !slot.completed {
+            slot.completed = true;
+            slot.outcome = Some(outcome);
+            if let Some(waker) = slot.waker.take() {
+                waker.wake();
+            }
+        }
+    }
+}
+
+impl Drop for Completer {
+    fn drop(&mut self) {
+        self.set(Err(ProposeError::Stopped));
+    }
+}
+
+struct Shared {
+    config: QuorumConfig,
+    /// Proposals not yet handed to raft-rs; with `in_flight` at most `proposals_max`.
+    queue: RefCell<VecDeque<(Bytes, Completer)>>,
+    in_flight: Cell<usize>,
+    status: RefCell<QuorumStatus>,
+    stop_requested: Cell<bool>,
+    /// Wakes the driver (a proposal or a stop).
+    wake: Rc<Notify>,
+}
+
+/// One voter of the controller quorum (cheap to clone: a handle to the running node).
+#[derive(Clone)]
+pub struct QuorumNode {
+    shared: Rc<Shared>,
+}
+
+impl QuorumNode {
+    /// Recovers `storage` (bootstrapping a fresh one with the configured voters), restores
+    /// `state_machine` from the stored snapshot and spawns the driver on `runtime`.
+    /// Errors: [`StartError`].
+    pub async fn start<S, T, R, M>(
+        config: QuorumConfig,
+        mut storage: S,
+        transport: T,
+        runtime: R,
+        mut state_machine: M,
+    ) -> Result<QuorumNode, StartError>
+    where
+        S: RaftStorage + 'static,
+        T: Transport<Message = Bytes> + 'static,
+        R: Runtime + Clone + 'static,
+        M: StateMachine + 'static,
+    {
+        config.check()?;
+        let raft_voters = config.raft_voters();
+        let mut recovered = storage.recover().await?;
+        check_recovered(&recovered)?;
+        let snapshot_index = recovered.snapshot.get_metadata().index;
+        if recovered.conf_state == ConfState::default() {
+            if snapshot_index != 0 || !recovered.entries.is_empty() {
+                return Err(StartError::Storage(RaftStorageError::Corrupt {
+                    reason: "entries or a snapshot but no voters".into(),
+                }));
+            }
+            let conf_state = ConfState {
+                voters: raft_voters.clone(),
+                ..ConfState::default()
+            };
+            storage
+                .persist(Persist {
+                    conf_state: Some(&conf_state),
+                    ..Persist::default()
+                })
+                .await?;
+            recovered.conf_state = conf_state;
+        } else {
+            let mut stored = recovered.conf_state.voters.clone();
+            stored.sort_unstable();
+            if stored != raft_voters || !recovered.conf_state.learners.is_empty() {
+                return Err(StartError::VotersChanged {
+                    stored,
+                    configured: raft_voters,
+                });
+            }
+        }
+        // A snapshot holds committed state only: its index is committed even when the
+        // durable commit index lagged behind the compaction.
+        let commit = recovered.hard_state.commit.max(snapshot_index);
+        recovered.hard_state.commit = commit;
+        if snapshot_index > 0 {
+            state_machine
+                .restore(RaftIndex(snapshot_index), recovered.snapshot.data.clone())
+                .map_err(|e| StartError::Restore {
+                    index: snapshot_index,
+                    reason: e.to_string(),
+                })?;
+        }
+        let this = codec::raft_id(config.node).ok_or_else(|| StartError::InvalidConfig {
+            reason: format!("node {:?} has a negative id", config.node),
+        })?;
+        let raft_config = raft::Config {
+            id: this,
+            election_tick: config.election_ticks,
+            heartbeat_tick: config.heartbeat_ticks,
+            applied: snapshot_index,
+            max_size_per_msg: APPEND_BYTES_MAX,
+            max_inflight_msgs: APPENDS_IN_FLIGHT_MAX,
+            check_quorum: true,
+            pre_vote: true,
+            max_uncommitted_size: UNCOMMITTED_BYTES_MAX,
+            ..raft::Config::default()
+        };
+        let cache = LogCache::new(recovered);
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let raw =
+            RawNode::new(&raft_config, cache.clone(), &logger).map_err(|e| StartError::Raft {
+                reason: e.to_string(),
+            })?;
+        let shared = Rc::new(Shared {
+            queue: RefCell::new(VecDeque::new()),
+            in_flight: Cell::new(0),
+            status: RefCell::new(QuorumStatus {
+                role: Role::Follower,
+                leader: None,
+                term: RaftTerm(raw.raft.term),
+                commit_index: RaftIndex(commit),
+                applied_index: RaftIndex(snapshot_index),
+                frames_refused: 0,
+                stopped: None,
+            }),
+            stop_requested: Cell::new(false),
+            wake: Rc::new(Notify::default()),
+            config,
+        });
+        let next_tick = runtime.now() + shared.config.tick_interval;
+        let mut driver = Driver {
+            rng: fastrand::Rng::with_seed(shared.config.election_seed),
+            election_timeout_for: None,
+            shared: shared.clone(),
+            raw,
+            cache,
+            storage,
+            transport,
+            runtime: runtime.clone(),
+            state_machine,
+            this,
+            in_flight: BTreeMap::new(),
+            applied: snapshot_index,
+            reported: None,
+            next_tick,
+            unreachable: Vec::new(),
+            snapshots_sent: Vec::new(),
+        };
+        driver.pin_election_timeout();
+        runtime.spawn(Box::pin(driver.run()));
+        Ok(QuorumNode { shared })
+    }
+
+    /// Proposes `entry` for the log. Resolves with where it committed (applied on this node
+    /// at that index) or a [`ProposeError`]; the immediate refusals (not the leader, queue
+    /// full, too large, empty, stopped) resolve at the first poll.
+    pub fn propose(&self, entry: Bytes) -> Proposal {
+        let shared = &self.shared;
+        let status = shared.status.borrow();
+        if status.stopped.is_some() || shared.stop_requested.get() {
+            return Completer::resolved(Err(ProposeError::Stopped));
+        }
+        if status.role != Role::Leader {
+            return Completer::resolved(Err(ProposeError::NotLeader {
+                leader: status.leader,
+            }));
+        }
+        drop(status);
+        if entry.is_empty() {
+            return Completer::resolved(Err(ProposeError::Empty));
+        }
+        let entry_bytes_max = shared.config.entry_bytes_max;
+        if entry.len() > entry_bytes_max {
+            return Completer::resolved(Err(ProposeError::TooLarge {
+                entry_bytes: entry.len(),
+                entry_bytes_max,
+            }));
+        }
+        let mut queue = shared.queue.borrow_mut();
+        let proposals_max = shared.config.proposals_max;
+        if queue.len() + shared.in_flight.get() >= proposals_max {
+            return Completer::resolved(Err(ProposeError::QueueFull { proposals_max }));
+        }
+        let (proposal, completer) = Completer::pair();
+        queue.push_back((entry, completer));
+        drop(queue);
+        shared.wake.notify_all();
+        proposal
+    }
+
+    /// The leader this node knows of (`None` while there is none, or once stopped).
+    pub fn leader(&self) -> Option<NodeId> {
+        let status = self.shared.status.borrow();
+        status.stopped.is_none().then_some(status.leader).flatten()
+    }
+
+    /// What this node reports about itself.
+    pub fn status(&self) -> QuorumStatus {
+        self.shared.status.borrow().clone()
+    }
+
+    /// Stops the driver at its next step: it sends nothing more, queued and in-flight
+    /// proposals resolve as [`ProposeError::Stopped`]. Durable state stays as it is.
+    pub fn stop(&self) {
+        self.shared.stop_requested.set(true);
+        self.shared.wake.notify_all();
+    }
+}
+
+/// What woke the driver.
+enum Event {
+    Message(NodeId, Bytes),
+    Timer,
+}
+
+struct Driver<S, T, R, M> {
+    shared: Rc<Shared>,
+    raw: RawNode<LogCache>,
+    cache: LogCache,
+    storage: S,
+    transport: T,
+    runtime: R,
+    state_machine: M,
+    /// This node's raft id.
+    this: u64,
+    /// Proposed entries by index: the term they were proposed in, and their completion.
+    in_flight: BTreeMap<u64, (u64, Completer)>,
+    /// The last applied index (invariant 2).
+    applied: u64,
+    /// The (leader, term) last reported to the state machine.
+    reported: Option<(Option<NodeId>, u64)>,
+    next_tick: MonotonicTime,
+    /// Sends that failed, reported to raft-rs after the `Ready` was advanced (raft-rs takes
+    /// no input between `ready` and `advance`). Bounded by the messages of one `Ready`.
+    unreachable: Vec<u64>,
+    /// Snapshots handed to the transport (raft id, handed over), reported likewise.
+    snapshots_sent: Vec<(u64, bool)>,
+    /// Draws the randomized election timeouts ([`QuorumConfig::election_seed`]).
+    rng: fastrand::Rng,
+    /// The (term, role, leader) and timeout the last draw was made for.
+    election_timeout_for: Option<((u64, StateRole, u64), usize)>,
+}
+
+impl<S, T, R, M> Driver<S, T, R, M>
+where
+    S: RaftStorage,
+    T: Transport<Message = Bytes>,
+    R: Runtime,
+    M: StateMachine,
+{
+    async fn run(mut self) {
+        let reason = loop {
+            if let Err(reason) = self.turn().await {
+                break reason;
+            }
+        };
+        // Invariant 3: every proposal still waiting resolves.
+        for (_, completer) in self.shared.queue.borrow_mut().drain(..) {
+            completer.complete(Err(ProposeError::Stopped));
+        }
+        for (_, (_, completer)) in std::mem::take(&mut self.in_flight) {
+            completer.complete(Err(ProposeError::Stopped));
+        }
+        self.shared.in_flight.set(0);
+        let mut status = self.shared.status.borrow_mut();
+        status.stopped = Some(reason);
+        status.role = Role::Follower;
+        status.leader = None;
+    }
+
+    /// Replaces raft-rs's draw of the randomized election timeout (from the thread's RNG,
+    /// made whenever it resets to a term, role or leader) by a draw from `rng`, in the same
+    /// range `[election_ticks, 2 × election_ticks)`. Called after every input to raft-rs.
+    fn pin_election_timeout(&mut self) {
+        let raft = &mut self.raw.raft;
+        let key = (raft.term, raft.state, raft.leader_id);
+        let current = raft.randomized_election_timeout();
+        if self.election_timeout_for == Some((key, current)) {
+            return;
+        }
+        let ticks = self.shared.config.election_ticks;
+        let timeout = self.rng.usize(ticks..2 * ticks);
+        raft.set_randomized_election_timeout(timeout);
+        self.election_timeout_for = Some((key, timeout));
+    }
+
+    fn stop_requested(&self) -> Result<(), StopReason> {
+        if self.shared.stop_requested.get() {
+            Err(StopReason::Requested)
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn turn(&mut self) -> Result<(), StopReason> {
+        self.stop_requested()?;
+        let woken = self.shared.wake.notified();
+        let idle = self.shared.queue.borrow().is_empty()
+            && !self.raw.has_ready()
+            && self.runtime.now() < self.next_tick;
+        let mut messages = 0;
+        if idle {
+            let until_tick = self
+                .next_tick
+                .0
+                .saturating_sub(self.runtime.now().0)
+                .max(Duration::from_micros(1));
+            let event = {
+                let recv = async {
+                    let (from, frame) = self.transport.recv().await;
+                    Event::Message(from, frame)
+                };
+                let timer = async {
+                    self.runtime.sleep(until_tick).await;
+                    Event::Timer
+                };
+                let wake = async {
+                    woken.await;
+                    Event::Timer
+                };
+                future::or(recv, future::or(timer, wake)).await
+            };
+            self.stop_requested()?;
+            if let Event::Message(from, frame) = event {
+                self.step(from, &frame);
+                messages += 1;
+            }
+        } else {
+            // Busy: let the shard's other tasks run before this turn's work.
+            future::yield_now().await;
+        }
+        while messages < MESSAGES_PER_TURN_MAX {
+            let Some((from, frame)) = future::poll_once(self.transport.recv()).await else {
+                break;
+            };
+            self.step(from, &frame);
+            messages += 1;
+        }
+        self.tick();
+        self.propose_queued();
+        self.handle_ready().await?;
+        self.maybe_compact().await?;
+        self.report_status();
+        Ok(())
+    }
+
+    fn step(&mut self, from: NodeId, frame: &Bytes) {
+        let voters = Voters {
+            this: self.this,
+            voters: &self.shared.config.voters,
+        };
+        match codec::decode(&voters, from, frame) {
+            // raft-rs refuses stale or unexpected messages with an error; that is its
+            // normal handling of a lossy, reordering network, not a fault of this node.
+            Ok(message) => {
+                let _ = self.raw.step(message);
+                self.pin_election_timeout();
+            }
+            Err(_) => self.shared.status.borrow_mut().frames_refused += 1,
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = self.runtime.now();
+        let interval = self.shared.config.tick_interval;
+        // A driver delayed (a slow fsync, a starved core) catches up at most one election
+        // timeout of ticks, then resumes from now.
+        let mut ticks = 0;
+        while now >= self.next_tick && ticks < self.shared.config.election_ticks {
+            self.raw.tick();
+            self.pin_election_timeout();
+            self.next_tick = self.next_tick + interval;
+            ticks += 1;
+        }
+        if now >= self.next_tick {
+            self.next_tick = now + interval;
+        }
+    }
+
+    fn propose_queued(&mut self) {
+        loop {
+            let Some((entry, completer)) = self.shared.queue.borrow_mut().pop_front() else {
+                return;
+            };
+            if self.raw.raft.state != StateRole::Leader {
+                let leader = codec::node_id(self.raw.raft.leader_id);
+                completer.complete(Err(ProposeError::NotLeader { leader }));
+                continue;
+            }
+            let before = self.raw.raft.raft_log.last_index();
+            match self.raw.propose(Vec::new(), entry.to_vec()) {
+                Ok(()) => {
+                    let index = self.raw.raft.raft_log.last_index();
+                    assert_eq!(index, before + 1, "a proposal appends one entry");
+                    self.in_flight
+                        .insert(index, (self.raw.raft.term, completer));
+                    self.shared.in_flight.set(self.in_flight.len());
+                }
+                Err(_) => completer.complete(Err(ProposeError::Dropped)),
+            }
+        }
+    }
+
+    fn send(&mut self, messages: Vec<Message>) {
+        for message in messages {
+            let to = message.to;
+            let is_snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
+            let sent = match (codec::node_id(to), codec::encode(&message)) {
+                (Some(node), Ok(frame)) => self.transport.send(node, frame).is_ok(),
+                // raft-rs addresses only configured voters; an unencodable message is lost.
+                _ => false,
+            };
+            if !sent {
+                self.unreachable.push(to);
+            }
+            if is_snapshot {
+                self.snapshots_sent.push((to, sent));
+            }
+        }
+    }
+
+    async fn handle_ready(&mut self) -> Result<(), StopReason> {
+        if !self.raw.has_ready() {
+            return Ok(());
+        }
+        let mut ready = self.raw.ready();
+        // The leader's messages need not wait for its own write (raft-rs puts them here only
+        // on a leader; everything a follower or candidate sends is a persisted message).
+        self.send(ready.take_messages());
+        let snapshot = (!ready.snapshot().is_empty()).then(|| ready.snapshot().clone());
+        let entries = ready.take_entries();
+        let hard_state = ready.hs().cloned();
+        if snapshot.is_some() || !entries.is_empty() || hard_state.is_some() {
+            let step = Persist {
+                snapshot: snapshot.as_ref(),
+                entries: &entries,
+                hard_state: hard_state.as_ref(),
+                conf_state: None,
+            };
+            self.storage
+                .persist(step)
+                .await
+                .map_err(StopReason::Storage)?;
+            self.cache.persisted(step);
+        }
+        if let Some(snapshot) = snapshot {
+            self.restore(snapshot)?;
+        }
+        self.apply(ready.take_committed_entries());
+        // Invariant 1: what acknowledges the entries, the vote or the snapshot leaves only now.
+        self.send(ready.take_persisted_messages());
+        let mut light = self.raw.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            self.cache.set_commit(commit);
+        }
+        self.send(light.take_messages());
+        self.apply(light.take_committed_entries());
+        self.raw.advance_apply();
+        for to in self.unreachable.drain(..) {
+            self.raw.report_unreachable(to);
+        }
+        for (to, handed_over) in self.snapshots_sent.drain(..) {
+            // A snapshot handed to the transport counts as delivered: if it was lost, the
+            // follower's next append response sends the leader back to probing.
+            let status = if handed_over {
+                SnapshotStatus::Finish
+            } else {
+                SnapshotStatus::Failure
+            };
+            self.raw.report_snapshot(to, status);
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), StopReason> {
+        let index = snapshot.get_metadata().index;
+        self.state_machine
+            .restore(RaftIndex(index), snapshot.data.clone())
+            .map_err(|e| StopReason::Restore {
+                index,
+                reason: e.to_string(),
+            })?;
+        self.applied = index;
+        // Proposals at or below the snapshot: the log that held them is gone.
+        let later = self.in_flight.split_off(&(index + 1));
+        for (_, (_, completer)) in std::mem::replace(&mut self.in_flight, later) {
+            completer.complete(Err(ProposeError::Indeterminate));
+        }
+        self.shared.in_flight.set(self.in_flight.len());
+        Ok(())
+    }
+
+    fn apply(&mut self, entries: Vec<Entry>) {
+        for entry in entries {
+            // Invariant 2: raft-rs hands committed entries over in order, once.
+            assert_eq!(entry.index, self.applied + 1, "committed entries in order");
+            self.applied = entry.index;
+            // Configuration changes are never proposed (the voter set is fixed).
+            if entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty() {
+                self.state_machine
+                    .apply(RaftIndex(entry.index), &entry.data);
+            }
+            let later = self.in_flight.split_off(&(entry.index + 1));
+            for (index, (term, completer)) in std::mem::replace(&mut self.in_flight, later) {
+                let outcome = if index == entry.index && term == entry.term {
+                    Ok(Committed {
+                        index: RaftIndex(index),
+                        term: RaftTerm(term),
+                    })
+                } else {
+                    Err(ProposeError::Dropped)
+                };
+                completer.complete(outcome);
+            }
+            self.shared.in_flight.set(self.in_flight.len());
+        }
+    }
+
+    async fn maybe_compact(&mut self) -> Result<(), StopReason> {
+        let snapshot_index = self.cache.snapshot_index();
+        if self.applied < snapshot_index + self.shared.config.snapshot_after_entries {
+            return Ok(());
+        }
+        let data = self.state_machine.snapshot();
+        if data.len() > codec::SNAPSHOT_BYTES_MAX {
+            return Err(StopReason::SnapshotTooLarge {
+                snapshot_bytes: data.len(),
+            });
+        }
+        // The applied entry is in the log: applied ≤ persisted, and only applied entries
+        // are ever compacted away.
+        let Some(term) = self.cache.term_of(self.applied) else {
+            unreachable!("applied index {} is in the log", self.applied);
+        };
+        let mut snapshot = Snapshot {
+            data,
+            ..Snapshot::default()
+        };
+        let metadata = snapshot.mut_metadata();
+        metadata.index = self.applied;
+        metadata.term = term;
+        metadata.set_conf_state(self.cache.conf_state());
+        self.storage
+            .compact(&snapshot)
+            .await
+            .map_err(StopReason::Storage)?;
+        self.cache.compacted(&snapshot);
+        Ok(())
+    }
+
+    fn report_status(&mut self) {
+        let raft = &self.raw.raft;
+        let leader = codec::node_id(raft.leader_id);
+        let term = raft.term;
+        let role = match raft.state {
+            StateRole::Follower => Role::Follower,
+            StateRole::PreCandidate => Role::PreCandidate,
+            StateRole::Candidate => Role::Candidate,
+            StateRole::Leader => Role::Leader,
+        };
+        {
+            let mut status = self.shared.status.borrow_mut();
+            status.role = role;
+            status.leader = leader;
+            status.term = RaftTerm(term);
+            status.commit_index = RaftIndex(raft.raft_log.committed);
+            status.applied_index = RaftIndex(self.applied);
+        }
+        if self.reported != Some((leader, term)) {
+            self.reported = Some((leader, term));
+            self.state_machine.leader_changed(leader, RaftTerm(term));
+        }
+    }
+}
