@@ -229,6 +229,21 @@ struct Faults {
 }
 
 impl Faults {
+    /// Faults with these chances, in percent, and no link cut.
+    fn percent(drop: u64, duplicate: u64, corrupt: u64, reboot_after_vote: u64) -> Rc<Faults> {
+        Rc::new(Faults {
+            drop_percent: Cell::new(drop),
+            duplicate_percent: Cell::new(duplicate),
+            corrupt_percent: Cell::new(corrupt),
+            cut: RefCell::new(BTreeSet::new()),
+            reboot_after_vote_percent: Cell::new(reboot_after_vote),
+            voted: RefCell::new(Vec::new()),
+            vote_granted: Rc::new(Notify::default()),
+        })
+    }
+}
+
+impl Faults {
     fn healed(&self) {
         self.drop_percent.set(0);
         self.duplicate_percent.set(0);
@@ -321,6 +336,44 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// A cluster of `voters` nodes, none started, on a network delaying messages up to
+    /// `delay_us_max` µs (the other faults are `faults`'), each node's disk made by `disk`.
+    fn new(
+        rt: &SimRuntime,
+        voters: i32,
+        delay_us_max: u64,
+        faults: Rc<Faults>,
+        disk: impl Fn(&SimRuntime) -> Disk,
+    ) -> Cluster {
+        let net = SimNetwork::new(
+            rt.clone(),
+            LinkFaults {
+                drop_percent: 0,
+                delay_us_max,
+            },
+        );
+        let ids: Vec<NodeId> = (0..voters).map(NodeId).collect();
+        let links = ids
+            .iter()
+            .map(|id| Link {
+                node: *id,
+                endpoint: Rc::new(net.endpoint(*id)),
+                faults: faults.clone(),
+                runtime: rt.clone(),
+            })
+            .collect();
+        Cluster {
+            rt: rt.clone(),
+            world: Rc::new(World::default()),
+            faults,
+            disks: ids.iter().map(|_| disk(rt)).collect(),
+            nodes: ids.iter().map(|_| None).collect(),
+            voters: ids,
+            links,
+            next_value: Cell::new(0),
+        }
+    }
+
     fn config(&self, i: usize) -> QuorumConfig {
         let mut config = QuorumConfig::new(self.voters[i], self.voters.clone());
         config.tick_interval = Duration::from_millis(10);
@@ -580,53 +633,16 @@ impl Cluster {
 /// Runs one seed with `voters` nodes; returns its statistics.
 fn run_seed(seed: u64, voters: i32) -> Stats {
     let mut ex = Executor::new(seed);
+    let faults = Faults::percent(5, 5, 1, 30);
     let rt = ex.runtime();
-    let net = SimNetwork::new(
-        rt.clone(),
-        LinkFaults {
-            drop_percent: 0,
-            delay_us_max: 5_000,
-        },
-    );
-    let faults = Rc::new(Faults {
-        drop_percent: Cell::new(5),
-        duplicate_percent: Cell::new(5),
-        corrupt_percent: Cell::new(1),
-        cut: RefCell::new(BTreeSet::new()),
-        reboot_after_vote_percent: Cell::new(30),
-        voted: RefCell::new(Vec::new()),
-        vote_granted: Rc::new(Notify::default()),
+    let mut cluster = Cluster::new(&rt, voters, 5_000, faults, |rt| {
+        if rt.chance(50) {
+            Disk::Files(SimDirDisk::default())
+        } else {
+            Disk::State(SimRaftDisk::default())
+        }
     });
-    let ids: Vec<NodeId> = (0..voters).map(NodeId).collect();
-    let links = ids
-        .iter()
-        .map(|id| Link {
-            node: *id,
-            endpoint: Rc::new(net.endpoint(*id)),
-            faults: faults.clone(),
-            runtime: rt.clone(),
-        })
-        .collect();
-    let world = Rc::new(World::default());
-    let mut cluster = Cluster {
-        rt: rt.clone(),
-        world: world.clone(),
-        faults,
-        disks: ids
-            .iter()
-            .map(|_| {
-                if rt.chance(50) {
-                    Disk::Files(SimDirDisk::default())
-                } else {
-                    Disk::State(SimRaftDisk::default())
-                }
-            })
-            .collect(),
-        nodes: ids.iter().map(|_| None).collect(),
-        voters: ids,
-        links,
-        next_value: Cell::new(0),
-    };
+    let world = cluster.world.clone();
     let cluster = ex
         .run_until(async move {
             for i in 0..cluster.voters.len() {
@@ -706,46 +722,13 @@ mod api {
 
     fn quiet(seed: u64, voters: i32) -> (Executor, Cluster) {
         let ex = Executor::new(seed);
-        let rt = ex.runtime();
-        let net = SimNetwork::new(
-            rt.clone(),
-            LinkFaults {
-                drop_percent: 0,
-                delay_us_max: 1_000,
-            },
+        let cluster = Cluster::new(
+            &ex.runtime(),
+            voters,
+            1_000,
+            Faults::percent(0, 0, 0, 0),
+            |_| Disk::Files(SimDirDisk::default()),
         );
-        let faults = Rc::new(Faults {
-            drop_percent: Cell::new(0),
-            duplicate_percent: Cell::new(0),
-            corrupt_percent: Cell::new(0),
-            cut: RefCell::new(BTreeSet::new()),
-            reboot_after_vote_percent: Cell::new(0),
-            voted: RefCell::new(Vec::new()),
-            vote_granted: Rc::new(Notify::default()),
-        });
-        let ids: Vec<NodeId> = (0..voters).map(NodeId).collect();
-        let links = ids
-            .iter()
-            .map(|id| Link {
-                node: *id,
-                endpoint: Rc::new(net.endpoint(*id)),
-                faults: faults.clone(),
-                runtime: rt.clone(),
-            })
-            .collect();
-        let cluster = Cluster {
-            rt,
-            world: Rc::new(World::default()),
-            faults,
-            disks: ids
-                .iter()
-                .map(|_| Disk::Files(SimDirDisk::default()))
-                .collect(),
-            nodes: ids.iter().map(|_| None).collect(),
-            voters: ids,
-            links,
-            next_value: Cell::new(0),
-        };
         (ex, cluster)
     }
 
