@@ -13,9 +13,12 @@ use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 use replication::metadata::MetadataStore;
 use std::rc::Rc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tuning::config::BrokerConfig;
+
+/// How often shard 0 checks, at start-up, whether every shard serves before it says so.
+const SERVING_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Starts one shard per core and blocks until they all stop; shard 0 runs the controller on
 /// `store`, the metadata record log `metadata` was read from. Errors: an executor could not
@@ -33,16 +36,22 @@ pub fn run(
     let config = Arc::new(config);
     let mut handles = Vec::new();
     let mut store = Some(store);
+    let serving = Arc::new(AtomicUsize::new(0));
     for (id, &cpu) in config.cores.iter().enumerate() {
-        let (mesh, metadata, config, stop) =
-            (mesh.clone(), metadata.clone(), config.clone(), stop.clone());
+        let (mesh, metadata, config, stop, serving) = (
+            mesh.clone(),
+            metadata.clone(),
+            config.clone(),
+            stop.clone(),
+            serving.clone(),
+        );
         let store = store.take();
         let io_memory = config.shard_settings(cpu).io_memory_bytes;
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("sluice-shard-{id}"))
             .io_memory(io_memory)
             .spawn(move || async move {
-                shard_main(id, (*config).clone(), metadata, mesh, store, stop).await
+                shard_main(id, (*config).clone(), metadata, mesh, store, stop, serving).await
             })
             .map_err(|e| anyhow::anyhow!("starting shard {id} on cpu {cpu}: {e}"))?;
         handles.push(handle);
@@ -69,6 +78,7 @@ async fn shard_main(
     mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
     store: Option<MetadataStore>,
     stop: Arc<AtomicBool>,
+    serving: Arc<AtomicUsize>,
 ) -> anyhow::Result<()> {
     let (senders, mut receivers) = mesh
         .join()
@@ -135,15 +145,31 @@ async fn shard_main(
     } else {
         None
     };
+    // This shard has opened its logs and bound its listener.
+    serving.fetch_add(1, Ordering::AcqRel);
     if id == 0 {
         let admin = crate::admin::bind(admin_listen)
             .map_err(|e| anyhow::anyhow!("binding admin listener {admin_listen}: {e}"))?;
         glommio::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone())))).detach();
-        tracing::info!(%listen, %admin_listen, shards = shard.shards, "sluice serving Kafka clients");
-        eprintln!(
-            "sluice: listening on {listen} (admin {admin_listen}), {} shard(s)",
-            shard.shards
-        );
+        // "listening" means every shard serves: said once the others have opened their logs
+        // too (a start-up wait, checked every millisecond), while this shard already accepts.
+        let announcer = shard.clone();
+        glommio::spawn_local(async move {
+            while serving.load(Ordering::Acquire) < announcer.shards {
+                if announcer
+                    .sleep_unless_stopped(SERVING_CHECK_INTERVAL)
+                    .await
+                {
+                    return;
+                }
+            }
+            tracing::info!(%listen, %admin_listen, shards = announcer.shards, "sluice serving Kafka clients");
+            eprintln!(
+                "sluice: listening on {listen} (admin {admin_listen}), {} shard(s)",
+                announcer.shards
+            );
+        })
+        .detach();
     }
     while let Some(listener) = &listener {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
