@@ -4,6 +4,7 @@ request's timeout whatever state the partitions are in — topics not deleted by
 REQUEST_TIMED_OUT, as Kafka answers — every topic is gone afterwards, no partition directory is
 left behind, and a topic re-created under a deleted name starts empty."""
 
+import threading
 import time
 
 import pytest
@@ -19,6 +20,8 @@ TIMEOUT_S = 30
 # The request's timeout_ms, and how much later than it the answer may come on a busy machine.
 DELETE_TIMEOUT_S = 0.2
 ANSWER_MARGIN_S = 1.5
+# Longest wait for the consumer's close at the end, seconds (see the test).
+CLOSE_WAIT_S = 30
 
 
 # 800 partitions: 1 MiB segments keep the disk each one reserves small.
@@ -60,7 +63,11 @@ def test_delete_many_subscribed_topics_answers_within_its_timeout(broker):
         except KafkaException as e:
             outcomes[n] = e.args[0].code()
     answered_s = time.monotonic() - started
-    c.close()
+    # librdkafka's close after its subscribed topics were deleted can wait forever on its own
+    # partition references (0113 shows the same against Kafka): bounded here, left behind if so.
+    closing = threading.Thread(target=c.close, daemon=True)
+    closing.start()
+    closing.join(CLOSE_WAIT_S)
     assert answered_s < DELETE_TIMEOUT_S + ANSWER_MARGIN_S, \
         f"DeleteTopics answered after {answered_s:.2f} s (timeout_ms {DELETE_TIMEOUT_S * 1000:.0f})"
     assert set(outcomes.values()) <= {None, KafkaError.REQUEST_TIMED_OUT}, outcomes
