@@ -58,6 +58,9 @@ START_TIMEOUT_S = 90.0
 # Controlled shutdown of every node of a cluster at once can take tens of seconds on a loaded
 # 2-core machine (each node hands its leaderships back through the controller quorum).
 STOP_GRACE_S = 60.0
+# After a majority of a cluster's voters exited, how long a node still in controlled shutdown
+# is given before it is killed (see KafkaCluster.stop).
+QUORUM_LOST_GRACE_S = 10.0
 MAVEN_TIMEOUT_S = 900
 
 LOG4J2_PROPERTIES = """\
@@ -282,6 +285,16 @@ class KafkaNode:
             return False
         return str(self.properties_path).encode() in cmdline
 
+    def reap(self, timeout):
+        """Waits up to `timeout` s for the node to exit (reaping it when it is our child)."""
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            time.sleep(timeout)
+
     def signal(self, sig):
         if self.alive():
             os.kill(self.pid, sig)
@@ -363,28 +376,50 @@ class KafkaCluster:
 
     def stop(self, grace=STOP_GRACE_S):
         """SIGTERM to every node (controlled shutdown), SIGKILL to those still alive after
-        `grace` s. Returns True when every node exited within the grace."""
+        `grace` s. Returns True when every node exited on SIGTERM.
+
+        Every node here is a combined broker and controller voter. Its broker part waits for
+        the controller quorum to approve its controlled shutdown (BrokerServer.shutdown, up to
+        5 min) before its controller part stops. Once a majority of the voters has exited, a
+        node still waiting can never be approved: after QUORUM_LOST_GRACE_S more it is killed
+        (its logs recover on the next start as after a crash), and that counts as stopped,
+        since no controlled shutdown was possible for it."""
         for n in self.nodes:
             n.signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
+        majority = len(self.nodes) // 2 + 1
+        quorum_lost_at = None
+        while True:
+            alive = [n for n in self.nodes if n.alive()]
+            now = time.monotonic()
+            if not alive or now >= deadline:
+                break
+            if len(self.nodes) > 1 and len(alive) < majority:
+                quorum_lost_at = quorum_lost_at or now
+                if now - quorum_lost_at >= QUORUM_LOST_GRACE_S:
+                    for n in alive:
+                        print(f"kafka-ref: node {n.node_id} still waiting for controlled "
+                              f"shutdown {QUORUM_LOST_GRACE_S:.0f} s after a majority of the "
+                              f"voters exited (no quorum can approve it); SIGKILL "
+                              f"(log: {n.log_path})", file=sys.stderr)
+                        self._kill_node(n)
+                    return True
+            for n in alive:
+                n.reap(timeout=0.2 / len(alive))
         clean = True
         for n in self.nodes:
-            while n.alive() and time.monotonic() < deadline:
-                if n.proc is not None:
-                    try:
-                        n.proc.wait(timeout=0.2)
-                    except subprocess.TimeoutExpired:
-                        pass
-                else:
-                    time.sleep(0.2)
             if n.alive():
                 clean = False
                 print(f"kafka-ref: node {n.node_id} still running {grace:.0f} s after SIGTERM; "
                       f"SIGKILL (log: {n.log_path})", file=sys.stderr)
-                n.signal(signal.SIGKILL)
-                if n.proc is not None:
-                    n.proc.wait(timeout=30)
+                self._kill_node(n)
         return clean
+
+    @staticmethod
+    def _kill_node(n):
+        n.signal(signal.SIGKILL)
+        if n.proc is not None:
+            n.proc.wait(timeout=30)
 
     def kill(self):
         for n in self.nodes:
