@@ -30,7 +30,13 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     sluice.admin.listen           admin HTTP HOST:PORT                  [127.0.0.1:9644]
     sluice.cores                  CPU list as --cores (taskset syntax)  [all CPUs]
     log.retention.check.interval.ms  how often retention runs, ms      [300000]
-    offsets.topic.replication.factor  1 only (no replication yet)      [1]
+    offsets.topic.replication.factor  replicas of __consumer_offsets;
+                                  Sluice uses min(it, registered brokers) [3]
+  Controller quorum (KRaft's names; the quorum is not started by the broker yet):
+    controller.quorum.voters      ID@HOST:PORT,... ; must name node.id  [empty: this node alone]
+    controller.quorum.election.timeout.ms  at least 300                 [1000]
+    broker.heartbeat.interval.ms  below broker.session.timeout.ms       [2000]
+    broker.session.timeout.ms                                           [9000]
     group.initial.rebalance.delay.ms, group.min.session.timeout.ms,
     group.max.session.timeout.ms, offsets.topic.num.partitions,
     offsets.topic.segment.bytes       as in Kafka
@@ -205,6 +211,7 @@ pub fn load(args: Args) -> Result<BrokerConfig, ConfigError> {
         config.cores.truncate(n);
     }
     config.check_shard_overrides()?;
+    config.check_quorum()?;
     Ok(config)
 }
 

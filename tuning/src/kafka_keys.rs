@@ -436,8 +436,7 @@ pub fn topic_key_for_broker_synonym(name: &str) -> Option<(&'static TopicKey, &'
 /// not here; a key in neither list is unknown.
 pub const UNSUPPORTED_BROKER_KEYS: &[(&str, &str)] = &[
     ("process.roles", "Sluice runs as one combined single-node process without a KRaft quorum; remove the key"),
-    ("controller.quorum.voters", "Sluice has no KRaft controller quorum yet (single node); remove the key"),
-    ("controller.quorum.bootstrap.servers", "Sluice has no KRaft controller quorum yet (single node); remove the key"),
+    ("controller.quorum.bootstrap.servers", "Sluice supports a static voter set only (KIP-595): use controller.quorum.voters; remove the key"),
     ("controller.listener.names", "Sluice has no controller listener (single node, no KRaft quorum); remove the key"),
     ("inter.broker.listener.name", "Sluice has no inter-broker traffic yet (single node); remove the key"),
     ("listener.security.protocol.map", "Sluice serves only PLAINTEXT (no TLS or SASL); remove the key"),

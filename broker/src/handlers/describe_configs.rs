@@ -309,8 +309,11 @@ fn broker_config_type(key: &str) -> Option<ConfigType> {
     Some(match key {
         "auto.create.topics.enable" => ConfigType::Boolean,
         "advertised.listeners" | "listeners" | "log.dirs" => ConfigType::String,
-        "sluice.cores" => ConfigType::List,
+        "sluice.cores" | "controller.quorum.voters" => ConfigType::List,
         "node.id"
+        | "controller.quorum.election.timeout.ms"
+        | "broker.heartbeat.interval.ms"
+        | "broker.session.timeout.ms"
         | "num.partitions"
         | "default.replication.factor"
         | "socket.request.max.bytes"

@@ -10,6 +10,7 @@ use super::shard::{
 };
 use super::topic::{TopicConfig, SEGMENT_BYTES_MIN};
 use super::value::{parse_bool, parse_ranged, parse_unsigned};
+use super::voters::{parse_quorum_voters, render_quorum_voters, QuorumVoter};
 use crate::kafka_keys::{
     topic_key, topic_key_for_broker_synonym, unsupported_broker_key, TOPIC_KEYS,
 };
@@ -19,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Broker-level keys other than the topic-default ones, for lookups and suggestions.
-const BROKER_KEYS: [&str; 20] = [
+const BROKER_KEYS: [&str; 24] = [
     "listeners",
     "advertised.listeners",
     "sluice.admin.listen",
@@ -40,6 +41,10 @@ const BROKER_KEYS: [&str; 20] = [
     "group.max.session.timeout.ms",
     "log.retention.check.interval.ms",
     "offsets.topic.replication.factor",
+    "controller.quorum.voters",
+    "controller.quorum.election.timeout.ms",
+    "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms",
 ];
 
 /// Every key [`BrokerConfig::set`] accepts: the broker keys, every topic property by its
@@ -115,6 +120,26 @@ pub struct BrokerConfig {
     /// `log.retention.check.interval.ms`: how often each shard applies retention, ms.
     /// Default 300000 (5 minutes); at least 1.
     pub log_retention_check_interval_ms: u64,
+    /// `offsets.topic.replication.factor`: replicas of each `__consumer_offsets` partition.
+    /// Default 3 (Kafka's). Sluice creates the topic with min(this, registered brokers), so a
+    /// single node keeps working with the default (Kafka would wait for three brokers).
+    pub offsets_topic_replication_factor: i16,
+    /// `controller.quorum.voters` (KIP-595): every voter of the controller quorum with the
+    /// address its quorum transport listens on, `id@host:port,…`. Default empty: this node
+    /// is a one-voter quorum of itself and listens for no voter. When set, `node.id` must be
+    /// one of them ([`BrokerConfig::check_quorum`]).
+    pub controller_quorum_voters: Vec<QuorumVoter>,
+    /// `controller.quorum.election.timeout.ms`: how long a voter hears nothing from a leader
+    /// before it campaigns, ms (raft-rs randomises it within [1×, 2×)). Default 1000
+    /// (Kafka's); at least 300, 3 quorum ticks ([`BrokerConfig::QUORUM_TICK_MS`]), above
+    /// the leader's heartbeat of 2 ticks.
+    pub controller_quorum_election_timeout_ms: u64,
+    /// `broker.heartbeat.interval.ms` (KIP-631): how often a broker heartbeats to the active
+    /// controller, ms. Default 2000; below `broker.session.timeout.ms`.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms` (KIP-631): how long the controller waits for a broker's
+    /// heartbeat before it fences the broker, ms. Default 9000.
+    pub broker_session_timeout_ms: u64,
     /// Keys set through [`BrokerConfig::set`], canonical names, with the value as given
     /// (trimmed): DescribeConfigs reports a synonym in its own unit (`log.retention.hours`).
     given: BTreeMap<&'static str, String>,
@@ -148,6 +173,11 @@ impl Default for BrokerConfig {
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             log_retention_check_interval_ms: 300_000,
+            offsets_topic_replication_factor: 3,
+            controller_quorum_voters: Vec::new(),
+            controller_quorum_election_timeout_ms: 1000,
+            broker_heartbeat_interval_ms: 2000,
+            broker_session_timeout_ms: 9000,
             given: BTreeMap::new(),
             synonym_rank: BTreeMap::new(),
         }
@@ -278,13 +308,25 @@ impl BrokerConfig {
                 self.log_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
             }
             "offsets.topic.replication.factor" => {
-                // Kafka's single-node server.properties says 1; more needs replication.
-                if parse_ranged(key, value, 1, i64::from(i16::MAX))? != 1 {
-                    return Err(ConfigError::Unsupported {
-                        key: key.to_owned(),
-                        why: "replication is not built yet: only 1 is accepted".to_owned(),
-                    });
-                }
+                let n = parse_ranged(key, value, 1, i64::from(i16::MAX))?;
+                self.offsets_topic_replication_factor =
+                    i16::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "controller.quorum.voters" => {
+                self.controller_quorum_voters =
+                    parse_quorum_voters(v).map_err(|why| invalid(key, value, why))?;
+            }
+            "controller.quorum.election.timeout.ms" => {
+                self.controller_quorum_election_timeout_ms =
+                    parse_unsigned(key, value, 3 * Self::QUORUM_TICK_MS, i64::from(i32::MAX))?;
+            }
+            "broker.heartbeat.interval.ms" => {
+                self.broker_heartbeat_interval_ms =
+                    parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
+            }
+            "broker.session.timeout.ms" => {
+                self.broker_session_timeout_ms =
+                    parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
             }
             _ => self.set_topic_default(name, key, v)?,
         }
@@ -431,6 +473,26 @@ impl BrokerConfig {
             "log.retention.check.interval.ms",
             self.log_retention_check_interval_ms.to_string(),
         ));
+        out.push((
+            "offsets.topic.replication.factor",
+            self.offsets_topic_replication_factor.to_string(),
+        ));
+        out.push((
+            "controller.quorum.voters",
+            render_quorum_voters(&self.controller_quorum_voters),
+        ));
+        out.push((
+            "controller.quorum.election.timeout.ms",
+            self.controller_quorum_election_timeout_ms.to_string(),
+        ));
+        out.push((
+            "broker.heartbeat.interval.ms",
+            self.broker_heartbeat_interval_ms.to_string(),
+        ));
+        out.push((
+            "broker.session.timeout.ms",
+            self.broker_session_timeout_ms.to_string(),
+        ));
         // Each topic default under its first broker-level name, in the topic property's unit.
         for topic in &TOPIC_KEYS {
             if let (Some(first), Some(v)) =
@@ -447,6 +509,51 @@ impl BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// The controller quorum's Raft tick, ms: `controller.quorum.election.timeout.ms` is
+    /// counted in whole ticks of it (rounded down).
+    pub const QUORUM_TICK_MS: u64 = 100;
+
+    /// The controller quorum's Raft tick ([`BrokerConfig::QUORUM_TICK_MS`]).
+    pub fn quorum_tick(&self) -> Duration {
+        Duration::from_millis(Self::QUORUM_TICK_MS)
+    }
+
+    /// `controller.quorum.election.timeout.ms` in whole quorum ticks (at least 3).
+    pub fn quorum_election_ticks(&self) -> usize {
+        let ticks = self.controller_quorum_election_timeout_ms / Self::QUORUM_TICK_MS;
+        usize::try_from(ticks).unwrap_or(usize::MAX)
+    }
+
+    /// Checks the quorum keys against each other, once every key is set: `node.id` is one
+    /// of `controller.quorum.voters` (when any are configured), and
+    /// `broker.heartbeat.interval.ms` is below `broker.session.timeout.ms` (else every
+    /// broker would be fenced between two heartbeats).
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidValue`] naming `controller.quorum.voters` or
+    /// `broker.heartbeat.interval.ms`.
+    pub fn check_quorum(&self) -> Result<(), ConfigError> {
+        let voters = &self.controller_quorum_voters;
+        if !voters.is_empty() && !voters.iter().any(|v| v.id == self.node_id) {
+            return Err(invalid(
+                "controller.quorum.voters",
+                &render_quorum_voters(voters),
+                format!("node.id {} is not among the voters", self.node_id),
+            ));
+        }
+        if self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms {
+            return Err(invalid(
+                "broker.heartbeat.interval.ms",
+                &self.broker_heartbeat_interval_ms.to_string(),
+                format!(
+                    "must be below broker.session.timeout.ms ({})",
+                    self.broker_session_timeout_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Settings of the shard on CPU `core`.
     pub fn shard_settings(&self, core: usize) -> ShardSettings {
         let o = self.shard_overrides.iter().find(|o| o.core == core);
@@ -614,12 +721,12 @@ mod tests {
         assert_eq!(b.log_retention_check_interval(), Duration::from_secs(1));
         b.set("log.retention.check.interval.ms", "0")
             .expect_err("at least 1");
+        assert_eq!(b.offsets_topic_replication_factor, 3, "Kafka's default");
         b.set("offsets.topic.replication.factor", "1")
             .expect("single node");
-        let err = b
-            .set("offsets.topic.replication.factor", "3")
-            .expect_err("no replication");
-        assert!(err.to_string().contains("replication"), "{err}");
+        assert_eq!(b.offsets_topic_replication_factor, 1);
+        b.set("offsets.topic.replication.factor", "0")
+            .expect_err("at least 1");
         for key in [
             "process.roles",
             "num.network.threads",
@@ -677,6 +784,79 @@ mod tests {
         assert!(entries
             .iter()
             .any(|(k, v)| *k == "num.partitions" && v == "3"));
+    }
+
+    #[test]
+    fn quorum_keys() {
+        let mut b = BrokerConfig::default();
+        assert!(b.controller_quorum_voters.is_empty(), "one voter: this node");
+        assert_eq!(b.controller_quorum_election_timeout_ms, 1000);
+        assert_eq!(b.quorum_election_ticks(), 10);
+        assert_eq!(b.broker_heartbeat_interval_ms, 2000);
+        assert_eq!(b.broker_session_timeout_ms, 9000);
+        b.check_quorum().expect("defaults are consistent");
+
+        b.set(
+            "controller.quorum.voters",
+            "1@127.0.0.1:9093,2@127.0.0.1:9094",
+        )
+        .expect("valid");
+        assert_eq!(b.controller_quorum_voters.len(), 2);
+        let err = b.check_quorum().expect_err("node.id 0 is no voter");
+        assert_eq!(err.key(), Some("controller.quorum.voters"));
+        assert!(err.to_string().contains("node.id 0"), "{err}");
+        b.set("node.id", "2").expect("valid");
+        b.check_quorum().expect("node 2 votes");
+        let err = b
+            .set("controller.quorum.voters", "1@127.0.0.1:9093,1@127.0.0.1:9094")
+            .expect_err("duplicate id");
+        assert_eq!(err.key(), Some("controller.quorum.voters"));
+        assert_eq!(b.controller_quorum_voters.len(), 2, "unchanged on error");
+        b.set("controller.quorum.voters", "1@127.0.0.1")
+            .expect_err("malformed");
+        let entries = b.entries();
+        assert!(entries.iter().any(|(k, v)| *k == "controller.quorum.voters"
+            && v == "1@127.0.0.1:9093,2@127.0.0.1:9094"));
+
+        b.set("controller.quorum.election.timeout.ms", "350")
+            .expect("valid");
+        assert_eq!(b.quorum_election_ticks(), 3, "rounded down");
+        b.set("controller.quorum.election.timeout.ms", "299")
+            .expect_err("fewer than 3 ticks");
+        b.set("controller.quorum.election.timeout.ms", "2000")
+            .expect("valid");
+        assert_eq!(b.quorum_election_ticks(), 20);
+
+        b.set("broker.heartbeat.interval.ms", "0")
+            .expect_err("at least 1");
+        b.set("broker.session.timeout.ms", "1000").expect("valid");
+        let err = b.check_quorum().expect_err("heartbeat 2000 >= session 1000");
+        assert_eq!(err.key(), Some("broker.heartbeat.interval.ms"));
+        b.set("broker.heartbeat.interval.ms", "500").expect("valid");
+        b.check_quorum().expect("consistent");
+
+        // A topic config, and its broker-level default (Kafka's synonym of the same name).
+        assert_eq!(
+            b.topic_defaults
+                .get("unclean.leader.election.enable")
+                .as_deref(),
+            Some("false")
+        );
+        b.set("unclean.leader.election.enable", "true")
+            .expect("valid");
+        assert_eq!(
+            b.topic_defaults
+                .get("unclean.leader.election.enable")
+                .as_deref(),
+            Some("true")
+        );
+        b.set("unclean.leader.election.enable", "maybe")
+            .expect_err("a boolean");
+        let mut t = TopicConfig::default();
+        t.set("unclean.leader.election.enable", "true")
+            .expect("a topic config");
+        t.set("unclean.leader.election.enable", "1")
+            .expect_err("a boolean");
     }
 
     #[test]

@@ -33,7 +33,8 @@
 //! - `broker`: [`BrokerConfig`], the broker-level keys and the topic defaults they set.
 //! - `shard`: `[[shard]]` per-core sections ([`ShardOverride`], [`ShardSettings`]).
 //! - `file`: flattening a TOML document into keys ([`flatten_toml`]).
-//! - `listener`, `cores`: `HOST:PORT` listeners and `--cores` CPU lists.
+//! - `listener`, `cores`: `HOST:PORT` listeners and `--cores` CPU lists; `voters`:
+//!   `controller.quorum.voters` ([`QuorumVoter`]).
 //! - `value`: parsing and range checks of one value; `error`: [`ConfigError`];
 //!   `suggest`: the closest known key for a typo.
 //!
@@ -48,6 +49,7 @@ mod shard;
 mod suggest;
 mod topic;
 mod value;
+mod voters;
 
 pub use broker::{broker_key_names, BrokerConfig};
 pub use cores::{available_cores, parse_cores};
@@ -62,3 +64,4 @@ pub use topic::{
     CleanupPolicy, CompressionType, ConfigSource, TimestampType, TopicConfig, FLUSH_NEVER,
     SEGMENT_BYTES_MIN,
 };
+pub use voters::{parse_quorum_voters, render_quorum_voters, QuorumVoter};
