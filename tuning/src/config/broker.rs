@@ -789,7 +789,10 @@ mod tests {
     #[test]
     fn quorum_keys() {
         let mut b = BrokerConfig::default();
-        assert!(b.controller_quorum_voters.is_empty(), "one voter: this node");
+        assert!(
+            b.controller_quorum_voters.is_empty(),
+            "one voter: this node"
+        );
         assert_eq!(b.controller_quorum_election_timeout_ms, 1000);
         assert_eq!(b.quorum_election_ticks(), 10);
         assert_eq!(b.broker_heartbeat_interval_ms, 2000);
@@ -808,15 +811,20 @@ mod tests {
         b.set("node.id", "2").expect("valid");
         b.check_quorum().expect("node 2 votes");
         let err = b
-            .set("controller.quorum.voters", "1@127.0.0.1:9093,1@127.0.0.1:9094")
+            .set(
+                "controller.quorum.voters",
+                "1@127.0.0.1:9093,1@127.0.0.1:9094",
+            )
             .expect_err("duplicate id");
         assert_eq!(err.key(), Some("controller.quorum.voters"));
         assert_eq!(b.controller_quorum_voters.len(), 2, "unchanged on error");
         b.set("controller.quorum.voters", "1@127.0.0.1")
             .expect_err("malformed");
         let entries = b.entries();
-        assert!(entries.iter().any(|(k, v)| *k == "controller.quorum.voters"
-            && v == "1@127.0.0.1:9093,2@127.0.0.1:9094"));
+        assert!(entries
+            .iter()
+            .any(|(k, v)| *k == "controller.quorum.voters"
+                && v == "1@127.0.0.1:9093,2@127.0.0.1:9094"));
 
         b.set("controller.quorum.election.timeout.ms", "350")
             .expect("valid");
@@ -830,7 +838,9 @@ mod tests {
         b.set("broker.heartbeat.interval.ms", "0")
             .expect_err("at least 1");
         b.set("broker.session.timeout.ms", "1000").expect("valid");
-        let err = b.check_quorum().expect_err("heartbeat 2000 >= session 1000");
+        let err = b
+            .check_quorum()
+            .expect_err("heartbeat 2000 >= session 1000");
         assert_eq!(err.key(), Some("broker.heartbeat.interval.ms"));
         b.set("broker.heartbeat.interval.ms", "500").expect("valid");
         b.check_quorum().expect("consistent");

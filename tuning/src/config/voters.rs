@@ -67,9 +67,7 @@ pub fn parse_quorum_voters(value: &str) -> Result<Vec<QuorumVoter>, String> {
 
 fn parse_entry(entry: &str) -> Result<QuorumVoter, String> {
     let malformed = |why: &str| format!("entry `{entry}`: {why} (expected ID@HOST:PORT)");
-    let (id, address) = entry
-        .split_once('@')
-        .ok_or_else(|| malformed("no `@`"))?;
+    let (id, address) = entry.split_once('@').ok_or_else(|| malformed("no `@`"))?;
     let id: i32 = id
         .trim()
         .parse()

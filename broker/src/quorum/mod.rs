@@ -1,0 +1,104 @@
+//! The broker's side of the controller quorum (issue #14, DESIGN.md §9): [`start`] runs this
+//! node's voter of `replication::raft::QuorumNode` on the current shard, over
+//! - [`transport::TcpTransport`], TCP between the voters of `controller.quorum.voters`;
+//! - `FileRaftStorage` in [`dir::QuorumDir`], `<log.dirs>/__cluster_metadata-0/`;
+//! - the glommio runtime seam ([`crate::seam::GlommioRuntime`]).
+//!
+//! Modules: `wire` (the hello and frame bytes), `queue` (the bounded frame queues),
+//! `transport`, `dir`. The state machine (the metadata image) is the caller's.
+//!
+//! Limits: a static voter set (KIP-595's `controller.quorum.voters`, no KIP-853 membership
+//! changes); the Raft tick is fixed at [`BrokerConfig::QUORUM_TICK_MS`] and the leader's
+//! heartbeat at two ticks; everything runs on the shard that calls [`start`].
+
+pub mod dir;
+mod queue;
+#[cfg(test)]
+mod tests;
+pub mod transport;
+mod wire;
+
+use dir::QuorumDir;
+use replication::raft::{
+    FileRaftStorage, QuorumConfig, QuorumNode, RaftStorageError, StartError, StateMachine,
+};
+use replication::runtime::NodeId;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use transport::{BindError, TcpTransport};
+use tuning::config::{BrokerConfig, ConfigError};
+
+/// Why [`start`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QuorumStartError {
+    /// The quorum keys are inconsistent ([`BrokerConfig::check_quorum`]).
+    #[error("the controller quorum configuration is invalid: {0}")]
+    Config(#[from] ConfigError),
+    /// The quorum directory could not be opened.
+    #[error("opening the controller quorum's directory failed: {0}")]
+    Dir(#[from] RaftStorageError),
+    /// The transport could not listen on this node's address in `controller.quorum.voters`.
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// The quorum node refused its configuration or stored state.
+    #[error(transparent)]
+    Node(#[from] StartError),
+}
+
+/// The quorum's configuration for this node: `node.id` among `controller.quorum.voters`
+/// (this node alone when none are configured), the tick and the election timeout in ticks.
+fn quorum_config(config: &BrokerConfig) -> QuorumConfig {
+    let this = NodeId(config.node_id);
+    let voters = if config.controller_quorum_voters.is_empty() {
+        vec![this]
+    } else {
+        let voters = &config.controller_quorum_voters;
+        voters.iter().map(|v| NodeId(v.id)).collect()
+    };
+    let mut quorum = QuorumConfig::new(this, voters);
+    quorum.tick_interval = config.quorum_tick();
+    quorum.election_ticks = config.quorum_election_ticks();
+    quorum
+}
+
+/// Starts this node's voter of the controller quorum on the current glommio executor and
+/// returns its handle; `state_machine` receives the committed entries (and snapshots).
+///
+/// Reads `node.id`, `controller.quorum.voters` (none: a one-voter quorum of this node, with
+/// no listener), `controller.quorum.election.timeout.ms` and `log.dirs` (the state lives in
+/// `<log.dirs>/__cluster_metadata-0/`). The transport listens on this node's voter address.
+///
+/// # Errors
+/// [`QuorumStartError`]: the quorum keys are inconsistent, the directory or the listener
+/// could not be opened, or the stored state does not match (other voters, corruption).
+pub async fn start<M: StateMachine + 'static>(
+    config: &BrokerConfig,
+    state_machine: M,
+) -> Result<QuorumNode, QuorumStartError> {
+    config.check_quorum()?;
+    let quorum = quorum_config(config);
+    let dir = QuorumDir::open(&config.data_dir).await?;
+    let storage = FileRaftStorage::new(dir);
+    let this = quorum.node;
+    let listen = config
+        .controller_quorum_voters
+        .iter()
+        .find(|v| NodeId(v.id) == this)
+        .map(|v| v.addr);
+    let peers: BTreeMap<NodeId, SocketAddr> = config
+        .controller_quorum_voters
+        .iter()
+        .filter(|v| NodeId(v.id) != this)
+        .map(|v| (NodeId(v.id), v.addr))
+        .collect();
+    let transport = TcpTransport::bind(this, listen, &peers)?;
+    let node = QuorumNode::start(
+        quorum,
+        storage,
+        transport,
+        crate::seam::GlommioRuntime,
+        state_machine,
+    )
+    .await?;
+    Ok(node)
+}

@@ -1,0 +1,326 @@
+//! [`TcpTransport`]: the controller quorum's [`Transport`] over TCP on glommio — opaque
+//! frames between the voters of `controller.quorum.voters` (the raft codec inside them is
+//! checked by the `QuorumNode`, not here).
+//!
+//! Tasks, all on the shard that binds the transport and all cancelled when it is dropped:
+//! - one listener on this node's voter address, accepting at most
+//!   [`INBOUND_CONNECTIONS_MAX`] connections at a time; each is read by its own task: the hello
+//!   ([`super::wire`]) within [`HELLO_TIMEOUT`], then frames into the inbound queue. A hello
+//!   not naming another configured voter, a malformed frame or a read error closes that
+//!   connection only;
+//! - one writer per other voter, draining that voter's outbound queue into one connection,
+//!   opened lazily (when a frame is waiting) with the hello naming this node, and reopened
+//!   after a failure with a backoff doubling from [`RECONNECT_BACKOFF_MIN`] to
+//!   [`RECONNECT_BACKOFF_MAX`].
+//!
+//! Invariants and limits:
+//! 1. [`Transport::send`] never waits: it queues (at most [`OUTBOUND_FRAMES_MAX`] frames and
+//!    [`OUTBOUND_BYTES_MAX`] bytes per voter, else [`TransportError::QueueFull`]);
+//! 2. the inbound queue holds at most [`INBOUND_FRAMES_MAX`] frames and [`INBOUND_BYTES_MAX`]
+//!    bytes; when full, the newest frame is dropped (Raft retries);
+//! 3. [`Transport::recv`] is cancel-safe (see [`super::queue`]);
+//! 4. delivery is best effort, as the seam allows: frames queued for a voter that cannot be
+//!    reached are dropped at each failed connection attempt, and a frame being written when
+//!    a connection fails is lost.
+//!
+//! Each direction between two voters has its own connection (the connecting side writes,
+//! the accepting side reads), so there is no race over who connects.
+
+use super::queue::FrameQueue;
+use super::wire::{self, FRAME_BYTES_MAX};
+use bytes::Bytes;
+use futures_lite::io::{BufReader, BufWriter};
+use futures_lite::{future, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::task::JoinHandle;
+use replication::runtime::{LocalBoxFuture, NodeId, Transport, TransportError};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Most frames queued towards one voter.
+pub const OUTBOUND_FRAMES_MAX: usize = 1024;
+/// Most bytes queued towards one voter (room for two of the largest frames).
+pub const OUTBOUND_BYTES_MAX: usize = 2 * FRAME_BYTES_MAX;
+/// Most frames received and not yet taken by [`Transport::recv`].
+pub const INBOUND_FRAMES_MAX: usize = 4096;
+/// Most bytes received and not yet taken by [`Transport::recv`].
+pub const INBOUND_BYTES_MAX: usize = 2 * FRAME_BYTES_MAX;
+/// Most inbound connections open at once (a voter that reconnects may briefly hold two).
+pub const INBOUND_CONNECTIONS_MAX: usize = 64;
+/// How long an accepted connection may take to send its hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The wait after the first failed connection attempt; it doubles with each further one.
+pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// The longest wait between two connection attempts.
+pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Bytes buffered per outbound connection before a write to the socket.
+const WRITE_BUFFER_BYTES: usize = 64 << 10;
+/// Bytes buffered per inbound connection.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+
+const _: () = assert!(RECONNECT_BACKOFF_MIN.as_nanos() <= RECONNECT_BACKOFF_MAX.as_nanos());
+const _: () = assert!(OUTBOUND_BYTES_MAX >= FRAME_BYTES_MAX);
+const _: () = assert!(INBOUND_BYTES_MAX >= FRAME_BYTES_MAX);
+
+/// The transport's tasks, cancelled when it is dropped.
+#[derive(Default)]
+struct Tasks {
+    /// The listener and the writers.
+    fixed: Vec<JoinHandle<()>>,
+    /// Inbound connections by number; each removes itself when it ends. At most
+    /// [`INBOUND_CONNECTIONS_MAX`].
+    readers: BTreeMap<u64, JoinHandle<()>>,
+    next_reader: u64,
+}
+
+/// The listener of a [`TcpTransport`] could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("binding the controller quorum listener on {addr} failed: {source}")]
+pub struct BindError {
+    /// This node's voter address.
+    pub addr: SocketAddr,
+    /// The bind's error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// The controller quorum's transport over TCP (see the module documentation). Owned by one
+/// shard; dropping it closes its listener and every connection.
+pub struct TcpTransport {
+    /// Outbound queues by voter (this node excluded).
+    peers: BTreeMap<NodeId, FrameQueue>,
+    inbox: FrameQueue,
+    local_addr: Option<SocketAddr>,
+    tasks: Rc<RefCell<Tasks>>,
+}
+
+impl TcpTransport {
+    /// Starts the transport of voter `this` on the current glommio executor: listens on
+    /// `listen` (`None`: no listener, for a quorum of this node alone) and sends to `peers`,
+    /// the other voters by node id with their addresses; only their hellos are accepted.
+    ///
+    /// # Errors
+    /// [`BindError`]: the listener could not be bound.
+    pub fn bind(
+        this: NodeId,
+        listen: Option<SocketAddr>,
+        peers: &BTreeMap<NodeId, SocketAddr>,
+    ) -> Result<TcpTransport, BindError> {
+        assert!(
+            !peers.contains_key(&this),
+            "node {this:?} is not its own peer"
+        );
+        let tasks = Rc::new(RefCell::new(Tasks::default()));
+        let inbox = FrameQueue::new(INBOUND_FRAMES_MAX, INBOUND_BYTES_MAX);
+        let mut local_addr = None;
+        if let Some(addr) = listen {
+            let bind_error = |e: glommio::GlommioError<()>| BindError {
+                addr,
+                source: e.into(),
+            };
+            let listener = TcpListener::bind(addr).map_err(bind_error)?;
+            local_addr = Some(listener.local_addr().map_err(bind_error)?);
+            let voters: Rc<BTreeSet<NodeId>> = Rc::new(peers.keys().copied().collect());
+            let accept = accept_loop(listener, voters, inbox.clone(), Rc::downgrade(&tasks));
+            let handle = glommio::spawn_local(accept).detach();
+            tasks.borrow_mut().fixed.push(handle);
+        }
+        let mut queues = BTreeMap::new();
+        for (&to, &addr) in peers {
+            let queue = FrameQueue::new(OUTBOUND_FRAMES_MAX, OUTBOUND_BYTES_MAX);
+            let handle = glommio::spawn_local(write_loop(this, to, addr, queue.clone())).detach();
+            tasks.borrow_mut().fixed.push(handle);
+            queues.insert(to, queue);
+        }
+        Ok(TcpTransport {
+            peers: queues,
+            inbox,
+            local_addr,
+            tasks,
+        })
+    }
+
+    /// The address the listener is bound to (`None` without a listener).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+}
+
+impl Drop for TcpTransport {
+    fn drop(&mut self) {
+        let tasks = std::mem::take(&mut *self.tasks.borrow_mut());
+        for handle in tasks.fixed.iter().chain(tasks.readers.values()) {
+            handle.cancel();
+        }
+    }
+}
+
+impl Transport for TcpTransport {
+    type Message = Bytes;
+
+    /// Queues `frame` for voter `to`. Errors: [`TransportError::Unreachable`] for a node that
+    /// is not another voter, or a frame outside 1..=[`FRAME_BYTES_MAX`] bytes (it could never
+    /// be delivered); [`TransportError::QueueFull`] when `to`'s queue holds
+    /// [`OUTBOUND_FRAMES_MAX`] frames or [`OUTBOUND_BYTES_MAX`] bytes.
+    fn send(&self, to: NodeId, frame: Bytes) -> Result<(), TransportError> {
+        let Some(queue) = self.peers.get(&to) else {
+            return Err(TransportError::Unreachable { to });
+        };
+        if frame.is_empty() || frame.len() > FRAME_BYTES_MAX {
+            return Err(TransportError::Unreachable { to });
+        }
+        queue
+            .push(to, frame)
+            .map_err(|_| TransportError::QueueFull { to })
+    }
+
+    /// The next frame received, with the voter that sent it (cancel-safe). Never resolves
+    /// without a listener.
+    fn recv(&self) -> LocalBoxFuture<(NodeId, Bytes)> {
+        Box::pin(self.inbox.pop())
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    voters: Rc<BTreeSet<NodeId>>,
+    inbox: FrameQueue,
+    tasks: std::rc::Weak<RefCell<Tasks>>,
+) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "controller quorum: accept failed");
+                glommio::timer::sleep(RECONNECT_BACKOFF_MIN).await;
+                continue;
+            }
+        };
+        let Some(tasks) = tasks.upgrade() else { return };
+        let mut registry = tasks.borrow_mut();
+        if registry.readers.len() >= INBOUND_CONNECTIONS_MAX {
+            tracing::warn!(
+                "controller quorum: {INBOUND_CONNECTIONS_MAX} connections are open; closing a new one"
+            );
+            continue;
+        }
+        let number = registry.next_reader;
+        registry.next_reader += 1;
+        let (voters, inbox, weak) = (voters.clone(), inbox.clone(), Rc::downgrade(&tasks));
+        let handle = glommio::spawn_local(async move {
+            let peer = stream.peer_addr().ok();
+            if let Err(e) = read_connection(stream, &voters, &inbox).await {
+                tracing::debug!(?peer, error = %e, "controller quorum: closed an inbound connection");
+            }
+            if let Some(tasks) = weak.upgrade() {
+                tasks.borrow_mut().readers.remove(&number);
+            }
+        })
+        .detach();
+        registry.readers.insert(number, handle);
+    }
+}
+
+/// Why an inbound connection was closed.
+#[derive(Debug, thiserror::Error)]
+enum InboundError {
+    #[error(transparent)]
+    Wire(#[from] wire::WireError),
+    #[error("no hello within {HELLO_TIMEOUT:?}")]
+    HelloTimeout,
+    #[error("node {0:?} is not another voter")]
+    NotAVoter(NodeId),
+}
+
+/// Reads one inbound connection until it ends or misbehaves.
+async fn read_connection(
+    stream: TcpStream,
+    voters: &BTreeSet<NodeId>,
+    inbox: &FrameQueue,
+) -> Result<(), InboundError> {
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
+    let hello = future::or(async { Some(wire::read_hello(&mut reader).await) }, async {
+        glommio::timer::sleep(HELLO_TIMEOUT).await;
+        None
+    })
+    .await;
+    let sender = hello.ok_or(InboundError::HelloTimeout)??;
+    if !voters.contains(&sender) {
+        return Err(InboundError::NotAVoter(sender));
+    }
+    while let Some(frame) = wire::read_frame(&mut reader).await? {
+        // Invariant 2: the newest frame is dropped when the queue is full.
+        if inbox.push(sender, frame).is_err() {
+            tracing::debug!(from = ?sender, "controller quorum: inbound queue full, dropped a frame");
+        }
+    }
+    Ok(())
+}
+
+/// Drains `queue` into a connection to voter `to` at `addr`, reconnecting as needed.
+async fn write_loop(this: NodeId, to: NodeId, addr: SocketAddr, queue: FrameQueue) {
+    let mut backoff = RECONNECT_BACKOFF_MIN;
+    let mut connection: Option<BufWriter<TcpStream>> = None;
+    loop {
+        let (_, frame) = queue.pop().await;
+        let writer = match connection.as_mut() {
+            Some(writer) => writer,
+            None => match connect(this, addr).await {
+                Ok(writer) => {
+                    backoff = RECONNECT_BACKOFF_MIN;
+                    connection.insert(writer)
+                }
+                Err(e) => {
+                    tracing::debug!(?to, %addr, error = %e, "controller quorum: connecting failed");
+                    // Invariant 4: what waited for this voter is stale by the next attempt.
+                    queue.clear();
+                    glommio::timer::sleep(backoff).await;
+                    backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+                    continue;
+                }
+            },
+        };
+        if let Err(e) = write_queued(writer, frame, &queue).await {
+            tracing::debug!(?to, %addr, error = %e, "controller quorum: writing failed, reconnecting");
+            connection = None;
+        }
+    }
+}
+
+/// Opens a connection to `addr` and sends the hello naming `this`.
+async fn connect(this: NodeId, addr: SocketAddr) -> std::io::Result<BufWriter<TcpStream>> {
+    let stream = TcpStream::connect_timeout(addr, CONNECT_TIMEOUT)
+        .await
+        .map_err(std::io::Error::from)?;
+    stream.set_nodelay(true).map_err(std::io::Error::from)?;
+    let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, stream);
+    writer.write_all(&wire::encode_hello(this)).await?;
+    Ok(writer)
+}
+
+/// Writes `first` and whatever else is queued, then flushes.
+async fn write_queued(
+    writer: &mut BufWriter<TcpStream>,
+    first: Bytes,
+    queue: &FrameQueue,
+) -> std::io::Result<()> {
+    let mut next = Some(first);
+    while let Some(frame) = next {
+        // `send` refused frames outside the bounds, so the prefix always encodes.
+        let prefix = wire::encode_frame_length(frame.len())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        writer.write_all(&prefix).await?;
+        writer.write_all(&frame).await?;
+        next = if queue.is_empty() {
+            None
+        } else {
+            future::poll_once(queue.pop()).await.map(|(_, frame)| frame)
+        };
+    }
+    writer.flush().await
+}
