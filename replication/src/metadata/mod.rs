@@ -47,4 +47,6 @@ pub use store::{
 };
 
 #[cfg(test)]
+mod lifecycle_tests;
+#[cfg(test)]
 mod tests;
