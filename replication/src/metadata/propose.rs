@@ -430,11 +430,12 @@ pub fn propose(
                     current,
                 });
             }
+            // The topic's replication factor is that of its first partition (a topic has at
+            // least one); a count beyond i16 cannot be placed and is refused as too large.
             let replication_factor = topic
                 .partitions
                 .first()
-                .and_then(|p| i16::try_from(p.replicas.len()).ok())
-                .unwrap_or(-1);
+                .map_or(-1, |p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX));
             let assignments = place_replicas(image, ctx, replication_factor, current..total)?;
             Ok((current..total)
                 .zip(assignments)

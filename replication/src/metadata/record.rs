@@ -18,17 +18,29 @@ pub const CONFIG_RESOURCE_BROKER: i8 = 4;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum MetadataRecord {
+    /// [`TopicRecord`].
     Topic(TopicRecord),
+    /// [`PartitionRecord`].
     Partition(PartitionRecord),
+    /// [`PartitionChangeRecord`].
     PartitionChange(PartitionChangeRecord),
+    /// [`ConfigRecord`].
     Config(ConfigRecord),
+    /// [`RemoveTopicRecord`].
     RemoveTopic(RemoveTopicRecord),
+    /// [`ProducerIdsRecord`].
     ProducerIds(ProducerIdsRecord),
+    /// [`RegisterBrokerRecord`].
     RegisterBroker(RegisterBrokerRecord),
+    /// [`FenceBrokerRecord`].
     FenceBroker(FenceBrokerRecord),
+    /// [`UnfenceBrokerRecord`].
     UnfenceBroker(UnfenceBrokerRecord),
+    /// [`BrokerRegistrationChangeRecord`].
     BrokerRegistrationChange(BrokerRegistrationChangeRecord),
+    /// [`UnregisterBrokerRecord`].
     UnregisterBroker(UnregisterBrokerRecord),
+    /// [`NextBrokerEpochRecord`] (snapshots only).
     NextBrokerEpoch(NextBrokerEpochRecord),
 }
 
