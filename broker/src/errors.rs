@@ -137,6 +137,12 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
             | TopicOperation::Produce
             | TopicOperation::DeleteRecords => ResponseError::InvalidTopicException,
         },
+        ControllerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
+        ControllerError::DuplicateBrokerRegistration { .. } => {
+            ResponseError::DuplicateBrokerRegistration
+        }
+        ControllerError::UnknownBroker { .. } => ResponseError::BrokerIdNotRegistered,
+        ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
         ControllerError::Store(_) => ResponseError::KafkaStorageError,
         ControllerError::TopicIdTaken { .. }
         | ControllerError::ProducerIdsExhausted { .. }

@@ -193,6 +193,7 @@ pub fn register_broker(
         }],
         rack: None,
         fenced: false,
+        in_controlled_shutdown: false,
     });
     store.append(std::slice::from_ref(&record))?;
     image.apply(&record)?;

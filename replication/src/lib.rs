@@ -2,7 +2,8 @@
 //!
 //! - the partition (log, replica set, ISR, leader epoch, high watermark and its waiters);
 //! - `metadata`: the cluster metadata image, its KRaft-shaped records, the pure `apply`, the
-//!   proposer, and the record log + snapshot that persist it;
+//!   proposer (topics, configs, the broker lifecycle, replica placement), the controller's
+//!   broker heartbeat tracker, and the record log + snapshot that persist it;
 //! - `raft`: the controller quorum on raft-rs, which replicates opaque entries among the
 //!   voters and applies the committed ones to a state machine;
 //! - `runtime`: the seam both reach time, timers, tasks and peers through, and `sim`, the

@@ -97,12 +97,18 @@ async fn commit(
             .map_err(|e| e.to_string())
     };
     let node_id = shard.config.node_id;
+    let new_topic_id = Uuid::new_v4();
+    // Single node: this broker is the only one, and its session is live while it runs.
+    let session_live = |broker_id: i32| broker_id == node_id;
     let ctx = ProposeContext {
         broker_id: node_id,
         broker_epoch: current.brokers.get(&node_id).map_or(-1, |b| b.broker_epoch),
-        new_topic_id: Uuid::new_v4(),
+        new_topic_id,
         check_topic_config: &check,
         check_broker_configs: &check_broker,
+        default_replication_factor: shard.config.default_replication_factor,
+        placement_seed: new_topic_id.as_u64_pair().0,
+        broker_session_live: &session_live,
     };
     let records = propose(&current.image, op, &ctx)?;
     if op.validate_only() || records.is_empty() {

@@ -80,6 +80,9 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
     let op = ControllerOp::CreateTopic {
         name: OFFSETS_TOPIC.to_string(),
         partitions: shard.config.offsets_topic_num_partitions,
+        // Kafka's `offsets.topic.replication.factor` is not a Sluice config yet: one replica,
+        // as before placement existed (a single-node cluster has one broker).
+        replication_factor: 1,
         overrides,
         internal: true,
         validate_only: false,

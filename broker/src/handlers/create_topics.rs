@@ -125,6 +125,7 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
             let op = ControllerOp::CreateTopic {
                 name: name.clone(),
                 partitions,
+                replication_factor: replication,
                 overrides,
                 internal: false,
                 validate_only: req.validate_only,

@@ -47,6 +47,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
             let op = ControllerOp::CreateTopic {
                 name: name.clone(),
                 partitions: shard.config.num_partitions,
+                replication_factor: -1,
                 overrides: Default::default(),
                 internal: false,
                 validate_only: false,

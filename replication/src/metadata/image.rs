@@ -7,11 +7,16 @@
 //! 2. A topic's partitions are numbered `0..n` with no gap (a [`PartitionRecord`] adds the
 //!    next one).
 //! 3. `producer_ids.next_producer_id` never decreases.
+//! 4. `next_broker_epoch` never decreases and is above every registered broker's epoch; a
+//!    broker's epoch only grows (a new registration), and a record that names a broker's
+//!    registration (fence, unfence, change, unregister) carries its current epoch (KRaft's
+//!    `ClusterControlManager` replay checks the same).
 
 use super::record::{
-    BrokerEndpoint, ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
-    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FenceBrokerRecord,
+    MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -40,14 +45,26 @@ pub struct TopicImage {
     pub configs: BTreeMap<String, String>,
 }
 
-/// A registered broker.
+/// A registered broker (KRaft's `BrokerRegistration`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerRegistration {
     pub incarnation_id: Uuid,
     pub broker_epoch: i64,
     pub end_points: Vec<BrokerEndpoint>,
     pub rack: Option<String>,
+    /// Its session expired, or it has not caught up since registering: it leads nothing and
+    /// is in no ISR unless it is the sole member.
     pub fenced: bool,
+    /// It asked to shut down (ControlledShutdown): it leads nothing and gets no new replicas.
+    pub in_controlled_shutdown: bool,
+}
+
+impl BrokerRegistration {
+    /// Whether the broker may lead and take new replicas: unfenced and not shutting down
+    /// (KRaft's `ReplicationControlManager::isActive` plus the controlled-shutdown check).
+    pub fn is_active(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown
+    }
 }
 
 /// Producer-id blocks handed out so far.
@@ -70,6 +87,9 @@ pub struct MetadataImage {
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Registered brokers by broker id.
     pub brokers: BTreeMap<i32, BrokerRegistration>,
+    /// The broker epoch the next registration gets (invariant 4): every epoch below it may
+    /// have been handed out.
+    pub next_broker_epoch: i64,
     pub producer_ids: ProducerIdsImage,
 }
 
@@ -97,6 +117,21 @@ pub enum ApplyError {
     ConfigResourceType { resource_type: i8 },
     #[error("producer id block ending at {next_producer_id} is not after {current}")]
     ProducerIdsBackwards { next_producer_id: i64, current: i64 },
+    #[error("broker {broker_id} is not registered")]
+    UnknownBroker { broker_id: i32 },
+    /// A record for an older (or other) registration of the broker than the current one
+    /// (invariant 4); `current` is the registration's epoch.
+    #[error("broker epoch {broker_epoch} of broker {broker_id} is stale (its registration has epoch {current})")]
+    StaleBrokerEpoch {
+        broker_id: i32,
+        broker_epoch: i64,
+        current: i64,
+    },
+    #[error("next broker epoch {next_broker_epoch} is below {current}")]
+    BrokerEpochBackwards {
+        next_broker_epoch: i64,
+        current: i64,
+    },
 }
 
 impl MetadataImage {
@@ -124,11 +159,75 @@ impl MetadataImage {
             MetadataRecord::Config(r) => self.apply_config(r),
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
             MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
-            MetadataRecord::RegisterBroker(r) => {
-                self.apply_register_broker(r);
+            MetadataRecord::RegisterBroker(r) => self.apply_register_broker(r),
+            MetadataRecord::FenceBroker(FenceBrokerRecord {
+                broker_id,
+                broker_epoch,
+            }) => self
+                .registration_mut(*broker_id, *broker_epoch)
+                .map(|b| b.fenced = true),
+            MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+                broker_id,
+                broker_epoch,
+            }) => self
+                .registration_mut(*broker_id, *broker_epoch)
+                .map(|b| b.fenced = false),
+            MetadataRecord::BrokerRegistrationChange(r) => self.apply_registration_change(r),
+            MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+                broker_id,
+                broker_epoch,
+            }) => {
+                self.registration_mut(*broker_id, *broker_epoch)?;
+                self.brokers.remove(broker_id);
+                Ok(())
+            }
+            MetadataRecord::NextBrokerEpoch(NextBrokerEpochRecord { next_broker_epoch }) => {
+                let current = self.next_broker_epoch;
+                if *next_broker_epoch < current {
+                    return Err(ApplyError::BrokerEpochBackwards {
+                        next_broker_epoch: *next_broker_epoch,
+                        current,
+                    });
+                }
+                self.next_broker_epoch = *next_broker_epoch;
                 Ok(())
             }
         }
+    }
+
+    /// The registration of `broker_id` when its epoch is `broker_epoch`. Errors:
+    /// [`ApplyError::UnknownBroker`], [`ApplyError::StaleBrokerEpoch`].
+    fn registration_mut(
+        &mut self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<&mut BrokerRegistration, ApplyError> {
+        let b = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(ApplyError::UnknownBroker { broker_id })?;
+        if b.broker_epoch != broker_epoch {
+            return Err(ApplyError::StaleBrokerEpoch {
+                broker_id,
+                broker_epoch,
+                current: b.broker_epoch,
+            });
+        }
+        Ok(b)
+    }
+
+    fn apply_registration_change(
+        &mut self,
+        r: &BrokerRegistrationChangeRecord,
+    ) -> Result<(), ApplyError> {
+        let b = self.registration_mut(r.broker_id, r.broker_epoch)?;
+        if let Some(fenced) = r.fenced {
+            b.fenced = fenced;
+        }
+        if let Some(in_controlled_shutdown) = r.in_controlled_shutdown {
+            b.in_controlled_shutdown = in_controlled_shutdown;
+        }
+        Ok(())
     }
 
     fn apply_topic(&mut self, r: &TopicRecord) -> Result<(), ApplyError> {
@@ -263,7 +362,19 @@ impl MetadataImage {
         Ok(())
     }
 
-    fn apply_register_broker(&mut self, r: &RegisterBrokerRecord) {
+    fn apply_register_broker(&mut self, r: &RegisterBrokerRecord) -> Result<(), ApplyError> {
+        // Only the broker's own epoch is checked against the record: registrations of
+        // different brokers in a snapshot come in broker-id order, not epoch order.
+        if let Some(b) = self.brokers.get(&r.broker_id) {
+            if r.broker_epoch <= b.broker_epoch {
+                return Err(ApplyError::StaleBrokerEpoch {
+                    broker_id: r.broker_id,
+                    broker_epoch: r.broker_epoch,
+                    current: b.broker_epoch,
+                });
+            }
+        }
+        self.next_broker_epoch = self.next_broker_epoch.max(r.broker_epoch.saturating_add(1));
         self.brokers.insert(
             r.broker_id,
             BrokerRegistration {
@@ -272,14 +383,22 @@ impl MetadataImage {
                 end_points: r.end_points.clone(),
                 rack: r.rack.clone(),
                 fenced: r.fenced,
+                in_controlled_shutdown: r.in_controlled_shutdown,
             },
         );
+        Ok(())
     }
 
     /// Records that rebuild this image from an empty one named [`MetadataImage::cluster_id`]:
     /// what a snapshot holds (as KRaft snapshots hold records).
     pub fn to_records(&self) -> Vec<MetadataRecord> {
         let mut records = Vec::new();
+        if self.next_broker_epoch > 0 {
+            // First: the registrations that follow only move it up to where it already is.
+            records.push(MetadataRecord::NextBrokerEpoch(NextBrokerEpochRecord {
+                next_broker_epoch: self.next_broker_epoch,
+            }));
+        }
         for (broker_id, b) in &self.brokers {
             records.push(MetadataRecord::RegisterBroker(RegisterBrokerRecord {
                 broker_id: *broker_id,
@@ -288,6 +407,7 @@ impl MetadataImage {
                 end_points: b.end_points.clone(),
                 rack: b.rack.clone(),
                 fenced: b.fenced,
+                in_controlled_shutdown: b.in_controlled_shutdown,
             }));
         }
         for (name, configs) in &self.broker_configs {

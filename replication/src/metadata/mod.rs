@@ -1,7 +1,8 @@
 //! The cluster metadata state machine (KRaft's shape): a [`MetadataImage`], the
 //! [`MetadataRecord`]s that change it, the pure [`MetadataImage::apply`], the [`propose`]r that
 //! turns a [`ControllerOp`] into records or a typed [`ControllerError`], and the
-//! [`MetadataStore`] that keeps the records durable (log + snapshot).
+//! [`MetadataStore`] that keeps the records durable (log + snapshot), and the active
+//! controller's [`BrokerHeartbeats`] (broker sessions, not replicated).
 //!
 //! The controller (shard 0 of the broker today; a Raft group later, with the same records)
 //! runs each op as: propose against the image → append the records durably → apply them →
@@ -9,31 +10,43 @@
 //! uuid is chosen by the proposer and carried in the records, so every replica of the log
 //! derives the same image.
 //!
+//! The broker lifecycle (KIP-631): [`ControllerOp::RegisterBroker`] (fenced, new broker
+//! epoch), [`ControllerOp::UnfenceBroker`], [`ControllerOp::FenceBroker`] when
+//! [`BrokerHeartbeats::expired`] names it, [`ControllerOp::ControlledShutdown`]; each moves
+//! leaderships and ISRs so that a leader is always an active broker of its ISR. New
+//! partitions are placed round-robin over the active brokers ([`place_replicas`]).
+//!
 //! Node-local concerns (which shard of a broker serves a partition) are not in the image:
 //! each broker derives them from it.
 
+mod heartbeats;
 mod image;
 mod propose;
 mod record;
 mod store;
 
+pub use heartbeats::BrokerHeartbeats;
 pub use image::{
     ApplyError, BrokerRegistration, MetadataImage, PartitionImage, ProducerIdsImage, TopicImage,
 };
 pub use propose::{
-    check_not_internal, is_internal, propose, validate_topic_name, BrokerConfigCheck,
-    ControllerError, ControllerOp, ProposeContext, TopicConfigCheck, TopicOperation,
-    CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
+    check_not_internal, is_internal, leaderships, place_replicas, propose, validate_topic_name,
+    BrokerConfigCheck, BrokerSessionLive, ControllerAnswer, ControllerError, ControllerOp,
+    ProposeContext, TopicConfigCheck, TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES,
+    PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use record::{
-    BrokerEndpoint, ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
-    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FenceBrokerRecord,
+    MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 pub use store::{
     decode_files, MetadataStore, Opened, StoreError, FRAME_BYTES_MAX, LOG_FILE_NAME,
     SNAPSHOT_FILE_NAME, SNAPSHOT_LOG_BYTES,
 };
 
+#[cfg(test)]
+mod lifecycle_tests;
 #[cfg(test)]
 mod tests;

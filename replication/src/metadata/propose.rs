@@ -1,12 +1,26 @@
 //! The proposer: checks a [`ControllerOp`] against the current image and turns it into the
 //! records that carry it out, or refuses it with a typed [`ControllerError`]. Pure, like
-//! `apply`: the ids it needs (a new topic's uuid) come in a [`ProposeContext`], chosen by the
-//! caller (the controller).
+//! `apply`: what it needs from the world (a new topic's uuid, the placement start, whether a
+//! broker's session is live) comes in a [`ProposeContext`], chosen by the caller (the
+//! controller).
+//!
+//! The broker lifecycle follows KRaft's `ClusterControlManager` and `ReplicationControlManager`
+//! (KIP-631): a broker registers (fenced, with a new broker epoch), is unfenced once it has
+//! caught up, is fenced when its session expires, and moves its leaderships off before a
+//! controlled shutdown. Leaders come only from the ISR (unless the topic's
+//! `unclean.leader.election.enable` is true), as `PartitionChangeBuilder` elects them; new
+//! partitions are placed round-robin over the active brokers (Kafka's rack-unaware
+//! assignment).
+//!
+//! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index); racks
+//! are recorded but not used for placement.
 
-use super::image::{ApplyError, MetadataImage};
+use super::image::{ApplyError, MetadataImage, PartitionImage, TopicImage};
 use super::record::{
-    ConfigRecord, MetadataRecord, PartitionRecord, ProducerIdsRecord, RemoveTopicRecord,
-    TopicRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FenceBrokerRecord,
+    MetadataRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
+    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 use super::store::StoreError;
 use std::collections::BTreeMap;
@@ -26,14 +40,23 @@ pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// before the broker has created it.
 pub const INTERNAL_TOPIC_NAMES: &[&str] = &[CONSUMER_OFFSETS_TOPIC];
 
+/// The topic config (and cluster-wide dynamic broker config) that lets a leader be elected
+/// outside the ISR, losing what only the ISR had (Kafka's name; default false).
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+
 /// A metadata change, run by the controller one at a time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ControllerOp {
     /// `internal`: created by the broker itself (the group coordinator's offsets topic); only
     /// such a creation may use a name of [`INTERNAL_TOPIC_NAMES`].
+    ///
+    /// `replication_factor`: replicas per partition, -1 for the context's
+    /// [`ProposeContext::default_replication_factor`]; placed on the active brokers
+    /// ([`place_replicas`]).
     CreateTopic {
         name: String,
         partitions: i32,
+        replication_factor: i16,
         overrides: BTreeMap<String, String>,
         internal: bool,
         validate_only: bool,
@@ -41,6 +64,8 @@ pub enum ControllerOp {
     DeleteTopic {
         name: String,
     },
+    /// Grows the topic to `total` partitions; the new ones get the topic's replication factor
+    /// (that of partition 0) and are placed as [`ControllerOp::CreateTopic`] places them.
     CreatePartitions {
         name: String,
         total: i32,
@@ -73,6 +98,49 @@ pub enum ControllerOp {
     },
     /// Hand the next block of [`PRODUCER_ID_BLOCK_SIZE`] producer ids to the proposing broker.
     AllocateProducerIds,
+    /// A broker starts (BrokerRegistration, KRaft `ClusterControlManager::registerBroker`): a
+    /// new registration gets the image's next broker epoch and starts fenced; the broker's
+    /// previous registration, if any, is replaced, its leaderships and ISR places removed as
+    /// for [`ControllerOp::FenceBroker`]. The same incarnation registering again changes
+    /// nothing (a retry). Errors: [`ControllerError::DuplicateBrokerRegistration`] when another
+    /// incarnation's session is still live. Answer: [`ControllerAnswer::Registered`].
+    RegisterBroker {
+        broker_id: i32,
+        incarnation_id: Uuid,
+        end_points: Vec<BrokerEndpoint>,
+        rack: Option<String>,
+    },
+    /// The broker has caught up with the metadata log (KRaft's heartbeat `want_fence = false`
+    /// once caught up): unfences it, then elects it leader of every leaderless partition whose
+    /// ISR holds it (or, where unclean election is enabled, of which it is a replica). Nothing
+    /// changes when it is not fenced. Errors: [`ControllerError::UnknownBroker`],
+    /// [`ControllerError::StaleBrokerEpoch`].
+    UnfenceBroker {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    /// The broker's session expired (KRaft `ReplicationControlManager::handleBrokerFenced`):
+    /// fences it, removes it from every ISR where it is not the sole member and elects new
+    /// leaders where it led ([`ControllerOp::ControlledShutdown`] removes it the same way).
+    /// Errors: [`ControllerError::UnknownBroker`].
+    FenceBroker {
+        broker_id: i32,
+    },
+    /// The broker asks to shut down (KRaft's heartbeat `want_shut_down`,
+    /// `handleBrokerInControlledShutdown`): marks it in controlled shutdown, then removes it
+    /// from ISRs and leaderships as fencing does. Errors: [`ControllerError::UnknownBroker`],
+    /// [`ControllerError::StaleBrokerEpoch`]. Answer:
+    /// [`ControllerAnswer::ControlledShutdown`].
+    ControlledShutdown {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    /// Removes the broker's registration (UnregisterBroker, KRaft
+    /// `handleBrokerUnregistered`) after removing it from ISRs and leaderships as fencing
+    /// does; it stays listed as a replica. Errors: [`ControllerError::UnknownBroker`].
+    UnregisterBroker {
+        broker_id: i32,
+    },
 }
 
 impl ControllerOp {
@@ -85,9 +153,59 @@ impl ControllerOp {
             | ControllerOp::AlterTopicConfig { validate_only, .. }
             | ControllerOp::ReplaceTopicConfig { validate_only, .. }
             | ControllerOp::AlterBrokerConfig { validate_only, .. } => *validate_only,
-            ControllerOp::DeleteTopic { .. } | ControllerOp::AllocateProducerIds => false,
+            ControllerOp::DeleteTopic { .. }
+            | ControllerOp::AllocateProducerIds
+            | ControllerOp::RegisterBroker { .. }
+            | ControllerOp::UnfenceBroker { .. }
+            | ControllerOp::FenceBroker { .. }
+            | ControllerOp::ControlledShutdown { .. }
+            | ControllerOp::UnregisterBroker { .. } => false,
         }
     }
+
+    /// What the controller answers for this op, read from `after`, the image once its records
+    /// are applied (the same image when there were none).
+    pub fn answer(&self, after: &MetadataImage) -> ControllerAnswer {
+        match self {
+            ControllerOp::RegisterBroker { broker_id, .. } => {
+                after
+                    .brokers
+                    .get(broker_id)
+                    .map_or(ControllerAnswer::Done, |b| ControllerAnswer::Registered {
+                        broker_epoch: b.broker_epoch,
+                    })
+            }
+            ControllerOp::ControlledShutdown { broker_id, .. } => {
+                ControllerAnswer::ControlledShutdown {
+                    should_shut_down: leaderships(after, *broker_id) == 0,
+                }
+            }
+            _ => ControllerAnswer::Done,
+        }
+    }
+}
+
+/// The answer to a [`ControllerOp`] beyond success ([`ControllerOp::answer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControllerAnswer {
+    /// Nothing to say beyond success.
+    Done,
+    /// [`ControllerOp::RegisterBroker`]: the registration's broker epoch (the broker sends it
+    /// in its heartbeats and fetches, KIP-903).
+    Registered { broker_epoch: i64 },
+    /// [`ControllerOp::ControlledShutdown`]: whether the broker leads no partition now and may
+    /// stop (BrokerHeartbeatResponse's `should_shut_down`).
+    ControlledShutdown { should_shut_down: bool },
+}
+
+/// How many partitions `broker_id` leads in `image`.
+pub fn leaderships(image: &MetadataImage, broker_id: i32) -> usize {
+    image
+        .topics
+        .values()
+        .flat_map(|t| &t.partitions)
+        .filter(|p| p.leader == broker_id)
+        .count()
 }
 
 /// What a client may not do to an internal topic.
@@ -147,6 +265,28 @@ pub enum ControllerError {
     TopicIdTaken { topic_id: Uuid },
     #[error("producer ids are exhausted (next block would start at {next_producer_id})")]
     ProducerIdsExhausted { next_producer_id: i64 },
+    /// The replication factor is 0 or below -1, or above `available_brokers`, the active
+    /// (registered, unfenced, not shutting down) brokers (Kafka's messages).
+    #[error("{}", replication_factor_refusal(*replication_factor, *available_brokers))]
+    InvalidReplicationFactor {
+        replication_factor: i16,
+        available_brokers: usize,
+    },
+    /// Another incarnation of the broker id is registered and its session is live (Kafka's
+    /// `DuplicateBrokerRegistrationException`).
+    #[error("Another broker is registered with that broker id ({broker_id}).")]
+    DuplicateBrokerRegistration { broker_id: i32 },
+    /// The op names a broker that is not registered (Kafka's `BROKER_ID_NOT_REGISTERED`).
+    #[error("Broker {broker_id} is not registered.")]
+    UnknownBroker { broker_id: i32 },
+    /// The op carries another epoch than the broker's registration (Kafka's
+    /// `STALE_BROKER_EPOCH`): it comes from an older incarnation.
+    #[error("Expected broker epoch {current} of broker {broker_id}, but got broker epoch {broker_epoch}.")]
+    StaleBrokerEpoch {
+        broker_id: i32,
+        broker_epoch: i64,
+        current: i64,
+    },
     /// The proposed records do not apply to the image: a controller bug.
     #[error("proposed records do not apply: {0}")]
     Apply(#[from] ApplyError),
@@ -167,15 +307,28 @@ pub type TopicConfigCheck<'a> = dyn Fn(&BTreeMap<String, String>) -> Result<(), 
 pub type BrokerConfigCheck<'a> =
     dyn Fn(&BTreeMap<String, BTreeMap<String, String>>) -> Result<(), String> + 'a;
 
+/// Whether the session of a broker (by broker id) is live: it heartbeated within the session
+/// timeout (the controller's [`super::BrokerHeartbeats::is_live`]).
+pub type BrokerSessionLive<'a> = dyn Fn(i32) -> bool + 'a;
+
 /// What the proposer needs from its caller besides the op and the image.
 pub struct ProposeContext<'a> {
-    /// This broker: the replica and leader of new partitions, the owner of producer-id blocks.
+    /// The proposing broker: the owner of producer-id blocks.
     pub broker_id: i32,
     pub broker_epoch: i64,
     /// The id of a topic the op creates (the caller picks it at random).
     pub new_topic_id: Uuid,
     pub check_topic_config: &'a TopicConfigCheck<'a>,
     pub check_broker_configs: &'a BrokerConfigCheck<'a>,
+    /// Replicas per partition when an op asks for -1 (Kafka's `default.replication.factor`).
+    pub default_replication_factor: i16,
+    /// Where round-robin placement starts among the active brokers (taken modulo their
+    /// count); the caller picks it at random, as Kafka's placer does, so leaders of different
+    /// topics spread.
+    pub placement_seed: u64,
+    /// Whether a broker's session is live; a live session of another incarnation refuses a
+    /// registration ([`ControllerOp::RegisterBroker`]).
+    pub broker_session_live: &'a BrokerSessionLive<'a>,
 }
 
 /// Kafka's topic name rules: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -241,10 +394,19 @@ pub fn propose(
         ControllerOp::CreateTopic {
             name,
             partitions,
+            replication_factor,
             overrides,
             internal,
             validate_only: _,
-        } => create_topic(image, ctx, name, *partitions, overrides, *internal),
+        } => create_topic(
+            image,
+            ctx,
+            name,
+            *partitions,
+            *replication_factor,
+            overrides,
+            *internal,
+        ),
         ControllerOp::DeleteTopic { name } => {
             check_not_internal(image, name, TopicOperation::Delete)?;
             let topic = existing(image, name)?;
@@ -268,8 +430,16 @@ pub fn propose(
                     current,
                 });
             }
+            // The topic's replication factor is that of its first partition (a topic has at
+            // least one); a count beyond i16 cannot be placed and is refused as too large.
+            let replication_factor = topic
+                .partitions
+                .first()
+                .map_or(-1, |p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX));
+            let assignments = place_replicas(image, ctx, replication_factor, current..total)?;
             Ok((current..total)
-                .map(|p| new_partition(topic.id, p, ctx.broker_id))
+                .zip(assignments)
+                .map(|(p, replicas)| new_partition(topic.id, p, replicas))
                 .collect())
         }
         ControllerOp::AlterTopicConfig {
@@ -308,7 +478,309 @@ pub fn propose(
                 next_producer_id,
             })])
         }
+        ControllerOp::RegisterBroker {
+            broker_id,
+            incarnation_id,
+            end_points,
+            rack,
+        } => register_broker(image, ctx, *broker_id, *incarnation_id, end_points, rack),
+        ControllerOp::UnfenceBroker {
+            broker_id,
+            broker_epoch,
+        } => {
+            let b = registration(image, *broker_id, Some(*broker_epoch))?;
+            if !b.fenced {
+                return Ok(Vec::new());
+            }
+            let mut records = vec![MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+                broker_id: *broker_id,
+                broker_epoch: *broker_epoch,
+            })];
+            if !b.in_controlled_shutdown {
+                records.extend(elect_leaderless(image, *broker_id));
+            }
+            Ok(records)
+        }
+        ControllerOp::FenceBroker { broker_id } => {
+            let b = registration(image, *broker_id, None)?;
+            let mut records = Vec::new();
+            if !b.fenced {
+                records.push(MetadataRecord::FenceBroker(FenceBrokerRecord {
+                    broker_id: *broker_id,
+                    broker_epoch: b.broker_epoch,
+                }));
+            }
+            records.extend(remove_broker_from_partitions(image, *broker_id));
+            Ok(records)
+        }
+        ControllerOp::ControlledShutdown {
+            broker_id,
+            broker_epoch,
+        } => {
+            let b = registration(image, *broker_id, Some(*broker_epoch))?;
+            let mut records = Vec::new();
+            if !b.in_controlled_shutdown {
+                records.push(MetadataRecord::BrokerRegistrationChange(
+                    BrokerRegistrationChangeRecord {
+                        broker_id: *broker_id,
+                        broker_epoch: *broker_epoch,
+                        fenced: None,
+                        in_controlled_shutdown: Some(true),
+                    },
+                ));
+            }
+            records.extend(remove_broker_from_partitions(image, *broker_id));
+            Ok(records)
+        }
+        ControllerOp::UnregisterBroker { broker_id } => {
+            let b = registration(image, *broker_id, None)?;
+            let mut records = remove_broker_from_partitions(image, *broker_id);
+            records.push(MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+                broker_id: *broker_id,
+                broker_epoch: b.broker_epoch,
+            }));
+            Ok(records)
+        }
     }
+}
+
+/// The registration of `broker_id`, checked against `broker_epoch` when given. Errors:
+/// [`ControllerError::UnknownBroker`], [`ControllerError::StaleBrokerEpoch`].
+fn registration(
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: Option<i64>,
+) -> Result<&super::image::BrokerRegistration, ControllerError> {
+    let b = image
+        .brokers
+        .get(&broker_id)
+        .ok_or(ControllerError::UnknownBroker { broker_id })?;
+    match broker_epoch {
+        Some(broker_epoch) if broker_epoch != b.broker_epoch => {
+            Err(ControllerError::StaleBrokerEpoch {
+                broker_id,
+                broker_epoch,
+                current: b.broker_epoch,
+            })
+        }
+        _ => Ok(b),
+    }
+}
+
+/// KRaft's `ClusterControlManager::registerBroker`, without features and directories.
+fn register_broker(
+    image: &MetadataImage,
+    ctx: &ProposeContext<'_>,
+    broker_id: i32,
+    incarnation_id: Uuid,
+    end_points: &[BrokerEndpoint],
+    rack: &Option<String>,
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    let previous = image.brokers.get(&broker_id);
+    if let Some(b) = previous {
+        if b.incarnation_id == incarnation_id {
+            // A retry of the registration that succeeded: the same broker epoch answers it.
+            return Ok(Vec::new());
+        }
+        if (ctx.broker_session_live)(broker_id) {
+            return Err(ControllerError::DuplicateBrokerRegistration { broker_id });
+        }
+    }
+    let mut records = vec![MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+        broker_id,
+        incarnation_id,
+        broker_epoch: image.next_broker_epoch,
+        end_points: end_points.to_vec(),
+        rack: rack.clone(),
+        fenced: true,
+        in_controlled_shutdown: false,
+    })];
+    if previous.is_some() {
+        // The old incarnation is gone without a clean shutdown (its session expired, maybe
+        // not yet fenced): what it led or had in sync may be lost (KIP-966's unclean
+        // shutdown handling, without the ELR).
+        records.extend(remove_broker_from_partitions(image, broker_id));
+    }
+    Ok(records)
+}
+
+/// Whether topic `topic` may elect a leader outside the ISR: its
+/// [`UNCLEAN_LEADER_ELECTION_ENABLE`] override, else the cluster-wide dynamic broker config,
+/// else false (Kafka's default; a per-broker or static value is not consulted).
+fn unclean_leader_election(image: &MetadataImage, topic: &TopicImage) -> bool {
+    topic
+        .configs
+        .get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        .or_else(|| {
+            image
+                .broker_configs
+                .get("")
+                .and_then(|c| c.get(UNCLEAN_LEADER_ELECTION_ENABLE))
+        })
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Kafka's `PartitionChangeBuilder::electLeader`: the first replica (preferred order) in `isr`
+/// that `acceptable` allows; else, with `unclean`, the first acceptable replica, and the ISR
+/// becomes just it; else no leader (-1) and the ISR unchanged. Returns (leader, ISR).
+fn elect_leader(
+    replicas: &[i32],
+    isr: Vec<i32>,
+    acceptable: &dyn Fn(i32) -> bool,
+    unclean: bool,
+) -> (i32, Vec<i32>) {
+    if let Some(&leader) = replicas.iter().find(|r| isr.contains(r) && acceptable(**r)) {
+        return (leader, isr);
+    }
+    if unclean {
+        if let Some(&leader) = replicas.iter().find(|r| acceptable(**r)) {
+            return (leader, vec![leader]);
+        }
+    }
+    (-1, isr)
+}
+
+/// The record that moves `partition` of `topic_id` to `leader` and `isr`, or none when both
+/// are unchanged; only the changed fields are set (apply bumps the leader epoch on a leader
+/// change).
+fn partition_change(
+    topic_id: Uuid,
+    partition_id: usize,
+    partition: &PartitionImage,
+    leader: i32,
+    isr: Vec<i32>,
+) -> Option<MetadataRecord> {
+    let leader_changed = leader != partition.leader;
+    let isr_changed = isr != partition.isr;
+    if !leader_changed && !isr_changed {
+        return None;
+    }
+    Some(MetadataRecord::PartitionChange(PartitionChangeRecord {
+        partition_id: i32::try_from(partition_id).expect("partition counts are checked to fit i32"),
+        topic_id,
+        isr: isr_changed.then_some(isr),
+        leader: leader_changed.then_some(leader),
+        replicas: None,
+    }))
+}
+
+/// The one place a broker leaves the partitions (fencing, controlled shutdown, a replaced or
+/// removed registration; KRaft's `generateLeaderAndIsrUpdates` with a broker to remove): it
+/// leaves every ISR, except where it is the sole member (Kafka keeps the last member, so the
+/// partition can come back with it, and leaves it leaderless), and every partition it led
+/// gets a new leader from the rest of the ISR that is active ([`elect_leader`]).
+fn remove_broker_from_partitions(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let acceptable =
+        |b: i32| b != broker_id && image.brokers.get(&b).is_some_and(|r| r.is_active());
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        let unclean = unclean_leader_election(image, topic);
+        for (p, partition) in topic.partitions.iter().enumerate() {
+            let leads = partition.leader == broker_id;
+            if !leads && !partition.isr.contains(&broker_id) {
+                continue;
+            }
+            let mut isr: Vec<i32> = partition
+                .isr
+                .iter()
+                .copied()
+                .filter(|r| *r != broker_id)
+                .collect();
+            if isr.is_empty() {
+                isr.push(broker_id);
+            }
+            let (leader, isr) = if leads {
+                elect_leader(&partition.replicas, isr, &acceptable, unclean)
+            } else {
+                (partition.leader, isr)
+            };
+            records.extend(partition_change(topic.id, p, partition, leader, isr));
+        }
+    }
+    records
+}
+
+/// Leaders for the leaderless partitions of which `broker_id`, being unfenced, is a replica
+/// (KRaft's `handleBrokerUnfenced`): elected as [`elect_leader`] does with the broker
+/// counted active.
+fn elect_leaderless(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let acceptable =
+        |b: i32| b == broker_id || image.brokers.get(&b).is_some_and(|r| r.is_active());
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        let unclean = unclean_leader_election(image, topic);
+        for (p, partition) in topic.partitions.iter().enumerate() {
+            if partition.leader != -1 || !partition.replicas.contains(&broker_id) {
+                continue;
+            }
+            let (leader, isr) = elect_leader(
+                &partition.replicas,
+                partition.isr.clone(),
+                &acceptable,
+                unclean,
+            );
+            records.extend(partition_change(topic.id, p, partition, leader, isr));
+        }
+    }
+    records
+}
+
+/// Kafka's refusal of a replication factor of `replication_factor` with `available_brokers`
+/// active brokers.
+fn replication_factor_refusal(replication_factor: i16, available_brokers: usize) -> String {
+    if replication_factor < 1 {
+        return "Replication factor must be larger than 0, or -1 to use the default value."
+            .to_string();
+    }
+    format!(
+        "Unable to replicate the partition {replication_factor} time(s): The target replication \
+         factor of {replication_factor} cannot be reached because only {available_brokers} \
+         broker(s) are registered."
+    )
+}
+
+/// The replicas of each partition in `partitions` with `replication_factor` replicas (-1: the
+/// context's default), placed on the active brokers (registered, unfenced, not in controlled
+/// shutdown) sorted by id, as Kafka's rack-unaware round-robin does: partition `p`'s replicas
+/// are the brokers from `(placement_seed + p) mod n` on, so leaders (the first replica)
+/// spread. Errors: [`ControllerError::InvalidReplicationFactor`] for a factor below 1 or
+/// above the active brokers.
+pub fn place_replicas(
+    image: &MetadataImage,
+    ctx: &ProposeContext<'_>,
+    replication_factor: i16,
+    partitions: std::ops::Range<usize>,
+) -> Result<Vec<Vec<i32>>, ControllerError> {
+    let active: Vec<i32> = image
+        .brokers
+        .iter()
+        .filter(|(_, b)| b.is_active())
+        .map(|(id, _)| *id)
+        .collect();
+    let replication_factor = match replication_factor {
+        -1 => ctx.default_replication_factor,
+        rf => rf,
+    };
+    let refused = ControllerError::InvalidReplicationFactor {
+        replication_factor,
+        available_brokers: active.len(),
+    };
+    let Ok(count) = usize::try_from(replication_factor) else {
+        return Err(refused);
+    };
+    if count == 0 || count > active.len() {
+        return Err(refused);
+    }
+    let n = active.len();
+    // `n` is at least 1 here; the seed is reduced first so the sums cannot overflow.
+    let start = usize::try_from(ctx.placement_seed % n as u64).unwrap_or(0);
+    Ok(partitions
+        .map(|p| {
+            (0..count)
+                .map(|i| active[(start + p % n + i) % n])
+                .collect()
+        })
+        .collect())
 }
 
 fn create_topic(
@@ -316,6 +788,7 @@ fn create_topic(
     ctx: &ProposeContext<'_>,
     name: &str,
     partitions: i32,
+    replication_factor: i16,
     overrides: &BTreeMap<String, String>,
     internal: bool,
 ) -> Result<Vec<MetadataRecord>, ControllerError> {
@@ -332,6 +805,8 @@ fn create_topic(
         });
     }
     check_partition_count(partitions)?;
+    let count = usize::try_from(partitions).unwrap_or(0);
+    let assignments = place_replicas(image, ctx, replication_factor, 0..count)?;
     (ctx.check_topic_config)(overrides).map_err(|reason| ControllerError::InvalidConfig {
         topic: name.to_string(),
         reason,
@@ -340,14 +815,18 @@ fn create_topic(
     if image.topic_names_by_id.contains_key(&topic_id) || topic_id.is_nil() {
         return Err(ControllerError::TopicIdTaken { topic_id });
     }
-    let count = usize::try_from(partitions).unwrap_or(0);
     let mut records = Vec::with_capacity(1 + count + overrides.len());
     records.push(MetadataRecord::Topic(TopicRecord {
         name: name.to_string(),
         topic_id,
         internal,
     }));
-    records.extend((0..count).map(|p| new_partition(topic_id, p, ctx.broker_id)));
+    records.extend(
+        assignments
+            .into_iter()
+            .enumerate()
+            .map(|(p, replicas)| new_partition(topic_id, p, replicas)),
+    );
     records.extend(config_diff(
         CONFIG_RESOURCE_TOPIC,
         name,
@@ -369,14 +848,15 @@ fn existing<'a>(
         })
 }
 
-/// A new partition led by `broker_id`, its only replica.
-fn new_partition(topic_id: Uuid, partition: usize, broker_id: i32) -> MetadataRecord {
+/// A new partition on `replicas` (at least one), all in sync, led by the first.
+fn new_partition(topic_id: Uuid, partition: usize, replicas: Vec<i32>) -> MetadataRecord {
+    assert!(!replicas.is_empty(), "placement gives at least one replica");
     MetadataRecord::Partition(PartitionRecord {
         partition_id: i32::try_from(partition).expect("partition counts are checked to fit i32"),
         topic_id,
-        replicas: vec![broker_id],
-        isr: vec![broker_id],
-        leader: broker_id,
+        leader: replicas[0],
+        isr: replicas.clone(),
+        replicas,
         leader_epoch: 0,
         partition_epoch: 0,
     })

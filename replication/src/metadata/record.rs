@@ -18,13 +18,30 @@ pub const CONFIG_RESOURCE_BROKER: i8 = 4;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum MetadataRecord {
+    /// [`TopicRecord`].
     Topic(TopicRecord),
+    /// [`PartitionRecord`].
     Partition(PartitionRecord),
+    /// [`PartitionChangeRecord`].
     PartitionChange(PartitionChangeRecord),
+    /// [`ConfigRecord`].
     Config(ConfigRecord),
+    /// [`RemoveTopicRecord`].
     RemoveTopic(RemoveTopicRecord),
+    /// [`ProducerIdsRecord`].
     ProducerIds(ProducerIdsRecord),
+    /// [`RegisterBrokerRecord`].
     RegisterBroker(RegisterBrokerRecord),
+    /// [`FenceBrokerRecord`].
+    FenceBroker(FenceBrokerRecord),
+    /// [`UnfenceBrokerRecord`].
+    UnfenceBroker(UnfenceBrokerRecord),
+    /// [`BrokerRegistrationChangeRecord`].
+    BrokerRegistrationChange(BrokerRegistrationChangeRecord),
+    /// [`UnregisterBrokerRecord`].
+    UnregisterBroker(UnregisterBrokerRecord),
+    /// [`NextBrokerEpochRecord`] (snapshots only).
+    NextBrokerEpoch(NextBrokerEpochRecord),
 }
 
 /// A new topic (KRaft `TopicRecord`); its partitions follow as [`PartitionRecord`]s.
@@ -96,16 +113,74 @@ pub struct ProducerIdsRecord {
 }
 
 /// A broker's registration at start-up (KRaft `RegisterBrokerRecord`); a new incarnation
-/// replaces the broker's previous registration.
+/// replaces the broker's previous registration. Applying it refuses a `broker_epoch` not above
+/// the broker's current one, and moves the image's next broker epoch past it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterBrokerRecord {
     pub broker_id: i32,
     /// Random per process start (chosen by the broker that registers).
     pub incarnation_id: Uuid,
+    /// Chosen by the controller: above every broker epoch handed out before (Kafka uses the
+    /// record's offset; Sluice the image's `next_broker_epoch`, or the offset at start-up).
     pub broker_epoch: i64,
     pub end_points: Vec<BrokerEndpoint>,
     pub rack: Option<String>,
     pub fenced: bool,
+    /// KRaft's `InControlledShutdown` (record version 1+); false in records written before it.
+    #[serde(default)]
+    pub in_controlled_shutdown: bool,
+}
+
+/// Fences a broker (KRaft `FenceBrokerRecord`): its session expired, so it may lead nothing
+/// and is not a candidate for the ISR. Applying it refuses a `broker_epoch` other than the
+/// registration's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceBrokerRecord {
+    pub broker_id: i32,
+    /// The epoch of the registration it fences.
+    pub broker_epoch: i64,
+}
+
+/// Unfences a broker (KRaft `UnfenceBrokerRecord`): it has caught up with the metadata log
+/// and may lead again. Applying it refuses a `broker_epoch` other than the registration's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnfenceBrokerRecord {
+    pub broker_id: i32,
+    /// The epoch of the registration it unfences.
+    pub broker_epoch: i64,
+}
+
+/// Changes a registered broker's state (KRaft `BrokerRegistrationChangeRecord`, whose `Fenced`
+/// and `InControlledShutdown` are int8 tri-states; here `None` keeps the value). Applying it
+/// refuses a `broker_epoch` other than the registration's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistrationChangeRecord {
+    pub broker_id: i32,
+    /// The epoch of the registration it changes.
+    pub broker_epoch: i64,
+    #[serde(default)]
+    pub fenced: Option<bool>,
+    #[serde(default)]
+    pub in_controlled_shutdown: Option<bool>,
+}
+
+/// Removes a broker's registration (KRaft `UnregisterBrokerRecord`). Applying it refuses a
+/// `broker_epoch` other than the registration's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnregisterBrokerRecord {
+    pub broker_id: i32,
+    /// The epoch of the registration it removes.
+    pub broker_epoch: i64,
+}
+
+/// Sluice's addition, written only by snapshots: the next broker epoch the controller hands
+/// out. Kafka needs no such record (a broker epoch is the offset of its registration, and
+/// offsets go on after a snapshot); Sluice keeps the counter in the image, and a snapshot must
+/// keep it even when the broker that held the highest epoch has been unregistered. Applying it
+/// refuses a counter that moves backwards.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextBrokerEpochRecord {
+    pub next_broker_epoch: i64,
 }
 
 /// One listener of a registered broker.

@@ -44,6 +44,7 @@ fn op_strategy() -> impl Strategy<Value = ControllerOp> {
             |(name, partitions, internal, validate_only)| ControllerOp::CreateTopic {
                 name,
                 partitions,
+                replication_factor: -1,
                 overrides: BTreeMap::from([("retention.ms".into(), "7".into())]),
                 internal,
                 validate_only,
@@ -90,7 +91,8 @@ fn op_strategy() -> impl Strategy<Value = ControllerOp> {
 /// ids drawn from a counter; returns the changes appended and the final image.
 fn run_ops(ops: &[ControllerOp]) -> (Vec<Vec<MetadataRecord>>, MetadataImage) {
     let mut image = MetadataImage::new("cluster".into());
-    let mut changes = Vec::new();
+    let mut changes = vec![vec![register_single_node()]];
+    image.apply(&changes[0][0]).unwrap();
     for (i, op) in ops.iter().enumerate() {
         let ctx = ProposeContext {
             broker_id: 1,
@@ -98,6 +100,9 @@ fn run_ops(ops: &[ControllerOp]) -> (Vec<Vec<MetadataRecord>>, MetadataImage) {
             new_topic_id: Uuid::from_u128(u128::try_from(i).unwrap() + 1),
             check_topic_config: &check,
             check_broker_configs: &broker_check,
+            default_replication_factor: 1,
+            placement_seed: 0,
+            broker_session_live: &all_live,
         };
         let Ok(records) = propose(&image, op, &ctx) else {
             continue;
@@ -111,6 +116,30 @@ fn run_ops(ops: &[ControllerOp]) -> (Vec<Vec<MetadataRecord>>, MetadataImage) {
         changes.push(records);
     }
     (changes, image)
+}
+
+/// Broker 1 registered unfenced, as the single-node broker registers itself at start-up.
+fn register_single_node() -> MetadataRecord {
+    MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+        broker_id: 1,
+        incarnation_id: Uuid::from_u128(1),
+        broker_epoch: 0,
+        end_points: Vec::new(),
+        rack: None,
+        fenced: false,
+        in_controlled_shutdown: false,
+    })
+}
+
+fn all_live(_: i32) -> bool {
+    true
+}
+
+/// An image with only broker 1, registered and unfenced.
+fn single_node_image() -> MetadataImage {
+    let mut image = MetadataImage::new("c".into());
+    image.apply(&register_single_node()).unwrap();
+    image
 }
 
 fn replayed(changes: &[Vec<MetadataRecord>]) -> MetadataImage {
@@ -234,6 +263,9 @@ fn ctx(topic_id: u128) -> ProposeContext<'static> {
         new_topic_id: Uuid::from_u128(topic_id),
         check_topic_config: &no_check,
         check_broker_configs: &no_broker_check,
+        default_replication_factor: 1,
+        placement_seed: 0,
+        broker_session_live: &all_live,
     }
 }
 
@@ -241,6 +273,7 @@ fn create(name: &str, partitions: i32, internal: bool) -> ControllerOp {
     ControllerOp::CreateTopic {
         name: name.into(),
         partitions,
+        replication_factor: -1,
         overrides: BTreeMap::new(),
         internal,
         validate_only: false,
@@ -255,7 +288,7 @@ fn apply_all(image: &mut MetadataImage, records: &[MetadataRecord]) {
 
 #[test]
 fn internal_topics_are_refused_to_clients_by_flag_and_reserved_name() {
-    let mut image = MetadataImage::new("c".into());
+    let mut image = single_node_image();
     let refused = propose(&image, &create(CONSUMER_OFFSETS_TOPIC, 3, false), &ctx(1));
     assert!(matches!(
         refused,
@@ -306,7 +339,7 @@ fn producer_id_blocks_move_forward() {
 
 #[test]
 fn partition_change_moves_the_epochs() {
-    let mut image = MetadataImage::new("c".into());
+    let mut image = single_node_image();
     let records = propose(&image, &create("t", 1, false), &ctx(9)).unwrap();
     apply_all(&mut image, &records);
     let change = |leader, isr| {
@@ -331,10 +364,11 @@ fn partition_change_moves_the_epochs() {
 
 #[test]
 fn config_changes_are_diffs_and_validate_the_whole_set() {
-    let mut image = MetadataImage::new("c".into());
+    let mut image = single_node_image();
     let op = ControllerOp::CreateTopic {
         name: "t".into(),
         partitions: 1,
+        replication_factor: 1,
         overrides: BTreeMap::from([("a".into(), "1".into()), ("b".into(), "2".into())]),
         internal: false,
         validate_only: false,
@@ -509,7 +543,7 @@ fn topic_names_follow_kafka_rules() {
 #[test]
 fn the_largest_topic_fits_one_frame() {
     let dir = tempfile::tempdir().unwrap();
-    let image = MetadataImage::new("c".into());
+    let image = single_node_image();
     let op = create("big", PARTITIONS_PER_TOPIC_MAX, false);
     let records = propose(&image, &op, &ctx(1)).unwrap();
     let mut store = MetadataStore::create(dir.path(), &image).unwrap();

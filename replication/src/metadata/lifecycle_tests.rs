@@ -1,0 +1,858 @@
+//! Tests of the broker lifecycle (register, unfence, fence, controlled shutdown, unregister)
+//! and of replica placement: one unit test per op and refusal, and a model test that runs
+//! random op sequences and checks the partition invariants after each step.
+//!
+//! What the checkers verify: leaders are active members of their ISR; inactive brokers are
+//! only ever the sole member of an ISR; ISR ⊆ replicas; leader epochs never go back and move
+//! on every leader change; broker epochs only grow; the image's snapshot records rebuild it
+//! and the log of changes replays to it. Not verified: ISR expansion (AlterPartition is not
+//! modelled) and heartbeats (see `heartbeats.rs`).
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use uuid::Uuid;
+
+fn no_topic_check(_: &BTreeMap<String, String>) -> Result<(), String> {
+    Ok(())
+}
+
+fn no_broker_check(_: &BTreeMap<String, BTreeMap<String, String>>) -> Result<(), String> {
+    Ok(())
+}
+
+/// An image and the changes that built it, driven as the controller drives it.
+struct Cluster {
+    image: MetadataImage,
+    changes: Vec<Vec<MetadataRecord>>,
+    /// Drawn for each created topic, so topic ids never repeat.
+    next_topic_id: u128,
+    placement_seed: u64,
+    /// Brokers whose session is live, for [`ProposeContext::broker_session_live`].
+    live: BTreeSet<i32>,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        Cluster {
+            image: MetadataImage::new("c".into()),
+            changes: Vec::new(),
+            next_topic_id: 1,
+            placement_seed: 0,
+            live: BTreeSet::new(),
+        }
+    }
+
+    /// Proposes `op` and applies its records; returns them, or the refusal.
+    fn run(&mut self, op: &ControllerOp) -> Result<Vec<MetadataRecord>, ControllerError> {
+        let live = self.live.clone();
+        let session_live = move |broker_id: i32| live.contains(&broker_id);
+        let ctx = ProposeContext {
+            broker_id: 1,
+            broker_epoch: 0,
+            new_topic_id: Uuid::from_u128(self.next_topic_id),
+            check_topic_config: &no_topic_check,
+            check_broker_configs: &no_broker_check,
+            default_replication_factor: 2,
+            placement_seed: self.placement_seed,
+            broker_session_live: &session_live,
+        };
+        self.next_topic_id += 1;
+        let records = propose(&self.image, op, &ctx)?;
+        for r in &records {
+            self.image
+                .apply(r)
+                .unwrap_or_else(|e| panic!("invariant 'proposed records apply': {e} ({r:?})"));
+        }
+        if !records.is_empty() {
+            self.changes.push(records.clone());
+        }
+        Ok(records)
+    }
+
+    /// Registers `broker_id` (incarnation `incarnation`) and returns its broker epoch.
+    fn register(&mut self, broker_id: i32, incarnation: u128) -> Result<i64, ControllerError> {
+        let op = ControllerOp::RegisterBroker {
+            broker_id,
+            incarnation_id: Uuid::from_u128(incarnation),
+            end_points: vec![BrokerEndpoint {
+                name: "PLAINTEXT".into(),
+                host: "localhost".into(),
+                port: 9092,
+                security_protocol: 0,
+            }],
+            rack: None,
+        };
+        self.run(&op)?;
+        match op.answer(&self.image) {
+            ControllerAnswer::Registered { broker_epoch } => Ok(broker_epoch),
+            other => panic!("RegisterBroker answered {other:?}"),
+        }
+    }
+
+    fn epoch(&self, broker_id: i32) -> i64 {
+        self.image.brokers[&broker_id].broker_epoch
+    }
+
+    fn unfence(&mut self, broker_id: i32) -> Result<Vec<MetadataRecord>, ControllerError> {
+        let broker_epoch = self.epoch(broker_id);
+        self.run(&ControllerOp::UnfenceBroker {
+            broker_id,
+            broker_epoch,
+        })
+    }
+
+    /// Brokers `ids`, registered and unfenced.
+    fn with_brokers(ids: &[i32]) -> Cluster {
+        let mut cluster = Cluster::new();
+        for &id in ids {
+            cluster
+                .register(id, 100 + u128::try_from(id).unwrap())
+                .unwrap();
+            cluster.unfence(id).unwrap();
+        }
+        cluster
+    }
+
+    fn create(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        overrides: BTreeMap<String, String>,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+        self.run(&ControllerOp::CreateTopic {
+            name: name.into(),
+            partitions,
+            replication_factor,
+            overrides,
+            internal: false,
+            validate_only: false,
+        })
+    }
+
+    fn partition(&self, name: &str, p: usize) -> &PartitionImage {
+        &self.image.topics[name].partitions[p]
+    }
+}
+
+fn unclean(enabled: bool) -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        UNCLEAN_LEADER_ELECTION_ENABLE.to_string(),
+        enabled.to_string(),
+    )])
+}
+
+#[test]
+fn registration_hands_out_growing_epochs_and_starts_fenced() {
+    let mut c = Cluster::new();
+    let first = c.register(1, 10).unwrap();
+    let second = c.register(2, 20).unwrap();
+    assert!(second > first);
+    assert!(
+        c.image.brokers[&1].fenced,
+        "a new registration starts fenced"
+    );
+    assert!(!c.image.brokers[&1].in_controlled_shutdown);
+    assert!(c.image.next_broker_epoch > second);
+    // A retry of the same incarnation: no record, the same answer.
+    let changes = c.changes.len();
+    assert_eq!(c.register(1, 10).unwrap(), first);
+    assert_eq!(
+        c.changes.len(),
+        changes,
+        "an idempotent retry appends nothing"
+    );
+    // Another incarnation while the first one's session is live.
+    c.live.insert(1);
+    assert!(matches!(
+        c.register(1, 11),
+        Err(ControllerError::DuplicateBrokerRegistration { broker_id: 1 })
+    ));
+    // Once the session is gone, the new incarnation replaces the old one with a new epoch.
+    c.live.clear();
+    let third = c.register(1, 11).unwrap();
+    assert!(third > second);
+    assert_eq!(c.image.brokers[&1].incarnation_id, Uuid::from_u128(11));
+}
+
+#[test]
+fn a_replaced_registration_loses_its_leaderships() {
+    let mut c = Cluster::with_brokers(&[1, 2]);
+    c.create("t", 1, 2, BTreeMap::new()).unwrap();
+    assert_eq!(c.partition("t", 0).leader, 1);
+    // Broker 1 restarts before its session was noticed to expire (it was never fenced).
+    c.register(1, 999).unwrap();
+    let p = c.partition("t", 0);
+    assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (2, vec![2], 1));
+}
+
+#[test]
+fn records_for_a_stale_or_unknown_broker_epoch_are_refused_by_apply() {
+    let mut c = Cluster::with_brokers(&[1]);
+    let epoch = c.epoch(1);
+    let before = c.image.clone();
+    let stale = [
+        MetadataRecord::FenceBroker(FenceBrokerRecord {
+            broker_id: 1,
+            broker_epoch: epoch - 1,
+        }),
+        MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+            broker_id: 1,
+            broker_epoch: epoch + 1,
+        }),
+        MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+            broker_id: 1,
+            broker_epoch: epoch - 1,
+            fenced: Some(true),
+            in_controlled_shutdown: None,
+        }),
+        MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+            broker_id: 1,
+            broker_epoch: epoch - 1,
+        }),
+        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: 1,
+            incarnation_id: Uuid::from_u128(5),
+            broker_epoch: epoch,
+            end_points: Vec::new(),
+            rack: None,
+            fenced: true,
+            in_controlled_shutdown: false,
+        }),
+    ];
+    for r in &stale {
+        assert!(
+            matches!(
+                c.image.apply(r),
+                Err(ApplyError::StaleBrokerEpoch { broker_id: 1, current, .. }) if current == epoch
+            ),
+            "{r:?}"
+        );
+    }
+    let unknown = MetadataRecord::FenceBroker(FenceBrokerRecord {
+        broker_id: 7,
+        broker_epoch: 0,
+    });
+    assert_eq!(
+        c.image.apply(&unknown),
+        Err(ApplyError::UnknownBroker { broker_id: 7 })
+    );
+    let backwards = MetadataRecord::NextBrokerEpoch(NextBrokerEpochRecord {
+        next_broker_epoch: 0,
+    });
+    assert!(matches!(
+        c.image.apply(&backwards),
+        Err(ApplyError::BrokerEpochBackwards { .. })
+    ));
+    assert_eq!(c.image, before, "refused records change nothing");
+}
+
+#[test]
+fn ops_with_a_stale_epoch_or_an_unknown_broker_are_refused() {
+    let mut c = Cluster::with_brokers(&[1]);
+    let epoch = c.epoch(1);
+    let refused = c
+        .run(&ControllerOp::ControlledShutdown {
+            broker_id: 1,
+            broker_epoch: epoch - 1,
+        })
+        .unwrap_err();
+    assert!(matches!(
+        refused,
+        ControllerError::StaleBrokerEpoch { broker_id: 1, broker_epoch, current }
+            if broker_epoch == epoch - 1 && current == epoch
+    ));
+    assert!(matches!(
+        c.run(&ControllerOp::UnfenceBroker {
+            broker_id: 1,
+            broker_epoch: epoch + 1,
+        }),
+        Err(ControllerError::StaleBrokerEpoch { .. })
+    ));
+    for op in [
+        ControllerOp::FenceBroker { broker_id: 3 },
+        ControllerOp::UnregisterBroker { broker_id: 3 },
+        ControllerOp::UnfenceBroker {
+            broker_id: 3,
+            broker_epoch: 0,
+        },
+    ] {
+        assert!(
+            matches!(
+                c.run(&op),
+                Err(ControllerError::UnknownBroker { broker_id: 3 })
+            ),
+            "{op:?}"
+        );
+    }
+}
+
+#[test]
+fn placement_is_round_robin_over_active_brokers() {
+    let mut c = Cluster::with_brokers(&[1, 2, 3]);
+    c.placement_seed = 4; // Starts at index 4 mod 3 = 1: broker 2.
+    c.create("t", 4, 2, BTreeMap::new()).unwrap();
+    let replicas: Vec<Vec<i32>> = c.image.topics["t"]
+        .partitions
+        .iter()
+        .map(|p| p.replicas.clone())
+        .collect();
+    assert_eq!(replicas, [vec![2, 3], vec![3, 1], vec![1, 2], vec![2, 3]]);
+    for p in &c.image.topics["t"].partitions {
+        assert_eq!(p.isr, p.replicas);
+        assert_eq!(p.leader, p.replicas[0]);
+        assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
+    }
+    // -1: the default (2 here); new partitions keep the topic's replication factor.
+    c.placement_seed = 0;
+    c.create("d", 1, -1, BTreeMap::new()).unwrap();
+    assert_eq!(c.partition("d", 0).replicas, [1, 2]);
+    c.run(&ControllerOp::CreatePartitions {
+        name: "d".into(),
+        total: 3,
+        validate_only: false,
+    })
+    .unwrap();
+    assert_eq!(c.partition("d", 1).replicas, [2, 3]);
+    assert_eq!(c.partition("d", 2).replicas, [3, 1]);
+    // A fenced broker and one in controlled shutdown get no replicas.
+    c.run(&ControllerOp::FenceBroker { broker_id: 2 }).unwrap();
+    let epoch = c.epoch(3);
+    c.run(&ControllerOp::ControlledShutdown {
+        broker_id: 3,
+        broker_epoch: epoch,
+    })
+    .unwrap();
+    c.create("one", 3, 1, BTreeMap::new()).unwrap();
+    for p in &c.image.topics["one"].partitions {
+        assert_eq!(p.replicas, [1]);
+    }
+}
+
+#[test]
+fn replication_factors_beyond_the_active_brokers_or_invalid_are_refused() {
+    let mut c = Cluster::with_brokers(&[1, 2]);
+    let refused = c.create("t", 1, 3, BTreeMap::new()).unwrap_err();
+    assert!(matches!(
+        refused,
+        ControllerError::InvalidReplicationFactor {
+            replication_factor: 3,
+            available_brokers: 2
+        }
+    ));
+    assert_eq!(
+        refused.to_string(),
+        "Unable to replicate the partition 3 time(s): The target replication factor of 3 \
+         cannot be reached because only 2 broker(s) are registered."
+    );
+    for rf in [0, -2, i16::MIN] {
+        assert!(
+            matches!(
+                c.create("t", 1, rf, BTreeMap::new()),
+                Err(ControllerError::InvalidReplicationFactor { .. })
+            ),
+            "{rf}"
+        );
+    }
+    assert!(!c.image.topics.contains_key("t"));
+    // Growing a topic of RF 2 once a broker is fenced.
+    c.create("t", 1, 2, BTreeMap::new()).unwrap();
+    c.run(&ControllerOp::FenceBroker { broker_id: 2 }).unwrap();
+    assert!(matches!(
+        c.run(&ControllerOp::CreatePartitions {
+            name: "t".into(),
+            total: 2,
+            validate_only: false,
+        }),
+        Err(ControllerError::InvalidReplicationFactor {
+            replication_factor: 2,
+            available_brokers: 1
+        })
+    ));
+    // No active broker at all.
+    let mut empty = Cluster::new();
+    assert!(matches!(
+        empty.create("t", 1, 1, BTreeMap::new()),
+        Err(ControllerError::InvalidReplicationFactor {
+            available_brokers: 0,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn fencing_moves_leaderships_to_the_isr_and_keeps_a_sole_member() {
+    let mut c = Cluster::with_brokers(&[1, 2, 3]);
+    c.create("t", 3, 3, BTreeMap::new()).unwrap();
+    // Partition 0: [1, 2, 3]; 1: [2, 3, 1]; 2: [3, 1, 2].
+    let records = c.run(&ControllerOp::FenceBroker { broker_id: 1 }).unwrap();
+    assert!(matches!(records[0], MetadataRecord::FenceBroker(_)));
+    assert!(c.image.brokers[&1].fenced);
+    let p0 = c.partition("t", 0);
+    assert_eq!(
+        (p0.leader, p0.isr.clone(), p0.leader_epoch),
+        (2, vec![2, 3], 1)
+    );
+    let p1 = c.partition("t", 1);
+    assert_eq!(
+        (p1.leader, p1.isr.clone(), p1.leader_epoch),
+        (2, vec![2, 3], 0)
+    );
+    assert_eq!(p1.partition_epoch, 1, "the ISR shrank");
+    c.run(&ControllerOp::FenceBroker { broker_id: 2 }).unwrap();
+    c.run(&ControllerOp::FenceBroker { broker_id: 3 }).unwrap();
+    // Broker 3 was the last member: it stays in the ISR, and no one leads.
+    for p in &c.image.topics["t"].partitions {
+        assert_eq!((p.leader, p.isr.clone()), (-1, vec![3]));
+    }
+    assert_eq!(c.partition("t", 0).leader_epoch, 3);
+    // Fencing again changes nothing.
+    assert!(c
+        .run(&ControllerOp::FenceBroker { broker_id: 3 })
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn unclean_election_picks_a_live_replica_outside_the_isr_only_when_enabled() {
+    for enabled in [false, true] {
+        let mut c = Cluster::with_brokers(&[1, 2]);
+        c.create("t", 1, 2, unclean(enabled)).unwrap();
+        c.run(&ControllerOp::FenceBroker { broker_id: 2 }).unwrap();
+        c.unfence(2).unwrap();
+        assert_eq!(
+            c.partition("t", 0).isr,
+            [1],
+            "unfencing does not rejoin the ISR"
+        );
+        c.run(&ControllerOp::FenceBroker { broker_id: 1 }).unwrap();
+        let p = c.partition("t", 0);
+        if enabled {
+            assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+        } else {
+            assert_eq!((p.leader, p.isr.clone()), (-1, vec![1]));
+        }
+        assert_eq!(p.leader_epoch, 1, "one leader change, to 2 or to none");
+    }
+    // The cluster-wide dynamic default applies where the topic sets nothing.
+    let mut c = Cluster::with_brokers(&[1, 2]);
+    c.run(&ControllerOp::AlterBrokerConfig {
+        resource_name: String::new(),
+        changes: vec![(UNCLEAN_LEADER_ELECTION_ENABLE.into(), Some("true".into()))],
+        replace: false,
+        validate_only: false,
+    })
+    .unwrap();
+    c.create("t", 1, 2, BTreeMap::new()).unwrap();
+    c.run(&ControllerOp::FenceBroker { broker_id: 2 }).unwrap();
+    c.unfence(2).unwrap();
+    c.run(&ControllerOp::FenceBroker { broker_id: 1 }).unwrap();
+    assert_eq!(c.partition("t", 0).leader, 2);
+}
+
+#[test]
+fn unfencing_elects_the_broker_where_its_isr_is_leaderless() {
+    let mut c = Cluster::with_brokers(&[1, 2]);
+    c.create("t", 2, 2, BTreeMap::new()).unwrap();
+    c.run(&ControllerOp::FenceBroker { broker_id: 1 }).unwrap();
+    c.run(&ControllerOp::FenceBroker { broker_id: 2 }).unwrap();
+    for p in &c.image.topics["t"].partitions {
+        assert_eq!((p.leader, p.isr.clone()), (-1, vec![2]));
+    }
+    // Broker 1 is not in the ISR: unfencing it elects no one (unclean election is off).
+    let records = c.unfence(1).unwrap();
+    assert_eq!(
+        records.len(),
+        1,
+        "only the UnfenceBrokerRecord: {records:?}"
+    );
+    let records = c.unfence(2).unwrap();
+    assert_eq!(records.len(), 3, "unfence and two elections: {records:?}");
+    let epochs: Vec<i32> = c.image.topics["t"]
+        .partitions
+        .iter()
+        .map(|p| p.leader_epoch)
+        .collect();
+    // Partition 0 went 1 → 2 → none → 2, partition 1 (led by 2) went 2 → none → 2.
+    assert_eq!(epochs, [3, 2]);
+    for p in &c.image.topics["t"].partitions {
+        assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    }
+    // Unfencing an unfenced broker changes nothing.
+    assert!(c.unfence(2).unwrap().is_empty());
+}
+
+#[test]
+fn controlled_shutdown_moves_leaderships_first() {
+    let mut c = Cluster::with_brokers(&[1, 2]);
+    c.create("t", 2, 2, BTreeMap::new()).unwrap();
+    c.create("solo", 1, 1, BTreeMap::new()).unwrap();
+    assert_eq!(leaderships(&c.image, 1), 2);
+    let broker_epoch = c.epoch(1);
+    let op = ControllerOp::ControlledShutdown {
+        broker_id: 1,
+        broker_epoch,
+    };
+    let records = c.run(&op).unwrap();
+    assert!(matches!(
+        &records[0],
+        MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+            in_controlled_shutdown: Some(true),
+            fenced: None,
+            ..
+        })
+    ));
+    assert_eq!(
+        op.answer(&c.image),
+        ControllerAnswer::ControlledShutdown {
+            should_shut_down: true
+        }
+    );
+    assert!(c.image.brokers[&1].in_controlled_shutdown);
+    assert!(!c.image.brokers[&1].fenced);
+    for p in &c.image.topics["t"].partitions {
+        assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    }
+    let solo = c.partition("solo", 0);
+    assert_eq!((solo.leader, solo.isr.clone()), (-1, vec![1]));
+    assert_eq!(leaderships(&c.image, 1), 0);
+    // Asking again appends nothing and gives the same answer.
+    assert!(c.run(&op).unwrap().is_empty());
+    // A broker that still leads may not shut down.
+    assert_eq!(
+        ControllerOp::ControlledShutdown {
+            broker_id: 2,
+            broker_epoch: c.epoch(2)
+        }
+        .answer(&c.image),
+        ControllerAnswer::ControlledShutdown {
+            should_shut_down: false
+        }
+    );
+}
+
+#[test]
+fn snapshots_keep_the_lifecycle_state() {
+    let mut c = Cluster::with_brokers(&[1, 2, 3]);
+    let epoch = c.epoch(2);
+    c.run(&ControllerOp::ControlledShutdown {
+        broker_id: 2,
+        broker_epoch: epoch,
+    })
+    .unwrap();
+    c.run(&ControllerOp::FenceBroker { broker_id: 1 }).unwrap();
+    // The broker holding the highest epoch leaves: the counter must survive it.
+    c.run(&ControllerOp::UnregisterBroker { broker_id: 3 })
+        .unwrap();
+    assert!(!c.image.brokers.contains_key(&3));
+    let mut rebuilt = MetadataImage::new(c.image.cluster_id.clone());
+    for r in c.image.to_records() {
+        rebuilt.apply(&r).unwrap();
+    }
+    assert_eq!(rebuilt, c.image);
+    assert!(rebuilt.brokers[&2].in_controlled_shutdown);
+    let next = c.image.next_broker_epoch;
+    let fresh = c.register(3, 77).unwrap();
+    assert_eq!(fresh, next, "no epoch is handed out twice");
+}
+
+#[test]
+fn registrations_written_before_controlled_shutdown_existed_still_decode() {
+    let json = r#"{"type":"RegisterBroker","broker_id":1,
+        "incarnation_id":"00000000-0000-0000-0000-000000000001","broker_epoch":4,
+        "end_points":[],"rack":null,"fenced":false}"#;
+    let record: MetadataRecord = serde_json::from_str(json).unwrap();
+    let mut image = MetadataImage::new("c".into());
+    image.apply(&record).unwrap();
+    assert!(!image.brokers[&1].in_controlled_shutdown);
+    assert_eq!(image.next_broker_epoch, 5);
+    let change = r#"{"type":"BrokerRegistrationChange","broker_id":1,"broker_epoch":4}"#;
+    let change: MetadataRecord = serde_json::from_str(change).unwrap();
+    image.apply(&change).unwrap();
+    assert!(!image.brokers[&1].fenced);
+}
+
+/// One step of the model test; epochs are resolved against the image when it runs.
+#[derive(Clone, Debug)]
+enum Step {
+    Register {
+        broker_id: i32,
+        incarnation: u128,
+    },
+    Unfence {
+        broker_id: i32,
+        stale: bool,
+    },
+    Fence {
+        broker_id: i32,
+    },
+    ControlledShutdown {
+        broker_id: i32,
+        stale: bool,
+    },
+    Unregister {
+        broker_id: i32,
+    },
+    CreateTopic {
+        name: &'static str,
+        partitions: i32,
+        replication_factor: i16,
+        unclean: bool,
+    },
+    CreatePartitions {
+        name: &'static str,
+        total: i32,
+    },
+    DeleteTopic {
+        name: &'static str,
+    },
+}
+
+const TOPICS: &[&str] = &["a", "b", "c"];
+
+fn step_strategy() -> impl Strategy<Value = Step> {
+    let broker = 1..=4i32;
+    let topic = proptest::sample::select(TOPICS);
+    prop_oneof![
+        3 => (broker.clone(), 0..3u128).prop_map(|(broker_id, incarnation)| Step::Register {
+            broker_id,
+            incarnation,
+        }),
+        4 => (broker.clone(), proptest::bool::weighted(0.1))
+            .prop_map(|(broker_id, stale)| Step::Unfence { broker_id, stale }),
+        1 => broker.clone().prop_map(|broker_id| Step::Fence { broker_id }),
+        1 => (broker.clone(), proptest::bool::weighted(0.1))
+            .prop_map(|(broker_id, stale)| Step::ControlledShutdown { broker_id, stale }),
+        1 => broker.prop_map(|broker_id| Step::Unregister { broker_id }),
+        4 => (topic.clone(), 1..5i32, proptest::sample::select(&[-1i16, 0, 1, 1, 2, 2, 3, 4][..]), any::<bool>()).prop_map(
+            |(name, partitions, replication_factor, unclean)| Step::CreateTopic {
+                name,
+                partitions,
+                replication_factor,
+                unclean,
+            }
+        ),
+        2 => (topic.clone(), 1..7i32).prop_map(|(name, total)| Step::CreatePartitions { name, total }),
+        1 => topic.prop_map(|name| Step::DeleteTopic { name }),
+    ]
+}
+
+impl Step {
+    fn op(&self, image: &MetadataImage) -> ControllerOp {
+        // A registered broker's epoch, one below it when `stale`; 0 for an unknown broker.
+        let epoch = |broker_id: i32, stale: bool| {
+            image
+                .brokers
+                .get(&broker_id)
+                .map_or(0, |b| b.broker_epoch - i64::from(stale))
+        };
+        match *self {
+            Step::Register {
+                broker_id,
+                incarnation,
+            } => ControllerOp::RegisterBroker {
+                broker_id,
+                incarnation_id: Uuid::from_u128(incarnation + 1),
+                end_points: Vec::new(),
+                rack: None,
+            },
+            Step::Unfence { broker_id, stale } => ControllerOp::UnfenceBroker {
+                broker_id,
+                broker_epoch: epoch(broker_id, stale),
+            },
+            Step::Fence { broker_id } => ControllerOp::FenceBroker { broker_id },
+            Step::ControlledShutdown { broker_id, stale } => ControllerOp::ControlledShutdown {
+                broker_id,
+                broker_epoch: epoch(broker_id, stale),
+            },
+            Step::Unregister { broker_id } => ControllerOp::UnregisterBroker { broker_id },
+            Step::CreateTopic {
+                name,
+                partitions,
+                replication_factor,
+                unclean: enabled,
+            } => ControllerOp::CreateTopic {
+                name: name.into(),
+                partitions,
+                replication_factor,
+                overrides: unclean(enabled),
+                internal: false,
+                validate_only: false,
+            },
+            Step::CreatePartitions { name, total } => ControllerOp::CreatePartitions {
+                name: name.into(),
+                total,
+                validate_only: false,
+            },
+            Step::DeleteTopic { name } => ControllerOp::DeleteTopic { name: name.into() },
+        }
+    }
+}
+
+/// The invariants of one image, each failure naming the one it breaks.
+fn check_image(image: &MetadataImage) -> Result<(), TestCaseError> {
+    let active = |b: i32| image.brokers.get(&b).is_some_and(|r| r.is_active());
+    for (name, topic) in &image.topics {
+        for (p, partition) in topic.partitions.iter().enumerate() {
+            let at = format!("{name}-{p}: {partition:?}");
+            prop_assert!(
+                !partition.isr.is_empty(),
+                "invariant 'the ISR is never empty' broken at {}",
+                at
+            );
+            prop_assert!(
+                partition.isr.iter().all(|r| partition.replicas.contains(r)),
+                "invariant 'ISR ⊆ replicas' broken at {}",
+                at
+            );
+            if partition.leader != -1 {
+                prop_assert!(
+                    partition.isr.contains(&partition.leader),
+                    "invariant 'the leader is in the ISR' broken at {}",
+                    at
+                );
+                prop_assert!(
+                    active(partition.leader),
+                    "invariant 'the leader is registered, unfenced and not shutting down' broken at {}",
+                    at
+                );
+            }
+            if partition.isr.len() > 1 {
+                prop_assert!(
+                    partition.isr.iter().all(|r| active(*r)),
+                    "invariant 'a fenced (or shutting down, or unregistered) broker is in no ISR unless it is the sole member' broken at {}",
+                    at
+                );
+            }
+        }
+    }
+    for (broker_id, b) in &image.brokers {
+        if b.fenced {
+            prop_assert_eq!(
+                leaderships(image, *broker_id),
+                0,
+                "invariant 'a fenced broker leads nothing' broken for broker {}",
+                broker_id
+            );
+        }
+        prop_assert!(
+            b.broker_epoch < image.next_broker_epoch,
+            "invariant 'next_broker_epoch is above every broker epoch' broken for broker {}",
+            broker_id
+        );
+    }
+    let mut rebuilt = MetadataImage::new(image.cluster_id.clone());
+    for r in image.to_records() {
+        rebuilt
+            .apply(&r)
+            .map_err(|e| TestCaseError::fail(format!("invariant 'snapshot records apply': {e}")))?;
+    }
+    prop_assert_eq!(
+        &rebuilt,
+        image,
+        "invariant 'to_records rebuilds an equal image' broken"
+    );
+    Ok(())
+}
+
+/// Leader epochs (by topic id and partition) never go back, and move on every leader change.
+fn check_epochs(before: &MetadataImage, after: &MetadataImage) -> Result<(), TestCaseError> {
+    for topic in after.topics.values() {
+        let Some((_, old)) = before.topic_by_id(topic.id) else {
+            continue;
+        };
+        for (p, (old, new)) in old.partitions.iter().zip(&topic.partitions).enumerate() {
+            prop_assert!(
+                new.leader_epoch >= old.leader_epoch,
+                "invariant 'leader epochs never decrease' broken at {}-{}",
+                topic.id,
+                p
+            );
+            if new.leader != old.leader {
+                prop_assert!(
+                    new.leader_epoch > old.leader_epoch,
+                    "invariant 'the leader epoch increases on every leader change' broken at {}-{}",
+                    topic.id,
+                    p
+                );
+            }
+        }
+    }
+    for (broker_id, b) in &after.brokers {
+        if let Some(old) = before.brokers.get(broker_id) {
+            prop_assert!(
+                b.broker_epoch >= old.broker_epoch,
+                "invariant 'broker epochs never decrease' broken for broker {}",
+                broker_id
+            );
+        }
+    }
+    prop_assert!(
+        after.next_broker_epoch >= before.next_broker_epoch,
+        "invariant 'next_broker_epoch never decreases' broken"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Random lifecycle and topic steps, with random live sessions, keep every invariant.
+    #[test]
+    fn lifecycle_keeps_the_partition_invariants(
+        steps in proptest::collection::vec(
+            (step_strategy(), proptest::collection::btree_set(1..=4i32, 0..=2), any::<u64>()),
+            1..60,
+        ),
+    ) {
+        // Two active brokers to start from; the steps register, fence and remove up to four.
+        let mut c = Cluster::with_brokers(&[1, 2]);
+        for (step, live, seed) in &steps {
+            c.live.clone_from(live);
+            c.placement_seed = *seed;
+            let before = c.image.clone();
+            let op = step.op(&c.image);
+            match c.run(&op) {
+                Ok(records) => {
+                    if let ControllerOp::ControlledShutdown { broker_id, .. } = op {
+                        prop_assert_eq!(
+                            op.answer(&c.image),
+                            ControllerAnswer::ControlledShutdown { should_shut_down: true },
+                            "invariant 'after a controlled shutdown the broker leads nothing' broken for {}",
+                            broker_id
+                        );
+                    }
+                    if let ControllerOp::RegisterBroker { broker_id, .. } = op {
+                        let registered = &c.image.brokers[&broker_id];
+                        if !records.is_empty() {
+                            prop_assert!(
+                                registered.fenced,
+                                "invariant 'a new registration starts fenced' broken"
+                            );
+                            prop_assert!(
+                                before.brokers.values().all(|b| b.broker_epoch < registered.broker_epoch),
+                                "invariant 'a new broker epoch is above every earlier one' broken"
+                            );
+                        }
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(
+                        !matches!(e, ControllerError::Apply(_) | ControllerError::Store(_)),
+                        "invariant 'the proposer refuses only with a typed refusal' broken: {}",
+                        e
+                    );
+                    prop_assert_eq!(&c.image, &before, "a refused op changed the image");
+                }
+            }
+            check_image(&c.image)?;
+            check_epochs(&before, &c.image)?;
+        }
+        let mut replayed = MetadataImage::new(c.image.cluster_id.clone());
+        for r in c.changes.iter().flatten() {
+            replayed.apply(r).map_err(|e| TestCaseError::fail(format!("replay: {e}")))?;
+        }
+        prop_assert_eq!(&replayed, &c.image, "invariant 'the log replays to the image' broken");
+    }
+}
