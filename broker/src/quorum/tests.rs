@@ -3,7 +3,8 @@
 //! strangers and malformed input.
 //!
 //! What these check: election, the order and completeness of committed entries on every
-//! voter, a voter's restart on its directory and catch-up, and that bad connections are
+//! voter, a new election when the leader stops, the restart of a follower and of the old
+//! leader on their directories and their catch-up, and that bad connections are
 //! closed without harm. Not checked: timings (every wait is a wide bound), partitions other
 //! than a stopped voter, snapshots (the test stays below `snapshot_after_entries`).
 
@@ -223,7 +224,7 @@ fn all_applied(voters: &mut BTreeMap<i32, Voter>, want: &[Vec<u8>]) {
 }
 
 #[test]
-fn three_voters_elect_commit_and_a_restarted_voter_catches_up() {
+fn three_voters_elect_commit_and_restarted_voters_catch_up() {
     let ports = free_ports(3);
     let voters_key = (1..=3)
         .zip(&ports)
@@ -271,7 +272,17 @@ fn three_voters_elect_commit_and_a_restarted_voter_catches_up() {
     // Restarted on its directory, it replays its log, rejoins and catches up.
     voters.insert(stopped, Voter::start(configs[&stopped].clone()));
     all_applied(&mut voters, &proposed);
-    for i in 120..125 {
+    // Stop the leader: the two others elect one of them and go on; restarted, the old
+    // leader follows and catches up too.
+    let leader = agreed_leader(&voters);
+    voters.remove(&leader).expect("running").stop();
+    for i in 120..130 {
+        proposed.push(entry(i));
+        commit(&voters, &entry(i));
+    }
+    assert_ne!(agreed_leader(&voters), leader, "a new leader");
+    voters.insert(leader, Voter::start(configs[&leader].clone()));
+    for i in 130..135 {
         proposed.push(entry(i));
         commit(&voters, &entry(i));
     }
