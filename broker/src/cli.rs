@@ -313,6 +313,20 @@ mod tests {
         assert_eq!(c.cores.len(), 1);
         let err = load(args(&["--smp", "0"])).expect_err("no shard");
         assert_eq!(err.key(), Some("--smp"), "{err}");
+        let err = load(args(&[
+            "--set",
+            "controller.quorum.voters=1@127.0.0.1:9093",
+        ]))
+        .expect_err("node.id 0 is not a voter");
+        assert_eq!(err.key(), Some("controller.quorum.voters"), "{err}");
+        let c = load(args(&[
+            "--set",
+            "node.id=1",
+            "--set",
+            "controller.quorum.voters=1@127.0.0.1:9093",
+        ]))
+        .expect("node 1 votes");
+        assert_eq!(c.controller_quorum_voters.len(), 1);
         let err = load(args(&["--set", "num.io.threads=8"])).expect_err("thread-per-core");
         assert!(err.to_string().contains("thread-per-core"), "{err}");
         let c = load(args(&["--set", "log.retention.check.interval.ms=1000"])).expect("Kafka key");

@@ -7,10 +7,12 @@
 //!   [`INBOUND_CONNECTIONS_MAX`] connections at a time; each is read by its own task: the hello
 //!   ([`super::wire`]) within [`HELLO_TIMEOUT`], then frames into the inbound queue. A hello
 //!   not naming another configured voter, a malformed frame or a read error closes that
-//!   connection only;
+//!   connection only. A voter's newest connection replaces its older one (closed), so a
+//!   peer that reconnects after a partition leaves no half-open connection behind;
 //! - one writer per other voter, draining that voter's outbound queue into one connection,
 //!   opened lazily (when a frame is waiting) with the hello naming this node, and reopened
-//!   after a failure with a backoff doubling from [`RECONNECT_BACKOFF_MIN`] to
+//!   after a failure (or a flush taking longer than [`WRITE_TIMEOUT`]: a peer gone without a
+//!   reset) with a backoff doubling from [`RECONNECT_BACKOFF_MIN`] to
 //!   [`RECONNECT_BACKOFF_MAX`].
 //!
 //! Invariants and limits:
@@ -52,6 +54,8 @@ pub const INBOUND_BYTES_MAX: usize = 2 * FRAME_BYTES_MAX;
 pub const INBOUND_CONNECTIONS_MAX: usize = 64;
 /// How long an accepted connection may take to send its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long writing out the queued frames may take before the connection is given up.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The wait after the first failed connection attempt; it doubles with each further one.
@@ -75,7 +79,26 @@ struct Tasks {
     /// Inbound connections by number; each removes itself when it ends. At most
     /// [`INBOUND_CONNECTIONS_MAX`].
     readers: BTreeMap<u64, JoinHandle<()>>,
+    /// The live connection of each voter that sent its hello (a reader's number).
+    by_voter: BTreeMap<NodeId, u64>,
     next_reader: u64,
+}
+
+impl Tasks {
+    /// Reader `number` heard voter `from`'s hello: its older connection, if any, is closed.
+    fn hello(&mut self, from: NodeId, number: u64) {
+        if let Some(older) = self.by_voter.insert(from, number) {
+            if let Some(handle) = self.readers.remove(&older) {
+                handle.cancel();
+            }
+        }
+    }
+
+    /// Reader `number` ended.
+    fn ended(&mut self, number: u64) {
+        self.readers.remove(&number);
+        self.by_voter.retain(|_, n| *n != number);
+    }
 }
 
 /// The listener of a [`TcpTransport`] could not be bound.
@@ -214,11 +237,16 @@ async fn accept_loop(
         let (voters, inbox, weak) = (voters.clone(), inbox.clone(), Rc::downgrade(&tasks));
         let handle = glommio::spawn_local(async move {
             let peer = stream.peer_addr().ok();
-            if let Err(e) = read_connection(stream, &voters, &inbox).await {
+            let on_hello = |from| {
+                if let Some(tasks) = weak.upgrade() {
+                    tasks.borrow_mut().hello(from, number);
+                }
+            };
+            if let Err(e) = read_connection(stream, &voters, &inbox, on_hello).await {
                 tracing::debug!(?peer, error = %e, "controller quorum: closed an inbound connection");
             }
             if let Some(tasks) = weak.upgrade() {
-                tasks.borrow_mut().readers.remove(&number);
+                tasks.borrow_mut().ended(number);
             }
         })
         .detach();
@@ -237,11 +265,13 @@ enum InboundError {
     NotAVoter(NodeId),
 }
 
-/// Reads one inbound connection until it ends or misbehaves.
+/// Reads one inbound connection until it ends or misbehaves; `on_hello` learns the voter
+/// once its hello checked out.
 async fn read_connection(
     stream: TcpStream,
     voters: &BTreeSet<NodeId>,
     inbox: &FrameQueue,
+    on_hello: impl FnOnce(NodeId),
 ) -> Result<(), InboundError> {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let hello = future::or(async { Some(wire::read_hello(&mut reader).await) }, async {
@@ -253,6 +283,7 @@ async fn read_connection(
     if !voters.contains(&sender) {
         return Err(InboundError::NotAVoter(sender));
     }
+    on_hello(sender);
     while let Some(frame) = wire::read_frame(&mut reader).await? {
         // Invariant 2: the newest frame is dropped when the queue is full.
         if inbox.push(sender, frame).is_err() {
@@ -285,7 +316,15 @@ async fn write_loop(this: NodeId, to: NodeId, addr: SocketAddr, queue: FrameQueu
                 }
             },
         };
-        if let Err(e) = write_queued(writer, frame, &queue).await {
+        let written = future::or(write_queued(writer, frame, &queue), async {
+            glommio::timer::sleep(WRITE_TIMEOUT).await;
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("writing took longer than {WRITE_TIMEOUT:?}"),
+            ))
+        })
+        .await;
+        if let Err(e) = written {
             tracing::debug!(?to, %addr, error = %e, "controller quorum: writing failed, reconnecting");
             connection = None;
         }
