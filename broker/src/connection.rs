@@ -179,6 +179,12 @@ fn start_request(
     client_host: &Rc<str>,
     group_turn: &mut Option<GroupTurn>,
 ) -> Option<PendingResponse> {
+    if crate::controller::forward::is_forwarded(&frame) {
+        // Another broker's request for the active controller (not a client's).
+        let shard = shard.clone();
+        let task = async move { crate::controller::forward::serve(&shard, frame).await };
+        return Some(glommio::spawn_local(task).detach());
+    }
     match decode_request(frame, handlers::supported_versions()) {
         Ok(request) => {
             let queue = shard.queues.for_api(request.api_key);

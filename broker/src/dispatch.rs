@@ -12,8 +12,12 @@ pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
         ShardMsg::Partition { tp, op, reply } => {
             let _ = reply.send(crate::partitions::service::run_here(shard, &tp, op).await);
         }
-        ShardMsg::Controller { op, reply } => {
-            let _ = reply.send(crate::controller::run(shard, op).await);
+        ShardMsg::Controller {
+            request,
+            forwarded,
+            reply,
+        } => {
+            let _ = reply.send(crate::controller::route(shard, request, forwarded).await);
         }
         ShardMsg::Metadata { snapshot, reply } => {
             shard.apply_metadata(snapshot).await;

@@ -14,6 +14,7 @@ use storage::{BatchError, StorageError};
 pub fn partition_op_error_code(e: &PartitionOpError) -> i16 {
     match e {
         PartitionOpError::UnknownTopicOrPartition => code(ResponseError::UnknownTopicOrPartition),
+        PartitionOpError::NotLeaderOrFollower => code(ResponseError::NotLeaderOrFollower),
         PartitionOpError::LogUnavailable(_) => code(ResponseError::KafkaStorageError),
         PartitionOpError::Rejected(e) => produce_check_error_code(e),
         PartitionOpError::Partition(e) => partition_error_code(e),
@@ -143,7 +144,10 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         }
         ControllerError::UnknownBroker { .. } => ResponseError::BrokerIdNotRegistered,
         ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
-        ControllerError::Store(_) => ResponseError::KafkaStorageError,
+        // Retriable for Kafka's clients: they look up the controller again and retry.
+        ControllerError::NotController { .. } | ControllerError::NotCommitted { .. } => {
+            ResponseError::NotController
+        }
         ControllerError::TopicIdTaken { .. }
         | ControllerError::ProducerIdsExhausted { .. }
         | ControllerError::Apply(_)

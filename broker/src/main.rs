@@ -21,9 +21,6 @@ mod metadata;
 mod metrics;
 mod partitions;
 mod produce_checks;
-// The controller quorum's plumbing (issue #14): the metadata state machine's wiring starts it
-// from the broker's start-up; until that lands only its tests call it.
-#[cfg_attr(not(test), allow(dead_code))]
 mod quorum;
 mod runtime;
 mod seam;
@@ -71,20 +68,11 @@ fn run() -> anyhow::Result<()> {
     let config = cli::load(args)?;
     let _lock = lockfile::DataDirLock::acquire(&config.data_dir)?;
     anyhow::ensure!(!config.cores.is_empty(), "no cores to run on");
-    let (mut store, mut image) = metadata::open(&config.data_dir, config.node_id)?;
-    let advertised = config.advertised_listener();
-    metadata::register_broker(
-        &mut store,
-        &mut image,
-        config.node_id,
-        &advertised.host,
-        advertised.port,
-    )?;
-    let metadata = metadata::ClusterMetadata::new(image, config.cores.len());
+    let startup = controller::bootstrap::recover(&config.data_dir, config.node_id)?;
     remove_deleted_partition_dirs(&config.data_dir);
     // Before any other thread starts, so that every thread inherits the blocked signals.
     let stop = shutdown::install()?;
-    runtime::run(config, metadata, store, stop)?;
+    runtime::run(config, startup, stop)?;
     eprintln!("sluice: stopped cleanly");
     Ok(())
 }

@@ -2,10 +2,12 @@
 //! shard becomes a [`ShardMsg::Partition`] sent over the bounded glommio channel mesh; record
 //! bytes travel as `Bytes` (refcounted, never copied) and the reply comes back on a oneshot.
 
+use crate::controller::forward::ControllerReply;
+use crate::controller::ControllerRequest;
 use crate::metadata::ClusterMetadata;
 use crate::partitions::{PartitionOp, PartitionReply};
 use futures_channel::oneshot;
-use replication::metadata::{ControllerError, ControllerOp};
+use replication::metadata::ControllerError;
 use std::sync::Arc;
 use storage::TopicPartition;
 
@@ -19,16 +21,19 @@ pub enum ShardMsg {
         op: PartitionOp,
         reply: oneshot::Sender<PartitionReply>,
     },
+    /// A request for the active controller, to shard 0: it runs it when this broker is the
+    /// active controller, and forwards it otherwise (unless another broker `forwarded` it).
     Controller {
-        op: ControllerOp,
-        reply: oneshot::Sender<Result<(), ControllerError>>,
+        request: ControllerRequest,
+        forwarded: bool,
+        reply: oneshot::Sender<Result<ControllerReply, ControllerError>>,
     },
     /// Install a new metadata snapshot (open/close logs, apply configs); reply when done.
     Metadata {
         snapshot: Arc<ClusterMetadata>,
         reply: oneshot::Sender<()>,
     },
-    /// Allocate a new idempotent-producer id (shard 0).
+    /// A new idempotent-producer id from this broker's block (shard 0).
     AllocateProducerId {
         reply: oneshot::Sender<Result<i64, ControllerError>>,
     },

@@ -1,30 +1,89 @@
 //! This broker's view of the cluster metadata: the controller's [`MetadataImage`] (topics,
 //! partitions with their cluster assignment, configs, brokers, producer-id blocks) plus the
 //! node-local placement of each partition on a shard, derived from the image by the pure
-//! [`shard_for`]. Shard 0 owns the image (the controller; a Raft group later) and persists it
-//! as a record log + snapshot (`replication::metadata::MetadataStore`); every shard works from
-//! an immutable `Arc` snapshot pushed to it on each change (DESIGN.md §2).
+//! [`shard_for`]. The controller quorum's state machine on shard 0 keeps the image (see
+//! `crate::controller`); every shard works from an immutable `Arc` snapshot pushed to it on
+//! each change (DESIGN.md §2).
 //!
 //! Placement is not stored: partition directories are `<data>/<topic>-<partition>/`, whichever
 //! shard opens them, so a broker restarted with another core count simply derives another
 //! placement.
 
 use replication::metadata::{
-    BrokerEndpoint, ConfigRecord, MetadataImage, MetadataRecord, MetadataStore, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, TopicImage, TopicRecord, CONFIG_RESOURCE_TOPIC,
-    INTERNAL_TOPIC_NAMES,
+    ConfigRecord, MetadataImage, MetadataRecord, MetadataStore, PartitionImage, PartitionRecord,
+    ProducerIdsRecord, TopicImage, TopicRecord, CONFIG_RESOURCE_TOPIC, INTERNAL_TOPIC_NAMES,
+    LOG_FILE_NAME, SNAPSHOT_FILE_NAME,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
-use tuning::config::{ConfigError, TopicConfig};
+use std::path::{Path, PathBuf};
+use tuning::config::{BrokerConfig, ConfigError, TopicConfig};
 use uuid::Uuid;
 
-/// The metadata image with this broker's shard count, from which partition placement follows.
+/// The metadata image with this broker's shard count, from which partition placement follows,
+/// and the active controller as this broker knows it.
 #[derive(Clone, Debug)]
 pub struct ClusterMetadata {
     pub image: MetadataImage,
+    /// The active controller's node id (`None`: no quorum leader known).
+    pub active_controller: Option<i32>,
+    /// This broker's `node.id`: it hosts the partitions it is a replica of.
+    node_id: i32,
     shards: usize,
+}
+
+/// A broker Metadata and DescribeCluster list: registered and not fenced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveBroker {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
+/// The Kafka listener address of broker `node` as registered in `meta` (its first endpoint;
+/// a host name is resolved), or `None` when it is not registered or does not resolve.
+pub fn broker_address(meta: &ClusterMetadata, node: i32) -> Option<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let endpoint = meta.image.brokers.get(&node)?.end_points.first()?;
+    if let Ok(ip) = endpoint.host.parse::<std::net::IpAddr>() {
+        return Some(std::net::SocketAddr::new(ip, endpoint.port));
+    }
+    (endpoint.host.as_str(), endpoint.port)
+        .to_socket_addrs()
+        .ok()?
+        .next()
+}
+
+/// The live brokers of `meta` by id; this one, from `config`'s advertised listener, also
+/// while its registration is not in the image yet (at start-up).
+pub fn live_brokers(meta: &ClusterMetadata, config: &BrokerConfig) -> Vec<LiveBroker> {
+    let mut live: Vec<LiveBroker> = meta
+        .image
+        .brokers
+        .iter()
+        .filter(|(_, b)| !b.fenced)
+        .filter_map(|(id, b)| {
+            let endpoint = b.end_points.first()?;
+            Some(LiveBroker {
+                id: *id,
+                host: endpoint.host.clone(),
+                port: endpoint.port,
+                rack: b.rack.clone(),
+            })
+        })
+        .collect();
+    if !meta.image.brokers.contains_key(&config.node_id) {
+        let advertised = config.advertised_listener();
+        live.push(LiveBroker {
+            id: config.node_id,
+            host: advertised.host,
+            port: advertised.port,
+            rack: None,
+        });
+        live.sort_by_key(|b| b.id);
+    }
+    live
 }
 
 /// Read through to the image: `metadata.topics`, `metadata.cluster_id`, …
@@ -36,28 +95,51 @@ impl std::ops::Deref for ClusterMetadata {
 }
 
 impl ClusterMetadata {
-    /// `image` as seen by a broker of `shards` shards (at least one).
-    pub fn new(image: MetadataImage, shards: usize) -> ClusterMetadata {
+    /// `image` as seen by broker `node_id` of `shards` shards (at least one).
+    pub fn new(image: MetadataImage, shards: usize, node_id: i32) -> ClusterMetadata {
         assert!(shards > 0, "a broker has at least one shard");
-        ClusterMetadata { image, shards }
+        ClusterMetadata {
+            image,
+            active_controller: None,
+            node_id,
+            shards,
+        }
     }
 
-    /// Owning shard of `topic`/`partition`, if it exists.
+    /// The partition `topic`/`partition`, if it exists.
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionImage> {
+        let t = self.image.topics.get(topic)?;
+        t.partitions.get(usize::try_from(partition).ok()?)
+    }
+
+    /// Owning shard of `topic`/`partition`, if it exists and this broker is one of its
+    /// replicas.
     pub fn owner(&self, topic: &str, partition: i32) -> Option<usize> {
         let t = self.image.topics.get(topic)?;
         let p = usize::try_from(partition).ok()?;
-        (p < t.partitions.len()).then(|| shard_for(t.id, p, self.shards))
+        let hosted = t.partitions.get(p)?.replicas.contains(&self.node_id);
+        hosted.then(|| shard_for(t.id, p, self.shards))
     }
 
-    /// The partitions of `topic` this broker's shard `shard` owns.
+    /// Whether this broker leads `topic`/`partition`.
+    pub fn leads(&self, topic: &str, partition: i32) -> bool {
+        self.partition(topic, partition)
+            .is_some_and(|p| p.leader == self.node_id)
+    }
+
+    /// The partitions of `topic` of which this broker is a replica and its shard `shard`
+    /// the owner.
     pub fn owned_partitions<'a>(
         &self,
         topic: &'a TopicImage,
         shard: usize,
     ) -> impl Iterator<Item = i32> + 'a {
-        let shards = self.shards;
+        let (shards, node_id) = (self.shards, self.node_id);
         (0..topic.partitions.len())
-            .filter(move |&p| shard_for(topic.id, p, shards) == shard)
+            .filter(move |&p| {
+                topic.partitions[p].replicas.contains(&node_id)
+                    && shard_for(topic.id, p, shards) == shard
+            })
             .map(|p| i32::try_from(p).expect("partition counts fit i32"))
     }
 }
@@ -97,8 +179,6 @@ pub fn overrides_config(
 
 /// The metadata file of brokers before the record log (`<data>/cluster-metadata.json`).
 const LEGACY_FILE_NAME: &str = "cluster-metadata.json";
-/// What the legacy file is renamed to once converted, so it is never read again.
-const LEGACY_CONVERTED_NAME: &str = "cluster-metadata.json.converted";
 
 /// One topic of the legacy file.
 #[derive(Deserialize)]
@@ -118,90 +198,41 @@ struct LegacyMetadata {
     next_producer_id: i64,
 }
 
-/// Opens the metadata of `data_dir` for broker `node_id`, creating it on first start.
-///
-/// A data directory from before the record log holds `cluster-metadata.json`: when there is
-/// no snapshot yet, it is converted once — its topics (ids, partition counts, overrides; the
-/// offsets topic flagged internal) and its next producer id become the first snapshot — and
-/// then renamed to `cluster-metadata.json.converted`, which is kept for the operator and never
-/// read again. Its shard placement is dropped (derived now). Blocking: call at start-up only.
-/// Errors: unreadable or corrupt metadata files.
-pub fn open(data_dir: &Path, node_id: i32) -> anyhow::Result<(MetadataStore, MetadataImage)> {
+/// The image of a single-node broker's metadata store from before the controller quorum, with
+/// the files it was read from (to rename once carried over), or `None` when `data_dir` has
+/// none. Two older forms: the record log + snapshot (`cluster-metadata.log`/`.snapshot`, its
+/// torn tail cut as at every start), and before it `cluster-metadata.json` (its topics —
+/// ids, partition counts, overrides, the offsets topic flagged internal — led by `node_id`,
+/// and its next producer id; its shard placement is dropped, being derived now). Blocking:
+/// call at start-up only. Errors: unreadable or corrupt metadata files.
+pub fn read_single_node_store(
+    data_dir: &Path,
+    node_id: i32,
+) -> anyhow::Result<Option<(MetadataImage, Vec<PathBuf>)>> {
     if let Some(opened) = MetadataStore::open(data_dir)? {
-        if opened.dropped_tail_bytes > 0 {
-            tracing::warn!(
-                bytes = opened.dropped_tail_bytes,
-                "dropped a torn tail of the cluster metadata log (a change never acknowledged)"
-            );
-        }
-        finish_conversion(data_dir)?;
-        return Ok((opened.store, opened.image));
+        let files = [LOG_FILE_NAME, SNAPSHOT_FILE_NAME, LEGACY_FILE_NAME]
+            .iter()
+            .map(|name| data_dir.join(name))
+            .filter(|path| path.exists())
+            .collect();
+        return Ok(Some((opened.image, files)));
     }
     let legacy = data_dir.join(LEGACY_FILE_NAME);
-    let image = match std::fs::read(&legacy) {
+    match std::fs::read(&legacy) {
         Ok(bytes) => {
             let old: LegacyMetadata = serde_json::from_slice(&bytes)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", legacy.display()))?;
-            convert_legacy(old, node_id)
-                .map_err(|e| anyhow::anyhow!("converting {}: {e}", legacy.display()))?
+            let image = convert_legacy(old, node_id)
+                .map_err(|e| anyhow::anyhow!("converting {}: {e}", legacy.display()))?;
+            Ok(Some((image, vec![legacy])))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            MetadataImage::new(Uuid::new_v4().simple().to_string())
-        }
-        Err(e) => return Err(anyhow::anyhow!("{}: {e}", legacy.display())),
-    };
-    let store = MetadataStore::create(data_dir, &image)?;
-    if finish_conversion(data_dir)? {
-        tracing::info!(
-            topics = image.topics.len(),
-            "converted {LEGACY_FILE_NAME} to the metadata record log"
-        );
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", legacy.display())),
     }
-    Ok((store, image))
-}
-
-/// Renames a converted legacy file out of the way (also after a crash that came between the
-/// first snapshot and the rename); `true` when there was one.
-fn finish_conversion(data_dir: &Path) -> anyhow::Result<bool> {
-    let legacy = data_dir.join(LEGACY_FILE_NAME);
-    match std::fs::rename(&legacy, data_dir.join(LEGACY_CONVERTED_NAME)) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(anyhow::anyhow!("renaming {}: {e}", legacy.display())),
-    }
-}
-
-/// Registers broker `node_id` with a new incarnation (KRaft's RegisterBrokerRecord; its broker
-/// epoch is the change's offset), appended durably to `store` and applied to `image`.
-/// Blocking: call at start-up only. Errors: the append failed.
-pub fn register_broker(
-    store: &mut MetadataStore,
-    image: &mut MetadataImage,
-    node_id: i32,
-    host: &str,
-    port: u16,
-) -> anyhow::Result<()> {
-    let record = MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-        broker_id: node_id,
-        incarnation_id: Uuid::new_v4(),
-        broker_epoch: i64::try_from(store.next_offset()).unwrap_or(i64::MAX),
-        end_points: vec![BrokerEndpoint {
-            name: "PLAINTEXT".to_string(),
-            host: host.to_string(),
-            port,
-            security_protocol: SECURITY_PROTOCOL_PLAINTEXT,
-        }],
-        rack: None,
-        fenced: false,
-        in_controlled_shutdown: false,
-    });
-    store.append(std::slice::from_ref(&record))?;
-    image.apply(&record)?;
-    Ok(())
 }
 
 /// Kafka's `SecurityProtocol.PLAINTEXT` id, the only listener protocol Sluice serves.
-const SECURITY_PROTOCOL_PLAINTEXT: i16 = 0;
+pub const SECURITY_PROTOCOL_PLAINTEXT: i16 = 0;
 
 /// The image the legacy metadata describes, every partition led by `node_id`.
 fn convert_legacy(
@@ -270,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn legacy_metadata_converts_once_and_keeps_topics_and_producer_ids() {
+    fn legacy_metadata_keeps_topics_and_producer_ids() {
         let dir = tempfile::tempdir().unwrap();
         let id = Uuid::from_u128(7);
         let legacy = serde_json::json!({
@@ -283,7 +314,8 @@ mod tests {
             "next_producer_id": 42
         });
         std::fs::write(dir.path().join(LEGACY_FILE_NAME), legacy.to_string()).unwrap();
-        let (_, image) = open(dir.path(), 1).unwrap();
+        let (image, files) = read_single_node_store(dir.path(), 1).unwrap().unwrap();
+        assert_eq!(files, [dir.path().join(LEGACY_FILE_NAME)]);
         assert_eq!(image.cluster_id, "abc");
         let orders = &image.topics["orders"];
         assert_eq!(
@@ -294,9 +326,7 @@ mod tests {
         assert_eq!(orders.partitions[2].leader, 1);
         assert!(image.topics["__consumer_offsets"].internal);
         assert_eq!(image.producer_ids.next_producer_id, 42);
-        assert!(!dir.path().join(LEGACY_FILE_NAME).exists());
-        assert!(dir.path().join(LEGACY_CONVERTED_NAME).exists());
-        let (_, reopened) = open(dir.path(), 1).unwrap();
-        assert_eq!(reopened, image);
+        let empty = tempfile::tempdir().unwrap();
+        assert!(read_single_node_store(empty.path(), 1).unwrap().is_none());
     }
 }

@@ -5,13 +5,13 @@
 //! The replication runtime seam on these executors is `crate::seam::GlommioRuntime`.
 
 use crate::connection;
+use crate::controller::Startup;
 use crate::messages::{ShardMsg, SHARD_CHANNEL_CAPACITY};
 use crate::metadata::ClusterMetadata;
 use crate::shard::{Shard, TaskQueues};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
-use replication::metadata::MetadataStore;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -20,38 +20,54 @@ use tuning::config::BrokerConfig;
 /// How often shard 0 checks, at start-up, whether every shard serves before it says so.
 const SERVING_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Starts one shard per core and blocks until they all stop; shard 0 runs the controller on
-/// `store`, the metadata record log `metadata` was read from. Errors: an executor could not
-/// start, or a shard failed to bind its listener.
-pub fn run(
-    config: BrokerConfig,
-    metadata: ClusterMetadata,
-    store: MetadataStore,
-    stop: Arc<AtomicBool>,
-) -> anyhow::Result<()> {
+/// Starts one shard per core and blocks until they all stop; the shards start from
+/// `startup.image`, and shard 0 runs the controller quorum's voter from the rest of
+/// `startup`. Errors: an executor could not start, a shard failed to bind its listener, or
+/// the voter did not start.
+///
+/// Shutdown: `signal` is set at SIGTERM/SIGINT. Shard 0 then runs a controlled shutdown (this
+/// broker's leaderships move to other in-sync replicas, when another live broker exists)
+/// before it tells every shard to stop.
+pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
     let shards = config.cores.len();
     anyhow::ensure!(shards > 0, "no cores to run on");
     let mesh = MeshBuilder::<ShardMsg, _>::full(shards, SHARD_CHANNEL_CAPACITY);
-    let metadata = Arc::new(metadata);
+    let metadata = Arc::new(ClusterMetadata::new(
+        startup.image.clone(),
+        shards,
+        config.node_id,
+    ));
     let config = Arc::new(config);
     let mut handles = Vec::new();
-    let mut store = Some(store);
+    let mut startup = Some(startup);
     let serving = Arc::new(AtomicUsize::new(0));
     for (id, &cpu) in config.cores.iter().enumerate() {
-        let (mesh, metadata, config, stop, serving) = (
+        let (mesh, metadata, config, stop, serving, signal) = (
             mesh.clone(),
             metadata.clone(),
             config.clone(),
             stop.clone(),
             serving.clone(),
+            signal.clone(),
         );
-        let store = store.take();
+        let startup = startup.take();
         let io_memory = config.shard_settings(cpu).io_memory_bytes;
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("sluice-shard-{id}"))
             .io_memory(io_memory)
             .spawn(move || async move {
-                shard_main(id, (*config).clone(), metadata, mesh, store, stop, serving).await
+                let stops = Stops { signal, stop };
+                shard_main(
+                    id,
+                    (*config).clone(),
+                    metadata,
+                    mesh,
+                    startup,
+                    stops,
+                    serving,
+                )
+                .await
             })
             .map_err(|e| anyhow::anyhow!("starting shard {id} on cpu {cpu}: {e}"))?;
         handles.push(handle);
@@ -76,10 +92,11 @@ async fn shard_main(
     config: BrokerConfig,
     metadata: Arc<ClusterMetadata>,
     mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
-    store: Option<MetadataStore>,
-    stop: Arc<AtomicBool>,
+    startup: Option<Startup>,
+    stops: Stops,
     serving: Arc<AtomicUsize>,
 ) -> anyhow::Result<()> {
+    let Stops { signal, stop } = stops;
     let (senders, mut receivers) = mesh
         .join()
         .await
@@ -95,9 +112,27 @@ async fn shard_main(
         queues,
         metadata.clone(),
         senders,
-        store,
     ));
     shard.apply_metadata(metadata).await;
+    if let Some(startup) = startup {
+        crate::controller::start(&shard, startup).await?;
+        let stopping = shard.clone();
+        let stop = stop.clone();
+        glommio::spawn_local(async move {
+            while !signal.load(Ordering::SeqCst) {
+                glommio::timer::sleep(crate::shutdown::STOP_POLL).await;
+            }
+            if crate::controller::has_other_live_brokers(&stopping) {
+                let agreed = crate::controller::controlled_shutdown(&stopping).await;
+                tracing::info!(
+                    agreed,
+                    "controlled shutdown: leaderships moved to other replicas"
+                );
+            }
+            stop.store(true, Ordering::SeqCst);
+        })
+        .detach();
+    }
     let opened: Vec<bool> = shard
         .partitions
         .borrow()
@@ -151,11 +186,15 @@ async fn shard_main(
         let admin = crate::admin::bind(admin_listen)
             .map_err(|e| anyhow::anyhow!("binding admin listener {admin_listen}: {e}"))?;
         glommio::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone())))).detach();
-        // "listening" means every shard serves: said once the others have opened their logs
-        // too (a start-up wait, checked every millisecond), while this shard already accepts.
+        // "listening" means every shard serves and this broker is a registered, unfenced
+        // member of the cluster: said once the others have opened their logs too and the
+        // controller unfenced it (a start-up wait, checked every millisecond), while this
+        // shard already accepts.
         let announcer = shard.clone();
         glommio::spawn_local(async move {
-            while serving.load(Ordering::Acquire) < announcer.shards {
+            while serving.load(Ordering::Acquire) < announcer.shards
+                || !crate::controller::serving(&announcer)
+            {
                 if announcer
                     .sleep_unless_stopped(SERVING_CHECK_INTERVAL)
                     .await
@@ -193,6 +232,9 @@ async fn shard_main(
     }
     drop(listener);
     shard.stop.requested().await;
+    if let Some(controller) = shard.controller.get() {
+        controller.stop();
+    }
     let lingering = shard.stop.drained(crate::shutdown::DRAIN_TIMEOUT).await;
     let closed = shard.close_partitions().await;
     tracing::info!(
@@ -202,6 +244,13 @@ async fn shard_main(
         "shard stopped"
     );
     Ok(())
+}
+
+/// The two shutdown flags: `signal` set by SIGTERM/SIGINT (watched by shard 0), `stop` set by
+/// shard 0 once the controlled shutdown is over (watched by every shard).
+struct Stops {
+    signal: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
 }
 
 /// The admin port's view of the broker: gathers every shard's snapshot per request.

@@ -15,7 +15,6 @@ use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
 use glommio::{Latency, Shares, TaskQueueHandle};
 use net::kafka_protocol::messages::ApiKey;
-use replication::metadata::MetadataStore;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,8 +34,8 @@ pub struct Shard {
     pub(crate) topic_configs: RefCell<HashMap<TopicPartition, TopicConfig>>,
     pub cache: BatchCache,
     senders: Senders<ShardMsg>,
-    /// Shard 0 only: serialises metadata changes.
-    pub controller: Option<crate::controller::state::Controller>,
+    /// Shard 0 only, once started: this node's controller quorum voter and service.
+    pub controller: std::cell::OnceCell<crate::controller::state::Controller>,
     /// Shutdown state and open connections.
     pub stop: Rc<crate::shutdown::ShardStop>,
     pub metrics: ShardMetrics,
@@ -152,7 +151,7 @@ pub fn spawn_task_into<T: 'static, F: std::future::Future<Output = T> + 'static>
 }
 
 impl Shard {
-    /// Shard `id`; `store` is the metadata record log, given to shard 0 (the controller) only.
+    /// Shard `id`; on shard 0 the controller is started after (`crate::controller::start`).
     pub fn new(
         id: usize,
         config: Rc<BrokerConfig>,
@@ -160,20 +159,14 @@ impl Shard {
         queues: TaskQueues,
         metadata: Arc<ClusterMetadata>,
         senders: Senders<ShardMsg>,
-        store: Option<MetadataStore>,
     ) -> Shard {
-        assert_eq!(
-            id == 0,
-            store.is_some(),
-            "shard 0, and only it, runs the controller"
-        );
         let shards = senders.nr_consumers();
         Shard {
             id,
             shards,
             cache: BatchCache::new(settings.batch_cache_bytes),
             queues,
-            controller: store.map(crate::controller::state::Controller::new),
+            controller: std::cell::OnceCell::new(),
             metadata: RefCell::new(metadata),
             partitions: RefCell::new(HashMap::new()),
             topic_configs: RefCell::new(HashMap::new()),

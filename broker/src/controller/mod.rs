@@ -1,49 +1,157 @@
-//! The metadata controller, on shard 0: runs each metadata change as lock → propose records
-//! against the image (`replication::metadata::propose`) → append them durably to the record
-//! log (fsynced on the blocking pool) → apply them → publish the new image to every shard
-//! before answering (so a topic is usable on every shard as soon as CreateTopics returns).
-//! The Raft-replicated controller later appends the same records to a Raft log instead.
+//! The metadata controller, on shard 0: this node's voter of the controller quorum (raft-rs,
+//! `replication::raft`; one voter, this node, without `controller.quorum.voters`), and the
+//! service that runs each metadata change on the active controller as
+//! lock → propose records against the applied image (`replication::metadata::propose`) →
+//! one Raft entry, committed by a majority of the voters (fsynced on each) → applied by every
+//! voter's state machine → installed on every shard of this broker before answering (so a
+//! topic is usable on every shard as soon as CreateTopics returns).
+//!
+//! Every voter's shard 0 publishes the image its state machine applied to its shards
+//! ([`publisher`]); a new data directory's first active controller names the cluster and
+//! carries over an older single-node store ([`bootstrap`]).
 //!
 //! Producer ids come in blocks of `PRODUCER_ID_BLOCK_SIZE` (a ProducerIdsRecord each, as in
 //! KRaft): the controller hands ids out of its current block in memory and appends a record
 //! only when the block is used up. A restart starts a new block, skipping the rest of the old
 //! one, so no id is handed out twice.
 
+pub mod bootstrap;
+pub mod forward;
+mod lifecycle;
+mod publisher;
 pub mod state;
 
 use crate::dynamic_config;
 use crate::messages::ShardMsg;
-use crate::metadata::{overrides_config, ClusterMetadata};
+use crate::metadata::overrides_config;
 use crate::shard::Shard;
+use forward::ControllerReply;
 use futures_channel::oneshot;
 use replication::metadata::{
-    propose, ControllerError, ControllerOp, MetadataImage, MetadataRecord, ProposeContext,
+    encode_entry, propose, ControllerAnswer, ControllerError, ControllerOp, EntryOutcome,
+    MetadataImage, ProposeContext,
 };
+use replication::raft::RaftIndex;
+use replication::runtime::{Clock, NodeId};
+use serde::{Deserialize, Serialize};
 use state::Controller;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// Runs metadata change `op` on the controller (shard 0): here, or over the shard mesh.
-/// Errors: the controller's, or [`ControllerError::Unavailable`] when shard 0 does not answer.
+pub use bootstrap::Startup;
+pub use lifecycle::controlled_shutdown;
+
+/// What a broker asks the active controller.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    /// A metadata change asked by broker `from` (the owner of what it creates for itself).
+    Op { from: i32, op: ControllerOp },
+    /// A new block of producer ids for broker `from` (KRaft's AllocateProducerIds).
+    AllocateProducerIds { from: i32 },
+    /// Broker `broker_id`'s heartbeat (KRaft's BrokerHeartbeat): its registration's epoch,
+    /// the metadata log index it has installed, and whether it wants to shut down.
+    Heartbeat {
+        broker_id: i32,
+        broker_epoch: i64,
+        metadata_offset: u64,
+        want_shut_down: bool,
+    },
+}
+
+/// Runs metadata change `op` on the active controller (this broker's, or over the
+/// network) and returns its answer. Errors: the controller's, [`ControllerError::
+/// NotController`] when no active controller is known or reachable yet (retriable), or
+/// [`ControllerError::Unavailable`].
+pub async fn call_answer(
+    shard: &Rc<Shard>,
+    op: ControllerOp,
+) -> Result<ControllerAnswer, ControllerError> {
+    let from = shard.config.node_id;
+    match request(shard, ControllerRequest::Op { from, op }).await? {
+        ControllerReply::Answer(answer) => Ok(answer),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// [`call_answer`] for the callers that need only success.
 pub async fn call(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerError> {
+    call_answer(shard, op).await.map(|_| ())
+}
+
+fn unexpected(reply: &ControllerReply) -> ControllerError {
+    ControllerError::NotCommitted {
+        reason: format!("unexpected controller reply {reply:?}"),
+    }
+}
+
+/// Sends `request` to the active controller: through shard 0, which runs it when this
+/// broker is the active controller and forwards it otherwise. Errors: as [`call_answer`].
+pub async fn request(
+    shard: &Rc<Shard>,
+    request: ControllerRequest,
+) -> Result<ControllerReply, ControllerError> {
     if shard.id == 0 {
-        return run(shard, op).await;
+        return route(shard, request, false).await;
     }
     let (reply, answer) = oneshot::channel();
-    if shard
-        .send(0, ShardMsg::Controller { op, reply })
-        .await
-        .is_err()
-    {
+    let msg = ShardMsg::Controller {
+        request,
+        forwarded: false,
+        reply,
+    };
+    if shard.send(0, msg).await.is_err() {
         return Err(ControllerError::Unavailable);
     }
     answer.await.unwrap_or(Err(ControllerError::Unavailable))
 }
 
-/// A new idempotent-producer id from the controller (shard 0): here, or over the shard mesh.
-/// Errors: as [`allocate_producer_id_here`], or [`ControllerError::Unavailable`].
+/// Runs a request another broker forwarded to this one: on shard 0, here only when this
+/// broker is the active controller (never forwarded again).
+pub(crate) async fn handle_here_or_on_shard_0(
+    shard: &Rc<Shard>,
+    request: ControllerRequest,
+) -> Result<ControllerReply, ControllerError> {
+    if shard.id == 0 {
+        return route(shard, request, true).await;
+    }
+    let (reply, answer) = oneshot::channel();
+    let msg = ShardMsg::Controller {
+        request,
+        forwarded: true,
+        reply,
+    };
+    if shard.send(0, msg).await.is_err() {
+        return Err(ControllerError::Unavailable);
+    }
+    answer.await.unwrap_or(Err(ControllerError::Unavailable))
+}
+
+/// On shard 0: runs `request` when this broker is the active controller; otherwise forwards
+/// it to the active one, unless it was `forwarded` here already.
+pub(crate) async fn route(
+    shard: &Rc<Shard>,
+    request: ControllerRequest,
+    forwarded: bool,
+) -> Result<ControllerReply, ControllerError> {
+    let controller = controller(shard)?;
+    if controller.is_active(NodeId(shard.config.node_id)) {
+        return lifecycle::handle_active(shard, controller, request).await;
+    }
+    let active = controller.active();
+    if forwarded {
+        return Err(not_active(controller));
+    }
+    let addr = active
+        .and_then(|node| crate::metadata::broker_address(&shard.metadata(), node.0))
+        .ok_or_else(|| not_active(controller))?;
+    forward::send(addr, &request).await
+}
+
+/// A new idempotent-producer id for this broker, from its current block (shard 0 keeps it);
+/// a used-up block is replaced by a new one from the active controller. Errors: as
+/// [`call_answer`].
 pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, ControllerError> {
     if shard.id == 0 {
         return allocate_producer_id_here(shard).await;
@@ -59,33 +167,49 @@ pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, ControllerEr
     answer.await.unwrap_or(Err(ControllerError::Unavailable))
 }
 
-fn controller(shard: &Shard) -> &Controller {
-    shard
-        .controller
-        .as_ref()
-        .expect("controller ops run on shard 0")
+fn controller(shard: &Shard) -> Result<&Controller, ControllerError> {
+    shard.controller.get().ok_or(ControllerError::Unavailable)
 }
 
-/// Runs `op`. Errors: the proposer's refusal, or [`ControllerError::Store`] when the records
-/// could not be made durable (nothing changed then).
-pub async fn run(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerError> {
-    let controller = controller(shard);
-    let _permit = controller.lock().await?;
-    commit(shard, controller, &op).await.map(|_| ())
+fn not_active(controller: &Controller) -> ControllerError {
+    ControllerError::NotController {
+        active: controller.active().map(|n| n.0),
+    }
 }
 
-/// Proposes `op` against the current image and, unless it only validates or changes nothing,
-/// appends, applies and publishes its records; returns the image before and after. Runs under
-/// the controller lock.
+/// Waits until this active controller's state machine has applied every entry the quorum
+/// committed (a new leader's first entry commits the previous terms' entries), so that a
+/// proposal sees the image it will be appended after.
+async fn caught_up(shard: &Shard, controller: &Controller) -> Result<(), ControllerError> {
+    loop {
+        let changed = controller.view.borrow().changed();
+        let notified = changed.notified();
+        let status = controller.quorum.status();
+        if !controller.is_active(NodeId(shard.config.node_id)) {
+            return Err(not_active(controller));
+        }
+        if controller.view.borrow().applied_index() >= status.commit_index {
+            return Ok(());
+        }
+        notified.await;
+    }
+}
+
+/// Proposes `op` of broker `from` against the applied image and, unless it only validates or
+/// changes nothing, commits its records as one entry and waits until every shard of this
+/// broker installed the result; returns the image before and after. Runs under the
+/// controller lock, on the active controller.
 async fn commit(
-    shard: &Rc<Shard>,
+    shard: &Shard,
     controller: &Controller,
     op: &ControllerOp,
-) -> Result<(Arc<ClusterMetadata>, Arc<ClusterMetadata>), ControllerError> {
-    let current = shard.metadata();
+    from: i32,
+) -> Result<(Arc<MetadataImage>, Arc<MetadataImage>), ControllerError> {
+    caught_up(shard, controller).await?;
+    let current = controller.view.borrow().image();
     // Topic configs are checked against the topic defaults in effect: the start-up config
     // with the current dynamic broker configs.
-    let defaults = &*dynamic_config::topic_defaults(&shard.config, &current.image);
+    let defaults = &*dynamic_config::topic_defaults(&shard.config, &current);
     let check = |overrides: &BTreeMap<String, String>| {
         overrides_config(overrides, defaults)
             .map(|_| ())
@@ -96,13 +220,18 @@ async fn commit(
             .map(|_| ())
             .map_err(|e| e.to_string())
     };
-    let node_id = shard.config.node_id;
+    let now = crate::seam::GlommioRuntime.now();
+    let session = std::time::Duration::from_millis(shard.config.broker_session_timeout_ms);
+    let session_live = |broker_id: i32| {
+        controller
+            .heartbeats
+            .borrow()
+            .is_live(broker_id, now, session)
+    };
     let new_topic_id = Uuid::new_v4();
-    // Single node: this broker is the only one, and its session is live while it runs.
-    let session_live = |broker_id: i32| broker_id == node_id;
     let ctx = ProposeContext {
-        broker_id: node_id,
-        broker_epoch: current.brokers.get(&node_id).map_or(-1, |b| b.broker_epoch),
+        broker_id: from,
+        broker_epoch: current.brokers.get(&from).map_or(-1, |b| b.broker_epoch),
         new_topic_id,
         check_topic_config: &check,
         check_broker_configs: &check_broker,
@@ -110,29 +239,68 @@ async fn commit(
         placement_seed: new_topic_id.as_u64_pair().0,
         broker_session_live: &session_live,
     };
-    let records = propose(&current.image, op, &ctx)?;
+    let records = propose(&current, op, &ctx)?;
     if op.validate_only() || records.is_empty() {
         return Ok((current.clone(), current));
     }
-    let mut next = current.image.clone();
-    for record in &records {
-        next.apply(record)?;
-    }
-    let next = save(controller, records, next).await?;
-    let next = Arc::new(ClusterMetadata::new(next, shard.shards));
-    shard.publish_metadata(next.clone()).await;
-    Ok((current, next))
+    let entry = encode_entry(&records).map_err(|e| ControllerError::NotCommitted {
+        reason: e.to_string(),
+    })?;
+    let index = append(shard, controller, entry).await?;
+    check_applied(controller, index)?;
+    Ok((current, controller.view.borrow().image()))
 }
 
-/// Hands out the next producer id from the current block, appending a new block first when it
-/// is used up. Errors: as [`run`].
+/// Proposes `entry`, waits for its commit and for every shard to install the image after it;
+/// returns its index. Errors: [`ControllerError::NotCommitted`], or
+/// [`ControllerError::NotController`] when the leadership moved.
+async fn append(
+    shard: &Shard,
+    controller: &Controller,
+    entry: bytes::Bytes,
+) -> Result<RaftIndex, ControllerError> {
+    let committed = controller.quorum.propose(entry).await.map_err(|e| {
+        if controller.is_active(NodeId(shard.config.node_id)) {
+            ControllerError::NotCommitted {
+                reason: e.to_string(),
+            }
+        } else {
+            not_active(controller)
+        }
+    })?;
+    loop {
+        let notified = controller.published_changed.notified();
+        if controller.published.get() >= committed.index {
+            return Ok(committed.index);
+        }
+        notified.await;
+    }
+}
+
+fn check_applied(controller: &Controller, index: RaftIndex) -> Result<(), ControllerError> {
+    match controller.view.borrow().outcome(index) {
+        Some(EntryOutcome::Applied) => Ok(()),
+        Some(EntryOutcome::Skipped { reason }) => Err(ControllerError::NotCommitted {
+            reason: format!("entry {} skipped: {reason}", index.0),
+        }),
+        None => Err(ControllerError::NotCommitted {
+            reason: format!("the outcome of entry {} is no longer known", index.0),
+        }),
+    }
+}
+
+/// Hands out the next producer id from this broker's current block, asking the active
+/// controller for a new block first when it is used up. Errors: as [`call_answer`].
 pub async fn allocate_producer_id_here(shard: &Rc<Shard>) -> Result<i64, ControllerError> {
-    let controller = controller(shard);
-    let _permit = controller.lock().await?;
+    let controller = controller(shard)?;
+    let _permit = controller.producer_ids_lock.acquire_permit(1).await;
     let mut block = controller.producer_ids.take();
     if block.is_empty() {
-        let (before, after) = commit(shard, controller, &ControllerOp::AllocateProducerIds).await?;
-        block = before.producer_ids.next_producer_id..after.producer_ids.next_producer_id;
+        let from = shard.config.node_id;
+        match request(shard, ControllerRequest::AllocateProducerIds { from }).await? {
+            ControllerReply::ProducerIds { start, end } => block = start..end,
+            other => return Err(unexpected(&other)),
+        }
     }
     let id = block.next().ok_or(ControllerError::ProducerIdsExhausted {
         next_producer_id: block.end,
@@ -141,32 +309,43 @@ pub async fn allocate_producer_id_here(shard: &Rc<Shard>) -> Result<i64, Control
     Ok(id)
 }
 
-/// Appends `records` durably (on the blocking pool), then snapshots when the log has grown
-/// past its bound; returns `next`, the image with the records applied. Errors:
-/// [`ControllerError::Store`] when the append failed (a failed snapshot is only logged: the
-/// log still holds everything).
-async fn save(
-    controller: &Controller,
-    records: Vec<MetadataRecord>,
-    next: MetadataImage,
-) -> Result<MetadataImage, ControllerError> {
-    let mut store = controller
-        .store
-        .borrow_mut()
-        .take()
-        .ok_or(ControllerError::Unavailable)?;
-    let (store, appended, next) = glommio::executor()
-        .spawn_blocking(move || {
-            let appended = store.append(&records).map(|_| ());
-            if appended.is_ok() {
-                if let Err(e) = store.maybe_snapshot(&next) {
-                    tracing::warn!(error = %e, "cluster metadata snapshot failed; the log keeps growing");
-                }
-            }
-            (store, appended, next)
-        })
-        .await;
-    *controller.store.borrow_mut() = Some(store);
-    appended?;
-    Ok(next)
+/// Whether this broker is a registered, unfenced member of the cluster (shard 0; `false`
+/// elsewhere and before the controller started).
+pub fn serving(shard: &Shard) -> bool {
+    shard.controller.get().is_some_and(Controller::serving)
+}
+
+/// Whether a broker other than this one is registered and unfenced: only then can a
+/// controlled shutdown move this broker's leaderships anywhere.
+pub fn has_other_live_brokers(shard: &Shard) -> bool {
+    let node = shard.config.node_id;
+    shard
+        .metadata()
+        .brokers
+        .iter()
+        .any(|(id, b)| *id != node && !b.fenced)
+}
+
+/// Starts this node's voter and the controller service on shard 0 from `startup` (what
+/// `bootstrap::recover` read from the data directory): the publisher, and the bootstrap of a
+/// new metadata log. Errors: the voter could not start (its storage, its listener).
+pub async fn start(shard: &Rc<Shard>, startup: Startup) -> anyhow::Result<()> {
+    let (machine, view) =
+        replication::metadata::MetadataStateMachine::new(MetadataImage::new(String::new()));
+    let quorum = crate::quorum::start(&shard.config, machine)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the controller quorum voter: {e}"))?;
+    if shard.controller.set(Controller::new(quorum, view)).is_err() {
+        anyhow::bail!("the controller was started twice");
+    }
+    let publisher = shard.clone();
+    let initial = startup.initial_applied;
+    glommio::spawn_local(async move { publisher::run(&publisher, initial).await }).detach();
+    let booting = shard.clone();
+    glommio::spawn_local(async move { bootstrap::run(&booting, startup).await }).detach();
+    let fencing = shard.clone();
+    glommio::spawn_local(async move { lifecycle::fence_expired(&fencing).await }).detach();
+    let broker = shard.clone();
+    glommio::spawn_local(async move { lifecycle::run_broker(&broker).await }).detach();
+    Ok(())
 }

@@ -1,26 +1,71 @@
-//! The controller's state on shard 0: the lock that serialises metadata changes, the record
-//! log, and the producer ids of the current block. The controller service (`super`) runs the
-//! changes; the shard only holds this.
+//! The controller's state on shard 0: this node's voter of the controller quorum, the
+//! metadata view its state machine keeps current, the lock that serialises this node's
+//! proposals, how far every shard has installed the image, and the producer ids of the
+//! current block. The controller service (`super`) runs the changes; the shard only holds
+//! this.
 
 use glommio::sync::{Permit, Semaphore};
-use replication::metadata::ControllerError;
-use replication::metadata::MetadataStore;
+use replication::metadata::{BrokerHeartbeats, ControllerError, MetadataView};
+use replication::raft::{QuorumNode, RaftIndex, Role};
+use replication::runtime::NodeId;
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::ops::Range;
+use std::rc::Rc;
+use storage::Notify;
+use uuid::Uuid;
 
 /// Controller state.
 pub struct Controller {
-    /// Serialises changes: one proposal at a time sees the image it is appended to.
+    /// Serialises this node's proposals: one change at a time is proposed against the image
+    /// it will be appended after.
     pub(super) lock: Semaphore,
-    /// The record log; out of its cell only while an append runs on the blocking pool (under
-    /// `lock`).
-    pub(super) store: RefCell<Option<MetadataStore>>,
-    /// Producer ids of the current block not handed out yet (empty at start: the first
-    /// InitProducerId appends a block).
+    /// This node's voter.
+    pub(super) quorum: QuorumNode,
+    /// What the quorum's state machine applied.
+    pub(super) view: Rc<RefCell<MetadataView>>,
+    /// Index of the last entry whose image every shard has installed.
+    pub(super) published: Cell<RaftIndex>,
+    /// Rung when `published` moves.
+    pub(super) published_changed: Rc<Notify>,
+    /// This broker's producer ids of its current block not handed out yet (empty at start:
+    /// the first InitProducerId asks the active controller for a block).
     pub(super) producer_ids: Cell<Range<i64>>,
+    /// Serialises the refills of `producer_ids`.
+    pub(super) producer_ids_lock: Semaphore,
+    /// On the active controller: the registered brokers' sessions.
+    pub(super) heartbeats: RefCell<BrokerHeartbeats>,
+    /// On the active controller: the index at which each broker's registration committed
+    /// (a broker that has installed it is caught up and may be unfenced); unknown after a
+    /// failover, then 0.
+    pub(super) registered_at: RefCell<BTreeMap<i32, RaftIndex>>,
+    /// This process's incarnation (KRaft's incarnation id): random per start.
+    pub(super) incarnation_id: Uuid,
+    /// This broker's registration epoch, once registered.
+    pub(super) broker_epoch: Cell<Option<i64>>,
+    /// Whether the controller's last heartbeat answer said this broker is fenced.
+    pub(super) fenced: Cell<bool>,
 }
 
 impl Controller {
+    /// The state of a controller over `quorum`, whose state machine keeps `view` current.
+    pub fn new(quorum: QuorumNode, view: Rc<RefCell<MetadataView>>) -> Controller {
+        Controller {
+            lock: Semaphore::new(1),
+            quorum,
+            view,
+            published: Cell::new(RaftIndex(0)),
+            published_changed: Rc::new(Notify::default()),
+            producer_ids: Cell::new(0..0),
+            producer_ids_lock: Semaphore::new(1),
+            heartbeats: RefCell::new(BrokerHeartbeats::new()),
+            registered_at: RefCell::new(BTreeMap::new()),
+            incarnation_id: Uuid::new_v4(),
+            broker_epoch: Cell::new(None),
+            fenced: Cell::new(true),
+        }
+    }
+
     /// Waits for the controller's lock: one change at a time. Errors:
     /// [`ControllerError::Unavailable`] once the controller has stopped.
     pub(super) async fn lock(&self) -> Result<Permit<'_>, ControllerError> {
@@ -30,12 +75,28 @@ impl Controller {
             .map_err(|_| ControllerError::Unavailable)
     }
 
-    /// The state of a controller appending to `store`.
-    pub fn new(store: MetadataStore) -> Controller {
-        Controller {
-            lock: Semaphore::new(1),
-            store: RefCell::new(Some(store)),
-            producer_ids: Cell::new(0..0),
+    /// The active controller as this node knows it: this node when its voter leads.
+    pub fn active(&self) -> Option<NodeId> {
+        let status = self.quorum.status();
+        if status.stopped.is_some() {
+            return None;
         }
+        status.leader
+    }
+
+    /// Whether this node is the active controller.
+    pub fn is_active(&self, node: NodeId) -> bool {
+        let status = self.quorum.status();
+        status.stopped.is_none() && status.role == Role::Leader && status.leader == Some(node)
+    }
+
+    /// Whether this broker is registered and unfenced: it serves as a member of the cluster.
+    pub fn serving(&self) -> bool {
+        self.broker_epoch.get().is_some() && !self.fenced.get()
+    }
+
+    /// Stops the voter (at shutdown).
+    pub fn stop(&self) {
+        self.quorum.stop();
     }
 }

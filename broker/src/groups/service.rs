@@ -40,9 +40,15 @@ pub async fn call(shard: &Rc<Shard>, group_id: &str, op: GroupOp) -> GroupReply 
         Err(error) => return GroupReply::Error(error),
     };
     let partition = partition_for(group_id, partitions);
-    let Some(owner) = shard.metadata().owner(OFFSETS_TOPIC, partition) else {
-        return GroupReply::Error(GroupError::CoordinatorNotAvailable);
+    let meta = shard.metadata();
+    let Some(owner) = meta.owner(OFFSETS_TOPIC, partition) else {
+        return GroupReply::Error(GroupError::NotCoordinator);
     };
+    // The coordinator is the leader of the group's offsets partition (FindCoordinator).
+    if !meta.leads(OFFSETS_TOPIC, partition) {
+        return GroupReply::Error(GroupError::NotCoordinator);
+    }
+    drop(meta);
     if owner == shard.id {
         return run_op(shard, partition, group_id, op).await;
     }
@@ -80,9 +86,7 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
     let op = ControllerOp::CreateTopic {
         name: OFFSETS_TOPIC.to_string(),
         partitions: shard.config.offsets_topic_num_partitions,
-        // Kafka's `offsets.topic.replication.factor` is not a Sluice config yet: one replica,
-        // as before placement existed (a single-node cluster has one broker).
-        replication_factor: 1,
+        replication_factor: offsets_replication_factor(shard),
         overrides,
         internal: true,
         validate_only: false,
@@ -100,6 +104,15 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
         .get(OFFSETS_TOPIC)
         .map(|t| t.partitions.len())
         .ok_or(GroupError::CoordinatorNotAvailable)
+}
+
+/// `offsets.topic.replication.factor`, at most the live brokers (Sluice's choice, so that a
+/// single node or a small cluster still gets its offsets topic; Kafka would refuse until
+/// enough brokers are up).
+fn offsets_replication_factor(shard: &Shard) -> i16 {
+    let live = crate::metadata::live_brokers(&shard.metadata(), &shard.config).len();
+    let live = i16::try_from(live).unwrap_or(i16::MAX).max(1);
+    shard.config.offsets_topic_replication_factor.min(live)
 }
 
 /// Runs `op` here, where `partition` of `__consumer_offsets` is owned.

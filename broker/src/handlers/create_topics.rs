@@ -16,9 +16,6 @@ use net::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use replication::metadata::{check_not_internal, ControllerOp, TopicOperation};
 use std::rc::Rc;
 
-/// Brokers in this cluster: a replication factor above it is refused.
-const BROKERS: i16 = 1;
-
 /// (partitions, replication factor) of a topic created with a manual assignment, checked as
 /// Kafka's controller checks it: `num_partitions` and `replication_factor` must be -1 (else
 /// INVALID_REQUEST), the partition indices 0, 1, … in any order, and the replica lists valid
@@ -93,19 +90,13 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
             } else {
                 topic.num_partitions
             };
+            // The controller checks it against the live brokers (INVALID_REPLICATION_FACTOR).
             let replication = if topic.replication_factor == -1 {
                 shard.config.default_replication_factor
             } else {
                 topic.replication_factor
             };
-            if replication < 1 || replication > BROKERS {
-                Err((
-                    code(ResponseError::InvalidReplicationFactor),
-                    format!("replication factor {replication} is outside 1..={BROKERS} (brokers in the cluster)"),
-                ))
-            } else {
-                Ok((partitions, replication))
-            }
+            Ok((partitions, replication))
         } else {
             manual_shape(&topic.assignments, &topic, shard.config.node_id)
         };

@@ -38,15 +38,16 @@ pub fn handle(shard: &Rc<Shard>, req: &DescribeClusterRequest) -> DescribeCluste
             return response;
         }
     }
-    let node_id = BrokerId(shard.config.node_id);
-    let advertised = shard.config.advertised_listener();
-    let mut broker = DescribeClusterBroker::default();
-    broker.broker_id = node_id;
-    broker.host = str_bytes(advertised.host);
-    broker.port = i32::from(advertised.port);
-    broker.rack = None;
-    response.cluster_id = str_bytes(shard.metadata().cluster_id.clone());
-    response.controller_id = node_id;
-    response.brokers.push(broker);
+    let meta = shard.metadata();
+    for live in crate::metadata::live_brokers(&meta, &shard.config) {
+        let mut broker = DescribeClusterBroker::default();
+        broker.broker_id = BrokerId(live.id);
+        broker.host = str_bytes(live.host);
+        broker.port = i32::from(live.port);
+        broker.rack = live.rack.map(str_bytes);
+        response.brokers.push(broker);
+    }
+    response.cluster_id = str_bytes(meta.cluster_id.clone());
+    response.controller_id = BrokerId(meta.active_controller.unwrap_or(-1));
     response
 }

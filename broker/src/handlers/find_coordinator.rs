@@ -1,5 +1,6 @@
-//! FindCoordinator (key 10), v0–4: every group's coordinator is this broker (its groups live
-//! on the shard owning their `__consumer_offsets` partition, reached over the shard mesh).
+//! FindCoordinator (key 10), v0–4: a group's coordinator is the broker leading the group's
+//! `__consumer_offsets` partition (there, its groups live on the shard owning that partition,
+//! reached over the shard mesh).
 //! The first group key creates `__consumer_offsets`, as in Kafka. Transaction coordinators
 //! do not exist here: transactional ids are refused as InitProducerId refuses them. v4
 //! (KIP-699) batches keys.
@@ -25,14 +26,27 @@ pub async fn handle(
     } else {
         vec![req.key.to_string()]
     };
-    let advertised = shard.config.advertised_listener();
     let mut coordinators = Vec::with_capacity(keys.len());
     for key in keys {
         let mut c = Coordinator::default();
         let error = match req.key_type {
             _ if key.is_empty() => Some((ResponseError::InvalidRequest, "empty coordinator key")),
             KEY_TYPE_GROUP => match crate::groups::service::ensure_offsets_topic(shard).await {
-                Ok(_) => None,
+                Ok(partitions) => {
+                    let partition = crate::groups::partition_for(&key, partitions);
+                    match coordinator_of(shard, partition) {
+                        Some(broker) => {
+                            c.node_id = BrokerId(broker.id);
+                            c.host = str_bytes(broker.host);
+                            c.port = i32::from(broker.port);
+                            None
+                        }
+                        None => Some((
+                            ResponseError::CoordinatorNotAvailable,
+                            "the group's offsets partition has no live leader",
+                        )),
+                    }
+                }
                 Err(_) => Some((
                     ResponseError::CoordinatorNotAvailable,
                     "the offsets topic cannot be created",
@@ -44,18 +58,11 @@ pub async fn handle(
             )),
             _ => Some((ResponseError::InvalidRequest, "unknown key type")),
         };
-        match error {
-            None => {
-                c.node_id = BrokerId(shard.config.node_id);
-                c.host = str_bytes(advertised.host.clone());
-                c.port = i32::from(advertised.port);
-            }
-            Some((e, message)) => {
-                c.node_id = BrokerId(-1);
-                c.port = -1;
-                c.error_code = code(e);
-                c.error_message = Some(str_bytes(message));
-            }
+        if let Some((e, message)) = error {
+            c.node_id = BrokerId(-1);
+            c.port = -1;
+            c.error_code = code(e);
+            c.error_message = Some(str_bytes(message));
         }
         c.key = str_bytes(key);
         coordinators.push(c);
@@ -71,4 +78,15 @@ pub async fn handle(
         response.port = c.port;
     }
     response
+}
+
+/// The live broker leading `__consumer_offsets` partition `partition`.
+fn coordinator_of(shard: &Shard, partition: i32) -> Option<crate::metadata::LiveBroker> {
+    let meta = shard.metadata();
+    let leader = meta
+        .partition(crate::groups::OFFSETS_TOPIC, partition)?
+        .leader;
+    crate::metadata::live_brokers(&meta, &shard.config)
+        .into_iter()
+        .find(|b| b.id == leader)
 }

@@ -1,4 +1,5 @@
-//! Metadata (key 3): brokers (this one), topics and partitions (leader = this broker), with
+//! Metadata (key 3): the live brokers, the active controller, topics and partitions (leader,
+//! leader epoch, replicas, ISR, offline replicas, from the metadata image), with
 //! auto-creation as Kafka does it: when `auto.create.topics.enable` is on and the request
 //! allows it (`allow_auto_topic_creation`, v4+; always allowed below v4), a requested topic
 //! that does not exist is created with `num.partitions`.
@@ -61,7 +62,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
         }
     }
     let meta = shard.metadata();
-    let node = BrokerId(shard.config.node_id);
+    let live = crate::metadata::live_brokers(&meta, &shard.config);
     let names: Vec<String> = requested.unwrap_or_else(|| meta.topics.keys().cloned().collect());
     let topics = names
         .into_iter()
@@ -76,17 +77,31 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
             match meta.topics.get(&name) {
                 Some(t) => {
                     topic.topic_id = t.id;
-                    topic.partitions = (0..t.partitions.len())
-                        .map(|p| {
+                    topic.partitions = t
+                        .partitions
+                        .iter()
+                        .enumerate()
+                        .map(|(p, image)| {
                             let mut partition = MetadataResponsePartition::default();
                             partition.partition_index =
                                 i32::try_from(p).expect("partition counts fit i32");
-                            partition.leader_id = node;
-                            if version >= LEADER_EPOCH_VERSION {
-                                partition.leader_epoch = 0;
+                            partition.leader_id = BrokerId(image.leader);
+                            if image.leader < 0 {
+                                partition.error_code = code(ResponseError::LeaderNotAvailable);
                             }
-                            partition.replica_nodes = vec![node];
-                            partition.isr_nodes = vec![node];
+                            if version >= LEADER_EPOCH_VERSION {
+                                partition.leader_epoch = image.leader_epoch;
+                            }
+                            partition.replica_nodes =
+                                image.replicas.iter().copied().map(BrokerId).collect();
+                            partition.isr_nodes = image.isr.iter().copied().map(BrokerId).collect();
+                            partition.offline_replicas = image
+                                .replicas
+                                .iter()
+                                .filter(|r| !live.iter().any(|b| b.id == **r))
+                                .copied()
+                                .map(BrokerId)
+                                .collect();
                             partition
                         })
                         .collect();
@@ -104,15 +119,20 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
             topic
         })
         .collect();
-    let mut broker = MetadataResponseBroker::default();
-    broker.node_id = node;
-    let advertised = shard.config.advertised_listener();
-    broker.host = str_bytes(advertised.host);
-    broker.port = i32::from(advertised.port);
     let mut response = MetadataResponse::default();
-    response.brokers = vec![broker];
+    response.brokers = live
+        .iter()
+        .map(|b| {
+            let mut broker = MetadataResponseBroker::default();
+            broker.node_id = BrokerId(b.id);
+            broker.host = str_bytes(b.host.clone());
+            broker.port = i32::from(b.port);
+            broker.rack = b.rack.clone().map(str_bytes);
+            broker
+        })
+        .collect();
     response.cluster_id = Some(str_bytes(meta.cluster_id.clone()));
-    response.controller_id = node;
+    response.controller_id = BrokerId(meta.active_controller.unwrap_or(-1));
     response.topics = topics;
     response.cluster_authorized_operations =
         authorized_operations::reported(include_cluster_operations, authorized_operations::CLUSTER);

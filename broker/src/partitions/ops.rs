@@ -71,6 +71,10 @@ pub enum PartitionOpError {
     /// No shard of this broker hosts the partition (unknown topic, partition or owner).
     #[error("partition not hosted here")]
     UnknownTopicOrPartition,
+    /// The partition exists but this broker does not lead it (Kafka's NOT_LEADER_OR_FOLLOWER:
+    /// the client refreshes its metadata and goes to the leader).
+    #[error("this broker is not the partition's leader")]
+    NotLeaderOrFollower,
     /// The partition is hosted here but its log cannot be opened.
     #[error("partition log cannot be opened: {0}")]
     LogUnavailable(storage::StorageError),

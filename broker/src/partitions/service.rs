@@ -9,11 +9,21 @@ use futures_channel::oneshot;
 use std::rc::Rc;
 use storage::TopicPartition;
 
-/// Runs `op` on the partition's owning shard: here, or over the mesh.
+/// Runs `op` on the partition's owning shard: here, or over the mesh. Errors:
+/// [`PartitionOpError::NotLeaderOrFollower`] when the partition exists but this broker does
+/// not lead it (every op here is a leader's: produce, fetch, offsets, record deletion).
 pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> PartitionReply {
-    let Some(owner) = shard.metadata().owner(&tp.topic, tp.partition) else {
+    let meta = shard.metadata();
+    if meta.partition(&tp.topic, tp.partition).is_none() {
         return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
+    }
+    let (Some(owner), true) = (
+        meta.owner(&tp.topic, tp.partition),
+        meta.leads(&tp.topic, tp.partition),
+    ) else {
+        return PartitionReply::Error(PartitionOpError::NotLeaderOrFollower);
     };
+    drop(meta);
     if owner == shard.id {
         return run_here(shard, &tp, op).await;
     }

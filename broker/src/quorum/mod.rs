@@ -78,6 +78,7 @@ pub async fn start<M: StateMachine + 'static>(
     config.check_quorum()?;
     let quorum = quorum_config(config);
     let dir = QuorumDir::open(&config.data_dir).await?;
+    let dir_path = dir.path().to_path_buf();
     let storage = FileRaftStorage::new(dir);
     let this = quorum.node;
     let listen = config
@@ -92,6 +93,13 @@ pub async fn start<M: StateMachine + 'static>(
         .map(|v| (NodeId(v.id), v.addr))
         .collect();
     let transport = TcpTransport::bind(this, listen, &peers)?;
+    tracing::info!(
+        node = this.0,
+        voters = quorum.voters.len(),
+        listen = ?transport.local_addr(),
+        dir = %dir_path.display(),
+        "starting the controller quorum voter"
+    );
     let node = QuorumNode::start(
         quorum,
         storage,

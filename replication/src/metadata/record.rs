@@ -42,6 +42,8 @@ pub enum MetadataRecord {
     UnregisterBroker(UnregisterBrokerRecord),
     /// [`NextBrokerEpochRecord`] (snapshots only).
     NextBrokerEpoch(NextBrokerEpochRecord),
+    /// [`ClusterIdRecord`] (the first entry of a new metadata log).
+    ClusterId(ClusterIdRecord),
 }
 
 /// A new topic (KRaft `TopicRecord`); its partitions follow as [`PartitionRecord`]s.
@@ -191,4 +193,13 @@ pub struct BrokerEndpoint {
     pub port: u16,
     /// Kafka's `SecurityProtocol` id (0: PLAINTEXT).
     pub security_protocol: i16,
+}
+
+/// Names the cluster: the first entry of a new metadata log (Sluice's record: Kafka writes the
+/// cluster id into each node's `meta.properties` with `kafka-storage format` instead). The
+/// first active controller of a new cluster proposes the id it drew; once one is set, every
+/// later one is refused, so all nodes agree on the first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterIdRecord {
+    pub cluster_id: String,
 }

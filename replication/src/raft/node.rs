@@ -433,10 +433,16 @@ impl QuorumNode {
         };
         let cache = LogCache::new(recovered);
         let logger = slog::Logger::root(slog::Discard, slog::o!());
-        let raw =
+        let mut raw =
             RawNode::new(&raft_config, cache.clone(), &logger).map_err(|e| StartError::Raft {
                 reason: e.to_string(),
             })?;
+        if is_single_voter(&config) {
+            // A one-voter quorum elects itself at once instead of after an election timeout.
+            raw.campaign().map_err(|e| StartError::Raft {
+                reason: e.to_string(),
+            })?;
+        }
         let shared = Rc::new(Shared {
             queue: RefCell::new(VecDeque::new()),
             in_flight: Cell::new(0),
@@ -897,4 +903,9 @@ where
             self.state_machine.leader_changed(leader, RaftTerm(term));
         }
     }
+}
+
+/// Whether `config`'s node is the only voter (a single-node quorum).
+fn is_single_voter(config: &QuorumConfig) -> bool {
+    config.voters == [config.node]
 }

@@ -1,0 +1,120 @@
+//! Controller requests between brokers: a broker that is not the active controller sends its
+//! metadata changes, producer-id block requests and heartbeats to the one that is (Kafka
+//! forwards admin requests in an Envelope since KIP-590 and sends BrokerRegistration,
+//! BrokerHeartbeat and AllocateProducerIds to the controller, KIP-631; Sluice carries its own
+//! typed requests instead, on the same Kafka listener).
+//!
+//! Wire form, inside a Kafka-style size-prefixed frame: request `api_key i16 =
+//! FORWARD_API_KEY | correlation_id i32 | JSON ControllerRequest`; response `correlation_id
+//! i32 | JSON Result<ControllerReply, ControllerError>`. The key lies outside Kafka's range,
+//! so a client never sends it by accident and it is not advertised in ApiVersions. A frame
+//! that does not decode closes its connection, as any malformed request does.
+//!
+//! One connection per request (heartbeats come every `broker.heartbeat.interval.ms`, changes
+//! are rare), bounded by [`FORWARD_TIMEOUT`].
+
+use super::ControllerRequest;
+use crate::handlers::Response;
+use crate::shard::Shard;
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use replication::metadata::ControllerError;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The API key of a forwarded controller request (outside Kafka's key range).
+pub const FORWARD_API_KEY: i16 = 32_000;
+/// Largest forwarded request or reply, bytes (a CreateTopics of many topics fits).
+pub const FORWARD_BYTES_MAX: usize = 16 << 20;
+/// How long a forwarded request may take, connection included.
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What the active controller answers a [`ControllerRequest`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ControllerReply {
+    /// A metadata change's answer.
+    Answer(replication::metadata::ControllerAnswer),
+    /// A block of producer ids, `start..end`, for the requesting broker.
+    ProducerIds { start: i64, end: i64 },
+    /// A heartbeat's answer (BrokerHeartbeatResponse's fields).
+    Heartbeat {
+        is_fenced: bool,
+        should_shut_down: bool,
+    },
+}
+
+type Wire = Result<ControllerReply, ControllerError>;
+
+/// Whether `frame` (without its size prefix) is a forwarded controller request.
+pub fn is_forwarded(frame: &[u8]) -> bool {
+    frame.get(..2) == Some(&FORWARD_API_KEY.to_be_bytes()[..])
+}
+
+/// Serves a forwarded request `frame` on this broker (which must be the active controller,
+/// or the request fails with `NOT_CONTROLLER` inside the reply). `Response::Close` when the
+/// frame does not decode.
+pub async fn serve(shard: &Rc<Shard>, frame: Bytes) -> Response {
+    let Some((correlation_id, request)) = decode_request(&frame) else {
+        tracing::debug!("closing connection: a forwarded controller request does not decode");
+        return Response::Close;
+    };
+    let reply: Wire = super::handle_here_or_on_shard_0(shard, request).await;
+    match encode(correlation_id, None, &reply) {
+        Some(frame) => Response::Frame(vec![frame]),
+        None => Response::Close,
+    }
+}
+
+fn decode_request(frame: &[u8]) -> Option<(i32, ControllerRequest)> {
+    let correlation_id = i32::from_be_bytes(frame.get(2..6)?.try_into().ok()?);
+    let request = serde_json::from_slice(frame.get(6..)?).ok()?;
+    Some((correlation_id, request))
+}
+
+/// `size | [api_key] | correlation_id | JSON body`, or `None` past [`FORWARD_BYTES_MAX`].
+fn encode<T: Serialize>(correlation_id: i32, api_key: Option<i16>, body: &T) -> Option<Bytes> {
+    let json = serde_json::to_vec(body).ok()?;
+    let header = 4 + if api_key.is_some() { 2 } else { 0 };
+    let size = header + json.len();
+    if size > FORWARD_BYTES_MAX {
+        return None;
+    }
+    let mut out = BytesMut::with_capacity(4 + size);
+    out.put_u32(u32::try_from(size).ok()?);
+    if let Some(key) = api_key {
+        out.put_i16(key);
+    }
+    out.put_i32(correlation_id);
+    out.put_slice(&json);
+    Some(out.freeze())
+}
+
+/// Sends `request` to the active controller at `addr` and returns its reply. Errors:
+/// [`ControllerError::Unavailable`] when it cannot be reached or answers nonsense in time;
+/// the controller's own error otherwise.
+pub async fn send(addr: SocketAddr, request: &ControllerRequest) -> Wire {
+    let frame = encode(1, Some(FORWARD_API_KEY), request).ok_or(ControllerError::Unavailable)?;
+    let exchange = async {
+        let mut stream = glommio::net::TcpStream::connect(addr).await.ok()?;
+        let _ = stream.set_nodelay(true);
+        stream.write_all(&frame).await.ok()?;
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size).await.ok()?;
+        let size = usize::try_from(u32::from_be_bytes(size)).ok()?;
+        if !(4..=FORWARD_BYTES_MAX).contains(&size) {
+            return None;
+        }
+        let mut body = vec![0u8; size];
+        stream.read_exact(&mut body).await.ok()?;
+        serde_json::from_slice::<Wire>(&body[4..]).ok()
+    };
+    let timeout = async {
+        glommio::timer::sleep(FORWARD_TIMEOUT).await;
+        None
+    };
+    futures_lite::future::or(exchange, timeout)
+        .await
+        .unwrap_or(Err(ControllerError::Unavailable))
+}

@@ -1,0 +1,313 @@
+//! Broker lifecycle as KRaft runs it (KIP-631), both sides:
+//! - on the active controller, [`handle_active`] runs brokers' requests: metadata changes,
+//!   producer-id blocks, and heartbeats — a heartbeat renews the broker's session
+//!   (`replication::metadata::BrokerHeartbeats`), unfences a fenced broker once it has
+//!   installed the metadata up to its registration, and runs a controlled shutdown when the
+//!   broker asks for one; [`fence_expired`] fences every broker whose session is older than
+//!   `broker.session.timeout.ms` (its leaderships move to the rest of the ISR);
+//! - on every broker, [`run_broker`] registers this incarnation (a random incarnation id;
+//!   the controller hands out the broker epoch), then heartbeats every
+//!   `broker.heartbeat.interval.ms`, registering again when the controller no longer knows
+//!   the epoch; [`controlled_shutdown`] asks to shut down at SIGTERM and waits until this
+//!   broker leads nothing (bounded by the session timeout).
+
+use super::forward::ControllerReply;
+use super::state::Controller;
+use super::{commit, request, ControllerRequest};
+use crate::metadata::SECURITY_PROTOCOL_PLAINTEXT;
+use crate::seam::GlommioRuntime;
+use crate::shard::Shard;
+use replication::metadata::{BrokerEndpoint, ControllerAnswer, ControllerError, ControllerOp};
+use replication::raft::RaftIndex;
+use replication::runtime::{Clock, NodeId};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Runs `request` on this broker, the active controller.
+pub(super) async fn handle_active(
+    shard: &Shard,
+    controller: &Controller,
+    request: ControllerRequest,
+) -> Result<ControllerReply, ControllerError> {
+    match request {
+        ControllerRequest::Op { from, op } => {
+            let _permit = controller.lock().await?;
+            let (_, after) = commit(shard, controller, &op, from).await?;
+            if let ControllerOp::RegisterBroker { broker_id, .. } = &op {
+                let index = controller.view.borrow().applied_index();
+                controller
+                    .registered_at
+                    .borrow_mut()
+                    .insert(*broker_id, index);
+            }
+            controller
+                .heartbeats
+                .borrow_mut()
+                .follow(&after, GlommioRuntime.now());
+            Ok(ControllerReply::Answer(op.answer(&after)))
+        }
+        ControllerRequest::AllocateProducerIds { from } => {
+            let _permit = controller.lock().await?;
+            let (before, after) =
+                commit(shard, controller, &ControllerOp::AllocateProducerIds, from).await?;
+            Ok(ControllerReply::ProducerIds {
+                start: before.producer_ids.next_producer_id,
+                end: after.producer_ids.next_producer_id,
+            })
+        }
+        ControllerRequest::Heartbeat {
+            broker_id,
+            broker_epoch,
+            metadata_offset,
+            want_shut_down,
+        } => {
+            heartbeat(
+                shard,
+                controller,
+                broker_id,
+                broker_epoch,
+                metadata_offset,
+                want_shut_down,
+            )
+            .await
+        }
+    }
+}
+
+async fn heartbeat(
+    shard: &Shard,
+    controller: &Controller,
+    broker_id: i32,
+    broker_epoch: i64,
+    metadata_offset: u64,
+    want_shut_down: bool,
+) -> Result<ControllerReply, ControllerError> {
+    let now = GlommioRuntime.now();
+    {
+        let image = controller.view.borrow().image();
+        let Some(registration) = image.brokers.get(&broker_id) else {
+            return Err(ControllerError::UnknownBroker { broker_id });
+        };
+        let mut heartbeats = controller.heartbeats.borrow_mut();
+        heartbeats.follow(&image, now);
+        if !heartbeats.heartbeat(broker_id, broker_epoch, now) {
+            return Err(ControllerError::StaleBrokerEpoch {
+                broker_id,
+                broker_epoch,
+                current: registration.broker_epoch,
+            });
+        }
+    }
+    let _permit = controller.lock().await?;
+    let image = controller.view.borrow().image();
+    let Some(registration) = image.brokers.get(&broker_id) else {
+        return Err(ControllerError::UnknownBroker { broker_id });
+    };
+    let mut should_shut_down = false;
+    if want_shut_down {
+        let op = ControllerOp::ControlledShutdown {
+            broker_id,
+            broker_epoch,
+        };
+        let (_, after) = commit(shard, controller, &op, broker_id).await?;
+        if let ControllerAnswer::ControlledShutdown {
+            should_shut_down: done,
+        } = op.answer(&after)
+        {
+            should_shut_down = done;
+        }
+    } else if registration.fenced {
+        let registered_at = controller
+            .registered_at
+            .borrow()
+            .get(&broker_id)
+            .copied()
+            .unwrap_or(RaftIndex(0));
+        if metadata_offset >= registered_at.0 {
+            let op = ControllerOp::UnfenceBroker {
+                broker_id,
+                broker_epoch,
+            };
+            commit(shard, controller, &op, broker_id).await?;
+        }
+    }
+    let image = controller.view.borrow().image();
+    controller.heartbeats.borrow_mut().follow(&image, now);
+    let is_fenced = image.brokers.get(&broker_id).is_none_or(|b| b.fenced);
+    Ok(ControllerReply::Heartbeat {
+        is_fenced,
+        should_shut_down,
+    })
+}
+
+/// On shard 0, for as long as the broker runs: while this broker is the active controller,
+/// fences the brokers whose session expired. A controller that has just become active gives
+/// every broker a full session first.
+pub(super) async fn fence_expired(shard: &Rc<Shard>) {
+    let Some(controller) = shard.controller.get() else {
+        return;
+    };
+    let node = NodeId(shard.config.node_id);
+    let session = Duration::from_millis(shard.config.broker_session_timeout_ms);
+    let check = Duration::from_millis(shard.config.broker_heartbeat_interval_ms).min(session / 4);
+    let mut was_active = false;
+    loop {
+        if shard.sleep_unless_stopped(check).await {
+            return;
+        }
+        let active = controller.is_active(node);
+        let now = GlommioRuntime.now();
+        if active && !was_active {
+            let image = controller.view.borrow().image();
+            let mut heartbeats = controller.heartbeats.borrow_mut();
+            heartbeats.follow(&image, now);
+            heartbeats.reset_all(now);
+        }
+        was_active = active;
+        if !active {
+            continue;
+        }
+        let expired = {
+            let image = controller.view.borrow().image();
+            let mut heartbeats = controller.heartbeats.borrow_mut();
+            heartbeats.follow(&image, now);
+            heartbeats.expired(now, session)
+        };
+        for broker_id in expired {
+            let Ok(_permit) = controller.lock().await else {
+                return;
+            };
+            let op = ControllerOp::FenceBroker { broker_id };
+            match commit(shard, controller, &op, broker_id).await {
+                Ok(_) => tracing::info!(broker_id, "fenced a broker whose session expired"),
+                Err(e) => tracing::warn!(broker_id, error = %e, "fencing a broker"),
+            }
+        }
+    }
+}
+
+/// This broker's endpoints as registered.
+fn end_points(shard: &Shard) -> Vec<BrokerEndpoint> {
+    let advertised = shard.config.advertised_listener();
+    vec![BrokerEndpoint {
+        name: "PLAINTEXT".to_string(),
+        host: advertised.host,
+        port: advertised.port,
+        security_protocol: SECURITY_PROTOCOL_PLAINTEXT,
+    }]
+}
+
+/// On shard 0, for as long as the broker runs: registers this incarnation and heartbeats
+/// (see the module docs).
+pub(super) async fn run_broker(shard: &Rc<Shard>) {
+    let Some(controller) = shard.controller.get() else {
+        return;
+    };
+    let interval = Duration::from_millis(shard.config.broker_heartbeat_interval_ms);
+    // Retries come faster than heartbeats at start, so that a one-node broker serves at once.
+    let retry = interval.min(Duration::from_millis(100));
+    let broker_id = shard.config.node_id;
+    loop {
+        let op = ControllerOp::RegisterBroker {
+            broker_id,
+            incarnation_id: controller.incarnation_id,
+            end_points: end_points(shard),
+            rack: None,
+        };
+        let broker_epoch = match super::call_answer(shard, op).await {
+            Ok(ControllerAnswer::Registered { broker_epoch }) => broker_epoch,
+            Ok(other) => {
+                tracing::warn!(answer = ?other, "unexpected answer to the broker registration");
+                if shard.sleep_unless_stopped(retry).await {
+                    return;
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "broker registration; retrying");
+                if shard.sleep_unless_stopped(retry).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        controller.broker_epoch.set(Some(broker_epoch));
+        tracing::info!(broker_id, broker_epoch, "registered with the controller");
+        let mut wait = Duration::ZERO;
+        loop {
+            if shard.sleep_unless_stopped(wait).await {
+                return;
+            }
+            match send_heartbeat(shard, controller, broker_epoch, false).await {
+                Ok((is_fenced, _)) => {
+                    controller.fenced.set(is_fenced);
+                    controller.published_changed.notify_all();
+                    // A fenced broker heartbeats at the retry pace until unfenced.
+                    wait = if is_fenced { retry } else { interval };
+                }
+                Err(
+                    ControllerError::StaleBrokerEpoch { .. }
+                    | ControllerError::UnknownBroker { .. },
+                ) => {
+                    controller.broker_epoch.set(None);
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "broker heartbeat");
+                    wait = retry;
+                }
+            }
+        }
+    }
+}
+
+async fn send_heartbeat(
+    shard: &Rc<Shard>,
+    controller: &Controller,
+    broker_epoch: i64,
+    want_shut_down: bool,
+) -> Result<(bool, bool), ControllerError> {
+    let heartbeat = ControllerRequest::Heartbeat {
+        broker_id: shard.config.node_id,
+        broker_epoch,
+        metadata_offset: controller.published.get().0,
+        want_shut_down,
+    };
+    match request(shard, heartbeat).await? {
+        ControllerReply::Heartbeat {
+            is_fenced,
+            should_shut_down,
+        } => Ok((is_fenced, should_shut_down)),
+        other => Err(super::unexpected(&other)),
+    }
+}
+
+/// On shard 0 at SIGTERM: asks the active controller to move this broker's leaderships to the
+/// other in-sync replicas and waits until it leads nothing, or `broker.session.timeout.ms`
+/// has passed (then it stops anyway, as after a crash the controller fences it). `true` when
+/// the controller agreed.
+pub async fn controlled_shutdown(shard: &Rc<Shard>) -> bool {
+    let Some(controller) = shard.controller.get() else {
+        return false;
+    };
+    let Some(broker_epoch) = controller.broker_epoch.get() else {
+        return false;
+    };
+    let bound = Duration::from_millis(shard.config.broker_session_timeout_ms);
+    let retry = Duration::from_millis(shard.config.broker_heartbeat_interval_ms.min(100));
+    let ask = async {
+        loop {
+            match send_heartbeat(shard, controller, broker_epoch, true).await {
+                Ok((_, true)) => return true,
+                Ok((_, false)) => {}
+                Err(e) => tracing::debug!(error = %e, "controlled shutdown request"),
+            }
+            glommio::timer::sleep(retry).await;
+        }
+    };
+    let timeout = async {
+        glommio::timer::sleep(bound).await;
+        false
+    };
+    futures_lite::future::or(ask, timeout).await
+}

@@ -1,0 +1,348 @@
+//! The metadata image as the controller quorum's [`StateMachine`] (KRaft's metadata loader):
+//! each committed Raft entry holds the records of one controller change, applied whole or not
+//! at all; snapshots hold the image as records.
+//!
+//! Entry and snapshot bytes (inside the Raft log's own CRC-checked records and frames):
+//! `format version u8 | JSON body`, the body `{"records": [...]}` for an entry and
+//! `{"cluster_id": "...", "records": [...]}` for a snapshot. Every voter applies the same
+//! entries to the same image, so an entry whose records do not apply (proposed against an
+//! image that changed before it committed) is skipped by every voter alike; its proposer
+//! learns it from [`MetadataView::outcome`].
+//!
+//! The state machine runs inside the Raft driver task and shares a [`MetadataView`] with the
+//! controller service on the same thread (hence `Rc`): the latest image, the index it
+//! reflects, the recent entries' outcomes, the known leader, and a [`Notify`] rung at every
+//! change.
+
+use super::image::{ApplyError, MetadataImage};
+use super::record::MetadataRecord;
+use crate::raft::{RaftIndex, RaftTerm, Recovered, StateMachine};
+use crate::runtime::NodeId;
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+use storage::Notify;
+
+/// Format version of entries and snapshots.
+pub const ENTRY_FORMAT_VERSION: u8 = 1;
+/// Most recent entry outcomes [`MetadataView::outcome`] remembers (a proposer asks right
+/// after its proposal resolved, so it needs only the last few).
+pub const OUTCOMES_MAX: usize = 4_096;
+
+/// An entry or a snapshot could not be encoded or decoded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EntryError {
+    #[error("metadata entry format version {found}, expected {ENTRY_FORMAT_VERSION}")]
+    Version { found: u8 },
+    #[error("an empty metadata entry")]
+    Empty,
+    #[error("metadata entry body: {reason}")]
+    Body { reason: String },
+    /// A snapshot's records do not rebuild an image.
+    #[error("metadata snapshot record {position}: {source}")]
+    Rebuild { position: usize, source: ApplyError },
+}
+
+#[derive(Serialize, Deserialize)]
+struct EntryBody {
+    records: Vec<MetadataRecord>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotBody {
+    cluster_id: String,
+    records: Vec<MetadataRecord>,
+}
+
+fn encode<T: Serialize>(body: &T) -> Result<Bytes, EntryError> {
+    let json = serde_json::to_vec(body).map_err(|e| EntryError::Body {
+        reason: e.to_string(),
+    })?;
+    let mut out = BytesMut::with_capacity(1 + json.len());
+    out.put_u8(ENTRY_FORMAT_VERSION);
+    out.put_slice(&json);
+    Ok(out.freeze())
+}
+
+fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, EntryError> {
+    let (&version, json) = bytes.split_first().ok_or(EntryError::Empty)?;
+    if version != ENTRY_FORMAT_VERSION {
+        return Err(EntryError::Version { found: version });
+    }
+    serde_json::from_slice(json).map_err(|e| EntryError::Body {
+        reason: e.to_string(),
+    })
+}
+
+/// The Raft entry holding the records of one change. Errors: [`EntryError::Body`] when they
+/// do not serialise.
+pub fn encode_entry(records: &[MetadataRecord]) -> Result<Bytes, EntryError> {
+    encode(&EntryBody {
+        records: records.to_vec(),
+    })
+}
+
+/// The records of one entry. Errors: [`EntryError`] for bytes that are not an entry of this
+/// format (never panics: the bytes come from peers).
+pub fn decode_entry(bytes: &[u8]) -> Result<Vec<MetadataRecord>, EntryError> {
+    decode::<EntryBody>(bytes).map(|body| body.records)
+}
+
+/// The snapshot bytes of `image`.
+pub fn encode_snapshot(image: &MetadataImage) -> Result<Bytes, EntryError> {
+    encode(&SnapshotBody {
+        cluster_id: image.cluster_id.clone(),
+        records: image.to_records(),
+    })
+}
+
+/// The image a snapshot holds. Errors: [`EntryError`].
+pub fn decode_snapshot(bytes: &[u8]) -> Result<MetadataImage, EntryError> {
+    let body: SnapshotBody = decode(bytes)?;
+    let mut image = MetadataImage::new(body.cluster_id);
+    for (position, record) in body.records.iter().enumerate() {
+        image
+            .apply(record)
+            .map_err(|source| EntryError::Rebuild { position, source })?;
+    }
+    Ok(image)
+}
+
+/// What became of a committed entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryOutcome {
+    /// Its records were applied.
+    Applied,
+    /// It was skipped whole: it did not decode, or a record did not apply (`reason`).
+    Skipped { reason: String },
+}
+
+/// The applied metadata, shared by the state machine (writer) and the controller service
+/// (readers) on one thread.
+pub struct MetadataView {
+    image: Arc<MetadataImage>,
+    applied: RaftIndex,
+    leader: Option<NodeId>,
+    term: RaftTerm,
+    outcomes: VecDeque<(RaftIndex, EntryOutcome)>,
+    changed: Rc<Notify>,
+}
+
+impl MetadataView {
+    /// The latest applied image.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.clone()
+    }
+
+    /// The index of the last entry reflected in [`MetadataView::image`] (0: none yet).
+    pub fn applied_index(&self) -> RaftIndex {
+        self.applied
+    }
+
+    /// The active controller (the Raft leader) as this node knows it, with its term.
+    pub fn leader(&self) -> (Option<NodeId>, RaftTerm) {
+        (self.leader, self.term)
+    }
+
+    /// The outcome of the entry at `index`, if it is among the last [`OUTCOMES_MAX`] applied
+    /// non-empty entries.
+    pub fn outcome(&self, index: RaftIndex) -> Option<&EntryOutcome> {
+        self.outcomes
+            .iter()
+            .rev()
+            .find(|(at, _)| *at == index)
+            .map(|(_, outcome)| outcome)
+    }
+
+    /// Rung at every applied entry, restored snapshot and leader change.
+    pub fn changed(&self) -> Rc<Notify> {
+        self.changed.clone()
+    }
+}
+
+/// The [`StateMachine`] applying metadata entries to a [`MetadataImage`].
+pub struct MetadataStateMachine {
+    view: Rc<RefCell<MetadataView>>,
+}
+
+impl MetadataStateMachine {
+    /// A state machine starting from `image` (empty, or converted from an older store), and
+    /// the view it keeps current.
+    pub fn new(image: MetadataImage) -> (MetadataStateMachine, Rc<RefCell<MetadataView>>) {
+        let view = Rc::new(RefCell::new(MetadataView {
+            image: Arc::new(image),
+            applied: RaftIndex(0),
+            leader: None,
+            term: RaftTerm(0),
+            outcomes: VecDeque::new(),
+            changed: Rc::new(Notify::default()),
+        }));
+        (MetadataStateMachine { view: view.clone() }, view)
+    }
+
+    fn ring(&self) {
+        let changed = self.view.borrow().changed.clone();
+        changed.notify_all();
+    }
+}
+
+/// `image` with the records of `entry` applied, or why the entry is skipped (it does not
+/// decode, or a record does not apply; the image unchanged). What every voter does with a
+/// committed entry.
+pub fn apply_entry(image: &MetadataImage, entry: &[u8]) -> Result<MetadataImage, String> {
+    let records = decode_entry(entry).map_err(|e| e.to_string())?;
+    let mut next = image.clone();
+    for record in &records {
+        next.apply(record).map_err(|e| e.to_string())?;
+    }
+    Ok(next)
+}
+
+/// The image a recovered Raft log holds once its committed entries are applied, and the index
+/// of the last of them: what the state machine reaches after a restart, computed without
+/// running the quorum (the broker opens its partitions from it before it starts). Errors: a
+/// snapshot that does not decode.
+pub fn recover_image(recovered: &Recovered) -> Result<(MetadataImage, RaftIndex), EntryError> {
+    let snapshot = &recovered.snapshot;
+    let snapshot_index = snapshot.get_metadata().index;
+    let mut image = if snapshot_index > 0 {
+        decode_snapshot(&snapshot.data)?
+    } else {
+        MetadataImage::new(String::new())
+    };
+    let commit = recovered.hard_state.commit.max(snapshot_index);
+    let mut applied = snapshot_index;
+    for entry in recovered.entries.iter().filter(|e| e.index <= commit) {
+        if !entry.data.is_empty() {
+            if let Ok(next) = apply_entry(&image, &entry.data) {
+                image = next;
+            }
+        }
+        applied = entry.index;
+    }
+    Ok((image, RaftIndex(applied.max(snapshot_index))))
+}
+
+impl StateMachine for MetadataStateMachine {
+    type RestoreError = EntryError;
+
+    fn apply(&mut self, index: RaftIndex, entry: &[u8]) {
+        {
+            let mut view = self.view.borrow_mut();
+            let outcome = match apply_entry(&view.image, entry) {
+                Ok(next) => {
+                    view.image = Arc::new(next);
+                    EntryOutcome::Applied
+                }
+                Err(reason) => EntryOutcome::Skipped { reason },
+            };
+            view.applied = index;
+            if view.outcomes.len() == OUTCOMES_MAX {
+                view.outcomes.pop_front();
+            }
+            view.outcomes.push_back((index, outcome));
+        }
+        self.ring();
+    }
+
+    fn snapshot(&self) -> Bytes {
+        // The image is made only of records that applied, so it always serialises.
+        encode_snapshot(&self.view.borrow().image).unwrap_or_default()
+    }
+
+    fn restore(&mut self, index: RaftIndex, snapshot: Bytes) -> Result<(), EntryError> {
+        let image = decode_snapshot(&snapshot)?;
+        {
+            let mut view = self.view.borrow_mut();
+            view.image = Arc::new(image);
+            view.applied = index;
+            view.outcomes.clear();
+        }
+        self.ring();
+        Ok(())
+    }
+
+    fn leader_changed(&mut self, leader: Option<NodeId>, term: RaftTerm) {
+        {
+            let mut view = self.view.borrow_mut();
+            view.leader = leader;
+            view.term = term;
+        }
+        self.ring();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::record::{PartitionRecord, TopicRecord};
+    use uuid::Uuid;
+
+    fn topic(name: &str, id: Uuid) -> Vec<MetadataRecord> {
+        vec![
+            MetadataRecord::Topic(TopicRecord {
+                name: name.to_string(),
+                topic_id: id,
+                internal: false,
+            }),
+            MetadataRecord::Partition(PartitionRecord {
+                partition_id: 0,
+                topic_id: id,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }),
+        ]
+    }
+
+    #[test]
+    fn entries_apply_whole_or_not_at_all_and_say_so() {
+        let (mut machine, view) = MetadataStateMachine::new(MetadataImage::new("c".into()));
+        let id = Uuid::from_u128(7);
+        machine.apply(RaftIndex(1), &encode_entry(&topic("a", id)).unwrap());
+        // The same topic id again: its first record does not apply, so nothing of it does.
+        let mut again = topic("b", id);
+        again.reverse();
+        machine.apply(RaftIndex(2), &encode_entry(&again).unwrap());
+        machine.apply(RaftIndex(3), b"\x01not json");
+        machine.apply(RaftIndex(4), b"\x09{}");
+        let view = view.borrow();
+        assert_eq!(view.applied_index(), RaftIndex(4));
+        assert_eq!(view.outcome(RaftIndex(1)), Some(&EntryOutcome::Applied));
+        for index in 2..=4 {
+            assert!(
+                matches!(
+                    view.outcome(RaftIndex(index)),
+                    Some(EntryOutcome::Skipped { .. })
+                ),
+                "entry {index} must be skipped"
+            );
+        }
+        let image = view.image();
+        assert_eq!(image.topics.keys().collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn a_snapshot_restores_an_equal_image() {
+        let (mut machine, view) = MetadataStateMachine::new(MetadataImage::new("c".into()));
+        machine.apply(
+            RaftIndex(1),
+            &encode_entry(&topic("a", Uuid::from_u128(1))).unwrap(),
+        );
+        let snapshot = machine.snapshot();
+        let (mut other, other_view) = MetadataStateMachine::new(MetadataImage::new("x".into()));
+        other.restore(RaftIndex(1), snapshot).unwrap();
+        assert_eq!(*other_view.borrow().image(), *view.borrow().image());
+        assert_eq!(other_view.borrow().applied_index(), RaftIndex(1));
+        assert!(matches!(
+            other.restore(RaftIndex(2), Bytes::from_static(b"\x01[")),
+            Err(EntryError::Body { .. })
+        ));
+        assert_eq!(decode_entry(b""), Err(EntryError::Empty));
+    }
+}
