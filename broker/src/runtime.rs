@@ -30,6 +30,7 @@ const SERVING_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_mi
 /// before it tells every shard to stop.
 pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
+    let member = Arc::new(AtomicBool::new(false));
     let shards = config.cores.len();
     anyhow::ensure!(shards > 0, "no cores to run on");
     let mesh = MeshBuilder::<ShardMsg, _>::full(shards, SHARD_CHANNEL_CAPACITY);
@@ -43,13 +44,14 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
     let mut startup = Some(startup);
     let serving = Arc::new(AtomicUsize::new(0));
     for (id, &cpu) in config.cores.iter().enumerate() {
-        let (mesh, metadata, config, stop, serving, signal) = (
+        let (mesh, metadata, config, stop, serving, signal, member) = (
             mesh.clone(),
             metadata.clone(),
             config.clone(),
             stop.clone(),
             serving.clone(),
             signal.clone(),
+            member.clone(),
         );
         let startup = startup.take();
         let io_memory = config.shard_settings(cpu).io_memory_bytes;
@@ -57,14 +59,18 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
             .name(&format!("sluice-shard-{id}"))
             .io_memory(io_memory)
             .spawn(move || async move {
-                let stops = Stops { signal, stop };
+                let flags = Flags {
+                    member,
+                    signal,
+                    stop,
+                };
                 shard_main(
                     id,
                     (*config).clone(),
                     metadata,
                     mesh,
                     startup,
-                    stops,
+                    flags,
                     serving,
                 )
                 .await
@@ -93,10 +99,10 @@ async fn shard_main(
     metadata: Arc<ClusterMetadata>,
     mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
     startup: Option<Startup>,
-    stops: Stops,
+    flags: Flags,
     serving: Arc<AtomicUsize>,
 ) -> anyhow::Result<()> {
-    let Stops { signal, stop } = stops;
+    let (signal, stop) = (flags.signal.clone(), flags.stop.clone());
     let (senders, mut receivers) = mesh
         .join()
         .await
@@ -172,7 +178,28 @@ async fn shard_main(
         .detach();
     // A shard with `listen = false` binds nothing: the kernel spreads connections over the
     // shards that listen, and this one serves only forwarded partition work.
-    let listener = if settings.listen {
+    // Clients are accepted once this broker is a registered, unfenced member of the cluster
+    // (before, Metadata would list no broker and CreateTopics find none to place replicas
+    // on). Shard 0 says so when the controller has unfenced it.
+    if id == 0 {
+        let watcher = shard.clone();
+        let member = flags.member.clone();
+        glommio::spawn_local(async move {
+            while !crate::controller::serving(&watcher) {
+                if watcher.sleep_unless_stopped(SERVING_CHECK_INTERVAL).await {
+                    return;
+                }
+            }
+            member.store(true, Ordering::Release);
+        })
+        .detach();
+    }
+    while !flags.member.load(Ordering::Acquire) {
+        if shard.sleep_unless_stopped(SERVING_CHECK_INTERVAL).await {
+            break;
+        }
+    }
+    let listener = if settings.listen && !shard.stop.is_requested() {
         Some(
             TcpListener::bind(listen)
                 .map_err(|e| anyhow::anyhow!("shard {id}: binding {listen}: {e}"))?,
@@ -186,15 +213,12 @@ async fn shard_main(
         let admin = crate::admin::bind(admin_listen)
             .map_err(|e| anyhow::anyhow!("binding admin listener {admin_listen}: {e}"))?;
         glommio::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone())))).detach();
-        // "listening" means every shard serves and this broker is a registered, unfenced
-        // member of the cluster: said once the others have opened their logs too and the
-        // controller unfenced it (a start-up wait, checked every millisecond), while this
-        // shard already accepts.
+        // "listening" means every shard serves (it is a registered, unfenced member, see
+        // above): said once the others have bound too (a start-up wait, checked every
+        // millisecond), while this shard already accepts.
         let announcer = shard.clone();
         glommio::spawn_local(async move {
-            while serving.load(Ordering::Acquire) < announcer.shards
-                || !crate::controller::serving(&announcer)
-            {
+            while serving.load(Ordering::Acquire) < announcer.shards {
                 if announcer
                     .sleep_unless_stopped(SERVING_CHECK_INTERVAL)
                     .await
@@ -246,9 +270,12 @@ async fn shard_main(
     Ok(())
 }
 
-/// The two shutdown flags: `signal` set by SIGTERM/SIGINT (watched by shard 0), `stop` set by
-/// shard 0 once the controlled shutdown is over (watched by every shard).
-struct Stops {
+/// The process-wide flags of a broker's life: `member` set by shard 0 once the controller
+/// has unfenced this broker (every shard then binds its listener); `signal` set by
+/// SIGTERM/SIGINT (watched by shard 0); `stop` set by shard 0 once the controlled shutdown is
+/// over (watched by every shard).
+struct Flags {
+    member: Arc<AtomicBool>,
     signal: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 }

@@ -118,3 +118,44 @@ pub async fn send(addr: SocketAddr, request: &ControllerRequest) -> Wire {
         .await
         .unwrap_or(Err(ControllerError::Unavailable))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replication::metadata::ControllerOp;
+
+    #[test]
+    fn requests_round_trip_and_garbage_is_refused() {
+        let request = ControllerRequest::Op {
+            from: 2,
+            op: ControllerOp::FenceBroker { broker_id: 3 },
+        };
+        let frame = encode(7, Some(FORWARD_API_KEY), &request).unwrap();
+        // Without the size prefix, as the connection hands frames over.
+        let body = &frame[4..];
+        assert!(is_forwarded(body));
+        let (correlation_id, decoded) = decode_request(body).unwrap();
+        assert_eq!(correlation_id, 7);
+        assert!(matches!(
+            decoded,
+            ControllerRequest::Op {
+                from: 2,
+                op: ControllerOp::FenceBroker { broker_id: 3 }
+            }
+        ));
+        let mut seed = 0x5eed_u64;
+        for len in 0..400 {
+            let mut garbage = FORWARD_API_KEY.to_be_bytes().to_vec();
+            for _ in 0..len {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                garbage.push((seed >> 33) as u8);
+            }
+            assert!(decode_request(&garbage).is_none(), "{garbage:?}");
+        }
+        for cut in 0..body.len() {
+            assert!(decode_request(&body[..cut]).is_none(), "cut at {cut}");
+        }
+    }
+}

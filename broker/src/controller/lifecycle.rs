@@ -98,6 +98,7 @@ async fn heartbeat(
             });
         }
     }
+    controller.heard.borrow_mut().insert(broker_id);
     let _permit = controller.lock().await?;
     let image = controller.view.borrow().image();
     let Some(registration) = image.brokers.get(&broker_id) else {
@@ -162,6 +163,7 @@ pub(super) async fn fence_expired(shard: &Rc<Shard>) {
             let mut heartbeats = controller.heartbeats.borrow_mut();
             heartbeats.follow(&image, now);
             heartbeats.reset_all(now);
+            controller.heard.borrow_mut().clear();
         }
         was_active = active;
         if !active {

@@ -179,7 +179,9 @@ fn not_active(controller: &Controller) -> ControllerError {
 
 /// Waits until this active controller's state machine has applied every entry the quorum
 /// committed (a new leader's first entry commits the previous terms' entries), so that a
-/// proposal sees the image it will be appended after.
+/// proposal sees the image it will be appended after. The driver applies Raft's own empty
+/// entries without telling the state machine, so this also looks again every
+/// [`CATCH_UP_RECHECK`].
 async fn caught_up(shard: &Shard, controller: &Controller) -> Result<(), ControllerError> {
     loop {
         let changed = controller.view.borrow().changed();
@@ -188,12 +190,15 @@ async fn caught_up(shard: &Shard, controller: &Controller) -> Result<(), Control
         if !controller.is_active(NodeId(shard.config.node_id)) {
             return Err(not_active(controller));
         }
-        if controller.view.borrow().applied_index() >= status.commit_index {
+        if status.applied_index >= status.commit_index {
             return Ok(());
         }
-        notified.await;
+        futures_lite::future::or(notified, glommio::timer::sleep(CATCH_UP_RECHECK)).await;
     }
 }
+
+/// How often [`caught_up`] looks at the driver's applied index when nothing rang.
+const CATCH_UP_RECHECK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Proposes `op` of broker `from` against the applied image and, unless it only validates or
 /// changes nothing, commits its records as one entry and waits until every shard of this
@@ -223,10 +228,11 @@ async fn commit(
     let now = crate::seam::GlommioRuntime.now();
     let session = std::time::Duration::from_millis(shard.config.broker_session_timeout_ms);
     let session_live = |broker_id: i32| {
-        controller
-            .heartbeats
-            .borrow()
-            .is_live(broker_id, now, session)
+        controller.heard.borrow().contains(&broker_id)
+            && controller
+                .heartbeats
+                .borrow()
+                .is_live(broker_id, now, session)
     };
     let new_topic_id = Uuid::new_v4();
     let ctx = ProposeContext {

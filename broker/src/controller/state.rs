@@ -9,7 +9,7 @@ use replication::metadata::{BrokerHeartbeats, ControllerError, MetadataView};
 use replication::raft::{QuorumNode, RaftIndex, Role};
 use replication::runtime::NodeId;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::rc::Rc;
 use storage::Notify;
@@ -35,6 +35,12 @@ pub struct Controller {
     pub(super) producer_ids_lock: Semaphore,
     /// On the active controller: the registered brokers' sessions.
     pub(super) heartbeats: RefCell<BrokerHeartbeats>,
+    /// On the active controller: the brokers that heartbeated to it since it became active.
+    /// Only their sessions count as live when another incarnation registers (Kafka refuses
+    /// it while the old session is valid): a broker's previous process, not heard from by
+    /// this controller, is taken to be gone, so a restarted node (or a restarted one-node
+    /// cluster) registers at once instead of after a session timeout.
+    pub(super) heard: RefCell<BTreeSet<i32>>,
     /// On the active controller: the index at which each broker's registration committed
     /// (a broker that has installed it is caught up and may be unfenced); unknown after a
     /// failover, then 0.
@@ -59,6 +65,7 @@ impl Controller {
             producer_ids: Cell::new(0..0),
             producer_ids_lock: Semaphore::new(1),
             heartbeats: RefCell::new(BrokerHeartbeats::new()),
+            heard: RefCell::new(BTreeSet::new()),
             registered_at: RefCell::new(BTreeMap::new()),
             incarnation_id: Uuid::new_v4(),
             broker_epoch: Cell::new(None),

@@ -202,7 +202,7 @@ pub fn apply_entry(image: &MetadataImage, entry: &[u8]) -> Result<MetadataImage,
 }
 
 /// The image a recovered Raft log holds once its committed entries are applied, and the index
-/// of the last of them: what the state machine reaches after a restart, computed without
+/// of the last non-empty one (what [`MetadataView::applied_index`] reaches): what the state machine reaches after a restart, computed without
 /// running the quorum (the broker opens its partitions from it before it starts). Errors: a
 /// snapshot that does not decode.
 pub fn recover_image(recovered: &Recovered) -> Result<(MetadataImage, RaftIndex), EntryError> {
@@ -216,14 +216,15 @@ pub fn recover_image(recovered: &Recovered) -> Result<(MetadataImage, RaftIndex)
     let commit = recovered.hard_state.commit.max(snapshot_index);
     let mut applied = snapshot_index;
     for entry in recovered.entries.iter().filter(|e| e.index <= commit) {
+        // Raft's own empty entries never reach the state machine (nor its applied index).
         if !entry.data.is_empty() {
             if let Ok(next) = apply_entry(&image, &entry.data) {
                 image = next;
             }
+            applied = entry.index;
         }
-        applied = entry.index;
     }
-    Ok((image, RaftIndex(applied.max(snapshot_index))))
+    Ok((image, RaftIndex(applied)))
 }
 
 impl StateMachine for MetadataStateMachine {

@@ -1,0 +1,38 @@
+//! The decoders of the controller quorum's peer bytes on arbitrary input: a voter frame
+//! (`replication::raft::codec::decode`, as received from voter 2 by voter 1 of three), the
+//! quorum log file (`replication::raft::replay`, as read back after a crash), and a metadata
+//! entry and snapshot (`replication::metadata::{decode_entry, decode_snapshot}`, as committed
+//! by the leader). Each must answer `Ok` or a typed error, never panic. The first byte picks
+//! the decoder.
+#![no_main]
+
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use replication::raft::codec::{decode, Voters};
+use replication::runtime::NodeId;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let bytes = Bytes::copy_from_slice(rest);
+    match which % 4 {
+        0 => {
+            let voters = [NodeId(1), NodeId(2), NodeId(3)];
+            let voters = Voters {
+                this: 1,
+                voters: &voters,
+            };
+            let _ = decode(&voters, NodeId(2), &bytes);
+        }
+        1 => {
+            let _ = replication::raft::replay(&bytes);
+        }
+        2 => {
+            let _ = replication::metadata::decode_entry(rest);
+        }
+        _ => {
+            let _ = replication::metadata::decode_snapshot(rest);
+        }
+    }
+});

@@ -1,0 +1,163 @@
+"""A cluster of `sluice` processes on one host (issue #14): N combined broker + controller
+nodes on distinct loopback ports, each with its own data directory, every node a voter of
+`controller.quorum.voters`. Used by tests/compat/test_cluster.py and scripts/cluster-failover.
+
+    cluster = SluiceCluster(binary, directory, nodes=3, settings={...})
+    cluster.start()            # every node, then waits until each lists all brokers
+    cluster.kill(2)            # SIGKILL node 2 (its data directory stays)
+    cluster.start_node(2)      # restarts it on its data directory
+    cluster.stop()             # SIGTERM every node (controlled shutdown), SIGKILL past a grace
+
+Ports: each node gets a free Kafka port, admin port and voter port, chosen once, so a
+restarted node comes back at the same addresses.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+STOP_GRACE_S = 20.0
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ClusterError(Exception):
+    pass
+
+
+class SluiceNode:
+    def __init__(self, node_id, directory):
+        self.node_id = node_id
+        self.dir = Path(directory)
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.voter_port = free_port()
+        self.proc = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self):
+        return self.dir / "sluice.log"
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines=40):
+        try:
+            text = self.log_path.read_bytes().decode("utf-8", "replace")
+        except OSError as e:
+            return f"(no log: {e})"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class SluiceCluster:
+    """`nodes` Sluice nodes under `directory` (ids 1..nodes)."""
+
+    def __init__(self, binary, directory, nodes=3, settings=None, cores=1, preexec_fn=None):
+        self.binary = str(binary)
+        self.dir = Path(directory)
+        self.settings = dict(settings or {})
+        self.cores = cores
+        self.preexec_fn = preexec_fn
+        self.nodes = {i: SluiceNode(i, self.dir / f"node-{i}") for i in range(1, nodes + 1)}
+
+    @property
+    def voters(self):
+        return ",".join(f"{n.node_id}@127.0.0.1:{n.voter_port}" for n in self.nodes.values())
+
+    def bootstrap(self, exclude=()):
+        return ",".join(n.bootstrap for n in self.nodes.values() if n.node_id not in exclude)
+
+    def command(self, node):
+        cmd = [self.binary, "--listen", node.bootstrap,
+               "--admin-listen", f"127.0.0.1:{node.admin_port}",
+               "--data-dir", str(node.dir / "data"), "--smp", str(self.cores),
+               "--set", f"node.id={node.node_id}",
+               "--set", f"controller.quorum.voters={self.voters}"]
+        for key, value in self.settings.items():
+            cmd += ["--set", f"{key}={value}"]
+        return cmd
+
+    def start_node(self, node_id, wait=True, timeout=60):
+        """Starts node `node_id` (again); with `wait`, returns once it says it serves."""
+        node = self.nodes[node_id]
+        if node.alive():
+            raise ClusterError(f"node {node_id} is already running")
+        node.dir.mkdir(parents=True, exist_ok=True)
+        node.starts += 1
+        with open(node.log_path, "ab") as log:
+            log.write(f"\n=== start #{node.starts}: {' '.join(self.command(node))}\n".encode())
+            log.flush()
+            node.proc = subprocess.Popen(self.command(node), stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         env=dict(os.environ, NO_COLOR="1"),
+                                         preexec_fn=self.preexec_fn)
+        if wait:
+            self.wait_serving(node_id, timeout)
+
+    def wait_serving(self, node_id, timeout=60):
+        """Waits until node `node_id` printed its `listening` line for its latest start: it is
+        registered with the controller and unfenced."""
+        node = self.nodes[node_id]
+        deadline = time.monotonic() + timeout
+        marker = f"=== start #{node.starts}:"
+        while time.monotonic() < deadline:
+            if not node.alive():
+                raise ClusterError(f"node {node_id} exited ({node.proc.returncode}) while "
+                                   f"starting\n{node.log_tail()}")
+            text = node.log_path.read_bytes().decode("utf-8", "replace")
+            if "sluice: listening on" in text.rsplit(marker, 1)[-1]:
+                return
+            time.sleep(0.05)
+        raise ClusterError(f"node {node_id} not serving after {timeout} s\n{node.log_tail()}")
+
+    def start(self, timeout=60):
+        """Starts every node (in any order: they wait for a quorum) and waits until each
+        serves."""
+        for node_id in self.nodes:
+            self.start_node(node_id, wait=False)
+        for node_id in self.nodes:
+            self.wait_serving(node_id, timeout)
+        return self
+
+    def kill(self, node_id):
+        """SIGKILL node `node_id` and reap it."""
+        node = self.nodes[node_id]
+        if node.alive():
+            node.proc.send_signal(signal.SIGKILL)
+        if node.proc is not None:
+            node.proc.wait(timeout=30)
+
+    def stop_node(self, node_id, grace=STOP_GRACE_S):
+        """SIGTERM (controlled shutdown), SIGKILL after `grace` s; returns the exit status."""
+        node = self.nodes[node_id]
+        if not node.alive():
+            return node.proc.returncode if node.proc else None
+        node.proc.send_signal(signal.SIGTERM)
+        try:
+            return node.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.kill(node_id)
+            return None
+
+    def stop(self):
+        for node_id in self.nodes:
+            if self.nodes[node_id].alive():
+                self.nodes[node_id].proc.send_signal(signal.SIGTERM)
+        for node_id in self.nodes:
+            self.stop_node(node_id)
+
+    def describe(self):
+        return "\n".join(f"--- node {n.node_id} ({'running' if n.alive() else 'stopped'}), "
+                         f"{n.log_path}:\n{n.log_tail()}" for n in self.nodes.values())
