@@ -2,12 +2,10 @@
 //! shard becomes a [`ShardMsg::Partition`] sent over the bounded glommio channel mesh; record
 //! bytes travel as `Bytes` (refcounted, never copied) and the reply comes back on a oneshot.
 
-use crate::controller::forward::ControllerReply;
-use crate::controller::ControllerRequest;
 use crate::metadata::ClusterMetadata;
 use crate::partitions::{PartitionOp, PartitionReply};
 use futures_channel::oneshot;
-use replication::metadata::ControllerError;
+use replication::metadata::{ControllerError, ControllerReply, ControllerRequest};
 use std::sync::Arc;
 use storage::TopicPartition;
 

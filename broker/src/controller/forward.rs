@@ -13,13 +13,12 @@
 //! One connection per request (heartbeats come every `broker.heartbeat.interval.ms`, changes
 //! are rare), bounded by [`FORWARD_TIMEOUT`].
 
-use super::ControllerRequest;
 use crate::handlers::Response;
 use crate::shard::Shard;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use replication::metadata::ControllerError;
-use serde::{Deserialize, Serialize};
+use replication::metadata::{ControllerError, ControllerReply, ControllerRequest};
+use serde::Serialize;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -30,20 +29,6 @@ pub const FORWARD_API_KEY: i16 = 32_000;
 pub const FORWARD_BYTES_MAX: usize = 16 << 20;
 /// How long a forwarded request may take, connection included.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// What the active controller answers a [`ControllerRequest`].
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum ControllerReply {
-    /// A metadata change's answer.
-    Answer(replication::metadata::ControllerAnswer),
-    /// A block of producer ids, `start..end`, for the requesting broker.
-    ProducerIds { start: i64, end: i64 },
-    /// A heartbeat's answer (BrokerHeartbeatResponse's fields).
-    Heartbeat {
-        is_fenced: bool,
-        should_shut_down: bool,
-    },
-}
 
 type Wire = Result<ControllerReply, ControllerError>;
 

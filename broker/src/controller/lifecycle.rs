@@ -11,13 +11,15 @@
 //!   the epoch; [`controlled_shutdown`] asks to shut down at SIGTERM and waits until this
 //!   broker leads nothing (bounded by the session timeout).
 
-use super::forward::ControllerReply;
 use super::state::Controller;
-use super::{commit, request, ControllerRequest};
+use super::{commit, request};
 use crate::metadata::SECURITY_PROTOCOL_PLAINTEXT;
 use crate::seam::GlommioRuntime;
 use crate::shard::Shard;
-use replication::metadata::{BrokerEndpoint, ControllerAnswer, ControllerError, ControllerOp};
+use replication::metadata::{
+    BrokerEndpoint, ControllerAnswer, ControllerError, ControllerOp, ControllerReply,
+    ControllerRequest,
+};
 use replication::raft::RaftIndex;
 use replication::runtime::{Clock, NodeId};
 use std::rc::Rc;

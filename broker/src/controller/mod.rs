@@ -25,15 +25,13 @@ use crate::dynamic_config;
 use crate::messages::ShardMsg;
 use crate::metadata::overrides_config;
 use crate::shard::Shard;
-use forward::ControllerReply;
 use futures_channel::oneshot;
 use replication::metadata::{
-    encode_entry, propose, ControllerAnswer, ControllerError, ControllerOp, EntryOutcome,
-    MetadataImage, ProposeContext,
+    encode_entry, propose, ControllerAnswer, ControllerError, ControllerOp, ControllerReply,
+    ControllerRequest, EntryOutcome, MetadataImage, ProposeContext,
 };
 use replication::raft::RaftIndex;
 use replication::runtime::{Clock, NodeId};
-use serde::{Deserialize, Serialize};
 use state::Controller;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -42,23 +40,6 @@ use uuid::Uuid;
 
 pub use bootstrap::Startup;
 pub use lifecycle::controlled_shutdown;
-
-/// What a broker asks the active controller.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum ControllerRequest {
-    /// A metadata change asked by broker `from` (the owner of what it creates for itself).
-    Op { from: i32, op: ControllerOp },
-    /// A new block of producer ids for broker `from` (KRaft's AllocateProducerIds).
-    AllocateProducerIds { from: i32 },
-    /// Broker `broker_id`'s heartbeat (KRaft's BrokerHeartbeat): its registration's epoch,
-    /// the metadata log index it has installed, and whether it wants to shut down.
-    Heartbeat {
-        broker_id: i32,
-        broker_epoch: i64,
-        metadata_offset: u64,
-        want_shut_down: bool,
-    },
-}
 
 /// Runs metadata change `op` on the active controller (this broker's, or over the
 /// network) and returns its answer. Errors: the controller's, [`ControllerError::

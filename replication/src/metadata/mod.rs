@@ -24,6 +24,7 @@ mod image;
 mod propose;
 mod raft_machine;
 mod record;
+mod request;
 mod store;
 
 pub use heartbeats::BrokerHeartbeats;
@@ -41,6 +42,7 @@ pub use raft_machine::{
     EntryError, EntryOutcome, MetadataStateMachine, MetadataView, ENTRY_FORMAT_VERSION,
     OUTCOMES_MAX,
 };
+pub use request::{ControllerReply, ControllerRequest};
 pub use record::{
     BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord, ConfigRecord,
     FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
