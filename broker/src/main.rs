@@ -68,7 +68,7 @@ fn run() -> anyhow::Result<()> {
     let config = cli::load(args)?;
     let _lock = lockfile::DataDirLock::acquire(&config.data_dir)?;
     anyhow::ensure!(!config.cores.is_empty(), "no cores to run on");
-    let startup = controller::bootstrap::recover(&config.data_dir, config.node_id)?;
+    let startup = controller::bootstrap::recover(&config)?;
     remove_deleted_partition_dirs(&config.data_dir);
     // Before any other thread starts, so that every thread inherits the blocked signals.
     let stop = shutdown::install()?;

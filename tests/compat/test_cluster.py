@@ -112,15 +112,15 @@ def test_killed_controller_is_replaced_and_the_node_rejoins(cluster):
     new = wait_until(lambda: live_controller(cluster, {old}), FAILOVER_BOUND_S,
                      what="a new active controller")
     assert new != old
+    # The killed broker is fenced: listed no more, in no ISR, leading nothing.
+    wait_until(lambda: sorted(metadata(cluster.bootstrap(exclude={old})).brokers)
+               == sorted({1, 2, 3} - {old}), FAILOVER_BOUND_S, what="the dead broker fenced")
     # A fresh client (the old one would still ask the dead controller) creates a topic with
-    # the two brokers left.
+    # the two brokers left; its replicas are placed on live brokers only.
     create(cluster.bootstrap(exclude={old}), "after-failover", replication_factor=2)
     parts = wait_until(lambda: partitions_of(cluster.bootstrap(exclude={old}), "after-failover"),
                        20, what="the topic created after the failover")
     assert all(old not in replicas for _, replicas, _ in parts.values()), parts
-    # The killed broker is fenced: listed no more, in no ISR, leading nothing.
-    wait_until(lambda: sorted(metadata(cluster.bootstrap(exclude={old})).brokers)
-               == sorted({1, 2, 3} - {old}), FAILOVER_BOUND_S, what="the dead broker fenced")
     cluster.start_node(old)
     wait_until(lambda: sorted(metadata(cluster.nodes[old].bootstrap).brokers) == [1, 2, 3],
                FAILOVER_BOUND_S, what="the restarted node listed again")

@@ -18,8 +18,9 @@ use replication::metadata::{
 };
 use replication::raft::{replay, RaftIndex, LOG_FILE};
 use replication::runtime::NodeId;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
+use tuning::config::BrokerConfig;
 use uuid::Uuid;
 
 /// How long [`run`] waits between looks at whether this node leads (it also wakes at every
@@ -39,9 +40,11 @@ pub struct Startup {
     converted: Vec<PathBuf>,
 }
 
-/// Reads what `data_dir` holds (see the module docs). Blocking: call at start-up only.
+/// Reads what `config`'s data directory holds (see the module docs). Blocking: call at start-up only.
 /// Errors: unreadable or corrupt metadata files.
-pub fn recover(data_dir: &Path, node_id: i32) -> anyhow::Result<Startup> {
+pub fn recover(config: &BrokerConfig) -> anyhow::Result<Startup> {
+    let (data_dir, node_id) = (config.data_dir.as_path(), config.node_id);
+    let sole_voter = config.controller_quorum_voters.len() <= 1;
     let log = data_dir
         .join(crate::quorum::dir::QUORUM_DIR_NAME)
         .join(LOG_FILE);
@@ -49,7 +52,7 @@ pub fn recover(data_dir: &Path, node_id: i32) -> anyhow::Result<Startup> {
         Ok(bytes) if !bytes.is_empty() => {
             let (recovered, _) = replay(&bytes.into())
                 .map_err(|e| anyhow::anyhow!("reading {}: {e}", log.display()))?;
-            let (image, applied) = recover_image(&recovered)
+            let (image, applied) = recover_image(&recovered, sole_voter)
                 .map_err(|e| anyhow::anyhow!("reading {}: {e}", log.display()))?;
             if !image.cluster_id.is_empty() {
                 return Ok(Startup {

@@ -42,13 +42,13 @@ pub use raft_machine::{
     EntryError, EntryOutcome, MetadataStateMachine, MetadataView, ENTRY_FORMAT_VERSION,
     OUTCOMES_MAX,
 };
-pub use request::{ControllerReply, ControllerRequest};
 pub use record::{
     BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord, ConfigRecord,
     FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
     PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
     UnfenceBrokerRecord, UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
+pub use request::{ControllerReply, ControllerRequest};
 pub use store::{
     decode_files, MetadataStore, Opened, StoreError, FRAME_BYTES_MAX, LOG_FILE_NAME,
     SNAPSHOT_FILE_NAME, SNAPSHOT_LOG_BYTES,

@@ -203,9 +203,17 @@ pub fn apply_entry(image: &MetadataImage, entry: &[u8]) -> Result<MetadataImage,
 
 /// The image a recovered Raft log holds once its committed entries are applied, and the index
 /// of the last non-empty one (what [`MetadataView::applied_index`] reaches): what the state machine reaches after a restart, computed without
-/// running the quorum (the broker opens its partitions from it before it starts). Errors: a
-/// snapshot that does not decode.
-pub fn recover_image(recovered: &Recovered) -> Result<(MetadataImage, RaftIndex), EntryError> {
+/// running the quorum (the broker opens its partitions from it before it starts).
+///
+/// `sole_voter`: this node is the quorum's only voter, so every entry it persisted is
+/// committed (the durable commit index lags: raft-rs persists the hard state that advances it
+/// with a later `Ready`, which may never come before a stop). Otherwise only entries up to
+/// the durable commit index count; the rest comes with the quorum. Errors: a snapshot that
+/// does not decode.
+pub fn recover_image(
+    recovered: &Recovered,
+    sole_voter: bool,
+) -> Result<(MetadataImage, RaftIndex), EntryError> {
     let snapshot = &recovered.snapshot;
     let snapshot_index = snapshot.get_metadata().index;
     let mut image = if snapshot_index > 0 {
@@ -213,7 +221,11 @@ pub fn recover_image(recovered: &Recovered) -> Result<(MetadataImage, RaftIndex)
     } else {
         MetadataImage::new(String::new())
     };
-    let commit = recovered.hard_state.commit.max(snapshot_index);
+    let commit = if sole_voter {
+        u64::MAX
+    } else {
+        recovered.hard_state.commit.max(snapshot_index)
+    };
     let mut applied = snapshot_index;
     for entry in recovered.entries.iter().filter(|e| e.index <= commit) {
         // Raft's own empty entries never reach the state machine (nor its applied index).

@@ -36,4 +36,3 @@ pub enum ControllerReply {
         should_shut_down: bool,
     },
 }
-
