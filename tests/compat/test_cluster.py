@@ -9,10 +9,13 @@ widely (tens of seconds); nothing here asserts a duration. The partitions' data 
 replicated yet (issue #15), so these tests check metadata, not records on a new leader.
 """
 
+import socket
+
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
+import kafka_wire as kw
 from compat_util import admin, consume_all, producer, wait_until
 from conftest import _die_with_parent
 from sluice_cluster import SluiceCluster
@@ -24,6 +27,7 @@ SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 20
 # and an election; these leave wide margins on a loaded 2-core machine.
 FAILOVER_BOUND_S = 30
 PARTITIONS = 6
+NOT_LEADER_OR_FOLLOWER = 6
 
 
 @pytest.fixture
@@ -178,3 +182,29 @@ def test_sigterm_moves_leaderships_before_exit(cluster):
 
     wait_until(moved, 20, what="the survivors to report the moved leaderships")
     cluster.start_node(leaving)
+
+
+def exchange(bootstrap, request):
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(request)
+        return kw.read_frame(s)
+
+
+def test_produce_and_fetch_off_the_leader_get_not_leader_or_follower(cluster):
+    create(cluster.bootstrap(), "leaders", partitions=3, replication_factor=2)
+    parts = wait_until(lambda: partitions_of(cluster.bootstrap(), "leaders"), 20, what="the topic")
+    batch = kw.record_batch([b"x"])
+    for p, (leader, replicas, _) in parts.items():
+        for node_id in (1, 2, 3):
+            bootstrap = cluster.nodes[node_id].bootstrap
+            _, produced = kw.parse_produce_v3(
+                exchange(bootstrap, kw.produce_v3(1, "leaders", [(p, batch)])))
+            _, fetched = kw.parse_fetch_v4(exchange(bootstrap, kw.fetch_v4(2, "leaders", p, 0)))
+            produce_error, fetch_error = produced[("leaders", p)][0], fetched[("leaders", p)][0]
+            # The leader takes it; a follower, and a broker holding no replica at all, answer
+            # NOT_LEADER_OR_FOLLOWER (6), as Kafka does.
+            expected = 0 if node_id == leader else NOT_LEADER_OR_FOLLOWER
+            where = f"partition {p} (leader {leader}, replicas {replicas}) on broker {node_id}"
+            assert produce_error == expected, f"produce: {produce_error}, {where}"
+            assert fetch_error == expected, f"fetch: {fetch_error}, {where}"

@@ -358,4 +358,38 @@ mod tests {
         ));
         assert_eq!(decode_entry(b""), Err(EntryError::Empty));
     }
+
+    #[test]
+    fn recovery_counts_committed_entries_or_every_entry_of_a_sole_voter() {
+        use raft::eraftpb::Entry;
+        let entry = |index: u64, data: Bytes| Entry {
+            index,
+            term: 1,
+            data,
+            ..Entry::default()
+        };
+        let mut recovered = Recovered::default();
+        recovered.entries = vec![
+            entry(1, encode_entry(&[cluster("c")]).unwrap()),
+            // Raft's own empty entry (a new leader's first): no data, not counted.
+            entry(2, Bytes::new()),
+            entry(3, encode_entry(&topic("a", Uuid::from_u128(1))).unwrap()),
+        ];
+        recovered.hard_state.commit = 2;
+        let (image, applied) = recover_image(&recovered, false).unwrap();
+        assert_eq!((image.cluster_id.as_str(), applied), ("c", RaftIndex(1)));
+        assert!(image.topics.is_empty(), "entry 3 is not committed");
+        let (image, applied) = recover_image(&recovered, true).unwrap();
+        assert_eq!(applied, RaftIndex(3));
+        assert!(
+            image.topics.contains_key("a"),
+            "a sole voter's persisted entry is committed"
+        );
+    }
+
+    fn cluster(id: &str) -> MetadataRecord {
+        MetadataRecord::ClusterId(crate::metadata::record::ClusterIdRecord {
+            cluster_id: id.to_string(),
+        })
+    }
 }
