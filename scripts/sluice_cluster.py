@@ -64,10 +64,13 @@ class SluiceNode:
 class SluiceCluster:
     """`nodes` Sluice nodes under `directory` (ids 1..nodes)."""
 
-    def __init__(self, binary, directory, nodes=3, settings=None, cores=1, preexec_fn=None):
+    def __init__(self, binary, directory, nodes=3, settings=None, cores=1, preexec_fn=None,
+                 node_settings=None):
+        """`settings` go to every node, `node_settings` ({node id: {key: value}}) to one."""
         self.binary = str(binary)
         self.dir = Path(directory)
         self.settings = dict(settings or {})
+        self.node_settings = dict(node_settings or {})
         self.cores = cores
         self.preexec_fn = preexec_fn
         self.nodes = {i: SluiceNode(i, self.dir / f"node-{i}") for i in range(1, nodes + 1)}
@@ -85,7 +88,7 @@ class SluiceCluster:
                "--data-dir", str(node.dir / "data"), "--smp", str(self.cores),
                "--set", f"node.id={node.node_id}",
                "--set", f"controller.quorum.voters={self.voters}"]
-        for key, value in self.settings.items():
+        for key, value in {**self.settings, **self.node_settings.get(node.node_id, {})}.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd
 

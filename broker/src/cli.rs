@@ -31,8 +31,9 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     sluice.cores                  CPU list as --cores (taskset syntax)  [all CPUs]
     log.retention.check.interval.ms  how often retention runs, ms      [300000]
     offsets.topic.replication.factor  replicas of __consumer_offsets;
-                                  Sluice uses min(it, registered brokers) [3]
-  Controller quorum (KRaft's names; the quorum is not started by the broker yet):
+                                  Sluice uses min(it, live brokers)    [3]
+    broker.rack                   this broker's rack (listed in Metadata) [none]
+  Controller quorum (KRaft's names; every node is a combined broker and voter):
     controller.quorum.voters      ID@HOST:PORT,... ; must name node.id  [empty: this node alone]
     controller.quorum.election.timeout.ms  at least 300                 [1000]
     broker.heartbeat.interval.ms  below broker.session.timeout.ms       [2000]

@@ -33,7 +33,8 @@ NOT_LEADER_OR_FOLLOWER = 6
 @pytest.fixture
 def cluster(sluice_bin, tmp_path):
     c = SluiceCluster(sluice_bin, tmp_path / "cluster", nodes=3, settings=SETTINGS,
-                      preexec_fn=_die_with_parent)
+                      preexec_fn=_die_with_parent,
+                      node_settings={i: {"broker.rack": f"rack-{i}"} for i in (1, 2, 3)})
     try:
         c.start()
     except Exception:
@@ -71,6 +72,11 @@ def test_three_nodes_form_a_cluster_and_serve_rf3_topics(cluster):
         assert sorted(md.brokers) == [1, 2, 3], (node.node_id, md.brokers)
         assert md.controller_id in (1, 2, 3)
     assert len({metadata(n.bootstrap).cluster_id for n in cluster.nodes.values()}) == 1
+    client = admin(cluster.bootstrap())  # alive until its future completes
+    described = client.describe_cluster(request_timeout=10).result()
+    assert sorted((n.id, n.rack) for n in described.nodes) == [
+        (i, f"rack-{i}") for i in (1, 2, 3)], described.nodes
+    assert described.controller.id == metadata(cluster.bootstrap()).controller_id
     # Through every broker: the ones that are not the active controller forward it.
     for node in cluster.nodes.values():
         topic = f"rf3-via-{node.node_id}"

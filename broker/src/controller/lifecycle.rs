@@ -216,7 +216,7 @@ pub(super) async fn run_broker(shard: &Rc<Shard>) {
             broker_id,
             incarnation_id: controller.incarnation_id,
             end_points: end_points(shard),
-            rack: None,
+            rack: shard.config.broker_rack.clone(),
         };
         let broker_epoch = match super::call_answer(shard, op).await {
             Ok(ControllerAnswer::Registered { broker_epoch }) => broker_epoch,

@@ -308,7 +308,7 @@ fn describe_broker(
 fn broker_config_type(key: &str) -> Option<ConfigType> {
     Some(match key {
         "auto.create.topics.enable" => ConfigType::Boolean,
-        "advertised.listeners" | "listeners" | "log.dirs" => ConfigType::String,
+        "advertised.listeners" | "listeners" | "log.dirs" | "broker.rack" => ConfigType::String,
         "sluice.cores" | "controller.quorum.voters" => ConfigType::List,
         "node.id"
         | "controller.quorum.election.timeout.ms"

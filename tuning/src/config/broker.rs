@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Broker-level keys other than the topic-default ones, for lookups and suggestions.
-const BROKER_KEYS: [&str; 24] = [
+const BROKER_KEYS: [&str; 25] = [
     "listeners",
     "advertised.listeners",
     "sluice.admin.listen",
@@ -45,6 +45,7 @@ const BROKER_KEYS: [&str; 24] = [
     "controller.quorum.election.timeout.ms",
     "broker.heartbeat.interval.ms",
     "broker.session.timeout.ms",
+    "broker.rack",
 ];
 
 /// Every key [`BrokerConfig::set`] accepts: the broker keys, every topic property by its
@@ -140,6 +141,9 @@ pub struct BrokerConfig {
     /// `broker.session.timeout.ms` (KIP-631): how long the controller waits for a broker's
     /// heartbeat before it fences the broker, ms. Default 9000.
     pub broker_session_timeout_ms: u64,
+    /// `broker.rack`: this broker's rack, registered with the controller and listed in
+    /// Metadata and DescribeCluster (placement does not use it yet). Default: none.
+    pub broker_rack: Option<String>,
     /// Keys set through [`BrokerConfig::set`], canonical names, with the value as given
     /// (trimmed): DescribeConfigs reports a synonym in its own unit (`log.retention.hours`).
     given: BTreeMap<&'static str, String>,
@@ -178,6 +182,7 @@ impl Default for BrokerConfig {
             controller_quorum_election_timeout_ms: 1000,
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
+            broker_rack: None,
             given: BTreeMap::new(),
             synonym_rank: BTreeMap::new(),
         }
@@ -306,6 +311,9 @@ impl BrokerConfig {
             }
             "log.retention.check.interval.ms" => {
                 self.log_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
+            }
+            "broker.rack" => {
+                self.broker_rack = (!v.is_empty()).then(|| v.to_string());
             }
             "offsets.topic.replication.factor" => {
                 let n = parse_ranged(key, value, 1, i64::from(i16::MAX))?;
@@ -493,6 +501,7 @@ impl BrokerConfig {
             "broker.session.timeout.ms",
             self.broker_session_timeout_ms.to_string(),
         ));
+        out.push(("broker.rack", self.broker_rack.clone().unwrap_or_default()));
         // Each topic default under its first broker-level name, in the topic property's unit.
         for topic in &TOPIC_KEYS {
             if let (Some(first), Some(v)) =
