@@ -50,7 +50,8 @@
 //!    the deadline fails too;
 //! 6. **convergence**: after healing (no faults, no lost heartbeats), within [`HEAL_DEADLINE`]
 //!    every voter has applied the leader's commit index with the same image, every live
-//!    broker's incarnation is registered and unfenced, every dead one fenced or replaced.
+//!    broker's incarnation is registered and unfenced, every dead broker (no live incarnation)
+//!    fenced or unregistered.
 //!
 //! Not verified: the broker's real controller code (this is a model of it, on the same
 //! metadata functions), metadata propagation to brokers (a broker counts as caught up),
@@ -148,6 +149,9 @@ struct Stats {
     fencing_checked: u64,
     /// Fenced heartbeats whose unfencing was checked in a quiet window.
     unfencing_checked: u64,
+    /// Committed proposals that were computed against an image missing entries applied
+    /// before them (they applied only if their records still fit).
+    stale_proposals: u64,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -166,6 +170,7 @@ impl std::ops::AddAssign for Stats {
         self.rebirths += o.rebirths;
         self.fencing_checked += o.fencing_checked;
         self.unfencing_checked += o.unfencing_checked;
+        self.stale_proposals += o.stale_proposals;
     }
 }
 
@@ -477,7 +482,10 @@ impl Controller {
         from: i32,
     ) -> Result<(Arc<MetadataImage>, Arc<MetadataImage>), ControllerError> {
         self.caught_up().await?;
-        let current = self.view.borrow().image();
+        let (current, applied_at) = {
+            let view = self.view.borrow();
+            (view.image(), view.applied_index())
+        };
         let now = self.rt.now();
         let session_live = |broker_id: i32| {
             self.heard.borrow().contains(&broker_id)
@@ -515,6 +523,18 @@ impl Controller {
                 self.not_active()
             }
         })?;
+        let stale = self
+            .world
+            .entries_at
+            .borrow()
+            .range(applied_at.0 + 1..committed.index.0)
+            .next()
+            .is_some();
+        if stale {
+            // Entries this proposal did not see were applied before it: a new leader's
+            // proposal against an image without its predecessors' uncommitted entries.
+            self.world.stats.borrow_mut().stale_proposals += 1;
+        }
         let view = self.view.borrow();
         match view.outcome(committed.index) {
             Some(EntryOutcome::Applied) => Ok((current, view.image())),
@@ -682,8 +702,6 @@ struct Broker {
     id: i32,
     generation: Cell<u64>,
     incarnation: Cell<Option<Uuid>>,
-    /// The last incarnation, dead or alive.
-    last_incarnation: Cell<Option<Uuid>>,
     /// Set to end the incarnation with a controlled shutdown request.
     shutting_down: Cell<bool>,
 }
@@ -748,7 +766,6 @@ impl Sim {
                     id: *id,
                     generation: Cell::new(0),
                     incarnation: Cell::new(None),
-                    last_incarnation: Cell::new(None),
                     shutting_down: Cell::new(false),
                 })
                 .collect(),
@@ -957,7 +974,6 @@ impl Sim {
         );
         broker.generation.set(generation);
         broker.incarnation.set(Some(incarnation));
-        broker.last_incarnation.set(Some(incarnation));
         broker.shutting_down.set(false);
         self.rt
             .spawn(Box::pin(self.clone().run_broker(b, generation, incarnation)));
@@ -1281,8 +1297,8 @@ impl Sim {
                     }
                 }
                 None => {
-                    let last = broker.last_incarnation.get();
-                    if registration.is_some_and(|r| Some(r.incarnation_id) == last && !r.fenced) {
+                    // Every incarnation of it is dead, whichever one is registered.
+                    if registration.is_some_and(|r| !r.fenced) {
                         return Some(format!("dead broker {} is not fenced", broker.id));
                     }
                 }
