@@ -74,8 +74,8 @@ use super::{
 };
 use crate::raft::sim_test::{Disk, Faults, Link};
 use crate::raft::{
-    CrashSwitch, FileRaftStorage, QuorumConfig, QuorumNode, RaftIndex, RaftTerm, Role,
-    SimDirDisk, SimRaftDisk, StateMachine,
+    CrashSwitch, FileRaftStorage, QuorumConfig, QuorumNode, RaftIndex, RaftTerm, Role, SimDirDisk,
+    SimRaftDisk, StateMachine,
 };
 use crate::runtime::{Clock, MonotonicTime, NodeId, Runtime};
 use crate::sim::{seeds, Executor, LinkFaults, SeedGuard, SimNetwork, SimRuntime};
@@ -258,7 +258,9 @@ fn check_leaders_in_isr(image: &MetadataImage) -> Result<(), String> {
             }
             match image.brokers.get(&leader) {
                 None => return Err(format!("{name}-{p}: leader {leader} is not registered")),
-                Some(b) if b.fenced => return Err(format!("{name}-{p}: leader {leader} is fenced")),
+                Some(b) if b.fenced => {
+                    return Err(format!("{name}-{p}: leader {leader} is fenced"))
+                }
                 Some(b) if b.in_controlled_shutdown => {
                     return Err(format!(
                         "{name}-{p}: leader {leader} is in controlled shutdown"
@@ -401,7 +403,10 @@ impl CheckedMachine {
 
 /// A broker's request to the active controller.
 enum Request {
-    Register { broker_id: i32, incarnation_id: Uuid },
+    Register {
+        broker_id: i32,
+        incarnation_id: Uuid,
+    },
     Heartbeat {
         broker_id: i32,
         broker_epoch: i64,
@@ -557,10 +562,7 @@ impl Controller {
             "checker 7 (a proposal follows the image it was computed against), seed {}: node \
              {:?} proposed against the image at index {} and its entry committed at {}, after \
              entries it did not see",
-            self.world.seed,
-            self.node,
-            applied_at.0,
-            committed.index.0
+            self.world.seed, self.node, applied_at.0, committed.index.0
         );
         let view = self.view.borrow();
         match view.outcome(committed.index) {
@@ -612,7 +614,10 @@ impl Controller {
                 broker_id,
                 broker_epoch,
                 want_shut_down,
-            } => self.heartbeat(broker_id, broker_epoch, want_shut_down).await,
+            } => {
+                self.heartbeat(broker_id, broker_epoch, want_shut_down)
+                    .await
+            }
         }
     }
 
@@ -900,7 +905,7 @@ impl Sim {
             .filter(|r| r.controller.is_active())
             .map(|r| (r.node.status().term, r.controller.clone()))
             .collect();
-        active.sort_by(|a, b| b.0.cmp(&a.0));
+        active.sort_by_key(|(term, _)| std::cmp::Reverse(*term));
         active.into_iter().map(|(_, c)| c).collect()
     }
 
@@ -1009,8 +1014,11 @@ impl Sim {
         broker.generation.set(generation);
         broker.incarnation.set(Some(incarnation));
         broker.shutting_down.set(false);
-        self.rt
-            .spawn(Box::pin(self.clone().run_broker(b, generation, incarnation)));
+        self.rt.spawn(Box::pin(self.clone().run_broker(
+            b,
+            generation,
+            incarnation,
+        )));
     }
 
     /// Broker `b` stops heartbeating now (checker 5 watches its fencing).
@@ -1203,11 +1211,7 @@ impl Sim {
             match self.rt.random(0..100) {
                 0..=9 => self.crash(i),
                 10..=24 => self.reboot(i).await,
-                25..=39 => {
-                    if self.nodes.borrow()[i].is_none() {
-                        self.start(i).await;
-                    }
-                }
+                25..=39 if self.nodes.borrow()[i].is_none() => self.start(i).await,
                 40..=49 => {
                     let j = self.random_below(self.voters.len());
                     let mut cut = self.faults.cut.borrow_mut();
@@ -1302,7 +1306,10 @@ impl Sim {
         for running in self.nodes.borrow().iter().flatten() {
             let status = running.node.status();
             if let Some(reason) = status.stopped {
-                return Some(format!("voter {:?} stopped: {reason:?}", running.controller.node));
+                return Some(format!(
+                    "voter {:?} stopped: {reason:?}",
+                    running.controller.node
+                ));
             }
             if status.applied_index < commit {
                 return Some(format!(
@@ -1408,7 +1415,10 @@ fn run_seeds(base: u64, voters: i32) {
     assert!(total.fenced > 0, "no broker was fenced");
     assert!(total.unfenced > 0, "no broker was unfenced");
     assert!(total.topics_created > 0, "no topic was created");
-    assert!(total.fencing_checked > 0, "checker 5 never checked a fencing");
+    assert!(
+        total.fencing_checked > 0,
+        "checker 5 never checked a fencing"
+    );
     assert!(
         total.unfencing_checked > 0,
         "checker 5 never checked an unfencing"

@@ -231,7 +231,12 @@ pub(crate) struct Faults {
 
 impl Faults {
     /// Faults with these chances, in percent, and no link cut.
-    pub(crate) fn percent(drop: u64, duplicate: u64, corrupt: u64, reboot_after_vote: u64) -> Rc<Faults> {
+    pub(crate) fn percent(
+        drop: u64,
+        duplicate: u64,
+        corrupt: u64,
+        reboot_after_vote: u64,
+    ) -> Rc<Faults> {
         Rc::new(Faults {
             drop_percent: Cell::new(drop),
             duplicate_percent: Cell::new(duplicate),
