@@ -55,6 +55,8 @@ pub use store::{
 };
 
 #[cfg(test)]
+mod cluster_sim_test;
+#[cfg(test)]
 mod lifecycle_tests;
 #[cfg(test)]
 mod tests;

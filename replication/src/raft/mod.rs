@@ -21,7 +21,7 @@ mod file_storage;
 mod node;
 mod sim_storage;
 #[cfg(test)]
-mod sim_test;
+pub(crate) mod sim_test;
 mod storage;
 
 use crate::runtime::NodeId;

@@ -259,6 +259,12 @@ pub struct QuorumStatus {
     pub term: RaftTerm,
     /// The highest index known committed.
     pub commit_index: RaftIndex,
+    /// The term of the entry at `commit_index` (0 when unknown). A new leader learns which
+    /// of its predecessors' entries are committed only once an entry of its own term (its
+    /// first, empty one) is: until `commit_term == term`, entries past `commit_index` may
+    /// still commit before anything it proposes (Raft §5.4.2), so a state machine applied
+    /// up to `commit_index` is not yet the state its proposals will follow.
+    pub commit_term: RaftTerm,
     /// The highest index applied to the state machine (no-op entries included).
     pub applied_index: RaftIndex,
     /// Frames refused by the codec (corrupt, or not from a voter) since the start.
@@ -451,6 +457,7 @@ impl QuorumNode {
                 leader: None,
                 term: RaftTerm(raw.raft.term),
                 commit_index: RaftIndex(commit),
+                commit_term: RaftTerm(0),
                 applied_index: RaftIndex(snapshot_index),
                 frames_refused: 0,
                 stopped: None,
@@ -896,6 +903,7 @@ where
             status.leader = leader;
             status.term = RaftTerm(term);
             status.commit_index = RaftIndex(raft.raft_log.committed);
+            status.commit_term = RaftTerm(raft.raft_log.term(raft.raft_log.committed).unwrap_or(0));
             status.applied_index = RaftIndex(self.applied);
         }
         if self.reported != Some((leader, term)) {

@@ -214,23 +214,29 @@ impl StateMachine for TestMachine {
     }
 }
 
-/// Faults the test switches on and off, on top of the network's delays and reordering.
-struct Faults {
-    drop_percent: Cell<u64>,
-    duplicate_percent: Cell<u64>,
-    corrupt_percent: Cell<u64>,
+/// Faults the test switches on and off, on top of the network's delays and reordering
+/// (shared with the metadata cluster simulation, `metadata::cluster_sim_test`).
+pub(crate) struct Faults {
+    pub(crate) drop_percent: Cell<u64>,
+    pub(crate) duplicate_percent: Cell<u64>,
+    pub(crate) corrupt_percent: Cell<u64>,
     /// Links cut in both directions (a partition), as (lower, higher) node ids.
-    cut: RefCell<BTreeSet<(NodeId, NodeId)>>,
+    pub(crate) cut: RefCell<BTreeSet<(NodeId, NodeId)>>,
     /// Chance that a node granting a vote is rebooted right after sending it, in percent.
-    reboot_after_vote_percent: Cell<u64>,
+    pub(crate) reboot_after_vote_percent: Cell<u64>,
     /// Nodes that granted a vote and are to be rebooted (bounded by the voters: deduplicated).
-    voted: RefCell<Vec<NodeId>>,
-    vote_granted: Rc<Notify>,
+    pub(crate) voted: RefCell<Vec<NodeId>>,
+    pub(crate) vote_granted: Rc<Notify>,
 }
 
 impl Faults {
     /// Faults with these chances, in percent, and no link cut.
-    fn percent(drop: u64, duplicate: u64, corrupt: u64, reboot_after_vote: u64) -> Rc<Faults> {
+    pub(crate) fn percent(
+        drop: u64,
+        duplicate: u64,
+        corrupt: u64,
+        reboot_after_vote: u64,
+    ) -> Rc<Faults> {
         Rc::new(Faults {
             drop_percent: Cell::new(drop),
             duplicate_percent: Cell::new(duplicate),
@@ -244,7 +250,7 @@ impl Faults {
 }
 
 impl Faults {
-    fn healed(&self) {
+    pub(crate) fn healed(&self) {
         self.drop_percent.set(0);
         self.duplicate_percent.set(0);
         self.corrupt_percent.set(0);
@@ -275,11 +281,11 @@ impl Faults {
 /// One node's transport: its network endpoint behind the test's faults. Cloned for each
 /// incarnation of the node.
 #[derive(Clone)]
-struct Link {
-    node: NodeId,
-    endpoint: Rc<Endpoint<Bytes>>,
-    faults: Rc<Faults>,
-    runtime: SimRuntime,
+pub(crate) struct Link {
+    pub(crate) node: NodeId,
+    pub(crate) endpoint: Rc<Endpoint<Bytes>>,
+    pub(crate) faults: Rc<Faults>,
+    pub(crate) runtime: SimRuntime,
 }
 
 impl Transport for Link {
@@ -319,7 +325,7 @@ struct Running {
 
 /// A node's durable state: the Raft state itself, or the record file in a directory with
 /// torn writes (seeded per node, so both run in every cluster size).
-enum Disk {
+pub(crate) enum Disk {
     State(SimRaftDisk),
     Files(SimDirDisk),
 }
