@@ -153,24 +153,28 @@ pub(super) async fn fence_expired(shard: &Rc<Shard>) {
     let node = NodeId(shard.config.node_id);
     let session = Duration::from_millis(shard.config.broker_session_timeout_ms);
     let check = Duration::from_millis(shard.config.broker_heartbeat_interval_ms).min(session / 4);
-    let mut was_active = false;
+    // The term this node last led in: a leadership won again in a later term (even within
+    // one check interval) starts with fresh sessions too.
+    let mut active_term = None;
     loop {
         if shard.sleep_unless_stopped(check).await {
             return;
         }
         let active = controller.is_active(node);
+        let term = controller.quorum.status().term;
         let now = GlommioRuntime.now();
-        if active && !was_active {
+        if active && active_term != Some(term) {
             let image = controller.view.borrow().image();
             let mut heartbeats = controller.heartbeats.borrow_mut();
             heartbeats.follow(&image, now);
             heartbeats.reset_all(now);
             controller.heard.borrow_mut().clear();
         }
-        was_active = active;
         if !active {
+            active_term = None;
             continue;
         }
+        active_term = Some(term);
         let expired = {
             let image = controller.view.borrow().image();
             let mut heartbeats = controller.heartbeats.borrow_mut();
