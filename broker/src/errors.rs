@@ -139,6 +139,7 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
             | TopicOperation::DeleteRecords => ResponseError::InvalidTopicException,
         },
         ControllerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
+        ControllerError::InvalidReplicaAssignment { .. } => ResponseError::InvalidReplicaAssignment,
         ControllerError::DuplicateBrokerRegistration { .. } => {
             ResponseError::DuplicateBrokerRegistration
         }

@@ -29,6 +29,7 @@ const SERVING_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_mi
 /// broker's leaderships move to other in-sync replicas, when another live broker exists)
 /// before it tells every shard to stop.
 pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> anyhow::Result<()> {
+    ensure_ports_free(&config)?;
     let stop = Arc::new(AtomicBool::new(false));
     let member = Arc::new(AtomicBool::new(false));
     let shards = config.cores.len();
@@ -226,6 +227,10 @@ async fn shard_main(
                     return;
                 }
             }
+            // A shutdown during start-up bound no listener: nothing serves.
+            if announcer.stop.is_requested() {
+                return;
+            }
             tracing::info!(%listen, %admin_listen, shards = announcer.shards, "sluice serving Kafka clients");
             eprintln!(
                 "sluice: listening on {listen} (admin {admin_listen}), {} shard(s)",
@@ -269,6 +274,45 @@ async fn shard_main(
     );
     Ok(())
 }
+
+/// Refuses to start when another process listens on this broker's Kafka, admin or voter
+/// address ("address already in use", as Kafka says). The shards bind with `SO_REUSEPORT`
+/// (glommio sets it, so that every shard can listen on one port), which would otherwise let a
+/// second broker of the same user silently share the ports and take a voter's traffic. The
+/// check connects to each address (the loopback for an unspecified one) within
+/// [`PORT_CHECK_TIMEOUT`]: a listener that answers is another process's. Errors: the address
+/// in use, named.
+fn ensure_ports_free(config: &BrokerConfig) -> anyhow::Result<()> {
+    let voter = config
+        .controller_quorum_voters
+        .iter()
+        .find(|v| v.id == config.node_id)
+        .map(|v| v.addr);
+    let addresses = [
+        ("Kafka listener", Some(config.listen)),
+        ("admin listener", Some(config.admin_listen)),
+        ("controller quorum voter address", voter),
+    ];
+    for (what, addr) in addresses {
+        let Some(mut addr) = addr else { continue };
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr {
+                std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        if std::net::TcpStream::connect_timeout(&addr, PORT_CHECK_TIMEOUT).is_ok() {
+            anyhow::bail!(
+                "{what} {addr}: address already in use: another process listens there \
+                 (another broker?)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// How long [`ensure_ports_free`] tries to connect to each of this broker's addresses.
+const PORT_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The process-wide flags of a broker's life: `member` set by shard 0 once the controller
 /// has unfenced this broker (every shard then binds its listener); `signal` set by

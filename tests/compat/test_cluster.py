@@ -12,8 +12,8 @@ replicated yet (issue #15), so these tests check metadata, not records on a new 
 import socket
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import NewPartitions, NewTopic
 
 import kafka_wire as kw
 from compat_util import admin, consume_all, producer, wait_until
@@ -214,3 +214,55 @@ def test_produce_and_fetch_off_the_leader_get_not_leader_or_follower(cluster):
             where = f"partition {p} (leader {leader}, replicas {replicas}) on broker {node_id}"
             assert produce_error == expected, f"produce: {produce_error}, {where}"
             assert fetch_error == expected, f"fetch: {fetch_error}, {where}"
+
+
+def test_manual_replica_assignments_are_kept(cluster):
+    a = admin(cluster.nodes[1].bootstrap)
+    futures = a.create_topics([NewTopic("manual", num_partitions=3,
+                                        replica_assignment=[[2, 3], [3, 1], [1, 2]])],
+                              operation_timeout=20, request_timeout=20)
+    futures["manual"].result()
+    parts = wait_until(lambda: partitions_of(cluster.bootstrap(), "manual"), 20, what="the topic")
+    assert {p: (leader, replicas) for p, (leader, replicas, _) in parts.items()} == {
+        0: (2, [2, 3]), 1: (3, [3, 1]), 2: (1, [1, 2])}, parts
+    futures = a.create_partitions([NewPartitions("manual", 4, replica_assignment=[[3, 2]])],
+                                  operation_timeout=20, request_timeout=20)
+    futures["manual"].result()
+    parts = wait_until(lambda: (lambda p: p if p and len(p) == 4 else None)(
+        partitions_of(cluster.bootstrap(), "manual")), 20, what="the new partition")
+    assert parts[3][:2] == (3, [3, 2]), parts
+    # A broker that is not registered is refused, as Kafka refuses it.
+    futures = a.create_topics([NewTopic("manual-bad", num_partitions=1,
+                                        replica_assignment=[[1, 9]])],
+                              operation_timeout=20, request_timeout=20)
+    with pytest.raises(KafkaException) as refused:
+        futures["manual-bad"].result()
+    assert refused.value.args[0].name() == "INVALID_REPLICA_ASSIGNMENT", refused.value
+
+
+def test_a_group_commits_offsets_of_partitions_on_other_brokers(cluster):
+    # Replication factor 1: each partition lives on one broker, most of them not on the
+    # group's coordinator, which stores the offsets of all of them.
+    create(cluster.bootstrap(), "spread", partitions=3, replication_factor=1)
+    wait_until(lambda: partitions_of(cluster.bootstrap(), "spread"), 20, what="the topic")
+    p = producer(cluster.bootstrap())
+    for i in range(30):
+        p.produce("spread", value=b"%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "spread-group",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["spread"])
+        seen = 0
+        for _ in range(600):  # at most 60 s
+            m = c.poll(0.1)
+            if m is not None and m.error() is None:
+                seen += 1
+            if seen == 30:
+                break
+        assert seen == 30
+        c.commit(asynchronous=False)
+        committed = c.committed([TopicPartition("spread", i) for i in range(3)], timeout=20)
+        assert sorted((tp.partition, tp.offset) for tp in committed) == [(0, 10), (1, 10), (2, 10)]
+    finally:
+        c.close()

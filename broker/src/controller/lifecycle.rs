@@ -46,7 +46,10 @@ pub(super) async fn handle_active(
                 .heartbeats
                 .borrow_mut()
                 .follow(&after, GlommioRuntime.now());
-            Ok(ControllerReply::Answer(op.answer(&after)))
+            Ok(ControllerReply::Answer {
+                answer: op.answer(&after),
+                applied_index: controller.view.borrow().applied_index().0,
+            })
         }
         ControllerRequest::AllocateProducerIds { from } => {
             let _permit = controller.lock().await?;

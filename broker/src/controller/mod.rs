@@ -51,7 +51,7 @@ pub async fn call_answer(
 ) -> Result<ControllerAnswer, ControllerError> {
     let from = shard.config.node_id;
     match request(shard, ControllerRequest::Op { from, op }).await? {
-        ControllerReply::Answer(answer) => Ok(answer),
+        ControllerReply::Answer { answer, .. } => Ok(answer),
         other => Err(unexpected(&other)),
     }
 }
@@ -127,7 +127,26 @@ pub(crate) async fn route(
     let addr = active
         .and_then(|node| crate::metadata::broker_address(&shard.metadata(), node.0))
         .ok_or_else(|| not_active(controller))?;
-    forward::send(addr, &request).await
+    let reply = forward::send(addr, &request).await?;
+    if let ControllerReply::Answer { applied_index, .. } = &reply {
+        installed(controller, RaftIndex(*applied_index)).await;
+    }
+    Ok(reply)
+}
+
+/// Waits until this broker's shards have installed the image at `index` (or
+/// [`forward::FORWARD_TIMEOUT`] has passed: the answer stands, the image follows).
+async fn installed(controller: &Controller, index: RaftIndex) {
+    let wait = async {
+        loop {
+            let notified = controller.published_changed.notified();
+            if controller.published.get() >= index {
+                return;
+            }
+            notified.await;
+        }
+    };
+    futures_lite::future::or(wait, glommio::timer::sleep(forward::FORWARD_TIMEOUT)).await;
 }
 
 /// A new idempotent-producer id for this broker, from its current block (shard 0 keeps it);

@@ -84,6 +84,7 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
         ),
     ]);
     let op = ControllerOp::CreateTopic {
+        assignment: None,
         name: OFFSETS_TOPIC.to_string(),
         partitions: shard.config.offsets_topic_num_partitions,
         replication_factor: offsets_replication_factor(shard),

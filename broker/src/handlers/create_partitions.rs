@@ -1,7 +1,7 @@
 //! CreatePartitions (key 37), v0–3: grows a topic to `count` partitions. The controller places
-//! the new partitions and returns once every owning shard has opened them. Manual replica
-//! assignments are accepted when Kafka would accept them here (each new partition on this
-//! node).
+//! the new partitions (or takes the manual replica assignments, checked as Kafka checks them:
+//! registered brokers, the topic's replication factor) and returns once every owning shard
+//! has opened them.
 
 use super::{replica_assignment, str_bytes, topic_name};
 use crate::errors::{code, controller_error};
@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Checks the manual assignments of the partitions that growing `name` to `count` adds:
-/// one replica list per new partition, each valid for this cluster with the topic's
-/// replication factor (one). `None` when they are fine, or when the topic or the count is
+/// one replica list per new partition, each of registered brokers with the topic's
+/// replication factor. `None` when they are fine, or when the topic or the count is
 /// wrong (the controller refuses those with its own errors, as Kafka checks them first).
 fn check_assignments(
     shard: &Shard,
@@ -25,7 +25,10 @@ fn check_assignments(
     count: i32,
     assignments: &[CreatePartitionsAssignment],
 ) -> Option<replica_assignment::Refusal> {
-    let current = shard.metadata().topics.get(name)?.partitions.len();
+    let meta = shard.metadata();
+    let topic = meta.topics.get(name)?;
+    let current = topic.partitions.len();
+    let replication = topic.partitions.first().map(|p| p.replicas.len());
     let added = usize::try_from(count).ok()?.checked_sub(current)?;
     if added == 0 {
         return None;
@@ -44,7 +47,8 @@ fn check_assignments(
         .iter()
         .map(|a| a.broker_ids.as_slice())
         .collect();
-    replica_assignment::check(&lists, &[shard.config.node_id], Some(1)).err()
+    let brokers: Vec<i32> = meta.brokers.keys().copied().collect();
+    replica_assignment::check(&lists, &brokers, replication).err()
 }
 
 pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
@@ -76,6 +80,12 @@ pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePa
             crate::controller::call(
                 shard,
                 ControllerOp::CreatePartitions {
+                    assignment: topic.assignments.as_ref().map(|lists| {
+                        lists
+                            .iter()
+                            .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                            .collect()
+                    }),
                     name: name.clone(),
                     total: topic.count,
                     validate_only: req.validate_only,

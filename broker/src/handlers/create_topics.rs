@@ -23,7 +23,7 @@ use std::rc::Rc;
 fn manual_shape(
     assignments: &[CreatableReplicaAssignment],
     topic: &CreatableTopic,
-    node_id: i32,
+    brokers: &[i32],
 ) -> Result<(i32, i16), replica_assignment::Refusal> {
     let request = |field: &str| {
         Err((
@@ -49,7 +49,7 @@ fn manual_shape(
         .iter()
         .map(|a| a.broker_ids.as_slice())
         .collect();
-    let replication = replica_assignment::check(&lists, &[node_id], None)?;
+    let replication = replica_assignment::check(&lists, brokers, None)?;
     let partitions = i32::try_from(assignments.len()).map_err(|_| {
         (
             code(ResponseError::InvalidPartitions),
@@ -98,8 +98,24 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
             };
             Ok((partitions, replication))
         } else {
-            manual_shape(&topic.assignments, &topic, shard.config.node_id)
+            let brokers: Vec<i32> = shard.metadata().brokers.keys().copied().collect();
+            manual_shape(&topic.assignments, &topic, &brokers)
         };
+        // The manual replica lists by partition index (their shape is checked above).
+        let assignment = (!topic.assignments.is_empty()).then(|| {
+            let mut lists: Vec<(i32, Vec<i32>)> = topic
+                .assignments
+                .iter()
+                .map(|a| {
+                    (
+                        a.partition_index,
+                        a.broker_ids.iter().map(|b| b.0).collect(),
+                    )
+                })
+                .collect();
+            lists.sort_by_key(|(p, _)| *p);
+            lists.into_iter().map(|(_, l)| l).collect()
+        });
         let (partitions, replication) = shape.clone().unwrap_or((-1, -1));
         let outcome = if let Err(refusal) = shape {
             Err(refusal)
@@ -114,6 +130,7 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
                 }
             }
             let op = ControllerOp::CreateTopic {
+                assignment,
                 name: name.clone(),
                 partitions,
                 replication_factor: replication,

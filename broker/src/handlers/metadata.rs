@@ -46,6 +46,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
                 continue;
             }
             let op = ControllerOp::CreateTopic {
+                assignment: None,
                 name: name.clone(),
                 partitions: shard.config.num_partitions,
                 replication_factor: -1,

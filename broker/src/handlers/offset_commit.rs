@@ -29,11 +29,12 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommit
             })
         })
         .collect();
-    // Kafka refuses commits for partitions that do not exist.
+    // Kafka refuses commits for partitions that do not exist in the cluster (hosted by this
+    // broker or not: the coordinator stores offsets of any partition).
     let metadata = shard.metadata();
     let (offsets, unknown): (Vec<_>, Vec<_>) = offsets
         .into_iter()
-        .partition(|o| metadata.owner(&o.topic, o.partition).is_some());
+        .partition(|o| metadata.partition(&o.topic, o.partition).is_some());
     let group_id = req.group_id.0.to_string();
     let mut results: Vec<(String, i32, i16)> = if group_id.is_empty() {
         let error = code(ResponseError::InvalidGroupId);

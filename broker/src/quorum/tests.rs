@@ -287,6 +287,32 @@ fn three_voters_elect_commit_and_restarted_voters_catch_up() {
         commit(&voters, &entry(i));
     }
     all_applied(&mut voters, &proposed);
+    // Wipe a follower's quorum directory: restarted empty, it must survive the leader's
+    // heartbeats, which name a commit past its empty log (raft-rs panicked on them), and
+    // catch up from the leader once new entries come.
+    let leader = agreed_leader(&voters);
+    let wiped = *voters.keys().find(|id| **id != leader).expect("a follower");
+    voters.remove(&wiped).expect("running").stop();
+    std::fs::remove_dir_all(
+        dirs[(wiped - 1) as usize]
+            .path()
+            .join(super::dir::QUORUM_DIR_NAME),
+    )
+    .expect("wiping the follower's quorum directory");
+    voters.insert(wiped, Voter::start(configs[&wiped].clone()));
+    eventually(
+        "the wiped follower to hear a heartbeat past its log",
+        || {
+            voters[&wiped]
+                .status()
+                .is_some_and(|s| s.commits_beyond_log > 0)
+        },
+    );
+    for i in 135..140 {
+        proposed.push(entry(i));
+        commit(&voters, &entry(i));
+    }
+    all_applied(&mut voters, &proposed);
     for (id, voter) in &voters {
         let status = voter.status().expect("running");
         assert_eq!(status.frames_refused, 0, "voter {id}: every frame decoded");

@@ -242,8 +242,17 @@ async fn accept_loop(
                     tasks.borrow_mut().hello(from, number);
                 }
             };
-            if let Err(e) = read_connection(stream, &voters, &inbox, on_hello).await {
-                tracing::debug!(?peer, error = %e, "controller quorum: closed an inbound connection");
+            match read_connection(stream, &voters, &inbox, on_hello).await {
+                Err(InboundError::NotAVoter(node)) => tracing::warn!(
+                    ?peer,
+                    node = node.0,
+                    "controller quorum: a node that is not in controller.quorum.voters connected \
+                     (every node needs the same voter list); closed"
+                ),
+                Err(e) => {
+                    tracing::debug!(?peer, error = %e, "controller quorum: closed an inbound connection")
+                }
+                Ok(()) => {}
             }
             if let Some(tasks) = weak.upgrade() {
                 tasks.borrow_mut().ended(number);
@@ -296,6 +305,8 @@ async fn read_connection(
 /// Drains `queue` into a connection to voter `to` at `addr`, reconnecting as needed.
 async fn write_loop(this: NodeId, to: NodeId, addr: SocketAddr, queue: FrameQueue) {
     let mut backoff = RECONNECT_BACKOFF_MIN;
+    // Said once per outage, when the backoff reaches its cap (about 2 s of failures).
+    let mut warned = false;
     let mut connection: Option<BufWriter<TcpStream>> = None;
     loop {
         let (_, frame) = queue.pop().await;
@@ -304,10 +315,18 @@ async fn write_loop(this: NodeId, to: NodeId, addr: SocketAddr, queue: FrameQueu
             None => match connect(this, addr).await {
                 Ok(writer) => {
                     backoff = RECONNECT_BACKOFF_MIN;
+                    if warned {
+                        tracing::info!(?to, %addr, "controller quorum: voter reachable again");
+                    }
+                    warned = false;
                     connection.insert(writer)
                 }
                 Err(e) => {
                     tracing::debug!(?to, %addr, error = %e, "controller quorum: connecting failed");
+                    if backoff == RECONNECT_BACKOFF_MAX && !warned {
+                        warned = true;
+                        tracing::warn!(?to, %addr, error = %e, "controller quorum: voter unreachable (check that it runs and that controller.quorum.voters names its address)");
+                    }
                     // Invariant 4: what waited for this voter is stale by the next attempt.
                     queue.clear();
                     glommio::timer::sleep(backoff).await;

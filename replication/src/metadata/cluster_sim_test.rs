@@ -1094,6 +1094,7 @@ impl Sim {
                 let n = self.next_topic.get();
                 self.next_topic.set(n + 1);
                 ControllerOp::CreateTopic {
+                    assignment: None,
                     name: format!("topic-{n}"),
                     partitions: i32::try_from(self.rt.random(1..4)).unwrap_or(1),
                     replication_factor: i16::try_from(self.rt.random(1..4)).unwrap_or(1),

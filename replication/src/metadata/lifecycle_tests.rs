@@ -122,6 +122,7 @@ impl Cluster {
         overrides: BTreeMap<String, String>,
     ) -> Result<Vec<MetadataRecord>, ControllerError> {
         self.run(&ControllerOp::CreateTopic {
+            assignment: None,
             name: name.into(),
             partitions,
             replication_factor,
@@ -309,6 +310,7 @@ fn placement_is_round_robin_over_active_brokers() {
     c.create("d", 1, -1, BTreeMap::new()).unwrap();
     assert_eq!(c.partition("d", 0).replicas, [1, 2]);
     c.run(&ControllerOp::CreatePartitions {
+        assignment: None,
         name: "d".into(),
         total: 3,
         validate_only: false,
@@ -361,6 +363,7 @@ fn replication_factors_beyond_the_active_brokers_or_invalid_are_refused() {
     c.run(&ControllerOp::FenceBroker { broker_id: 2 }).unwrap();
     assert!(matches!(
         c.run(&ControllerOp::CreatePartitions {
+            assignment: None,
             name: "t".into(),
             total: 2,
             validate_only: false,
@@ -673,6 +676,7 @@ impl Step {
                 replication_factor,
                 unclean: enabled,
             } => ControllerOp::CreateTopic {
+                assignment: None,
                 name: name.into(),
                 partitions,
                 replication_factor,
@@ -681,6 +685,7 @@ impl Step {
                 validate_only: false,
             },
             Step::CreatePartitions { name, total } => ControllerOp::CreatePartitions {
+                assignment: None,
                 name: name.into(),
                 total,
                 validate_only: false,

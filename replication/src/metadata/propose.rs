@@ -57,6 +57,11 @@ pub enum ControllerOp {
         name: String,
         partitions: i32,
         replication_factor: i16,
+        /// A manual replica assignment (CreateTopics' `assignments`): one replica list per
+        /// partition, preferred leader first, used instead of the placement. The handler has
+        /// checked its shape; the controller checks that every broker is registered.
+        #[serde(default)]
+        assignment: Option<Vec<Vec<i32>>>,
         overrides: BTreeMap<String, String>,
         internal: bool,
         validate_only: bool,
@@ -69,6 +74,10 @@ pub enum ControllerOp {
     CreatePartitions {
         name: String,
         total: i32,
+        /// Manual replica lists of the new partitions (CreatePartitions' `assignments`), as
+        /// in [`ControllerOp::CreateTopic`].
+        #[serde(default)]
+        assignment: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     },
     /// Apply config changes to the topic's overrides, in order: `Some(value)` sets a key,
@@ -299,6 +308,10 @@ pub enum ControllerError {
     /// leadership, or an entry skipped because the image changed under it).
     #[error("the controller quorum did not commit the change: {reason}")]
     NotCommitted { reason: String },
+    /// A manual replica assignment the controller refuses (Kafka's
+    /// `INVALID_REPLICA_ASSIGNMENT`, with Kafka's message in `reason`).
+    #[error("{reason}")]
+    InvalidReplicaAssignment { reason: String },
     /// The controller could not be reached or stopped.
     #[error("controller unavailable")]
     Unavailable,
@@ -402,6 +415,7 @@ pub fn propose(
             name,
             partitions,
             replication_factor,
+            assignment,
             overrides,
             internal,
             validate_only: _,
@@ -409,8 +423,7 @@ pub fn propose(
             image,
             ctx,
             name,
-            *partitions,
-            *replication_factor,
+            (*partitions, *replication_factor, assignment.as_deref()),
             overrides,
             *internal,
         ),
@@ -424,6 +437,7 @@ pub fn propose(
         ControllerOp::CreatePartitions {
             name,
             total,
+            assignment,
             validate_only: _,
         } => {
             let topic = existing(image, name)?;
@@ -443,11 +457,14 @@ pub fn propose(
                 .partitions
                 .first()
                 .map_or(-1, |p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX));
-            let assignments = place_replicas(image, ctx, replication_factor, current..total)?;
-            Ok((current..total)
+            let assignments = match assignment {
+                Some(lists) => manual_assignment(image, lists, current..total)?,
+                None => place_replicas(image, ctx, replication_factor, current..total)?,
+            };
+            (current..total)
                 .zip(assignments)
-                .map(|(p, replicas)| new_partition(topic.id, p, replicas))
-                .collect())
+                .map(|(p, replicas)| new_partition(image, topic.id, p, replicas))
+                .collect()
         }
         ControllerOp::AlterTopicConfig {
             name,
@@ -794,8 +811,7 @@ fn create_topic(
     image: &MetadataImage,
     ctx: &ProposeContext<'_>,
     name: &str,
-    partitions: i32,
-    replication_factor: i16,
+    (partitions, replication_factor, assignment): (i32, i16, Option<&[Vec<i32>]>),
     overrides: &BTreeMap<String, String>,
     internal: bool,
 ) -> Result<Vec<MetadataRecord>, ControllerError> {
@@ -813,7 +829,10 @@ fn create_topic(
     }
     check_partition_count(partitions)?;
     let count = usize::try_from(partitions).unwrap_or(0);
-    let assignments = place_replicas(image, ctx, replication_factor, 0..count)?;
+    let assignments = match assignment {
+        Some(lists) => manual_assignment(image, lists, 0..count)?,
+        None => place_replicas(image, ctx, replication_factor, 0..count)?,
+    };
     (ctx.check_topic_config)(overrides).map_err(|reason| ControllerError::InvalidConfig {
         topic: name.to_string(),
         reason,
@@ -828,12 +847,9 @@ fn create_topic(
         topic_id,
         internal,
     }));
-    records.extend(
-        assignments
-            .into_iter()
-            .enumerate()
-            .map(|(p, replicas)| new_partition(topic_id, p, replicas)),
-    );
+    for (p, replicas) in assignments.into_iter().enumerate() {
+        records.push(new_partition(image, topic_id, p, replicas)?);
+    }
     records.extend(config_diff(
         CONFIG_RESOURCE_TOPIC,
         name,
@@ -856,17 +872,80 @@ fn existing<'a>(
 }
 
 /// A new partition on `replicas` (at least one), all in sync, led by the first.
-fn new_partition(topic_id: Uuid, partition: usize, replicas: Vec<i32>) -> MetadataRecord {
-    assert!(!replicas.is_empty(), "placement gives at least one replica");
-    MetadataRecord::Partition(PartitionRecord {
-        partition_id: i32::try_from(partition).expect("partition counts are checked to fit i32"),
+/// A new partition on `replicas`: its ISR is the replicas that are active (registered,
+/// unfenced, not shutting down; every one with the placement), its leader the first of them,
+/// as KRaft's `ReplicationControlManager` builds it. Errors:
+/// [`ControllerError::InvalidReplicaAssignment`] when none is active (a manual assignment of
+/// fenced brokers only).
+fn new_partition(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    partition: usize,
+    replicas: Vec<i32>,
+) -> Result<MetadataRecord, ControllerError> {
+    let partition_id = i32::try_from(partition).expect("partition counts are checked to fit i32");
+    let isr: Vec<i32> = replicas
+        .iter()
+        .copied()
+        .filter(|r| image.brokers.get(r).is_some_and(|b| b.is_active()))
+        .collect();
+    let Some(&leader) = isr.first() else {
+        return Err(ControllerError::InvalidReplicaAssignment {
+            reason: format!(
+                "All brokers specified in the manual partition assignment for partition \
+                 {partition_id} are fenced or in controlled shutdown."
+            ),
+        });
+    };
+    Ok(MetadataRecord::Partition(PartitionRecord {
+        partition_id,
         topic_id,
-        leader: replicas[0],
-        isr: replicas.clone(),
+        leader,
+        isr,
         replicas,
         leader_epoch: 0,
         partition_epoch: 0,
-    })
+    }))
+}
+
+/// The replica lists of a manual assignment, one per partition of `partitions`, once every
+/// broker in them is registered (Kafka's check; the handler has checked the lists' shape).
+/// Errors: [`ControllerError::InvalidReplicaAssignment`] naming the unknown broker.
+fn manual_assignment(
+    image: &MetadataImage,
+    lists: &[Vec<i32>],
+    partitions: std::ops::Range<usize>,
+) -> Result<Vec<Vec<i32>>, ControllerError> {
+    let first = partitions.start;
+    if lists.len() != partitions.len() {
+        return Err(ControllerError::InvalidReplicaAssignment {
+            reason: format!(
+                "{} partition(s) but {} replica list(s) in the manual assignment",
+                partitions.len(),
+                lists.len()
+            ),
+        });
+    }
+    for (i, list) in lists.iter().enumerate() {
+        if list.is_empty() {
+            return Err(ControllerError::InvalidReplicaAssignment {
+                reason: format!(
+                    "The manual partition assignment includes an empty replica list for \
+                     partition {}.",
+                    first + i
+                ),
+            });
+        }
+        if let Some(unknown) = list.iter().find(|b| !image.brokers.contains_key(b)) {
+            return Err(ControllerError::InvalidReplicaAssignment {
+                reason: format!(
+                    "The manual partition assignment includes broker {unknown}, but no such \
+                     broker is registered."
+                ),
+            });
+        }
+    }
+    Ok(lists.to_vec())
 }
 
 /// Changes the overrides of topic `name` by `change` once the result checks out.

@@ -368,13 +368,15 @@ mod tests {
             data,
             ..Entry::default()
         };
-        let mut recovered = Recovered::default();
-        recovered.entries = vec![
-            entry(1, encode_entry(&[cluster("c")]).unwrap()),
-            // Raft's own empty entry (a new leader's first): no data, not counted.
-            entry(2, Bytes::new()),
-            entry(3, encode_entry(&topic("a", Uuid::from_u128(1))).unwrap()),
-        ];
+        let mut recovered = Recovered {
+            entries: vec![
+                entry(1, encode_entry(&[cluster("c")]).unwrap()),
+                // Raft's own empty entry (a new leader's first): no data, not counted.
+                entry(2, Bytes::new()),
+                entry(3, encode_entry(&topic("a", Uuid::from_u128(1))).unwrap()),
+            ],
+            ..Recovered::default()
+        };
         recovered.hard_state.commit = 2;
         let (image, applied) = recover_image(&recovered, false).unwrap();
         assert_eq!((image.cluster_id.as_str(), applied), ("c", RaftIndex(1)));

@@ -26,8 +26,13 @@ pub enum ControllerRequest {
 /// What the active controller answers a [`ControllerRequest`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ControllerReply {
-    /// A metadata change's answer.
-    Answer(ControllerAnswer),
+    /// A metadata change's answer, and the metadata log index of the image it was answered
+    /// from (its entry's, for a change): a broker that forwarded the change waits until it has
+    /// installed that image itself, so that what was created is usable through it at once.
+    Answer {
+        answer: ControllerAnswer,
+        applied_index: u64,
+    },
     /// A block of producer ids, `start..end`, for the requesting broker.
     ProducerIds { start: i64, end: i64 },
     /// A heartbeat's answer (BrokerHeartbeatResponse's fields).

@@ -42,6 +42,7 @@ fn op_strategy() -> impl Strategy<Value = ControllerOp> {
     prop_oneof![
         (name.clone(), 0..5i32, any::<bool>(), any::<bool>()).prop_map(
             |(name, partitions, internal, validate_only)| ControllerOp::CreateTopic {
+                assignment: None,
                 name,
                 partitions,
                 replication_factor: -1,
@@ -53,6 +54,7 @@ fn op_strategy() -> impl Strategy<Value = ControllerOp> {
         name.clone()
             .prop_map(|name| ControllerOp::DeleteTopic { name }),
         (name.clone(), 0..8i32).prop_map(|(name, total)| ControllerOp::CreatePartitions {
+            assignment: None,
             name,
             total,
             validate_only: false,
@@ -271,6 +273,7 @@ fn ctx(topic_id: u128) -> ProposeContext<'static> {
 
 fn create(name: &str, partitions: i32, internal: bool) -> ControllerOp {
     ControllerOp::CreateTopic {
+        assignment: None,
         name: name.into(),
         partitions,
         replication_factor: -1,
@@ -366,6 +369,7 @@ fn partition_change_moves_the_epochs() {
 fn config_changes_are_diffs_and_validate_the_whole_set() {
     let mut image = single_node_image();
     let op = ControllerOp::CreateTopic {
+        assignment: None,
         name: "t".into(),
         partitions: 1,
         replication_factor: 1,

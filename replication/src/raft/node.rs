@@ -169,11 +169,13 @@ pub enum StartError {
     Storage(#[from] RaftStorageError),
     /// The store was bootstrapped with other voters (membership changes are not supported).
     #[error(
-        "the store's voters (raft ids {stored:?}) differ from the configured ones ({configured:?})"
+        "the voters stored in this node's quorum directory (node ids {stored:?}) differ from \
+         controller.quorum.voters ({configured:?}): voter set changes are not supported; \
+         start with the same list, or on an empty directory"
     )]
     VotersChanged {
-        stored: Vec<u64>,
-        configured: Vec<u64>,
+        stored: Vec<i32>,
+        configured: Vec<i32>,
     },
     /// The state machine refused the stored snapshot.
     #[error("the state machine could not restore the snapshot at index {index}: {reason}")]
@@ -269,6 +271,9 @@ pub struct QuorumStatus {
     pub applied_index: RaftIndex,
     /// Frames refused by the codec (corrupt, or not from a voter) since the start.
     pub frames_refused: u64,
+    /// Leader heartbeats whose commit index lay past this voter's log (it lost entries the
+    /// leader believes it has: a wiped disk) since the start; their commit was ignored.
+    pub commits_beyond_log: u64,
     /// Set once the driver stopped.
     pub stopped: Option<StopReason>,
 }
@@ -404,9 +409,15 @@ impl QuorumNode {
             let mut stored = recovered.conf_state.voters.clone();
             stored.sort_unstable();
             if stored != raft_voters || !recovered.conf_state.learners.is_empty() {
+                let node_ids = |ids: &[u64]| -> Vec<i32> {
+                    ids.iter()
+                        .filter_map(|&id| codec::node_id(id))
+                        .map(|n| n.0)
+                        .collect()
+                };
                 return Err(StartError::VotersChanged {
-                    stored,
-                    configured: raft_voters,
+                    stored: node_ids(&stored),
+                    configured: node_ids(&raft_voters),
                 });
             }
         }
@@ -460,6 +471,7 @@ impl QuorumNode {
                 commit_term: RaftTerm(0),
                 applied_index: RaftIndex(snapshot_index),
                 frames_refused: 0,
+                commits_beyond_log: 0,
                 stopped: None,
             }),
             stop_requested: Cell::new(false),
@@ -691,7 +703,18 @@ where
         match codec::decode(&voters, from, frame) {
             // raft-rs refuses stale or unexpected messages with an error; that is its
             // normal handling of a lossy, reordering network, not a fault of this node.
-            Ok(message) => {
+            Ok(mut message) => {
+                // A leader's heartbeat carries min(its commit, what it believes this voter
+                // matched). After this voter lost its log (a wiped or replaced disk) that can
+                // lie past its last entry, and raft-rs panics on it; such a commit is ignored
+                // (the voter's committed index stays) until the leader has repaired the log
+                // through rejected appends, as Raft does for any lagging follower.
+                if message.get_msg_type() == MessageType::MsgHeartbeat
+                    && message.commit > self.raw.raft.raft_log.last_index()
+                {
+                    message.commit = self.raw.raft.raft_log.committed;
+                    self.shared.status.borrow_mut().commits_beyond_log += 1;
+                }
                 let _ = self.raw.step(message);
                 self.pin_election_timeout();
             }
