@@ -13,7 +13,7 @@ import socket
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import NewPartitions, NewTopic
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
 import kafka_wire as kw
 from compat_util import admin, consume_all, producer, wait_until
@@ -266,3 +266,60 @@ def test_a_group_commits_offsets_of_partitions_on_other_brokers(cluster):
         assert sorted((tp.partition, tp.offset) for tp in committed) == [(0, 10), (1, 10), (2, 10)]
     finally:
         c.close()
+
+
+def admin_request(bootstrap, api_key, version, body):
+    """Sends one admin request straight to `bootstrap` (clients send these to the controller
+    they learn from Metadata; this asks a broker that is not it) and returns the response
+    body after its correlation id."""
+    payload = exchange(bootstrap, kw.frame(kw.header_v1(api_key, version, 7) + body))
+    r = kw.Reader(payload)
+    assert r.i32() == 7
+    return r
+
+
+def test_admin_requests_work_through_a_broker_that_is_not_the_controller(cluster):
+    controller = metadata(cluster.bootstrap()).controller_id
+    other = next(n for n in cluster.nodes.values() if n.node_id != controller).bootstrap
+    # CreateTopics v2: [name, partitions, replication factor, no assignments, no configs].
+    body = (kw.i32(1) + kw.string("via-other") + kw.i32(2) + kw.i16(3) + kw.i32(0) + kw.i32(0)
+            + kw.i32(20000) + kw.i8(0))
+    r = admin_request(other, 19, 2, body)
+    r.i32()  # throttle
+    assert r.array(lambda r: (r.string(), r.i16(), r.string()))[0][:2] == ("via-other", 0)
+    # Answered once this broker has installed the topic: its Metadata lists it at once.
+    parts = partitions_of(other, "via-other")
+    assert parts is not None and len(parts) == 2, parts
+    # CreatePartitions v0: grow to 3, no assignment.
+    body = (kw.i32(1) + kw.string("via-other") + kw.i32(3) + kw.i32(-1) + kw.i32(20000)
+            + kw.i8(0))
+    r = admin_request(other, 37, 0, body)
+    r.i32()
+    assert r.array(lambda r: (r.string(), r.i16(), r.string()))[0][:2] == ("via-other", 0)
+    assert len(partitions_of(other, "via-other")) == 3
+    # IncrementalAlterConfigs v0: SET retention.ms on the topic (resource type 2).
+    body = (kw.i32(1) + kw.i8(2) + kw.string("via-other")
+            + kw.i32(1) + kw.string("retention.ms") + kw.i8(0) + kw.string("12345") + kw.i8(0))
+    r = admin_request(other, 44, 0, body)
+    r.i32()
+    result = r.array(lambda r: (r.i16(), r.string(), r.i8(), r.string()))
+    assert [(code, kind, name) for code, _, kind, name in result] == [(0, 2, "via-other")]
+    client = admin(cluster.bootstrap())
+
+    described = client.describe_configs([ConfigResource("topic", "via-other")])
+    configs = list(described.values())[0].result(timeout=20)
+    assert configs["retention.ms"].value == "12345"
+    # DeleteTopics v1.
+    r = admin_request(other, 20, 1, kw.i32(1) + kw.string("via-other") + kw.i32(20000))
+    r.i32()
+    assert r.array(lambda r: (r.string(), r.i16())) == [("via-other", 0)]
+    assert partitions_of(other, "via-other") is None
+    # An idempotent producer bootstrapped on each broker gets its producer id there
+    # (InitProducerId; a broker that is not the controller asks it for a block of ids).
+    create(cluster.bootstrap(), "idempotent", partitions=3, replication_factor=3)
+    wait_until(lambda: partitions_of(cluster.bootstrap(), "idempotent"), 20, what="the topic")
+    for node in cluster.nodes.values():
+        p = producer(node.bootstrap, **{"enable.idempotence": True})
+        for i in range(30):
+            p.produce("idempotent", value=b"%d" % i, partition=i % 3)
+        assert p.flush(30) == 0, f"idempotent producer via broker {node.node_id}"
