@@ -140,6 +140,9 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         },
         ControllerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
         ControllerError::InvalidReplicaAssignment { .. } => ResponseError::InvalidReplicaAssignment,
+        ControllerError::ChangeTooLarge { .. } | ControllerError::NotForwardable { .. } => {
+            ResponseError::InvalidRequest
+        }
         ControllerError::DuplicateBrokerRegistration { .. } => {
             ResponseError::DuplicateBrokerRegistration
         }

@@ -32,6 +32,17 @@ pub struct ClusterMetadata {
     shards: usize,
 }
 
+/// The controller id Metadata and DescribeCluster give clients: the active controller when it
+/// is among the `live` brokers, else the first live broker (which forwards), else -1. Kafka's
+/// KRaft brokers name a random live broker; a client (Java's AdminClient) that is told a
+/// controller missing from the broker list stalls looking for it.
+pub fn controller_for_clients(meta: &ClusterMetadata, live: &[LiveBroker]) -> i32 {
+    match meta.active_controller {
+        Some(id) if live.iter().any(|b| b.id == id) => id,
+        _ => live.first().map_or(-1, |b| b.id),
+    }
+}
+
 /// A broker Metadata and DescribeCluster list: registered and not fenced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LiveBroker {
@@ -41,18 +52,11 @@ pub struct LiveBroker {
     pub rack: Option<String>,
 }
 
-/// The Kafka listener address of broker `node` as registered in `meta` (its first endpoint;
-/// a host name is resolved), or `None` when it is not registered or does not resolve.
-pub fn broker_address(meta: &ClusterMetadata, node: i32) -> Option<std::net::SocketAddr> {
-    use std::net::ToSocketAddrs;
+/// The Kafka listener of broker `node` as registered in `meta` (its first endpoint), as
+/// `(host, port)`, or `None` when it is not registered.
+pub fn broker_endpoint(meta: &ClusterMetadata, node: i32) -> Option<(String, u16)> {
     let endpoint = meta.image.brokers.get(&node)?.end_points.first()?;
-    if let Ok(ip) = endpoint.host.parse::<std::net::IpAddr>() {
-        return Some(std::net::SocketAddr::new(ip, endpoint.port));
-    }
-    (endpoint.host.as_str(), endpoint.port)
-        .to_socket_addrs()
-        .ok()?
-        .next()
+    Some((endpoint.host.clone(), endpoint.port))
 }
 
 /// The live brokers of `meta` by id; this one, from `config`'s advertised listener, also

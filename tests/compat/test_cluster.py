@@ -9,6 +9,7 @@ widely (tens of seconds); nothing here asserts a duration. The partitions' data 
 replicated yet (issue #15), so these tests check metadata, not records on a new leader.
 """
 
+import json
 import socket
 
 import pytest
@@ -323,3 +324,19 @@ def test_admin_requests_work_through_a_broker_that_is_not_the_controller(cluster
         for i in range(30):
             p.produce("idempotent", value=b"%d" % i, partition=i % 3)
         assert p.flush(30) == 0, f"idempotent producer via broker {node.node_id}"
+
+
+def test_a_client_cannot_fence_a_broker_through_the_controller_requests(cluster):
+    # Brokers forward controller requests on the Kafka listener (Sluice's own API key 32000,
+    # JSON). Fencing, unfencing and unregistering are the active controller's own decisions:
+    # sent from outside, they are refused and nothing changes.
+    controller = metadata(cluster.bootstrap()).controller_id
+    victim = next(i for i in (1, 2, 3) if i != controller)
+    for op in ({"FenceBroker": {"broker_id": victim}}, {"UnregisterBroker": {"broker_id": victim}}):
+        request = json.dumps({"Op": {"from": victim, "op": op}}).encode()
+        payload = exchange(cluster.nodes[controller].bootstrap,
+                           kw.frame(kw.i16(32000) + kw.i32(5) + request))
+        assert payload[:4] == kw.i32(5)
+        reply = json.loads(payload[4:])
+        assert "NotForwardable" in reply.get("Err", {}), reply
+    assert sorted(metadata(cluster.bootstrap()).brokers) == [1, 2, 3]

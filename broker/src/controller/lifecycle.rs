@@ -18,9 +18,8 @@ use crate::seam::GlommioRuntime;
 use crate::shard::Shard;
 use replication::metadata::{
     BrokerEndpoint, ControllerAnswer, ControllerError, ControllerOp, ControllerReply,
-    ControllerRequest,
+    ControllerRequest, PRODUCER_ID_BLOCK_SIZE,
 };
-use replication::raft::RaftIndex;
 use replication::runtime::{Clock, NodeId};
 use std::rc::Rc;
 use std::time::Duration;
@@ -53,11 +52,14 @@ pub(super) async fn handle_active(
         }
         ControllerRequest::AllocateProducerIds { from } => {
             let _permit = controller.lock().await?;
-            let (before, after) =
+            let (before, _) =
                 commit(shard, controller, &ControllerOp::AllocateProducerIds, from).await?;
+            // Exactly the block this entry handed out (what `after` shows may include a later
+            // leader's block already).
+            let start = before.producer_ids.next_producer_id;
             Ok(ControllerReply::ProducerIds {
-                start: before.producer_ids.next_producer_id,
-                end: after.producer_ids.next_producer_id,
+                start,
+                end: start.saturating_add(PRODUCER_ID_BLOCK_SIZE),
             })
         }
         ControllerRequest::Heartbeat {
@@ -104,13 +106,21 @@ async fn heartbeat(
         }
     }
     controller.heard.borrow_mut().insert(broker_id);
-    let _permit = controller.lock().await?;
-    let image = controller.view.borrow().image();
-    let Some(registration) = image.brokers.get(&broker_id) else {
+    let registration = controller
+        .view
+        .borrow()
+        .image()
+        .brokers
+        .get(&broker_id)
+        .cloned();
+    let Some(registration) = registration else {
         return Err(ControllerError::UnknownBroker { broker_id });
     };
+    // A heartbeat that changes nothing is answered without the lock: a slow change must not
+    // hold up the renewal of every session (and then fence everyone).
     let mut should_shut_down = false;
     if want_shut_down {
+        let _permit = controller.lock().await?;
         let op = ControllerOp::ControlledShutdown {
             broker_id,
             broker_epoch,
@@ -122,20 +132,26 @@ async fn heartbeat(
         {
             should_shut_down = done;
         }
-    } else if registration.fenced {
-        let registered_at = controller
-            .registered_at
-            .borrow()
-            .get(&broker_id)
-            .copied()
-            .unwrap_or(RaftIndex(0));
-        if metadata_offset >= registered_at.0 {
-            let op = ControllerOp::UnfenceBroker {
+        if should_shut_down && !after.brokers.get(&broker_id).is_none_or(|b| b.fenced) {
+            // Done: the broker is fenced now (as Kafka does on SHUTDOWN_NOW), so it is listed
+            // no more and its next start registers at once.
+            commit(
+                shard,
+                controller,
+                &ControllerOp::FenceBroker { broker_id },
                 broker_id,
-                broker_epoch,
-            };
-            commit(shard, controller, &op, broker_id).await?;
+            )
+            .await?;
         }
+    } else if registration.fenced
+        && caught_up_with_registration(controller, broker_id, metadata_offset)
+    {
+        let _permit = controller.lock().await?;
+        let op = ControllerOp::UnfenceBroker {
+            broker_id,
+            broker_epoch,
+        };
+        commit(shard, controller, &op, broker_id).await?;
     }
     let image = controller.view.borrow().image();
     controller.heartbeats.borrow_mut().follow(&image, now);
@@ -144,6 +160,25 @@ async fn heartbeat(
         is_fenced,
         should_shut_down,
     })
+}
+
+/// Whether broker `broker_id`, which has installed the metadata up to `metadata_offset`, has
+/// caught up with its registration. The index its registration committed at is known to the
+/// controller that took it; a controller that became active since takes its own applied index
+/// at the broker's first heartbeat instead (at or past the registration), so a broker is never
+/// unfenced on an older image.
+fn caught_up_with_registration(
+    controller: &Controller,
+    broker_id: i32,
+    metadata_offset: u64,
+) -> bool {
+    let applied = controller.view.borrow().applied_index();
+    let registered_at = *controller
+        .registered_at
+        .borrow_mut()
+        .entry(broker_id)
+        .or_insert(applied);
+    metadata_offset >= registered_at.0
 }
 
 /// On shard 0, for as long as the broker runs: while this broker is the active controller,
@@ -188,6 +223,24 @@ pub(super) async fn fence_expired(shard: &Rc<Shard>) {
             let Ok(_permit) = controller.lock().await else {
                 return;
             };
+            // It may have heartbeated while this waited for the lock.
+            let now = GlommioRuntime.now();
+            let fenced = controller
+                .view
+                .borrow()
+                .image()
+                .brokers
+                .get(&broker_id)
+                .is_none_or(|b| b.fenced);
+            if fenced
+                || !controller
+                    .heartbeats
+                    .borrow()
+                    .expired(now, session)
+                    .contains(&broker_id)
+            {
+                continue;
+            }
             let op = ControllerOp::FenceBroker { broker_id };
             match commit(shard, controller, &op, broker_id).await {
                 Ok(_) => tracing::info!(broker_id, "fenced a broker whose session expired"),

@@ -117,6 +117,19 @@ pub(crate) async fn route(
     forwarded: bool,
 ) -> Result<ControllerReply, ControllerError> {
     let controller = controller(shard)?;
+    if let (true, ControllerRequest::Op { op, .. }) = (forwarded, &request) {
+        if matches!(
+            op,
+            ControllerOp::FenceBroker { .. }
+                | ControllerOp::UnfenceBroker { .. }
+                | ControllerOp::UnregisterBroker { .. }
+                | ControllerOp::ControlledShutdown { .. }
+        ) {
+            return Err(ControllerError::NotForwardable {
+                op: format!("{op:?}"),
+            });
+        }
+    }
     if controller.is_active(NodeId(shard.config.node_id)) {
         return lifecycle::handle_active(shard, controller, request).await;
     }
@@ -124,8 +137,13 @@ pub(crate) async fn route(
     if forwarded {
         return Err(not_active(controller));
     }
-    let addr = active
-        .and_then(|node| crate::metadata::broker_address(&shard.metadata(), node.0))
+    let endpoint =
+        active.and_then(|node| crate::metadata::broker_endpoint(&shard.metadata(), node.0));
+    let Some(endpoint) = endpoint else {
+        return Err(not_active(controller));
+    };
+    let addr = resolve(controller, endpoint)
+        .await
         .ok_or_else(|| not_active(controller))?;
     let reply = forward::send(addr, &request).await?;
     if let ControllerReply::Answer { applied_index, .. } = &reply {
@@ -134,8 +152,30 @@ pub(crate) async fn route(
     Ok(reply)
 }
 
+/// The socket address of a broker's registered `(host, port)`: an IP literal as it is, a host
+/// name resolved once on the blocking pool (never on the shard: a slow resolver would stall
+/// the voter) and kept. `None` when it does not resolve.
+async fn resolve(controller: &Controller, endpoint: (String, u16)) -> Option<std::net::SocketAddr> {
+    if let Ok(ip) = endpoint.0.parse::<std::net::IpAddr>() {
+        return Some(std::net::SocketAddr::new(ip, endpoint.1));
+    }
+    if let Some(addr) = controller.resolved.borrow().get(&endpoint) {
+        return Some(*addr);
+    }
+    let lookup = endpoint.clone();
+    let addr = glommio::executor()
+        .spawn_blocking(move || {
+            use std::net::ToSocketAddrs;
+            lookup.to_socket_addrs().ok()?.next()
+        })
+        .await?;
+    controller.resolved.borrow_mut().insert(endpoint, addr);
+    Some(addr)
+}
+
 /// Waits until this broker's shards have installed the image at `index` (or
-/// [`forward::FORWARD_TIMEOUT`] has passed: the answer stands, the image follows).
+/// [`forward::FORWARD_TIMEOUT`] has passed: the answer stands, the image follows; only a
+/// stalled shard mesh takes that long).
 async fn installed(controller: &Controller, index: RaftIndex) {
     let wait = async {
         loop {
@@ -269,7 +309,30 @@ async fn append(
     controller: &Controller,
     entry: bytes::Bytes,
 ) -> Result<RaftIndex, ControllerError> {
-    let committed = controller.quorum.propose(entry).await.map_err(|e| {
+    let proposal = async { Some(controller.quorum.propose(entry).await) };
+    let timeout = async {
+        glommio::timer::sleep(PROPOSAL_TIMEOUT).await;
+        None
+    };
+    let Some(outcome) = futures_lite::future::or(proposal, timeout).await else {
+        // Its outcome is unknown (a leader that lost its quorum): like Kafka's request
+        // timeout, the caller retries, and a retry of a change that did commit is refused
+        // or changes nothing.
+        return Err(ControllerError::NotCommitted {
+            reason: format!("not committed within {PROPOSAL_TIMEOUT:?}"),
+        });
+    };
+    let committed = outcome.map_err(|e| {
+        if let replication::raft::ProposeError::TooLarge {
+            entry_bytes,
+            entry_bytes_max,
+        } = e
+        {
+            return ControllerError::ChangeTooLarge {
+                entry_bytes,
+                entry_bytes_max,
+            };
+        }
         if controller.is_active(NodeId(shard.config.node_id)) {
             ControllerError::NotCommitted {
                 reason: e.to_string(),
@@ -278,14 +341,12 @@ async fn append(
             not_active(controller)
         }
     })?;
-    loop {
-        let notified = controller.published_changed.notified();
-        if controller.published.get() >= committed.index {
-            return Ok(committed.index);
-        }
-        notified.await;
-    }
+    installed(controller, committed.index).await;
+    Ok(committed.index)
 }
+
+/// How long a change waits for its commit and its installation on this broker's shards.
+const PROPOSAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 fn check_applied(controller: &Controller, index: RaftIndex) -> Result<(), ControllerError> {
     match controller.view.borrow().outcome(index) {

@@ -51,6 +51,8 @@ pub struct Controller {
     pub(super) broker_epoch: Cell<Option<i64>>,
     /// Whether the controller's last heartbeat answer said this broker is fenced.
     pub(super) fenced: Cell<bool>,
+    /// Registered host names of other brokers, resolved (forwarding reaches them).
+    pub(super) resolved: RefCell<std::collections::HashMap<(String, u16), std::net::SocketAddr>>,
 }
 
 impl Controller {
@@ -70,6 +72,7 @@ impl Controller {
             incarnation_id: Uuid::new_v4(),
             broker_epoch: Cell::new(None),
             fenced: Cell::new(true),
+            resolved: RefCell::new(std::collections::HashMap::new()),
         }
     }
 

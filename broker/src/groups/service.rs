@@ -111,8 +111,14 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
 /// single node or a small cluster still gets its offsets topic; Kafka would refuse until
 /// enough brokers are up).
 fn offsets_replication_factor(shard: &Shard) -> i16 {
-    let live = crate::metadata::live_brokers(&shard.metadata(), &shard.config).len();
-    let live = i16::try_from(live).unwrap_or(i16::MAX).max(1);
+    // The brokers the controller places replicas on: registered, unfenced, not shutting down.
+    let active = shard
+        .metadata()
+        .brokers
+        .values()
+        .filter(|b| b.is_active())
+        .count();
+    let live = i16::try_from(active).unwrap_or(i16::MAX).max(1);
     shard.config.offsets_topic_replication_factor.min(live)
 }
 

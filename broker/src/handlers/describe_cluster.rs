@@ -39,7 +39,9 @@ pub fn handle(shard: &Rc<Shard>, req: &DescribeClusterRequest) -> DescribeCluste
         }
     }
     let meta = shard.metadata();
-    for live in crate::metadata::live_brokers(&meta, &shard.config) {
+    let lives = crate::metadata::live_brokers(&meta, &shard.config);
+    response.controller_id = BrokerId(crate::metadata::controller_for_clients(&meta, &lives));
+    for live in lives {
         let mut broker = DescribeClusterBroker::default();
         broker.broker_id = BrokerId(live.id);
         broker.host = str_bytes(live.host);
@@ -48,6 +50,5 @@ pub fn handle(shard: &Rc<Shard>, req: &DescribeClusterRequest) -> DescribeCluste
         response.brokers.push(broker);
     }
     response.cluster_id = str_bytes(meta.cluster_id.clone());
-    response.controller_id = BrokerId(meta.active_controller.unwrap_or(-1));
     response
 }

@@ -133,7 +133,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
         })
         .collect();
     response.cluster_id = Some(str_bytes(meta.cluster_id.clone()));
-    response.controller_id = BrokerId(meta.active_controller.unwrap_or(-1));
+    response.controller_id = BrokerId(crate::metadata::controller_for_clients(&meta, &live));
     response.topics = topics;
     response.cluster_authorized_operations =
         authorized_operations::reported(include_cluster_operations, authorized_operations::CLUSTER);

@@ -58,8 +58,14 @@ fn quorum_config(config: &BrokerConfig) -> QuorumConfig {
     let mut quorum = QuorumConfig::new(this, voters);
     quorum.tick_interval = config.quorum_tick();
     quorum.election_ticks = config.quorum_election_ticks();
+    quorum.entry_bytes_max = METADATA_ENTRY_BYTES_MAX;
     quorum
 }
+
+/// Largest metadata entry (one change's records, JSON), bytes: a CreateTopics of
+/// `PARTITIONS_PER_TOPIC_MAX` partitions is about 2 MiB, and fencing a broker that sits in
+/// 100,000 ISRs about 14 MiB. Well inside the voter frame limit (`MESSAGE_BYTES_MAX`).
+pub const METADATA_ENTRY_BYTES_MAX: usize = 16 << 20;
 
 /// Starts this node's voter of the controller quorum on the current glommio executor and
 /// returns its handle; `state_machine` receives the committed entries (and snapshots).

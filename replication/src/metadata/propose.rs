@@ -312,6 +312,18 @@ pub enum ControllerError {
     /// `INVALID_REPLICA_ASSIGNMENT`, with Kafka's message in `reason`).
     #[error("{reason}")]
     InvalidReplicaAssignment { reason: String },
+    /// The change's records exceed the largest metadata entry (`entry_bytes` of
+    /// `entry_bytes_max`): it can never commit, so it is refused (INVALID_REQUEST), not
+    /// retried.
+    #[error("the change is too large for one metadata entry ({entry_bytes} bytes, at most {entry_bytes_max})")]
+    ChangeTooLarge {
+        entry_bytes: usize,
+        entry_bytes_max: usize,
+    },
+    /// A request only the active controller makes itself (fencing, unfencing, unregistering a
+    /// broker) arrived from another broker: refused (INVALID_REQUEST).
+    #[error("'{op}' is not accepted from another broker")]
+    NotForwardable { op: String },
     /// The controller could not be reached or stopped.
     #[error("controller unavailable")]
     Unavailable,
