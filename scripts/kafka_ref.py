@@ -81,7 +81,7 @@ class KafkaRefError(Exception):
     pass
 
 
-def _free_port():
+def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -319,7 +319,7 @@ class KafkaCluster:
         self.settings = dict(settings or {})
         self.shipped = shipped
         self.cluster_id = _kafka_uuid()
-        self.nodes = [KafkaNode(i + 1, self.dir / f"node-{i + 1}", _free_port(), _free_port())
+        self.nodes = [KafkaNode(i + 1, self.dir / f"node-{i + 1}", free_port(), free_port())
                       for i in range(nodes)]
         self._formatted = False
 

@@ -14,18 +14,13 @@ restarted node comes back at the same addresses.
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
+from kafka_ref import free_port
+
 STOP_GRACE_S = 20.0
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ClusterError(Exception):

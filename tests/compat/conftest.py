@@ -127,10 +127,7 @@ def _die_with_parent():
         pass
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = kafka_ref.free_port  # one helper for every test's ports
 
 
 class BrokerError(Exception):

@@ -73,19 +73,7 @@ pub async fn request(
     shard: &Rc<Shard>,
     request: ControllerRequest,
 ) -> Result<ControllerReply, ControllerError> {
-    if shard.id == 0 {
-        return route(shard, request, false).await;
-    }
-    let (reply, answer) = oneshot::channel();
-    let msg = ShardMsg::Controller {
-        request,
-        forwarded: false,
-        reply,
-    };
-    if shard.send(0, msg).await.is_err() {
-        return Err(ControllerError::Unavailable);
-    }
-    answer.await.unwrap_or(Err(ControllerError::Unavailable))
+    on_shard_0(shard, request, false).await
 }
 
 /// Runs a request another broker forwarded to this one: on shard 0, here only when this
@@ -94,13 +82,22 @@ pub(crate) async fn handle_here_or_on_shard_0(
     shard: &Rc<Shard>,
     request: ControllerRequest,
 ) -> Result<ControllerReply, ControllerError> {
+    on_shard_0(shard, request, true).await
+}
+
+/// [`route`] on shard 0: here, or over the shard mesh.
+async fn on_shard_0(
+    shard: &Rc<Shard>,
+    request: ControllerRequest,
+    forwarded: bool,
+) -> Result<ControllerReply, ControllerError> {
     if shard.id == 0 {
-        return route(shard, request, true).await;
+        return route(shard, request, forwarded).await;
     }
     let (reply, answer) = oneshot::channel();
     let msg = ShardMsg::Controller {
         request,
-        forwarded: true,
+        forwarded,
         reply,
     };
     if shard.send(0, msg).await.is_err() {
