@@ -81,6 +81,15 @@ class KafkaRefError(Exception):
     pass
 
 
+def log_tail(path, lines=40):
+    """The last `lines` lines of the log file at `path` (or why it cannot be read)."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8", "replace")
+    except OSError as e:
+        return f"(no log: {e})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -300,11 +309,7 @@ class KafkaNode:
             os.kill(self.pid, sig)
 
     def log_tail(self, lines=40):
-        try:
-            text = self.log_path.read_bytes().decode("utf-8", "replace")
-        except OSError as e:
-            return f"(no log: {e})"
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
 
 class KafkaCluster:

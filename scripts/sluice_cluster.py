@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from kafka_ref import free_port
+from kafka_ref import free_port, log_tail
 
 STOP_GRACE_S = 20.0
 
@@ -49,11 +49,7 @@ class SluiceNode:
         return self.proc is not None and self.proc.poll() is None
 
     def log_tail(self, lines=40):
-        try:
-            text = self.log_path.read_bytes().decode("utf-8", "replace")
-        except OSError as e:
-            return f"(no log: {e})"
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
 
 class SluiceCluster:
