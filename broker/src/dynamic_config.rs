@@ -49,6 +49,13 @@ pub struct DynamicBrokerConfigs<'a> {
 impl<'a> DynamicBrokerConfigs<'a> {
     /// The configs of `configs` that apply to broker `node_id`.
     pub fn of(configs: &'a BrokerConfigs, node_id: i32) -> DynamicBrokerConfigs<'a> {
+        if configs.is_empty() {
+            // The common case, asked per produce request: no allocation for the key.
+            return DynamicBrokerConfigs {
+                cluster_default: &NONE,
+                broker: &NONE,
+            };
+        }
         DynamicBrokerConfigs {
             cluster_default: configs.get("").unwrap_or(&NONE),
             broker: configs.get(&node_id.to_string()).unwrap_or(&NONE),

@@ -45,9 +45,9 @@ pub fn prepare(
     let after_max = i64::try_from(config.message_timestamp_after_max_ms).unwrap_or(i64::MAX);
     let check_time = config.message_timestamp_type() == TimestampType::CreateTime;
     let corrupt = || ProduceCheckError::Corrupt;
-    let mut out = Vec::with_capacity(batches.len());
-    let mut changed = false;
-    for (header, bytes) in &batches {
+    // The batches to append, made only once one changes (none does in the common case).
+    let mut out: Option<Vec<Bytes>> = None;
+    for (i, (header, bytes)) in batches.iter().enumerate() {
         if check_time {
             let off = |ts: i64| {
                 ts < now_ms.saturating_sub(before_max) || ts > now_ms.saturating_add(after_max)
@@ -59,7 +59,9 @@ pub fn prepare(
         let codec = header.compression();
         let recompress_to = target.filter(|t| *t != codec);
         if codec == 0 && recompress_to.is_none() {
-            out.push(bytes.clone());
+            if let Some(out) = &mut out {
+                out.push(bytes.clone());
+            }
             continue;
         }
         let section = &bytes[BATCH_HEADER_BYTES..];
@@ -71,15 +73,20 @@ pub fn prepare(
         match recompress_to {
             Some(to) => {
                 let packed = compress(to, &raw).map_err(|_| corrupt())?;
-                out.push(replace_records(bytes, to, &packed).map_err(|_| corrupt())?);
-                changed = true;
+                let replaced = replace_records(bytes, to, &packed).map_err(|_| corrupt())?;
+                out.get_or_insert_with(|| batches[..i].iter().map(|(_, b)| b.clone()).collect())
+                    .push(replaced);
             }
-            None => out.push(bytes.clone()),
+            None => {
+                if let Some(out) = &mut out {
+                    out.push(bytes.clone());
+                }
+            }
         }
     }
-    if !changed {
+    let Some(out) = out else {
         return Ok(records);
-    }
+    };
     let mut joined = BytesMut::with_capacity(out.iter().map(Bytes::len).sum());
     for b in out {
         joined.extend_from_slice(&b);

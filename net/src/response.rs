@@ -11,6 +11,10 @@ use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 
 use crate::frame::FRAME_SIZE_PREFIX_BYTES;
+
+/// Room for the size prefix and a response header (v1: correlation id and empty tagged
+/// fields), in bytes.
+const HEADER_BYTES_MAX: usize = 16;
 use crate::{ApiVersionTable, NetError};
 
 /// The response header version for `api_key` at `api_version`: 1 for flexible versions, else 0.
@@ -36,11 +40,12 @@ pub fn encode_response<M: Encodable>(
     correlation_id: i32,
     body: &M,
 ) -> Result<Bytes, NetError> {
-    encode_with(api_key, api_version, correlation_id, |buf| {
-        let size = body
-            .compute_size(api_version)
-            .map_err(|err| format!("{err:#}"))?;
-        buf.reserve(size);
+    let body_bytes = body.compute_size(api_version).map_err(|err| NetError::Encode {
+        api_key,
+        api_version,
+        detail: format!("{err:#}"),
+    })?;
+    encode_with(api_key, api_version, correlation_id, body_bytes, |buf| {
         body.encode(buf, api_version)
             .map_err(|err| format!("{err:#}"))
     })
@@ -56,7 +61,7 @@ pub fn encode_response_kind(
     correlation_id: i32,
     body: &ResponseKind,
 ) -> Result<Bytes, NetError> {
-    encode_with(api_key, api_version, correlation_id, |buf| {
+    encode_with(api_key, api_version, correlation_id, 0, |buf| {
         body.encode(buf, api_version)
             .map_err(|err| format!("{err:#}"))
     })
@@ -79,11 +84,13 @@ pub fn encode_api_versions_unsupported(
 }
 
 /// Writes prefix and header, lets `encode_body` append the body (reporting `kafka-protocol`'s
-/// error as text), then fills in the prefix.
+/// error as text), then fills in the prefix. `body_bytes`: the body's size where known (one
+/// allocation for the whole frame), else 0.
 fn encode_with(
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
+    body_bytes: usize,
     encode_body: impl FnOnce(&mut BytesMut) -> Result<(), String>,
 ) -> Result<Bytes, NetError> {
     let encode_error = |detail: String| NetError::Encode {
@@ -94,7 +101,7 @@ fn encode_with(
     let header_version = response_header_version(api_key, api_version);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
 
-    let mut buf = BytesMut::with_capacity(64);
+    let mut buf = BytesMut::with_capacity(HEADER_BYTES_MAX + body_bytes);
     buf.put_i32(0); // Size prefix, filled in below.
     header
         .encode(&mut buf, header_version)

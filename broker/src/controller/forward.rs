@@ -47,7 +47,7 @@ pub async fn serve(shard: &Rc<Shard>, frame: Bytes) -> Response {
     };
     let reply: Wire = super::handle_here_or_on_shard_0(shard, request).await;
     match encode(correlation_id, None, &reply) {
-        Some(frame) => Response::Frame(vec![frame]),
+        Some(frame) => Response::Whole(frame),
         None => Response::Close,
     }
 }

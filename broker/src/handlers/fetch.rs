@@ -14,7 +14,7 @@
 //! partitions, none holding `min_bytes`, waits out `max_wait_ms`. With `min_bytes` = 1 (the
 //! default of librdkafka, kafka-python, aiokafka and the Java client) the two agree.
 
-use super::{topic_name, Response};
+use super::Response;
 use crate::errors::{code, partition_op_error_code};
 use crate::metrics::ShardMetrics;
 use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
@@ -51,18 +51,12 @@ pub async fn handle(
     let deadline = GlommioRuntime.now() + Duration::from_millis(wait_ms);
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
-    let mut order: Vec<(String, Vec<i32>)> = Vec::new();
     let mut wanted = Vec::new();
     for topic in &req.topics {
-        let name = topic.topic.0.to_string();
-        order.push((
-            name.clone(),
-            topic.partitions.iter().map(|p| p.partition).collect(),
-        ));
         for p in &topic.partitions {
             wanted.push(Wanted {
                 tp: TopicPartition {
-                    topic: name.clone(),
+                    topic: topic.topic.0.to_string(),
                     partition: p.partition,
                 },
                 offset: p.fetch_offset,
@@ -74,22 +68,24 @@ pub async fn handle(
     let mut budget_left = max_bytes;
     let mut first_batch = true;
     let mut replies = replies.into_iter();
-    let mut topics = Vec::new();
-    for (name, partitions) in order {
-        let mut partitions_out = Vec::new();
-        for partition in partitions {
+    // Laid out from the request again, its topic names shared, not copied.
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for topic in &req.topics {
+        let mut partitions_out = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
             let reply = replies
                 .next()
+                .flatten()
                 .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable));
             partitions_out.push(partition_data(
-                partition,
+                p.partition,
                 reply,
                 &mut budget_left,
                 &mut first_batch,
             ));
         }
         topics.push(FetchTopicData {
-            topic: topic_name(&name),
+            topic: topic.topic.clone(),
             topic_id: uuid::Uuid::nil(),
             partitions: partitions_out,
         });
@@ -128,14 +124,14 @@ fn reply_bytes(reply: &PartitionReply) -> usize {
 }
 
 /// Sends one [`PartitionOp::Fetch`] per partition, all at once, and collects the answers in
-/// request order; once the answered bytes reach `min_bytes` (at least 1) or an answer is an
+/// request order (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes` (at least 1) or an answer is an
 /// error, the partitions still waiting are cancelled and answer with what they have.
 async fn fetch_all(
     shard: &Rc<Shard>,
     wanted: Vec<Wanted>,
     min_bytes: usize,
     deadline: MonotonicTime,
-) -> Vec<PartitionReply> {
+) -> Vec<Option<PartitionReply>> {
     let n = wanted.len();
     let mut cancels = Vec::with_capacity(n);
     // Every partition's fetch runs concurrently inside this task: no task spawned, and a local
@@ -167,9 +163,6 @@ async fn fetch_all(
         }
     }
     replies
-        .into_iter()
-        .map(|r| r.unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable)))
-        .collect()
 }
 
 fn partition_data(

@@ -170,7 +170,9 @@ pub fn supported_versions() -> &'static ApiVersionTable {
 
 /// What a handler gives the connection.
 pub enum Response {
-    /// The response frame, as chunks to write in order.
+    /// The response frame in one buffer (every API but Fetch).
+    Whole(Bytes),
+    /// The response frame, as chunks to write in order (Fetch: header and record batches).
     Frame(Vec<Bytes>),
     /// No response, as the protocol says (Produce with acks=0).
     None,
@@ -200,7 +202,7 @@ pub async fn handle(shard: &Rc<Shard>, request: Request, client_host: &str) -> R
 
 fn respond<M: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &M) -> Response {
     match net::encode_response(key, version, correlation_id, body) {
-        Ok(frame) => Response::Frame(vec![frame]),
+        Ok(frame) => Response::Whole(frame),
         Err(e) => {
             tracing::error!(api = ?key, version, error = %e, "encoding response failed");
             Response::Close

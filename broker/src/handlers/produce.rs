@@ -6,7 +6,6 @@
 //! NOT_ENOUGH_REPLICAS, as Kafka refuses it when the ISR is too small: every partition's ISR
 //! here is this one broker.
 
-use super::topic_name;
 use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::errors::{code, controller_error, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
@@ -42,20 +41,22 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
         u64::try_from(bytes).unwrap_or(u64::MAX),
     );
     let metadata = shard.metadata();
-    // (topic, its partition indexes) in request order, and every partition's append.
-    let mut layout: Vec<(String, Vec<i32>)> = Vec::new();
+    // The response is laid out from the request (its topic names shared, not copied) and
+    // filled in from every partition's append, in request order.
+    let mut response = ProduceResponse::default();
     let mut appends = Vec::new();
     for topic in req.topic_data {
-        let name = topic.name.0.to_string();
-        let too_few_replicas = req.acks == -1 && min_insync_replicas(shard, &metadata, &name) > 1;
+        let name: &str = &topic.name.0;
+        let too_few_replicas = req.acks == -1 && min_insync_replicas(shard, &metadata, name) > 1;
         // Only the broker writes an internal topic (Kafka refuses too).
-        let internal = check_not_internal(&metadata, &name, TopicOperation::Produce)
+        let internal = check_not_internal(&metadata, name, TopicOperation::Produce)
             .err()
             .map(|e| controller_error(&e).0);
-        let mut indexes = Vec::new();
+        let mut answer = TopicProduceResponse::default();
+        answer.partition_responses = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
             let tp = TopicPartition {
-                topic: name.clone(),
+                topic: name.to_owned(),
                 partition: p.index,
             };
             let task = async move {
@@ -84,49 +85,59 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
                     reply => Ok(reply),
                 }
             };
-            indexes.push(p.index);
+            let mut slot = PartitionProduceResponse::default();
+            slot.index = p.index;
+            answer.partition_responses.push(slot);
             appends.push(task);
         }
-        layout.push((name, indexes));
+        answer.name = topic.name;
+        response.responses.push(answer);
     }
+    drop(metadata);
     // Every partition's append runs concurrently inside this task: no task spawned, and a
     // local partition's append costs no message.
-    let mut replies = futures_util::future::join_all(appends).await.into_iter();
-    let mut response = ProduceResponse::default();
-    for (name, indexes) in layout {
-        let mut topic = TopicProduceResponse::default();
-        topic.name = topic_name(&name);
-        for (index, reply) in indexes.into_iter().zip(replies.by_ref()) {
-            // `Err`: the Kafka code of a refusal by this handler or by the owner.
-            let mut p = PartitionProduceResponse::default();
-            p.index = index;
-            p.log_append_time_ms = -1;
-            match reply {
-                Ok(PartitionReply::Produced {
-                    base_offset,
-                    log_start_offset,
-                    log_append_time_ms,
-                }) => {
-                    p.base_offset = base_offset;
-                    p.log_start_offset = log_start_offset;
-                    p.log_append_time_ms = log_append_time_ms;
-                }
-                Err(error) => {
-                    p.error_code = error;
-                    p.base_offset = -1;
-                    p.log_start_offset = -1;
-                }
-                other => {
-                    tracing::error!(?other, "unexpected reply to produce");
-                    p.error_code = code(ResponseError::UnknownServerError);
-                    p.base_offset = -1;
-                }
-            }
-            topic.partition_responses.push(p);
+    let mut slots = response
+        .responses
+        .iter_mut()
+        .flat_map(|t| t.partition_responses.iter_mut());
+    if appends.len() == 1 {
+        // One partition (a producer that does not linger): nothing to join.
+        if let (Some(slot), Some(append)) = (slots.next(), appends.pop()) {
+            fill_in(slot, append.await);
         }
-        response.responses.push(topic);
+    } else {
+        for (slot, reply) in slots.zip(futures_util::future::join_all(appends).await) {
+            fill_in(slot, reply);
+        }
     }
     response
+}
+
+/// Writes one partition's outcome into its slot of the response; `Err`: the Kafka code of a
+/// refusal by the handler or by the owner.
+fn fill_in(p: &mut PartitionProduceResponse, reply: Result<PartitionReply, i16>) {
+    p.log_append_time_ms = -1;
+    match reply {
+        Ok(PartitionReply::Produced {
+            base_offset,
+            log_start_offset,
+            log_append_time_ms,
+        }) => {
+            p.base_offset = base_offset;
+            p.log_start_offset = log_start_offset;
+            p.log_append_time_ms = log_append_time_ms;
+        }
+        Err(error) => {
+            p.error_code = error;
+            p.base_offset = -1;
+            p.log_start_offset = -1;
+        }
+        other => {
+            tracing::error!(?other, "unexpected reply to produce");
+            p.error_code = code(ResponseError::UnknownServerError);
+            p.base_offset = -1;
+        }
+    }
 }
 
 /// `min.insync.replicas` of topic `name`: its override, else the broker's default — dynamic
