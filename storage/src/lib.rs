@@ -32,5 +32,6 @@ pub use cache::{BatchCache, CacheStats};
 pub use config::{CleanupPolicy, LogConfig};
 pub use error::{BatchError, Result, StorageError};
 pub use io::Notify;
+pub use log::epochs::{EpochEntry, LeaderEpochCache};
 pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
