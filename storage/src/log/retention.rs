@@ -20,15 +20,14 @@ impl PartitionLog {
     /// KIP-101/279). If `offset` falls inside a batch, the whole batch goes, so the new log end
     /// is that batch's base offset. Errors: `offset` below the log start.
     pub async fn truncate_to(&self, offset: Offset) -> Result<()> {
+        let log_end = self.log_end_offset();
+        if offset >= log_end {
+            // As Kafka: an entry at the log end (an epoch that wrote nothing) conflicts with
+            // the leader's log, so the cache is cut at the log end even here.
+            return self.truncate_leader_epochs_from_end(log_end).await;
+        }
         {
             let st = self.shared.state.borrow();
-            if offset >= st.log_end {
-                let log_end = st.log_end;
-                drop(st);
-                // As Kafka: an entry at the log end (an epoch that wrote nothing) conflicts
-                // with the leader's log, so the cache is cut at the log end even here.
-                return self.truncate_leader_epochs_from_end(log_end).await;
-            }
             if offset < st.log_start {
                 return Err(StorageError::OffsetOutOfRange {
                     offset,
