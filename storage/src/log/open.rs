@@ -166,6 +166,9 @@ impl PartitionLog {
         if was_open {
             self.shared.cache.unregister(self.shared.cache_id);
         }
+        // A checkpoint write under way finishes (no new one starts on a closed log): the
+        // caller deletes the directory next, and a late write must not land in a new one.
+        self.checkpoint_writes_idle().await;
         if held {
             self.release_busy();
         } else {

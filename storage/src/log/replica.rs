@@ -79,12 +79,15 @@ impl PartitionLog {
     /// Writes the high watermark to the partition's `high-watermark` checkpoint (atomically,
     /// durably) and returns the value written. The caller decides when (Kafka checkpoints
     /// every `replica.high.watermark.checkpoint.interval.ms`); the next open starts from it.
-    /// Concurrent calls write one after another. Errors: I/O.
+    /// Concurrent calls write one after another. Errors: I/O, [`StorageError::Closed`].
     pub async fn checkpoint_high_watermark(&self) -> Result<Offset> {
         loop {
             let notified = self.shared.notify.notified();
             {
                 let mut st = self.shared.state.borrow_mut();
+                if st.closed {
+                    return Err(StorageError::Closed);
+                }
                 if !st.hw_writing {
                     st.hw_writing = true;
                     break;
@@ -121,7 +124,7 @@ impl PartitionLog {
     pub(super) fn write_leader_epochs_in_background(&self) {
         {
             let mut st = self.shared.state.borrow_mut();
-            if st.epochs_writing || !st.epochs_dirty || st.write_error.is_some() {
+            if st.epochs_writing || !st.epochs_dirty || st.write_error.is_some() || st.closed {
                 return;
             }
             st.epochs_writing = true;
@@ -146,6 +149,23 @@ impl PartitionLog {
                 }
                 if !st.epochs_dirty && !st.epochs_writing {
                     return Ok(());
+                }
+                if st.closed && !st.epochs_writing {
+                    return Err(StorageError::Closed);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits until no leader-epoch or high-watermark checkpoint write is under way.
+    pub(super) async fn checkpoint_writes_idle(&self) {
+        loop {
+            let notified = self.shared.notify.notified();
+            {
+                let st = self.shared.state.borrow();
+                if !st.epochs_writing && !st.hw_writing {
+                    return;
                 }
             }
             notified.await;
@@ -281,7 +301,7 @@ async fn write_leader_epochs(shared: Rc<Shared>) {
     loop {
         let values = {
             let mut st = shared.state.borrow_mut();
-            if !st.epochs_dirty || st.write_error.is_some() {
+            if !st.epochs_dirty || st.write_error.is_some() || st.closed {
                 st.epochs_writing = false;
                 break;
             }
