@@ -448,3 +448,30 @@ fn the_high_watermark_checkpoint_is_where_a_reopened_log_starts() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_follower_append_with_flush_messages_returns_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (leader_dir, follower_dir) = (dir.path().join("leader"), dir.path().join("follower"));
+    run(move || async move {
+        let (_leader, stored) = leader_with_epochs(&leader_dir).await;
+        let config = LogConfig {
+            flush_messages: 1,
+            ..LogConfig::default()
+        };
+        let follower = open(&follower_dir, config, 1 << 20).await;
+        for b in &stored {
+            let info = follower.append_as_follower(b.clone()).await.unwrap();
+            assert!(info.flush_due);
+            assert!(
+                follower.durable_offset() > info.last_offset,
+                "synced before returning"
+            );
+        }
+        follower.close().await.unwrap();
+        assert!(matches!(
+            follower.append_as_follower(stored[0].clone()).await,
+            Err(StorageError::Closed)
+        ));
+    });
+}
