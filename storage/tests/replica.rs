@@ -475,3 +475,38 @@ fn a_follower_append_with_flush_messages_returns_synced() {
         ));
     });
 }
+
+#[test]
+fn a_new_leader_assigns_its_epoch_at_the_log_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let (log, _) = leader_with_epochs(&path).await;
+        log.assign_leader_epoch(LeaderEpoch(6)).await.unwrap();
+        assert_eq!(entries(&log), [(1, 0), (2, 4), (4, 8), (6, 10)]);
+        let text = std::fs::read_to_string(path.join(EPOCH_FILE)).unwrap();
+        assert_eq!(text, checkpoint_text(&[4, 1, 0, 2, 4, 4, 8, 6, 10]));
+        // A follower at epoch 4 learns that epoch 4 ended at 10.
+        assert_eq!(
+            log.end_offset_for_leader_epoch(LeaderEpoch(4)),
+            Some((LeaderEpoch(4), Offset(10)))
+        );
+        // Again, and appends at the epoch, change nothing.
+        log.assign_leader_epoch(LeaderEpoch(6)).await.unwrap();
+        log.append(batch(0, 2, 10), LeaderEpoch(6)).await.unwrap();
+        assert_eq!(entries(&log), [(1, 0), (2, 4), (4, 8), (6, 10)]);
+        assert!(matches!(
+            log.assign_leader_epoch(LeaderEpoch(-1)).await,
+            Err(StorageError::MissingLeaderEpoch { .. })
+        ));
+        log.close().await.unwrap();
+        // An epoch that wrote nothing does not outlive a reopen (Kafka's recovery too).
+        let log = open(&path, LogConfig::default(), 1 << 20).await;
+        log.assign_leader_epoch(LeaderEpoch(8)).await.unwrap();
+        assert_eq!(entries(&log), [(1, 0), (2, 4), (4, 8), (6, 10), (8, 12)]);
+        log.close().await.unwrap();
+        let log = open(&path, LogConfig::default(), 1 << 20).await;
+        assert_eq!(entries(&log), [(1, 0), (2, 4), (4, 8), (6, 10)]);
+        log.close().await.unwrap();
+    });
+}

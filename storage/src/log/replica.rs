@@ -76,6 +76,29 @@ impl PartitionLog {
         st.epochs.end_offset_for(requested, st.log_end)
     }
 
+    /// Assigns `epoch` to start at the log end offset, durably — what Kafka's leader does when
+    /// it takes over a partition (`Partition.makeLeader`), so that `OffsetForLeaderEpoch`
+    /// answers for the new epoch before it has appended anything. Kafka's `assign` rules; no
+    /// change (and no write) when the epoch already starts at or before the log end. Like
+    /// Kafka's, the entry goes again at the next open while no batch of the epoch follows it
+    /// (recovery cuts entries at the log end). Errors: a negative epoch is refused as
+    /// [`StorageError::MissingLeaderEpoch`]; the sticky write error; a closed log.
+    pub async fn assign_leader_epoch(&self, epoch: LeaderEpoch) -> Result<()> {
+        {
+            let mut st = self.shared.state.borrow_mut();
+            if epoch.0 < 0 {
+                return Err(StorageError::MissingLeaderEpoch {
+                    base_offset: st.log_end,
+                });
+            }
+            let log_end = st.log_end;
+            if st.epochs.assign(epoch, log_end) {
+                st.epochs_dirty = true;
+            }
+        }
+        self.leader_epochs_written().await
+    }
+
     /// Writes the high watermark to the partition's `high-watermark` checkpoint (atomically,
     /// durably) and returns the value written. The caller decides when (Kafka checkpoints
     /// every `replica.high.watermark.checkpoint.interval.ms`); the next open starts from it.
