@@ -24,6 +24,9 @@
 //! 5. Appends take offsets in the order `append` was called (the order of a connection's
 //!    produce requests): each takes a ticket on entry, and only the oldest waiting ticket may
 //!    append, so a call that arrives just as a wait ends cannot overtake one that waited.
+//! 6. The leader-epoch cache's entries start at or below `log_end`, and every entry starting
+//!    in a closed segment is in the `leader-epoch-checkpoint` file (a roll waits for the file;
+//!    see `replica`), so recovery needs the file plus its scan of the active segment only.
 //!
 //! Files, by concern (each adds an `impl PartitionLog` block; shared state, accessors and the
 //! maintenance lock live here):

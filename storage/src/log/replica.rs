@@ -86,6 +86,7 @@ impl PartitionLog {
     pub async fn assign_leader_epoch(&self, epoch: LeaderEpoch) -> Result<()> {
         {
             let mut st = self.shared.state.borrow_mut();
+            self.check_usable(&st)?;
             if epoch.0 < 0 {
                 return Err(StorageError::MissingLeaderEpoch {
                     base_offset: st.log_end,
