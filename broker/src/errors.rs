@@ -64,6 +64,10 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         StorageError::DuplicateSequence { .. } => ResponseError::DuplicateSequenceNumber,
+        // Only a follower's own fetcher appends replicated batches; no client request gets these.
+        StorageError::UnexpectedAppendOffset { .. } | StorageError::MissingLeaderEpoch { .. } => {
+            ResponseError::UnknownServerError
+        }
     };
     if matches!(error, ResponseError::KafkaStorageError) {
         tracing::warn!(error = %e, "storage error");

@@ -82,6 +82,16 @@ pub enum StorageError {
     /// A multi-batch append holds a retried batch beside new ones.
     #[error("producer {producer_id}: a duplicate batch among new ones")]
     DuplicateSequence { producer_id: i64 },
+    /// A follower's append ([`crate::PartitionLog::append_as_follower`]) does not continue
+    /// the log: a batch's base offset is not the log end offset (first batch) or the offset
+    /// after the previous batch (Kafka: `UnexpectedAppendOffsetException` /
+    /// `OffsetsOutOfOrderException`). Nothing was appended.
+    #[error("replicated batch at base offset {got} does not continue the log at {expected}")]
+    UnexpectedAppendOffset { expected: Offset, got: Offset },
+    /// A replicated batch carries no partition leader epoch (-1): the leader stamps one into
+    /// every batch, so this is not a leader's batch. Nothing was appended.
+    #[error("replicated batch at base offset {base_offset} has no partition leader epoch")]
+    MissingLeaderEpoch { base_offset: Offset },
 }
 
 impl StorageError {

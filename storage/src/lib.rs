@@ -1,7 +1,9 @@
 //! Sluice's partition log (DESIGN.md §3): Kafka RecordBatch v2 bytes in preallocated segments
 //! written with O_DIRECT through glommio, sparse offset/time indexes, recovery of the active
 //! segment's tail, `flush.messages`/`flush.ms` durability with group-committed `fdatasync`,
-//! retention, and a per-shard batch cache.
+//! retention, and a per-shard batch cache. For replication (DESIGN.md §9): the leader-epoch
+//! cache and its checkpoint, the follower's append of the leader's batches, and the
+//! high-watermark checkpoint.
 //!
 //! Everything here runs on one glommio executor and is owned by one shard: `Rc`/`RefCell`,
 //! no locks. Record bytes are `bytes::Bytes`: an append copies a batch twice (once to stamp
@@ -32,5 +34,6 @@ pub use cache::{BatchCache, CacheStats};
 pub use config::{CleanupPolicy, LogConfig};
 pub use error::{BatchError, Result, StorageError};
 pub use io::Notify;
+pub use log::epochs::{EpochEntry, LeaderEpochCache};
 pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};

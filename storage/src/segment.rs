@@ -8,7 +8,7 @@ use crate::batch::{validate_batch, BatchHeader, BATCH_HEADER_BYTES};
 use crate::error::{Result, StorageError};
 use crate::index::{relative, OffsetEntry, SegmentIndex, TimeEntry};
 use crate::io::{align_down, DirectFile, BLOCK_BYTES, BLOCK_USIZE};
-use crate::types::{Offset, TimestampMs};
+use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
@@ -52,6 +52,10 @@ pub struct ScanEnd {
     pub tail_block: Vec<u8>,
     /// Bytes read from disk by the scan.
     pub bytes_read: u64,
+    /// (partition leader epoch, base offset) of each valid batch whose epoch differs from the
+    /// previous valid batch's in this scan (the first one always): what recovery assigns to
+    /// the leader-epoch cache, as Kafka's segment recovery does.
+    pub epoch_starts: Vec<(LeaderEpoch, Offset)>,
 }
 
 impl Segment {
@@ -221,6 +225,7 @@ impl Segment {
         let mut expected = from_offset;
         let mut bytes_read = 0u64;
         let mut tail_block = Vec::new();
+        let mut epoch_starts: Vec<(LeaderEpoch, Offset)> = Vec::new();
         let mut chunk_len = SCAN_CHUNK_BYTES;
         // `from_pos` is at an index entry (or 0): the next entry comes after another interval.
         self.bytes_since_index.set(0);
@@ -262,6 +267,9 @@ impl Segment {
                     break;
                 }
                 self.note_batch(&header, pos, index_interval_bytes);
+                if epoch_starts.last().map(|(e, _)| *e) != Some(header.partition_leader_epoch) {
+                    epoch_starts.push((header.partition_leader_epoch, header.base_offset));
+                }
                 pos += size as u64;
                 expected = header.last_offset().plus(1);
                 progressed = true;
@@ -284,6 +292,7 @@ impl Segment {
             next_offset: expected,
             tail_block,
             bytes_read,
+            epoch_starts,
         })
     }
 }

@@ -1,7 +1,9 @@
 //! Crash safety: a child process appends and flushes, printing each flushed offset; the parent
 //! SIGKILLs it at varied points (40 kill points, many of them mid-roll), reopens the log and checks
 //! that every acknowledged batch is present and byte-identical, that the log is a contiguous
-//! prefix of what the child appended, and that appends continue after it.
+//! prefix of what the child appended, and that appends continue after it. The leader epoch
+//! rises every few dozen batches, so the recovered leader-epoch cache is checked against the
+//! epochs of the recovered batches too (checkpoint plus recovery scan, kills mid-roll).
 
 mod common;
 
@@ -36,6 +38,11 @@ fn batch_for(base: i64) -> Bytes {
     storage::build_batch(storage::TimestampMs(base), &refs)
 }
 
+/// The leader epoch the child appends the batch at `base` with: rising with the offset.
+fn epoch_for(base: i64) -> i32 {
+    (base / 97) as i32
+}
+
 #[test]
 #[ignore = "child process of sigkill_at_many_points_loses_nothing_acknowledged"]
 fn crash_child() {
@@ -53,7 +60,9 @@ fn crash_child() {
             // inside a write, or inside a sync.
             for _ in 0..1 + round % 5 {
                 let base = log.log_end_offset().0;
-                log.append(batch_for(base), LeaderEpoch(1)).await.unwrap();
+                log.append(batch_for(base), LeaderEpoch(epoch_for(base)))
+                    .await
+                    .unwrap();
             }
             let durable = log.flush().await.unwrap();
             writeln!(out, "ACK {}", durable.0).unwrap();
@@ -133,6 +142,7 @@ fn verify(dir: &Path, acknowledged: i64, kill_point: u64) {
             "kill point {kill_point}: log end {end} below acknowledged {acknowledged}"
         );
         let mut offset = Offset(0);
+        let mut epochs: Vec<(i32, i64)> = Vec::new();
         while offset < end {
             let batches = log.read(offset, 1 << 20, end).await.unwrap();
             assert!(
@@ -140,7 +150,11 @@ fn verify(dir: &Path, acknowledged: i64, kill_point: u64) {
                 "kill point {kill_point}: hole at {offset}"
             );
             for b in batches {
-                let want = stamped(&batch_for(offset.0), offset.0, 1);
+                let epoch = epoch_for(offset.0);
+                let want = stamped(&batch_for(offset.0), offset.0, epoch);
+                if epochs.last().map(|(e, _)| *e) != Some(epoch) {
+                    epochs.push((epoch, offset.0));
+                }
                 assert_eq!(
                     b.to_vec(),
                     want,
@@ -151,5 +165,15 @@ fn verify(dir: &Path, acknowledged: i64, kill_point: u64) {
             }
         }
         assert_eq!(offset, end);
+        let recovered: Vec<(i32, i64)> = log
+            .leader_epochs()
+            .entries()
+            .iter()
+            .map(|e| (e.epoch.0, e.start_offset.0))
+            .collect();
+        assert_eq!(
+            recovered, epochs,
+            "kill point {kill_point}: leader-epoch cache differs from the batches' epochs"
+        );
     });
 }

@@ -1,6 +1,8 @@
 //! Model test: random appends, reads, rolls, truncations, delete-records, retention, flushes
 //! and reopens (clean and not) against an in-memory model of the log. A failure prints the
-//! operation sequence (proptest shrinks it) and the seed.
+//! operation sequence (proptest shrinks it) and the seed. The leader epoch rises now and then,
+//! and the leader-epoch cache is checked after every step against the epochs of the batches the
+//! model holds.
 
 mod common;
 
@@ -10,19 +12,34 @@ use storage::{LeaderEpoch, LogConfig, Offset, PartitionLog, TimestampMs};
 
 #[derive(Clone, Debug)]
 enum Op {
-    Append { records: usize, value_bytes: usize },
-    Read { at_permille: u16, max_bytes: usize },
+    Append {
+        records: usize,
+        value_bytes: usize,
+        new_epoch: bool,
+    },
+    Read {
+        at_permille: u16,
+        max_bytes: usize,
+    },
     Roll,
     Flush,
-    Truncate { at_permille: u16 },
-    DeleteRecords { at_permille: u16 },
-    RetainBytes { bytes: u64 },
-    Reopen { clean: bool },
+    Truncate {
+        at_permille: u16,
+    },
+    DeleteRecords {
+        at_permille: u16,
+    },
+    RetainBytes {
+        bytes: u64,
+    },
+    Reopen {
+        clean: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (1usize..5, 0usize..3000).prop_map(|(records, value_bytes)| Op::Append { records, value_bytes }),
+        6 => (1usize..5, 0usize..3000, proptest::bool::weighted(0.2)).prop_map(|(records, value_bytes, new_epoch)| Op::Append { records, value_bytes, new_epoch }),
         4 => (0u16..1000, 1usize..20_000).prop_map(|(at_permille, max_bytes)| Op::Read { at_permille, max_bytes }),
         1 => Just(Op::Roll),
         1 => Just(Op::Flush),
@@ -33,12 +50,14 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The model: every batch still in the log (base offset, stored bytes), and the log start.
+/// The model: every batch still in the log (base offset, stored bytes), and the log start;
+/// the leader epoch appends use.
 #[derive(Default)]
 struct Model {
     batches: Vec<(i64, Vec<u8>)>,
     log_start: i64,
     log_end: i64,
+    epoch: i32,
 }
 
 impl Model {
@@ -67,6 +86,30 @@ async fn check(log: &PartitionLog, model: &Model, step: usize) {
         model.log_start,
         "step {step}: log start"
     );
+    // The leader-epoch cache: each epoch starts at its first batch still in the log, the first
+    // entry at the log start (Kafka's rules, restated over the batches).
+    let mut want: Vec<(i32, i64)> = Vec::new();
+    for (base, b) in &model.batches {
+        let epoch = storage::validate_batch(b).unwrap().partition_leader_epoch.0;
+        if want.last().is_none_or(|(e, _)| epoch > *e) {
+            want.push((epoch, *base));
+        }
+    }
+    if let Some(first) = want.first_mut() {
+        first.1 = first.1.max(model.log_start);
+    }
+    let mut got: Vec<(i32, i64)> = log
+        .leader_epochs()
+        .entries()
+        .iter()
+        .map(|e| (e.epoch.0, e.start_offset.0))
+        .collect();
+    if model.batches.is_empty() {
+        // All records deleted: Kafka's truncateFromStart leaves one entry at the log end,
+        // which the next recovery's truncateFromEnd removes. Either is right.
+        got.retain(|(_, start)| *start < model.log_end);
+    }
+    assert_eq!(got, want, "step {step}: leader-epoch cache");
 }
 
 async fn run_ops(ops: Vec<Op>) {
@@ -79,13 +122,20 @@ async fn run_ops(ops: Vec<Op>) {
             Op::Append {
                 records,
                 value_bytes,
+                new_epoch,
             } => {
+                if new_epoch {
+                    model.epoch += 1;
+                }
                 let b = batch(step as i64, records, value_bytes);
-                let info = log.append(b.clone(), LeaderEpoch(3)).await.unwrap();
+                let info = log
+                    .append(b.clone(), LeaderEpoch(model.epoch))
+                    .await
+                    .unwrap();
                 assert_eq!(info.base_offset.0, model.log_end, "step {step}");
                 model
                     .batches
-                    .push((model.log_end, stamped(&b, model.log_end, 3)));
+                    .push((model.log_end, stamped(&b, model.log_end, model.epoch)));
                 model.log_end += records as i64;
             }
             Op::Read {

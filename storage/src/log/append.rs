@@ -7,7 +7,7 @@ use super::{
     blocking_dir_op, reservation_target, sync_dir, AppendInfo, PartitionLog, Shared,
     NEW_SEGMENT_EXT, SYNC_LATENCY_BUCKETS,
 };
-use crate::batch::{split_batches, stamp_batch, BatchHeader};
+use crate::batch::{split_batches, stamp_batch, BatchHeader, RecordBatch};
 use crate::cache::CachedBatch;
 use crate::error::{BatchError, Result, StorageError};
 use crate::io::{
@@ -60,6 +60,9 @@ impl PartitionLog {
     /// earlier calls that wait: appends take offsets in call order (invariant 5).
     /// Errors: invalid batch, [`StorageError::DiskFull`] when a needed roll finds no space
     /// (nothing is appended; later appends retry), a sticky write error, closed log.
+    /// A `leader_epoch` newer than the leader-epoch cache's latest is assigned to it, starting
+    /// at the first batch's base offset (the checkpoint is written in the background; see
+    /// [`PartitionLog::leader_epochs`]).
     pub async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo> {
         let batches = split_batches(&records)?;
         let max_message_bytes = self.shared.config.borrow().max_message_bytes;
@@ -72,6 +75,18 @@ impl PartitionLog {
                 .into());
             }
         }
+        self.append_batches(batches, Origin::Leader(leader_epoch))
+            .await
+    }
+
+    /// The append path shared by the leader's [`PartitionLog::append`] and the follower's
+    /// [`PartitionLog::append_as_follower`]: `batches` are validated; waits for its turn, a
+    /// roll or reservation, then appends them in memory.
+    pub(super) async fn append_batches(
+        &self,
+        batches: Vec<(BatchHeader, Bytes)>,
+        origin: Origin,
+    ) -> Result<AppendInfo> {
         let total_bytes: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
         let total_records: i64 = batches
             .iter()
@@ -115,7 +130,21 @@ impl PartitionLog {
         // Checked and appended with no await in between, so no other append interleaves.
         let duplicate = {
             let st = self.shared.state.borrow();
-            check_sequences(&st.producers, st.log_end, &batches)?
+            match origin {
+                Origin::Leader(_) => check_sequences(&st.producers, st.log_end, &batches)?,
+                // The leader checked the sequences; a follower takes its batches as they are
+                // (Kafka's REPLICATION origin), and only where they continue the log.
+                Origin::Follower => {
+                    let got = batches[0].0.base_offset;
+                    if got != st.log_end {
+                        return Err(StorageError::UnexpectedAppendOffset {
+                            expected: st.log_end,
+                            got,
+                        });
+                    }
+                    None
+                }
+            }
         };
         if let Some(original) = duplicate {
             return Ok(AppendInfo {
@@ -127,7 +156,7 @@ impl PartitionLog {
                 duplicate: true,
             });
         }
-        Ok(self.append_in_memory(batches, leader_epoch))
+        Ok(self.append_in_memory(batches, origin))
     }
 
     /// Reserves disk so that the active segment can hold `needed` bytes (one fallocate, a
@@ -154,26 +183,57 @@ impl PartitionLog {
         result
     }
 
-    fn append_in_memory(
-        &self,
-        batches: Vec<(BatchHeader, Bytes)>,
-        epoch: LeaderEpoch,
-    ) -> AppendInfo {
+    fn append_in_memory(&self, batches: Vec<(BatchHeader, Bytes)>, origin: Origin) -> AppendInfo {
         let shared = &self.shared;
         let interval = shared.config.borrow().index_interval_bytes;
         let mut st = shared.state.borrow_mut();
         let first_base = st.log_end;
         let mut max_timestamp = TimestampMs(i64::MIN);
         let mut records = 0u64;
-        let log_append_time = shared.config.borrow().log_append_time.then(wall_clock_ms);
+        let log_append_time = match origin {
+            Origin::Leader(_) => shared.config.borrow().log_append_time.then(wall_clock_ms),
+            // The leader stamped the append time already.
+            Origin::Follower => None,
+        };
+        let mut epochs_changed = false;
+        if let Origin::Leader(epoch) = origin {
+            // Only a newer epoch starts an entry: the leader's own epoch is never older than
+            // the cache's latest unless the caller is fenced, which is its check to make.
+            if epoch.0 >= 0 && st.epochs.latest_epoch().is_none_or(|l| epoch > l) {
+                epochs_changed = st.epochs.assign(epoch, first_base);
+            }
+        }
         for (header, bytes) in batches {
             let base = st.log_end;
-            let stamped = stamp_batch(&bytes, base, epoch, log_append_time);
-            let header = BatchHeader {
-                base_offset: base,
-                partition_leader_epoch: epoch,
-                max_timestamp: log_append_time.unwrap_or(header.max_timestamp),
-                ..header
+            let (stamped, header) = match origin {
+                Origin::Leader(epoch) => {
+                    let stamped = stamp_batch(&bytes, base, epoch, log_append_time);
+                    let header = BatchHeader {
+                        base_offset: base,
+                        partition_leader_epoch: epoch,
+                        max_timestamp: log_append_time.unwrap_or(header.max_timestamp),
+                        ..header
+                    };
+                    (stamped, header)
+                }
+                Origin::Follower => {
+                    // Checked by `check_follower_batches` and `append_batches` with no await
+                    // since (invariant 2: offsets stay contiguous).
+                    assert_eq!(
+                        header.base_offset, base,
+                        "replicated batch continues the log"
+                    );
+                    assert!(
+                        header.partition_leader_epoch.0 >= 0,
+                        "replicated batch has an epoch"
+                    );
+                    // Kafka's rules: a new epoch starts an entry; an older one removes the
+                    // entries it conflicts with.
+                    epochs_changed |= st
+                        .epochs
+                        .assign(header.partition_leader_epoch, header.base_offset);
+                    (RecordBatch::from_contiguous(bytes), header)
+                }
             };
             st.producers.record(&header);
             let seg = st.writer.segment.clone();
@@ -212,9 +272,15 @@ impl PartitionLog {
             flush_due,
             duplicate: false,
         };
+        if epochs_changed {
+            st.epochs_dirty = true;
+        }
         drop(cfg);
         drop(st);
         pump(shared);
+        if epochs_changed {
+            self.write_leader_epochs_in_background();
+        }
         if flush_due {
             let log = self.clone();
             let target = info.last_offset.plus(1);
@@ -325,6 +391,9 @@ impl PartitionLog {
             // Producer state as of the new segment's base: a restart replays at most the
             // active segment to rebuild it.
             self.snapshot_producer_state().await?;
+            // Recovery scans only the active segment: epochs starting in the old one must be
+            // in the checkpoint before the old one is closed.
+            self.leader_epochs_written().await?;
             new_file.rename(&path).await?;
             // The new name must be durable before any data of the new segment is.
             blocking_dir_op(dir, "syncing", sync_dir).await?;
@@ -535,12 +604,20 @@ fn wall_clock_ms() -> TimestampMs {
     TimestampMs(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn errno_of(e: &StorageError) -> i32 {
+pub(super) fn errno_of(e: &StorageError) -> i32 {
     match e {
         StorageError::DiskFull { .. } => libc::ENOSPC,
         StorageError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         _ => libc::EIO,
     }
+}
+
+/// Who appends: the leader (offsets and `partitionLeaderEpoch` are stamped, producers'
+/// sequences checked) or a follower (the leader's batches kept exactly as they are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Origin {
+    Leader(LeaderEpoch),
+    Follower,
 }
 
 /// An append's place in the queue of appends (invariant 5), held from its entry until it has

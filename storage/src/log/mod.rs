@@ -24,6 +24,9 @@
 //! 5. Appends take offsets in the order `append` was called (the order of a connection's
 //!    produce requests): each takes a ticket on entry, and only the oldest waiting ticket may
 //!    append, so a call that arrives just as a wait ends cannot overtake one that waited.
+//! 6. The leader-epoch cache's entries start at or below `log_end`, and every entry starting
+//!    in a closed segment is in the `leader-epoch-checkpoint` file (a roll waits for the file;
+//!    see `replica`), so recovery needs the file plus its scan of the active segment only.
 //!
 //! Files, by concern (each adds an `impl PartitionLog` block; shared state, accessors and the
 //! maintenance lock live here):
@@ -33,10 +36,15 @@
 //! - `read`: fetch reads from the batch cache, the write queue or DMA reads; lookups by time.
 //! - `retention`: `truncate_to`, DeleteRecords, `retention.ms` / `retention.bytes`.
 //! - `snapshots`: producer-state snapshots and their rebuild on open and truncation.
+//! - `epochs`: the leader-epoch cache (pure); `replica`: what replication needs of the log —
+//!   `append_as_follower`, the leader-epoch checkpoint kept in step with the cache, the
+//!   high-watermark checkpoint.
 
 mod append;
+pub(crate) mod epochs;
 mod open;
 mod read;
+mod replica;
 mod retention;
 mod snapshots;
 
@@ -49,6 +57,7 @@ use crate::producer_state::ProducerState;
 use crate::segment::Segment;
 use crate::types::{Offset, TimestampMs};
 use crate::writer::Writer;
+use epochs::LeaderEpochCache;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -58,6 +67,10 @@ use std::rc::Rc;
 const NEW_SEGMENT_EXT: &str = "log.new";
 /// Name of the log start offset checkpoint (Kafka: `log-start-offset-checkpoint`).
 const LOG_START_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+/// Name of the leader-epoch checkpoint (Kafka's name).
+const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
+/// Name of the high-watermark checkpoint (per partition; Kafka keeps one per log directory).
+const HIGH_WATERMARK_CHECKPOINT_FILE: &str = "high-watermark";
 
 /// Buckets of [`LogStats::sync_latency_us_log2`]: up to 2^23 µs (~8 s).
 pub const SYNC_LATENCY_BUCKETS: usize = 24;
@@ -128,6 +141,17 @@ struct State {
     writer: Writer,
     /// Idempotent producers' sequences (KIP-98).
     producers: ProducerState,
+    /// The leader-epoch cache (KIP-101). Every entry whose start offset lies in a closed
+    /// segment, or before the active segment's last index entry after a clean close, is in
+    /// the leader-epoch checkpoint (roll and close wait for `epochs_dirty` to clear); later
+    /// ones are found again by recovery's scan of the active segment.
+    epochs: LeaderEpochCache,
+    /// `epochs` changed since the last write of the checkpoint began.
+    epochs_dirty: bool,
+    /// A task is writing the leader-epoch checkpoint (one at a time: they share a temp file).
+    epochs_writing: bool,
+    /// A `checkpoint_high_watermark` call is writing its file (one at a time, likewise).
+    hw_writing: bool,
     log_start: Offset,
     log_end: Offset,
     high_watermark: Offset,

@@ -3,13 +3,14 @@
 
 use super::{
     blocking_dir_op, list_dir, reserve_after_recovery, sync_dir, LogStats, PartitionLog, Shared,
-    State, LOG_START_CHECKPOINT_FILE, NEW_SEGMENT_EXT,
+    State, LEADER_EPOCH_CHECKPOINT_FILE, LOG_START_CHECKPOINT_FILE, NEW_SEGMENT_EXT,
 };
 use crate::cache::BatchCache;
 use crate::checkpoint;
 use crate::config::LogConfig;
-use crate::error::Result;
+use crate::error::{Result, StorageError};
 use crate::io::{align_down, align_up, remove_file, DirectFile, Notify, BLOCK_BYTES, BLOCK_USIZE};
+use crate::log::epochs::LeaderEpochCache;
 use crate::producer_state::ProducerState;
 use crate::segment::Segment;
 use crate::types::Offset;
@@ -47,6 +48,7 @@ impl PartitionLog {
         if bases.is_empty() {
             bases.push(checkpoint_start.unwrap_or_default());
         }
+        let epochs_loaded = read_leader_epoch_checkpoint(dir).await?;
         let mut stats = LogStats {
             opened_clean: clean,
             ..LogStats::default()
@@ -95,6 +97,17 @@ impl PartitionLog {
         let log_start = checkpoint_start
             .map_or(first_base, |c| c.max(first_base))
             .min(log_end);
+        // A restarted replica starts from its checkpointed high watermark; without one (a
+        // single node never writes it) everything recovered counts as replicated, as before.
+        let high_watermark = match PartitionLog::read_high_watermark_checkpoint(dir).await {
+            Ok(hw) => hw.map_or(log_end, |hw| hw.clamp(log_start, log_end)),
+            Err(StorageError::Corrupt { path, why }) => {
+                // The safe lower bound: the leader's fetch answers move it up again.
+                tracing::warn!(path = %path.display(), why, "unreadable high-watermark checkpoint; starting at the log start");
+                log_start
+            }
+            Err(e) => return Err(e),
+        };
         if clean {
             // Durably gone before any append, so a later crash never trusts a stale index.
             remove_file(&dir.join(CLEAN_SHUTDOWN_FILE)).await?;
@@ -114,7 +127,7 @@ impl PartitionLog {
                     writer,
                     log_start,
                     log_end,
-                    high_watermark: log_end,
+                    high_watermark,
                     durable_offset: log_end,
                     syncing: false,
                     write_scheduled: false,
@@ -126,11 +139,17 @@ impl PartitionLog {
                     append_turns: VecDeque::new(),
                     next_append_ticket: 0,
                     producers: ProducerState::default(),
+                    epochs: LeaderEpochCache::new(),
+                    epochs_dirty: false,
+                    epochs_writing: false,
+                    hw_writing: false,
                 }),
                 stats: Cell::new(stats),
             }),
         };
         log.rebuild_producer_state().await?;
+        log.recover_leader_epochs(epochs_loaded, &scan.epoch_starts)
+            .await?;
         Ok(log)
     }
 
@@ -147,6 +166,9 @@ impl PartitionLog {
         if was_open {
             self.shared.cache.unregister(self.shared.cache_id);
         }
+        // A checkpoint write under way finishes (no new one starts on a closed log): the
+        // caller deletes the directory next, and a late write must not land in a new one.
+        self.checkpoint_writes_idle().await;
         if held {
             self.release_busy();
         } else {
@@ -161,6 +183,9 @@ impl PartitionLog {
         self.exclusive(async || {
             let active = self.shared.state.borrow().writer.segment.clone();
             self.snapshot_producer_state().await?;
+            // The next open scans only past the last index entry: every epoch entry must be in
+            // the file by then.
+            self.leader_epochs_written().await?;
             active.save_index().await?;
             active.file.truncate(active.size_bytes.get()).await?;
             active.file.fdatasync().await?;
@@ -173,4 +198,27 @@ impl PartitionLog {
         })
         .await
     }
+}
+
+/// The leader-epoch checkpoint's cache: `None` when the file is missing or unreadable (a torn
+/// or foreign file, a CRC mismatch, entries that do not ascend) — the cache is then rebuilt
+/// from the log, which holds every batch's epoch, instead of refusing to open. Errors: I/O.
+async fn read_leader_epoch_checkpoint(dir: &Path) -> Result<Option<LeaderEpochCache>> {
+    let path = dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
+    let values = match checkpoint::read(&path).await {
+        Ok(v) => v,
+        Err(StorageError::Corrupt { .. }) => {
+            tracing::warn!(path = %path.display(), "unreadable leader-epoch checkpoint; rebuilding it from the log");
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(values) = values else {
+        return Ok(None);
+    };
+    let cache = LeaderEpochCache::decode(&values);
+    if cache.is_none() {
+        tracing::warn!(path = %path.display(), "leader-epoch checkpoint entries do not ascend; rebuilding it from the log");
+    }
+    Ok(cache)
 }

@@ -20,11 +20,14 @@ impl PartitionLog {
     /// KIP-101/279). If `offset` falls inside a batch, the whole batch goes, so the new log end
     /// is that batch's base offset. Errors: `offset` below the log start.
     pub async fn truncate_to(&self, offset: Offset) -> Result<()> {
+        let log_end = self.log_end_offset();
+        if offset >= log_end {
+            // As Kafka: an entry at the log end (an epoch that wrote nothing) conflicts with
+            // the leader's log, so the cache is cut at the log end even here.
+            return self.truncate_leader_epochs_from_end(log_end).await;
+        }
         {
             let st = self.shared.state.borrow();
-            if offset >= st.log_end {
-                return Ok(());
-            }
             if offset < st.log_start {
                 return Err(StorageError::OffsetOutOfRange {
                     offset,
@@ -96,6 +99,9 @@ impl PartitionLog {
             }
             // Batches past the cut are gone: rebuild from a snapshot at or below it.
             self.rebuild_producer_state().await?;
+            // After the data: a crash before this write leaves entries past the log end in
+            // the file, which recovery cuts.
+            self.truncate_leader_epochs_from_end(cut.1).await?;
             Ok(())
         })
         .await
@@ -149,6 +155,7 @@ impl PartitionLog {
             &[offset.0],
         )
         .await?;
+        self.truncate_leader_epochs_from_start(self.log_start_offset());
         while let Some((segment, next_base)) = self.oldest_closed_segment() {
             if next_base > offset {
                 break;
@@ -223,6 +230,7 @@ impl PartitionLog {
         self.shared
             .cache
             .evict_below(self.shared.cache_id, next_base);
+        self.truncate_leader_epochs_from_start(self.log_start_offset());
         self.remove_segment_files(base).await
     }
 
