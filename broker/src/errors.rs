@@ -121,7 +121,9 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
     let error = match e {
         ControllerError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
         ControllerError::TopicAlreadyExists { .. } => ResponseError::TopicAlreadyExists,
-        ControllerError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition,
+        ControllerError::UnknownTopic { .. } | ControllerError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition
+        }
         ControllerError::PartitionCountOutOfRange { .. }
         | ControllerError::PartitionCountNotIncreased { .. } => ResponseError::InvalidPartitions,
         ControllerError::InvalidConfig { .. } => ResponseError::InvalidConfig,
@@ -140,18 +142,23 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         },
         ControllerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
         ControllerError::InvalidReplicaAssignment { .. } => ResponseError::InvalidReplicaAssignment,
-        ControllerError::ChangeTooLarge { .. } | ControllerError::NotForwardable { .. } => {
-            ResponseError::InvalidRequest
-        }
+        ControllerError::ChangeTooLarge { .. }
+        | ControllerError::NotForwardable { .. }
+        | ControllerError::NotPartitionLeader { .. }
+        | ControllerError::InvalidIsr { .. } => ResponseError::InvalidRequest,
+        ControllerError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        ControllerError::InvalidUpdateVersion { .. } => ResponseError::InvalidUpdateVersion,
+        ControllerError::IneligibleReplica { .. } => ResponseError::IneligibleReplica,
         ControllerError::DuplicateBrokerRegistration { .. } => {
             ResponseError::DuplicateBrokerRegistration
         }
         ControllerError::UnknownBroker { .. } => ResponseError::BrokerIdNotRegistered,
         ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
         // Retriable for Kafka's clients: they look up the controller again and retry.
-        ControllerError::NotController { .. } | ControllerError::NotCommitted { .. } => {
-            ResponseError::NotController
-        }
+        // AlterPartition epochs ahead of the controller's: it is likely stale (as Kafka).
+        ControllerError::NotController { .. }
+        | ControllerError::NotCommitted { .. }
+        | ControllerError::AlterPartitionEpochAhead { .. } => ResponseError::NotController,
         ControllerError::TopicIdTaken { .. }
         | ControllerError::ProducerIdsExhausted { .. }
         | ControllerError::Apply(_)
