@@ -5,9 +5,9 @@
 //! What the checkers verify: leaders are active members of their ISR; inactive brokers are
 //! only ever the sole member of an ISR; ISR ⊆ replicas; leader epochs never go back and move
 //! on every leader change; broker epochs only grow; the image's snapshot records rebuild it
-//! and the log of changes replays to it. Not verified by the model test: AlterPartition (ISR
-//! changes by the leader; unit tests at the end check its refusals, their order and its
-//! change) and heartbeats (see `heartbeats.rs`).
+//! and the log of changes replays to it; an accepted AlterPartition replaces the ISR and bumps
+//! only the partition epoch (unit tests at the end check its refusals and their order). Not
+//! verified: heartbeats (see `heartbeats.rs`).
 
 use super::*;
 use proptest::prelude::*;
@@ -611,6 +611,14 @@ enum Step {
     DeleteTopic {
         name: &'static str,
     },
+    /// The partition's leader (broker 1 when leaderless) asks for its leader plus the
+    /// replicas picked by the bits of `members`; `stale`: at the partition epoch before.
+    AlterPartition {
+        name: &'static str,
+        partition: i32,
+        members: u8,
+        stale: bool,
+    },
 }
 
 const TOPICS: &[&str] = &["a", "b", "c"];
@@ -638,7 +646,15 @@ fn step_strategy() -> impl Strategy<Value = Step> {
             }
         ),
         2 => (topic.clone(), 1..7i32).prop_map(|(name, total)| Step::CreatePartitions { name, total }),
-        1 => topic.prop_map(|name| Step::DeleteTopic { name }),
+        1 => topic.clone().prop_map(|name| Step::DeleteTopic { name }),
+        4 => (topic, 0..4i32, any::<u8>(), proptest::bool::weighted(0.1)).prop_map(
+            |(name, partition, members, stale)| Step::AlterPartition {
+                name,
+                partition,
+                members,
+                stale,
+            }
+        ),
     ]
 }
 
@@ -692,6 +708,42 @@ impl Step {
                 validate_only: false,
             },
             Step::DeleteTopic { name } => ControllerOp::DeleteTopic { name: name.into() },
+            Step::AlterPartition {
+                name,
+                partition,
+                members,
+                stale,
+            } => {
+                let current = image
+                    .topics
+                    .get(name)
+                    .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?));
+                let (leader, leader_epoch, partition_epoch, replicas) =
+                    current.map_or((1, 0, 0, Vec::new()), |p| {
+                        let leader = if p.leader == -1 { 1 } else { p.leader };
+                        (
+                            leader,
+                            p.leader_epoch,
+                            p.partition_epoch,
+                            p.replicas.clone(),
+                        )
+                    });
+                let mut new_isr = vec![leader];
+                for (i, r) in replicas.iter().enumerate() {
+                    if members & (1 << i) != 0 && *r != leader {
+                        new_isr.push(*r);
+                    }
+                }
+                ControllerOp::AlterPartition {
+                    broker_id: leader,
+                    broker_epoch: epoch(leader, false),
+                    topic: name.into(),
+                    partition,
+                    leader_epoch,
+                    partition_epoch: partition_epoch - i32::from(stale),
+                    new_isr,
+                }
+            }
         }
     }
 }
@@ -827,6 +879,19 @@ proptest! {
                             ControllerAnswer::ControlledShutdown { should_shut_down: true },
                             "invariant 'after a controlled shutdown the broker leads nothing' broken for {}",
                             broker_id
+                        );
+                    }
+                    if let ControllerOp::AlterPartition { topic, partition, new_isr, .. } = &op {
+                        let p = usize::try_from(*partition).unwrap();
+                        let (old, new) = (
+                            &before.topics[topic].partitions[p],
+                            &c.image.topics[topic].partitions[p],
+                        );
+                        let bump = i32::from(!records.is_empty());
+                        prop_assert_eq!(
+                            (new.leader, new.leader_epoch, new.partition_epoch, &new.isr),
+                            (old.leader, old.leader_epoch, old.partition_epoch + bump, new_isr),
+                            "invariant 'AlterPartition replaces the ISR, bumps only the partition epoch' broken"
                         );
                     }
                     if let ControllerOp::RegisterBroker { broker_id, .. } = op {
