@@ -24,8 +24,11 @@
 //! Limits: Kafka's HW also waits for a caught-up, eligible follower outside the ISR
 //! (`shouldWaitForReplicaToJoinIsr`); this state has no broker-liveness view, so only the
 //! maximal ISR holds the HW. Whether a broker is fenced or shutting down is checked by the
-//! controller (`INELIGIBLE_REPLICA`), not here. Reassignments (adding/removing replicas) are
-//! not modelled.
+//! controller (`INELIGIBLE_REPLICA`), not here; likewise a fetch's broker epoch is checked
+//! against the follower's previous fetch, not against the metadata's registration as Kafka
+//! does. Reassignments (adding/removing replicas) are not modelled. The caller persists the
+//! HW (checkpoint) and the leader epoch's start offset (epoch cache); this state only
+//! computes them.
 
 use crate::metadata::ControllerError;
 use crate::runtime::NodeId;
