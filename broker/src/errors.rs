@@ -172,3 +172,81 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
     }
     (error.code(), e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alter_partition_refusals_get_kafkas_codes() {
+        let t = || "t".to_string();
+        let cases = [
+            (
+                ControllerError::UnknownPartition {
+                    topic: t(),
+                    partition: 1,
+                },
+                3,
+            ),
+            (
+                ControllerError::AlterPartitionEpochAhead {
+                    topic: t(),
+                    partition: 0,
+                    leader_epoch: 2,
+                    partition_epoch: 0,
+                    current_leader_epoch: 1,
+                    current_partition_epoch: 0,
+                },
+                41,
+            ),
+            (
+                ControllerError::FencedLeaderEpoch {
+                    topic: t(),
+                    partition: 0,
+                    leader_epoch: 0,
+                    current: 1,
+                },
+                74,
+            ),
+            (
+                ControllerError::NotPartitionLeader {
+                    topic: t(),
+                    partition: 0,
+                    broker_id: 2,
+                    leader: 1,
+                },
+                42,
+            ),
+            (
+                ControllerError::InvalidUpdateVersion {
+                    topic: t(),
+                    partition: 0,
+                    partition_epoch: 0,
+                    current: 1,
+                },
+                95,
+            ),
+            (
+                ControllerError::InvalidIsr {
+                    topic: t(),
+                    partition: 0,
+                    isr: vec![2],
+                    reason: "it does not hold the leader".into(),
+                },
+                42,
+            ),
+            (
+                ControllerError::IneligibleReplica {
+                    topic: t(),
+                    partition: 0,
+                    broker_id: 2,
+                    reason: "fenced".into(),
+                },
+                107,
+            ),
+        ];
+        for (e, code) in cases {
+            assert_eq!(controller_error(&e).0, code, "{e}");
+        }
+    }
+}
