@@ -125,7 +125,9 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
     let error = match e {
         ControllerError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
         ControllerError::TopicAlreadyExists { .. } => ResponseError::TopicAlreadyExists,
-        ControllerError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition,
+        ControllerError::UnknownTopic { .. } | ControllerError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition
+        }
         ControllerError::PartitionCountOutOfRange { .. }
         | ControllerError::PartitionCountNotIncreased { .. } => ResponseError::InvalidPartitions,
         ControllerError::InvalidConfig { .. } => ResponseError::InvalidConfig,
@@ -144,18 +146,23 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         },
         ControllerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
         ControllerError::InvalidReplicaAssignment { .. } => ResponseError::InvalidReplicaAssignment,
-        ControllerError::ChangeTooLarge { .. } | ControllerError::NotForwardable { .. } => {
-            ResponseError::InvalidRequest
-        }
+        ControllerError::ChangeTooLarge { .. }
+        | ControllerError::NotForwardable { .. }
+        | ControllerError::NotPartitionLeader { .. }
+        | ControllerError::InvalidIsr { .. } => ResponseError::InvalidRequest,
+        ControllerError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        ControllerError::InvalidUpdateVersion { .. } => ResponseError::InvalidUpdateVersion,
+        ControllerError::IneligibleReplica { .. } => ResponseError::IneligibleReplica,
         ControllerError::DuplicateBrokerRegistration { .. } => {
             ResponseError::DuplicateBrokerRegistration
         }
         ControllerError::UnknownBroker { .. } => ResponseError::BrokerIdNotRegistered,
         ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
         // Retriable for Kafka's clients: they look up the controller again and retry.
-        ControllerError::NotController { .. } | ControllerError::NotCommitted { .. } => {
-            ResponseError::NotController
-        }
+        // AlterPartition epochs ahead of the controller's: it is likely stale (as Kafka).
+        ControllerError::NotController { .. }
+        | ControllerError::NotCommitted { .. }
+        | ControllerError::AlterPartitionEpochAhead { .. } => ResponseError::NotController,
         ControllerError::TopicIdTaken { .. }
         | ControllerError::ProducerIdsExhausted { .. }
         | ControllerError::Apply(_)
@@ -168,4 +175,82 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         tracing::warn!(error = %e, "controller error");
     }
     (error.code(), e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alter_partition_refusals_get_kafkas_codes() {
+        let t = || "t".to_string();
+        let cases = [
+            (
+                ControllerError::UnknownPartition {
+                    topic: t(),
+                    partition: 1,
+                },
+                3,
+            ),
+            (
+                ControllerError::AlterPartitionEpochAhead {
+                    topic: t(),
+                    partition: 0,
+                    leader_epoch: 2,
+                    partition_epoch: 0,
+                    current_leader_epoch: 1,
+                    current_partition_epoch: 0,
+                },
+                41,
+            ),
+            (
+                ControllerError::FencedLeaderEpoch {
+                    topic: t(),
+                    partition: 0,
+                    leader_epoch: 0,
+                    current: 1,
+                },
+                74,
+            ),
+            (
+                ControllerError::NotPartitionLeader {
+                    topic: t(),
+                    partition: 0,
+                    broker_id: 2,
+                    leader: 1,
+                },
+                42,
+            ),
+            (
+                ControllerError::InvalidUpdateVersion {
+                    topic: t(),
+                    partition: 0,
+                    partition_epoch: 0,
+                    current: 1,
+                },
+                95,
+            ),
+            (
+                ControllerError::InvalidIsr {
+                    topic: t(),
+                    partition: 0,
+                    isr: vec![2],
+                    reason: "it does not hold the leader".into(),
+                },
+                42,
+            ),
+            (
+                ControllerError::IneligibleReplica {
+                    topic: t(),
+                    partition: 0,
+                    broker_id: 2,
+                    reason: "fenced".into(),
+                },
+                107,
+            ),
+        ];
+        for (e, code) in cases {
+            assert_eq!(controller_error(&e).0, code, "{e}");
+        }
+    }
 }

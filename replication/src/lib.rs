@@ -1,6 +1,8 @@
 //! Leader/follower log replication and the controller's metadata state machine.
 //!
-//! - the partition (log, replica set, ISR, leader epoch, high watermark and its waiters);
+//! - the partition (log, replica set, ISR, leader epoch, high watermark and its waiters), and
+//!   [`LeaderIsr`], the leader's pure ISR state machine (follower fetch state, maximal ISR,
+//!   high watermark, AlterPartition proposals, `acks=all` checks);
 //! - `metadata`: the cluster metadata image, its KRaft-shaped records, the pure `apply`, the
 //!   proposer (topics, configs, the broker lifecycle, replica placement), the controller's
 //!   broker heartbeat tracker, and the record log + snapshot that persist it;
@@ -18,6 +20,7 @@ pub mod runtime;
 pub mod sim;
 
 pub use partition::{
-    Acks, Appended, Isolation, ListedOffset, OffsetSpec, Partition, PartitionError, PartitionStore,
-    Read, WaitOutcome,
+    AckState, Acks, AlterOutcome, AlterPartitionProposal, AlterRefusal, Appended, FetchOutcome,
+    FollowerState, Isolation, IsrConfig, IsrError, LeaderIsr, Leadership, ListedOffset, OffsetSpec,
+    Partition, PartitionError, PartitionStore, Read, WaitOutcome,
 };

@@ -5,8 +5,9 @@
 //! What the checkers verify: leaders are active members of their ISR; inactive brokers are
 //! only ever the sole member of an ISR; ISR ⊆ replicas; leader epochs never go back and move
 //! on every leader change; broker epochs only grow; the image's snapshot records rebuild it
-//! and the log of changes replays to it. Not verified: ISR expansion (AlterPartition is not
-//! modelled) and heartbeats (see `heartbeats.rs`).
+//! and the log of changes replays to it; an accepted AlterPartition replaces the ISR and bumps
+//! only the partition epoch (unit tests at the end check its refusals and their order). Not
+//! verified: heartbeats (see `heartbeats.rs`).
 
 use super::*;
 use proptest::prelude::*;
@@ -610,6 +611,14 @@ enum Step {
     DeleteTopic {
         name: &'static str,
     },
+    /// The partition's leader (broker 1 when leaderless) asks for its leader plus the
+    /// replicas picked by the bits of `members`; `stale`: at the partition epoch before.
+    AlterPartition {
+        name: &'static str,
+        partition: i32,
+        members: u8,
+        stale: bool,
+    },
 }
 
 const TOPICS: &[&str] = &["a", "b", "c"];
@@ -637,7 +646,15 @@ fn step_strategy() -> impl Strategy<Value = Step> {
             }
         ),
         2 => (topic.clone(), 1..7i32).prop_map(|(name, total)| Step::CreatePartitions { name, total }),
-        1 => topic.prop_map(|name| Step::DeleteTopic { name }),
+        1 => topic.clone().prop_map(|name| Step::DeleteTopic { name }),
+        4 => (topic, 0..4i32, any::<u8>(), proptest::bool::weighted(0.1)).prop_map(
+            |(name, partition, members, stale)| Step::AlterPartition {
+                name,
+                partition,
+                members,
+                stale,
+            }
+        ),
     ]
 }
 
@@ -691,6 +708,42 @@ impl Step {
                 validate_only: false,
             },
             Step::DeleteTopic { name } => ControllerOp::DeleteTopic { name: name.into() },
+            Step::AlterPartition {
+                name,
+                partition,
+                members,
+                stale,
+            } => {
+                let current = image
+                    .topics
+                    .get(name)
+                    .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?));
+                let (leader, leader_epoch, partition_epoch, replicas) =
+                    current.map_or((1, 0, 0, Vec::new()), |p| {
+                        let leader = if p.leader == -1 { 1 } else { p.leader };
+                        (
+                            leader,
+                            p.leader_epoch,
+                            p.partition_epoch,
+                            p.replicas.clone(),
+                        )
+                    });
+                let mut new_isr = vec![leader];
+                for (i, r) in replicas.iter().enumerate() {
+                    if members & (1 << i) != 0 && *r != leader {
+                        new_isr.push(*r);
+                    }
+                }
+                ControllerOp::AlterPartition {
+                    broker_id: leader,
+                    broker_epoch: epoch(leader, false),
+                    topic: name.into(),
+                    partition,
+                    leader_epoch,
+                    partition_epoch: partition_epoch - i32::from(stale),
+                    new_isr,
+                }
+            }
         }
     }
 }
@@ -828,6 +881,19 @@ proptest! {
                             broker_id
                         );
                     }
+                    if let ControllerOp::AlterPartition { topic, partition, new_isr, .. } = &op {
+                        let p = usize::try_from(*partition).unwrap();
+                        let (old, new) = (
+                            &before.topics[topic].partitions[p],
+                            &c.image.topics[topic].partitions[p],
+                        );
+                        let bump = i32::from(!records.is_empty());
+                        prop_assert_eq!(
+                            (new.leader, new.leader_epoch, new.partition_epoch, &new.isr),
+                            (old.leader, old.leader_epoch, old.partition_epoch + bump, new_isr),
+                            "invariant 'AlterPartition replaces the ISR, bumps only the partition epoch' broken"
+                        );
+                    }
                     if let ControllerOp::RegisterBroker { broker_id, .. } = op {
                         let registered = &c.image.brokers[&broker_id];
                         if !records.is_empty() {
@@ -860,4 +926,240 @@ proptest! {
         }
         prop_assert_eq!(&replayed, &c.image, "invariant 'the log replays to the image' broken");
     }
+}
+
+// ---- AlterPartition (KRaft `ReplicationControlManager::alterPartition`) ---------------------
+
+/// Brokers 1, 2, 3 and topic "t" with one partition on [1, 2, 3], led by 1.
+fn alter_cluster() -> Cluster {
+    let mut c = Cluster::with_brokers(&[1, 2, 3]);
+    c.create("t", 1, 3, BTreeMap::new()).unwrap();
+    assert_eq!(c.partition("t", 0).replicas, vec![1, 2, 3]);
+    c
+}
+
+/// AlterPartition of "t"-0 from broker 1 at its current epochs, to `new_isr`.
+fn alter(c: &Cluster, new_isr: &[i32]) -> ControllerOp {
+    let p = c.partition("t", 0);
+    ControllerOp::AlterPartition {
+        broker_id: 1,
+        broker_epoch: c.epoch(1),
+        topic: "t".into(),
+        partition: 0,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: new_isr.to_vec(),
+    }
+}
+
+/// `op` with its fields changed by `f`.
+fn with(
+    mut op: ControllerOp,
+    f: impl FnOnce(&mut i32, &mut i64, &mut i32, &mut i32, &mut i32),
+) -> ControllerOp {
+    if let ControllerOp::AlterPartition {
+        broker_id,
+        broker_epoch,
+        partition,
+        leader_epoch,
+        partition_epoch,
+        ..
+    } = &mut op
+    {
+        f(
+            broker_id,
+            broker_epoch,
+            partition,
+            leader_epoch,
+            partition_epoch,
+        );
+    }
+    op
+}
+
+#[test]
+fn alter_partition_replaces_the_isr_and_bumps_only_the_partition_epoch() {
+    let mut c = alter_cluster();
+    let before = c.partition("t", 0).clone();
+    let op = alter(&c, &[1, 3]);
+    let records = c.run(&op).unwrap();
+    assert_eq!(records.len(), 1);
+    let p = c.partition("t", 0);
+    assert_eq!(p.isr, vec![1, 3]);
+    assert_eq!(p.partition_epoch, before.partition_epoch + 1);
+    assert_eq!((p.leader, p.leader_epoch), (1, before.leader_epoch));
+    assert_eq!(
+        op.answer(&c.image),
+        ControllerAnswer::AlterPartition {
+            leader: 1,
+            leader_epoch: before.leader_epoch,
+            partition_epoch: before.partition_epoch + 1,
+        }
+    );
+    // Expanding again works from the new partition epoch.
+    c.run(&alter(&c, &[1, 3, 2])).unwrap();
+    assert_eq!(c.partition("t", 0).isr, vec![1, 3, 2]);
+    assert!(!op.validate_only());
+}
+
+#[test]
+fn alter_partition_to_the_current_isr_changes_nothing() {
+    let mut c = alter_cluster();
+    let isr = c.partition("t", 0).isr.clone();
+    assert!(c.run(&alter(&c, &isr)).unwrap().is_empty());
+    assert_eq!(c.partition("t", 0).partition_epoch, 0);
+}
+
+#[test]
+fn alter_partition_refusals() {
+    let mut c = alter_cluster();
+    let ok = alter(&c, &[1, 2]);
+    let stale = with(ok.clone(), |_, e, _, _, _| *e -= 1);
+    assert!(matches!(
+        c.run(&stale),
+        Err(ControllerError::StaleBrokerEpoch { .. })
+    ));
+    let unregistered = with(ok.clone(), |b, _, _, _, _| *b = 9);
+    assert!(matches!(
+        c.run(&unregistered),
+        Err(ControllerError::StaleBrokerEpoch { current: -1, .. })
+    ));
+    let mut unknown_topic = ok.clone();
+    if let ControllerOp::AlterPartition { topic, .. } = &mut unknown_topic {
+        *topic = "nope".into();
+    }
+    assert!(matches!(
+        c.run(&unknown_topic),
+        Err(ControllerError::UnknownTopic { .. })
+    ));
+    for p in [1, -1] {
+        let op = with(ok.clone(), |_, _, part, _, _| *part = p);
+        assert!(
+            matches!(c.run(&op), Err(ControllerError::UnknownPartition { .. })),
+            "{p}"
+        );
+    }
+    let ahead = with(ok.clone(), |_, _, _, l, _| *l += 1);
+    assert!(matches!(
+        c.run(&ahead),
+        Err(ControllerError::AlterPartitionEpochAhead { .. })
+    ));
+    let ahead = with(ok.clone(), |_, _, _, _, pe| *pe += 1);
+    assert!(matches!(
+        c.run(&ahead),
+        Err(ControllerError::AlterPartitionEpochAhead { .. })
+    ));
+    let e2 = c.epoch(2);
+    let not_leader = with(ok.clone(), |b, e, _, _, _| (*b, *e) = (2, e2));
+    assert!(matches!(
+        c.run(&not_leader),
+        Err(ControllerError::NotPartitionLeader { leader: 1, .. })
+    ));
+    for bad in [&[1, 1][..], &[1, 4], &[2, 3], &[]] {
+        assert!(
+            matches!(
+                c.run(&alter(&c, bad)),
+                Err(ControllerError::InvalidIsr { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    // Refusals change nothing.
+    assert_eq!(c.partition("t", 0).partition_epoch, 0);
+    assert_eq!(c.partition("t", 0).isr, vec![1, 2, 3]);
+    // An ISR change moves the partition epoch: the old one is refused.
+    c.run(&alter(&c, &[1, 2])).unwrap();
+    assert!(matches!(
+        c.run(&ok.clone()),
+        Err(ControllerError::InvalidUpdateVersion { current: 1, .. })
+    ));
+    // A leader change moves the leader epoch: the old one is fenced.
+    c.run(&ControllerOp::FenceBroker { broker_id: 1 }).unwrap();
+    let p = c.partition("t", 0).clone();
+    assert_eq!(p.leader, 2);
+    let old_epoch = with(alter(&c, &[2]), |b, e, _, l, _| {
+        (*b, *e, *l) = (2, e2, p.leader_epoch - 1)
+    });
+    assert!(matches!(
+        c.run(&old_epoch),
+        Err(ControllerError::FencedLeaderEpoch { .. })
+    ));
+}
+
+#[test]
+fn alter_partition_checks_run_in_kafkas_order() {
+    let mut c = alter_cluster();
+    let e2 = c.epoch(2);
+    let e3 = c.epoch(3);
+    // Stale broker epoch before an unknown partition.
+    let op = with(alter(&c, &[1]), |_, e, part, _, _| {
+        (*e, *part) = (*e - 1, 5)
+    });
+    assert!(matches!(
+        c.run(&op),
+        Err(ControllerError::StaleBrokerEpoch { .. })
+    ));
+    // An older leader epoch from a non-leader is FENCED_LEADER_EPOCH first.
+    c.run(&ControllerOp::FenceBroker { broker_id: 1 }).unwrap();
+    let p = c.partition("t", 0).clone();
+    let op = with(alter(&c, &[2]), |b, e, _, l, _| {
+        (*b, *e, *l) = (3, e3, p.leader_epoch - 1)
+    });
+    assert!(matches!(
+        c.run(&op),
+        Err(ControllerError::FencedLeaderEpoch { .. })
+    ));
+    // Not the leader before an older partition epoch.
+    let op = with(alter(&c, &[2]), |b, e, _, _, pe| {
+        (*b, *e, *pe) = (3, e3, *pe - 1)
+    });
+    assert!(matches!(
+        c.run(&op),
+        Err(ControllerError::NotPartitionLeader { .. })
+    ));
+    // An older partition epoch before an invalid ISR.
+    let op = with(alter(&c, &[9]), |b, e, _, _, pe| {
+        (*b, *e, *pe) = (2, e2, *pe - 1)
+    });
+    assert!(matches!(
+        c.run(&op),
+        Err(ControllerError::InvalidUpdateVersion { .. })
+    ));
+    // An invalid ISR before an ineligible member (1 is fenced).
+    let op = with(alter(&c, &[1, 9]), |b, e, _, _, _| (*b, *e) = (2, e2));
+    assert!(matches!(
+        c.run(&op),
+        Err(ControllerError::InvalidIsr { .. })
+    ));
+}
+
+#[test]
+fn alter_partition_refuses_fenced_shutting_down_or_unregistered_members() {
+    let mut c = alter_cluster();
+    c.run(&alter(&c, &[1])).unwrap();
+    c.run(&ControllerOp::FenceBroker { broker_id: 2 }).unwrap();
+    let e3 = c.epoch(3);
+    c.run(&ControllerOp::ControlledShutdown {
+        broker_id: 3,
+        broker_epoch: e3,
+    })
+    .unwrap();
+    for (isr, member, reason) in [(&[1, 2][..], 2, "fenced"), (&[1, 3], 3, "shutting down")] {
+        match c.run(&alter(&c, isr)) {
+            Err(ControllerError::IneligibleReplica {
+                broker_id,
+                reason: r,
+                ..
+            }) => assert_eq!((broker_id, r.as_str()), (member, reason)),
+            other => panic!("{isr:?}: {other:?}"),
+        }
+    }
+    c.run(&ControllerOp::UnregisterBroker { broker_id: 2 })
+        .unwrap();
+    assert!(matches!(
+        c.run(&alter(&c, &[1, 2])),
+        Err(ControllerError::IneligibleReplica { broker_id: 2, .. })
+    ));
+    // The leader alone is still fine (a no-op here).
+    assert!(c.run(&alter(&c, &[1])).unwrap().is_empty());
 }

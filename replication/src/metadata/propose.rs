@@ -150,6 +150,30 @@ pub enum ControllerOp {
     UnregisterBroker {
         broker_id: i32,
     },
+    /// The partition's leader changes its ISR (AlterPartition, KRaft
+    /// `ReplicationControlManager::alterPartition`): checked in Kafka's order — the broker's
+    /// registration and epoch ([`ControllerError::StaleBrokerEpoch`]), the topic and partition
+    /// ([`ControllerError::UnknownTopic`], [`ControllerError::UnknownPartition`]), epochs ahead
+    /// of the controller's ([`ControllerError::AlterPartitionEpochAhead`]), an older leader
+    /// epoch ([`ControllerError::FencedLeaderEpoch`]), a broker that is not the leader
+    /// ([`ControllerError::NotPartitionLeader`]), an older partition epoch
+    /// ([`ControllerError::InvalidUpdateVersion`]), an ISR that is not a set of replicas
+    /// holding the leader ([`ControllerError::InvalidIsr`]), a member not registered, fenced or
+    /// in controlled shutdown ([`ControllerError::IneligibleReplica`]). Then one
+    /// [`PartitionChangeRecord`] replaces the ISR and bumps the partition epoch (the leader
+    /// epoch stays); none when `new_isr` is the current ISR (as Kafka's
+    /// `PartitionChangeBuilder`, in order). Answer: [`ControllerAnswer::AlterPartition`].
+    AlterPartition {
+        /// The leader sending the change, and its broker epoch.
+        broker_id: i32,
+        broker_epoch: i64,
+        topic: String,
+        partition: i32,
+        /// The epochs the leader knows.
+        leader_epoch: i32,
+        partition_epoch: i32,
+        new_isr: Vec<i32>,
+    },
 }
 
 impl ControllerOp {
@@ -168,7 +192,8 @@ impl ControllerOp {
             | ControllerOp::UnfenceBroker { .. }
             | ControllerOp::FenceBroker { .. }
             | ControllerOp::ControlledShutdown { .. }
-            | ControllerOp::UnregisterBroker { .. } => false,
+            | ControllerOp::UnregisterBroker { .. }
+            | ControllerOp::AlterPartition { .. } => false,
         }
     }
 
@@ -189,6 +214,18 @@ impl ControllerOp {
                     should_shut_down: leaderships(after, *broker_id) == 0,
                 }
             }
+            ControllerOp::AlterPartition {
+                topic, partition, ..
+            } => usize::try_from(*partition)
+                .ok()
+                .and_then(|p| after.topics.get(topic)?.partitions.get(p))
+                .map_or(ControllerAnswer::Done, |p| {
+                    ControllerAnswer::AlterPartition {
+                        leader: p.leader,
+                        leader_epoch: p.leader_epoch,
+                        partition_epoch: p.partition_epoch,
+                    }
+                }),
             _ => ControllerAnswer::Done,
         }
     }
@@ -205,6 +242,13 @@ pub enum ControllerAnswer {
     /// [`ControllerOp::ControlledShutdown`]: whether the broker leads no partition now and may
     /// stop (BrokerHeartbeatResponse's `should_shut_down`).
     ControlledShutdown { should_shut_down: bool },
+    /// [`ControllerOp::AlterPartition`]: the partition's state once changed (its ISR is the
+    /// requested one).
+    AlterPartition {
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+    },
 }
 
 /// How many partitions `broker_id` leads in `image`.
@@ -327,6 +371,65 @@ pub enum ControllerError {
     /// The controller could not be reached or stopped.
     #[error("controller unavailable")]
     Unavailable,
+    /// The topic exists but not the partition (Kafka's `UNKNOWN_TOPIC_OR_PARTITION`).
+    #[error("partition {topic}-{partition} does not exist")]
+    UnknownPartition { topic: String, partition: i32 },
+    /// AlterPartition with a leader or partition epoch above the controller's: this
+    /// controller is likely stale (Kafka answers `NOT_CONTROLLER`).
+    #[error("{topic}-{partition}: request epochs (leader {leader_epoch}, partition {partition_epoch}) are ahead of the controller's (leader {current_leader_epoch}, partition {current_partition_epoch})")]
+    AlterPartitionEpochAhead {
+        topic: String,
+        partition: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        current_leader_epoch: i32,
+        current_partition_epoch: i32,
+    },
+    /// AlterPartition from an older leader epoch (Kafka's `FENCED_LEADER_EPOCH`).
+    #[error(
+        "{topic}-{partition}: leader epoch {leader_epoch} is older than the current {current}"
+    )]
+    FencedLeaderEpoch {
+        topic: String,
+        partition: i32,
+        leader_epoch: i32,
+        current: i32,
+    },
+    /// AlterPartition from a broker that does not lead the partition (Kafka's
+    /// `INVALID_REQUEST`).
+    #[error("{topic}-{partition}: broker {broker_id} is not the leader ({leader})")]
+    NotPartitionLeader {
+        topic: String,
+        partition: i32,
+        broker_id: i32,
+        leader: i32,
+    },
+    /// AlterPartition from an older partition epoch (Kafka's `INVALID_UPDATE_VERSION`).
+    #[error("{topic}-{partition}: partition epoch {partition_epoch} is older than the current {current}")]
+    InvalidUpdateVersion {
+        topic: String,
+        partition: i32,
+        partition_epoch: i32,
+        current: i32,
+    },
+    /// An ISR with a duplicate or a non-replica, or without the leader (Kafka's
+    /// `INVALID_REQUEST`).
+    #[error("{topic}-{partition}: invalid ISR {isr:?}: {reason}")]
+    InvalidIsr {
+        topic: String,
+        partition: i32,
+        isr: Vec<i32>,
+        reason: String,
+    },
+    /// A new ISR member that is not registered, is fenced or is in controlled shutdown
+    /// (Kafka's `INELIGIBLE_REPLICA`).
+    #[error("{topic}-{partition}: broker {broker_id} may not join the ISR: {reason}")]
+    IneligibleReplica {
+        topic: String,
+        partition: i32,
+        broker_id: i32,
+        reason: String,
+    },
 }
 
 /// Checks a topic's complete override set (Kafka names → values); `Err` says why it is
@@ -577,7 +680,131 @@ pub fn propose(
             }));
             Ok(records)
         }
+        ControllerOp::AlterPartition {
+            broker_id,
+            broker_epoch,
+            topic,
+            partition,
+            leader_epoch,
+            partition_epoch,
+            new_isr,
+        } => alter_partition(
+            image,
+            (*broker_id, *broker_epoch),
+            topic,
+            *partition,
+            (*leader_epoch, *partition_epoch),
+            new_isr,
+        ),
     }
+}
+
+/// [`ControllerOp::AlterPartition`], checked in the order of KRaft's
+/// `ReplicationControlManager::alterPartition` and `validateAlterPartitionData`.
+fn alter_partition(
+    image: &MetadataImage,
+    (broker_id, broker_epoch): (i32, i64),
+    topic: &str,
+    partition_id: i32,
+    (leader_epoch, partition_epoch): (i32, i32),
+    new_isr: &[i32],
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    // Kafka's `checkBrokerEpoch`: a missing registration is a stale epoch too (-1: none).
+    match image.brokers.get(&broker_id) {
+        Some(b) if b.broker_epoch == broker_epoch => {}
+        b => {
+            return Err(ControllerError::StaleBrokerEpoch {
+                broker_id,
+                broker_epoch,
+                current: b.map_or(-1, |b| b.broker_epoch),
+            })
+        }
+    }
+    let t = existing(image, topic)?;
+    let p = usize::try_from(partition_id)
+        .ok()
+        .and_then(|i| t.partitions.get(i))
+        .ok_or_else(|| ControllerError::UnknownPartition {
+            topic: topic.to_string(),
+            partition: partition_id,
+        })?;
+    let name = || topic.to_string();
+    if leader_epoch > p.leader_epoch || partition_epoch > p.partition_epoch {
+        return Err(ControllerError::AlterPartitionEpochAhead {
+            topic: name(),
+            partition: partition_id,
+            leader_epoch,
+            partition_epoch,
+            current_leader_epoch: p.leader_epoch,
+            current_partition_epoch: p.partition_epoch,
+        });
+    }
+    if leader_epoch < p.leader_epoch {
+        return Err(ControllerError::FencedLeaderEpoch {
+            topic: name(),
+            partition: partition_id,
+            leader_epoch,
+            current: p.leader_epoch,
+        });
+    }
+    if broker_id != p.leader {
+        return Err(ControllerError::NotPartitionLeader {
+            topic: name(),
+            partition: partition_id,
+            broker_id,
+            leader: p.leader,
+        });
+    }
+    if partition_epoch < p.partition_epoch {
+        return Err(ControllerError::InvalidUpdateVersion {
+            topic: name(),
+            partition: partition_id,
+            partition_epoch,
+            current: p.partition_epoch,
+        });
+    }
+    let invalid = |reason: &str| ControllerError::InvalidIsr {
+        topic: name(),
+        partition: partition_id,
+        isr: new_isr.to_vec(),
+        reason: reason.to_string(),
+    };
+    let distinct: std::collections::BTreeSet<_> = new_isr.iter().collect();
+    if distinct.len() != new_isr.len() {
+        return Err(invalid("duplicate member"));
+    }
+    if let Some(r) = new_isr.iter().find(|r| !p.replicas.contains(r)) {
+        return Err(invalid(&format!("{r} is not a replica")));
+    }
+    if !new_isr.contains(&p.leader) {
+        return Err(invalid("it does not hold the leader"));
+    }
+    for &r in new_isr {
+        let reason = match image.brokers.get(&r) {
+            None => "not registered",
+            Some(b) if b.in_controlled_shutdown => "shutting down",
+            Some(b) if b.fenced => "fenced",
+            Some(_) => continue,
+        };
+        return Err(ControllerError::IneligibleReplica {
+            topic: name(),
+            partition: partition_id,
+            broker_id: r,
+            reason: reason.to_string(),
+        });
+    }
+    if new_isr == p.isr.as_slice() {
+        return Ok(Vec::new());
+    }
+    Ok(vec![MetadataRecord::PartitionChange(
+        PartitionChangeRecord {
+            partition_id,
+            topic_id: t.id,
+            isr: Some(new_isr.to_vec()),
+            leader: None,
+            replicas: None,
+        },
+    )])
 }
 
 /// The registration of `broker_id`, checked against `broker_epoch` when given. Errors:

@@ -16,10 +16,15 @@
 //! Everything runs on the owning shard's thread: `Rc`/`Cell`, no locks.
 
 mod error;
+mod isr;
 mod records;
 mod store;
 
 pub use error::PartitionError;
+pub use isr::{
+    AckState, AlterOutcome, AlterPartitionProposal, AlterRefusal, FetchOutcome, FollowerState,
+    IsrConfig, IsrError, LeaderIsr, Leadership,
+};
 pub use store::PartitionStore;
 
 use crate::runtime::{MonotonicTime, NodeId, Runtime};
