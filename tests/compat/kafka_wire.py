@@ -736,3 +736,66 @@ def parse_fetch_v9(payload):
     if r.remaining():
         raise ValueError(f"{r.remaining()} trailing bytes after Fetch v9 response")
     return corr, out
+
+
+# ---- Produce v10 (flexible; KIP-951 leader hints in NOT_LEADER_OR_FOLLOWER answers) ------
+
+def produce_v10(correlation_id, topic, partition_batches, acks=1, timeout_ms=30000):
+    """`partition_batches`: [(partition, batch bytes), ...] for one topic."""
+    parts = b"".join(i32(p) + uvarint(len(b) + 1) + b + b"\x00" for p, b in partition_batches)
+    body = (uvarint(0)  # transactional id: null
+            + i16(acks) + i32(timeout_ms)
+            + uvarint(2) + compact_string(topic) + uvarint(len(partition_batches) + 1) + parts
+            + b"\x00" + b"\x00")
+    return frame(header_v2(API_PRODUCE, 10, correlation_id) + body)
+
+
+def _tagged_fields(r):
+    """{tag: raw bytes} of a tagged-field section."""
+    out = {}
+    for _ in range(_read_uvarint(r)):
+        tag = _read_uvarint(r)
+        out[tag] = r.take(_read_uvarint(r))
+    return out
+
+
+def _compact_string(r):
+    n = _read_uvarint(r)
+    return None if n == 0 else r.take(n - 1).decode()
+
+
+def parse_produce_v10(payload):
+    """-> (correlation id, {(topic, partition): (error, base offset, current leader (id,
+    epoch) or None)}, {node id: (host, port, rack)})."""
+    r = Reader(payload)
+    corr = r.i32()
+    _tagged_fields(r)  # response header v1
+    out = {}
+    for _ in range(_read_uvarint(r) - 1):
+        name = _compact_string(r)
+        for _ in range(_read_uvarint(r) - 1):
+            p, err, base, _append_time, _log_start = r.i32(), r.i16(), r.i64(), r.i64(), r.i64()
+            for _ in range(_read_uvarint(r) - 1):  # record errors
+                r.i32()
+                _compact_string(r)
+                _tagged_fields(r)
+            _compact_string(r)  # error message
+            leader = None
+            tags = _tagged_fields(r)
+            if 0 in tags:
+                lr = Reader(tags[0])
+                leader = (lr.i32(), lr.i32())
+            out[(name, p)] = (err, base, leader)
+        _tagged_fields(r)
+    r.i32()  # throttle time
+    endpoints = {}
+    tags = _tagged_fields(r)
+    if 0 in tags:
+        er = Reader(tags[0])
+        for _ in range(_read_uvarint(er) - 1):
+            node, host, port, rack = er.i32(), _compact_string(er), er.i32(), _compact_string(er)
+            _tagged_fields(er)
+            endpoints[node] = (host, port, rack)
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after Produce v10 response")
+    return corr, out, endpoints

@@ -92,9 +92,9 @@ macro_rules! registry {
 }
 
 registry! {
-    Produce 3..=9 => raw |shard, req, call| {
+    Produce 3..=10 => raw |shard, req, call| {
         let acks = req.acks;
-        let response = produce::handle(shard, req).await;
+        let response = produce::handle(shard, req, call.version).await;
         if acks == 0 {
             Response::None
         } else {
