@@ -24,7 +24,7 @@ pub fn partition_op_error_code(e: &PartitionOpError) -> i16 {
         PartitionOpError::LeaderEpoch(LeaderEpochError::Unknown { .. }) => {
             code(ResponseError::UnknownLeaderEpoch)
         }
-        PartitionOpError::OffsetNotAvailable { .. } => code(ResponseError::OffsetNotAvailable),
+        PartitionOpError::OffsetNotAvailable(_) => code(ResponseError::OffsetNotAvailable),
         PartitionOpError::ShardUnavailable => code(ResponseError::UnknownServerError),
     }
 }

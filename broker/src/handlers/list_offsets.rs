@@ -68,7 +68,7 @@ pub async fn handle(
                         r.leader_epoch = leader_epoch;
                     }
                 }
-                PartitionReply::Error(PartitionOpError::OffsetNotAvailable { .. })
+                PartitionReply::Error(PartitionOpError::OffsetNotAvailable(_))
                     if version < OFFSET_NOT_AVAILABLE_VERSION =>
                 {
                     // Kafka answers older clients with a code they know and retry on.

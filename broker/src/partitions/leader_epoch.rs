@@ -8,8 +8,8 @@
 
 use super::ops::{PartitionOpError, PartitionReply};
 use crate::shard::{LocalPartition, Shard};
-use replication::{high_watermark_lagging, OffsetSpec};
-use storage::{LeaderEpoch, Offset, TopicPartition};
+use replication::{list_offsets_leader_epoch, OffsetSpec};
+use storage::{LeaderEpoch, TopicPartition};
 
 /// The image's current leader epoch of `tp` on this shard (`None`: not in the image).
 fn current_leader_epoch(shard: &Shard, tp: &TopicPartition) -> Option<LeaderEpoch> {
@@ -19,12 +19,11 @@ fn current_leader_epoch(shard: &Shard, tp: &TopicPartition) -> Option<LeaderEpoc
         .map(|p| LeaderEpoch(p.leader_epoch))
 }
 
-/// ListOffsets on the owning shard, as Kafka's `Partition.fetchOffsetForTimestamp`: latest is
-/// the high watermark with the current leader epoch; earliest the log start offset with the
-/// epoch of its record; a timestamp or max-timestamp lookup the offset found with the epoch of
-/// its record (-1 when unknown). While the high watermark is below the current epoch's start
-/// offset (a new leader not caught up), latest and a lookup that finds nothing below the high
-/// watermark fail with [`PartitionOpError::OffsetNotAvailable`]; earliest still answers.
+/// ListOffsets on the owning shard, as Kafka's `Partition.fetchOffsetForTimestamp`: the
+/// log's answer with its leader epoch ([`replication::list_offsets_leader_epoch`]: latest the
+/// current epoch, the others the epoch of their record), or
+/// [`PartitionOpError::OffsetNotAvailable`] while the high watermark is below the current
+/// epoch's start offset (a new leader not caught up).
 pub async fn list_offsets(
     shard: &Shard,
     tp: &TopicPartition,
@@ -34,24 +33,14 @@ pub async fn list_offsets(
     let listed = partition.list_offsets(spec).await?;
     let log = partition.log();
     let current = current_leader_epoch(shard, tp);
-    let high_watermark = partition.high_watermark();
-    // The current epoch's start offset while the high watermark is below it.
-    let lagging_start = current
-        .and_then(|e| log.leader_epoch_start_offset(e))
-        .filter(|&start| high_watermark_lagging(high_watermark, Some(start)));
-    let not_available = |epoch_start: Offset| PartitionOpError::OffsetNotAvailable {
-        high_watermark,
-        epoch_start,
-    };
-    let leader_epoch = match (spec, listed.offset, lagging_start) {
-        (OffsetSpec::Latest, _, Some(start)) => return Err(not_available(start)),
-        (OffsetSpec::Latest, _, None) => current,
-        (OffsetSpec::MaxTimestamp | OffsetSpec::Timestamp(_), None, Some(start)) => {
-            return Err(not_available(start))
-        }
-        (_, Some(offset), _) => log.leader_epoch_for_offset(offset),
-        (_, None, _) => None,
-    };
+    let leader_epoch = list_offsets_leader_epoch(
+        spec,
+        listed,
+        current,
+        partition.high_watermark(),
+        current.and_then(|e| log.leader_epoch_start_offset(e)),
+        |offset| log.leader_epoch_for_offset(offset),
+    )?;
     Ok(PartitionReply::Offset {
         offset: listed.offset.map_or(-1, |o| o.0),
         timestamp: listed.timestamp.map_or(-1, |t| t.0),
@@ -61,8 +50,8 @@ pub async fn list_offsets(
 
 /// OffsetForLeaderEpoch on the owning shard, as Kafka's `Partition.lastOffsetForLeaderEpoch`:
 /// the largest epoch ≤ `leader_epoch` in the log's leader-epoch cache and its end offset (the
-/// next epoch's start, or the log end offset for the latest epoch); -1/-1 when undefined (a
-/// negative epoch, an empty cache, or one above every epoch).
+/// next epoch's start, or the log end offset for the latest epoch); -1/-1 when undefined
+/// (epoch -1, an empty cache, or an epoch above every epoch).
 pub fn offset_for_leader_epoch(
     partition: &LocalPartition,
     leader_epoch: LeaderEpoch,

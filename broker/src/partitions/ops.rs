@@ -97,11 +97,8 @@ pub enum PartitionOpError {
     LeaderEpoch(#[from] replication::LeaderEpochError),
     /// ListOffsets right after an election: the high watermark is still below the start
     /// offset of the current leader epoch, so an offset handed out now could go backwards.
-    #[error("high watermark {high_watermark} below leader epoch start offset {epoch_start}")]
-    OffsetNotAvailable {
-        high_watermark: Offset,
-        epoch_start: Offset,
-    },
+    #[error(transparent)]
+    OffsetNotAvailable(#[from] replication::OffsetNotAvailable),
     /// The owning shard did not take or answer the message.
     #[error("the owning shard did not answer")]
     ShardUnavailable,

@@ -6,6 +6,7 @@
 //! ([`high_watermark_lagging`], Kafka's `Partition.fetchOffsetForTimestamp`): the old leader's
 //! high watermark may have been higher, and a client told a lower "latest" would go back.
 
+use super::{ListedOffset, OffsetSpec};
 use storage::{LeaderEpoch, Offset};
 
 /// The wire's `current_leader_epoch` that asks for no check (Kafka's
@@ -64,6 +65,45 @@ pub fn check_current_leader_epoch(
     }
 }
 
+/// ListOffsets refused right after an election (Kafka's OFFSET_NOT_AVAILABLE): the high
+/// watermark is still below the start offset of the current leader epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("high watermark {high_watermark} below the leader epoch's start offset {epoch_start}")]
+pub struct OffsetNotAvailable {
+    pub high_watermark: Offset,
+    pub epoch_start: Offset,
+}
+
+/// The leader epoch ListOffsets answers with `listed` (what the log found for `spec`), as
+/// Kafka's `Partition.fetchOffsetForTimestamp` and `UnifiedLog.fetchOffsetByTimestamp`:
+/// latest gets `current` (the partition's current leader epoch); every other answer the epoch
+/// of the record at its offset (`epoch_of`), `None` when no record matched. While the high
+/// watermark is below `epoch_start` (the current epoch's start offset), latest and a
+/// timestamp or max-timestamp lookup that found nothing below the high watermark are refused
+/// ([`OffsetNotAvailable`]); earliest still answers.
+pub fn list_offsets_leader_epoch(
+    spec: OffsetSpec,
+    listed: ListedOffset,
+    current: Option<LeaderEpoch>,
+    high_watermark: Offset,
+    epoch_start: Option<Offset>,
+    epoch_of: impl FnOnce(Offset) -> Option<LeaderEpoch>,
+) -> Result<Option<LeaderEpoch>, OffsetNotAvailable> {
+    let lagging = epoch_start
+        .filter(|&start| high_watermark_lagging(high_watermark, Some(start)))
+        .map(|epoch_start| OffsetNotAvailable {
+            high_watermark,
+            epoch_start,
+        });
+    match (spec, listed.offset, lagging) {
+        (OffsetSpec::Latest, _, Some(refused)) => Err(refused),
+        (OffsetSpec::Latest, _, None) => Ok(current),
+        (OffsetSpec::MaxTimestamp | OffsetSpec::Timestamp(_), None, Some(refused)) => Err(refused),
+        (_, Some(offset), _) => Ok(epoch_of(offset)),
+        (_, None, _) => Ok(None),
+    }
+}
+
 /// Whether the high watermark is still below `epoch_start`, the start offset of the current
 /// leader epoch (`None`: the epoch has no entry in the leader-epoch cache, so nothing to wait
 /// for): a new leader's state until the high watermark reaches what it took over, in which
@@ -110,6 +150,62 @@ mod tests {
             check_current_leader_epoch(requested, LeaderEpoch(0)),
             Err(LeaderEpochError::Fenced { .. })
         ));
+    }
+
+    fn listed(offset: Option<i64>) -> ListedOffset {
+        ListedOffset {
+            offset: offset.map(Offset),
+            timestamp: offset.map(|_| storage::TimestampMs(1000)),
+        }
+    }
+
+    /// ListOffsets' epoch for `spec` with the log answering `found`, at high watermark 10,
+    /// current epoch 4 starting at `start`; records below offset 6 are epoch 2, the rest 4.
+    fn answer(
+        spec: OffsetSpec,
+        found: Option<i64>,
+        start: Option<i64>,
+    ) -> Result<Option<i32>, OffsetNotAvailable> {
+        let epoch_of = |o: Offset| Some(LeaderEpoch(if o.0 < 6 { 2 } else { 4 }));
+        list_offsets_leader_epoch(
+            spec,
+            listed(found),
+            Some(LeaderEpoch(4)),
+            Offset(10),
+            start.map(Offset),
+            epoch_of,
+        )
+        .map(|e| e.map(|e| e.0))
+    }
+
+    #[test]
+    fn list_offsets_answers_the_epoch_of_its_offset_and_latest_the_current_one() {
+        let at = OffsetSpec::Timestamp(storage::TimestampMs(500));
+        for start in [None, Some(6), Some(10)] {
+            assert_eq!(answer(OffsetSpec::Latest, Some(10), start), Ok(Some(4)));
+            assert_eq!(answer(OffsetSpec::Earliest, Some(0), start), Ok(Some(2)));
+            assert_eq!(answer(at, Some(7), start), Ok(Some(4)));
+            assert_eq!(
+                answer(OffsetSpec::MaxTimestamp, Some(3), start),
+                Ok(Some(2))
+            );
+            assert_eq!(answer(at, None, start), Ok(None), "nothing found: no epoch");
+        }
+    }
+
+    #[test]
+    fn a_lagging_high_watermark_refuses_latest_and_empty_lookups_but_not_earliest() {
+        let refused = Err(OffsetNotAvailable {
+            high_watermark: Offset(10),
+            epoch_start: Offset(12),
+        });
+        let at = OffsetSpec::Timestamp(storage::TimestampMs(500));
+        assert_eq!(answer(OffsetSpec::Latest, Some(10), Some(12)), refused);
+        assert_eq!(answer(at, None, Some(12)), refused);
+        assert_eq!(answer(OffsetSpec::MaxTimestamp, None, Some(12)), refused);
+        // What was found below the high watermark is handed out, as Kafka does.
+        assert_eq!(answer(at, Some(7), Some(12)), Ok(Some(4)));
+        assert_eq!(answer(OffsetSpec::Earliest, Some(0), Some(12)), Ok(Some(2)));
     }
 
     #[test]

@@ -27,8 +27,8 @@ pub use isr::{
     IsrConfig, IsrError, LeaderIsr, Leadership,
 };
 pub use leader_epoch::{
-    check_current_leader_epoch, fetch_requested_leader_epoch, high_watermark_lagging,
-    requested_leader_epoch, LeaderEpochError, NO_LEADER_EPOCH,
+    check_current_leader_epoch, fetch_requested_leader_epoch, list_offsets_leader_epoch,
+    requested_leader_epoch, LeaderEpochError, OffsetNotAvailable, NO_LEADER_EPOCH,
 };
 pub use store::PartitionStore;
 
