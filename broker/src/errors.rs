@@ -7,7 +7,7 @@ use crate::partitions::PartitionOpError;
 use crate::produce_checks::ProduceCheckError;
 use net::kafka_protocol::error::ResponseError;
 use replication::metadata::{ControllerError, TopicOperation};
-use replication::PartitionError;
+use replication::{LeaderEpochError, PartitionError};
 use storage::{BatchError, StorageError};
 
 /// The Kafka error code a partition operation answers for `e`.
@@ -18,6 +18,13 @@ pub fn partition_op_error_code(e: &PartitionOpError) -> i16 {
         PartitionOpError::LogUnavailable(_) => code(ResponseError::KafkaStorageError),
         PartitionOpError::Rejected(e) => produce_check_error_code(e),
         PartitionOpError::Partition(e) => partition_error_code(e),
+        PartitionOpError::LeaderEpoch(LeaderEpochError::Fenced { .. }) => {
+            code(ResponseError::FencedLeaderEpoch)
+        }
+        PartitionOpError::LeaderEpoch(LeaderEpochError::Unknown { .. }) => {
+            code(ResponseError::UnknownLeaderEpoch)
+        }
+        PartitionOpError::OffsetNotAvailable(_) => code(ResponseError::OffsetNotAvailable),
         PartitionOpError::ShardUnavailable => code(ResponseError::UnknownServerError),
     }
 }

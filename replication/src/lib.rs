@@ -20,7 +20,9 @@ pub mod runtime;
 pub mod sim;
 
 pub use partition::{
-    AckState, Acks, AlterOutcome, AlterPartitionProposal, AlterRefusal, Appended, FetchOutcome,
-    FollowerState, Isolation, IsrConfig, IsrError, LeaderIsr, Leadership, ListedOffset, OffsetSpec,
-    Partition, PartitionError, PartitionStore, Read, WaitOutcome,
+    check_current_leader_epoch, fetch_requested_leader_epoch, list_offsets_leader_epoch,
+    requested_leader_epoch, AckState, Acks, AlterOutcome, AlterPartitionProposal, AlterRefusal,
+    Appended, FetchOutcome, FollowerState, Isolation, IsrConfig, IsrError, LeaderEpochError,
+    LeaderIsr, Leadership, ListedOffset, OffsetNotAvailable, OffsetSpec, Partition, PartitionError,
+    PartitionStore, Read, WaitOutcome, NO_LEADER_EPOCH,
 };

@@ -75,6 +75,20 @@ fn leader_appends_assign_newer_epochs_and_the_checkpoint_survives_reopen() {
         assert_eq!(q(0), Some((LeaderEpoch(0), Offset(0))));
         assert_eq!(q(5), None);
         assert_eq!(q(-1), None);
+        assert_eq!(
+            q(-2),
+            Some((LeaderEpoch(-2), Offset(0))),
+            "only -1 is undefined"
+        );
+        // Where each epoch starts, and the epoch of a record (ListOffsets' leader epoch).
+        assert_eq!(
+            log.leader_epoch_start_offset(LeaderEpoch(2)),
+            Some(Offset(4))
+        );
+        assert_eq!(log.leader_epoch_start_offset(LeaderEpoch(3)), None);
+        assert_eq!(log.leader_epoch_for_offset(Offset(0)), Some(LeaderEpoch(1)));
+        assert_eq!(log.leader_epoch_for_offset(Offset(7)), Some(LeaderEpoch(2)));
+        assert_eq!(log.leader_epoch_for_offset(Offset(9)), Some(LeaderEpoch(4)));
         // An older epoch from the caller starts no entry (fencing is the partition's check).
         log.append(batch(0, 1, 10), LeaderEpoch(3)).await.unwrap();
         assert_eq!(entries(&log), [(1, 0), (2, 4), (4, 8)]);

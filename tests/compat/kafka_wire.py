@@ -602,3 +602,200 @@ def request(sock, frame_bytes):
     """Sends one request frame and returns the response payload (correlation id first)."""
     sock.sendall(frame_bytes)
     return read_frame(sock)
+
+
+# ---- leader epochs (KIP-320): ListOffsets v4/v5, OffsetForLeaderEpoch v2-v4, Fetch v9 -------
+# Layouts from Kafka's ListOffsets, OffsetForLeaderEpoch and Fetch message JSON files.
+
+API_LIST_OFFSETS = 2
+API_OFFSET_FOR_LEADER_EPOCH = 23
+
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+
+def list_offsets(correlation_id, version, topic, partitions, replica_id=-1):
+    """ListOffsets v4/v5; `partitions`: [(partition, current leader epoch, timestamp)]."""
+    assert version in (4, 5)
+    parts = b"".join(i32(p) + i32(epoch) + i64(ts) for p, epoch, ts in partitions)
+    body = (i32(replica_id) + i8(0) + i32(1) + string(topic) + i32(len(partitions)) + parts)
+    return frame(header_v1(API_LIST_OFFSETS, version, correlation_id) + body)
+
+
+def parse_list_offsets(payload):
+    """ListOffsets v4/v5 -> (correlation id, {(topic, partition): (error, timestamp, offset,
+    leader epoch)})."""
+    r = Reader(payload)
+    corr = r.i32()
+    r.i32()  # throttle time
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            p = r.i32()
+            out[(name, p)] = (r.i16(), r.i64(), r.i64(), r.i32())
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after ListOffsets response")
+    return corr, out
+
+
+def offset_for_leader_epoch(correlation_id, version, topic, partitions, replica_id=-1):
+    """OffsetForLeaderEpoch v2-v4; `partitions`: [(partition, current leader epoch, leader
+    epoch)]. v3 adds the replica id; v4 is flexible (compact arrays, tagged fields)."""
+    assert version in (2, 3, 4)
+    head = i32(replica_id) if version >= 3 else b""
+    if version < 4:
+        parts = b"".join(i32(p) + i32(cur) + i32(e) for p, cur, e in partitions)
+        body = head + i32(1) + string(topic) + i32(len(partitions)) + parts
+        return frame(header_v1(API_OFFSET_FOR_LEADER_EPOCH, version, correlation_id) + body)
+    parts = b"".join(i32(p) + i32(cur) + i32(e) + b"\x00" for p, cur, e in partitions)
+    body = (head + uvarint(2) + compact_string(topic) + uvarint(len(partitions) + 1) + parts
+            + b"\x00" + b"\x00")
+    return frame(header_v2(API_OFFSET_FOR_LEADER_EPOCH, version, correlation_id) + body)
+
+
+def _read_uvarint(r):
+    shift = value = 0
+    while True:
+        b = r.take(1)[0]
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value
+        shift += 7
+
+
+def _skip_tagged_fields(r):
+    for _ in range(_read_uvarint(r)):
+        _read_uvarint(r)  # tag
+        r.take(_read_uvarint(r))
+
+
+def parse_offset_for_leader_epoch(payload, version):
+    """-> (correlation id, {(topic, partition): (error, leader epoch, end offset)})."""
+    r = Reader(payload)
+    corr = r.i32()
+    flexible = version >= 4
+    if flexible:
+        _skip_tagged_fields(r)  # response header v1
+    r.i32()  # throttle time
+
+    def count():
+        return _read_uvarint(r) - 1 if flexible else r.i32()
+
+    def name():
+        return r.take(_read_uvarint(r) - 1).decode() if flexible else r.string()
+
+    out = {}
+    for _ in range(count()):
+        topic = name()
+        for _ in range(count()):
+            err, p, epoch, end = r.i16(), r.i32(), r.i32(), r.i64()
+            if flexible:
+                _skip_tagged_fields(r)
+            out[(topic, p)] = (err, epoch, end)
+        if flexible:
+            _skip_tagged_fields(r)
+    if flexible:
+        _skip_tagged_fields(r)
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after OffsetForLeaderEpoch response")
+    return corr, out
+
+
+def fetch_v9(correlation_id, topic, partition, offset, current_leader_epoch, max_wait_ms=0,
+             max_bytes=1 << 20):
+    """Fetch v9 without a session (id 0, epoch -1: a full, sessionless fetch)."""
+    body = (i32(-1) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(0)  # read uncommitted
+            + i32(0) + i32(-1)  # session id, session epoch
+            + i32(1) + string(topic) + i32(1)
+            + i32(partition) + i32(current_leader_epoch) + i64(offset) + i64(-1) + i32(max_bytes)
+            + i32(0))  # forgotten topics
+    return frame(header_v1(API_FETCH, 9, correlation_id) + body)
+
+
+def parse_fetch_v9(payload):
+    """-> (correlation id, {(topic, partition): (error, high watermark, records bytes)})."""
+    r = Reader(payload)
+    corr = r.i32()
+    r.i32()  # throttle time
+    top_error = r.i16()
+    r.i32()  # session id
+    if top_error:
+        raise ValueError(f"Fetch v9 top-level error {top_error}")
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            p, err, hw, _lso, _log_start = r.i32(), r.i16(), r.i64(), r.i64(), r.i64()
+            r.array(lambda r: (r.i64(), r.i64()))  # aborted transactions
+            n = r.i32()
+            out[(name, p)] = (err, hw, b"" if n < 0 else r.take(n))
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after Fetch v9 response")
+    return corr, out
+
+
+# ---- Produce v10 (flexible; KIP-951 leader hints in NOT_LEADER_OR_FOLLOWER answers) ------
+
+def produce_v10(correlation_id, topic, partition_batches, acks=1, timeout_ms=30000):
+    """`partition_batches`: [(partition, batch bytes), ...] for one topic."""
+    parts = b"".join(i32(p) + uvarint(len(b) + 1) + b + b"\x00" for p, b in partition_batches)
+    body = (uvarint(0)  # transactional id: null
+            + i16(acks) + i32(timeout_ms)
+            + uvarint(2) + compact_string(topic) + uvarint(len(partition_batches) + 1) + parts
+            + b"\x00" + b"\x00")
+    return frame(header_v2(API_PRODUCE, 10, correlation_id) + body)
+
+
+def _tagged_fields(r):
+    """{tag: raw bytes} of a tagged-field section."""
+    out = {}
+    for _ in range(_read_uvarint(r)):
+        tag = _read_uvarint(r)
+        out[tag] = r.take(_read_uvarint(r))
+    return out
+
+
+def _compact_string(r):
+    n = _read_uvarint(r)
+    return None if n == 0 else r.take(n - 1).decode()
+
+
+def parse_produce_v10(payload):
+    """-> (correlation id, {(topic, partition): (error, base offset, current leader (id,
+    epoch) or None)}, {node id: (host, port, rack)})."""
+    r = Reader(payload)
+    corr = r.i32()
+    _tagged_fields(r)  # response header v1
+    out = {}
+    for _ in range(_read_uvarint(r) - 1):
+        name = _compact_string(r)
+        for _ in range(_read_uvarint(r) - 1):
+            p, err, base, _append_time, _log_start = r.i32(), r.i16(), r.i64(), r.i64(), r.i64()
+            for _ in range(_read_uvarint(r) - 1):  # record errors
+                r.i32()
+                _compact_string(r)
+                _tagged_fields(r)
+            _compact_string(r)  # error message
+            leader = None
+            tags = _tagged_fields(r)
+            if 0 in tags:
+                lr = Reader(tags[0])
+                leader = (lr.i32(), lr.i32())
+            out[(name, p)] = (err, base, leader)
+        _tagged_fields(r)
+    r.i32()  # throttle time
+    endpoints = {}
+    tags = _tagged_fields(r)
+    if 0 in tags:
+        er = Reader(tags[0])
+        for _ in range(_read_uvarint(er) - 1):
+            node, host, port, rack = er.i32(), _compact_string(er), er.i32(), _compact_string(er)
+            _tagged_fields(er)
+            endpoints[node] = (host, port, rack)
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after Produce v10 response")
+    return corr, out, endpoints

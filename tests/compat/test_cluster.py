@@ -29,6 +29,7 @@ SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 20
 FAILOVER_BOUND_S = 30
 PARTITIONS = 6
 NOT_LEADER_OR_FOLLOWER = 6
+UNKNOWN_LEADER_EPOCH = 75
 
 
 @pytest.fixture
@@ -215,6 +216,52 @@ def test_produce_and_fetch_off_the_leader_get_not_leader_or_follower(cluster):
             where = f"partition {p} (leader {leader}, replicas {replicas}) on broker {node_id}"
             assert produce_error == expected, f"produce: {produce_error}, {where}"
             assert fetch_error == expected, f"fetch: {fetch_error}, {where}"
+
+
+def test_off_the_leader_produce_v10_names_the_leader_and_epochs_are_checked(cluster):
+    """KIP-951: a Produce v10 answered NOT_LEADER_OR_FOLLOWER carries the partition's leader
+    and leader epoch and the leader's endpoint. KIP-320 on every broker: a replica checks the
+    current leader epoch before the leader check (a newer epoch: UNKNOWN_LEADER_EPOCH; the
+    current one on a follower: NOT_LEADER_OR_FOLLOWER); a broker holding no replica answers
+    NOT_LEADER_OR_FOLLOWER whatever the epoch, as Kafka's ReplicaManager does."""
+    create(cluster.bootstrap(), "hints", partitions=3, replication_factor=2)
+    parts = wait_until(lambda: partitions_of(cluster.bootstrap(), "hints"), 20, what="the topic")
+    batch = kw.record_batch([b"x"])
+    for p, (leader, replicas, _) in parts.items():
+        leader_bootstrap = cluster.nodes[leader].bootstrap
+        _, listed = kw.parse_list_offsets(exchange(
+            leader_bootstrap, kw.list_offsets(1, 5, "hints", [(p, -1, kw.LATEST_TIMESTAMP)])))
+        error, _, _, epoch = listed[("hints", p)]
+        assert error == 0 and epoch >= 0, (p, listed)
+        leader_port = int(leader_bootstrap.rsplit(":", 1)[1])
+        for node_id in (1, 2, 3):
+            bootstrap = cluster.nodes[node_id].bootstrap
+            where = f"partition {p} (leader {leader}, replicas {replicas}) on broker {node_id}"
+            _, produced, endpoints = kw.parse_produce_v10(
+                exchange(bootstrap, kw.produce_v10(2, "hints", [(p, batch)])))
+            error, _, current_leader = produced[("hints", p)]
+            if node_id == leader:
+                assert error == 0, where
+                assert current_leader is None and endpoints == {}, where
+            else:
+                assert error == NOT_LEADER_OR_FOLLOWER, where
+                assert current_leader == (leader, epoch), where
+                assert endpoints[leader][1] == leader_port, (where, endpoints)
+                assert endpoints[leader][2] == f"rack-{leader}", (where, endpoints)
+
+            def epoch_error(current):
+                request = kw.offset_for_leader_epoch(3, 3, "hints", [(p, current, epoch)])
+                _, out = kw.parse_offset_for_leader_epoch(exchange(bootstrap, request), 3)
+                return out[("hints", p)][0]
+
+            if node_id == leader:
+                assert epoch_error(epoch) == 0, where
+                assert epoch_error(epoch + 1) == UNKNOWN_LEADER_EPOCH, where
+            elif node_id in replicas:
+                assert epoch_error(epoch) == NOT_LEADER_OR_FOLLOWER, where
+                assert epoch_error(epoch + 1) == UNKNOWN_LEADER_EPOCH, where
+            else:
+                assert epoch_error(epoch + 1) == NOT_LEADER_OR_FOLLOWER, where
 
 
 def test_manual_replica_assignments_are_kept(cluster):

@@ -6,7 +6,8 @@
 //! the response is built from the answers. `partition_max_bytes` bounds each partition and
 //! `max_bytes` the response, except that the first batch always comes whole (KIP-74). The
 //! response is framed by `net::encode_fetch_response`: batch bytes are sent as they sit in the
-//! cache or the read buffer, never copied.
+//! cache or the read buffer, never copied. A partition whose `current_leader_epoch` (v9+,
+//! KIP-320) is not the partition's answers FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH alone.
 //!
 //! One corner differs from Kafka: Kafka answers a parked fetch as soon as the bytes summed over
 //! its partitions reach `min_bytes`; here a waiting partition answers early only when it alone
@@ -17,7 +18,7 @@
 use super::Response;
 use crate::errors::{code, partition_op_error_code};
 use crate::metrics::ShardMetrics;
-use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
+use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
 use crate::seam::GlommioRuntime;
 use crate::shard::Shard;
 use futures_channel::oneshot;
@@ -37,6 +38,8 @@ struct Wanted {
     tp: TopicPartition,
     offset: i64,
     max_bytes: usize,
+    /// KIP-320's `current_leader_epoch` (v9+; negative: no check).
+    current_leader_epoch: i32,
 }
 
 pub async fn handle(
@@ -61,6 +64,7 @@ pub async fn handle(
                 },
                 offset: p.fetch_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
+                current_leader_epoch: p.current_leader_epoch,
             });
         }
     }
@@ -147,7 +151,8 @@ async fn fetch_all(
             deadline,
             cancel,
         };
-        fetches.push(async move { (i, crate::partitions::service::call(shard, w.tp, op).await) });
+        let epoch = replication::fetch_requested_leader_epoch(w.current_leader_epoch);
+        fetches.push(async move { (i, epoch_check::call_checked(shard, w.tp, epoch, op).await) });
     }
     let mut replies: Vec<Option<PartitionReply>> = (0..n).map(|_| None).collect();
     let mut answered_bytes = 0usize;

@@ -1,9 +1,12 @@
 //! ListOffsets (key 2): latest (-1, the high watermark), earliest (-2, the log start offset),
-//! max timestamp (-3, KIP-734), or the first offset whose timestamp is ≥ T (-1 when none).
+//! max timestamp (-3, KIP-734), or the first offset whose timestamp is ≥ T (-1 when none),
+//! each with the leader epoch of the offset (v4+), after KIP-320's check of the request's
+//! current leader epoch; OFFSET_NOT_AVAILABLE (v5+, else LEADER_NOT_AVAILABLE) while a new
+//! leader's high watermark is below its epoch's start (see `crate::partitions::leader_epoch`).
 
 use super::topic_name;
 use crate::errors::{code, partition_op_error_code};
-use crate::partitions::{PartitionOp, PartitionReply};
+use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::list_offsets_response::{
@@ -14,8 +17,13 @@ use replication::OffsetSpec;
 use std::rc::Rc;
 use storage::{TimestampMs, TopicPartition};
 
-/// First ListOffsets version whose response carries the leader epoch.
+/// First ListOffsets version whose response carries the leader epoch (and whose request
+/// carries the current leader epoch, KIP-320).
 const LEADER_EPOCH_VERSION: i16 = 4;
+
+/// First ListOffsets version answered OFFSET_NOT_AVAILABLE (older ones get
+/// LEADER_NOT_AVAILABLE), as Kafka's `ReplicaManager.fetchOffset`.
+const OFFSET_NOT_AVAILABLE_VERSION: i16 = 5;
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -36,8 +44,9 @@ pub async fn handle(
             r.partition_index = p.partition_index;
             let reply = match offset_spec(p.timestamp) {
                 Some(spec) => {
-                    crate::partitions::service::call(shard, tp, PartitionOp::ListOffsets { spec })
-                        .await
+                    let op = PartitionOp::ListOffsets { spec };
+                    let epoch = replication::requested_leader_epoch(p.current_leader_epoch);
+                    epoch_check::call_checked(shard, tp, epoch, op).await
                 }
                 None => {
                     r.error_code = code(ResponseError::InvalidRequest);
@@ -48,12 +57,24 @@ pub async fn handle(
                 }
             };
             match reply {
-                PartitionReply::Offset { offset, timestamp } => {
+                PartitionReply::Offset {
+                    offset,
+                    timestamp,
+                    leader_epoch,
+                } => {
                     r.offset = offset;
                     r.timestamp = timestamp;
                     if version >= LEADER_EPOCH_VERSION {
-                        r.leader_epoch = 0;
+                        r.leader_epoch = leader_epoch;
                     }
+                }
+                PartitionReply::Error(PartitionOpError::OffsetNotAvailable(_))
+                    if version < OFFSET_NOT_AVAILABLE_VERSION =>
+                {
+                    // Kafka answers older clients with a code they know and retry on.
+                    r.error_code = code(ResponseError::LeaderNotAvailable);
+                    r.offset = -1;
+                    r.timestamp = -1;
                 }
                 PartitionReply::Error(error) => {
                     r.error_code = partition_op_error_code(&error);

@@ -34,6 +34,7 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
+mod offset_for_leader_epoch;
 mod produce;
 mod replica_assignment;
 mod sync_group;
@@ -91,9 +92,9 @@ macro_rules! registry {
 }
 
 registry! {
-    Produce 3..=9 => raw |shard, req, call| {
+    Produce 3..=10 => raw |shard, req, call| {
         let acks = req.acks;
-        let response = produce::handle(shard, req).await;
+        let response = produce::handle(shard, req, call.version).await;
         if acks == 0 {
             Response::None
         } else {
@@ -141,6 +142,9 @@ registry! {
     ListPartitionReassignments 0..=0 => |_shard, _, _call| list_partition_reassignments::handle(),
     DescribeClientQuotas 0..=1 => |_shard, _, _call| describe_client_quotas::handle(),
     DescribeLogDirs 1..=4 => |shard, req, _call| describe_log_dirs::handle(shard, req).await,
+    OffsetForLeaderEpoch 2..=4 => |shard, req, _call| {
+        offset_for_leader_epoch::handle(shard, req).await
+    },
 }
 
 /// What a handler is told about its request besides the body.

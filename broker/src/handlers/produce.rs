@@ -5,6 +5,11 @@
 //! `acks=all` to a topic whose `min.insync.replicas` exceeds 1 is refused with
 //! NOT_ENOUGH_REPLICAS, as Kafka refuses it when the ISR is too small: every partition's ISR
 //! here is this one broker.
+//!
+//! From v10 (KIP-951) a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader
+//! and epoch, and the response lists the endpoint of each such leader that is alive, as
+//! Kafka's `KafkaApis.handleProduceRequest` does, so a client can go to the new leader
+//! without a metadata refresh. Only answers with that error pay for it.
 
 use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::errors::{code, controller_error, partition_op_error_code};
@@ -14,16 +19,19 @@ use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, TopicProduceResponse,
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use net::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use net::kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use replication::metadata::{check_not_internal, TopicOperation};
 use replication::Acks;
 use std::rc::Rc;
 use std::time::Duration;
 use storage::TopicPartition;
 
-pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
+/// First Produce version whose NOT_LEADER_OR_FOLLOWER answers carry leader hints (KIP-951).
+const LEADER_HINTS_VERSION: i16 = 10;
+
+pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> ProduceResponse {
     let acks = Acks::from_wire(req.acks);
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
     // Transactions are not supported (see init_producer_id.rs): refuse, never hang.
@@ -110,7 +118,64 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest) -> ProduceResponse {
             fill_in(slot, reply);
         }
     }
+    if version >= LEADER_HINTS_VERSION && not_leader_answers(&response) {
+        add_leader_hints(&shard.metadata(), &mut response);
+    }
     response
+}
+
+/// Whether some partition is answered NOT_LEADER_OR_FOLLOWER (only then are hints added:
+/// a successful produce takes no metadata snapshot for them).
+fn not_leader_answers(response: &ProduceResponse) -> bool {
+    let not_leader = code(ResponseError::NotLeaderOrFollower);
+    response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partition_responses)
+        .any(|p| p.error_code == not_leader)
+}
+
+/// KIP-951's hints, as Kafka's `KafkaApis.handleProduceRequest` gives them: each partition
+/// answered NOT_LEADER_OR_FOLLOWER gets its current leader and leader epoch from the
+/// metadata image (-1 and -1 for a partition not in it), and the response the endpoint of
+/// every such leader that is alive (registered, not fenced), once each.
+fn add_leader_hints(meta: &ClusterMetadata, response: &mut ProduceResponse) {
+    let not_leader = code(ResponseError::NotLeaderOrFollower);
+    let mut node_endpoints: Vec<NodeEndpoint> = Vec::new();
+    for topic in &mut response.responses {
+        for p in &mut topic.partition_responses {
+            if p.error_code != not_leader {
+                continue;
+            }
+            let (leader_id, leader_epoch) = meta
+                .partition(&topic.name.0, p.index)
+                .map_or((-1, -1), |image| (image.leader, image.leader_epoch));
+            p.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(leader_id))
+                .with_leader_epoch(leader_epoch);
+            if node_endpoints.iter().any(|n| n.node_id.0 == leader_id) {
+                continue;
+            }
+            if let Some(endpoint) = alive_endpoint(meta, leader_id) {
+                node_endpoints.push(endpoint);
+            }
+        }
+    }
+    response.node_endpoints = node_endpoints;
+}
+
+/// The Kafka listener of broker `node` if it is registered and not fenced (Kafka's
+/// `getAliveBrokerNode`).
+fn alive_endpoint(meta: &ClusterMetadata, node: i32) -> Option<NodeEndpoint> {
+    let broker = meta.image.brokers.get(&node).filter(|b| !b.fenced)?;
+    let endpoint = broker.end_points.first()?;
+    Some(
+        NodeEndpoint::default()
+            .with_node_id(BrokerId(node))
+            .with_host(super::str_bytes(endpoint.host.clone()))
+            .with_port(i32::from(endpoint.port))
+            .with_rack(broker.rack.clone().map(super::str_bytes)),
+    )
 }
 
 /// Writes one partition's outcome into its slot of the response; `Err`: the Kafka code of a

@@ -4,6 +4,8 @@
 //! replication policy, high watermark and waiters) is [`replication::Partition`]; the shard
 //! context opens, holds and closes it.
 
+pub mod epoch_check;
+pub mod leader_epoch;
 pub mod ops;
 pub mod service;
 

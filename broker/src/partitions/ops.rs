@@ -7,7 +7,7 @@ use futures_channel::oneshot;
 use replication::runtime::MonotonicTime;
 use replication::{Acks, OffsetSpec};
 use std::time::Duration;
-use storage::{Offset, RecordBatch};
+use storage::{LeaderEpoch, Offset, RecordBatch};
 
 /// An operation on one partition, run by its owning shard on its [`replication::Partition`].
 #[derive(Debug)]
@@ -32,8 +32,12 @@ pub enum PartitionOp {
         deadline: MonotonicTime,
         cancel: oneshot::Receiver<()>,
     },
-    /// ListOffsets.
+    /// ListOffsets, answered with [`PartitionReply::Offset`] (see
+    /// [`crate::partitions::leader_epoch::list_offsets`]).
     ListOffsets { spec: OffsetSpec },
+    /// OffsetForLeaderEpoch (KIP-101/KIP-320): the end offset of `leader_epoch` in this
+    /// partition's log, answered with [`PartitionReply::EpochEndOffset`].
+    OffsetForLeaderEpoch { leader_epoch: LeaderEpoch },
     /// DeleteRecords (KIP-107): move the log start offset to `before` (`None`: the high
     /// watermark); answered with [`PartitionReply::LogStart`].
     DeleteRecordsBefore { before: Option<Offset> },
@@ -56,11 +60,15 @@ pub enum PartitionReply {
     Offset {
         offset: i64,
         timestamp: i64,
+        /// The leader epoch of the record at `offset` (for latest, the current epoch); -1
+        /// when unknown or no record matched.
+        leader_epoch: i32,
     },
+    /// The largest epoch ≤ the requested one and where it ends (the next epoch's start
+    /// offset, or the log end offset for the current epoch); -1 and -1 when undefined.
+    EpochEndOffset { leader_epoch: i32, end_offset: i64 },
     /// The log start offset after a DeleteRecords (Kafka's "low watermark").
-    LogStart {
-        log_start_offset: i64,
-    },
+    LogStart { log_start_offset: i64 },
     /// The operation failed; [`crate::errors::partition_op_error_code`] gives its Kafka code.
     Error(PartitionOpError),
 }
@@ -84,6 +92,13 @@ pub enum PartitionOpError {
     /// The partition refused or failed the operation.
     #[error(transparent)]
     Partition(#[from] replication::PartitionError),
+    /// The request's current leader epoch is not the partition's (KIP-320).
+    #[error(transparent)]
+    LeaderEpoch(#[from] replication::LeaderEpochError),
+    /// ListOffsets right after an election: the high watermark is still below the start
+    /// offset of the current leader epoch, so an offset handed out now could go backwards.
+    #[error(transparent)]
+    OffsetNotAvailable(#[from] replication::OffsetNotAvailable),
     /// The owning shard did not take or answer the message.
     #[error("the owning shard did not answer")]
     ShardUnavailable,

@@ -114,12 +114,11 @@ async fn run(
             })
         }
         PartitionOp::ListOffsets { spec } => {
-            let listed = partition.list_offsets(spec).await?;
-            Ok(PartitionReply::Offset {
-                offset: listed.offset.map_or(-1, |o| o.0),
-                timestamp: listed.timestamp.map_or(-1, |t| t.0),
-            })
+            super::leader_epoch::list_offsets(shard, tp, &partition, spec).await
         }
+        PartitionOp::OffsetForLeaderEpoch { leader_epoch } => Ok(
+            super::leader_epoch::offset_for_leader_epoch(&partition, leader_epoch),
+        ),
         PartitionOp::DeleteRecordsBefore { before } => {
             let log_start = partition.delete_records(before).await?;
             Ok(PartitionReply::LogStart {

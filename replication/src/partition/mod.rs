@@ -17,6 +17,7 @@
 
 mod error;
 mod isr;
+mod leader_epoch;
 mod records;
 mod store;
 
@@ -24,6 +25,10 @@ pub use error::PartitionError;
 pub use isr::{
     AckState, AlterOutcome, AlterPartitionProposal, AlterRefusal, FetchOutcome, FollowerState,
     IsrConfig, IsrError, LeaderIsr, Leadership,
+};
+pub use leader_epoch::{
+    check_current_leader_epoch, fetch_requested_leader_epoch, list_offsets_leader_epoch,
+    requested_leader_epoch, LeaderEpochError, OffsetNotAvailable, NO_LEADER_EPOCH,
 };
 pub use store::PartitionStore;
 

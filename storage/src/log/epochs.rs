@@ -14,6 +14,9 @@
 
 use crate::types::{LeaderEpoch, Offset};
 
+/// The requested epoch `OffsetForLeaderEpoch` answers as undefined (Kafka's `UNDEFINED_EPOCH`).
+const UNDEFINED_EPOCH: LeaderEpoch = LeaderEpoch(-1);
+
 /// One entry: `epoch` wrote its first record at `start_offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EpochEntry {
@@ -107,9 +110,10 @@ impl LeaderEpochCache {
     /// `endOffsetFor`; `None` is Kafka's `(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)`:
     /// - `requested` is the latest epoch: `(latest, log_end_offset)` (the current epoch runs
     ///   up to the log end);
-    /// - `requested` is negative (undefined), the cache is empty, or `requested` is above
-    ///   every epoch: `None`;
-    /// - `requested` is below the earliest epoch: `(requested, earliest start offset)` —
+    /// - `requested` is -1 (Kafka's `UNDEFINED_EPOCH`), the cache is empty, or `requested`
+    ///   is above every epoch: `None`;
+    /// - `requested` is below the earliest epoch (another negative value too, as in Kafka):
+    ///   `(requested, earliest start offset)` —
     ///   Kafka's answer: the data of older epochs is gone, so a follower is sent to where the
     ///   log's known epochs begin;
     /// - otherwise `(the largest epoch ≤ requested, the start offset of the next epoch)`.
@@ -118,7 +122,7 @@ impl LeaderEpochCache {
         requested: LeaderEpoch,
         log_end_offset: Offset,
     ) -> Option<(LeaderEpoch, Offset)> {
-        if requested.0 < 0 {
+        if requested == UNDEFINED_EPOCH {
             return None;
         }
         if self.latest_epoch() == Some(requested) {
@@ -292,6 +296,8 @@ mod tests {
     fn requested_below_the_earliest_epoch_answers_the_earliest_start() {
         let c = cache(&[(5, 11), (6, 12), (7, 13)]);
         assert_eq!(end(&c, 4, 0), Some((4, 11)));
+        // Only -1 is undefined: another negative epoch is below the earliest one.
+        assert_eq!(end(&c, -5, 0), Some((-5, 11)));
     }
 
     #[test]
@@ -425,7 +431,7 @@ mod tests {
             self.0.insert(epoch, start);
         }
         fn end_offset_for(&self, requested: i32, leo: i64) -> Option<(i32, i64)> {
-            if requested < 0 {
+            if requested == -1 {
                 return None;
             }
             if self.0.last_key_value().map(|(e, _)| *e) == Some(requested) {
@@ -490,7 +496,7 @@ mod tests {
                 let want: Vec<(i32, i64)> = m.0.iter().map(|(e, s)| (*e, *s)).collect();
                 prop_assert_eq!(&got, &want, "after {:?}", op);
                 prop_assert!(got.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
-                for requested in -1..14 {
+                for requested in -3..14 {
                     prop_assert_eq!(end(&c, requested, leo), m.end_offset_for(requested, leo));
                 }
                 prop_assert_eq!(LeaderEpochCache::decode(&c.encode()), Some(c.clone()));

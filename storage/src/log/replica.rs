@@ -66,6 +66,23 @@ impl PartitionLog {
         self.shared.state.borrow().epochs.latest_epoch()
     }
 
+    /// The start offset of `epoch` in the leader-epoch cache (`None`: no entry): for the
+    /// current epoch, where its leader took over (Kafka's `leaderEpochStartOffsetOpt`).
+    pub fn leader_epoch_start_offset(&self, epoch: LeaderEpoch) -> Option<Offset> {
+        let st = self.shared.state.borrow();
+        st.epochs
+            .entries()
+            .iter()
+            .find(|e| e.epoch == epoch)
+            .map(|e| e.start_offset)
+    }
+
+    /// The leader epoch of the record at `offset`: that of the newest cache entry starting
+    /// at or before it (`None`: no entry does).
+    pub fn leader_epoch_for_offset(&self, offset: Offset) -> Option<LeaderEpoch> {
+        self.shared.state.borrow().epochs.epoch_for_offset(offset)
+    }
+
     /// `OffsetForLeaderEpoch`'s answer for `requested` against this log's end:
     /// [`LeaderEpochCache::end_offset_for`] (`None`: Kafka's undefined epoch and offset).
     pub fn end_offset_for_leader_epoch(

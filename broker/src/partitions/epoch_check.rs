@@ -1,0 +1,134 @@
+//! KIP-320's check of a request's current leader epoch, before the request is routed to the
+//! partition's owning shard ([`call_checked`]; Fetch v9+, ListOffsets v4+ and
+//! OffsetForLeaderEpoch). The current leader epoch is the metadata image's, which every shard
+//! holds, so the check needs no message; a request naming no epoch costs nothing more than
+//! before: no lookup.
+
+use super::ops::{PartitionOp, PartitionOpError, PartitionReply};
+use crate::metadata::ClusterMetadata;
+use crate::shard::Shard;
+use replication::check_current_leader_epoch;
+use std::rc::Rc;
+use storage::{LeaderEpoch, TopicPartition};
+
+/// [`super::service::call`] after KIP-320's check of the request's current leader epoch
+/// (`None`: no check; see [`replication::requested_leader_epoch`] and
+/// [`replication::fetch_requested_leader_epoch`] for the wire's values). As Kafka's
+/// `Partition.getLocalLog`, the check comes first for a partition this broker hosts, leader
+/// or follower: an epoch older than the partition's
+/// answers FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, and only a matching epoch
+/// reaches the leader check (NOT_LEADER_OR_FOLLOWER on a follower); a partition not hosted
+/// here gets `call`'s answer (NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION).
+pub async fn call_checked(
+    shard: &Rc<Shard>,
+    tp: TopicPartition,
+    current_leader_epoch: Option<LeaderEpoch>,
+    op: PartitionOp,
+) -> PartitionReply {
+    if let Some(requested) = current_leader_epoch {
+        if let Err(e) = check_hosted(&shard.metadata(), &tp, requested) {
+            return PartitionReply::Error(e);
+        }
+    }
+    super::service::call(shard, tp, op).await
+}
+
+/// The check of `requested` against the image's leader epoch of `tp`, when this broker is
+/// one of its replicas (else `Ok`: the routing answers).
+fn check_hosted(
+    meta: &ClusterMetadata,
+    tp: &TopicPartition,
+    requested: LeaderEpoch,
+) -> Result<(), PartitionOpError> {
+    if meta.owner(&tp.topic, tp.partition).is_none() {
+        return Ok(());
+    }
+    match meta.partition(&tp.topic, tp.partition) {
+        Some(p) => Ok(check_current_leader_epoch(
+            Some(requested),
+            LeaderEpoch(p.leader_epoch),
+        )?),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replication::metadata::{MetadataImage, PartitionImage, TopicImage};
+    use replication::LeaderEpochError;
+
+    /// Topic "t" with one partition on brokers 1 and 2, led by 2 at leader epoch 3, as
+    /// broker `node` sees it.
+    fn metadata(node: i32) -> ClusterMetadata {
+        let mut image = MetadataImage::default();
+        image.topics.insert(
+            "t".to_string(),
+            TopicImage {
+                id: uuid::Uuid::from_u128(7),
+                internal: false,
+                partitions: vec![PartitionImage {
+                    replicas: vec![1, 2],
+                    isr: vec![1, 2],
+                    leader: 2,
+                    leader_epoch: 3,
+                    partition_epoch: 5,
+                }],
+                configs: Default::default(),
+            },
+        );
+        ClusterMetadata::new(image, 2, node)
+    }
+
+    fn tp() -> TopicPartition {
+        TopicPartition {
+            topic: "t".to_string(),
+            partition: 0,
+        }
+    }
+
+    fn check(node: i32, requested: i32) -> Result<(), PartitionOpError> {
+        check_hosted(&metadata(node), &tp(), LeaderEpoch(requested))
+    }
+
+    #[test]
+    fn leader_and_follower_both_check_the_images_epoch() {
+        for node in [1, 2] {
+            assert!(
+                check(node, 3).is_ok(),
+                "node {node}: the current epoch passes"
+            );
+            assert!(
+                matches!(
+                    check(node, 2),
+                    Err(PartitionOpError::LeaderEpoch(
+                        LeaderEpochError::Fenced { .. }
+                    ))
+                ),
+                "node {node}: an older epoch is fenced"
+            );
+            assert!(
+                matches!(
+                    check(node, 4),
+                    Err(PartitionOpError::LeaderEpoch(
+                        LeaderEpochError::Unknown { .. }
+                    ))
+                ),
+                "node {node}: a newer epoch is unknown"
+            );
+        }
+    }
+
+    #[test]
+    fn a_partition_not_hosted_here_is_left_to_the_routing() {
+        assert!(
+            check(9, 0).is_ok(),
+            "not a replica: NOT_LEADER_OR_FOLLOWER from `call`"
+        );
+        let other = TopicPartition {
+            topic: "t".to_string(),
+            partition: 1,
+        };
+        assert!(check_hosted(&metadata(1), &other, LeaderEpoch(0)).is_ok());
+    }
+}
