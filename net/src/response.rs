@@ -40,11 +40,13 @@ pub fn encode_response<M: Encodable>(
     correlation_id: i32,
     body: &M,
 ) -> Result<Bytes, NetError> {
-    let body_bytes = body.compute_size(api_version).map_err(|err| NetError::Encode {
-        api_key,
-        api_version,
-        detail: format!("{err:#}"),
-    })?;
+    let body_bytes = body
+        .compute_size(api_version)
+        .map_err(|err| NetError::Encode {
+            api_key,
+            api_version,
+            detail: format!("{err:#}"),
+        })?;
     encode_with(api_key, api_version, correlation_id, body_bytes, |buf| {
         body.encode(buf, api_version)
             .map_err(|err| format!("{err:#}"))

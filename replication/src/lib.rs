@@ -22,5 +22,6 @@ pub mod sim;
 pub use partition::{
     AckState, Acks, AlterOutcome, AlterPartitionProposal, AlterRefusal, Appended, FetchOutcome,
     FollowerState, Isolation, IsrConfig, IsrError, LeaderIsr, Leadership, ListedOffset, OffsetSpec,
-    Partition, PartitionError, PartitionStore, Read, WaitOutcome,
+    Partition, PartitionError, PartitionStore, Read, ReplicaRead, WaitOutcome,
+    REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };
