@@ -8,6 +8,14 @@
 //! response is framed by `net::encode_fetch_response`: batch bytes are sent as they sit in the
 //! cache or the read buffer, never copied.
 //!
+//! A Fetch with `replica_id` ≥ 0 is a follower's (Kafka's `FetchParams.isFromFollower`): each
+//! partition goes to [`PartitionOp::ReplicaFetch`] on its leader's owning shard, which moves
+//! the follower's state in the ISR and answers at once with records below the leader's
+//! written offset, the high watermark, the log start and — v12+ — the diverging epoch
+//! (KIP-320); a broker that is not a replica gets `NOT_LEADER_OR_FOLLOWER`, as Kafka's
+//! `Partition.followerReplicaOrThrow` answers a Fetch without a current leader epoch. Limit:
+//! a follower's fetch is not parked for `min_bytes` (Kafka parks it like a consumer's).
+//!
 //! One corner differs from Kafka: Kafka answers a parked fetch as soon as the bytes summed over
 //! its partitions reach `min_bytes`; here a waiting partition answers early only when it alone
 //! has `min_bytes`, so a fetch with `min_bytes` > 1 whose new data is spread over several
@@ -24,11 +32,11 @@ use futures_channel::oneshot;
 use futures_util::StreamExt;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{ApiKey, FetchRequest};
-use net::{FetchPartitionData, FetchResponseData, FetchTopicData};
-use replication::runtime::{Clock, MonotonicTime};
+use net::{FetchEpochEndOffset, FetchPartitionData, FetchResponseData, FetchTopicData};
+use replication::runtime::{Clock, MonotonicTime, NodeId};
 use std::rc::Rc;
 use std::time::Duration;
-use storage::{Offset, RecordBatch, TopicPartition};
+use storage::{LeaderEpoch, Offset, RecordBatch, TopicPartition};
 
 /// Longest a fetch may be parked, whatever `max_wait_ms` asks (ms).
 const FETCH_WAIT_MAX_MS: u64 = 30_000;
@@ -37,6 +45,8 @@ struct Wanted {
     tp: TopicPartition,
     offset: i64,
     max_bytes: usize,
+    /// The follower's `last_fetched_epoch` (v12+; -1 for none).
+    last_fetched_epoch: i32,
 }
 
 pub async fn handle(
@@ -61,10 +71,17 @@ pub async fn handle(
                 },
                 offset: p.fetch_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
+                last_fetched_epoch: p.last_fetched_epoch,
             });
         }
     }
-    let replies = fetch_all(shard, wanted, min_bytes, deadline).await;
+    // Fetch ≤ v14 names a follower by `replica_id` (-1: a consumer); v15's ReplicaState is
+    // not advertised.
+    let replies = if req.replica_id.0 >= 0 {
+        replica_fetch_all(shard, NodeId(req.replica_id.0), wanted).await
+    } else {
+        fetch_all(shard, wanted, min_bytes, deadline).await
+    };
     let mut budget_left = max_bytes;
     let mut first_batch = true;
     let mut replies = replies.into_iter();
@@ -114,6 +131,26 @@ pub async fn handle(
             Response::Close
         }
     }
+}
+
+/// A follower's fetch: one [`PartitionOp::ReplicaFetch`] per partition, all at once, answered
+/// at once (a follower's fetch does not wait for `min_bytes` here), in request order.
+async fn replica_fetch_all(
+    shard: &Rc<Shard>,
+    replica: NodeId,
+    wanted: Vec<Wanted>,
+) -> Vec<Option<PartitionReply>> {
+    let fetches = wanted.into_iter().map(|w| {
+        let op = PartitionOp::ReplicaFetch {
+            replica,
+            fetch_offset: Offset(w.offset),
+            last_fetched_epoch: (w.last_fetched_epoch >= 0)
+                .then_some(LeaderEpoch(w.last_fetched_epoch)),
+            max_bytes: w.max_bytes,
+        };
+        async move { Some(crate::partitions::service::call(shard, w.tp, op).await) }
+    });
+    futures_util::future::join_all(fetches).await
 }
 
 fn reply_bytes(reply: &PartitionReply) -> usize {
@@ -180,8 +217,24 @@ fn partition_data(
         aborted_transactions: None,
         preferred_read_replica: -1,
         records: Vec::new(),
+        diverging_epoch: None,
     };
     match reply {
+        PartitionReply::ReplicaRead {
+            high_watermark,
+            log_start_offset,
+            batches,
+            diverging_epoch,
+        } => {
+            data.high_watermark = high_watermark;
+            data.last_stable_offset = high_watermark;
+            data.log_start_offset = log_start_offset;
+            data.diverging_epoch = diverging_epoch.map(|(epoch, end_offset)| FetchEpochEndOffset {
+                epoch: epoch.0,
+                end_offset: end_offset.0,
+            });
+            take_batches(&mut data, batches, budget_left, first_batch);
+        }
         PartitionReply::Read {
             high_watermark,
             log_start_offset,
@@ -190,16 +243,7 @@ fn partition_data(
             data.high_watermark = high_watermark;
             data.last_stable_offset = high_watermark;
             data.log_start_offset = log_start_offset;
-            // Batches go out as stored whatever the Fetch version, zstd below v10 too: Kafka 4
-            // does the same since it dropped down-conversion (KIP-724).
-            for batch in batches {
-                if !*first_batch && batch.len() > *budget_left {
-                    break;
-                }
-                *budget_left = budget_left.saturating_sub(batch.len());
-                *first_batch = false;
-                data.records.extend(batch.chunks().into_iter().cloned());
-            }
+            take_batches(&mut data, batches, budget_left, first_batch);
         }
         PartitionReply::Error(error) => data.error_code = partition_op_error_code(&error),
         other => {
@@ -208,4 +252,23 @@ fn partition_data(
         }
     }
     data
+}
+
+/// Puts `batches` into `data` within the response's `budget_left` bytes, the response's first
+/// batch whole (KIP-74). Batches go out as stored whatever the Fetch version, zstd below v10
+/// too: Kafka 4 does the same since it dropped down-conversion (KIP-724).
+fn take_batches(
+    data: &mut FetchPartitionData,
+    batches: Vec<RecordBatch>,
+    budget_left: &mut usize,
+    first_batch: &mut bool,
+) {
+    for batch in batches {
+        if !*first_batch && batch.len() > *budget_left {
+            break;
+        }
+        *budget_left = budget_left.saturating_sub(batch.len());
+        *first_batch = false;
+        data.records.extend(batch.chunks().into_iter().cloned());
+    }
 }

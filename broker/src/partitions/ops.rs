@@ -4,10 +4,10 @@
 
 use bytes::Bytes;
 use futures_channel::oneshot;
-use replication::runtime::MonotonicTime;
+use replication::runtime::{MonotonicTime, NodeId};
 use replication::{Acks, OffsetSpec};
 use std::time::Duration;
-use storage::{Offset, RecordBatch};
+use storage::{LeaderEpoch, Offset, RecordBatch};
 
 /// An operation on one partition, run by its owning shard on its [`replication::Partition`].
 #[derive(Debug)]
@@ -32,6 +32,17 @@ pub enum PartitionOp {
         deadline: MonotonicTime,
         cancel: oneshot::Receiver<()>,
     },
+    /// A follower's fetch (a Fetch with `replica_id` ≥ 0), answered at once with
+    /// [`PartitionReply::ReplicaRead`] (see [`replication::Partition::replica_fetch`]): moves
+    /// the follower's state in the ISR, reads at most `max_bytes` from `fetch_offset` below
+    /// the leader's written offset, or answers the diverging epoch (KIP-320).
+    ReplicaFetch {
+        replica: NodeId,
+        fetch_offset: Offset,
+        /// The follower's latest epoch (Fetch v12+ `last_fetched_epoch`; `None`: -1).
+        last_fetched_epoch: Option<LeaderEpoch>,
+        max_bytes: usize,
+    },
     /// ListOffsets.
     ListOffsets { spec: OffsetSpec },
     /// DeleteRecords (KIP-107): move the log start offset to `before` (`None`: the high
@@ -52,6 +63,14 @@ pub enum PartitionReply {
         high_watermark: i64,
         log_start_offset: i64,
         batches: Vec<RecordBatch>,
+    },
+    /// The answer to a [`PartitionOp::ReplicaFetch`].
+    ReplicaRead {
+        high_watermark: i64,
+        log_start_offset: i64,
+        batches: Vec<RecordBatch>,
+        /// The diverging epoch and its end offset here (KIP-320), when the follower diverged.
+        diverging_epoch: Option<(LeaderEpoch, Offset)>,
     },
     Offset {
         offset: i64,

@@ -113,6 +113,31 @@ async fn run(
                 batches: read.batches,
             })
         }
+        PartitionOp::ReplicaFetch {
+            replica,
+            fetch_offset,
+            last_fetched_epoch,
+            max_bytes,
+        } => {
+            let now = replication::runtime::Clock::now(&crate::seam::GlommioRuntime);
+            // Fetch ≤ v14 carries no broker epoch (KIP-903 is v15+).
+            let read = partition
+                .replica_fetch(
+                    replica,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    None,
+                    max_bytes,
+                    now,
+                )
+                .await?;
+            Ok(PartitionReply::ReplicaRead {
+                high_watermark: read.high_watermark.0,
+                log_start_offset: read.log_start_offset.0,
+                batches: read.batches,
+                diverging_epoch: read.diverging_epoch,
+            })
+        }
         PartitionOp::ListOffsets { spec } => {
             let listed = partition.list_offsets(spec).await?;
             Ok(PartitionReply::Offset {
