@@ -10,11 +10,11 @@
 //!
 //! A Fetch with `replica_id` ≥ 0 is a follower's (Kafka's `FetchParams.isFromFollower`): each
 //! partition goes to [`PartitionOp::ReplicaFetch`] on its leader's owning shard, which moves
-//! the follower's state in the ISR and answers at once with records below the leader's
+//! the follower's state in the ISR and answers with records below the leader's
 //! written offset, the high watermark, the log start and — v12+ — the diverging epoch
 //! (KIP-320); a broker that is not a replica gets `NOT_LEADER_OR_FOLLOWER`, as Kafka's
-//! `Partition.followerReplicaOrThrow` answers a Fetch without a current leader epoch. Limit:
-//! a follower's fetch is not parked for `min_bytes` (Kafka parks it like a consumer's).
+//! `Partition.followerReplicaOrThrow` answers a Fetch without a current leader epoch. It is
+//! parked like a consumer's, woken by the leader's writes rather than by the high watermark.
 //!
 //! One corner differs from Kafka: Kafka answers a parked fetch as soon as the bytes summed over
 //! its partitions reach `min_bytes`; here a waiting partition answers early only when it alone
@@ -77,11 +77,8 @@ pub async fn handle(
     }
     // Fetch ≤ v14 names a follower by `replica_id` (-1: a consumer); v15's ReplicaState is
     // not advertised.
-    let replies = if req.replica_id.0 >= 0 {
-        replica_fetch_all(shard, NodeId(req.replica_id.0), wanted).await
-    } else {
-        fetch_all(shard, wanted, min_bytes, deadline).await
-    };
+    let replica = (req.replica_id.0 >= 0).then_some(NodeId(req.replica_id.0));
+    let replies = fetch_all(shard, wanted, replica, min_bytes, deadline).await;
     let mut budget_left = max_bytes;
     let mut first_batch = true;
     let mut replies = replies.into_iter();
@@ -133,39 +130,36 @@ pub async fn handle(
     }
 }
 
-/// A follower's fetch: one [`PartitionOp::ReplicaFetch`] per partition, all at once, answered
-/// at once (a follower's fetch does not wait for `min_bytes` here), in request order.
-async fn replica_fetch_all(
-    shard: &Rc<Shard>,
-    replica: NodeId,
-    wanted: Vec<Wanted>,
-) -> Vec<Option<PartitionReply>> {
-    let fetches = wanted.into_iter().map(|w| {
-        let op = PartitionOp::ReplicaFetch {
-            replica,
-            fetch_offset: Offset(w.offset),
-            last_fetched_epoch: (w.last_fetched_epoch >= 0)
-                .then_some(LeaderEpoch(w.last_fetched_epoch)),
-            max_bytes: w.max_bytes,
-        };
-        async move { Some(crate::partitions::service::call(shard, w.tp, op).await) }
-    });
-    futures_util::future::join_all(fetches).await
-}
-
 fn reply_bytes(reply: &PartitionReply) -> usize {
     match reply {
-        PartitionReply::Read { batches, .. } => batches.iter().map(RecordBatch::len).sum(),
+        PartitionReply::Read { batches, .. } | PartitionReply::ReplicaRead { batches, .. } => {
+            batches.iter().map(RecordBatch::len).sum()
+        }
         _ => 0,
     }
 }
 
-/// Sends one [`PartitionOp::Fetch`] per partition, all at once, and collects the answers in
-/// request order (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes` (at least 1) or an answer is an
-/// error, the partitions still waiting are cancelled and answer with what they have.
+/// Whether `reply` ends the wait of the others: an error, or a diverging epoch (the follower
+/// must truncate before anything else helps it, as Kafka's `DelayedFetch` completes).
+fn answers_now(reply: &PartitionReply) -> bool {
+    match reply {
+        PartitionReply::Read { .. } => false,
+        PartitionReply::ReplicaRead {
+            diverging_epoch, ..
+        } => diverging_epoch.is_some(),
+        _ => true,
+    }
+}
+
+/// Sends one [`PartitionOp::Fetch`] per partition — [`PartitionOp::ReplicaFetch`] for a
+/// follower's fetch (`replica`) — all at once, and collects the answers in request order
+/// (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes`
+/// (at least 1) or an answer is an error or a diverging epoch, the partitions still waiting
+/// are cancelled and answer with what they have.
 async fn fetch_all(
     shard: &Rc<Shard>,
     wanted: Vec<Wanted>,
+    replica: Option<NodeId>,
     min_bytes: usize,
     deadline: MonotonicTime,
 ) -> Vec<Option<PartitionReply>> {
@@ -177,12 +171,24 @@ async fn fetch_all(
     for (i, w) in wanted.into_iter().enumerate() {
         let (cancel_tx, cancel) = oneshot::channel::<()>();
         cancels.push(cancel_tx);
-        let op = PartitionOp::Fetch {
-            offset: Offset(w.offset),
-            max_bytes: w.max_bytes,
-            min_bytes,
-            deadline,
-            cancel,
+        let op = match replica {
+            Some(replica) => PartitionOp::ReplicaFetch {
+                replica,
+                fetch_offset: Offset(w.offset),
+                last_fetched_epoch: (w.last_fetched_epoch >= 0)
+                    .then_some(LeaderEpoch(w.last_fetched_epoch)),
+                max_bytes: w.max_bytes,
+                min_bytes,
+                deadline,
+                cancel,
+            },
+            None => PartitionOp::Fetch {
+                offset: Offset(w.offset),
+                max_bytes: w.max_bytes,
+                min_bytes,
+                deadline,
+                cancel,
+            },
         };
         fetches.push(async move { (i, crate::partitions::service::call(shard, w.tp, op).await) });
     }
@@ -190,8 +196,7 @@ async fn fetch_all(
     let mut answered_bytes = 0usize;
     while let Some((i, reply)) = fetches.next().await {
         answered_bytes += reply_bytes(&reply);
-        let failed = !matches!(reply, PartitionReply::Read { .. });
-        if failed || answered_bytes >= min_bytes.max(1) {
+        if answers_now(&reply) || answered_bytes >= min_bytes.max(1) {
             // Dropping the senders cancels the partitions still waiting.
             cancels.clear();
         }

@@ -32,16 +32,21 @@ pub enum PartitionOp {
         deadline: MonotonicTime,
         cancel: oneshot::Receiver<()>,
     },
-    /// A follower's fetch (a Fetch with `replica_id` ≥ 0), answered at once with
-    /// [`PartitionReply::ReplicaRead`] (see [`replication::Partition::replica_fetch`]): moves
-    /// the follower's state in the ISR, reads at most `max_bytes` from `fetch_offset` below
-    /// the leader's written offset, or answers the diverging epoch (KIP-320).
+    /// A follower's fetch (a Fetch with `replica_id` ≥ 0), answered once with
+    /// [`PartitionReply::ReplicaRead`] (see [`replication::Partition::replica_fetch_parked`]):
+    /// moves the follower's state in the ISR and reads at most `max_bytes` from
+    /// `fetch_offset` below the leader's written offset, or answers the diverging epoch
+    /// (KIP-320); parked like [`PartitionOp::Fetch`] until `min_bytes`, `deadline` or
+    /// `cancel`, woken by the leader's writes.
     ReplicaFetch {
         replica: NodeId,
         fetch_offset: Offset,
         /// The follower's latest epoch (Fetch v12+ `last_fetched_epoch`; `None`: -1).
         last_fetched_epoch: Option<LeaderEpoch>,
         max_bytes: usize,
+        min_bytes: usize,
+        deadline: MonotonicTime,
+        cancel: oneshot::Receiver<()>,
     },
     /// ListOffsets.
     ListOffsets { spec: OffsetSpec },

@@ -118,17 +118,24 @@ async fn run(
             fetch_offset,
             last_fetched_epoch,
             max_bytes,
+            min_bytes,
+            deadline,
+            cancel,
         } => {
-            let now = replication::runtime::Clock::now(&crate::seam::GlommioRuntime);
+            let cancelled = async {
+                let _ = cancel.await;
+            };
             // Fetch ≤ v14 carries no broker epoch (KIP-903 is v15+).
             let read = partition
-                .replica_fetch(
+                .replica_fetch_parked(
                     replica,
                     fetch_offset,
                     last_fetched_epoch,
                     None,
                     max_bytes,
-                    now,
+                    min_bytes,
+                    deadline,
+                    cancelled,
                 )
                 .await?;
             Ok(PartitionReply::ReplicaRead {

@@ -205,6 +205,9 @@ pub struct Partition<S = PartitionLog> {
     role: RefCell<Role>,
     /// Fired whenever the high watermark moves or the partition closes (invariant 3).
     high_watermark_moved: Rc<Notify>,
+    /// Fired when a leader with followers has written more (parked follower fetches wake);
+    /// never fired for a leader that is its only replica.
+    written_moved: Rc<Notify>,
     closed: Cell<bool>,
 }
 
@@ -239,6 +242,7 @@ impl<S: PartitionStore + 'static> Partition<S> {
             node,
             role: RefCell::new(Role::Leader(isr)),
             high_watermark_moved: Rc::new(Notify::default()),
+            written_moved: Rc::new(Notify::default()),
             closed: Cell::new(false),
         }
     }
@@ -465,6 +469,9 @@ impl<S: PartitionStore + 'static> Partition<S> {
                     let moved = isr.on_leader_append(written);
                     // Only a regression is refused, and the written offset grew.
                     assert!(moved.is_ok(), "the leader's log end offset grew");
+                    if isr.replicas().len() > 1 {
+                        self.written_moved.notify_all();
+                    }
                 }
                 isr.high_watermark()
             }
@@ -554,6 +561,89 @@ impl<S: PartitionStore + 'static> Partition<S> {
             diverging_epoch: None,
             expand_candidate: outcome.expand_candidate,
         })
+    }
+
+    /// [`Partition::replica_fetch`], parked as Kafka parks a follower's fetch
+    /// (`DelayedFetch`): while fewer than `min_bytes` (at least 1) came back and the epochs do
+    /// not diverge, it waits for the leader to write more — until `deadline`, until `cancel`
+    /// resolves (the fetch has enough from other partitions), or until the role changes or
+    /// the partition closes — and fetches again. Errors: [`Partition::replica_fetch`]'s, at
+    /// once.
+    #[allow(clippy::too_many_arguments)] // A follower fetch's fields, as Kafka's FetchParams.
+    pub async fn replica_fetch_parked(
+        &self,
+        follower: NodeId,
+        fetch_offset: Offset,
+        last_fetched_epoch: Option<LeaderEpoch>,
+        broker_epoch: Option<i64>,
+        max_bytes: usize,
+        min_bytes: usize,
+        deadline: MonotonicTime,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<ReplicaRead, PartitionError> {
+        let mut cancel = pin!(cancel);
+        let mut timer = None;
+        loop {
+            let written = self.written_moved.notified();
+            let changed = self.high_watermark_moved.notified();
+            let now = self.runtime.now();
+            let read = self
+                .replica_fetch(
+                    follower,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    broker_epoch,
+                    max_bytes,
+                    now,
+                )
+                .await?;
+            let bytes: usize = read.batches.iter().map(RecordBatch::len).sum();
+            if bytes >= min_bytes.max(1)
+                || read.diverging_epoch.is_some()
+                || now >= deadline
+                || self.closed.get()
+            {
+                return Ok(read);
+            }
+            let timer = timer
+                .get_or_insert_with(|| self.runtime.sleep(deadline.saturating_duration_since(now)));
+            // Woken: fetch again; cancelled or timed out: fetch once more and answer.
+            let stop = future::or(
+                async {
+                    (&mut cancel).await;
+                    true
+                },
+                future::or(
+                    future::or(
+                        async {
+                            written.await;
+                            false
+                        },
+                        async {
+                            changed.await;
+                            false
+                        },
+                    ),
+                    async {
+                        timer.await;
+                        true
+                    },
+                ),
+            )
+            .await;
+            if stop {
+                return self
+                    .replica_fetch(
+                        follower,
+                        fetch_offset,
+                        last_fetched_epoch,
+                        broker_epoch,
+                        max_bytes,
+                        self.runtime.now(),
+                    )
+                    .await;
+            }
+        }
     }
 
     /// A follower's append of what its fetch from the leader returned (Kafka's

@@ -5,7 +5,7 @@
 //! [`Partition::become_leader`] / [`Partition::become_follower`] from a test "controller" that
 //! elects a new leader from the live ISR members at a new leader epoch. Each follower runs a
 //! fetch loop (fetch offset = its written offset, last fetched epoch = its latest epoch) with
-//! seeded delays. Seeded faults: a follower lags (long pauses between fetches), is cut off
+//! seeded delays, its fetches parked on the leader ([`Partition::replica_fetch_parked`]). Seeded faults: a follower lags (long pauses between fetches), is cut off
 //! from the leader for a while, and the leader crashes (its unwritten tail lost), a follower
 //! becomes leader with a new epoch, and the old leader restarts as a follower, truncates at
 //! the diverging epoch and catches up.
@@ -49,6 +49,8 @@ const SEEDS: u64 = 60;
 const REPLICAS: [NodeId; 3] = [NodeId(1), NodeId(2), NodeId(3)];
 /// Bytes one follower fetch asks for.
 const FETCH_BYTES_MAX: usize = 300;
+/// Longest a follower fetch is parked on the leader, in µs of simulated time.
+const FETCH_WAIT_US: u64 = 1_000;
 /// The produce timeout, in µs of simulated time.
 const PRODUCE_TIMEOUT_US: u64 = 20_000;
 /// How long, in µs of simulated time, healed followers get to catch up.
@@ -154,14 +156,18 @@ async fn fetch_loop(cluster: Shared, rt: SimRuntime, id: NodeId, incarnation: u6
         }
         let fetch_offset = me.log().written_offset();
         let last_fetched_epoch = me.log().latest_leader_epoch();
+        // Parked on the leader as Kafka's replica.fetch.wait.max.ms / min.bytes ask (scaled).
+        let deadline = rt.now() + Duration::from_micros(FETCH_WAIT_US);
         let answer = leader
-            .replica_fetch(
+            .replica_fetch_parked(
                 id,
                 fetch_offset,
                 last_fetched_epoch,
                 None,
                 FETCH_BYTES_MAX,
-                rt.now(),
+                1,
+                deadline,
+                futures_lite::future::pending::<()>(),
             )
             .await;
         // The answer travels back.
@@ -606,5 +612,93 @@ fn replication_under_simulation() {
         total.acked,
         total.failovers,
         total.divergences
+    );
+}
+
+/// A follower's fetch parked at the leader's log end is answered by the leader's next write,
+/// with the new records, not by its deadline; and a parked fetch with nothing new answers
+/// empty at its deadline.
+#[test]
+fn a_parked_replica_fetch_is_woken_by_the_leaders_write() {
+    let mut ex = Executor::new(7);
+    let rt = ex.runtime();
+    let leader = open(&rt, NodeId(1), &SimDisk::default());
+    let now = rt.now();
+    let p = leader.clone();
+    // Two replicas: the follower's fetch alone moves the HW.
+    let two = Leadership {
+        replicas: vec![NodeId(1), NodeId(2)],
+        isr: vec![NodeId(1), NodeId(2)],
+        ..leadership(LeaderEpoch(1))
+    };
+    ex.run_until(async move { p.become_leader(two, CONFIG, now).await })
+        .expect("runs")
+        .expect("becomes leader");
+    let deadline = rt.now() + Duration::from_secs(1);
+    let (p, clock) = (leader.clone(), rt.clone());
+    let parked = async move {
+        let read = p
+            .replica_fetch_parked(
+                NodeId(2),
+                Offset(0),
+                Some(LeaderEpoch(1)),
+                None,
+                FETCH_BYTES_MAX,
+                1,
+                deadline,
+                futures_lite::future::pending::<()>(),
+            )
+            .await;
+        (read, clock.now())
+    };
+    let producer = leader.clone();
+    let (read, answered_at) = ex
+        .run_until(async move {
+            futures_lite::future::zip(parked, produce(producer, 0, 2, Acks::Leader))
+                .await
+                .0
+        })
+        .expect("runs");
+    let read = read.expect("a replica's fetch");
+    assert!(
+        answered_at < deadline,
+        "answered by the write, not the deadline"
+    );
+    let got = records(&read.batches).expect("records");
+    assert_eq!(
+        got.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
+        vec![(0, 0), (1, 1)]
+    );
+    assert_eq!(read.diverging_epoch, None);
+
+    let deadline = rt.now() + Duration::from_millis(1);
+    let (p, clock) = (leader.clone(), rt.clone());
+    let (read, answered_at) = ex
+        .run_until(async move {
+            let read = p
+                .replica_fetch_parked(
+                    NodeId(2),
+                    Offset(2),
+                    Some(LeaderEpoch(1)),
+                    None,
+                    FETCH_BYTES_MAX,
+                    1,
+                    deadline,
+                    futures_lite::future::pending::<()>(),
+                )
+                .await;
+            (read, clock.now())
+        })
+        .expect("runs");
+    let read = read.expect("a replica's fetch");
+    assert!(
+        answered_at >= deadline,
+        "nothing new: answered at the deadline"
+    );
+    assert!(read.batches.is_empty());
+    assert_eq!(
+        read.high_watermark,
+        Offset(2),
+        "the follower's fetch at 2 moved the HW"
     );
 }
