@@ -28,7 +28,6 @@ pub fn partition_error_code(e: &PartitionError) -> i16 {
         PartitionError::Storage(e) => storage_error_code(e),
         PartitionError::RequestTimedOut { .. } => code(ResponseError::RequestTimedOut),
         PartitionError::OffsetOutOfRange { .. } => code(ResponseError::OffsetOutOfRange),
-        PartitionError::NotEnoughReplicas { .. } => code(ResponseError::NotEnoughReplicas),
         PartitionError::NotEnoughReplicasAfterAppend { .. } => {
             code(ResponseError::NotEnoughReplicasAfterAppend)
         }

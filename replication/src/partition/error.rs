@@ -21,13 +21,6 @@ pub enum PartitionError {
         offset: Offset,
         high_watermark: Offset,
     },
-    /// An `acks=all` produce while the ISR is below `min.insync.replicas`
-    /// (`NOT_ENOUGH_REPLICAS`, 19): nothing was appended.
-    #[error("ISR {isr:?} below min.insync.replicas {min_insync_replicas}")]
-    NotEnoughReplicas {
-        isr: Vec<NodeId>,
-        min_insync_replicas: usize,
-    },
     /// The high watermark passed an `acks=all` produce's records while the ISR was below
     /// `min.insync.replicas` (`NOT_ENOUGH_REPLICAS_AFTER_APPEND`, 20); they stay appended.
     #[error("records below {end_offset} replicated with the ISR below min.insync.replicas")]
@@ -39,8 +32,10 @@ pub enum PartitionError {
         wanted: &'static str,
         leader: Option<NodeId>,
     },
-    /// The ISR state refused the operation (a fetch from a non-replica, a stale broker epoch,
-    /// a fetch offset out of range, an invalid leadership).
+    /// The ISR state refused the operation: an `acks=all` produce while the ISR is below
+    /// `min.insync.replicas` ([`IsrError::NotEnoughReplicas`], nothing appended), a fetch
+    /// from a non-replica, a stale broker epoch, a fetch offset out of range, an invalid
+    /// leadership.
     #[error(transparent)]
     Isr(#[from] IsrError),
 }

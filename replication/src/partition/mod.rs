@@ -347,16 +347,20 @@ impl<S: PartitionStore + 'static> Partition<S> {
         self.log.high_watermark()
     }
 
-    /// Appends `records` (whole RecordBatch v2, already checked by the caller) and answers as
-    /// `acks` asks: [`Acks::None`] once they are in the log's tail, [`Acks::Leader`] and
-    /// [`Acks::All`] once their write has completed (and been synced where `flush.messages`
-    /// is reached). `Acks::All` waits at most `timeout` (a zero timeout waits for the local
-    /// write, as Kafka completes a one-replica ISR at once); `acks=1` always waits for the
-    /// local write, as Kafka's synchronous local append does. Whatever the answer, the high
-    /// watermark follows the write. An idempotent retry of a batch still in flight waits for
-    /// the original's write (and sync) and gets its offsets.
-    /// Errors: [`PartitionError::Storage`] (invalid batch, producer state, I/O, closed),
-    /// [`PartitionError::RequestTimedOut`] (the records stay appended).
+    /// Appends `records` (whole RecordBatch v2, already checked by the caller) on this leader
+    /// at its leader epoch and answers as `acks` asks: [`Acks::None`] once they are in the
+    /// log's tail, [`Acks::Leader`] once their write has completed (and been synced where
+    /// `flush.messages` is reached), as Kafka's synchronous local append; [`Acks::All`] is
+    /// first refused when the committed ISR is below `min.insync.replicas`, then, after the
+    /// local write, waits until the high watermark passes the records, at most `timeout` from
+    /// there (Kafka's `DelayedProduce`: a one-replica ISR completes at once, without a timer;
+    /// a zero timeout answers at once). Whatever the answer, the high watermark follows the
+    /// write. An idempotent retry of a batch still in flight waits for the original's write
+    /// (and sync) and gets its offsets. Errors: [`PartitionError::Storage`] (invalid batch,
+    /// producer state, I/O, closed), [`PartitionError::NotLeaderOrFollower`] on a follower
+    /// or when the leadership is lost while waiting, [`PartitionError::Isr`]
+    /// (`NotEnoughReplicas`, nothing appended), [`PartitionError::RequestTimedOut`] and
+    /// [`PartitionError::NotEnoughReplicasAfterAppend`] (the records stay appended).
     pub async fn append(
         self: &Rc<Self>,
         records: Bytes,

@@ -702,3 +702,71 @@ fn a_parked_replica_fetch_is_woken_by_the_leaders_write() {
         "the follower's fetch at 2 moved the HW"
     );
 }
+
+/// `acks=all` against the ISR rules (Kafka's `appendRecordsToLeader` and
+/// `checkEnoughReplicasReachOffset`): with the committed ISR below `min.insync.replicas` it is
+/// refused before the append (`NOT_ENOUGH_REPLICAS`) while `acks=1` succeeds; with an ISR
+/// member that does not fetch it times out (`REQUEST_TIMED_OUT`), the records staying
+/// appended above the high watermark, which the member's fetch then moves over them.
+#[test]
+fn acks_all_follows_the_isr() {
+    let mut ex = Executor::new(11);
+    let rt = ex.runtime();
+    let leader = open(&rt, NodeId(1), &SimDisk::default());
+    let lead = |ex: &mut Executor, isr: Vec<NodeId>, epoch: i32| {
+        let (p, now) = (leader.clone(), rt.now());
+        let l = Leadership {
+            isr,
+            ..leadership(LeaderEpoch(epoch))
+        };
+        ex.run_until(async move { p.become_leader(l, CONFIG, now).await })
+            .expect("runs")
+            .expect("becomes leader");
+    };
+    // ISR {1} of {1, 2, 3}, min.insync.replicas 2.
+    lead(&mut ex, vec![NodeId(1)], 1);
+    let (_, refused) = ex
+        .run_until(produce(leader.clone(), 0, 1, Acks::All))
+        .expect("runs");
+    assert!(
+        matches!(
+            refused,
+            Err(PartitionError::Isr(
+                crate::IsrError::NotEnoughReplicas { .. }
+            ))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(leader.log().log_end_offset(), Offset(0), "nothing appended");
+    let (_, written) = ex
+        .run_until(produce(leader.clone(), 1, 1, Acks::Leader))
+        .expect("runs");
+    assert_eq!(written.expect("acks=1 succeeds").base_offset, Offset(0));
+
+    // ISR {1, 2} (min.insync.replicas met); replica 2 has fetched up to 1, then goes silent.
+    lead(&mut ex, vec![NodeId(1), NodeId(2)], 2);
+    let fetch = |ex: &mut Executor, offset: i64| {
+        let (p, now) = (leader.clone(), rt.now());
+        ex.run_until(async move {
+            p.replica_fetch(NodeId(2), Offset(offset), None, None, FETCH_BYTES_MAX, now)
+                .await
+        })
+        .expect("runs")
+        .expect("a replica's fetch")
+    };
+    fetch(&mut ex, 1);
+    assert_eq!(leader.high_watermark(), Offset(1));
+    let (_, timed_out) = ex
+        .run_until(produce(leader.clone(), 2, 2, Acks::All))
+        .expect("runs");
+    assert!(
+        matches!(timed_out, Err(PartitionError::RequestTimedOut { .. })),
+        "{timed_out:?}"
+    );
+    assert_eq!(leader.log().log_end_offset(), Offset(3), "the records stay");
+    assert_eq!(leader.high_watermark(), Offset(1));
+    // Its fetch at 3 (it has them) moves the high watermark over them.
+    let read = fetch(&mut ex, 3);
+    assert_eq!(read.high_watermark, Offset(3));
+    assert_eq!(leader.high_watermark(), Offset(3));
+}
