@@ -7,7 +7,7 @@ use crate::partitions::PartitionOpError;
 use crate::produce_checks::ProduceCheckError;
 use net::kafka_protocol::error::ResponseError;
 use replication::metadata::{ControllerError, TopicOperation};
-use replication::{LeaderEpochError, PartitionError};
+use replication::{IsrError, LeaderEpochError, PartitionError};
 use storage::{BatchError, StorageError};
 
 /// The Kafka error code a partition operation answers for `e`.
@@ -35,6 +35,31 @@ pub fn partition_error_code(e: &PartitionError) -> i16 {
         PartitionError::Storage(e) => storage_error_code(e),
         PartitionError::RequestTimedOut { .. } => code(ResponseError::RequestTimedOut),
         PartitionError::OffsetOutOfRange { .. } => code(ResponseError::OffsetOutOfRange),
+        PartitionError::NotEnoughReplicasAfterAppend { .. } => {
+            code(ResponseError::NotEnoughReplicasAfterAppend)
+        }
+        PartitionError::NotLeaderOrFollower { .. } => code(ResponseError::NotLeaderOrFollower),
+        PartitionError::Isr(e) => isr_error_code(e),
+    }
+}
+
+/// The Kafka error code for the ISR state's refusal (Kafka's `Partition.fetchRecords` and
+/// `appendRecordsToLeader` throws).
+fn isr_error_code(e: &IsrError) -> i16 {
+    match e {
+        // Kafka's `followerReplicaOrThrow` for a fetch without a current leader epoch.
+        IsrError::NotAFollower { .. } | IsrError::StaleBrokerEpoch { .. } => {
+            code(ResponseError::NotLeaderOrFollower)
+        }
+        IsrError::FetchOffsetOutOfRange { .. } => code(ResponseError::OffsetOutOfRange),
+        IsrError::NotEnoughReplicas { .. } => code(ResponseError::NotEnoughReplicas),
+        IsrError::InvalidIsr { .. }
+        | IsrError::InvalidConfig { .. }
+        | IsrError::LogEndOffsetRegressed { .. }
+        | IsrError::AlterPending { .. } => {
+            tracing::warn!(error = %e, "unexpected ISR error");
+            code(ResponseError::UnknownServerError)
+        }
     }
 }
 

@@ -88,7 +88,22 @@ pub struct FetchPartitionData {
     /// Whole RecordBatch v2 byte strings, written back to back and never copied. Empty for no
     /// records (written as zero-length, non-null records).
     pub records: Vec<Bytes>,
+    /// KIP-320: the epoch at which a follower's log diverges from the leader's and its end
+    /// offset on the leader (tagged field 0, v12+); `None` for none.
+    pub diverging_epoch: Option<FetchEpochEndOffset>,
 }
+
+/// A Fetch response's `diverging_epoch` (Kafka's `EpochEndOffset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchEpochEndOffset {
+    /// The leader epoch.
+    pub epoch: i32,
+    /// Its end offset on the leader (offset).
+    pub end_offset: i64,
+}
+
+/// Bytes of a `diverging_epoch` struct: epoch i32, end offset i64, empty tagged fields.
+const EPOCH_END_OFFSET_BYTES: u32 = 4 + 8 + 1;
 
 /// One aborted transaction of a partition's fetch response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,8 +225,22 @@ pub fn encode_fetch_response(
                     .checked_add(records_bytes)
                     .ok_or_else(|| too_large("records length overflows usize"))?;
             }
-            if flexible {
-                put_empty_tagged_fields(&mut fields);
+            match (flexible, partition.diverging_epoch) {
+                (true, Some(diverging)) => {
+                    put_uvarint(&mut fields, 1); // One tagged field:
+                    put_uvarint(&mut fields, 0); // tag 0, diverging_epoch,
+                    put_uvarint(&mut fields, EPOCH_END_OFFSET_BYTES);
+                    fields.put_i32(diverging.epoch);
+                    fields.put_i64(diverging.end_offset);
+                    put_empty_tagged_fields(&mut fields);
+                }
+                (true, None) => put_empty_tagged_fields(&mut fields),
+                (false, Some(_)) => {
+                    return Err(encode_error(
+                        "diverging_epoch needs version 12 or later".to_owned(),
+                    ))
+                }
+                (false, None) => {}
             }
         }
         if flexible {

@@ -24,5 +24,6 @@ pub use partition::{
     requested_leader_epoch, AckState, Acks, AlterOutcome, AlterPartitionProposal, AlterRefusal,
     Appended, FetchOutcome, FollowerState, Isolation, IsrConfig, IsrError, LeaderEpochError,
     LeaderIsr, Leadership, ListedOffset, OffsetNotAvailable, OffsetSpec, Partition, PartitionError,
-    PartitionStore, Read, WaitOutcome, NO_LEADER_EPOCH,
+    PartitionStore, Read, ReplicaRead, WaitOutcome, NO_LEADER_EPOCH,
+    REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };

@@ -177,8 +177,10 @@ def produce_v3(correlation_id, topic, partition_batches, acks=1, timeout_ms=3000
     return frame(header_v1(API_PRODUCE, 3, correlation_id) + body)
 
 
-def fetch_v4(correlation_id, topic, partition, offset, max_wait_ms=500, max_bytes=1 << 20):
-    body = (i32(-1) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(0)  # read uncommitted
+def fetch_v4(correlation_id, topic, partition, offset, max_wait_ms=500, max_bytes=1 << 20,
+             replica_id=-1):
+    """`replica_id` >= 0 makes it a follower's fetch (-1: a consumer's)."""
+    body = (i32(replica_id) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(0)  # read uncommitted
             + i32(1) + string(topic) + i32(1) + i32(partition) + i64(offset) + i32(max_bytes))
     return frame(header_v1(API_FETCH, 4, correlation_id) + body)
 

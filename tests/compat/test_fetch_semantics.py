@@ -1,7 +1,8 @@
 """Fetch and offsets exactly as Kafka defines them, checked on the wire (Produce v3, Fetch v4):
 contiguous offsets from 0; a fetch at the log end answers no error and no data; beyond it,
 OFFSET_OUT_OF_RANGE; a parked fetch is woken by an append long before its max_wait_ms; the
-first batch comes whole even when larger than max_bytes (KIP-74)."""
+first batch comes whole even when larger than max_bytes (KIP-74); a follower's fetch from a
+broker that is not a replica gets NOT_LEADER_OR_FOLLOWER."""
 
 import threading
 import time
@@ -11,6 +12,7 @@ from compat_util import create_topic
 
 TOPIC = "semantics"
 OFFSET_OUT_OF_RANGE = 1
+NOT_LEADER_OR_FOLLOWER = 6
 
 
 def produce(sock, corr, values):
@@ -86,3 +88,20 @@ def test_first_batch_comes_whole_even_above_max_bytes(broker):
     batches = kw.batch_headers(records)
     assert len(batches) == 1, "one whole batch, not a partial one and not two"
     assert len(records) > 10_000
+
+
+def test_a_replica_fetch_from_a_non_replica_is_refused(broker):
+    # Kafka's Partition.followerReplicaOrThrow: a Fetch with replica_id >= 0 from a broker not
+    # in the replica set (and, v4, without a current leader epoch) -> NOT_LEADER_OR_FOLLOWER;
+    # the same partition still serves a consumer (replica_id -1).
+    create_topic(broker.bootstrap, TOPIC, 1)
+    sock = kw.connect(broker.bootstrap)
+    assert produce(sock, 1, [b"a", b"b"]) == 0
+    sock.sendall(kw.fetch_v4(2, TOPIC, 0, 0, max_wait_ms=0, replica_id=4242))
+    got_corr, parts = kw.parse_fetch_v4(kw.read_frame(sock))
+    assert got_corr == 2
+    error, _, records = parts[(TOPIC, 0)]
+    assert (error, records) == (NOT_LEADER_OR_FOLLOWER, b"")
+    error, hw, records = fetch(sock, 3, 0)
+    assert (error, hw) == (0, 2)
+    assert len(kw.batch_headers(records)) == 1

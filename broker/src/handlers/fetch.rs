@@ -9,6 +9,14 @@
 //! cache or the read buffer, never copied. A partition whose `current_leader_epoch` (v9+,
 //! KIP-320) is not the partition's answers FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH alone.
 //!
+//! A Fetch with `replica_id` ≥ 0 is a follower's (Kafka's `FetchParams.isFromFollower`): each
+//! partition goes to [`PartitionOp::ReplicaFetch`] on its leader's owning shard, which moves
+//! the follower's state in the ISR and answers with records below the leader's
+//! written offset, the high watermark, the log start and — v12+ — the diverging epoch
+//! (KIP-320); a broker that is not a replica gets `NOT_LEADER_OR_FOLLOWER`, as Kafka's
+//! `Partition.followerReplicaOrThrow` answers a Fetch without a current leader epoch. It is
+//! parked like a consumer's, woken by the leader's writes rather than by the high watermark.
+//!
 //! One corner differs from Kafka: Kafka answers a parked fetch as soon as the bytes summed over
 //! its partitions reach `min_bytes`; here a waiting partition answers early only when it alone
 //! has `min_bytes`, so a fetch with `min_bytes` > 1 whose new data is spread over several
@@ -25,11 +33,11 @@ use futures_channel::oneshot;
 use futures_util::StreamExt;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{ApiKey, FetchRequest};
-use net::{FetchPartitionData, FetchResponseData, FetchTopicData};
-use replication::runtime::{Clock, MonotonicTime};
+use net::{FetchEpochEndOffset, FetchPartitionData, FetchResponseData, FetchTopicData};
+use replication::runtime::{Clock, MonotonicTime, NodeId};
 use std::rc::Rc;
 use std::time::Duration;
-use storage::{Offset, RecordBatch, TopicPartition};
+use storage::{LeaderEpoch, Offset, RecordBatch, TopicPartition};
 
 /// Longest a fetch may be parked, whatever `max_wait_ms` asks (ms).
 const FETCH_WAIT_MAX_MS: u64 = 30_000;
@@ -40,6 +48,8 @@ struct Wanted {
     max_bytes: usize,
     /// KIP-320's `current_leader_epoch` (v9+; negative: no check).
     current_leader_epoch: i32,
+    /// The follower's `last_fetched_epoch` (v12+; -1 for none).
+    last_fetched_epoch: i32,
 }
 
 pub async fn handle(
@@ -65,10 +75,14 @@ pub async fn handle(
                 offset: p.fetch_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
                 current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
             });
         }
     }
-    let replies = fetch_all(shard, wanted, min_bytes, deadline).await;
+    // Fetch ≤ v14 names a follower by `replica_id` (-1: a consumer); v15's ReplicaState is
+    // not advertised.
+    let replica = (req.replica_id.0 >= 0).then_some(NodeId(req.replica_id.0));
+    let replies = fetch_all(shard, wanted, replica, min_bytes, deadline).await;
     let mut budget_left = max_bytes;
     let mut first_batch = true;
     let mut replies = replies.into_iter();
@@ -122,17 +136,34 @@ pub async fn handle(
 
 fn reply_bytes(reply: &PartitionReply) -> usize {
     match reply {
-        PartitionReply::Read { batches, .. } => batches.iter().map(RecordBatch::len).sum(),
+        PartitionReply::Read { batches, .. } | PartitionReply::ReplicaRead { batches, .. } => {
+            batches.iter().map(RecordBatch::len).sum()
+        }
         _ => 0,
     }
 }
 
-/// Sends one [`PartitionOp::Fetch`] per partition, all at once, and collects the answers in
-/// request order (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes` (at least 1) or an answer is an
-/// error, the partitions still waiting are cancelled and answer with what they have.
+/// Whether `reply` ends the wait of the others: an error, or a diverging epoch (the follower
+/// must truncate before anything else helps it, as Kafka's `DelayedFetch` completes).
+fn answers_now(reply: &PartitionReply) -> bool {
+    match reply {
+        PartitionReply::Read { .. } => false,
+        PartitionReply::ReplicaRead {
+            diverging_epoch, ..
+        } => diverging_epoch.is_some(),
+        _ => true,
+    }
+}
+
+/// Sends one [`PartitionOp::Fetch`] per partition — [`PartitionOp::ReplicaFetch`] for a
+/// follower's fetch (`replica`) — all at once, and collects the answers in request order
+/// (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes`
+/// (at least 1) or an answer is an error or a diverging epoch, the partitions still waiting
+/// are cancelled and answer with what they have.
 async fn fetch_all(
     shard: &Rc<Shard>,
     wanted: Vec<Wanted>,
+    replica: Option<NodeId>,
     min_bytes: usize,
     deadline: MonotonicTime,
 ) -> Vec<Option<PartitionReply>> {
@@ -144,12 +175,24 @@ async fn fetch_all(
     for (i, w) in wanted.into_iter().enumerate() {
         let (cancel_tx, cancel) = oneshot::channel::<()>();
         cancels.push(cancel_tx);
-        let op = PartitionOp::Fetch {
-            offset: Offset(w.offset),
-            max_bytes: w.max_bytes,
-            min_bytes,
-            deadline,
-            cancel,
+        let op = match replica {
+            Some(replica) => PartitionOp::ReplicaFetch {
+                replica,
+                fetch_offset: Offset(w.offset),
+                last_fetched_epoch: (w.last_fetched_epoch >= 0)
+                    .then_some(LeaderEpoch(w.last_fetched_epoch)),
+                max_bytes: w.max_bytes,
+                min_bytes,
+                deadline,
+                cancel,
+            },
+            None => PartitionOp::Fetch {
+                offset: Offset(w.offset),
+                max_bytes: w.max_bytes,
+                min_bytes,
+                deadline,
+                cancel,
+            },
         };
         let epoch = replication::fetch_requested_leader_epoch(w.current_leader_epoch);
         fetches.push(async move { (i, epoch_check::call_checked(shard, w.tp, epoch, op).await) });
@@ -158,8 +201,7 @@ async fn fetch_all(
     let mut answered_bytes = 0usize;
     while let Some((i, reply)) = fetches.next().await {
         answered_bytes += reply_bytes(&reply);
-        let failed = !matches!(reply, PartitionReply::Read { .. });
-        if failed || answered_bytes >= min_bytes.max(1) {
+        if answers_now(&reply) || answered_bytes >= min_bytes.max(1) {
             // Dropping the senders cancels the partitions still waiting.
             cancels.clear();
         }
@@ -185,8 +227,24 @@ fn partition_data(
         aborted_transactions: None,
         preferred_read_replica: -1,
         records: Vec::new(),
+        diverging_epoch: None,
     };
     match reply {
+        PartitionReply::ReplicaRead {
+            high_watermark,
+            log_start_offset,
+            batches,
+            diverging_epoch,
+        } => {
+            data.high_watermark = high_watermark;
+            data.last_stable_offset = high_watermark;
+            data.log_start_offset = log_start_offset;
+            data.diverging_epoch = diverging_epoch.map(|(epoch, end_offset)| FetchEpochEndOffset {
+                epoch: epoch.0,
+                end_offset: end_offset.0,
+            });
+            take_batches(&mut data, batches, budget_left, first_batch);
+        }
         PartitionReply::Read {
             high_watermark,
             log_start_offset,
@@ -195,16 +253,7 @@ fn partition_data(
             data.high_watermark = high_watermark;
             data.last_stable_offset = high_watermark;
             data.log_start_offset = log_start_offset;
-            // Batches go out as stored whatever the Fetch version, zstd below v10 too: Kafka 4
-            // does the same since it dropped down-conversion (KIP-724).
-            for batch in batches {
-                if !*first_batch && batch.len() > *budget_left {
-                    break;
-                }
-                *budget_left = budget_left.saturating_sub(batch.len());
-                *first_batch = false;
-                data.records.extend(batch.chunks().into_iter().cloned());
-            }
+            take_batches(&mut data, batches, budget_left, first_batch);
         }
         PartitionReply::Error(error) => data.error_code = partition_op_error_code(&error),
         other => {
@@ -213,4 +262,23 @@ fn partition_data(
         }
     }
     data
+}
+
+/// Puts `batches` into `data` within the response's `budget_left` bytes, the response's first
+/// batch whole (KIP-74). Batches go out as stored whatever the Fetch version, zstd below v10
+/// too: Kafka 4 does the same since it dropped down-conversion (KIP-724).
+fn take_batches(
+    data: &mut FetchPartitionData,
+    batches: Vec<RecordBatch>,
+    budget_left: &mut usize,
+    first_batch: &mut bool,
+) {
+    for batch in batches {
+        if !*first_batch && batch.len() > *budget_left {
+            break;
+        }
+        *budget_left = budget_left.saturating_sub(batch.len());
+        *first_batch = false;
+        data.records.extend(batch.chunks().into_iter().cloned());
+    }
 }

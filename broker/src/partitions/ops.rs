@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use futures_channel::oneshot;
-use replication::runtime::MonotonicTime;
+use replication::runtime::{MonotonicTime, NodeId};
 use replication::{Acks, OffsetSpec};
 use std::time::Duration;
 use storage::{LeaderEpoch, Offset, RecordBatch};
@@ -27,6 +27,22 @@ pub enum PartitionOp {
     /// `cancel` (it has enough from other partitions).
     Fetch {
         offset: Offset,
+        max_bytes: usize,
+        min_bytes: usize,
+        deadline: MonotonicTime,
+        cancel: oneshot::Receiver<()>,
+    },
+    /// A follower's fetch (a Fetch with `replica_id` ≥ 0), answered once with
+    /// [`PartitionReply::ReplicaRead`] (see [`replication::Partition::replica_fetch_parked`]):
+    /// moves the follower's state in the ISR and reads at most `max_bytes` from
+    /// `fetch_offset` below the leader's written offset, or answers the diverging epoch
+    /// (KIP-320); parked like [`PartitionOp::Fetch`] until `min_bytes`, `deadline` or
+    /// `cancel`, woken by the leader's writes.
+    ReplicaFetch {
+        replica: NodeId,
+        fetch_offset: Offset,
+        /// The follower's latest epoch (Fetch v12+ `last_fetched_epoch`; `None`: -1).
+        last_fetched_epoch: Option<LeaderEpoch>,
         max_bytes: usize,
         min_bytes: usize,
         deadline: MonotonicTime,
@@ -56,6 +72,14 @@ pub enum PartitionReply {
         high_watermark: i64,
         log_start_offset: i64,
         batches: Vec<RecordBatch>,
+    },
+    /// The answer to a [`PartitionOp::ReplicaFetch`].
+    ReplicaRead {
+        high_watermark: i64,
+        log_start_offset: i64,
+        batches: Vec<RecordBatch>,
+        /// The diverging epoch and its end offset here (KIP-320), when the follower diverged.
+        diverging_epoch: Option<(LeaderEpoch, Offset)>,
     },
     Offset {
         offset: i64,

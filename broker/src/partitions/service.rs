@@ -113,6 +113,38 @@ async fn run(
                 batches: read.batches,
             })
         }
+        PartitionOp::ReplicaFetch {
+            replica,
+            fetch_offset,
+            last_fetched_epoch,
+            max_bytes,
+            min_bytes,
+            deadline,
+            cancel,
+        } => {
+            let cancelled = async {
+                let _ = cancel.await;
+            };
+            // Fetch ≤ v14 carries no broker epoch (KIP-903 is v15+).
+            let read = partition
+                .replica_fetch_parked(
+                    replica,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    None,
+                    max_bytes,
+                    min_bytes,
+                    deadline,
+                    cancelled,
+                )
+                .await?;
+            Ok(PartitionReply::ReplicaRead {
+                high_watermark: read.high_watermark.0,
+                log_start_offset: read.log_start_offset.0,
+                batches: read.batches,
+                diverging_epoch: read.diverging_epoch,
+            })
+        }
         PartitionOp::ListOffsets { spec } => {
             super::leader_epoch::list_offsets(shard, tp, &partition, spec).await
         }

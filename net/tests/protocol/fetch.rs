@@ -5,8 +5,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use net::kafka_protocol::messages::{ApiKey, FetchResponse, ResponseHeader, TopicName};
 use net::kafka_protocol::protocol::{Decodable, StrBytes};
 use net::{
-    encode_fetch_response, response_header_version, FetchAbortedTransaction, FetchPartitionData,
-    FetchResponseData, FetchTopicData, NetError, FETCH_FRAMER_VERSIONS,
+    encode_fetch_response, response_header_version, FetchAbortedTransaction, FetchEpochEndOffset,
+    FetchPartitionData, FetchResponseData, FetchTopicData, NetError, FETCH_FRAMER_VERSIONS,
 };
 
 use crate::common::fake_records;
@@ -26,6 +26,11 @@ fn data(version: i16) -> FetchResponseData {
         aborted_transactions: aborted,
         preferred_read_replica,
         records,
+        // KIP-320's tagged field, on one partition with no records, as a leader answers.
+        diverging_epoch: (version >= 12 && index == 1).then_some(FetchEpochEndOffset {
+            epoch: 3,
+            end_offset: 1234,
+        }),
     };
     FetchResponseData {
         throttle_time_ms: 17,
@@ -124,6 +129,12 @@ fn decodes_with_kafka_protocol_for_every_supported_version() {
                 });
                 assert_eq!(got_aborted, want_aborted, "v{version}");
                 assert_eq!(got.preferred_read_replica.0, want.preferred_read_replica);
+                let got_diverging =
+                    (got.diverging_epoch.epoch != -1).then_some(FetchEpochEndOffset {
+                        epoch: got.diverging_epoch.epoch,
+                        end_offset: got.diverging_epoch.end_offset,
+                    });
+                assert_eq!(got_diverging, want.diverging_epoch, "v{version}");
                 assert_eq!(
                     got.records.as_ref().map(|r| r.to_vec()),
                     Some(want.records.concat())
@@ -137,7 +148,7 @@ fn decodes_with_kafka_protocol_for_every_supported_version() {
 fn matches_kafka_protocol_encoder_bytes() {
     // The framer and kafka-protocol's (copying) encoder produce identical frames.
     use net::kafka_protocol::messages::fetch_response::{
-        AbortedTransaction, FetchableTopicResponse, PartitionData,
+        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
     };
     use net::kafka_protocol::messages::{BrokerId, ProducerId};
     for version in FETCH_FRAMER_VERSIONS.min..=FETCH_FRAMER_VERSIONS.max {
@@ -167,6 +178,14 @@ fn matches_kafka_protocol_encoder_bytes() {
                             }))
                             .with_preferred_read_replica(BrokerId(p.preferred_read_replica))
                             .with_records(Some(Bytes::from(p.records.concat())))
+                            .with_diverging_epoch(p.diverging_epoch.map_or_else(
+                                EpochEndOffset::default,
+                                |d| {
+                                    EpochEndOffset::default()
+                                        .with_epoch(d.epoch)
+                                        .with_end_offset(d.end_offset)
+                                },
+                            ))
                     })
                     .collect();
                 let response = FetchableTopicResponse::default().with_partitions(partitions);
@@ -236,6 +255,11 @@ fn version_limits_are_errors() {
     // Session id needs v7; preferred read replica needs v11.
     assert!(encode_fetch_response(6, 1, &data(7)).is_err());
     assert!(encode_fetch_response(10, 1, &data(11)).is_err());
+    // A diverging epoch needs v12 (a tagged field).
+    let mut v11 = data(11);
+    v11.topics[0].partitions[1].diverging_epoch = data(12).topics[0].partitions[1].diverging_epoch;
+    assert!(v11.topics[0].partitions[1].diverging_epoch.is_some());
+    assert!(encode_fetch_response(11, 1, &v11).is_err());
 }
 
 #[test]

@@ -617,7 +617,7 @@ impl LeaderIsr {
     pub fn ack_state(&self, required_offset: Offset) -> AckState {
         if self.high_watermark < required_offset {
             AckState::Waiting
-        } else if self.effective_min_isr() <= self.maximal_isr().len() {
+        } else if self.effective_min_isr() <= self.maximal_isr_members().count() {
             AckState::Done
         } else {
             AckState::NotEnoughReplicasAfterAppend
@@ -641,6 +641,16 @@ impl LeaderIsr {
             maximal.extend(p.proposal.new_isr.iter().copied());
         }
         maximal.into_iter().collect()
+    }
+
+    /// The maximal ISR's members without allocating (the produce path's use): the committed
+    /// ISR, then the pending ISR's members outside it; each once, not sorted.
+    fn maximal_isr_members(&self) -> impl Iterator<Item = NodeId> + '_ {
+        let proposed = self.pending.iter().flat_map(|p| &p.proposal.new_isr);
+        self.isr
+            .iter()
+            .chain(proposed.filter(|r| !self.isr.contains(r)))
+            .copied()
     }
 
     /// The pending proposal, if any.
@@ -704,7 +714,7 @@ impl LeaderIsr {
             return false;
         }
         let mut candidate = Some(self.leader_log_end_offset);
-        for r in self.maximal_isr() {
+        for r in self.maximal_isr_members() {
             if r == self.leader_id {
                 continue;
             }

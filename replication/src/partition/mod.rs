@@ -2,14 +2,33 @@
 //! ISR, the leader epoch, the high watermark and the waiters parked on it (long-polling
 //! fetches) — with the replication policy that decides when an append is acknowledged.
 //!
-//! Policy today (single node): the replica set and the ISR are this broker alone, the leader
-//! epoch is 0, and the high watermark is the log's written offset. Invariants:
+//! A partition has a role, set from the metadata (Kafka's `Partition.makeLeader` /
+//! `makeFollower`):
+//! - **leader**: holds a [`LeaderIsr`]; the high watermark is its, where the leader's own log
+//!   end offset is the log's *written* offset. [`Partition::new`] starts a leader at epoch 0
+//!   that is its own only replica and ISR (replication factor 1): there the high watermark is
+//!   the written offset, as it was before replication, at no extra cost. Followers fetch with
+//!   [`Partition::replica_fetch`] (Kafka's `Partition.fetchRecords` for a follower), which
+//!   moves their state in the ISR and answers a diverging epoch (KIP-320).
+//! - **follower**: knows the leader and its epoch; appends the leader's batches with their
+//!   offsets and epochs ([`Partition::append_as_follower`]); its high watermark is
+//!   `min(leader's high watermark as fetched, its own written offset)`; a diverging epoch
+//!   truncates it as Kafka's `AbstractFetcherThread` does
+//!   ([`Partition::truncate_to_diverging_epoch`]).
+//!
+//! Invariants:
 //! 1. `log_start ≤ high_watermark ≤ written ≤ log_end` (the log clamps the high watermark).
 //! 2. Acknowledged means written (DESIGN.md §3): an append with `acks=1`/`all` is answered
 //!    only once the O_DIRECT write of all its batches has completed (and the `fdatasync` after
-//!    it where `flush.messages` is due); the high watermark moves only over written bytes, so a
-//!    consumer never reads an offset a crash could hand to another record.
-//! 3. Every move of the high watermark wakes the parked waiters; no timer polls.
+//!    it where `flush.messages` is due); the leader's log end offset in the ISR state is the
+//!    written offset, and a follower's fetch offset its written offset, so the high watermark
+//!    moves only over bytes written on every ISR member.
+//! 3. Every move of the high watermark, and every change of role, wakes the parked waiters;
+//!    no timer polls.
+//!
+//! Limits: a leader takes new `min.insync.replicas` / `replica.lag.time.max.ms` values only
+//! with new metadata ([`Partition::become_leader`]); ISR changes are proposed by the caller
+//! from [`LeaderIsr`]'s candidates.
 //!
 //! The partition reaches its log through [`PartitionStore`] and time and spawning through the
 //! [`crate::runtime`] seam only, so the simulation in [`crate::sim`] drives it unchanged.
@@ -36,12 +55,23 @@ use crate::runtime::{MonotonicTime, NodeId, Runtime};
 use bytes::Bytes;
 use futures_lite::future;
 use records::first_offset_at_or_after;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 use storage::{LeaderEpoch, Notify, Offset, PartitionLog, RecordBatch, TimestampMs};
+
+/// `replica.lag.time.max.ms`'s default, in milliseconds (Kafka's).
+pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;
+
+/// The error for a leader's operation on a follower of `leader`.
+fn not_leader(leader: NodeId) -> PartitionError {
+    PartitionError::NotLeaderOrFollower {
+        wanted: "the leader",
+        leader: Some(leader),
+    }
+}
 
 /// A Produce request's `acks`: what its answer waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +129,38 @@ impl Read {
     }
 }
 
+/// What a follower's fetch from this leader got (Kafka's `LogReadInfo`).
+#[derive(Debug)]
+pub struct ReplicaRead {
+    /// The high watermark after the fetch moved the follower's state.
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
+    /// Batches from the fetch offset, below the leader's written offset (the first whole);
+    /// empty when the epochs diverge.
+    pub batches: Vec<RecordBatch>,
+    /// KIP-320: the follower's last fetched epoch ends here before its fetch offset, or is
+    /// unknown here: the largest epoch ≤ it and that epoch's end offset on this leader.
+    pub diverging_epoch: Option<(LeaderEpoch, Offset)>,
+    /// The follower may join the ISR (propose the committed ISR plus it).
+    pub expand_candidate: Option<NodeId>,
+}
+
+/// A replica's role in its partition, as the metadata gives it.
+enum Role {
+    /// This broker leads: the ISR and the high watermark are the [`LeaderIsr`]'s.
+    Leader(LeaderIsr),
+    /// `leader` leads at `leader_epoch`; this broker replicates its log.
+    Follower {
+        leader: NodeId,
+        leader_epoch: LeaderEpoch,
+    },
+}
+
+/// Milliseconds on the monotonic clock, as [`LeaderIsr`] takes time.
+fn millis(t: MonotonicTime) -> i64 {
+    i64::try_from(t.0.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// How a [`Partition::wait_for_offset`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitOutcome {
@@ -143,27 +205,49 @@ impl ListedOffset {
 pub struct Partition<S = PartitionLog> {
     log: S,
     runtime: Rc<dyn Runtime>,
-    /// The replicas (this broker alone today).
-    replicas: Vec<NodeId>,
-    /// The in-sync replicas: a subset of `replicas` holding the leader (this broker today).
-    isr: Vec<NodeId>,
-    leader_epoch: LeaderEpoch,
+    /// This broker.
+    node: NodeId,
+    role: RefCell<Role>,
     /// Fired whenever the high watermark moves or the partition closes (invariant 3).
     high_watermark_moved: Rc<Notify>,
+    /// Fired when a leader with followers has written more (parked follower fetches wake);
+    /// never fired for a leader that is its only replica.
+    written_moved: Rc<Notify>,
     closed: Cell<bool>,
 }
 
 impl<S: PartitionStore + 'static> Partition<S> {
     /// A partition led by `node`, its only replica and in-sync replica, at leader epoch 0,
-    /// over `log` (already opened and recovered).
+    /// over `log` (already opened and recovered), with `min.insync.replicas` 1: the high
+    /// watermark is the written offset.
     pub fn new(log: S, node: NodeId, runtime: Rc<dyn Runtime>) -> Partition<S> {
+        let config = IsrConfig {
+            min_insync_replicas: 1,
+            replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+        };
+        let leadership = Leadership {
+            leader_epoch: LeaderEpoch(0),
+            partition_epoch: 0,
+            replicas: vec![node],
+            isr: vec![node],
+        };
+        let isr = LeaderIsr::become_leader(
+            node,
+            config,
+            leadership,
+            log.written_offset(),
+            log.high_watermark(),
+            millis(runtime.now()),
+        );
+        // A one-replica leadership with min.insync.replicas 1 breaks no ISR rule.
+        let isr = isr.expect("a one-replica leadership is valid");
         Partition {
             log,
             runtime,
-            replicas: vec![node],
-            isr: vec![node],
-            leader_epoch: LeaderEpoch(0),
+            node,
+            role: RefCell::new(Role::Leader(isr)),
             high_watermark_moved: Rc::new(Notify::default()),
+            written_moved: Rc::new(Notify::default()),
             closed: Cell::new(false),
         }
     }
@@ -173,19 +257,94 @@ impl<S: PartitionStore + 'static> Partition<S> {
         &self.log
     }
 
-    /// The replica set.
-    pub fn replicas(&self) -> &[NodeId] {
-        &self.replicas
+    /// The leader as this replica knows it (itself when it leads).
+    pub fn leader(&self) -> NodeId {
+        match &*self.role.borrow() {
+            Role::Leader(_) => self.node,
+            Role::Follower { leader, .. } => *leader,
+        }
     }
 
-    /// The in-sync replicas.
-    pub fn isr(&self) -> &[NodeId] {
-        &self.isr
+    /// The committed ISR, ascending, when this broker leads; `None` on a follower.
+    pub fn isr(&self) -> Option<Vec<NodeId>> {
+        match &*self.role.borrow() {
+            Role::Leader(isr) => Some(isr.isr()),
+            Role::Follower { .. } => None,
+        }
     }
 
     /// The current leader epoch.
     pub fn leader_epoch(&self) -> LeaderEpoch {
-        self.leader_epoch
+        match &*self.role.borrow() {
+            Role::Leader(isr) => isr.leader_epoch(),
+            Role::Follower { leader_epoch, .. } => *leader_epoch,
+        }
+    }
+
+    /// Kafka's `makeLeader`: this broker leads at `leadership.leader_epoch`. At a new epoch
+    /// the log is first written up to its end, and the epoch is durably assigned to start
+    /// there (storage's `assign_leader_epoch`), so `OffsetForLeaderEpoch` and diverging-epoch
+    /// answers know it before anything is appended; the ISR state starts (or, for a leader
+    /// re-elected, is updated) with the written offset as the leader's log end offset and
+    /// `config`'s ISR rules. Metadata older than the current leader epoch is ignored.
+    /// Errors: I/O or a closed log, [`PartitionError::Isr`] for an invalid leadership.
+    pub async fn become_leader(
+        &self,
+        leadership: Leadership,
+        config: IsrConfig,
+        now: MonotonicTime,
+    ) -> Result<(), PartitionError> {
+        if leadership.leader_epoch < self.leader_epoch() {
+            return Ok(());
+        }
+        let log_end = self.log.log_end_offset();
+        self.log.wait_written(log_end).await?;
+        self.log
+            .assign_leader_epoch(leadership.leader_epoch)
+            .await?;
+        let leader_log_end_offset = self.log.written_offset();
+        let now_ms = millis(now);
+        let mut role = self.role.borrow_mut();
+        match &mut *role {
+            Role::Leader(isr) if isr.leader_epoch() > leadership.leader_epoch => {
+                return Ok(()); // A newer epoch came while the log was written.
+            }
+            // Re-elected with the same ISR rules: followers' log end offsets are kept.
+            Role::Leader(isr) if isr.config() == config => {
+                isr.update_leadership(leadership, leader_log_end_offset, now_ms)?;
+            }
+            // A new leader, or new rules: every follower starts unknown (it holds the HW
+            // until it fetches), as Kafka's new leader resets its replicas.
+            Role::Leader(_) | Role::Follower { .. } => {
+                *role = Role::Leader(LeaderIsr::become_leader(
+                    self.node,
+                    config,
+                    leadership,
+                    leader_log_end_offset,
+                    self.log.high_watermark(),
+                    now_ms,
+                )?);
+            }
+        }
+        drop(role);
+        self.advance_high_watermark();
+        self.high_watermark_moved.notify_all();
+        Ok(())
+    }
+
+    /// Kafka's `makeFollower`: `leader` leads at `leader_epoch`; this broker replicates it.
+    /// Waiting `acks=all` produces end with [`PartitionError::NotLeaderOrFollower`]. An epoch
+    /// older than the current one is ignored. The log is not truncated here: the first fetch
+    /// from the new leader finds any divergence (KIP-320).
+    pub fn become_follower(&self, leader: NodeId, leader_epoch: LeaderEpoch) {
+        if leader_epoch < self.leader_epoch() {
+            return;
+        }
+        *self.role.borrow_mut() = Role::Follower {
+            leader,
+            leader_epoch,
+        };
+        self.high_watermark_moved.notify_all();
     }
 
     /// The high watermark: consumers read below it.
@@ -193,23 +352,36 @@ impl<S: PartitionStore + 'static> Partition<S> {
         self.log.high_watermark()
     }
 
-    /// Appends `records` (whole RecordBatch v2, already checked by the caller) and answers as
-    /// `acks` asks: [`Acks::None`] once they are in the log's tail, [`Acks::Leader`] and
-    /// [`Acks::All`] once their write has completed (and been synced where `flush.messages`
-    /// is reached). `Acks::All` waits at most `timeout` (a zero timeout waits for the local
-    /// write, as Kafka completes a one-replica ISR at once); `acks=1` always waits for the
-    /// local write, as Kafka's synchronous local append does. Whatever the answer, the high
-    /// watermark follows the write. An idempotent retry of a batch still in flight waits for
-    /// the original's write (and sync) and gets its offsets.
-    /// Errors: [`PartitionError::Storage`] (invalid batch, producer state, I/O, closed),
-    /// [`PartitionError::RequestTimedOut`] (the records stay appended).
+    /// Appends `records` (whole RecordBatch v2, already checked by the caller) on this leader
+    /// at its leader epoch and answers as `acks` asks: [`Acks::None`] once they are in the
+    /// log's tail, [`Acks::Leader`] once their write has completed (and been synced where
+    /// `flush.messages` is reached), as Kafka's synchronous local append; [`Acks::All`] is
+    /// first refused when the committed ISR is below `min.insync.replicas`, then, after the
+    /// local write, waits until the high watermark passes the records, at most `timeout` from
+    /// there (Kafka's `DelayedProduce`: a one-replica ISR completes at once, without a timer;
+    /// a zero timeout answers at once). Whatever the answer, the high watermark follows the
+    /// write. An idempotent retry of a batch still in flight waits for the original's write
+    /// (and sync) and gets its offsets. Errors: [`PartitionError::Storage`] (invalid batch,
+    /// producer state, I/O, closed), [`PartitionError::NotLeaderOrFollower`] on a follower
+    /// or when the leadership is lost while waiting, [`PartitionError::Isr`]
+    /// (`NotEnoughReplicas`, nothing appended), [`PartitionError::RequestTimedOut`] and
+    /// [`PartitionError::NotEnoughReplicasAfterAppend`] (the records stay appended).
     pub async fn append(
         self: &Rc<Self>,
         records: Bytes,
         acks: Acks,
         timeout: Duration,
     ) -> Result<Appended, PartitionError> {
-        let info = self.log.append(records, self.leader_epoch).await?;
+        let leader_epoch = match &*self.role.borrow() {
+            Role::Leader(isr) => {
+                if acks == Acks::All {
+                    isr.produce_check()?;
+                }
+                isr.leader_epoch()
+            }
+            Role::Follower { leader, .. } => return Err(not_leader(*leader)),
+        };
+        let info = self.log.append(records, leader_epoch).await?;
         let appended = Appended {
             base_offset: info.base_offset,
             log_start_offset: self.log.log_start_offset(),
@@ -222,24 +394,56 @@ impl<S: PartitionStore + 'static> Partition<S> {
             self.follow_write(end, synced);
             return Ok(appended);
         }
-        let written = self.await_written(end, synced);
-        if acks == Acks::All && !timeout.is_zero() {
-            let timed_out = async {
-                self.runtime.sleep(timeout).await;
-                None
-            };
-            match future::or(async { Some(written.await) }, timed_out).await {
-                Some(result) => result?,
-                None => {
-                    // The write is still coming: the high watermark must follow it.
-                    self.follow_write(end, synced);
-                    return Err(PartitionError::RequestTimedOut { timeout });
-                }
-            }
-        } else {
-            written.await?;
+        self.await_written(end, synced).await?;
+        if acks == Acks::All {
+            self.await_replicated(end, timeout).await?;
         }
         Ok(appended)
+    }
+
+    /// Waits until the high watermark reaches `end` (Kafka's `DelayedProduce` over
+    /// `checkEnoughReplicasReachOffset`), at most `timeout`. With the leader its own only ISR
+    /// member the written records are already below the high watermark: no timer is made.
+    /// Errors: [`PartitionError::NotEnoughReplicasAfterAppend`],
+    /// [`PartitionError::RequestTimedOut`], [`PartitionError::NotLeaderOrFollower`] when the
+    /// leadership is lost, a closed partition.
+    async fn await_replicated(&self, end: Offset, timeout: Duration) -> Result<(), PartitionError> {
+        let mut timer = None;
+        loop {
+            let woken = self.high_watermark_moved.notified();
+            let state = match &*self.role.borrow() {
+                Role::Leader(isr) => isr.ack_state(end),
+                Role::Follower { leader, .. } => return Err(not_leader(*leader)),
+            };
+            match state {
+                AckState::Done => return Ok(()),
+                AckState::NotEnoughReplicasAfterAppend => {
+                    return Err(PartitionError::NotEnoughReplicasAfterAppend { end_offset: end })
+                }
+                AckState::Waiting => {}
+            }
+            if self.closed.get() {
+                return Err(storage::StorageError::Closed.into());
+            }
+            if timeout.is_zero() {
+                return Err(PartitionError::RequestTimedOut { timeout });
+            }
+            let timer = timer.get_or_insert_with(|| self.runtime.sleep(timeout));
+            let timed_out = future::or(
+                async {
+                    woken.await;
+                    false
+                },
+                async {
+                    timer.await;
+                    true
+                },
+            )
+            .await;
+            if timed_out {
+                return Err(PartitionError::RequestTimedOut { timeout });
+            }
+        }
     }
 
     /// Moves the high watermark over the write of the records below `end` once it completes,
@@ -263,13 +467,249 @@ impl<S: PartitionStore + 'static> Partition<S> {
         result.map(|_| ()).map_err(PartitionError::from)
     }
 
-    /// Single-node policy: the high watermark is the written offset (the ISR is this broker).
-    /// Wakes the parked waiters when it moved.
+    /// On a leader: the written offset is the leader's log end offset in the ISR state, and
+    /// the log's high watermark is the ISR state's. Wakes the parked waiters when it moved.
+    /// Nothing on a follower (its high watermark follows the leader's).
     fn advance_high_watermark(&self) {
+        let written = self.log.written_offset();
+        let high_watermark = match &mut *self.role.borrow_mut() {
+            Role::Leader(isr) => {
+                if written > isr.leader_log_end_offset() {
+                    let moved = isr.on_leader_append(written);
+                    // Only a regression is refused, and the written offset grew.
+                    assert!(moved.is_ok(), "the leader's log end offset grew");
+                    if isr.replicas().len() > 1 {
+                        self.written_moved.notify_all();
+                    }
+                }
+                isr.high_watermark()
+            }
+            Role::Follower { .. } => return,
+        };
+        self.set_high_watermark(high_watermark);
+    }
+
+    /// Sets the log's high watermark, waking the parked waiters when it moved.
+    fn set_high_watermark(&self, high_watermark: Offset) {
         let before = self.log.high_watermark();
-        self.log.set_high_watermark(self.log.written_offset());
+        self.log.set_high_watermark(high_watermark);
         if self.log.high_watermark() != before {
             self.high_watermark_moved.notify_all();
+        }
+    }
+
+    /// A follower's fetch on this leader (Kafka's `Partition.fetchRecords` from a follower):
+    /// `follower` must be a replica; when `last_fetched_epoch` is given and its end offset
+    /// here is below `fetch_offset`, or this leader's largest epoch ≤ it is older, the answer
+    /// is that diverging epoch and no records, and the follower's state is not moved (KIP-320;
+    /// the follower truncates and fetches again). Otherwise the follower's fetch offset (its
+    /// written offset) moves its state in the ISR — the high watermark may move and waiters
+    /// wake — and up to `max_bytes` (the first batch whole) are read from `fetch_offset`,
+    /// below the leader's written offset. `broker_epoch` is the fetch's (KIP-903, `None`
+    /// before Fetch v15). Errors: [`PartitionError::NotLeaderOrFollower`] on a follower,
+    /// [`PartitionError::Isr`] for a non-replica, a stale broker epoch or a fetch offset above
+    /// the leader's log end, [`storage::StorageError::OffsetOutOfRange`] for a fetch offset
+    /// below the log start or an epoch this log cannot place, I/O.
+    pub async fn replica_fetch(
+        &self,
+        follower: NodeId,
+        fetch_offset: Offset,
+        last_fetched_epoch: Option<LeaderEpoch>,
+        broker_epoch: Option<i64>,
+        max_bytes: usize,
+        now: MonotonicTime,
+    ) -> Result<ReplicaRead, PartitionError> {
+        let outcome = {
+            let mut role = self.role.borrow_mut();
+            let isr = match &mut *role {
+                Role::Leader(isr) => isr,
+                Role::Follower { leader, .. } => return Err(not_leader(*leader)),
+            };
+            if isr.follower(follower).is_none() {
+                return Err(IsrError::NotAFollower {
+                    replica: follower,
+                    replicas: isr.replicas().to_vec(),
+                }
+                .into());
+            }
+            let log_start_offset = self.log.log_start_offset();
+            let out_of_range = || storage::StorageError::OffsetOutOfRange {
+                offset: fetch_offset,
+                log_start: log_start_offset,
+                log_end: self.log.log_end_offset(),
+            };
+            if let Some(epoch) = last_fetched_epoch {
+                let (end_epoch, end_offset) = self
+                    .log
+                    .end_offset_for_leader_epoch(epoch)
+                    .ok_or_else(out_of_range)?;
+                if fetch_offset < log_start_offset {
+                    return Err(out_of_range().into());
+                }
+                if end_epoch < epoch || end_offset < fetch_offset {
+                    return Ok(ReplicaRead {
+                        high_watermark: self.log.high_watermark(),
+                        log_start_offset,
+                        batches: Vec::new(),
+                        diverging_epoch: Some((end_epoch, end_offset)),
+                        expand_candidate: None,
+                    });
+                }
+            }
+            isr.on_follower_fetch(follower, fetch_offset, broker_epoch, millis(now))?
+        };
+        if outcome.high_watermark_moved {
+            self.advance_high_watermark();
+        }
+        let written = self.log.written_offset();
+        let batches = self.log.read(fetch_offset, max_bytes, written).await?;
+        Ok(ReplicaRead {
+            high_watermark: self.log.high_watermark(),
+            log_start_offset: self.log.log_start_offset(),
+            batches,
+            diverging_epoch: None,
+            expand_candidate: outcome.expand_candidate,
+        })
+    }
+
+    /// [`Partition::replica_fetch`], parked as Kafka parks a follower's fetch
+    /// (`DelayedFetch`): while fewer than `min_bytes` (at least 1) came back and the epochs do
+    /// not diverge, it waits for the leader to write more — until `deadline`, until `cancel`
+    /// resolves (the fetch has enough from other partitions), or until the role changes or
+    /// the partition closes — and fetches again. Errors: [`Partition::replica_fetch`]'s, at
+    /// once.
+    #[allow(clippy::too_many_arguments)] // A follower fetch's fields, as Kafka's FetchParams.
+    pub async fn replica_fetch_parked(
+        &self,
+        follower: NodeId,
+        fetch_offset: Offset,
+        last_fetched_epoch: Option<LeaderEpoch>,
+        broker_epoch: Option<i64>,
+        max_bytes: usize,
+        min_bytes: usize,
+        deadline: MonotonicTime,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<ReplicaRead, PartitionError> {
+        let mut cancel = pin!(cancel);
+        let mut timer = None;
+        loop {
+            let written = self.written_moved.notified();
+            let changed = self.high_watermark_moved.notified();
+            let now = self.runtime.now();
+            let read = self
+                .replica_fetch(
+                    follower,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    broker_epoch,
+                    max_bytes,
+                    now,
+                )
+                .await?;
+            let bytes: usize = read.batches.iter().map(RecordBatch::len).sum();
+            if bytes >= min_bytes.max(1)
+                || read.diverging_epoch.is_some()
+                || now >= deadline
+                || self.closed.get()
+            {
+                return Ok(read);
+            }
+            let timer = timer
+                .get_or_insert_with(|| self.runtime.sleep(deadline.saturating_duration_since(now)));
+            // Woken: fetch again; cancelled or timed out: fetch once more and answer.
+            let stop = future::or(
+                async {
+                    (&mut cancel).await;
+                    true
+                },
+                future::or(
+                    future::or(
+                        async {
+                            written.await;
+                            false
+                        },
+                        async {
+                            changed.await;
+                            false
+                        },
+                    ),
+                    async {
+                        timer.await;
+                        true
+                    },
+                ),
+            )
+            .await;
+            if stop {
+                return self
+                    .replica_fetch(
+                        follower,
+                        fetch_offset,
+                        last_fetched_epoch,
+                        broker_epoch,
+                        max_bytes,
+                        self.runtime.now(),
+                    )
+                    .await;
+            }
+        }
+    }
+
+    /// A follower's append of what its fetch from the leader returned (Kafka's
+    /// `ReplicaFetcherThread.processPartitionData`): `records` (possibly empty) are appended
+    /// with the leader's offsets and epochs and written, then the high watermark becomes
+    /// `min(leader_high_watermark, written offset)`. Errors:
+    /// [`PartitionError::NotLeaderOrFollower`] on a leader; storage's
+    /// (`UnexpectedAppendOffset` when the records do not continue the log, invalid batches,
+    /// I/O, closed).
+    pub async fn append_as_follower(
+        &self,
+        records: Bytes,
+        leader_high_watermark: Offset,
+    ) -> Result<(), PartitionError> {
+        self.follower_check()?;
+        if !records.is_empty() {
+            self.log.append_as_follower(records).await?;
+        }
+        // The role may have changed while the records were written: a leader's HW is its own.
+        self.follower_check()?;
+        self.set_high_watermark(leader_high_watermark.min(self.log.written_offset()));
+        Ok(())
+    }
+
+    /// A follower's truncation on a diverging epoch `(epoch, end_offset)` from its leader
+    /// (Kafka's `AbstractFetcherThread.getOffsetTruncationState`): when this log knows
+    /// `epoch`, to `min(end_offset, its own end of epoch, log end)`; when its largest epoch
+    /// ≤ `epoch` is older, to that epoch's end here (the next fetch finds the rest); when it
+    /// knows no such epoch, to `min(end_offset, log end)`. Never simply to the high watermark
+    /// (the KIP-101 loss). Returns the new log end offset. Errors:
+    /// [`PartitionError::NotLeaderOrFollower`] on a leader; as [`Partition::truncate_to`].
+    pub async fn truncate_to_diverging_epoch(
+        &self,
+        epoch: LeaderEpoch,
+        end_offset: Offset,
+    ) -> Result<Offset, PartitionError> {
+        self.follower_check()?;
+        let log_end = self.log.log_end_offset();
+        let target = match self.log.end_offset_for_leader_epoch(epoch) {
+            Some((local_epoch, local_end)) if local_epoch == epoch => {
+                local_end.min(end_offset).min(log_end)
+            }
+            Some((_, local_end)) => local_end.min(log_end),
+            None => end_offset.min(log_end),
+        };
+        self.truncate_to(target.max(self.log.log_start_offset()))
+            .await?;
+        Ok(self.log.log_end_offset())
+    }
+
+    fn follower_check(&self) -> Result<(), PartitionError> {
+        match &*self.role.borrow() {
+            Role::Leader(_) => Err(PartitionError::NotLeaderOrFollower {
+                wanted: "a follower",
+                leader: Some(self.node),
+            }),
+            Role::Follower { .. } => Ok(()),
         }
     }
 
@@ -446,12 +886,35 @@ impl<S: PartitionStore + 'static> Partition<S> {
     /// Removes every record at or after `offset` (whole batches), as a follower does to match
     /// its leader (KIP-279); the high watermark comes down with the log end. Errors: `offset`
     /// below the log start, I/O.
+    /// On a leader the ISR state starts again from the new log end (its high watermark
+    /// never regresses otherwise).
     pub async fn truncate_to(&self, offset: Offset) -> Result<(), PartitionError> {
         self.log.truncate_to(offset).await?;
         let log_end = self.log.log_end_offset();
         if self.log.high_watermark() > log_end {
             self.log.set_high_watermark(log_end);
             self.high_watermark_moved.notify_all();
+        }
+        let now_ms = millis(self.runtime.now());
+        let mut role = self.role.borrow_mut();
+        if let Role::Leader(isr) = &mut *role {
+            let written = self.log.written_offset();
+            if isr.leader_log_end_offset() > written {
+                let leadership = Leadership {
+                    leader_epoch: isr.leader_epoch(),
+                    partition_epoch: isr.partition_epoch(),
+                    replicas: isr.replicas().to_vec(),
+                    isr: isr.isr(),
+                };
+                *isr = LeaderIsr::become_leader(
+                    self.node,
+                    isr.config(),
+                    leadership,
+                    written,
+                    self.log.high_watermark(),
+                    now_ms,
+                )?;
+            }
         }
         Ok(())
     }

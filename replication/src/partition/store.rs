@@ -17,6 +17,15 @@ pub trait PartitionStore {
     async fn wait_written(&self, target: Offset) -> Result<Offset>;
     /// Waits until every record below `target` is written and synced (survives power loss).
     async fn flush_to(&self, target: Offset) -> Result<Offset>;
+    /// Appends the leader's batches as a follower, offsets and epochs kept; returns once they
+    /// are written (see [`PartitionLog::append_as_follower`]).
+    async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo>;
+    /// Durably starts `epoch` at the log end offset (see [`PartitionLog::assign_leader_epoch`]).
+    async fn assign_leader_epoch(&self, epoch: LeaderEpoch) -> Result<()>;
+    /// The newest leader epoch in the epoch cache.
+    fn latest_leader_epoch(&self) -> Option<LeaderEpoch>;
+    /// The largest epoch ≤ `requested` and its end offset (`OffsetForLeaderEpoch`'s answer).
+    fn end_offset_for_leader_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)>;
     /// Whether `flush.messages` is set (a retried batch then waits for a sync too).
     fn flush_messages_enabled(&self) -> bool;
     /// Batches from `offset`, at most `max_bytes` (first batch whole), below `upper_bound`.
@@ -56,6 +65,18 @@ impl PartitionStore for PartitionLog {
     }
     async fn flush_to(&self, target: Offset) -> Result<Offset> {
         PartitionLog::flush_to(self, target).await
+    }
+    async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo> {
+        PartitionLog::append_as_follower(self, records).await
+    }
+    async fn assign_leader_epoch(&self, epoch: LeaderEpoch) -> Result<()> {
+        PartitionLog::assign_leader_epoch(self, epoch).await
+    }
+    fn latest_leader_epoch(&self) -> Option<LeaderEpoch> {
+        PartitionLog::latest_leader_epoch(self)
+    }
+    fn end_offset_for_leader_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
+        PartitionLog::end_offset_for_leader_epoch(self, requested)
     }
     fn flush_messages_enabled(&self) -> bool {
         self.config().flush_messages != u64::MAX

@@ -4,7 +4,9 @@
 //!
 //! What it models: group-committed writes in append order (one write in flight carries every
 //! batch appended before it started), `flush.messages`, a process crash (written batches and
-//! the log start offset survive; the in-memory tail does not), truncation, DeleteRecords.
+//! the log start offset survive; the in-memory tail does not), truncation, DeleteRecords, the
+//! follower's append of a leader's batches and the leader-epoch cache (rebuilt at open from
+//! the written batches, as recovery leaves it: an epoch with no batch is gone).
 //! What it does not: power loss (unsynced written data is kept), torn writes inside a batch,
 //! segments and retention, idempotent producer state, I/O errors. Unlike `PartitionLog` it
 //! does not clamp the high watermark, so a checker sees the partition's own choice.
@@ -16,14 +18,15 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 use storage::{
-    split_batches, AppendInfo, LeaderEpoch, Notify, Offset, RecordBatch, Result, StorageError,
-    TimestampMatch, TimestampMs,
+    split_batches, AppendInfo, LeaderEpoch, LeaderEpochCache, Notify, Offset, RecordBatch, Result,
+    StorageError, TimestampMatch, TimestampMs,
 };
 
 /// Longest simulated write or fsync, in µs.
 const IO_DELAY_US_MAX: u64 = 2_000;
 
-/// What survives a crash: the batches whose write completed and the log start offset.
+/// What survives a crash: the batches whose write completed, the log start offset and the
+/// high-watermark checkpoint.
 #[derive(Clone, Default)]
 pub struct SimDisk {
     image: Rc<RefCell<DiskImage>>,
@@ -33,6 +36,9 @@ pub struct SimDisk {
 struct DiskImage {
     batches: Vec<RecordBatch>,
     log_start: Offset,
+    /// The high watermark as last set: the simulated checkpoint, written at every move (the
+    /// broker writes it now and then, so its own is older and as safe: both are committed).
+    high_watermark: Option<Offset>,
 }
 
 struct State {
@@ -45,6 +51,8 @@ struct State {
     durable_offset: Offset,
     high_watermark: Offset,
     unflushed_records: u64,
+    /// The leader-epoch cache: an entry per epoch, at its first batch's base offset.
+    epochs: LeaderEpochCache,
     writing: bool,
     /// Set by a crash: this incarnation's pending writes never complete.
     crashed: bool,
@@ -66,14 +74,20 @@ fn end_of(batch: &RecordBatch) -> Offset {
 
 impl SimLog {
     /// Opens the log on `disk` after a start or a crash: what was written is there, and the
-    /// high watermark is the log end (as `PartitionLog::open` sets it). `flush_messages` is
-    /// the topic's `flush.messages` (`u64::MAX`: never).
+    /// high watermark is the checkpointed one, else the log end (as `PartitionLog::open`
+    /// sets it). `flush_messages` is the topic's `flush.messages` (`u64::MAX`: never).
     pub fn open(runtime: SimRuntime, disk: SimDisk, flush_messages: u64) -> SimLog {
-        let (batches, log_start) = {
+        let (batches, log_start, checkpoint) = {
             let image = disk.image.borrow();
-            (image.batches.clone(), image.log_start)
+            (image.batches.clone(), image.log_start, image.high_watermark)
         };
         let log_end = batches.last().map_or(log_start, end_of).max(log_start);
+        let high_watermark = checkpoint.map_or(log_end, |hw| hw.clamp(log_start, log_end));
+        let mut epochs = LeaderEpochCache::new();
+        for batch in &batches {
+            let header = batch.header();
+            epochs.assign(header.partition_leader_epoch, header.base_offset);
+        }
         SimLog {
             runtime,
             disk,
@@ -86,8 +100,9 @@ impl SimLog {
                 log_end,
                 written_offset: log_end,
                 durable_offset: log_end,
-                high_watermark: log_end,
+                high_watermark,
                 unflushed_records: 0,
+                epochs,
                 writing: false,
                 crashed: false,
             })),
@@ -179,6 +194,8 @@ impl crate::PartitionStore for SimLog {
             stamped[0..8].copy_from_slice(&st.log_end.0.to_be_bytes());
             stamped[12..16].copy_from_slice(&leader_epoch.0.to_be_bytes());
             let batch = RecordBatch::from_contiguous(stamped.freeze());
+            let base = st.log_end;
+            st.epochs.assign(leader_epoch, base);
             st.log_end = end_of(&batch);
             max_timestamp = max_timestamp.max(header.max_timestamp);
             records_appended += u64::try_from(header.records_count).unwrap_or(0);
@@ -223,6 +240,82 @@ impl crate::PartitionStore for SimLog {
         let mut st = self.state.borrow_mut();
         st.durable_offset = st.durable_offset.max(upto);
         Ok(st.durable_offset)
+    }
+
+    async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo> {
+        self.closed()?;
+        let batches = split_batches(&records)?;
+        let info = {
+            let mut st = self.state.borrow_mut();
+            // Check every batch before appending any, as the log does.
+            let mut expected = st.log_end;
+            for (header, _) in &batches {
+                if header.partition_leader_epoch.0 < 0 {
+                    return Err(StorageError::MissingLeaderEpoch {
+                        base_offset: header.base_offset,
+                    });
+                }
+                if header.base_offset != expected {
+                    return Err(StorageError::UnexpectedAppendOffset {
+                        expected,
+                        got: header.base_offset,
+                    });
+                }
+                expected = header.last_offset().plus(1);
+            }
+            let base_offset = st.log_end;
+            let mut max_timestamp = TimestampMs(i64::MIN);
+            for (header, bytes) in batches {
+                st.epochs
+                    .assign(header.partition_leader_epoch, header.base_offset);
+                st.log_end = header.last_offset().plus(1);
+                max_timestamp = max_timestamp.max(header.max_timestamp);
+                st.unflushed_records += u64::try_from(header.records_count).unwrap_or(0);
+                st.batches.push(RecordBatch::from_contiguous(bytes));
+            }
+            let flush_due = st.unflushed_records >= self.flush_messages;
+            if flush_due {
+                st.unflushed_records = 0;
+            }
+            AppendInfo {
+                base_offset,
+                last_offset: st.log_end.plus(-1),
+                max_timestamp,
+                log_append_time: None,
+                flush_due,
+                duplicate: false,
+            }
+        };
+        self.start_writer();
+        let end = info.last_offset.plus(1);
+        if info.flush_due {
+            self.flush_to(end).await?;
+        } else {
+            self.wait_written(end).await?;
+        }
+        Ok(info)
+    }
+
+    async fn assign_leader_epoch(&self, epoch: LeaderEpoch) -> Result<()> {
+        self.closed()?;
+        let mut st = self.state.borrow_mut();
+        if epoch.0 < 0 {
+            return Err(StorageError::MissingLeaderEpoch {
+                base_offset: st.log_end,
+            });
+        }
+        let log_end = st.log_end;
+        st.epochs.assign(epoch, log_end);
+        Ok(())
+    }
+
+    fn latest_leader_epoch(&self) -> Option<LeaderEpoch> {
+        self.state.borrow().epochs.latest_epoch()
+    }
+
+    fn end_offset_for_leader_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
+        let st = self.state.borrow();
+        st.epochs.end_offset_for(requested, st.log_end)
     }
 
     fn flush_messages_enabled(&self) -> bool {
@@ -312,6 +405,8 @@ impl crate::PartitionStore for SimLog {
         st.written_offset = st.written_offset.min(st.log_end);
         st.durable_offset = st.durable_offset.min(st.log_end);
         st.high_watermark = st.high_watermark.min(st.log_end);
+        let log_end = st.log_end;
+        st.epochs.truncate_from_end(log_end);
         self.disk.image.borrow_mut().batches.truncate(keep);
         Ok(())
     }
@@ -345,5 +440,8 @@ impl crate::PartitionStore for SimLog {
     }
     fn set_high_watermark(&self, high_watermark: Offset) {
         self.state.borrow_mut().high_watermark = high_watermark;
+        if !self.state.borrow().crashed {
+            self.disk.image.borrow_mut().high_watermark = Some(high_watermark);
+        }
     }
 }

@@ -11,6 +11,8 @@ mod executor;
 mod network;
 #[cfg(test)]
 mod partition_test;
+#[cfg(test)]
+mod replication_test;
 
 pub use disk::{SimDisk, SimLog};
 pub use executor::{Executor, SimRuntime, Stuck, STEPS_MAX};
