@@ -48,6 +48,25 @@ pub enum PartitionOp {
         deadline: MonotonicTime,
         cancel: oneshot::Receiver<()>,
     },
+    /// A follower's position for its fetcher (`crate::replica_fetcher`): once the log's tail
+    /// is written, [`PartitionReply::FollowerPosition`] with the written offset and the latest
+    /// leader epoch. Errors: `NotLeaderOrFollower` when this broker leads the partition.
+    FollowerPosition,
+    /// A follower's append of what its fetch from the leader returned (see
+    /// [`replication::Partition::append_as_follower`]): `records` (possibly empty) with the
+    /// leader's offsets, then the high watermark `min(leader_high_watermark, written)`;
+    /// answered with [`PartitionReply::FollowerPosition`] after the write.
+    AppendAsFollower {
+        records: Bytes,
+        leader_high_watermark: Offset,
+    },
+    /// A follower's truncation on the leader's diverging epoch `(epoch, end_offset)` (see
+    /// [`replication::Partition::truncate_to_diverging_epoch`]); answered with
+    /// [`PartitionReply::FollowerPosition`].
+    TruncateToDivergingEpoch {
+        epoch: LeaderEpoch,
+        end_offset: Offset,
+    },
     /// ListOffsets.
     ListOffsets { spec: OffsetSpec },
     /// DeleteRecords (KIP-107): move the log start offset to `before` (`None`: the high
@@ -80,6 +99,12 @@ pub enum PartitionReply {
     Offset {
         offset: i64,
         timestamp: i64,
+    },
+    /// A follower's position: where its next fetch starts (its written offset) and its latest
+    /// leader epoch (`None`: none yet), Fetch v12+ `fetch_offset` / `last_fetched_epoch`.
+    FollowerPosition {
+        fetch_offset: Offset,
+        last_fetched_epoch: Option<LeaderEpoch>,
     },
     /// The log start offset after a DeleteRecords (Kafka's "low watermark").
     LogStart {
