@@ -17,7 +17,7 @@ use net::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use storage::{LeaderEpoch, Offset, TopicPartition};
 
 /// `replica.fetch.wait.max.ms` (Kafka's default): how long the leader may park a fetch, ms.
@@ -134,19 +134,58 @@ struct Position {
     leader_epoch: LeaderEpoch,
 }
 
+/// The partitions in back-off after an error (Kafka's `delayPartitions`): each is left out of
+/// the fetches until its time comes, so one failing partition does not slow the others.
+/// Holds at most the fetcher's partitions (pruned with them every round).
+#[derive(Default)]
+struct Delays {
+    /// Per partition: when it is fetched again, and its back-off (doubling per error).
+    until: HashMap<TopicPartition, (Instant, Duration)>,
+}
+
+impl Delays {
+    /// Backs `tp` off: [`BACKOFF_MIN`] after its first error, doubling up to [`BACKOFF_MAX`].
+    fn delay(&mut self, tp: TopicPartition, now: Instant) {
+        let backoff = self
+            .until
+            .get(&tp)
+            .map_or(BACKOFF_MIN, |(_, b)| (*b * 2).min(BACKOFF_MAX));
+        self.until.insert(tp, (now + backoff, backoff));
+    }
+
+    fn is_delayed(&self, tp: &TopicPartition, now: Instant) -> bool {
+        self.until.get(tp).is_some_and(|(until, _)| *until > now)
+    }
+
+    /// `tp` was fetched and appended: its next error starts from [`BACKOFF_MIN`].
+    fn clear(&mut self, tp: &TopicPartition) {
+        self.until.remove(tp);
+    }
+
+    /// How long until the first delayed partition is due (`None`: none is delayed).
+    fn next_due(&self, now: Instant) -> Option<Duration> {
+        self.until
+            .values()
+            .map(|(until, _)| until.saturating_duration_since(now))
+            .min()
+    }
+}
+
 /// One fetcher: fetches from `leader` until its task is dropped or the shard stops.
 async fn run(shard: Rc<Shard>, leader: i32) {
     let node = shard.config.node_id;
     let mut positions: HashMap<TopicPartition, Position> = HashMap::new();
+    let mut delays = Delays::default();
     let mut connection: Option<TcpStream> = None;
-    let mut backoff = BACKOFF_MIN;
+    let mut connection_backoff = BACKOFF_MIN;
     let mut correlation_id: i32 = 0;
     while !shard.stop.is_requested() {
         let followed = followed_partitions(&shard.metadata(), node, leader);
         positions.retain(|tp, p| followed.get(tp) == Some(&p.leader_epoch));
-        let mut failed = false;
+        delays.until.retain(|tp, _| followed.contains_key(tp));
+        let now = Instant::now();
         for (tp, leader_epoch) in &followed {
-            if positions.contains_key(tp) {
+            if positions.contains_key(tp) || delays.is_delayed(tp, now) {
                 continue;
             }
             match call_replica(&shard, tp.clone(), PartitionOp::FollowerPosition).await {
@@ -165,45 +204,45 @@ async fn run(shard: Rc<Shard>, leader: i32) {
                 }
                 other => {
                     tracing::debug!(%tp, leader, reply = ?other, "follower position unavailable");
-                    failed = true;
+                    delays.delay(tp.clone(), Instant::now());
                 }
             }
         }
-        if !positions.is_empty() {
-            correlation_id = correlation_id.wrapping_add(1);
-            match fetch_once(&shard, leader, &mut connection, &positions, correlation_id).await {
-                Ok(response) => {
-                    failed |= !apply_response(&shard, leader, &mut positions, response).await;
-                }
-                Err(e) => {
-                    tracing::warn!(leader, error = %e, "replica fetch failed");
-                    connection = None;
-                    failed = true;
-                }
-            }
-        } else {
-            failed = true;
-        }
-        if failed {
-            if shard.sleep_unless_stopped(backoff).await {
+        if positions.is_empty() {
+            // Nothing to fetch now: wait for the first delayed partition (or a new image).
+            let wait = delays.next_due(Instant::now()).unwrap_or(BACKOFF_MAX);
+            if shard.sleep_unless_stopped(wait.max(BACKOFF_MIN)).await {
                 return;
             }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
-        } else {
-            backoff = BACKOFF_MIN;
+            continue;
+        }
+        correlation_id = correlation_id.wrapping_add(1);
+        match fetch_once(&shard, leader, &mut connection, &positions, correlation_id).await {
+            Ok(response) => {
+                apply_response(&shard, leader, &mut positions, &mut delays, response).await;
+                connection_backoff = BACKOFF_MIN;
+            }
+            Err(e) => {
+                tracing::warn!(leader, error = %e, backoff = ?connection_backoff, "replica fetch failed");
+                connection = None;
+                if shard.sleep_unless_stopped(connection_backoff).await {
+                    return;
+                }
+                connection_backoff = (connection_backoff * 2).min(BACKOFF_MAX);
+            }
         }
     }
 }
 
 /// Hands each answered partition of `response` to its owning shard and takes its next
-/// position; `false` when a partition failed (its position is dropped, asked again).
+/// position; a partition that failed loses its position (asked again) and is delayed.
 async fn apply_response(
     shard: &Rc<Shard>,
     leader: i32,
     positions: &mut HashMap<TopicPartition, Position>,
+    delays: &mut Delays,
     response: FetchResponse,
-) -> bool {
-    let mut all_ok = true;
+) {
     for topic in response.responses {
         for data in topic.partitions {
             let tp = TopicPartition {
@@ -216,7 +255,7 @@ async fn apply_response(
             if data.error_code != 0 {
                 tracing::debug!(%tp, leader, error_code = data.error_code, "replica fetch partition error");
                 positions.remove(&tp);
-                all_ok = false;
+                delays.delay(tp, Instant::now());
                 continue;
             }
             let op = if data.diverging_epoch.epoch >= 0 {
@@ -237,6 +276,7 @@ async fn apply_response(
                     fetch_offset,
                     last_fetched_epoch,
                 } => {
+                    delays.clear(&tp);
                     positions.insert(
                         tp,
                         Position {
@@ -249,12 +289,11 @@ async fn apply_response(
                 other => {
                     tracing::warn!(%tp, leader, reply = ?other, "follower append failed");
                     positions.remove(&tp);
-                    all_ok = false;
+                    delays.delay(tp, Instant::now());
                 }
             }
         }
     }
-    all_ok
 }
 
 /// One Fetch exchange with `leader` over `connection` (opened first when `None`), bounded by
@@ -442,6 +481,34 @@ mod tests {
             last_fetched_epoch: epoch.map(LeaderEpoch),
             leader_epoch: LeaderEpoch(leader_epoch),
         }
+    }
+
+    #[test]
+    fn a_failing_partition_backs_off_doubling_alone_and_is_cleared_by_a_success() {
+        let tp = |partition| TopicPartition {
+            topic: "t".into(),
+            partition,
+        };
+        let start = Instant::now();
+        let mut delays = Delays::default();
+        assert_eq!(delays.next_due(start), None);
+        delays.delay(tp(0), start);
+        assert!(delays.is_delayed(&tp(0), start));
+        assert!(!delays.is_delayed(&tp(1), start), "the others are fetched");
+        assert!(!delays.is_delayed(&tp(0), start + BACKOFF_MIN));
+        let mut backoffs = Vec::new();
+        for _ in 0..8 {
+            delays.delay(tp(0), start);
+            backoffs.push(delays.next_due(start).unwrap());
+        }
+        assert_eq!(backoffs[0], BACKOFF_MIN * 2);
+        assert!(backoffs
+            .windows(2)
+            .all(|w| w[1] == (w[0] * 2).min(BACKOFF_MAX)));
+        assert_eq!(*backoffs.last().unwrap(), BACKOFF_MAX);
+        delays.clear(&tp(0));
+        delays.delay(tp(0), start);
+        assert_eq!(delays.next_due(start), Some(BACKOFF_MIN));
     }
 
     #[test]

@@ -16,11 +16,11 @@
 //!    batches, then the follower high watermark), or on a diverging epoch (KIP-320)
 //!    `PartitionOp::TruncateToDivergingEpoch`; the reply is the next position.
 //!
-//! A partition error drops the partition's position (asked again next round) and the round
-//! backs off; a connection error closes the connection, backs off
-//! ([`fetcher::BACKOFF_MIN`] doubling to [`fetcher::BACKOFF_MAX`]) and looks the leader's
-//! endpoint up again in the metadata. Nothing here runs for a partition with one replica:
-//! it has no fetcher.
+//! A partition error drops the partition's position (asked again) and delays that partition
+//! alone ([`fetcher::BACKOFF_MIN`] doubling to [`fetcher::BACKOFF_MAX`], Kafka's
+//! `delayPartitions`); a connection error closes the connection, backs off the same way and
+//! looks the leader's endpoint up again in the metadata. Nothing here runs for a partition
+//! with one replica: it has no fetcher.
 //!
 //! Limits: full fetches only (no KIP-227 fetch session); the partitions of a response are
 //! handed to their shards one after the other.
