@@ -22,6 +22,7 @@ mod metrics;
 mod partitions;
 mod produce_checks;
 mod quorum;
+mod replica_fetcher;
 mod runtime;
 mod seam;
 mod send;

@@ -42,6 +42,8 @@ pub struct Shard {
     pub queues: TaskQueues,
     /// The consumer groups of the `__consumer_offsets` partitions this shard owns.
     pub groups: crate::groups::GroupCoordinator,
+    /// Shard [`crate::replica_fetcher::FETCHER_SHARD`] only: this broker's replica fetchers.
+    pub replica_fetchers: crate::replica_fetcher::ReplicaFetchers,
     open_lock: glommio::sync::Semaphore,
 }
 
@@ -174,6 +176,7 @@ impl Shard {
             stop: Rc::default(),
             metrics: ShardMetrics::default(),
             groups: crate::groups::GroupCoordinator::new(group_config(&config)),
+            replica_fetchers: crate::replica_fetcher::ReplicaFetchers::default(),
             config,
             open_lock: glommio::sync::Semaphore::new(1),
         }
@@ -311,6 +314,7 @@ impl Shard {
     /// Flushes and closes every partition log this shard owns (each leaves its clean-shutdown
     /// marker); returns how many closed cleanly.
     pub async fn close_partitions(&self) -> usize {
+        self.replica_fetchers.stop_all();
         let owned: Vec<(TopicPartition, Rc<LocalPartition>)> =
             self.partitions.borrow_mut().drain().collect();
         self.topic_configs.borrow_mut().clear();
@@ -386,6 +390,12 @@ impl Shard {
         }
         for (tp, config) in wanted {
             let current = self.partitions.borrow().get(&tp).cloned();
+            if let Some(owned) = &current {
+                let image = snapshot.partition(&tp.topic, tp.partition);
+                if image != previous.partition(&tp.topic, tp.partition) {
+                    self.apply_role(&tp, owned, &config).await;
+                }
+            }
             match current {
                 Some(_) if self.topic_configs.borrow().get(&tp) == Some(&config) => {}
                 Some(owned) => {
@@ -398,6 +408,48 @@ impl Shard {
                     }
                 }
             }
+        }
+    }
+
+    /// Makes `partition` (`tp`, open here) leader or follower as the installed image says
+    /// (Kafka's `makeLeader` / `makeFollower`): a leader gets the image's leader epoch,
+    /// partition epoch, replicas and ISR, with `config`'s `min.insync.replicas`; a follower
+    /// its leader and leader epoch (the replica fetcher on shard
+    /// [`crate::replica_fetcher::FETCHER_SHARD`] fetches it). Runs only when the partition's
+    /// image changes or it opens, never per produce or fetch.
+    async fn apply_role(
+        &self,
+        tp: &TopicPartition,
+        partition: &LocalPartition,
+        config: &TopicConfig,
+    ) {
+        use replication::runtime::{Clock, NodeId};
+        let meta = self.metadata();
+        let Some(image) = meta.partition(&tp.topic, tp.partition) else {
+            return;
+        };
+        let node = self.config.node_id;
+        if image.leader == node {
+            let leadership = replication::Leadership {
+                leader_epoch: storage::LeaderEpoch(image.leader_epoch),
+                partition_epoch: image.partition_epoch,
+                replicas: image.replicas.iter().copied().map(NodeId).collect(),
+                isr: image.isr.iter().copied().map(NodeId).collect(),
+            };
+            let isr_config = replication::IsrConfig {
+                min_insync_replicas: usize::try_from(config.min_insync_replicas.max(1))
+                    .unwrap_or(1),
+                replica_lag_time_max_ms: replication::REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+            };
+            let now = crate::seam::GlommioRuntime.now();
+            if let Err(e) = partition.become_leader(leadership, isr_config, now).await {
+                tracing::error!(%tp, error = %e, "cannot become the partition's leader");
+            }
+        } else if image.leader >= 0 {
+            partition.become_follower(
+                NodeId(image.leader),
+                storage::LeaderEpoch(image.leader_epoch),
+            );
         }
     }
 
@@ -464,6 +516,7 @@ impl Shard {
             replication::runtime::NodeId(self.config.node_id),
             Rc::new(crate::seam::GlommioRuntime),
         ));
+        self.apply_role(tp, &owned, &config).await;
         self.topic_configs.borrow_mut().insert(tp.clone(), config);
         self.partitions
             .borrow_mut()

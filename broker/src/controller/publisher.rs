@@ -64,6 +64,10 @@ async fn publish_latest(
             ClusterMetadata::new((*image).clone(), shard.shards, shard.config.node_id);
         metadata.active_controller = leader;
         shard.publish_metadata(Arc::new(metadata)).await;
+        // Every shard has set its partitions' roles: the fetchers follow the new image.
+        if shard.id == crate::replica_fetcher::FETCHER_SHARD {
+            crate::replica_fetcher::fetcher::reconcile(shard);
+        }
         *installed = Some(Installed { image, leader });
     }
     if applied > controller.published.get() {

@@ -48,6 +48,25 @@ pub enum PartitionOp {
         deadline: MonotonicTime,
         cancel: oneshot::Receiver<()>,
     },
+    /// A follower's position for its fetcher (`crate::replica_fetcher`): once the log's tail
+    /// is written, [`PartitionReply::FollowerPosition`] with the written offset and the latest
+    /// leader epoch. Errors: `NotLeaderOrFollower` when this broker leads the partition.
+    FollowerPosition,
+    /// A follower's append of what its fetch from the leader returned (see
+    /// [`replication::Partition::append_as_follower`]): `records` (possibly empty) with the
+    /// leader's offsets, then the high watermark `min(leader_high_watermark, written)`;
+    /// answered with [`PartitionReply::FollowerPosition`] after the write.
+    AppendAsFollower {
+        records: Bytes,
+        leader_high_watermark: Offset,
+    },
+    /// A follower's truncation on the leader's diverging epoch `(epoch, end_offset)` (see
+    /// [`replication::Partition::truncate_to_diverging_epoch`]); answered with
+    /// [`PartitionReply::FollowerPosition`].
+    TruncateToDivergingEpoch {
+        epoch: LeaderEpoch,
+        end_offset: Offset,
+    },
     /// ListOffsets, answered with [`PartitionReply::Offset`] (see
     /// [`crate::partitions::leader_epoch::list_offsets`]).
     ListOffsets { spec: OffsetSpec },
@@ -91,6 +110,12 @@ pub enum PartitionReply {
     /// The largest epoch ≤ the requested one and where it ends (the next epoch's start
     /// offset, or the log end offset for the current epoch); -1 and -1 when undefined.
     EpochEndOffset { leader_epoch: i32, end_offset: i64 },
+    /// A follower's position: where its next fetch starts (its written offset) and its latest
+    /// leader epoch (`None`: none yet), Fetch v12+ `fetch_offset` / `last_fetched_epoch`.
+    FollowerPosition {
+        fetch_offset: Offset,
+        last_fetched_epoch: Option<LeaderEpoch>,
+    },
     /// The log start offset after a DeleteRecords (Kafka's "low watermark").
     LogStart { log_start_offset: i64 },
     /// The operation failed; [`crate::errors::partition_op_error_code`] gives its Kafka code.

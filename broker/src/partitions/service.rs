@@ -40,6 +40,34 @@ pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> Par
         .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable))
 }
 
+/// Runs a follower's `op` ([`PartitionOp::FollowerPosition`], [`PartitionOp::AppendAsFollower`],
+/// [`PartitionOp::TruncateToDivergingEpoch`]) on the partition's owning shard, here or over
+/// the mesh, whoever leads it (the partition's own role decides). Errors:
+/// [`PartitionOpError::UnknownTopicOrPartition`] when this broker is not one of its replicas.
+pub async fn call_replica(
+    shard: &Rc<Shard>,
+    tp: TopicPartition,
+    op: PartitionOp,
+) -> PartitionReply {
+    let Some(owner) = shard.metadata().owner(&tp.topic, tp.partition) else {
+        return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
+    };
+    if owner == shard.id {
+        return run_here(shard, &tp, op).await;
+    }
+    let (reply, answer) = oneshot::channel();
+    if shard
+        .send(owner, ShardMsg::Partition { tp, op, reply })
+        .await
+        .is_err()
+    {
+        return PartitionReply::Error(PartitionOpError::ShardUnavailable);
+    }
+    answer
+        .await
+        .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable))
+}
+
 /// Runs `op` on partition `tp`, which this shard owns.
 pub async fn run_here(shard: &Shard, tp: &TopicPartition, op: PartitionOp) -> PartitionReply {
     match run(shard, tp, op).await {
@@ -145,6 +173,27 @@ async fn run(
                 diverging_epoch: read.diverging_epoch,
             })
         }
+        PartitionOp::FollowerPosition => {
+            if partition.leader() == partition_node(shard) {
+                return Err(PartitionOpError::NotLeaderOrFollower);
+            }
+            follower_position(&partition).await
+        }
+        PartitionOp::AppendAsFollower {
+            records,
+            leader_high_watermark,
+        } => {
+            partition
+                .append_as_follower(records, leader_high_watermark)
+                .await?;
+            follower_position(&partition).await
+        }
+        PartitionOp::TruncateToDivergingEpoch { epoch, end_offset } => {
+            partition
+                .truncate_to_diverging_epoch(epoch, end_offset)
+                .await?;
+            follower_position(&partition).await
+        }
         PartitionOp::ListOffsets { spec } => {
             super::leader_epoch::list_offsets(shard, tp, &partition, spec).await
         }
@@ -158,4 +207,25 @@ async fn run(
             })
         }
     }
+}
+
+/// This broker as the partitions know it.
+fn partition_node(shard: &Shard) -> replication::runtime::NodeId {
+    replication::runtime::NodeId(shard.config.node_id)
+}
+
+/// A follower's next fetch position once its log's tail is written (its fetch offset
+/// acknowledges what it has, DESIGN.md §3).
+async fn follower_position(
+    partition: &crate::shard::LocalPartition,
+) -> Result<PartitionReply, PartitionOpError> {
+    let log = partition.log();
+    let written = log
+        .wait_written(log.log_end_offset())
+        .await
+        .map_err(replication::PartitionError::from)?;
+    Ok(PartitionReply::FollowerPosition {
+        fetch_offset: written,
+        last_fetched_epoch: log.latest_leader_epoch(),
+    })
 }

@@ -1,0 +1,606 @@
+//! One replica fetcher's loop, its Fetch exchange with the leader, and [`reconcile`] (see
+//! the parent module).
+
+use super::FETCHER_SHARD;
+use crate::metadata::{broker_endpoint, ClusterMetadata};
+use crate::partitions::service::call_replica;
+use crate::partitions::{PartitionOp, PartitionReply};
+use crate::shard::Shard;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use net::kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use net::kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use net::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use storage::{LeaderEpoch, Offset, TopicPartition};
+
+/// `replica.fetch.wait.max.ms` (Kafka's default): how long the leader may park a fetch, ms.
+pub const REPLICA_FETCH_WAIT_MAX_MS: i32 = 500;
+/// `replica.fetch.min.bytes` (Kafka's default): the leader answers once this much is there.
+pub const REPLICA_FETCH_MIN_BYTES: i32 = 1;
+/// `replica.fetch.max.bytes` (Kafka's default): bytes asked per partition (the first batch
+/// comes whole, KIP-74).
+pub const REPLICA_FETCH_MAX_BYTES: i32 = 1 << 20;
+/// `replica.fetch.response.max.bytes` (Kafka's default): bytes asked per fetch.
+pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: i32 = 10 << 20;
+/// Largest response frame read from a leader, bytes: the asked maximum, one whole first
+/// batch past it (`message.max.bytes` up to 8 MiB) and the headers.
+pub const RESPONSE_FRAME_BYTES_MAX: usize = 32 << 20;
+/// `replica.socket.timeout.ms` (Kafka's default): how long one fetch exchange, connection
+/// included, may take.
+pub const REPLICA_SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
+/// The first back-off after an error.
+pub const BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// The longest back-off (the first doubles up to it while errors go on).
+pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// The Fetch version the fetchers speak: topic names (v13+ uses ids), diverging epochs.
+const FETCH_VERSION: i16 = 12;
+const CLIENT_ID: &str = "sluice-replica-fetcher";
+
+/// Why one fetch exchange with a leader failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FetcherError {
+    #[error("leader {leader} has no registered endpoint")]
+    UnknownEndpoint { leader: i32 },
+    #[error("leader {leader}'s endpoint {host}:{port} does not resolve")]
+    Unresolved {
+        leader: i32,
+        host: String,
+        port: u16,
+    },
+    #[error("I/O with leader {leader}: {source}")]
+    Io { leader: i32, source: std::io::Error },
+    #[error("leader {leader} did not answer within {timeout:?}")]
+    TimedOut { leader: i32, timeout: Duration },
+    #[error("leader {leader} sent a response frame of {size_bytes} bytes (at most {RESPONSE_FRAME_BYTES_MAX})")]
+    FrameTooLarge { leader: i32, size_bytes: usize },
+    #[error("leader {leader} answered correlation id {got}, not {expected}")]
+    CorrelationMismatch {
+        leader: i32,
+        expected: i32,
+        got: i32,
+    },
+    #[error("leader {leader}'s Fetch response does not decode: {reason}")]
+    Decode { leader: i32, reason: String },
+    #[error("encoding the Fetch request: {reason}")]
+    Encode { reason: String },
+    #[error("leader {leader} refused the Fetch with error code {error_code}")]
+    Refused { leader: i32, error_code: i16 },
+}
+
+/// Starts a fetcher for every leader `shard`'s metadata has this broker follow, and ends
+/// the fetchers of leaders it follows no more. Called on [`FETCHER_SHARD`] after every shard
+/// installed a new image (so each partition's role is set before it is fetched).
+pub fn reconcile(shard: &Rc<Shard>) {
+    assert_eq!(shard.id, FETCHER_SHARD, "replica fetchers run on one shard");
+    let leaders = followed_leaders(&shard.metadata(), shard.config.node_id);
+    shard.replica_fetchers.retain(&leaders);
+    for leader in leaders {
+        shard.replica_fetchers.start_if_absent(leader, || {
+            tracing::info!(leader, "starting replica fetcher");
+            glommio::spawn_local(run(shard.clone(), leader))
+        });
+    }
+}
+
+/// The leaders of the partitions `node` follows in `meta`.
+fn followed_leaders(meta: &ClusterMetadata, node: i32) -> BTreeSet<i32> {
+    meta.topics
+        .values()
+        .flat_map(|t| &t.partitions)
+        .filter(|p| p.leader >= 0 && p.leader != node && p.replicas.contains(&node))
+        .map(|p| p.leader)
+        .collect()
+}
+
+/// The partitions `node` follows of `leader` in `meta`, with their leader epochs.
+fn followed_partitions(
+    meta: &ClusterMetadata,
+    node: i32,
+    leader: i32,
+) -> HashMap<TopicPartition, LeaderEpoch> {
+    let mut out = HashMap::new();
+    for (name, topic) in &meta.topics {
+        for (index, p) in topic.partitions.iter().enumerate() {
+            if leader == node || p.leader != leader || !p.replicas.contains(&node) {
+                continue;
+            }
+            let Ok(partition) = i32::try_from(index) else {
+                continue;
+            };
+            let tp = TopicPartition {
+                topic: name.clone(),
+                partition,
+            };
+            out.insert(tp, LeaderEpoch(p.leader_epoch));
+        }
+    }
+    out
+}
+
+/// Where a partition's next fetch starts.
+#[derive(Clone, Copy, Debug)]
+struct Position {
+    fetch_offset: Offset,
+    last_fetched_epoch: Option<LeaderEpoch>,
+    /// The leader epoch the metadata gave when the position was taken (Fetch's
+    /// `current_leader_epoch`); a new epoch takes the position again.
+    leader_epoch: LeaderEpoch,
+}
+
+/// The partitions in back-off after an error (Kafka's `delayPartitions`): each is left out of
+/// the fetches until its time comes, so one failing partition does not slow the others.
+/// Holds at most the fetcher's partitions (pruned with them every round).
+#[derive(Default)]
+struct Delays {
+    /// Per partition: when it is fetched again, and its back-off (doubling per error).
+    until: HashMap<TopicPartition, (Instant, Duration)>,
+}
+
+impl Delays {
+    /// Backs `tp` off: [`BACKOFF_MIN`] after its first error, doubling up to [`BACKOFF_MAX`].
+    fn delay(&mut self, tp: TopicPartition, now: Instant) {
+        let backoff = self
+            .until
+            .get(&tp)
+            .map_or(BACKOFF_MIN, |(_, b)| (*b * 2).min(BACKOFF_MAX));
+        self.until.insert(tp, (now + backoff, backoff));
+    }
+
+    fn is_delayed(&self, tp: &TopicPartition, now: Instant) -> bool {
+        self.until.get(tp).is_some_and(|(until, _)| *until > now)
+    }
+
+    /// `tp` was fetched and appended: its next error starts from [`BACKOFF_MIN`].
+    fn clear(&mut self, tp: &TopicPartition) {
+        self.until.remove(tp);
+    }
+
+    /// How long until the first delayed partition is due (`None`: none is delayed).
+    fn next_due(&self, now: Instant) -> Option<Duration> {
+        self.until
+            .values()
+            .map(|(until, _)| until.saturating_duration_since(now))
+            .min()
+    }
+}
+
+/// One fetcher: fetches from `leader` until its task is dropped or the shard stops.
+async fn run(shard: Rc<Shard>, leader: i32) {
+    let node = shard.config.node_id;
+    let mut positions: HashMap<TopicPartition, Position> = HashMap::new();
+    let mut delays = Delays::default();
+    let mut connection: Option<TcpStream> = None;
+    let mut connection_backoff = BACKOFF_MIN;
+    let mut correlation_id: i32 = 0;
+    while !shard.stop.is_requested() {
+        let followed = followed_partitions(&shard.metadata(), node, leader);
+        positions.retain(|tp, p| followed.get(tp) == Some(&p.leader_epoch));
+        delays.until.retain(|tp, _| followed.contains_key(tp));
+        let now = Instant::now();
+        for (tp, leader_epoch) in &followed {
+            if positions.contains_key(tp) || delays.is_delayed(tp, now) {
+                continue;
+            }
+            match call_replica(&shard, tp.clone(), PartitionOp::FollowerPosition).await {
+                PartitionReply::FollowerPosition {
+                    fetch_offset,
+                    last_fetched_epoch,
+                } => {
+                    positions.insert(
+                        tp.clone(),
+                        Position {
+                            fetch_offset,
+                            last_fetched_epoch,
+                            leader_epoch: *leader_epoch,
+                        },
+                    );
+                }
+                other => {
+                    tracing::debug!(%tp, leader, reply = ?other, "follower position unavailable");
+                    delays.delay(tp.clone(), Instant::now());
+                }
+            }
+        }
+        if positions.is_empty() {
+            // Nothing to fetch now: wait for the first delayed partition (or a new image).
+            let wait = delays.next_due(Instant::now()).unwrap_or(BACKOFF_MAX);
+            if shard.sleep_unless_stopped(wait.max(BACKOFF_MIN)).await {
+                return;
+            }
+            continue;
+        }
+        correlation_id = correlation_id.wrapping_add(1);
+        match fetch_once(&shard, leader, &mut connection, &positions, correlation_id).await {
+            Ok(response) => {
+                apply_response(&shard, leader, &mut positions, &mut delays, response).await;
+                connection_backoff = BACKOFF_MIN;
+            }
+            Err(e) => {
+                tracing::warn!(leader, error = %e, backoff = ?connection_backoff, "replica fetch failed");
+                connection = None;
+                if shard.sleep_unless_stopped(connection_backoff).await {
+                    return;
+                }
+                connection_backoff = (connection_backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// Hands each answered partition of `response` to its owning shard and takes its next
+/// position; a partition that failed loses its position (asked again) and is delayed.
+async fn apply_response(
+    shard: &Rc<Shard>,
+    leader: i32,
+    positions: &mut HashMap<TopicPartition, Position>,
+    delays: &mut Delays,
+    response: FetchResponse,
+) {
+    for topic in response.responses {
+        for data in topic.partitions {
+            let tp = TopicPartition {
+                topic: topic.topic.0.to_string(),
+                partition: data.partition_index,
+            };
+            let Some(position) = positions.get(&tp).copied() else {
+                continue;
+            };
+            if data.error_code != 0 {
+                tracing::debug!(%tp, leader, error_code = data.error_code, "replica fetch partition error");
+                positions.remove(&tp);
+                delays.delay(tp, Instant::now());
+                continue;
+            }
+            let op = if data.diverging_epoch.epoch >= 0 {
+                tracing::info!(%tp, leader, epoch = data.diverging_epoch.epoch,
+                    end_offset = data.diverging_epoch.end_offset, "diverging epoch: truncating");
+                PartitionOp::TruncateToDivergingEpoch {
+                    epoch: LeaderEpoch(data.diverging_epoch.epoch),
+                    end_offset: Offset(data.diverging_epoch.end_offset),
+                }
+            } else {
+                PartitionOp::AppendAsFollower {
+                    records: data.records.unwrap_or_default(),
+                    leader_high_watermark: Offset(data.high_watermark),
+                }
+            };
+            match call_replica(shard, tp.clone(), op).await {
+                PartitionReply::FollowerPosition {
+                    fetch_offset,
+                    last_fetched_epoch,
+                } => {
+                    delays.clear(&tp);
+                    positions.insert(
+                        tp,
+                        Position {
+                            fetch_offset,
+                            last_fetched_epoch,
+                            leader_epoch: position.leader_epoch,
+                        },
+                    );
+                }
+                other => {
+                    tracing::warn!(%tp, leader, reply = ?other, "follower append failed");
+                    positions.remove(&tp);
+                    delays.delay(tp, Instant::now());
+                }
+            }
+        }
+    }
+}
+
+/// One Fetch exchange with `leader` over `connection` (opened first when `None`), bounded by
+/// [`REPLICA_SOCKET_TIMEOUT`].
+async fn fetch_once(
+    shard: &Shard,
+    leader: i32,
+    connection: &mut Option<TcpStream>,
+    positions: &HashMap<TopicPartition, Position>,
+    correlation_id: i32,
+) -> Result<FetchResponse, FetcherError> {
+    let frame = encode_fetch(shard.config.node_id, positions, correlation_id)?;
+    let exchange = async {
+        if connection.is_none() {
+            *connection = Some(connect(shard, leader).await?);
+        }
+        let Some(stream) = connection.as_mut() else {
+            return Err(FetcherError::UnknownEndpoint { leader });
+        };
+        let io = |source| FetcherError::Io { leader, source };
+        stream.write_all(&frame).await.map_err(io)?;
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size).await.map_err(io)?;
+        let size_bytes = usize::try_from(u32::from_be_bytes(size)).unwrap_or(usize::MAX);
+        if size_bytes > RESPONSE_FRAME_BYTES_MAX {
+            return Err(FetcherError::FrameTooLarge { leader, size_bytes });
+        }
+        let mut body = vec![0u8; size_bytes];
+        stream.read_exact(&mut body).await.map_err(io)?;
+        decode_fetch(leader, Bytes::from(body), correlation_id)
+    };
+    let timeout = async {
+        glommio::timer::sleep(REPLICA_SOCKET_TIMEOUT).await;
+        Err(FetcherError::TimedOut {
+            leader,
+            timeout: REPLICA_SOCKET_TIMEOUT,
+        })
+    };
+    futures_lite::future::or(exchange, timeout).await
+}
+
+/// A connection to `leader`'s Kafka listener as the metadata registers it (a host name is
+/// resolved on the blocking pool, never on the shard).
+async fn connect(shard: &Shard, leader: i32) -> Result<TcpStream, FetcherError> {
+    let (host, port) = broker_endpoint(&shard.metadata(), leader)
+        .ok_or(FetcherError::UnknownEndpoint { leader })?;
+    let addr = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => Some(SocketAddr::new(ip, port)),
+        Err(_) => {
+            let lookup = (host.clone(), port);
+            glommio::executor()
+                .spawn_blocking(move || {
+                    use std::net::ToSocketAddrs;
+                    lookup.to_socket_addrs().ok()?.next()
+                })
+                .await
+        }
+    };
+    let addr = addr.ok_or_else(|| FetcherError::Unresolved {
+        leader,
+        host: host.clone(),
+        port,
+    })?;
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| FetcherError::Io {
+            leader,
+            source: e.into(),
+        })?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+/// The size-prefixed FetchRequest v12 frame of `replica` for `positions`.
+fn encode_fetch(
+    replica: i32,
+    positions: &HashMap<TopicPartition, Position>,
+    correlation_id: i32,
+) -> Result<Bytes, FetcherError> {
+    let mut by_topic: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    for (tp, position) in positions {
+        by_topic.entry(&tp.topic).or_default().push(
+            FetchPartition::default()
+                .with_partition(tp.partition)
+                .with_current_leader_epoch(position.leader_epoch.0)
+                .with_fetch_offset(position.fetch_offset.0)
+                .with_last_fetched_epoch(position.last_fetched_epoch.map_or(-1, |e| e.0))
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(REPLICA_FETCH_MAX_BYTES),
+        );
+    }
+    let topics = by_topic
+        .into_iter()
+        .map(|(topic, partitions)| {
+            FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partitions(partitions)
+        })
+        .collect();
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(replica))
+        .with_max_wait_ms(REPLICA_FETCH_WAIT_MAX_MS)
+        .with_min_bytes(REPLICA_FETCH_MIN_BYTES)
+        .with_max_bytes(REPLICA_FETCH_RESPONSE_MAX_BYTES)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(FETCH_VERSION)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
+    let encode_error = |e: anyhow::Error| FetcherError::Encode {
+        reason: e.to_string(),
+    };
+    let mut buf = BytesMut::new();
+    buf.put_u32(0);
+    header
+        .encode(
+            &mut buf,
+            ApiKey::Fetch.request_header_version(FETCH_VERSION),
+        )
+        .map_err(encode_error)?;
+    request
+        .encode(&mut buf, FETCH_VERSION)
+        .map_err(encode_error)?;
+    let size = u32::try_from(buf.len() - 4).map_err(|_| FetcherError::Encode {
+        reason: format!("a {}-byte request", buf.len()),
+    })?;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+/// The FetchResponse v12 in `body` (a frame without its size prefix) answering
+/// `correlation_id`. Errors: it does not decode, answers another request, or carries a
+/// top-level error.
+fn decode_fetch(
+    leader: i32,
+    mut body: Bytes,
+    correlation_id: i32,
+) -> Result<FetchResponse, FetcherError> {
+    let decode_error = |e: anyhow::Error| FetcherError::Decode {
+        leader,
+        reason: e.to_string(),
+    };
+    let header = ResponseHeader::decode(
+        &mut body,
+        ApiKey::Fetch.response_header_version(FETCH_VERSION),
+    )
+    .map_err(decode_error)?;
+    if header.correlation_id != correlation_id {
+        return Err(FetcherError::CorrelationMismatch {
+            leader,
+            expected: correlation_id,
+            got: header.correlation_id,
+        });
+    }
+    let response = FetchResponse::decode(&mut body, FETCH_VERSION).map_err(decode_error)?;
+    if body.has_remaining() {
+        return Err(FetcherError::Decode {
+            leader,
+            reason: format!("{} bytes after the response", body.remaining()),
+        });
+    }
+    if response.error_code != 0 {
+        return Err(FetcherError::Refused {
+            leader,
+            error_code: response.error_code,
+        });
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use net::kafka_protocol::messages::fetch_response::{
+        EpochEndOffset, FetchableTopicResponse, PartitionData,
+    };
+
+    fn position(offset: i64, epoch: Option<i32>, leader_epoch: i32) -> Position {
+        Position {
+            fetch_offset: Offset(offset),
+            last_fetched_epoch: epoch.map(LeaderEpoch),
+            leader_epoch: LeaderEpoch(leader_epoch),
+        }
+    }
+
+    #[test]
+    fn a_failing_partition_backs_off_doubling_alone_and_is_cleared_by_a_success() {
+        let tp = |partition| TopicPartition {
+            topic: "t".into(),
+            partition,
+        };
+        let start = Instant::now();
+        let mut delays = Delays::default();
+        assert_eq!(delays.next_due(start), None);
+        delays.delay(tp(0), start);
+        assert!(delays.is_delayed(&tp(0), start));
+        assert!(!delays.is_delayed(&tp(1), start), "the others are fetched");
+        assert!(!delays.is_delayed(&tp(0), start + BACKOFF_MIN));
+        let mut backoffs = Vec::new();
+        for _ in 0..8 {
+            delays.delay(tp(0), start);
+            backoffs.push(delays.next_due(start).unwrap());
+        }
+        assert_eq!(backoffs[0], BACKOFF_MIN * 2);
+        assert!(backoffs
+            .windows(2)
+            .all(|w| w[1] == (w[0] * 2).min(BACKOFF_MAX)));
+        assert_eq!(*backoffs.last().unwrap(), BACKOFF_MAX);
+        delays.clear(&tp(0));
+        delays.delay(tp(0), start);
+        assert_eq!(delays.next_due(start), Some(BACKOFF_MIN));
+    }
+
+    #[test]
+    fn the_request_names_the_replica_and_each_position() {
+        let mut positions = HashMap::new();
+        let tp = |topic: &str, partition| TopicPartition {
+            topic: topic.into(),
+            partition,
+        };
+        positions.insert(tp("a", 0), position(7, Some(2), 3));
+        positions.insert(tp("a", 1), position(0, None, 0));
+        positions.insert(tp("b", 4), position(42, Some(1), 1));
+        let frame = encode_fetch(2, &positions, 9).unwrap();
+        let mut body = frame.slice(4..);
+        let size = u32::from_be_bytes(frame[..4].try_into().unwrap());
+        assert_eq!(usize::try_from(size).unwrap(), body.len());
+        let header = RequestHeader::decode(&mut body, 2).unwrap();
+        assert_eq!(header.request_api_key, ApiKey::Fetch as i16);
+        assert_eq!(header.request_api_version, 12);
+        assert_eq!(header.correlation_id, 9);
+        let request = FetchRequest::decode(&mut body, 12).unwrap();
+        assert!(!body.has_remaining());
+        assert_eq!(request.replica_id, BrokerId(2));
+        assert_eq!(request.max_wait_ms, 500);
+        assert_eq!(request.min_bytes, 1);
+        assert_eq!(request.session_epoch, -1);
+        let mut got = Vec::new();
+        for topic in &request.topics {
+            for p in &topic.partitions {
+                got.push((
+                    topic.topic.0.to_string(),
+                    p.partition,
+                    p.fetch_offset,
+                    p.last_fetched_epoch,
+                    p.current_leader_epoch,
+                ));
+            }
+        }
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ("a".into(), 0, 7, 2, 3),
+                ("a".into(), 1, 0, -1, 0),
+                ("b".into(), 4, 42, 1, 1),
+            ]
+        );
+    }
+
+    fn response_frame(correlation_id: i32, response: &FetchResponse) -> Bytes {
+        let mut buf = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(correlation_id)
+            .encode(&mut buf, 1)
+            .unwrap();
+        response.encode(&mut buf, 12).unwrap();
+        buf.freeze()
+    }
+
+    #[test]
+    fn responses_decode_and_foreign_or_broken_ones_are_errors() {
+        let response =
+            FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("a")))
+                .with_partitions(vec![PartitionData::default()
+                    .with_partition_index(1)
+                    .with_high_watermark(5)
+                    .with_diverging_epoch(
+                        EpochEndOffset::default().with_epoch(2).with_end_offset(4),
+                    )])]);
+        let frame = response_frame(3, &response);
+        let decoded = decode_fetch(1, frame.clone(), 3).unwrap();
+        let p = &decoded.responses[0].partitions[0];
+        assert_eq!((p.partition_index, p.high_watermark), (1, 5));
+        assert_eq!(
+            (p.diverging_epoch.epoch, p.diverging_epoch.end_offset),
+            (2, 4)
+        );
+        assert!(matches!(
+            decode_fetch(1, frame.clone(), 4),
+            Err(FetcherError::CorrelationMismatch { .. })
+        ));
+        for cut in 0..frame.len() {
+            assert!(
+                decode_fetch(1, frame.slice(..cut), 3).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let refused = response_frame(3, &FetchResponse::default().with_error_code(6));
+        assert!(matches!(
+            decode_fetch(1, refused, 3),
+            Err(FetcherError::Refused { error_code: 6, .. })
+        ));
+    }
+}

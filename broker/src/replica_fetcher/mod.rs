@@ -1,0 +1,63 @@
+//! The follower side of replication (Kafka's `ReplicaFetcherThread` over
+//! `AbstractFetcherThread`): one replica fetcher per leader broker this broker follows
+//! partitions of, each one task on shard [`FETCHER_SHARD`], holding one Kafka-protocol TCP
+//! connection to the leader's Kafka listener.
+//!
+//! A fetcher's partitions are those the installed metadata image says this broker is a
+//! replica of and its leader leads, so a partition that moves to another leader, becomes led
+//! here or is deleted leaves its fetcher with the next image; [`fetcher::reconcile`] starts a
+//! fetcher for each new leader and ends those left without partitions. Each round:
+//! 1. a partition new to the fetcher (or back after an error) asks its owning shard for its
+//!    position (`PartitionOp::FollowerPosition`: the written offset, the latest epoch);
+//! 2. one FetchRequest v12 (`replica_id` = this `node.id`, `max_wait_ms` 500, `min_bytes` 1:
+//!    Kafka's `replica.fetch.wait.max.ms` / `replica.fetch.min.bytes` defaults) with each
+//!    partition's fetch offset, `last_fetched_epoch` and `current_leader_epoch`;
+//! 3. each answered partition goes to its owning shard: `PartitionOp::AppendAsFollower` (the
+//!    batches, then the follower high watermark), or on a diverging epoch (KIP-320)
+//!    `PartitionOp::TruncateToDivergingEpoch`; the reply is the next position.
+//!
+//! A partition error drops the partition's position (asked again) and delays that partition
+//! alone ([`fetcher::BACKOFF_MIN`] doubling to [`fetcher::BACKOFF_MAX`], Kafka's
+//! `delayPartitions`); a connection error closes the connection, backs off the same way and
+//! looks the leader's endpoint up again in the metadata. Nothing here runs for a partition
+//! with one replica: it has no fetcher.
+//!
+//! Limits: full fetches only (no KIP-227 fetch session); the partitions of a response are
+//! handed to their shards one after the other.
+
+pub mod fetcher;
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+
+/// The shard every replica fetcher of this broker runs on.
+pub const FETCHER_SHARD: usize = 0;
+
+/// The replica fetchers of this broker, by leader `node.id` (on [`FETCHER_SHARD`] only).
+#[derive(Default)]
+pub struct ReplicaFetchers {
+    /// Dropping a fetcher's task ends it.
+    running: RefCell<HashMap<i32, glommio::Task<()>>>,
+}
+
+impl ReplicaFetchers {
+    /// Ends the fetchers of leaders not in `leaders`.
+    pub fn retain(&self, leaders: &BTreeSet<i32>) {
+        self.running
+            .borrow_mut()
+            .retain(|leader, _| leaders.contains(leader));
+    }
+
+    /// Starts the fetcher of `leader` with `start` unless one runs.
+    pub fn start_if_absent(&self, leader: i32, start: impl FnOnce() -> glommio::Task<()>) {
+        self.running
+            .borrow_mut()
+            .entry(leader)
+            .or_insert_with(start);
+    }
+
+    /// Ends every fetcher (at shutdown).
+    pub fn stop_all(&self) {
+        self.running.borrow_mut().clear();
+    }
+}
