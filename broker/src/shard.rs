@@ -392,7 +392,12 @@ impl Shard {
             let current = self.partitions.borrow().get(&tp).cloned();
             if let Some(owned) = &current {
                 let image = snapshot.partition(&tp.topic, tp.partition);
-                if image != previous.partition(&tp.topic, tp.partition) {
+                // A new image or new configs (min.insync.replicas, dynamic ones included).
+                if image != previous.partition(&tp.topic, tp.partition)
+                    || snapshot.topics.get(&tp.topic).map(|t| &t.configs)
+                        != previous.topics.get(&tp.topic).map(|t| &t.configs)
+                    || snapshot.broker_configs != previous.broker_configs
+                {
                     self.apply_role(&tp, owned, &config).await;
                 }
             }
@@ -437,8 +442,9 @@ impl Shard {
                 isr: image.isr.iter().copied().map(NodeId).collect(),
             };
             let isr_config = replication::IsrConfig {
-                min_insync_replicas: usize::try_from(config.min_insync_replicas.max(1))
-                    .unwrap_or(1),
+                min_insync_replicas: usize::try_from(self.min_insync_replicas(&meta, tp, config))
+                    .unwrap_or(1)
+                    .max(1),
                 replica_lag_time_max_ms: replication::REPLICA_LAG_TIME_MAX_MS_DEFAULT,
             };
             let now = crate::seam::GlommioRuntime.now();
@@ -451,6 +457,32 @@ impl Shard {
                 storage::LeaderEpoch(image.leader_epoch),
             );
         }
+    }
+
+    /// `min.insync.replicas` of `tp`'s topic: its override, else the broker's dynamic value
+    /// (this broker's, else the cluster default, as Kafka 4.4's controller writes one), else
+    /// `config`'s (the start-up default).
+    fn min_insync_replicas(
+        &self,
+        meta: &ClusterMetadata,
+        tp: &TopicPartition,
+        config: &TopicConfig,
+    ) -> u32 {
+        const KEY: &str = "min.insync.replicas";
+        meta.topics
+            .get(&tp.topic)
+            .and_then(|t| t.configs.get(KEY))
+            .map(String::as_str)
+            .or_else(|| {
+                crate::dynamic_config::DynamicBrokerConfigs::of(
+                    &meta.broker_configs,
+                    self.config.node_id,
+                )
+                .lookup(KEY)
+                .map(|(v, _)| v)
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(config.min_insync_replicas)
     }
 
     /// Deletes partition `tp` of a deleted topic, as Kafka does: the log is discarded at once

@@ -213,6 +213,46 @@ def test_acknowledged_records_survive_the_leaders_sigkill(cluster):
     assert values == sorted(acked), (len(values), len(acked))
 
 
+NOT_ENOUGH_REPLICAS = 19
+
+
+def test_acks_all_is_refused_below_min_insync_replicas_while_acks_1_works(cluster):
+    """Kafka's appendRecordsToLeader: once a dead follower is fenced and out of the ISR, an
+    ISR smaller than min.insync.replicas refuses acks=all with NOT_ENOUGH_REPLICAS (19) before
+    appending, while acks=1 is taken. (min.insync.replicas=3 with one follower down: killing
+    two of three combined nodes would also take the controller quorum's majority.)"""
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic("min-isr", num_partitions=1, replication_factor=3,
+                              config={"min.insync.replicas": "3"})],
+                    operation_timeout=20, request_timeout=20)["min-isr"].result()
+    parts = wait_until(lambda: partitions_of(cluster.bootstrap(), "min-isr"), 20,
+                       what="the topic")
+    leader, replicas, _ = parts[0]
+    leader_bootstrap = cluster.nodes[leader].bootstrap
+    batch = kw.record_batch([b"x"])
+
+    def produce_error(acks):
+        request = kw.produce_v3(1, "min-isr", [(0, batch)], acks=acks, timeout_ms=10000)
+        _, produced = kw.parse_produce_v3(exchange(leader_bootstrap, request))
+        return produced[("min-isr", 0)][0]
+
+    # The whole ISR is there: acks=all completes once both followers fetched the batch.
+    wait_until(lambda: produce_error(-1) == 0, 30, interval=0.5, what="acks=all with a full ISR")
+    controller = metadata(cluster.bootstrap()).controller_id
+    victim = next(r for r in replicas if r not in (leader, controller))
+    cluster.kill(victim)
+
+    def shrunk():
+        now = partitions_of(cluster.bootstrap(exclude={victim}), "min-isr")
+        return now is not None and now[0][0] == leader and victim not in now[0][2]
+
+    wait_until(shrunk, FAILOVER_BOUND_S, what="the fenced follower out of the ISR")
+    wait_until(lambda: produce_error(-1) == NOT_ENOUGH_REPLICAS, 20, interval=0.5,
+               what="the leader to refuse acks=all")
+    assert produce_error(1) == 0
+    cluster.start_node(victim)
+
+
 def test_sigterm_moves_leaderships_before_exit(cluster):
     create(cluster.bootstrap(), "controlled")
     parts = wait_until(lambda: partitions_of(cluster.bootstrap(), "controlled"), 20,

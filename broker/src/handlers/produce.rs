@@ -2,16 +2,15 @@
 //! mesh, as `Bytes`, never copied), all partitions concurrently; the answer per partition is
 //! its base offset or Kafka's error code, given once the owner's write of its batches has
 //! completed (`acks=1`/`all`, DESIGN.md §3). acks=0 gets no response (the caller drops it).
-//! `acks=all` to a topic whose `min.insync.replicas` exceeds 1 is refused with
-//! NOT_ENOUGH_REPLICAS, as Kafka refuses it when the ISR is too small: every partition's ISR
-//! here is this one broker.
+//! `acks=all` waits for the partition's high watermark; the leader refuses it with
+//! NOT_ENOUGH_REPLICAS while the ISR is below `min.insync.replicas` (capped by the replica
+//! count, Kafka's `effectiveMinIsr`; see [`replication::LeaderIsr`]).
 //!
 //! From v10 (KIP-951) a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader
 //! and epoch, and the response lists the endpoint of each such leader that is alive, as
 //! Kafka's `KafkaApis.handleProduceRequest` does, so a client can go to the new leader
 //! without a metadata refresh. Only answers with that error pay for it.
 
-use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::errors::{code, controller_error, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
@@ -55,7 +54,6 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
     let mut appends = Vec::new();
     for topic in req.topic_data {
         let name: &str = &topic.name.0;
-        let too_few_replicas = req.acks == -1 && min_insync_replicas(shard, &metadata, name) > 1;
         // Only the broker writes an internal topic (Kafka refuses too).
         let internal = check_not_internal(&metadata, name, TopicOperation::Produce)
             .err()
@@ -73,9 +71,6 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
                 };
                 if transactional {
                     return Err(code(ResponseError::TransactionalIdAuthorizationFailed));
-                }
-                if too_few_replicas {
-                    return Err(code(ResponseError::NotEnoughReplicas));
                 }
                 if let Some(error) = internal {
                     return Err(error);
@@ -203,22 +198,4 @@ fn fill_in(p: &mut PartitionProduceResponse, reply: Result<PartitionReply, i16>)
             p.base_offset = -1;
         }
     }
-}
-
-/// `min.insync.replicas` of topic `name`: its override, else the broker's default — dynamic
-/// (checked by the controller when set), else start-up (an unknown topic gets the default; its
-/// partitions answer UNKNOWN_TOPIC_OR_PARTITION anyway).
-fn min_insync_replicas(shard: &Shard, metadata: &ClusterMetadata, name: &str) -> u32 {
-    metadata
-        .topics
-        .get(name)
-        .and_then(|t| t.configs.get("min.insync.replicas"))
-        .map(String::as_str)
-        .or_else(|| {
-            DynamicBrokerConfigs::of(&metadata.broker_configs, shard.config.node_id)
-                .lookup("min.insync.replicas")
-                .map(|(v, _)| v)
-        })
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(shard.config.topic_defaults.min_insync_replicas)
 }
