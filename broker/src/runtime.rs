@@ -112,14 +112,15 @@ async fn shard_main(
     let admin_listen = config.admin_listen;
     let settings = config.shard_settings(config.cores[id]);
     let queues = TaskQueues::create(&settings)?;
-    let shard = Rc::new(Shard::new(
+    let shard = Shard::new(
         id,
         Rc::new(config),
         &settings,
         queues,
         metadata.clone(),
         senders,
-    ));
+    )
+    .into_rc();
     shard.apply_metadata(metadata).await;
     if let Some(startup) = startup {
         crate::controller::start(&shard, startup).await?;

@@ -45,6 +45,9 @@ pub struct Shard {
     /// Shard [`crate::replica_fetcher::FETCHER_SHARD`] only: this broker's replica fetchers.
     pub replica_fetchers: crate::replica_fetcher::ReplicaFetchers,
     open_lock: glommio::sync::Semaphore,
+    /// This shard's own `Rc`, set by [`Shard::into_rc`], for the tasks a partition operation
+    /// starts (an ISR change sent to the controller).
+    this: std::cell::OnceCell<std::rc::Weak<Shard>>,
 }
 
 /// A partition this shard owns, over its storage log.
@@ -179,7 +182,20 @@ impl Shard {
             replica_fetchers: crate::replica_fetcher::ReplicaFetchers::default(),
             config,
             open_lock: glommio::sync::Semaphore::new(1),
+            this: std::cell::OnceCell::new(),
         }
+    }
+
+    /// `self` in an `Rc` that [`Shard::rc`] can hand out again.
+    pub fn into_rc(self) -> Rc<Shard> {
+        let shard = Rc::new(self);
+        let _ = shard.this.set(Rc::downgrade(&shard));
+        shard
+    }
+
+    /// This shard's `Rc`, when it was made by [`Shard::into_rc`].
+    pub fn rc(&self) -> Option<Rc<Shard>> {
+        self.this.get().and_then(std::rc::Weak::upgrade)
     }
 
     /// Sends `msg` to shard `peer`, counting it.

@@ -253,6 +253,38 @@ def test_acks_all_is_refused_below_min_insync_replicas_while_acks_1_works(cluste
     cluster.start_node(victim)
 
 
+def test_a_restarted_follower_catches_up_and_rejoins_the_isr(cluster):
+    """Kafka's maybeExpandIsr: a follower fenced out of the ISR, restarted, fetches what it
+    missed and is added back through AlterPartition once it reached the high watermark; the
+    records acknowledged meanwhile are read back from the partition."""
+    create(cluster.bootstrap(), "rejoin", partitions=1)
+    parts = wait_until(lambda: partitions_of(cluster.bootstrap(), "rejoin"), 20,
+                       what="the topic")
+    leader, replicas, _ = parts[0]
+    controller = metadata(cluster.bootstrap()).controller_id
+    victim = next(r for r in replicas if r not in (leader, controller))
+    cluster.kill(victim)
+
+    def isr():
+        now = partitions_of(cluster.bootstrap(exclude={victim}), "rejoin")
+        return None if now is None else now[0][2]
+
+    wait_until(lambda: isr() is not None and victim not in isr(), FAILOVER_BOUND_S,
+               what="the killed follower out of the ISR")
+    prod = producer(cluster.bootstrap(exclude={victim}))
+    for i in range(200):
+        prod.produce("rejoin", value=b"v-%d" % i, partition=0)
+    assert prod.flush(30) == 0
+    cluster.start_node(victim)
+    wait_until(lambda: sorted(isr() or []) == sorted(replicas), FAILOVER_BOUND_S,
+               what="the restarted follower back in the ISR")
+    for i in range(200, 300):
+        prod.produce("rejoin", value=b"v-%d" % i, partition=0)
+    assert prod.flush(30) == 0
+    got = consume_all(cluster.bootstrap(), "rejoin", 1, expected=300)
+    assert sorted(m.value() for m in got[0]) == sorted(b"v-%d" % i for i in range(300))
+
+
 def test_sigterm_moves_leaderships_before_exit(cluster):
     create(cluster.bootstrap(), "controlled")
     parts = wait_until(lambda: partitions_of(cluster.bootstrap(), "controlled"), 20,

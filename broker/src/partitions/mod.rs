@@ -5,6 +5,7 @@
 //! context opens, holds and closes it.
 
 pub mod epoch_check;
+pub mod isr_changes;
 pub mod leader_epoch;
 pub mod ops;
 pub mod service;

@@ -166,6 +166,9 @@ async fn run(
                     cancelled,
                 )
                 .await?;
+            if let (Some(candidate), Some(shard)) = (read.expand_candidate, shard.rc()) {
+                super::isr_changes::maybe_expand(&shard, tp, &partition, candidate);
+            }
             Ok(PartitionReply::ReplicaRead {
                 high_watermark: read.high_watermark.0,
                 log_start_offset: read.log_start_offset.0,

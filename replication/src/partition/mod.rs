@@ -265,6 +265,61 @@ impl<S: PartitionStore + 'static> Partition<S> {
         }
     }
 
+    /// Kafka's `maybeExpandIsr`: `candidate` (a follower a fetch made an expansion candidate)
+    /// joins the ISR through the controller. Returns the AlterPartition proposal to send —
+    /// the committed ISR plus `candidate` — or `None` when this broker does not lead, a change
+    /// is already pending, or `candidate` is in the ISR. Until it is answered
+    /// ([`Partition::on_alter_answer`]) the HW counts `candidate` too (the maximal ISR).
+    pub fn propose_isr_expansion(&self, candidate: NodeId) -> Option<AlterPartitionProposal> {
+        let mut role = self.role.borrow_mut();
+        let Role::Leader(isr) = &mut *role else {
+            return None;
+        };
+        let mut new_isr = isr.isr();
+        if new_isr.contains(&candidate) {
+            return None;
+        }
+        new_isr.push(candidate);
+        new_isr.sort_unstable();
+        isr.propose(new_isr).ok()
+    }
+
+    /// The controller's answer to proposal `proposal_id` (Kafka's `handleAlterPartitionUpdate`
+    /// / `handleAlterPartitionError`): committed as `isr` at `partition_epoch`, or refused.
+    /// Returns the proposal to send again when the refusal asks for a retry; a stale answer,
+    /// or one reaching a follower, is ignored.
+    pub fn on_alter_answer(
+        &self,
+        proposal_id: u64,
+        answer: Result<(i32, Vec<NodeId>), AlterRefusal>,
+    ) -> Option<AlterPartitionProposal> {
+        let outcome = {
+            let mut role = self.role.borrow_mut();
+            let Role::Leader(isr) = &mut *role else {
+                return None;
+            };
+            match answer {
+                Ok((partition_epoch, new_isr)) => isr
+                    .on_alter_committed(proposal_id, partition_epoch, &new_isr)
+                    .unwrap_or(AlterOutcome::Ignored),
+                Err(refusal) => isr.on_alter_refused(proposal_id, refusal),
+            }
+        };
+        match outcome {
+            AlterOutcome::Committed {
+                high_watermark_moved: true,
+            }
+            | AlterOutcome::Reverted {
+                high_watermark_moved: true,
+            } => {
+                self.advance_high_watermark();
+                None
+            }
+            AlterOutcome::Retry(proposal) => Some(proposal),
+            _ => None,
+        }
+    }
+
     /// The committed ISR, ascending, when this broker leads; `None` on a follower.
     pub fn isr(&self) -> Option<Vec<NodeId>> {
         match &*self.role.borrow() {
