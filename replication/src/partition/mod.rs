@@ -284,6 +284,30 @@ impl<S: PartitionStore + 'static> Partition<S> {
         isr.propose(new_isr).ok()
     }
 
+    /// Kafka's `maybeShrinkIsr`: the ISR followers out of sync at `now` — not at the leader's
+    /// log end offset and last caught up more than `replica.lag.time.max.ms` ago — leave the
+    /// ISR through the controller. Returns the AlterPartition proposal to send (the committed
+    /// ISR without them), or `None` when this broker does not lead, a change is pending, or
+    /// every ISR follower is in sync. Until it is committed the HW still counts them (the
+    /// maximal ISR), so a leader cut off from the controller never shrinks the ISR to itself.
+    /// Kafka's leader runs this every `replica.lag.time.max.ms / 2`; the caller's timer does.
+    pub fn propose_isr_shrink(&self, now: MonotonicTime) -> Option<AlterPartitionProposal> {
+        let mut role = self.role.borrow_mut();
+        let Role::Leader(isr) = &mut *role else {
+            return None;
+        };
+        let out_of_sync = isr.shrink_candidates(millis(now));
+        if out_of_sync.is_empty() {
+            return None;
+        }
+        let new_isr: Vec<NodeId> = isr
+            .isr()
+            .into_iter()
+            .filter(|r| !out_of_sync.contains(r))
+            .collect();
+        isr.propose(new_isr).ok()
+    }
+
     /// The controller's answer to proposal `proposal_id` (Kafka's `handleAlterPartitionUpdate`
     /// / `handleAlterPartitionError`): committed as `isr` at `partition_epoch`, or refused.
     /// Returns the proposal to send again when the refusal asks for a retry; a stale answer,

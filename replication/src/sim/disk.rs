@@ -407,7 +407,11 @@ impl crate::PartitionStore for SimLog {
         st.high_watermark = st.high_watermark.min(st.log_end);
         let log_end = st.log_end;
         st.epochs.truncate_from_end(log_end);
-        self.disk.image.borrow_mut().batches.truncate(keep);
+        let mut image = self.disk.image.borrow_mut();
+        image.batches.truncate(keep);
+        // The checkpoint comes down with the log, as the storage's does: a checkpoint above
+        // the new end would, after a crash, cover records appended after the truncation.
+        image.high_watermark = image.high_watermark.map(|hw| hw.min(log_end));
         Ok(())
     }
 
