@@ -30,6 +30,8 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     sluice.admin.listen           admin HTTP HOST:PORT                  [127.0.0.1:9644]
     sluice.cores                  CPU list as --cores (taskset syntax)  [all CPUs]
     log.retention.check.interval.ms  how often retention runs, ms      [300000]
+    replica.high.watermark.checkpoint.interval.ms  how often moved high
+                                  watermarks are checkpointed, ms       [5000]
     offsets.topic.replication.factor  replicas of __consumer_offsets;
                                   Sluice uses min(it, live brokers)    [3]
     broker.rack                   this broker's rack (listed in Metadata) [none]

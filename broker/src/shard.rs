@@ -311,13 +311,7 @@ impl Shard {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            let owned: Vec<(TopicPartition, Rc<LocalPartition>)> = self
-                .partitions
-                .borrow()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            for (tp, p) in owned {
+            for (tp, p) in self.owned_partitions() {
                 match p.log().enforce_retention(TimestampMs(now)).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(%tp, segments = n, "retention deleted segments"),
@@ -327,8 +321,33 @@ impl Shard {
         }
     }
 
-    /// Flushes and closes every partition log this shard owns (each leaves its clean-shutdown
-    /// marker); returns how many closed cleanly.
+    /// Writes the `high-watermark` checkpoint of every partition whose high watermark moved,
+    /// every `replica.high.watermark.checkpoint.interval.ms` until shutdown (Kafka's
+    /// `ReplicaManager.checkpointHighWatermarks`; [`Shard::close_partitions`] writes the last).
+    pub async fn high_watermark_checkpoint_loop(&self) {
+        while !self
+            .sleep_unless_stopped(self.config.replica_high_watermark_checkpoint_interval())
+            .await
+        {
+            for (tp, p) in self.owned_partitions() {
+                if let Err(e) = p.log().checkpoint_high_watermark().await {
+                    tracing::warn!(%tp, error = %e, "writing the high-watermark checkpoint");
+                }
+            }
+        }
+    }
+
+    /// Every partition this shard owns, at this moment.
+    fn owned_partitions(&self) -> Vec<(TopicPartition, Rc<LocalPartition>)> {
+        self.partitions
+            .borrow()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Checkpoints the high watermark of, then flushes and closes, every partition log this
+    /// shard owns (each leaves its clean-shutdown marker); returns how many closed cleanly.
     pub async fn close_partitions(&self) -> usize {
         self.replica_fetchers.stop_all();
         let owned: Vec<(TopicPartition, Rc<LocalPartition>)> =
@@ -336,6 +355,9 @@ impl Shard {
         self.topic_configs.borrow_mut().clear();
         let mut clean = 0;
         for (tp, partition) in owned {
+            if let Err(e) = partition.log().checkpoint_high_watermark().await {
+                tracing::error!(%tp, error = %e, "writing the high-watermark checkpoint");
+            }
             match partition.log().close().await {
                 Ok(()) => clean += 1,
                 Err(e) => tracing::error!(%tp, error = %e, "closing partition log"),

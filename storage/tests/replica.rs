@@ -464,6 +464,42 @@ fn the_high_watermark_checkpoint_is_where_a_reopened_log_starts() {
 }
 
 #[test]
+fn a_truncation_lowers_the_high_watermark_checkpoint_before_new_records_come() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let (log, _) = leader_with_epochs(&path).await;
+        log.set_high_watermark(Offset(10));
+        assert_eq!(log.checkpoint_high_watermark().await.unwrap(), Offset(10));
+        log.truncate_to(Offset(4)).await.unwrap();
+        assert_eq!(
+            PartitionLog::read_high_watermark_checkpoint(&path)
+                .await
+                .unwrap(),
+            Some(Offset(4)),
+            "the truncation rewrote the checkpoint"
+        );
+        // New records after the cut, then a crash (no close): a checkpoint still at 10 would
+        // count them as replicated.
+        log.append(batch(2000, 4, 50), LeaderEpoch(5))
+            .await
+            .unwrap();
+        let end = log.log_end_offset();
+        log.wait_written(end).await.unwrap();
+        assert_eq!(end, Offset(8));
+        drop(log);
+        let log = open(&path, LogConfig::default(), 1 << 20).await;
+        assert_eq!(log.log_end_offset(), Offset(8));
+        assert_eq!(log.high_watermark(), Offset(4));
+        // Unchanged: nothing to write; changed: written.
+        assert_eq!(log.checkpoint_high_watermark().await.unwrap(), Offset(4));
+        log.set_high_watermark(Offset(8));
+        assert_eq!(log.checkpoint_high_watermark().await.unwrap(), Offset(8));
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
 fn a_follower_append_with_flush_messages_returns_synced() {
     let dir = tempfile::tempdir().unwrap();
     let (leader_dir, follower_dir) = (dir.path().join("leader"), dir.path().join("follower"));

@@ -3,7 +3,9 @@
 import time
 import warnings
 
-from compat_util import consume_all, create_topic, producer
+import pytest
+
+from compat_util import consume_all, create_topic, producer, wait_until
 
 PARTITIONS = 3
 
@@ -89,3 +91,36 @@ def test_sigkill_keeps_every_acknowledged_record(broker):
                          f"e.g. {sorted(missing)[:5]}")
     wrong = [k for k, v in acked.items() if present[k] != v]
     assert not wrong, f"{len(wrong)} acknowledged offsets hold other data, e.g. {wrong[:5]}"
+
+
+def read_checkpoint(path):
+    """The values of a Sluice checkpoint file (docs/storage-format.md): version, values, CRC."""
+    lines = path.read_text().split()
+    assert lines[0] == "0", lines
+    return [int(v) for v in lines[1:-1]]
+
+
+@pytest.mark.sluice_only("the high-watermark checkpoint file")
+@pytest.mark.sluice(cores=1, settings={"replica.high.watermark.checkpoint.interval.ms": "200"})
+def test_the_high_watermark_is_checkpointed_while_running_and_at_shutdown(broker):
+    topic = "hw-checkpoint"
+    create_topic(broker.bootstrap, topic, 1)
+    checkpoint = broker.data_dir / f"{topic}-0" / "high-watermark"
+    p = producer(broker.bootstrap, acks="all")
+    for i in range(10):
+        p.produce(topic, value=b"v%d" % i)
+    assert p.flush(30) == 0
+    # Written by the periodic task once the high watermark moved.
+    wait_until(lambda: checkpoint.exists() and read_checkpoint(checkpoint) == [10], 30,
+               what="the checkpoint to hold the high watermark 10")
+    for i in range(5):
+        p.produce(topic, value=b"w%d" % i)
+    assert p.flush(30) == 0
+    del p
+    # A clean stop writes the last one, whatever the interval.
+    broker.stop()
+    assert read_checkpoint(checkpoint) == [15]
+    broker.start()
+    got = consume_all(broker.bootstrap, topic, 1, expected=15)
+    assert [m.value() for m in got[0]] == [b"v%d" % i for i in range(10)] + [
+        b"w%d" % i for i in range(5)]

@@ -318,7 +318,9 @@ fn broker_config_type(key: &str) -> Option<ConfigType> {
         | "default.replication.factor"
         | "socket.request.max.bytes"
         | "message.max.bytes" => ConfigType::Int,
-        "sluice.batch.cache.bytes" | "log.retention.check.interval.ms" => ConfigType::Long,
+        "sluice.batch.cache.bytes"
+        | "log.retention.check.interval.ms"
+        | "replica.high.watermark.checkpoint.interval.ms" => ConfigType::Long,
         "sluice.admin.listen" => ConfigType::String,
         _ => return None,
     })

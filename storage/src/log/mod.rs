@@ -152,6 +152,9 @@ struct State {
     epochs_writing: bool,
     /// A `checkpoint_high_watermark` call is writing its file (one at a time, likewise).
     hw_writing: bool,
+    /// The value the `high-watermark` checkpoint holds (as read at open or last written);
+    /// `None` when there is no file.
+    hw_checkpointed: Option<Offset>,
     log_start: Offset,
     log_end: Offset,
     high_watermark: Offset,

@@ -99,12 +99,16 @@ impl PartitionLog {
             .min(log_end);
         // A restarted replica starts from its checkpointed high watermark; without one (a
         // single node never writes it) everything recovered counts as replicated, as before.
-        let high_watermark = match PartitionLog::read_high_watermark_checkpoint(dir).await {
-            Ok(hw) => hw.map_or(log_end, |hw| hw.clamp(log_start, log_end)),
+        let (high_watermark, hw_checkpointed) = match PartitionLog::read_high_watermark_checkpoint(
+            dir,
+        )
+        .await
+        {
+            Ok(hw) => (hw.map_or(log_end, |hw| hw.clamp(log_start, log_end)), hw),
             Err(StorageError::Corrupt { path, why }) => {
                 // The safe lower bound: the leader's fetch answers move it up again.
                 tracing::warn!(path = %path.display(), why, "unreadable high-watermark checkpoint; starting at the log start");
-                log_start
+                (log_start, None)
             }
             Err(e) => return Err(e),
         };
@@ -143,6 +147,7 @@ impl PartitionLog {
                     epochs_dirty: false,
                     epochs_writing: false,
                     hw_writing: false,
+                    hw_checkpointed,
                 }),
                 stats: Cell::new(stats),
             }),

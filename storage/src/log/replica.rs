@@ -118,9 +118,12 @@ impl PartitionLog {
     }
 
     /// Writes the high watermark to the partition's `high-watermark` checkpoint (atomically,
-    /// durably) and returns the value written. The caller decides when (Kafka checkpoints
-    /// every `replica.high.watermark.checkpoint.interval.ms`); the next open starts from it.
-    /// Concurrent calls write one after another. Errors: I/O, [`StorageError::Closed`].
+    /// durably) and returns the value the file holds; nothing is written when it already
+    /// holds the current value. The caller decides when (Kafka checkpoints every
+    /// `replica.high.watermark.checkpoint.interval.ms`, and at shutdown); the next open starts
+    /// from it, clamped to the log. A truncation below the checkpointed value rewrites it
+    /// before returning ([`PartitionLog::truncate_to`]). Concurrent calls write one after
+    /// another. Errors: I/O, [`StorageError::Closed`].
     pub async fn checkpoint_high_watermark(&self) -> Result<Offset> {
         loop {
             let notified = self.shared.notify.notified();
@@ -137,9 +140,18 @@ impl PartitionLog {
             notified.await;
         }
         let hw = self.high_watermark();
-        let path = self.shared.dir.join(HIGH_WATERMARK_CHECKPOINT_FILE);
-        let result = checkpoint::write(&path, &[hw.0]).await;
-        self.shared.state.borrow_mut().hw_writing = false;
+        let result = if self.shared.state.borrow().hw_checkpointed == Some(hw) {
+            Ok(())
+        } else {
+            let path = self.shared.dir.join(HIGH_WATERMARK_CHECKPOINT_FILE);
+            checkpoint::write(&path, &[hw.0]).await
+        };
+        let mut st = self.shared.state.borrow_mut();
+        st.hw_writing = false;
+        if result.is_ok() {
+            st.hw_checkpointed = Some(hw);
+        }
+        drop(st);
         self.shared.notify.notify_all();
         result.map(|()| hw)
     }

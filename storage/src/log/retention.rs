@@ -18,7 +18,8 @@ use std::rc::Rc;
 impl PartitionLog {
     /// Removes every record at or after `offset` (a follower truncating to the leader's log,
     /// KIP-101/279). If `offset` falls inside a batch, the whole batch goes, so the new log end
-    /// is that batch's base offset. Errors: `offset` below the log start.
+    /// is that batch's base offset; the high watermark, and its checkpoint where it was above,
+    /// come down to the new end before this returns. Errors: `offset` below the log start, I/O.
     pub async fn truncate_to(&self, offset: Offset) -> Result<()> {
         let log_end = self.log_end_offset();
         if offset >= log_end {
@@ -102,6 +103,12 @@ impl PartitionLog {
             // After the data: a crash before this write leaves entries past the log end in
             // the file, which recovery cuts.
             self.truncate_leader_epochs_from_end(cut.1).await?;
+            // Before any append past the cut: a checkpoint above it would, after a crash,
+            // count records appended after the truncation as replicated.
+            let checkpointed = self.shared.state.borrow().hw_checkpointed;
+            if checkpointed.is_some_and(|hw| hw > cut.1) {
+                self.checkpoint_high_watermark().await?;
+            }
             Ok(())
         })
         .await

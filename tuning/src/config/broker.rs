@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Broker-level keys other than the topic-default ones, for lookups and suggestions.
-const BROKER_KEYS: [&str; 25] = [
+const BROKER_KEYS: &[&str] = &[
     "listeners",
     "advertised.listeners",
     "sluice.admin.listen",
@@ -40,6 +40,7 @@ const BROKER_KEYS: [&str; 25] = [
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
     "log.retention.check.interval.ms",
+    "replica.high.watermark.checkpoint.interval.ms",
     "offsets.topic.replication.factor",
     "controller.quorum.voters",
     "controller.quorum.election.timeout.ms",
@@ -121,6 +122,10 @@ pub struct BrokerConfig {
     /// `log.retention.check.interval.ms`: how often each shard applies retention, ms.
     /// Default 300000 (5 minutes); at least 1.
     pub log_retention_check_interval_ms: u64,
+    /// `replica.high.watermark.checkpoint.interval.ms`: how often each shard writes the
+    /// high-watermark checkpoint of every partition whose high watermark moved, ms (a restarted
+    /// replica starts from it). Default 5000 (Kafka's); at least 1.
+    pub replica_high_watermark_checkpoint_interval_ms: u64,
     /// `offsets.topic.replication.factor`: replicas of each `__consumer_offsets` partition.
     /// Default 3 (Kafka's). Sluice creates the topic with min(this, registered brokers), so a
     /// single node keeps working with the default (Kafka would wait for three brokers).
@@ -177,6 +182,7 @@ impl Default for BrokerConfig {
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             log_retention_check_interval_ms: 300_000,
+            replica_high_watermark_checkpoint_interval_ms: 5_000,
             offsets_topic_replication_factor: 3,
             controller_quorum_voters: Vec::new(),
             controller_quorum_election_timeout_ms: 1000,
@@ -312,6 +318,10 @@ impl BrokerConfig {
             "log.retention.check.interval.ms" => {
                 self.log_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
             }
+            "replica.high.watermark.checkpoint.interval.ms" => {
+                self.replica_high_watermark_checkpoint_interval_ms =
+                    parse_unsigned(key, value, 1, i64::MAX)?;
+            }
             "broker.rack" => {
                 self.broker_rack = (!v.is_empty()).then(|| v.to_string());
             }
@@ -425,6 +435,12 @@ impl BrokerConfig {
         Duration::from_millis(self.log_retention_check_interval_ms)
     }
 
+    /// How often each shard writes the high-watermark checkpoints
+    /// (`replica.high.watermark.checkpoint.interval.ms`).
+    pub fn replica_high_watermark_checkpoint_interval(&self) -> Duration {
+        Duration::from_millis(self.replica_high_watermark_checkpoint_interval_ms)
+    }
+
     /// The listener advertised in Metadata: `advertised.listeners` if set, else `listen`.
     /// A wildcard listen address (0.0.0.0 / ::) is not connectable, so then the machine's host
     /// name is advertised (as Kafka does), or `localhost` if it cannot be read.
@@ -480,6 +496,11 @@ impl BrokerConfig {
         out.push((
             "log.retention.check.interval.ms",
             self.log_retention_check_interval_ms.to_string(),
+        ));
+        out.push((
+            "replica.high.watermark.checkpoint.interval.ms",
+            self.replica_high_watermark_checkpoint_interval_ms
+                .to_string(),
         ));
         out.push((
             "offsets.topic.replication.factor",
@@ -729,6 +750,19 @@ mod tests {
             .expect("valid");
         assert_eq!(b.log_retention_check_interval(), Duration::from_secs(1));
         b.set("log.retention.check.interval.ms", "0")
+            .expect_err("at least 1");
+        assert_eq!(
+            b.replica_high_watermark_checkpoint_interval(),
+            Duration::from_secs(5),
+            "Kafka's default"
+        );
+        b.set("replica.high.watermark.checkpoint.interval.ms", "250")
+            .expect("valid");
+        assert_eq!(
+            b.replica_high_watermark_checkpoint_interval(),
+            Duration::from_millis(250)
+        );
+        b.set("replica.high.watermark.checkpoint.interval.ms", "0")
             .expect_err("at least 1");
         assert_eq!(b.offsets_topic_replication_factor, 3, "Kafka's default");
         b.set("offsets.topic.replication.factor", "1")
