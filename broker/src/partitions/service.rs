@@ -24,20 +24,7 @@ pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> Par
         return PartitionReply::Error(PartitionOpError::NotLeaderOrFollower);
     };
     drop(meta);
-    if owner == shard.id {
-        return run_here(shard, &tp, op).await;
-    }
-    let (reply, answer) = oneshot::channel();
-    if shard
-        .send(owner, ShardMsg::Partition { tp, op, reply })
-        .await
-        .is_err()
-    {
-        return PartitionReply::Error(PartitionOpError::ShardUnavailable);
-    }
-    answer
-        .await
-        .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable))
+    on_owner(shard, owner, tp, op).await
 }
 
 /// Runs a follower's `op` ([`PartitionOp::FollowerPosition`], [`PartitionOp::AppendAsFollower`],
@@ -52,6 +39,18 @@ pub async fn call_replica(
     let Some(owner) = shard.metadata().owner(&tp.topic, tp.partition) else {
         return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
     };
+    on_owner(shard, owner, tp, op).await
+}
+
+/// Runs `op` on shard `owner`: here, or sent over the mesh as `ShardMsg::Partition` and
+/// answered on a oneshot. Errors: [`PartitionOpError::ShardUnavailable`] when the owner's
+/// queue or answer is gone (it is stopping).
+async fn on_owner(
+    shard: &Rc<Shard>,
+    owner: usize,
+    tp: TopicPartition,
+    op: PartitionOp,
+) -> PartitionReply {
     if owner == shard.id {
         return run_here(shard, &tp, op).await;
     }
