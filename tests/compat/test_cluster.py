@@ -10,6 +10,7 @@ widely (tens of seconds); nothing here asserts a duration. """
 
 import json
 import socket
+import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -283,6 +284,77 @@ def test_a_restarted_follower_catches_up_and_rejoins_the_isr(cluster):
     assert prod.flush(30) == 0
     got = consume_all(cluster.bootstrap(), "rejoin", 1, expected=300)
     assert sorted(m.value() for m in got[0]) == sorted(b"v-%d" % i for i in range(300))
+
+
+def test_a_leaders_sigkill_under_idempotent_load_loses_and_duplicates_nothing(cluster):
+    """Issue 15's failover test: the leader of an RF 3 partition is SIGKILLed while an
+    idempotent acks=all producer writes to it; the new leader comes from the ISR (the next
+    replica in preferred order) and the producer resumes there. The old leader restarts,
+    truncates the suffix it never replicated (KIP-101/279: at the diverging epoch) and rejoins
+    the ISR; then the second leader is killed, so the old one leads again (first in preferred
+    order) and the log is read from it: every acknowledged record is there exactly once, and
+    no record twice. A replica that kept its unreplicated suffix would serve its own records
+    at offsets where the acknowledged ones of the second leader are."""
+    controller = metadata(cluster.bootstrap()).controller_id
+    first, second = [n for n in (1, 2, 3) if n != controller]
+    a = admin(cluster.bootstrap())
+    futures = a.create_topics([NewTopic("under-load", num_partitions=1,
+                                        replica_assignment=[[first, second, controller]])],
+                              operation_timeout=20, request_timeout=20)
+    futures["under-load"].result()
+
+    def leader_and_isr(exclude=()):
+        now = partitions_of(cluster.bootstrap(exclude=exclude), "under-load")
+        return None if now is None else (now[0][0], sorted(now[0][2]))
+
+    wait_until(lambda: leader_and_isr() == (first, sorted([first, second, controller])), 20,
+               what="the topic led by its first replica with a full ISR")
+    acked, failed = [], []
+
+    def delivered(err, msg):
+        (failed if err is not None else acked).append(msg.value())
+
+    prod = producer(cluster.bootstrap(), **{"enable.idempotence": True,
+                                            "message.timeout.ms": 90000, "linger.ms": 2})
+    sent = 0
+
+    def produce(n):
+        nonlocal sent
+        for _ in range(n):
+            prod.produce("under-load", value=b"u-%06d" % sent, partition=0,
+                         on_delivery=delivered)
+            sent += 1
+            prod.poll(0)
+            if sent % 50 == 0:
+                time.sleep(0.01)  # a steady stream, so the kill lands mid-flight
+
+    produce(1500)
+    cluster.kill(first)
+    produce(1500)
+    moved = wait_until(lambda: (lambda li: li if li and li[0] == second and first not in li[1]
+                                else None)(leader_and_isr(exclude={first})),
+                       FAILOVER_BOUND_S, what="the second replica leading without the first")
+    assert moved[0] == second, moved
+    assert prod.flush(120) == 0
+    cluster.start_node(first)
+    wait_until(lambda: (leader_and_isr() or (None, []))[1] == sorted([first, second, controller]),
+               FAILOVER_BOUND_S * 2, what="the restarted old leader back in the ISR")
+    produce(500)
+    assert prod.flush(60) == 0
+    cluster.kill(second)
+    wait_until(lambda: (leader_and_isr(exclude={second}) or (None,))[0] == first,
+               FAILOVER_BOUND_S, what="the old leader leading again")
+    produce(500)
+    assert prod.flush(120) == 0
+    del prod
+    assert len(acked) + len(failed) == sent
+    got = consume_all(cluster.bootstrap(exclude={second}), "under-load", 1, expected=len(acked))
+    values = [m.value() for m in got[0]]
+    assert len(values) == len(set(values)), "a record is in the log twice"
+    missing = set(acked) - set(values)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"
+    assert set(values) <= {b"u-%06d" % i for i in range(sent)}
+    cluster.start_node(second)
 
 
 def test_sigterm_moves_leaderships_before_exit(cluster):
