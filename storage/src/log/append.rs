@@ -33,13 +33,7 @@ impl PartitionLog {
             let notified = self.shared.notify.notified();
             {
                 let st = self.shared.state.borrow();
-                if let Some((op, errno)) = st.write_error {
-                    return Err(StorageError::io(
-                        op,
-                        &self.shared.dir,
-                        std::io::Error::from_raw_os_error(errno),
-                    ));
-                }
+                self.sticky_write_error(&st)?;
                 if st.writer.written_offset >= target.min(st.log_end) {
                     return Ok(st.writer.written_offset);
                 }
@@ -314,13 +308,7 @@ impl PartitionLog {
             let notified = self.shared.notify.notified();
             let sync = {
                 let mut st = self.shared.state.borrow_mut();
-                if let Some((op, errno)) = st.write_error {
-                    return Err(StorageError::io(
-                        op,
-                        &self.shared.dir,
-                        std::io::Error::from_raw_os_error(errno),
-                    ));
-                }
+                self.sticky_write_error(&st)?;
                 let target = target.min(st.log_end);
                 if st.durable_offset >= target {
                     return Ok(st.durable_offset);

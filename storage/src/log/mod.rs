@@ -295,14 +295,20 @@ impl PartitionLog {
         if st.closed {
             return Err(StorageError::Closed);
         }
-        if let Some((op, errno)) = st.write_error {
-            return Err(StorageError::io(
+        self.sticky_write_error(st)
+    }
+
+    /// The sticky error of a failed write (DESIGN.md §3: after one, nothing more is
+    /// acknowledged), as the I/O error it was.
+    fn sticky_write_error(&self, st: &State) -> Result<()> {
+        match st.write_error {
+            Some((op, errno)) => Err(StorageError::io(
                 op,
                 &self.shared.dir,
                 std::io::Error::from_raw_os_error(errno),
-            ));
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn bump_stats(&self, f: impl FnOnce(&mut LogStats)) {

@@ -193,13 +193,7 @@ impl PartitionLog {
             let notified = self.shared.notify.notified();
             {
                 let st = self.shared.state.borrow();
-                if let Some((op, errno)) = st.write_error {
-                    return Err(StorageError::io(
-                        op,
-                        &self.shared.dir,
-                        std::io::Error::from_raw_os_error(errno),
-                    ));
-                }
+                self.sticky_write_error(&st)?;
                 if !st.epochs_dirty && !st.epochs_writing {
                     return Ok(());
                 }
