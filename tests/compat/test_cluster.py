@@ -2,8 +2,9 @@
 forms, brokers register and are listed, topics get three replicas with leaders spread over
 the brokers, admin requests work through any broker (forwarded to the active controller), a
 SIGKILLed controller or partition leader is replaced from the survivors, SIGTERM moves a
-broker's leaderships away before it exits, a restarted node rejoins, and acks=all records
-outlive their leader's SIGKILL (followers fetch them, issue #15).
+broker's leaderships away before it exits, a restarted node rejoins, acks=all records
+outlive their leader's SIGKILL (followers fetch them, issue #15), and a SIGSTOPped follower
+leaves the ISR after replica.lag.time.max.ms and rejoins it after SIGCONT.
 
 Timing settings as the issue asks: 500 ms heartbeats, 2 s sessions. Waits are bounded
 widely (tens of seconds); nothing here asserts a duration. """
