@@ -133,6 +133,16 @@ class SluiceCluster:
         if node.proc is not None:
             node.proc.wait(timeout=30)
 
+    def pause(self, node_id):
+        """SIGSTOP node `node_id`: it keeps its sockets but answers nothing (a hung broker)."""
+        self.nodes[node_id].proc.send_signal(signal.SIGSTOP)
+
+    def resume(self, node_id):
+        """SIGCONT node `node_id` after `pause`."""
+        node = self.nodes[node_id]
+        if node.alive():
+            node.proc.send_signal(signal.SIGCONT)
+
     def stop_node(self, node_id, grace=STOP_GRACE_S):
         """SIGTERM (controlled shutdown), SIGKILL after `grace` s; returns the exit status."""
         node = self.nodes[node_id]

@@ -35,6 +35,8 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     offsets.topic.replication.factor  replicas of __consumer_offsets;
                                   Sluice uses min(it, live brokers)    [3]
     broker.rack                   this broker's rack (listed in Metadata) [none]
+    replica.lag.time.max.ms       an ISR follower not caught up this long
+                                  leaves the ISR, ms                    [30000]
   Controller quorum (KRaft's names; every node is a combined broker and voter):
     controller.quorum.voters      ID@HOST:PORT,... ; must name node.id  [empty: this node alone]
     controller.quorum.election.timeout.ms  at least 300                 [1000]

@@ -217,6 +217,8 @@ mod tests {
             "num.partitions",
             "log.retention.check.interval.ms",
             "node.id",
+            // Read-only in Kafka 4.x too: `KafkaConfig.replicaLagTimeMaxMs`, in no reconfigurable set.
+            "replica.lag.time.max.ms",
         ] {
             assert!(!is_dynamic(key), "{key}");
         }
@@ -229,6 +231,10 @@ mod tests {
         assert!(matches!(
             check_keys(["log.retention.msx"]),
             Err(DynamicConfigError::Invalid(ConfigError::UnknownKey { .. }))
+        ));
+        assert!(matches!(
+            check_keys(["replica.lag.time.max.ms"]),
+            Err(DynamicConfigError::NotDynamic(_))
         ));
         // Kafka's dynamic thread-pool key: Sluice has no thread pools.
         assert!(matches!(

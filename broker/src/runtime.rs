@@ -179,6 +179,10 @@ async fn shard_main(
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         background.high_watermark_checkpoint_loop().await
     });
+    let expiration = shard.clone();
+    crate::shard::spawn_into(Some(shard.queues.background), async move {
+        crate::partitions::isr_changes::isr_expiration_loop(&expiration).await
+    });
     let coordinator = shard.clone();
     glommio::spawn_local(async move { crate::groups::service::deadline_loop(&coordinator).await })
         .detach();

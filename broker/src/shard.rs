@@ -456,7 +456,8 @@ impl Shard {
 
     /// Makes `partition` (`tp`, open here) leader or follower as the installed image says
     /// (Kafka's `makeLeader` / `makeFollower`): a leader gets the image's leader epoch,
-    /// partition epoch, replicas and ISR, with `config`'s `min.insync.replicas`; a follower
+    /// partition epoch, replicas and ISR, with `config`'s `min.insync.replicas` and the
+    /// broker's `replica.lag.time.max.ms`; a follower
     /// its leader and leader epoch (the replica fetcher on shard
     /// [`crate::replica_fetcher::FETCHER_SHARD`] fetches it). Runs only when the partition's
     /// image changes or it opens, never per produce or fetch.
@@ -483,7 +484,8 @@ impl Shard {
                 min_insync_replicas: usize::try_from(self.min_insync_replicas(&meta, tp, config))
                     .unwrap_or(1)
                     .max(1),
-                replica_lag_time_max_ms: replication::REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+                replica_lag_time_max_ms: i64::try_from(self.config.replica_lag_time_max_ms)
+                    .unwrap_or(i64::MAX),
             };
             let now = crate::seam::GlommioRuntime.now();
             if let Err(e) = partition.become_leader(leadership, isr_config, now).await {

@@ -2,8 +2,9 @@
 forms, brokers register and are listed, topics get three replicas with leaders spread over
 the brokers, admin requests work through any broker (forwarded to the active controller), a
 SIGKILLed controller or partition leader is replaced from the survivors, SIGTERM moves a
-broker's leaderships away before it exits, a restarted node rejoins, and acks=all records
-outlive their leader's SIGKILL (followers fetch them, issue #15).
+broker's leaderships away before it exits, a restarted node rejoins, acks=all records
+outlive their leader's SIGKILL (followers fetch them, issue #15), and a SIGSTOPped follower
+leaves the ISR after replica.lag.time.max.ms and rejoins it after SIGCONT.
 
 Timing settings as the issue asks: 500 ms heartbeats, 2 s sessions. Waits are bounded
 widely (tens of seconds); nothing here asserts a duration. """
@@ -33,8 +34,11 @@ UNKNOWN_LEADER_EPOCH = 75
 
 
 @pytest.fixture
-def cluster(sluice_bin, tmp_path):
-    c = SluiceCluster(sluice_bin, tmp_path / "cluster", nodes=3, settings=SETTINGS,
+def cluster(sluice_bin, tmp_path, request):
+    """Three nodes with SETTINGS; a test parametrized indirectly (`indirect=["cluster"]`) adds
+    its own broker settings over them."""
+    settings = {**SETTINGS, **getattr(request, "param", {})}
+    c = SluiceCluster(sluice_bin, tmp_path / "cluster", nodes=3, settings=settings,
                       preexec_fn=_die_with_parent,
                       node_settings={i: {"broker.rack": f"rack-{i}"} for i in (1, 2, 3)})
     try:
@@ -284,6 +288,94 @@ def test_a_restarted_follower_catches_up_and_rejoins_the_isr(cluster):
     assert prod.flush(30) == 0
     got = consume_all(cluster.bootstrap(), "rejoin", 1, expected=300)
     assert sorted(m.value() for m in got[0]) == sorted(b"v-%d" % i for i in range(300))
+
+
+LAG_MS = 6000
+REQUEST_TIMED_OUT = 7
+
+
+@pytest.mark.parametrize("cluster", [{
+    "replica.lag.time.max.ms": LAG_MS,
+    # Longer than the follower stays stopped: the controller never fences it, so only the
+    # leader's replica.lag.time.max.ms check can take it out of the ISR.
+    "broker.session.timeout.ms": 300000,
+}], indirect=True)
+def test_a_stopped_follower_leaves_the_isr_after_the_lag_time_and_rejoins(cluster):
+    """Kafka's isr-expiration (ReplicaManager.maybeShrinkIsr every replica.lag.time.max.ms /
+    2): a SIGSTOPped follower, still registered, stops fetching; acks=all waits for it until
+    the leader has it removed from the ISR through AlterPartition, then completes and keeps
+    completing with the smaller ISR; after SIGCONT it catches up and is added back; every
+    acknowledged record is read back exactly once."""
+    create(cluster.bootstrap(), "lagging", partitions=1)
+    parts = wait_until(lambda: partitions_of(cluster.bootstrap(), "lagging"), 20,
+                       what="the topic")
+    leader, replicas, isr0 = parts[0]
+    assert sorted(isr0) == [1, 2, 3], parts
+    controller = metadata(cluster.bootstrap()).controller_id
+    # Not the controller: one stopped voter of three leaves the quorum a majority anyway,
+    # but the quorum leader's failover would add an election to the test.
+    victim = next(r for r in replicas if r not in (leader, controller))
+    others = cluster.bootstrap(exclude={victim})
+    leader_bootstrap = cluster.nodes[leader].bootstrap
+    acked, failed = [], []
+
+    def delivered(err, msg):
+        (failed if err is not None else acked).append(msg.value())
+
+    prod = producer(others, **{"message.timeout.ms": 120000})
+
+    def produce(prefix, n):
+        for i in range(n):
+            prod.produce("lagging", value=b"%s-%d" % (prefix, i), partition=0,
+                         on_delivery=delivered)
+        assert prod.flush(90) == 0, f"{prefix}: undelivered"
+
+    produce(b"before", 50)
+
+    def isr():
+        try:
+            now = partitions_of(others, "lagging")
+        except KafkaException:
+            return None
+        return None if now is None else sorted(now[0][2])
+
+    def brokers(bootstrap):
+        try:
+            return sorted(metadata(bootstrap).brokers)
+        except KafkaException:
+            return None
+
+    stopped_at = time.monotonic()
+    cluster.pause(victim)
+    try:
+        # acks=all waits for the stopped follower while it is in the ISR: a produce with a
+        # 1 s timeout answered REQUEST_TIMED_OUT (its record stays in the log). Checked only
+        # when the answer came well before the follower can be out of sync
+        # (replica.lag.time.max.ms after its last caught-up fetch, which a slow machine may
+        # have made a while before the stop): later, the ISR may rightly have shrunk.
+        request = kw.produce_v3(1, "lagging", [(0, kw.record_batch([b"probe"]))], acks=-1,
+                                timeout_ms=1000)
+        _, produced = kw.parse_produce_v3(exchange(leader_bootstrap, request))
+        if time.monotonic() - stopped_at < LAG_MS / 2 / 1000:
+            assert produced[("lagging", 0)][0] == REQUEST_TIMED_OUT, produced
+        # These wait for the shrink, then complete.
+        produce(b"during", 50)
+        wait_until(lambda: isr() == sorted(set(replicas) - {victim}), 60,
+                   what="the stopped follower out of the ISR")
+        # Out of the ISR by the lag check, not fenced: the controller still lists it.
+        assert victim in wait_until(lambda: brokers(others), 60, what="the brokers listed")
+        produce(b"shrunk", 50)
+    finally:
+        cluster.resume(victim)
+    wait_until(lambda: isr() == [1, 2, 3], 60, what="the resumed follower back in the ISR")
+    produce(b"rejoined", 50)
+    assert not failed, failed[:5]
+    got = consume_all(cluster.bootstrap(), "lagging", 1, expected=len(acked) + 1)
+    values = [m.value() for m in got[0]]
+    assert sorted(v for v in values if v != b"probe") == sorted(acked), (len(values), len(acked))
+    assert len(acked) == 200
+    # The timed-out probe was appended all the same (Kafka appends, then waits for the ISR).
+    assert values.count(b"probe") == 1, values.count(b"probe")
 
 
 def test_a_leaders_sigkill_under_idempotent_load_loses_and_duplicates_nothing(cluster):

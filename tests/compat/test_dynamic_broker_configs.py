@@ -96,12 +96,14 @@ def test_broker_keys_fixed_at_start_up_are_refused(broker):
     described(a, ResourceType.BROKER, node, "log.retention.ms",
               ("3600000", ConfigSource.DYNAMIC_BROKER_CONFIG.value))
     for key, value in (("num.partitions", "3"), ("log.retention.check.interval.ms", "1000"),
-                       ("log.retention.hours", "5"), ("auto.create.topics.enable", "false")):
+                       ("log.retention.hours", "5"), ("auto.create.topics.enable", "false"),
+                       ("replica.lag.time.max.ms", "10000")):
         err = alter(a, ResourceType.BROKER, node, (key, value, SET))
         assert err is not None and err.code() == KafkaError.INVALID_REQUEST, key
         assert f"Cannot update these configs dynamically: [{key}]" in err.str(), key
-    for key in ("num.partitions", "log.retention.check.interval.ms"):
+    for key in ("num.partitions", "log.retention.check.interval.ms", "replica.lag.time.max.ms"):
         assert describe(a, ResourceType.BROKER, node, key).is_read_only, key
+    assert describe(a, ResourceType.BROKER, node, "replica.lag.time.max.ms").value == "30000"
     # One refused key refuses the whole resource: log.retention.ms keeps its value.
     err = alter(a, ResourceType.BROKER, node, ("log.retention.ms", "1000", SET),
                 ("num.partitions", "3", SET))

@@ -457,7 +457,6 @@ pub const UNSUPPORTED_BROKER_KEYS: &[(&str, &str)] = &[
     ("log.cleaner.threads", "log compaction is not built; remove the key"),
     ("remote.log.storage.system.enable", "tiered storage is not built; remove the key"),
     ("auto.leader.rebalance.enable", "replication is not built yet (one broker leads every partition); remove the key"),
-    ("replica.lag.time.max.ms", "replication is not built yet; remove the key"),
     ("group.coordinator.rebalance.protocols", "Sluice serves the classic group protocol only; remove the key"),
     ("authorizer.class.name", "Sluice has no authorizer (no ACLs); remove the key"),
     ("ssl.keystore.location", "Sluice serves only PLAINTEXT (no TLS); remove the key"),

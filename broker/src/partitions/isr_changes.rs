@@ -1,16 +1,26 @@
-//! ISR expansion (Kafka's `Partition.maybeExpandIsr` and `AlterPartitionManager`): when a
-//! follower's fetch makes it an expansion candidate — its LEO reached the high watermark and
-//! the leader epoch's start offset — the leader's [`replication::Partition`] proposes the ISR
-//! plus that follower, and a task on the owning shard sends the proposal to the active
-//! controller as [`ControllerOp::AlterPartition`] and applies the answer. Only one change is
-//! pending per partition (the state machine refuses a second), so at most one such task runs
-//! per partition. A retriable refusal is sent again, at most [`ALTER_ATTEMPTS_MAX`] times,
-//! [`ALTER_RETRY_MS`] apart; the refusals that keep the change pending are settled by the
-//! next metadata image (`Shard::apply_role`).
+//! ISR changes of the partitions this shard leads, both directions of Kafka's
+//! `Partition.maybeExpandIsr` / `maybeShrinkIsr` with its `AlterPartitionManager`:
+//!
+//! - **Expansion**: when a follower's fetch makes it an expansion candidate — its LEO reached
+//!   the high watermark and the leader epoch's start offset — the leader's
+//!   [`replication::Partition`] proposes the ISR plus that follower ([`maybe_expand`]).
+//! - **Shrink**: every `replica.lag.time.max.ms / 2` ([`isr_expiration_loop`], Kafka's
+//!   `ReplicaManager` `isr-expiration` task), each partition this shard leads proposes the ISR
+//!   without its followers that have not caught up with the leader's log end offset for
+//!   `replica.lag.time.max.ms` ([`replication::Partition::propose_isr_shrink`]). One timer per
+//!   shard, not per partition; a pass is one look at each partition the shard owns.
+//!
+//! Either proposal goes through the same send path: a task on the owning shard's background
+//! queue sends it to the active controller as [`ControllerOp::AlterPartition`] and applies the
+//! answer. Only one change is pending per partition (the state machine refuses a second, and
+//! proposes no shrink while one is pending), so at most one such task runs per partition. A
+//! retriable refusal is sent again, at most [`ALTER_ATTEMPTS_MAX`] times, [`ALTER_RETRY_MS`]
+//! apart; the refusals that keep the change pending are settled by the next metadata image
+//! (`Shard::apply_role`). The expiration loop and the send tasks end at shutdown.
 
 use crate::shard::{LocalPartition, Shard};
 use replication::metadata::{ControllerAnswer, ControllerOp};
-use replication::runtime::NodeId;
+use replication::runtime::{Clock, MonotonicTime, NodeId};
 use replication::{AlterPartitionProposal, AlterRefusal};
 use std::rc::Rc;
 use std::time::Duration;
@@ -29,15 +39,45 @@ pub fn maybe_expand(
     partition: &Rc<LocalPartition>,
     candidate: NodeId,
 ) {
-    let Some(proposal) = partition.propose_isr_expansion(candidate) else {
-        return;
-    };
+    if let Some(proposal) = partition.propose_isr_expansion(candidate) {
+        spawn_send(shard, tp, partition, proposal);
+    }
+}
+
+/// Kafka's `isr-expiration` task: every `replica.lag.time.max.ms / 2` (at least 1 ms), until
+/// shutdown, [`maybe_shrink`] at the time of the pass.
+pub async fn isr_expiration_loop(shard: &Rc<Shard>) {
+    let interval = (shard.config.replica_lag_time_max() / 2).max(Duration::from_millis(1));
+    while !shard.sleep_unless_stopped(interval).await {
+        maybe_shrink(shard, crate::seam::GlommioRuntime.now());
+    }
+}
+
+/// Kafka's `ReplicaManager.maybeShrinkIsr`: every partition this shard leads whose ISR holds a
+/// follower out of sync at `now` proposes the ISR without it, and the change is sent to the
+/// controller in a task of its own; returns at once.
+pub fn maybe_shrink(shard: &Rc<Shard>, now: MonotonicTime) {
+    // Spawning does not run the task, so the map stays borrowed only for this loop.
+    for (tp, partition) in shard.partitions.borrow().iter() {
+        if let Some(proposal) = partition.propose_isr_shrink(now) {
+            tracing::info!(%tp, new_isr = ?proposal.new_isr, "shrinking the ISR: followers out of sync for replica.lag.time.max.ms");
+            spawn_send(shard, tp, partition, proposal);
+        }
+    }
+}
+
+/// Sends `proposal`, made by `partition`, in a task on the shard's background queue.
+fn spawn_send(
+    shard: &Rc<Shard>,
+    tp: &TopicPartition,
+    partition: &Rc<LocalPartition>,
+    proposal: AlterPartitionProposal,
+) {
     let (shard, tp, partition) = (shard.clone(), tp.clone(), partition.clone());
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         send(&shard, &tp, &partition, proposal).await;
     });
 }
-
 async fn send(
     shard: &Rc<Shard>,
     tp: &TopicPartition,

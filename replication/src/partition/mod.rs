@@ -27,8 +27,9 @@
 //!    no timer polls.
 //!
 //! Limits: a leader takes new `min.insync.replicas` / `replica.lag.time.max.ms` values only
-//! with new metadata ([`Partition::become_leader`]); ISR changes are proposed by the caller
-//! from [`LeaderIsr`]'s candidates.
+//! with new metadata ([`Partition::become_leader`]); ISR changes are proposed when the caller
+//! asks ([`Partition::propose_isr_expansion`] after a follower's fetch,
+//! [`Partition::propose_isr_shrink`] on the caller's timer) from [`LeaderIsr`]'s candidates.
 //!
 //! The partition reaches its log through [`PartitionStore`] and time and spawning through the
 //! [`crate::runtime`] seam only, so the simulation in [`crate::sim`] drives it unchanged.

@@ -770,3 +770,87 @@ fn acks_all_follows_the_isr() {
     assert_eq!(read.high_watermark, Offset(3));
     assert_eq!(leader.high_watermark(), Offset(3));
 }
+
+/// Kafka's `maybeShrinkIsr` on the partition ([`Partition::propose_isr_shrink`]): an ISR
+/// follower behind the leader's log end offset is proposed out of the ISR only once it was
+/// last caught up more than `replica.lag.time.max.ms` ago, a caught-up one never; no second
+/// proposal while one is pending; until the controller commits the change the high watermark
+/// still waits for the follower (the maximal ISR), and once committed it moves without it.
+#[test]
+fn a_follower_behind_for_the_lag_time_is_proposed_out_of_the_isr() {
+    let mut ex = Executor::new(13);
+    let rt = ex.runtime();
+    let leader = open(&rt, NodeId(1), &SimDisk::default());
+    let (p, now) = (leader.clone(), rt.now());
+    ex.run_until(async move {
+        p.become_leader(leadership(LeaderEpoch(1)), CONFIG, now)
+            .await
+    })
+    .expect("runs")
+    .expect("becomes leader");
+    let (_, written) = ex
+        .run_until(produce(leader.clone(), 0, 1, Acks::Leader))
+        .expect("runs");
+    assert_eq!(written.expect("acks=1 succeeds").base_offset, Offset(0));
+    let fetch = |ex: &mut Executor, replica: NodeId, offset: i64| {
+        let (p, now) = (leader.clone(), rt.now());
+        ex.run_until(async move {
+            p.replica_fetch(replica, Offset(offset), None, None, FETCH_BYTES_MAX, now)
+                .await
+        })
+        .expect("runs")
+        .expect("a replica's fetch");
+    };
+    let sleep = |ex: &mut Executor, ms: u64| {
+        let clock = rt.clone();
+        ex.run_until(async move { clock.sleep(Duration::from_millis(ms)).await })
+            .expect("runs");
+    };
+    let lag_ms = u64::try_from(CONFIG.replica_lag_time_max_ms).expect("positive");
+    // Replica 2 is at the leader's log end; replica 3 stays behind it (at 0).
+    fetch(&mut ex, NodeId(2), 1);
+    fetch(&mut ex, NodeId(3), 0);
+    assert_eq!(leader.high_watermark(), Offset(0), "replica 3 holds the HW");
+    sleep(&mut ex, lag_ms / 2);
+    fetch(&mut ex, NodeId(2), 1);
+    assert_eq!(
+        leader.propose_isr_shrink(rt.now()),
+        None,
+        "behind for less than the lag time"
+    );
+    sleep(&mut ex, lag_ms / 2 + 1);
+    fetch(&mut ex, NodeId(2), 1);
+    let proposal = leader
+        .propose_isr_shrink(rt.now())
+        .expect("replica 3 is out of sync");
+    assert_eq!(proposal.new_isr, vec![NodeId(1), NodeId(2)]);
+    assert_eq!(proposal.leader_epoch, LeaderEpoch(1));
+    assert_eq!(
+        leader.propose_isr_shrink(rt.now()),
+        None,
+        "one pending change at a time"
+    );
+    assert_eq!(
+        leader.high_watermark(),
+        Offset(0),
+        "the pending shrink does not move the HW (maximal ISR)"
+    );
+    assert_eq!(
+        leader.on_alter_answer(
+            proposal.proposal_id,
+            Ok((proposal.partition_epoch + 1, proposal.new_isr.clone()))
+        ),
+        None
+    );
+    assert_eq!(leader.isr(), Some(vec![NodeId(1), NodeId(2)]));
+    assert_eq!(
+        leader.high_watermark(),
+        Offset(1),
+        "committed: the HW moves over the ISR {{1, 2}}"
+    );
+    assert_eq!(
+        leader.propose_isr_shrink(rt.now()),
+        None,
+        "replica 2 is caught up"
+    );
+}

@@ -42,6 +42,7 @@ const BROKER_KEYS: &[&str] = &[
     "log.retention.check.interval.ms",
     "replica.high.watermark.checkpoint.interval.ms",
     "offsets.topic.replication.factor",
+    "replica.lag.time.max.ms",
     "controller.quorum.voters",
     "controller.quorum.election.timeout.ms",
     "broker.heartbeat.interval.ms",
@@ -130,6 +131,12 @@ pub struct BrokerConfig {
     /// Default 3 (Kafka's). Sluice creates the topic with min(this, registered brokers), so a
     /// single node keeps working with the default (Kafka would wait for three brokers).
     pub offsets_topic_replication_factor: i16,
+    /// `replica.lag.time.max.ms` (Kafka's `ReplicationConfigs`): how long an ISR follower
+    /// may go without fetching up to the leader's log end offset before the leader removes it
+    /// from the ISR, ms; the leader checks every half of it (Kafka's `isr-expiration`).
+    /// Default 30000 (Kafka's); at least 1 (Kafka accepts any long). Read-only, as in Kafka
+    /// 4.x: fixed at start-up, not a dynamic broker config.
+    pub replica_lag_time_max_ms: u64,
     /// `controller.quorum.voters` (KIP-595): every voter of the controller quorum with the
     /// address its quorum transport listens on, `id@host:port,…`. Default empty: this node
     /// is a one-voter quorum of itself and listens for no voter. When set, `node.id` must be
@@ -184,6 +191,7 @@ impl Default for BrokerConfig {
             log_retention_check_interval_ms: 300_000,
             replica_high_watermark_checkpoint_interval_ms: 5_000,
             offsets_topic_replication_factor: 3,
+            replica_lag_time_max_ms: 30_000,
             controller_quorum_voters: Vec::new(),
             controller_quorum_election_timeout_ms: 1000,
             broker_heartbeat_interval_ms: 2000,
@@ -330,6 +338,9 @@ impl BrokerConfig {
                 self.offsets_topic_replication_factor =
                     i16::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
             }
+            "replica.lag.time.max.ms" => {
+                self.replica_lag_time_max_ms = parse_unsigned(key, value, 1, i64::MAX)?;
+            }
             "controller.quorum.voters" => {
                 self.controller_quorum_voters =
                     parse_quorum_voters(v).map_err(|why| invalid(key, value, why))?;
@@ -441,6 +452,11 @@ impl BrokerConfig {
         Duration::from_millis(self.replica_high_watermark_checkpoint_interval_ms)
     }
 
+    /// `replica.lag.time.max.ms` as a [`Duration`].
+    pub fn replica_lag_time_max(&self) -> Duration {
+        Duration::from_millis(self.replica_lag_time_max_ms)
+    }
+
     /// The listener advertised in Metadata: `advertised.listeners` if set, else `listen`.
     /// A wildcard listen address (0.0.0.0 / ::) is not connectable, so then the machine's host
     /// name is advertised (as Kafka does), or `localhost` if it cannot be read.
@@ -505,6 +521,10 @@ impl BrokerConfig {
         out.push((
             "offsets.topic.replication.factor",
             self.offsets_topic_replication_factor.to_string(),
+        ));
+        out.push((
+            "replica.lag.time.max.ms",
+            self.replica_lag_time_max_ms.to_string(),
         ));
         out.push((
             "controller.quorum.voters",
@@ -770,6 +790,20 @@ mod tests {
         assert_eq!(b.offsets_topic_replication_factor, 1);
         b.set("offsets.topic.replication.factor", "0")
             .expect_err("at least 1");
+        assert_eq!(b.replica_lag_time_max_ms, 30_000, "Kafka's default");
+        b.set("replica.lag.time.max.ms", "4000")
+            .expect("replication is built");
+        assert_eq!(b.replica_lag_time_max(), Duration::from_secs(4));
+        assert!(
+            b.entries()
+                .contains(&("replica.lag.time.max.ms", "4000".to_owned())),
+            "listed by DescribeConfigs"
+        );
+        b.set("replica.lag.time.max.ms", "0")
+            .expect_err("at least 1");
+        b.set("replica.lag.time.max.ms", "-1")
+            .expect_err("not negative");
+        assert_eq!(b.replica_lag_time_max_ms, 4000, "unchanged on error");
         for key in [
             "process.roles",
             "num.network.threads",
