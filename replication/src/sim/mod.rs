@@ -6,14 +6,18 @@
 //! derives from one `u64` seed: [`seeds`] reads `SLUICE_SIM_SEED` to replay one, and
 //! [`SeedGuard`] prints the seed of a failing run.
 
+mod controller;
 mod disk;
 mod executor;
+#[cfg(test)]
+mod isr_test;
 mod network;
 #[cfg(test)]
 mod partition_test;
 #[cfg(test)]
 mod replication_test;
 
+pub use controller::{PartitionState, SimController};
 pub use disk::{SimDisk, SimLog};
 pub use executor::{Executor, SimRuntime, Stuck, STEPS_MAX};
 pub use network::{Endpoint, LinkFaults, SimNetwork, INBOX_MESSAGES_MAX};
