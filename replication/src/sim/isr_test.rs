@@ -41,6 +41,9 @@
 //!   same value, across epochs and leaders;
 //! - **HW monotonic within an epoch**: a live leader's high watermark never goes down while
 //!   its epoch lasts;
+//! - **isolated leader**: a leader cut off from the controller and the followers
+//!   acknowledges no `acks=all` record (its shrink stays pending, so the HW still waits for
+//!   the followers it wanted to remove);
 //! - **min ISR**: an `acks=all` produce is refused with `NOT_ENOUGH_REPLICAS` only when the
 //!   leader's committed ISR is below `min.insync.replicas`: the refusal's ISR is smaller than 2
 //!   and is an ISR the controller committed at that leader epoch;
@@ -159,6 +162,8 @@ struct Exercised {
     refusals: BTreeMap<String, usize>,
     not_enough_replicas: usize,
     fenced_isolated: usize,
+    /// Shrinks an isolated leader proposed (the controller never receives them).
+    isolated_shrinks: usize,
     leaderless: usize,
 }
 
@@ -459,6 +464,11 @@ async fn broker_timers(
             );
         } else if ticks % 2 == 0 {
             if let Some(proposal) = partition.propose_isr_shrink(now) {
+                let mut c = cluster.borrow_mut();
+                if c.isolated(id) {
+                    c.exercised.isolated_shrinks += 1;
+                }
+                drop(c);
                 send_alter(&cluster, &net, &rt, id, proposal);
             }
         }
@@ -637,7 +647,10 @@ fn produce_step(
     let Some(leader) = cluster.borrow().state().leader else {
         return Ok(()); // Leaderless: nobody to produce to.
     };
-    let p = cluster.borrow().node(leader).partition.clone();
+    let (p, isolated) = {
+        let c = cluster.borrow();
+        (c.node(leader).partition.clone(), c.isolated(leader))
+    };
     let epoch = p.leader_epoch().0;
     let n = rt.random(1..4);
     let first = model.next_value;
@@ -654,6 +667,13 @@ fn produce_step(
     cluster.borrow_mut().trace.push(event);
     match result {
         Ok(appended) if acks == Acks::All => {
+            // Isolation only changes between steps: its followers never fetched from it.
+            if isolated {
+                return Err(format!(
+                    "isolated leader {leader:?} acknowledged {values:?} with acks=all at {}",
+                    appended.base_offset
+                ));
+            }
             for (i, v) in values.iter().enumerate() {
                 let offset = appended.base_offset.0 + i64::try_from(i).unwrap_or(0);
                 model.acked.insert(offset, *v);
@@ -1096,6 +1116,7 @@ fn isr_changes_under_simulation() {
                 total.not_enough_replicas += e.not_enough_replicas;
                 total.fenced_isolated += e.fenced_isolated;
                 total.leaderless += e.leaderless;
+                total.isolated_shrinks += e.isolated_shrinks;
                 for (k, v) in e.refusals {
                     *total.refusals.entry(k).or_default() += v;
                 }
@@ -1112,6 +1133,10 @@ fn isr_changes_under_simulation() {
         assert!(total.shrinks > 0, "no ISR shrink was committed");
         assert!(total.expansions > 0, "no ISR expansion was committed");
         assert!(total.fenced_isolated > 0, "no isolated leader was fenced");
+        assert!(
+            total.isolated_shrinks > 0,
+            "no isolated leader proposed a shrink"
+        );
         assert!(total.not_enough_replicas > 0, "acks=all was never refused");
     }
 }
