@@ -281,6 +281,7 @@ fn send_alter(
     proposal: AlterPartitionProposal,
 ) {
     let mut c = cluster.borrow_mut();
+    c.trace.push(format!("{leader:?} proposes {proposal:?}"));
     c.node_mut(leader).in_flight = Some((proposal.clone(), rt.now()));
     send(
         &c,
@@ -398,6 +399,8 @@ async fn broker_inbox(cluster: Shared, net: Endpoints, rt: SimRuntime, id: NodeI
                         n.in_flight = None;
                     }
                 }
+                let event = format!("{id:?} answered {proposal_id}: {answer:?}");
+                cluster.borrow_mut().trace.push(event);
                 if let Some(retry) = partition.on_alter_answer(proposal_id, answer) {
                     send_alter(&cluster, &net, &rt, id, retry);
                 }
@@ -1139,4 +1142,65 @@ fn isr_changes_under_simulation() {
         );
         assert!(total.not_enough_replicas > 0, "acks=all was never refused");
     }
+}
+
+/// A candidate a fetch reported is checked again when the expansion is proposed (Kafka's
+/// `maybeExpandIsr` re-checks under its lock): once the HW has passed the follower's log end it
+/// is no longer one. Found by this simulation (seed 4867090180461559321): the fetch's read
+/// waited for the disk while an `acks=all` moved the HW, and the stale candidate joined the
+/// committed ISR without the acknowledged records.
+#[test]
+fn a_stale_expansion_candidate_is_not_proposed() {
+    let mut ex = Executor::new(3);
+    let rt = ex.runtime();
+    let leader = open(&rt, NodeId(1), &SimDisk::default());
+    let two = crate::Leadership {
+        leader_epoch: LeaderEpoch(1),
+        partition_epoch: 0,
+        replicas: vec![NodeId(1), NodeId(2)],
+        isr: vec![NodeId(1)],
+    };
+    let one = IsrConfig {
+        min_insync_replicas: 1,
+        ..CONFIG
+    };
+    let (p, now) = (leader.clone(), rt.now());
+    ex.run_until(async move { p.become_leader(two, one, now).await })
+        .expect("runs")
+        .expect("becomes leader");
+    let fetch = |ex: &mut Executor| {
+        let (p, now) = (leader.clone(), rt.now());
+        ex.run_until(async move {
+            p.replica_fetch(NodeId(2), Offset(0), None, None, FETCH_BYTES_MAX, now)
+                .await
+        })
+        .expect("runs")
+        .expect("a replica's fetch")
+    };
+    assert_eq!(fetch(&mut ex).expand_candidate, Some(NodeId(2)));
+    let (_, written) = ex
+        .run_until(produce(leader.clone(), 0, 2, Acks::All))
+        .expect("runs");
+    written.expect("the leader alone is the ISR");
+    assert_eq!(leader.high_watermark(), Offset(2));
+    assert_eq!(
+        leader.propose_isr_expansion(NodeId(2)),
+        None,
+        "2 is at 0 < HW 2"
+    );
+    let read = fetch(&mut ex);
+    assert_eq!(read.expand_candidate, None);
+    let (p, now) = (leader.clone(), rt.now());
+    let read = ex
+        .run_until(async move {
+            p.replica_fetch(NodeId(2), Offset(2), None, None, FETCH_BYTES_MAX, now)
+                .await
+        })
+        .expect("runs")
+        .expect("a replica's fetch");
+    assert_eq!(read.expand_candidate, Some(NodeId(2)));
+    let proposal = leader
+        .propose_isr_expansion(NodeId(2))
+        .expect("a candidate");
+    assert_eq!(proposal.new_isr, vec![NodeId(1), NodeId(2)]);
 }
