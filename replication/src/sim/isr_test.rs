@@ -346,8 +346,15 @@ async fn apply_metadata(cluster: &Shared, rt: &SimRuntime, id: NodeId, state: Pa
         let event = format!("{id:?} applies {state:?}");
         c.trace.push(event);
         let n = c.node_mut(id);
-        // New metadata drops a pending change (`LeaderIsr::update_leadership`).
-        n.in_flight = None;
+        // New metadata drops a pending change, unless it is at the epochs the change was
+        // proposed at (`LeaderIsr::update_leadership`): then it stays to be resent.
+        let proposed_at = |p: &AlterPartitionProposal| (p.leader_epoch.0, p.partition_epoch);
+        if n.in_flight
+            .as_ref()
+            .is_some_and(|(p, _)| proposed_at(p) != version)
+        {
+            n.in_flight = None;
+        }
         n.partition.clone()
     };
     match (state.leader, state.leadership()) {
