@@ -237,7 +237,7 @@ impl Cluster {
 
 type Shared = Rc<RefCell<Cluster>>;
 
-/// The network endpoints, the controller's first.
+/// Every node's network endpoint, the controller's at [`CONTROLLER`].
 type Endpoints = Rc<BTreeMap<NodeId, Endpoint<Message>>>;
 
 fn open(rt: &SimRuntime, id: NodeId, disk: &SimDisk) -> Rc<SimPartition> {
