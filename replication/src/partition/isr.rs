@@ -335,7 +335,11 @@ impl LeaderIsr {
     /// New metadata for a partition this broker already leads (Kafka's `makeLeader` while
     /// leading). Ignored (returns `Ok(false)`) when `leadership.partition_epoch` is below the
     /// current one. Otherwise the replicas and committed ISR are replaced and a pending
-    /// change dropped; at a new leader epoch its start offset becomes `leader_log_end_offset`
+    /// change dropped — unless the metadata is at the current leader and partition epochs: that
+    /// is the committed state already held (one state per partition epoch), and the controller
+    /// may still commit the pending change, so it stays pending and the HW keeps waiting for
+    /// its members (else a member the controller adds could miss records the HW passed). At a
+    /// new leader epoch its start offset becomes `leader_log_end_offset`
     /// and the followers are reset as Kafka's `resetReplicaState` for a re-elected leader
     /// (their LEO kept, ISR members caught up at `now_ms`). Returns whether the HW moved.
     /// Errors: [`IsrError::InvalidIsr`], [`IsrError::LogEndOffsetRegressed`].
@@ -350,9 +354,13 @@ impl LeaderIsr {
         }
         check_isr(self.leader_id, &leadership.replicas, &leadership.isr)?;
         self.check_log_end_offset(leader_log_end_offset)?;
+        let same_state = leadership.partition_epoch == self.partition_epoch
+            && leadership.leader_epoch == self.leader_epoch;
         self.leader_log_end_offset = leader_log_end_offset;
         self.isr = leadership.isr.iter().copied().collect();
-        self.pending = None;
+        if !same_state {
+            self.pending = None;
+        }
         let mut followers = BTreeMap::new();
         for &r in leadership.replicas.iter().filter(|&&r| r != self.leader_id) {
             let in_sync = self.isr.contains(&r);

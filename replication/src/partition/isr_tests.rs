@@ -192,6 +192,29 @@ fn a_pending_expand_makes_the_hw_wait_for_the_new_member() {
     assert_eq!(s.high_watermark(), Offset(15));
 }
 
+/// Metadata at the current leader and partition epochs (the state the leader already holds,
+/// e.g. after an answer told it the same) keeps a pending expansion: the controller may still
+/// commit it, so the HW keeps waiting for the new member. Found by the ISR simulation (seed
+/// 4867090180461559321): dropped, the HW passed records the member then lacked in the
+/// controller's ISR.
+#[test]
+fn metadata_at_the_current_epochs_keeps_a_pending_change() {
+    let mut s = leader(&[L], 1);
+    s.on_follower_fetch(F2, Offset(10), None, 0).unwrap();
+    s.propose(vec![L, F2]).unwrap();
+    assert!(!s
+        .update_leadership(leadership(&[L]), Offset(20), 0)
+        .unwrap());
+    assert_eq!(s.pending().map(|p| p.new_isr.clone()), Some(vec![L, F2]));
+    assert_eq!(s.high_watermark(), Offset(10), "waits for F2 at 10");
+    // A newer partition epoch drops it.
+    let mut newer = leadership(&[L, F2]);
+    newer.partition_epoch = 8;
+    s.update_leadership(newer, Offset(20), 0).unwrap();
+    assert!(s.pending().is_none());
+    assert_eq!(s.isr(), vec![L, F2]);
+}
+
 #[test]
 fn shrink_candidates_are_isr_followers_not_caught_up_within_the_lag() {
     let mut s = leader(&[L, F2, F3], 1);

@@ -269,17 +269,20 @@ impl<S: PartitionStore + 'static> Partition<S> {
     /// Kafka's `maybeExpandIsr`: `candidate` (a follower a fetch made an expansion candidate)
     /// joins the ISR through the controller. Returns the AlterPartition proposal to send —
     /// the committed ISR plus `candidate` — or `None` when this broker does not lead, a change
-    /// is already pending, or `candidate` is in the ISR. Until it is answered
+    /// is already pending, or `candidate` is no longer a candidate (in the ISR, or its log end
+    /// now below the HW: as Kafka, the candidacy is checked again when proposing, since the
+    /// fetch that found it may have waited for its read while the HW moved). Until it is
+    /// answered
     /// ([`Partition::on_alter_answer`]) the HW counts `candidate` too (the maximal ISR).
     pub fn propose_isr_expansion(&self, candidate: NodeId) -> Option<AlterPartitionProposal> {
         let mut role = self.role.borrow_mut();
         let Role::Leader(isr) = &mut *role else {
             return None;
         };
-        let mut new_isr = isr.isr();
-        if new_isr.contains(&candidate) {
+        if !isr.expand_candidates().contains(&candidate) {
             return None;
         }
+        let mut new_isr = isr.isr();
         new_isr.push(candidate);
         new_isr.sort_unstable();
         isr.propose(new_isr).ok()

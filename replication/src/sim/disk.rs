@@ -116,6 +116,13 @@ impl SimLog {
         self.notify.notify_all();
     }
 
+    /// Every batch in the log now (written or not), read at once: a checker's view that no
+    /// other task can change halfway (a [`PartitionStore::read`] may wait for the disk).
+    #[cfg(test)]
+    pub fn batches_now(&self) -> Vec<RecordBatch> {
+        self.state.borrow().batches.clone()
+    }
+
     /// The offset below which every record is synced.
     pub fn durable_offset(&self) -> Offset {
         self.state.borrow().durable_offset
@@ -388,6 +395,11 @@ impl crate::PartitionStore for SimLog {
             return Err(Self::out_of_range(&st, offset));
         }
         if offset >= st.log_end {
+            // Nothing to cut, but an epoch that starts at the log end (a leader that wrote
+            // nothing in it) goes, as storage's `truncate_to` drops it: else a follower's
+            // fetch keeps naming that epoch and diverges again forever.
+            let log_end = st.log_end;
+            st.epochs.truncate_from_end(log_end);
             return Ok(());
         }
         let keep = st

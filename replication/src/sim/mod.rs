@@ -1,19 +1,25 @@
 //! A deterministic, single-threaded simulation for the code behind the runtime seam
 //! (TigerBeetle's simulator, scaled down): a seeded [`Executor`] that picks among ready
 //! tasks at random, a fake clock that jumps to the next timer when nothing can run, a fake
-//! disk under [`SimLog`] (seeded write and fsync delays, crashes that lose unwritten data) and
-//! a fake network ([`SimNetwork`]: seeded delay, loss and reordering). Everything in one run
+//! disk under [`SimLog`] (seeded write and fsync delays, crashes that lose unwritten data), a
+//! fake network ([`SimNetwork`]: seeded delay, loss and reordering) and a pure controller
+//! ([`SimController`]: committed leader, epochs and ISR; AlterPartition, fencing, clean
+//! election). Everything in one run
 //! derives from one `u64` seed: [`seeds`] reads `SLUICE_SIM_SEED` to replay one, and
 //! [`SeedGuard`] prints the seed of a failing run.
 
+mod controller;
 mod disk;
 mod executor;
+#[cfg(test)]
+mod isr_test;
 mod network;
 #[cfg(test)]
 mod partition_test;
 #[cfg(test)]
 mod replication_test;
 
+pub use controller::{PartitionState, SimController};
 pub use disk::{SimDisk, SimLog};
 pub use executor::{Executor, SimRuntime, Stuck, STEPS_MAX};
 pub use network::{Endpoint, LinkFaults, SimNetwork, INBOX_MESSAGES_MAX};
