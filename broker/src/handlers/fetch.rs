@@ -406,3 +406,88 @@ fn take_batches(
         data.records.extend(batch.chunks().into_iter().cloned());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use net::kafka_protocol::messages::fetch_request::ReplicaState;
+    use net::kafka_protocol::messages::{BrokerId, TopicName};
+    use net::kafka_protocol::protocol::StrBytes;
+
+    #[test]
+    fn the_follower_is_replica_id_before_v15_and_replica_state_from_v15() {
+        let old = FetchRequest::default().with_replica_id(BrokerId(2));
+        let f = follower(&old, 14).unwrap();
+        assert_eq!((f.replica, f.broker_epoch), (NodeId(2), None));
+        // v15+ reads ReplicaState only (ReplicaId is not on the wire from v15).
+        assert!(follower(&old, 15).is_none());
+        let new = FetchRequest::default().with_replica_state(
+            ReplicaState::default()
+                .with_replica_id(BrokerId(3))
+                .with_replica_epoch(42),
+        );
+        let f = follower(&new, 16).unwrap();
+        assert_eq!((f.replica, f.broker_epoch), (NodeId(3), Some(42)));
+        assert!(follower(&new, 12).is_none(), "a consumer before v15");
+        // Epoch -1: no broker epoch to check.
+        let unknown = FetchRequest::default().with_replica_state(
+            ReplicaState::default()
+                .with_replica_id(BrokerId(3))
+                .with_replica_epoch(-1),
+        );
+        assert_eq!(follower(&unknown, 15).unwrap().broker_epoch, None);
+        assert!(
+            follower(&FetchRequest::default(), 16).is_none(),
+            "a consumer"
+        );
+    }
+
+    #[test]
+    fn only_not_leader_and_fenced_epoch_answers_get_hints() {
+        let meta = super::super::leader_hints::tests::metadata();
+        let partition = |index, error: ResponseError| {
+            let mut data = empty_partition_data(index);
+            data.error_code = code(error);
+            data
+        };
+        let mut topics = vec![
+            FetchTopicData {
+                topic: TopicName(StrBytes::from_static_str("t")),
+                topic_id: uuid::Uuid::from_u128(1),
+                partitions: vec![
+                    partition(0, ResponseError::NotLeaderOrFollower),
+                    partition(1, ResponseError::FencedLeaderEpoch),
+                    partition(2, ResponseError::UnknownLeaderEpoch),
+                ],
+            },
+            // An unresolved topic id is never hinted.
+            FetchTopicData {
+                topic: TopicName(StrBytes::from_static_str("")),
+                topic_id: uuid::Uuid::from_u128(9),
+                partitions: vec![partition(0, ResponseError::NotLeaderOrFollower)],
+            },
+        ];
+        let endpoints = add_leader_hints(&meta, &[Some("t".into()), None], &mut topics);
+        let hints: Vec<_> = topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.current_leader)
+            .collect();
+        let leader = |leader_id, leader_epoch| {
+            Some(FetchCurrentLeader {
+                leader_id,
+                leader_epoch,
+            })
+        };
+        assert_eq!(hints, vec![leader(1, 4), leader(1, 5), None, None]);
+        assert_eq!(
+            endpoints,
+            vec![FetchNodeEndpoint {
+                node_id: 1,
+                host: "127.0.0.1".into(),
+                port: 9001,
+                rack: None,
+            }]
+        );
+    }
+}

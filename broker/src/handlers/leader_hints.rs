@@ -59,7 +59,7 @@ fn alive_endpoint(meta: &ClusterMetadata, node: i32) -> Option<LiveBroker> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use replication::metadata::{
         BrokerEndpoint, BrokerRegistration, MetadataImage, PartitionImage, TopicImage,
@@ -81,8 +81,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn each_alive_leader_is_named_once_and_unknown_partitions_have_none() {
+    /// Brokers 1 (alive, port 9001) and 2 (fenced); topic "t" with partitions led by 1 (epoch
+    /// 4), 1 (epoch 5) and 2 (epoch 6), seen by broker 3.
+    pub(in crate::handlers) fn metadata() -> ClusterMetadata {
         let mut image = MetadataImage::default();
         image.brokers.insert(1, registration(9001, false));
         image.brokers.insert(2, registration(9002, true));
@@ -102,7 +103,12 @@ mod tests {
                 configs: Default::default(),
             },
         );
-        let meta = ClusterMetadata::new(image, 1, 3);
+        ClusterMetadata::new(image, 1, 3)
+    }
+
+    #[test]
+    fn each_alive_leader_is_named_once_and_unknown_partitions_have_none() {
+        let meta = metadata();
         let mut hints = LeaderHints::new(&meta);
         assert_eq!(hints.current_leader("t", 0), (1, 4));
         assert_eq!(hints.current_leader("t", 1), (1, 5));
