@@ -125,6 +125,12 @@ impl ClusterMetadata {
         hosted.then(|| shard_for(t.id, p, self.shards))
     }
 
+    /// The broker epoch the image registers for broker `node` (KIP-903; fenced or not), or
+    /// `None` when it is not registered.
+    pub fn registered_broker_epoch(&self, node: i32) -> Option<i64> {
+        self.image.brokers.get(&node).map(|b| b.broker_epoch)
+    }
+
     /// Whether this broker leads `topic`/`partition`.
     pub fn leads(&self, topic: &str, partition: i32) -> bool {
         self.partition(topic, partition)

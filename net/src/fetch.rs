@@ -7,9 +7,8 @@
 //! writes the chunks in order (io_uring batches the writes), and no record byte is copied in user
 //! space (DESIGN.md §3, §8).
 //!
-//! Layout written, per version (fields the framer leaves out are defaults: no tagged fields,
-//! which is how Kafka encodes unset `diverging_epoch`, `current_leader`, `snapshot_id` and
-//! `node_endpoints`):
+//! Layout written, per version (a tagged field is written only when set, as Kafka's generated
+//! encoders leave out a tagged field equal to its default; `snapshot_id` is never set here):
 //!
 //! ```text
 //! size i32 | correlation_id i32 | [v12+ header tagged fields]
@@ -21,10 +20,12 @@
 //!     [v5+ log_start_offset i64], aborted_transactions nullable array of
 //!     (producer_id i64, first_offset i64), [v11+ preferred_read_replica i32],
 //!     records bytes  <- the batches, as given
+//!     [v12+ tagged fields: 0 diverging_epoch, 1 current_leader (KIP-951)]
+//! [v16+ tagged field 0: node_endpoints (KIP-951)]
 //! ```
 //!
-//! v12+ use compact (unsigned varint, +1) lengths and end every struct with an empty tagged
-//! field section.
+//! v12+ use compact (unsigned varint, +1) lengths and end every struct with a tagged field
+//! section (empty unless a tagged field is set).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, TopicName};
@@ -54,6 +55,22 @@ pub struct FetchResponseData {
     pub session_id: i32,
     /// Per-topic responses, in the order to write them.
     pub topics: Vec<FetchTopicData>,
+    /// KIP-951: the endpoints of the leaders named in the partitions' `current_leader`
+    /// (tagged field 0, v16+; written when non-empty).
+    pub node_endpoints: Vec<FetchNodeEndpoint>,
+}
+
+/// One broker of a Fetch response's `node_endpoints` (KIP-951, v16+).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchNodeEndpoint {
+    /// The broker's node id.
+    pub node_id: i32,
+    /// The host of its listener.
+    pub host: String,
+    /// The port of its listener.
+    pub port: i32,
+    /// Its rack, `None` when it has none.
+    pub rack: Option<String>,
 }
 
 /// One topic of a Fetch response.
@@ -91,7 +108,33 @@ pub struct FetchPartitionData {
     /// KIP-320: the epoch at which a follower's log diverges from the leader's and its end
     /// offset on the leader (tagged field 0, v12+); `None` for none.
     pub diverging_epoch: Option<FetchEpochEndOffset>,
+    /// KIP-951: the partition's current leader and its epoch, given with
+    /// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH (tagged field 1, v12+; Kafka fills it
+    /// from v16). `None`, or leader and epoch both -1 (the default), is not written.
+    pub current_leader: Option<FetchCurrentLeader>,
 }
+
+/// A Fetch response's `current_leader` (Kafka's `LeaderIdAndEpoch`, KIP-951).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchCurrentLeader {
+    /// The leader's node id, -1 when unknown.
+    pub leader_id: i32,
+    /// The leader epoch, -1 when unknown.
+    pub leader_epoch: i32,
+}
+
+impl FetchCurrentLeader {
+    /// Kafka's default `LeaderIdAndEpoch`, which is never written.
+    const UNKNOWN: FetchCurrentLeader = FetchCurrentLeader {
+        leader_id: -1,
+        leader_epoch: -1,
+    };
+}
+
+/// Bytes of a `current_leader` struct: leader id i32, leader epoch i32, empty tagged fields.
+const LEADER_ID_AND_EPOCH_BYTES: u32 = 4 + 4 + 1;
+/// First Fetch version with `node_endpoints` (KIP-951).
+const FIRST_NODE_ENDPOINTS_VERSION: i16 = 16;
 
 /// A Fetch response's `diverging_epoch` (Kafka's `EpochEndOffset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,29 +268,53 @@ pub fn encode_fetch_response(
                     .checked_add(records_bytes)
                     .ok_or_else(|| too_large("records length overflows usize"))?;
             }
-            match (flexible, partition.diverging_epoch) {
-                (true, Some(diverging)) => {
-                    put_uvarint(&mut fields, 1); // One tagged field:
-                    put_uvarint(&mut fields, 0); // tag 0, diverging_epoch,
-                    put_uvarint(&mut fields, EPOCH_END_OFFSET_BYTES);
-                    fields.put_i32(diverging.epoch);
-                    fields.put_i64(diverging.end_offset);
-                    put_empty_tagged_fields(&mut fields);
-                }
-                (true, None) => put_empty_tagged_fields(&mut fields),
-                (false, Some(_)) => {
+            let current_leader = partition
+                .current_leader
+                .filter(|leader| *leader != FetchCurrentLeader::UNKNOWN);
+            if !flexible {
+                if partition.diverging_epoch.is_some() || current_leader.is_some() {
                     return Err(encode_error(
-                        "diverging_epoch needs version 12 or later".to_owned(),
-                    ))
+                        "diverging_epoch and current_leader need version 12 or later".to_owned(),
+                    ));
                 }
-                (false, None) => {}
+                continue;
+            }
+            let tagged = u32::from(partition.diverging_epoch.is_some())
+                + u32::from(current_leader.is_some());
+            put_uvarint(&mut fields, tagged);
+            if let Some(diverging) = partition.diverging_epoch {
+                put_uvarint(&mut fields, 0); // Tag 0, diverging_epoch.
+                put_uvarint(&mut fields, EPOCH_END_OFFSET_BYTES);
+                fields.put_i32(diverging.epoch);
+                fields.put_i64(diverging.end_offset);
+                put_empty_tagged_fields(&mut fields);
+            }
+            if let Some(leader) = current_leader {
+                put_uvarint(&mut fields, 1); // Tag 1, current_leader.
+                put_uvarint(&mut fields, LEADER_ID_AND_EPOCH_BYTES);
+                fields.put_i32(leader.leader_id);
+                fields.put_i32(leader.leader_epoch);
+                put_empty_tagged_fields(&mut fields);
             }
         }
         if flexible {
             put_empty_tagged_fields(&mut fields);
         }
     }
-    if flexible {
+    if api_version >= FIRST_NODE_ENDPOINTS_VERSION && !response.node_endpoints.is_empty() {
+        let mut endpoints = BytesMut::new();
+        put_node_endpoints(&mut endpoints, &response.node_endpoints)?;
+        let endpoints_bytes = u32::try_from(endpoints.len())
+            .map_err(|_| too_large("node_endpoints exceed u32::MAX bytes"))?;
+        put_uvarint(&mut fields, 1); // One tagged field:
+        put_uvarint(&mut fields, 0); // tag 0, node_endpoints.
+        put_uvarint(&mut fields, endpoints_bytes);
+        fields.put_slice(&endpoints);
+    } else if !response.node_endpoints.is_empty() {
+        return Err(encode_error(
+            "node_endpoints need version 16 or later".to_owned(),
+        ));
+    } else if flexible {
         put_empty_tagged_fields(&mut fields);
     }
 
@@ -271,6 +338,27 @@ pub fn encode_fetch_response(
         chunks.push(fields.slice(start..));
     }
     Ok(chunks)
+}
+
+/// `node_endpoints` as a compact array of `NodeEndpoint` (node id i32, host compact string,
+/// port i32, rack compact nullable string, empty tagged fields).
+fn put_node_endpoints(buf: &mut BytesMut, endpoints: &[FetchNodeEndpoint]) -> Result<(), NetError> {
+    put_compact_len(buf, endpoints.len())?;
+    for endpoint in endpoints {
+        buf.put_i32(endpoint.node_id);
+        put_compact_len(buf, endpoint.host.len())?;
+        buf.put_slice(endpoint.host.as_bytes());
+        buf.put_i32(endpoint.port);
+        match &endpoint.rack {
+            None => put_uvarint(buf, 0),
+            Some(rack) => {
+                put_compact_len(buf, rack.len())?;
+                buf.put_slice(rack.as_bytes());
+            }
+        }
+        put_empty_tagged_fields(buf);
+    }
+    Ok(())
 }
 
 fn partition_count(response: &FetchResponseData) -> usize {

@@ -30,8 +30,9 @@ mod versions;
 
 pub use error::NetError;
 pub use fetch::{
-    encode_fetch_response, FetchAbortedTransaction, FetchEpochEndOffset, FetchPartitionData,
-    FetchResponseData, FetchTopicData, FETCH_FRAMER_VERSIONS,
+    encode_fetch_response, FetchAbortedTransaction, FetchCurrentLeader, FetchEpochEndOffset,
+    FetchNodeEndpoint, FetchPartitionData, FetchResponseData, FetchTopicData,
+    FETCH_FRAMER_VERSIONS,
 };
 pub use frame::{
     decode_frame, FrameStatus, FRAME_SIZE_PREFIX_BYTES, SOCKET_REQUEST_MAX_BYTES_DEFAULT,

@@ -20,10 +20,10 @@ pub mod runtime;
 pub mod sim;
 
 pub use partition::{
-    check_current_leader_epoch, fetch_requested_leader_epoch, list_offsets_leader_epoch,
-    requested_leader_epoch, AckState, Acks, AlterOutcome, AlterPartitionProposal, AlterRefusal,
-    Appended, FetchOutcome, FollowerState, Isolation, IsrConfig, IsrError, LeaderEpochError,
-    LeaderIsr, Leadership, ListedOffset, OffsetNotAvailable, OffsetSpec, Partition, PartitionError,
-    PartitionStore, Read, ReplicaRead, WaitOutcome, NO_LEADER_EPOCH,
-    REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+    check_current_leader_epoch, check_follower_broker_epoch, fetch_requested_leader_epoch,
+    list_offsets_leader_epoch, requested_leader_epoch, AckState, Acks, AlterOutcome,
+    AlterPartitionProposal, AlterRefusal, Appended, FetchOutcome, FollowerState, Isolation,
+    IsrConfig, IsrError, LeaderEpochError, LeaderIsr, Leadership, ListedOffset, OffsetNotAvailable,
+    OffsetSpec, Partition, PartitionError, PartitionStore, Read, ReplicaRead, WaitOutcome,
+    NO_LEADER_EPOCH, REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };

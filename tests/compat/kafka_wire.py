@@ -801,3 +801,141 @@ def parse_produce_v10(payload):
     if r.remaining():
         raise ValueError(f"{r.remaining()} trailing bytes after Produce v10 response")
     return corr, out, endpoints
+
+
+# ---- Metadata v12 (topic ids) and Fetch v12-v16 (flexible; KIP-516 topic ids, KIP-903
+# ReplicaState, KIP-951 leader hints) ------------------------------------------------------
+# Layouts from Kafka's MetadataRequest/Response.json and FetchRequest/Response.json.
+
+UNKNOWN_TOPIC_ID = 100
+
+
+def metadata_v12(correlation_id, topics):
+    """Metadata v12 for the topics named in `topics` (no auto-creation)."""
+    body = (uvarint(len(topics) + 1)
+            + b"".join(b"\x00" * 16 + compact_string(t) + b"\x00" for t in topics)
+            + i8(0) + i8(0)  # allow auto topic creation, include topic authorized operations
+            + b"\x00")
+    return frame(header_v2(API_METADATA, 12, correlation_id) + body)
+
+
+def parse_metadata_v12(payload):
+    """-> (correlation id, {topic: (error, topic id bytes, {partition: (error, leader, leader
+    epoch, replicas)})})."""
+    r = Reader(payload)
+    corr = r.i32()
+    _tagged_fields(r)  # response header v1
+    r.i32()  # throttle time
+    for _ in range(_read_uvarint(r) - 1):  # brokers
+        r.i32()
+        _compact_string(r)
+        r.i32()
+        _compact_string(r)
+        _tagged_fields(r)
+    _compact_string(r)  # cluster id
+    r.i32()  # controller id
+
+    def int_array():
+        return [r.i32() for _ in range(_read_uvarint(r) - 1)]
+
+    out = {}
+    for _ in range(_read_uvarint(r) - 1):
+        err, name, topic_id = r.i16(), _compact_string(r), r.take(16)
+        r.i8()  # is internal
+        partitions = {}
+        for _ in range(_read_uvarint(r) - 1):
+            perr, p, leader, epoch = r.i16(), r.i32(), r.i32(), r.i32()
+            replicas = int_array()
+            int_array()  # isr
+            int_array()  # offline replicas
+            _tagged_fields(r)
+            partitions[p] = (perr, leader, epoch, replicas)
+        r.i32()  # topic authorized operations
+        _tagged_fields(r)
+        out[name] = (err, topic_id, partitions)
+    _tagged_fields(r)
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after Metadata v12 response")
+    return corr, out
+
+
+def fetch_flexible(correlation_id, version, topics, replica_id=-1, replica_epoch=-1,
+                   max_wait_ms=0, max_bytes=1 << 20):
+    """Fetch v12-v16 without a session (id 0, epoch -1: a full, sessionless fetch).
+    `topics`: [(topic name (v12) or 16-byte topic id (v13+), [(partition, current leader
+    epoch, fetch offset)])]. v15+ send the replica in ReplicaState (tag 1, KIP-903) — only
+    when it is not the default (-1, -1), as Kafka's encoder leaves a default tagged field out."""
+    assert 12 <= version <= 16
+    tags = b"\x00"
+    head = b""
+    if version < 15:
+        head = i32(replica_id)
+    elif (replica_id, replica_epoch) != (-1, -1):
+        state = i32(replica_id) + i64(replica_epoch) + b"\x00"
+        tags = uvarint(1) + uvarint(1) + uvarint(len(state)) + state
+    body = head + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(0) + i32(0) + i32(-1)
+    body += uvarint(len(topics) + 1)
+    for topic, partitions in topics:
+        if version >= 13:
+            assert len(topic) == 16
+            body += topic
+        else:
+            body += compact_string(topic)
+        body += uvarint(len(partitions) + 1)
+        for p, current_leader_epoch, offset in partitions:
+            body += (i32(p) + i32(current_leader_epoch) + i64(offset) + i32(-1)  # last fetched
+                     + i64(-1) + i32(max_bytes) + b"\x00")  # log start offset
+        body += b"\x00"
+    body += uvarint(1)  # forgotten topics: none
+    body += compact_string("")  # rack id
+    body += tags
+    return frame(header_v2(API_FETCH, version, correlation_id) + body)
+
+
+def parse_fetch_flexible(payload, version):
+    """Fetch v12-v16 -> (correlation id, {(topic name (v12) or topic id bytes (v13+),
+    partition): {"error", "high_watermark", "records", "current_leader": (id, epoch) or None,
+    "diverging_epoch": (epoch, end offset) or None}}, {node id: (host, port, rack)})."""
+    r = Reader(payload)
+    corr = r.i32()
+    _tagged_fields(r)  # response header v1
+    r.i32()  # throttle time
+    top_error = r.i16()
+    r.i32()  # session id
+    if top_error:
+        raise ValueError(f"Fetch v{version} top-level error {top_error}")
+    out = {}
+    for _ in range(_read_uvarint(r) - 1):
+        topic = r.take(16) if version >= 13 else _compact_string(r)
+        for _ in range(_read_uvarint(r) - 1):
+            p, err, hw, _lso, _log_start = r.i32(), r.i16(), r.i64(), r.i64(), r.i64()
+            n = _read_uvarint(r)  # aborted transactions (nullable)
+            for _ in range(max(n - 1, 0)):
+                r.i64()
+                r.i64()
+                _tagged_fields(r)
+            r.i32()  # preferred read replica
+            n = _read_uvarint(r)
+            records = b"" if n == 0 else r.take(n - 1)
+            tags = _tagged_fields(r)
+            diverging = leader = None
+            if 0 in tags:
+                d = Reader(tags[0])
+                diverging = (d.i32(), d.i64())
+            if 1 in tags:
+                lr = Reader(tags[1])
+                leader = (lr.i32(), lr.i32())
+            out[(topic, p)] = {"error": err, "high_watermark": hw, "records": records,
+                               "current_leader": leader, "diverging_epoch": diverging}
+        _tagged_fields(r)
+    endpoints = {}
+    tags = _tagged_fields(r)
+    if 0 in tags:
+        er = Reader(tags[0])
+        for _ in range(_read_uvarint(er) - 1):
+            node, host, port, rack = er.i32(), _compact_string(er), er.i32(), _compact_string(er)
+            _tagged_fields(er)
+            endpoints[node] = (host, port, rack)
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after Fetch v{version} response")
+    return corr, out, endpoints

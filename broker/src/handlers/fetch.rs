@@ -9,13 +9,24 @@
 //! cache or the read buffer, never copied. A partition whose `current_leader_epoch` (v9+,
 //! KIP-320) is not the partition's answers FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH alone.
 //!
-//! A Fetch with `replica_id` ≥ 0 is a follower's (Kafka's `FetchParams.isFromFollower`): each
+//! Versions (Kafka's `FetchRequest.json`): v13+ name topics by id (KIP-516), resolved against
+//! this broker's image; an unknown id answers UNKNOWN_TOPIC_ID for each of its partitions, as
+//! Kafka's `KafkaApis.handleFetchRequest` does, and the response carries the requested id.
+//! v14 only adds an error this broker never gives (tiered storage, KIP-405). v15+ name the
+//! follower by `ReplicaState` (replica id and broker epoch, KIP-903). v16+ add KIP-951's
+//! leader hints to NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers (the partition's
+//! `current_leader` and the response's `node_endpoints`, see `super::leader_hints`).
+//!
+//! A Fetch with a replica id ≥ 0 is a follower's (Kafka's `FetchParams.isFromFollower`): each
 //! partition goes to [`PartitionOp::ReplicaFetch`] on its leader's owning shard, which moves
 //! the follower's state in the ISR and answers with records below the leader's
 //! written offset, the high watermark, the log start and — v12+ — the diverging epoch
 //! (KIP-320); a broker that is not a replica gets `NOT_LEADER_OR_FOLLOWER`, as Kafka's
-//! `Partition.followerReplicaOrThrow` answers a Fetch without a current leader epoch. It is
-//! parked like a consumer's, woken by the leader's writes rather than by the high watermark.
+//! `Partition.followerReplicaOrThrow` answers a Fetch without a current leader epoch; a v15+
+//! broker epoch below the one the image registers for the follower gets
+//! `NOT_LEADER_OR_FOLLOWER` too, and only a matching one (or none) lets the follower into the
+//! ISR (see `replication::check_follower_broker_epoch`). It is parked like a consumer's, woken
+//! by the leader's writes rather than by the high watermark.
 //!
 //! One corner differs from Kafka: Kafka answers a parked fetch as soon as the bytes summed over
 //! its partitions reach `min_bytes`; here a waiting partition answers early only when it alone
@@ -23,8 +34,10 @@
 //! partitions, none holding `min_bytes`, waits out `max_wait_ms`. With `min_bytes` = 1 (the
 //! default of librdkafka, kafka-python, aiokafka and the Java client) the two agree.
 
+use super::leader_hints::LeaderHints;
 use super::Response;
 use crate::errors::{code, partition_op_error_code};
+use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
 use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
 use crate::seam::GlommioRuntime;
@@ -33,7 +46,10 @@ use futures_channel::oneshot;
 use futures_util::StreamExt;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{ApiKey, FetchRequest};
-use net::{FetchEpochEndOffset, FetchPartitionData, FetchResponseData, FetchTopicData};
+use net::{
+    FetchCurrentLeader, FetchEpochEndOffset, FetchNodeEndpoint, FetchPartitionData,
+    FetchResponseData, FetchTopicData,
+};
 use replication::runtime::{Clock, MonotonicTime, NodeId};
 use std::rc::Rc;
 use std::time::Duration;
@@ -41,6 +57,21 @@ use storage::{LeaderEpoch, Offset, RecordBatch, TopicPartition};
 
 /// Longest a fetch may be parked, whatever `max_wait_ms` asks (ms).
 const FETCH_WAIT_MAX_MS: u64 = 30_000;
+/// First Fetch version naming topics by id (KIP-516); an unknown id answers UNKNOWN_TOPIC_ID.
+const FIRST_TOPIC_ID_VERSION: i16 = 13;
+/// First Fetch version carrying `ReplicaState` (replica id and broker epoch, KIP-903).
+const FIRST_REPLICA_STATE_VERSION: i16 = 15;
+/// First Fetch version whose NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers carry
+/// leader hints (KIP-951).
+const LEADER_HINTS_VERSION: i16 = 16;
+
+/// Who sent a follower's fetch.
+#[derive(Clone, Copy, Debug)]
+struct Follower {
+    replica: NodeId,
+    /// Its broker epoch (v15+, KIP-903); `None`: -1 or an older version.
+    broker_epoch: Option<i64>,
+}
 
 struct Wanted {
     tp: TopicPartition,
@@ -64,12 +95,29 @@ pub async fn handle(
     let deadline = GlommioRuntime.now() + Duration::from_millis(wait_ms);
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
+    // v13+ names topics by id (KIP-516): each is resolved against this broker's image, as
+    // Kafka's `metadataCache.topicIdsToNames`; `None`: an id the image does not know.
+    let names: Vec<Option<String>> = {
+        let meta = shard.metadata();
+        req.topics
+            .iter()
+            .map(|topic| {
+                if version >= FIRST_TOPIC_ID_VERSION {
+                    meta.topic_by_id(topic.topic_id)
+                        .map(|(name, _)| name.to_owned())
+                } else {
+                    Some(topic.topic.0.to_string())
+                }
+            })
+            .collect()
+    };
     let mut wanted = Vec::new();
-    for topic in &req.topics {
+    for (topic, name) in req.topics.iter().zip(&names) {
+        let Some(name) = name else { continue };
         for p in &topic.partitions {
             wanted.push(Wanted {
                 tp: TopicPartition {
-                    topic: topic.topic.0.to_string(),
+                    topic: name.clone(),
                     partition: p.partition,
                 },
                 offset: p.fetch_offset,
@@ -79,18 +127,23 @@ pub async fn handle(
             });
         }
     }
-    // Fetch ≤ v14 names a follower by `replica_id` (-1: a consumer); v15's ReplicaState is
-    // not advertised.
-    let replica = (req.replica_id.0 >= 0).then_some(NodeId(req.replica_id.0));
-    let replies = fetch_all(shard, wanted, replica, min_bytes, deadline).await;
+    let follower = follower(&req, version);
+    let replies = fetch_all(shard, wanted, follower, min_bytes, deadline).await;
     let mut budget_left = max_bytes;
     let mut first_batch = true;
     let mut replies = replies.into_iter();
     // Laid out from the request again, its topic names shared, not copied.
     let mut topics = Vec::with_capacity(req.topics.len());
-    for topic in &req.topics {
+    for (topic, name) in req.topics.iter().zip(&names) {
         let mut partitions_out = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
+            if name.is_none() {
+                // Kafka answers an unresolved id per partition, before any fetch.
+                let mut data = empty_partition_data(p.partition);
+                data.error_code = code(ResponseError::UnknownTopicId);
+                partitions_out.push(data);
+                continue;
+            }
             let reply = replies
                 .next()
                 .flatten()
@@ -104,10 +157,15 @@ pub async fn handle(
         }
         topics.push(FetchTopicData {
             topic: topic.topic.clone(),
-            topic_id: uuid::Uuid::nil(),
+            topic_id: topic.topic_id,
             partitions: partitions_out,
         });
     }
+    let node_endpoints = if version >= LEADER_HINTS_VERSION {
+        add_leader_hints(&shard.metadata(), &names, &mut topics)
+    } else {
+        Vec::new()
+    };
     let returned: usize = topics
         .iter()
         .flat_map(|t| &t.partitions)
@@ -124,6 +182,7 @@ pub async fn handle(
         error_code: 0,
         session_id: 0,
         topics,
+        node_endpoints,
     };
     match net::encode_fetch_response(version, correlation_id, &response) {
         Ok(chunks) => Response::Frame(chunks),
@@ -132,6 +191,63 @@ pub async fn handle(
             Response::Close
         }
     }
+}
+
+/// The follower a Fetch comes from (Kafka's `FetchRequest.replicaId`/`replicaEpoch`): ≤ v14
+/// `replica_id`, v15+ `ReplicaState` (KIP-903) with its broker epoch (`None`: -1); `None` for
+/// a consumer (a negative id).
+fn follower(req: &FetchRequest, version: i16) -> Option<Follower> {
+    let (replica_id, broker_epoch) = if version >= FIRST_REPLICA_STATE_VERSION {
+        (
+            req.replica_state.replica_id.0,
+            req.replica_state.replica_epoch,
+        )
+    } else {
+        (req.replica_id.0, -1)
+    };
+    (replica_id >= 0).then_some(Follower {
+        replica: NodeId(replica_id),
+        broker_epoch: (broker_epoch != -1).then_some(broker_epoch),
+    })
+}
+
+/// KIP-951's hints, as Kafka's `KafkaApis.handleFetchRequest` gives them from v16 (see
+/// [`super::leader_hints`]): each partition answered NOT_LEADER_OR_FOLLOWER or
+/// FENCED_LEADER_EPOCH gets its current leader and leader epoch; returns the endpoints of
+/// those leaders that are alive. `names`: the request's topics as resolved.
+fn add_leader_hints(
+    meta: &ClusterMetadata,
+    names: &[Option<String>],
+    topics: &mut [FetchTopicData],
+) -> Vec<FetchNodeEndpoint> {
+    let hinted = [
+        code(ResponseError::NotLeaderOrFollower),
+        code(ResponseError::FencedLeaderEpoch),
+    ];
+    let mut hints = LeaderHints::new(meta);
+    for (topic, name) in topics.iter_mut().zip(names) {
+        let Some(name) = name else { continue };
+        for p in &mut topic.partitions {
+            if !hinted.contains(&p.error_code) {
+                continue;
+            }
+            let (leader_id, leader_epoch) = hints.current_leader(name, p.partition_index);
+            p.current_leader = Some(FetchCurrentLeader {
+                leader_id,
+                leader_epoch,
+            });
+        }
+    }
+    hints
+        .endpoints()
+        .into_iter()
+        .map(|b| FetchNodeEndpoint {
+            node_id: b.id,
+            host: b.host,
+            port: i32::from(b.port),
+            rack: b.rack,
+        })
+        .collect()
 }
 
 fn reply_bytes(reply: &PartitionReply) -> usize {
@@ -156,14 +272,14 @@ fn answers_now(reply: &PartitionReply) -> bool {
 }
 
 /// Sends one [`PartitionOp::Fetch`] per partition — [`PartitionOp::ReplicaFetch`] for a
-/// follower's fetch (`replica`) — all at once, and collects the answers in request order
+/// follower's fetch (`follower`) — all at once, and collects the answers in request order
 /// (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes`
 /// (at least 1) or an answer is an error or a diverging epoch, the partitions still waiting
 /// are cancelled and answer with what they have.
 async fn fetch_all(
     shard: &Rc<Shard>,
     wanted: Vec<Wanted>,
-    replica: Option<NodeId>,
+    follower: Option<Follower>,
     min_bytes: usize,
     deadline: MonotonicTime,
 ) -> Vec<Option<PartitionReply>> {
@@ -175,12 +291,13 @@ async fn fetch_all(
     for (i, w) in wanted.into_iter().enumerate() {
         let (cancel_tx, cancel) = oneshot::channel::<()>();
         cancels.push(cancel_tx);
-        let op = match replica {
-            Some(replica) => PartitionOp::ReplicaFetch {
-                replica,
+        let op = match follower {
+            Some(follower) => PartitionOp::ReplicaFetch {
+                replica: follower.replica,
                 fetch_offset: Offset(w.offset),
                 last_fetched_epoch: (w.last_fetched_epoch >= 0)
                     .then_some(LeaderEpoch(w.last_fetched_epoch)),
+                broker_epoch: follower.broker_epoch,
                 max_bytes: w.max_bytes,
                 min_bytes,
                 deadline,
@@ -212,13 +329,10 @@ async fn fetch_all(
     replies
 }
 
-fn partition_data(
-    partition: i32,
-    reply: PartitionReply,
-    budget_left: &mut usize,
-    first_batch: &mut bool,
-) -> FetchPartitionData {
-    let mut data = FetchPartitionData {
+/// A partition's answer with no data yet: no error, offsets -1 (Kafka's
+/// `FetchResponse.partitionResponse` defaults).
+fn empty_partition_data(partition: i32) -> FetchPartitionData {
+    FetchPartitionData {
         partition_index: partition,
         error_code: 0,
         high_watermark: -1,
@@ -228,7 +342,17 @@ fn partition_data(
         preferred_read_replica: -1,
         records: Vec::new(),
         diverging_epoch: None,
-    };
+        current_leader: None,
+    }
+}
+
+fn partition_data(
+    partition: i32,
+    reply: PartitionReply,
+    budget_left: &mut usize,
+    first_batch: &mut bool,
+) -> FetchPartitionData {
+    let mut data = empty_partition_data(partition);
     match reply {
         PartitionReply::ReplicaRead {
             high_watermark,
@@ -280,5 +404,90 @@ fn take_batches(
         *budget_left = budget_left.saturating_sub(batch.len());
         *first_batch = false;
         data.records.extend(batch.chunks().into_iter().cloned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use net::kafka_protocol::messages::fetch_request::ReplicaState;
+    use net::kafka_protocol::messages::{BrokerId, TopicName};
+    use net::kafka_protocol::protocol::StrBytes;
+
+    #[test]
+    fn the_follower_is_replica_id_before_v15_and_replica_state_from_v15() {
+        let old = FetchRequest::default().with_replica_id(BrokerId(2));
+        let f = follower(&old, 14).unwrap();
+        assert_eq!((f.replica, f.broker_epoch), (NodeId(2), None));
+        // v15+ reads ReplicaState only (ReplicaId is not on the wire from v15).
+        assert!(follower(&old, 15).is_none());
+        let new = FetchRequest::default().with_replica_state(
+            ReplicaState::default()
+                .with_replica_id(BrokerId(3))
+                .with_replica_epoch(42),
+        );
+        let f = follower(&new, 16).unwrap();
+        assert_eq!((f.replica, f.broker_epoch), (NodeId(3), Some(42)));
+        assert!(follower(&new, 12).is_none(), "a consumer before v15");
+        // Epoch -1: no broker epoch to check.
+        let unknown = FetchRequest::default().with_replica_state(
+            ReplicaState::default()
+                .with_replica_id(BrokerId(3))
+                .with_replica_epoch(-1),
+        );
+        assert_eq!(follower(&unknown, 15).unwrap().broker_epoch, None);
+        assert!(
+            follower(&FetchRequest::default(), 16).is_none(),
+            "a consumer"
+        );
+    }
+
+    #[test]
+    fn only_not_leader_and_fenced_epoch_answers_get_hints() {
+        let meta = super::super::leader_hints::tests::metadata();
+        let partition = |index, error: ResponseError| {
+            let mut data = empty_partition_data(index);
+            data.error_code = code(error);
+            data
+        };
+        let mut topics = vec![
+            FetchTopicData {
+                topic: TopicName(StrBytes::from_static_str("t")),
+                topic_id: uuid::Uuid::from_u128(1),
+                partitions: vec![
+                    partition(0, ResponseError::NotLeaderOrFollower),
+                    partition(1, ResponseError::FencedLeaderEpoch),
+                    partition(2, ResponseError::UnknownLeaderEpoch),
+                ],
+            },
+            // An unresolved topic id is never hinted.
+            FetchTopicData {
+                topic: TopicName(StrBytes::from_static_str("")),
+                topic_id: uuid::Uuid::from_u128(9),
+                partitions: vec![partition(0, ResponseError::NotLeaderOrFollower)],
+            },
+        ];
+        let endpoints = add_leader_hints(&meta, &[Some("t".into()), None], &mut topics);
+        let hints: Vec<_> = topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.current_leader)
+            .collect();
+        let leader = |leader_id, leader_epoch| {
+            Some(FetchCurrentLeader {
+                leader_id,
+                leader_epoch,
+            })
+        };
+        assert_eq!(hints, vec![leader(1, 4), leader(1, 5), None, None]);
+        assert_eq!(
+            endpoints,
+            vec![FetchNodeEndpoint {
+                node_id: 1,
+                host: "127.0.0.1".into(),
+                port: 9001,
+                rack: None,
+            }]
+        );
     }
 }

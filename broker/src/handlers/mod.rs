@@ -26,6 +26,7 @@ mod heartbeat;
 mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
+mod leader_hints;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
@@ -102,7 +103,7 @@ registry! {
         }
     },
     InitProducerId 0..=4 => |shard, req, _call| init_producer_id::handle(shard, req).await,
-    Fetch 4..=12 => raw |shard, req, call| {
+    Fetch 4..=16 => raw |shard, req, call| {
         fetch::handle(shard, req, call.version, call.correlation_id).await
     },
     ListOffsets 1..=7 => |shard, req, call| list_offsets::handle(shard, req, call.version).await,

@@ -11,6 +11,7 @@
 //! Kafka's `KafkaApis.handleProduceRequest` does, so a client can go to the new leader
 //! without a metadata refresh. Only answers with that error pay for it.
 
+use super::leader_hints::LeaderHints;
 use crate::errors::{code, controller_error, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
@@ -130,47 +131,34 @@ fn not_leader_answers(response: &ProduceResponse) -> bool {
         .any(|p| p.error_code == not_leader)
 }
 
-/// KIP-951's hints, as Kafka's `KafkaApis.handleProduceRequest` gives them: each partition
-/// answered NOT_LEADER_OR_FOLLOWER gets its current leader and leader epoch from the
-/// metadata image (-1 and -1 for a partition not in it), and the response the endpoint of
-/// every such leader that is alive (registered, not fenced), once each.
+/// KIP-951's hints, as Kafka's `KafkaApis.handleProduceRequest` gives them (see
+/// [`super::leader_hints`]): each partition answered NOT_LEADER_OR_FOLLOWER gets its current
+/// leader and leader epoch, and the response the endpoint of every such leader that is alive.
 fn add_leader_hints(meta: &ClusterMetadata, response: &mut ProduceResponse) {
     let not_leader = code(ResponseError::NotLeaderOrFollower);
-    let mut node_endpoints: Vec<NodeEndpoint> = Vec::new();
+    let mut hints = LeaderHints::new(meta);
     for topic in &mut response.responses {
         for p in &mut topic.partition_responses {
             if p.error_code != not_leader {
                 continue;
             }
-            let (leader_id, leader_epoch) = meta
-                .partition(&topic.name.0, p.index)
-                .map_or((-1, -1), |image| (image.leader, image.leader_epoch));
+            let (leader_id, leader_epoch) = hints.current_leader(&topic.name.0, p.index);
             p.current_leader = LeaderIdAndEpoch::default()
                 .with_leader_id(BrokerId(leader_id))
                 .with_leader_epoch(leader_epoch);
-            if node_endpoints.iter().any(|n| n.node_id.0 == leader_id) {
-                continue;
-            }
-            if let Some(endpoint) = alive_endpoint(meta, leader_id) {
-                node_endpoints.push(endpoint);
-            }
         }
     }
-    response.node_endpoints = node_endpoints;
-}
-
-/// The Kafka listener of broker `node` if it is registered and not fenced (Kafka's
-/// `getAliveBrokerNode`).
-fn alive_endpoint(meta: &ClusterMetadata, node: i32) -> Option<NodeEndpoint> {
-    let broker = meta.image.brokers.get(&node).filter(|b| !b.fenced)?;
-    let endpoint = broker.end_points.first()?;
-    Some(
-        NodeEndpoint::default()
-            .with_node_id(BrokerId(node))
-            .with_host(super::str_bytes(endpoint.host.clone()))
-            .with_port(i32::from(endpoint.port))
-            .with_rack(broker.rack.clone().map(super::str_bytes)),
-    )
+    response.node_endpoints = hints
+        .endpoints()
+        .into_iter()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(super::str_bytes(b.host))
+                .with_port(i32::from(b.port))
+                .with_rack(b.rack.map(super::str_bytes))
+        })
+        .collect();
 }
 
 /// Writes one partition's outcome into its slot of the response; `Err`: the Kafka code of a

@@ -86,12 +86,7 @@ async fn send(
 ) {
     for attempt in 1..=ALTER_ATTEMPTS_MAX {
         let node = shard.config.node_id;
-        let broker_epoch = shard
-            .metadata()
-            .image
-            .brokers
-            .get(&node)
-            .map_or(-1, |b| b.broker_epoch);
+        let broker_epoch = shard.metadata().registered_broker_epoch(node).unwrap_or(-1);
         let op = ControllerOp::AlterPartition {
             broker_id: node,
             broker_epoch,

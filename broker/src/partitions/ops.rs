@@ -43,6 +43,9 @@ pub enum PartitionOp {
         fetch_offset: Offset,
         /// The follower's latest epoch (Fetch v12+ `last_fetched_epoch`; `None`: -1).
         last_fetched_epoch: Option<LeaderEpoch>,
+        /// The follower's broker epoch (Fetch v15+ `ReplicaState.ReplicaEpoch`, KIP-903;
+        /// `None`: -1 or an older Fetch), checked against the one the metadata registers.
+        broker_epoch: Option<i64>,
         max_bytes: usize,
         min_bytes: usize,
         deadline: MonotonicTime,

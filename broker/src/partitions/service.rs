@@ -144,6 +144,7 @@ async fn run(
             replica,
             fetch_offset,
             last_fetched_epoch,
+            broker_epoch,
             max_bytes,
             min_bytes,
             deadline,
@@ -152,20 +153,31 @@ async fn run(
             let cancelled = async {
                 let _ = cancel.await;
             };
-            // Fetch ≤ v14 carries no broker epoch (KIP-903 is v15+).
+            // KIP-903: the epoch the image registers for the follower while it is not fenced.
+            let alive_epoch = shard
+                .metadata()
+                .image
+                .brokers
+                .get(&replica.0)
+                .filter(|b| !b.fenced)
+                .map(|b| b.broker_epoch);
+            let isr_eligible =
+                replication::check_follower_broker_epoch(replica, broker_epoch, alive_epoch)
+                    .map_err(replication::PartitionError::from)?;
             let read = partition
                 .replica_fetch_parked(
                     replica,
                     fetch_offset,
                     last_fetched_epoch,
-                    None,
+                    broker_epoch,
                     max_bytes,
                     min_bytes,
                     deadline,
                     cancelled,
                 )
                 .await?;
-            if let (Some(candidate), Some(shard)) = (read.expand_candidate, shard.rc()) {
+            let candidate = read.expand_candidate.filter(|_| isr_eligible);
+            if let (Some(candidate), Some(shard)) = (candidate, shard.rc()) {
                 super::isr_changes::maybe_expand(&shard, tp, &partition, candidate);
             }
             Ok(PartitionReply::ReplicaRead {

@@ -9,9 +9,11 @@ use crate::shard::Shard;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
-use net::kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use net::kafka_protocol::messages::fetch_request::{
+    FetchPartition, FetchRequest, FetchTopic, ReplicaState,
+};
 use net::kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, BrokerId, FetchResponse, RequestHeader, ResponseHeader,
 };
 use net::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -19,6 +21,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use storage::{LeaderEpoch, Offset, TopicPartition};
+use uuid::Uuid;
 
 /// `replica.fetch.wait.max.ms` (Kafka's default): how long the leader may park a fetch, ms.
 pub const REPLICA_FETCH_WAIT_MAX_MS: i32 = 500;
@@ -39,8 +42,10 @@ pub const REPLICA_SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
 pub const BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// The longest back-off (the first doubles up to it while errors go on).
 pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// The Fetch version the fetchers speak: topic names (v13+ uses ids), diverging epochs.
-const FETCH_VERSION: i16 = 12;
+/// The Fetch version the fetchers speak (every node is a Sluice broker, which serves it):
+/// topic ids (v13+, KIP-516), the broker epoch in `ReplicaState` (v15+, KIP-903), diverging
+/// epochs (v12+, KIP-320).
+const FETCH_VERSION: i16 = 16;
 const CLIENT_ID: &str = "sluice-replica-fetcher";
 
 /// Why one fetch exchange with a leader failed.
@@ -99,12 +104,21 @@ fn followed_leaders(meta: &ClusterMetadata, node: i32) -> BTreeSet<i32> {
         .collect()
 }
 
-/// The partitions `node` follows of `leader` in `meta`, with their leader epochs.
+/// What the metadata says of a followed partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Followed {
+    leader_epoch: LeaderEpoch,
+    /// Its topic's id (KIP-516): Fetch v13+ names topics by it.
+    topic_id: Uuid,
+}
+
+/// The partitions `node` follows of `leader` in `meta`, with their leader epochs and topic
+/// ids.
 fn followed_partitions(
     meta: &ClusterMetadata,
     node: i32,
     leader: i32,
-) -> HashMap<TopicPartition, LeaderEpoch> {
+) -> HashMap<TopicPartition, Followed> {
     let mut out = HashMap::new();
     for (name, topic) in &meta.topics {
         for (index, p) in topic.partitions.iter().enumerate() {
@@ -118,7 +132,13 @@ fn followed_partitions(
                 topic: name.clone(),
                 partition,
             };
-            out.insert(tp, LeaderEpoch(p.leader_epoch));
+            out.insert(
+                tp,
+                Followed {
+                    leader_epoch: LeaderEpoch(p.leader_epoch),
+                    topic_id: topic.id,
+                },
+            );
         }
     }
     out
@@ -130,8 +150,9 @@ struct Position {
     fetch_offset: Offset,
     last_fetched_epoch: Option<LeaderEpoch>,
     /// The leader epoch the metadata gave when the position was taken (Fetch's
-    /// `current_leader_epoch`); a new epoch takes the position again.
-    leader_epoch: LeaderEpoch,
+    /// `current_leader_epoch`) and the topic's id; a new epoch, or a topic deleted and
+    /// created again, takes the position again.
+    followed: Followed,
 }
 
 /// The partitions in back-off after an error (Kafka's `delayPartitions`): each is left out of
@@ -181,10 +202,10 @@ async fn run(shard: Rc<Shard>, leader: i32) {
     let mut correlation_id: i32 = 0;
     while !shard.stop.is_requested() {
         let followed = followed_partitions(&shard.metadata(), node, leader);
-        positions.retain(|tp, p| followed.get(tp) == Some(&p.leader_epoch));
+        positions.retain(|tp, p| followed.get(tp) == Some(&p.followed));
         delays.until.retain(|tp, _| followed.contains_key(tp));
         let now = Instant::now();
-        for (tp, leader_epoch) in &followed {
+        for (tp, now_followed) in &followed {
             if positions.contains_key(tp) || delays.is_delayed(tp, now) {
                 continue;
             }
@@ -198,7 +219,7 @@ async fn run(shard: Rc<Shard>, leader: i32) {
                         Position {
                             fetch_offset,
                             last_fetched_epoch,
-                            leader_epoch: *leader_epoch,
+                            followed: *now_followed,
                         },
                     );
                 }
@@ -243,10 +264,18 @@ async fn apply_response(
     delays: &mut Delays,
     response: FetchResponse,
 ) {
+    let names: HashMap<Uuid, String> = positions
+        .iter()
+        .map(|(tp, p)| (p.followed.topic_id, tp.topic.clone()))
+        .collect();
     for topic in response.responses {
+        let Some(name) = names.get(&topic.topic_id) else {
+            tracing::debug!(leader, topic_id = %topic.topic_id, "answer for a topic not fetched");
+            continue;
+        };
         for data in topic.partitions {
             let tp = TopicPartition {
-                topic: topic.topic.0.to_string(),
+                topic: name.clone(),
                 partition: data.partition_index,
             };
             let Some(position) = positions.get(&tp).copied() else {
@@ -282,7 +311,7 @@ async fn apply_response(
                         Position {
                             fetch_offset,
                             last_fetched_epoch,
-                            leader_epoch: position.leader_epoch,
+                            followed: position.followed,
                         },
                     );
                 }
@@ -305,7 +334,10 @@ async fn fetch_once(
     positions: &HashMap<TopicPartition, Position>,
     correlation_id: i32,
 ) -> Result<FetchResponse, FetcherError> {
-    let frame = encode_fetch(shard.config.node_id, positions, correlation_id)?;
+    let node = shard.config.node_id;
+    // KIP-903: this broker's epoch as the image registers it (-1 before its registration).
+    let broker_epoch = shard.metadata().registered_broker_epoch(node).unwrap_or(-1);
+    let frame = encode_fetch(node, broker_epoch, positions, correlation_id)?;
     let exchange = async {
         if connection.is_none() {
             *connection = Some(connect(shard, leader).await?);
@@ -367,34 +399,43 @@ async fn connect(shard: &Shard, leader: i32) -> Result<TcpStream, FetcherError> 
     Ok(stream)
 }
 
-/// The size-prefixed FetchRequest v12 frame of `replica` for `positions`.
+/// The size-prefixed FetchRequest v16 frame of `replica` at `broker_epoch` (-1: unknown) for
+/// `positions`.
 fn encode_fetch(
     replica: i32,
+    broker_epoch: i64,
     positions: &HashMap<TopicPartition, Position>,
     correlation_id: i32,
 ) -> Result<Bytes, FetcherError> {
-    let mut by_topic: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    let mut by_topic: BTreeMap<Uuid, Vec<FetchPartition>> = BTreeMap::new();
     for (tp, position) in positions {
-        by_topic.entry(&tp.topic).or_default().push(
-            FetchPartition::default()
-                .with_partition(tp.partition)
-                .with_current_leader_epoch(position.leader_epoch.0)
-                .with_fetch_offset(position.fetch_offset.0)
-                .with_last_fetched_epoch(position.last_fetched_epoch.map_or(-1, |e| e.0))
-                .with_log_start_offset(-1)
-                .with_partition_max_bytes(REPLICA_FETCH_MAX_BYTES),
-        );
+        by_topic
+            .entry(position.followed.topic_id)
+            .or_default()
+            .push(
+                FetchPartition::default()
+                    .with_partition(tp.partition)
+                    .with_current_leader_epoch(position.followed.leader_epoch.0)
+                    .with_fetch_offset(position.fetch_offset.0)
+                    .with_last_fetched_epoch(position.last_fetched_epoch.map_or(-1, |e| e.0))
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(REPLICA_FETCH_MAX_BYTES),
+            );
     }
     let topics = by_topic
         .into_iter()
-        .map(|(topic, partitions)| {
+        .map(|(topic_id, partitions)| {
             FetchTopic::default()
-                .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_topic_id(topic_id)
                 .with_partitions(partitions)
         })
         .collect();
     let request = FetchRequest::default()
-        .with_replica_id(BrokerId(replica))
+        .with_replica_state(
+            ReplicaState::default()
+                .with_replica_id(BrokerId(replica))
+                .with_replica_epoch(broker_epoch),
+        )
         .with_max_wait_ms(REPLICA_FETCH_WAIT_MAX_MS)
         .with_min_bytes(REPLICA_FETCH_MIN_BYTES)
         .with_max_bytes(REPLICA_FETCH_RESPONSE_MAX_BYTES)
@@ -428,7 +469,7 @@ fn encode_fetch(
     Ok(buf.freeze())
 }
 
-/// The FetchResponse v12 in `body` (a frame without its size prefix) answering
+/// The FetchResponse v16 in `body` (a frame without its size prefix) answering
 /// `correlation_id`. Errors: it does not decode, answers another request, or carries a
 /// top-level error.
 fn decode_fetch(
@@ -475,11 +516,18 @@ mod tests {
         EpochEndOffset, FetchableTopicResponse, PartitionData,
     };
 
-    fn position(offset: i64, epoch: Option<i32>, leader_epoch: i32) -> Position {
+    fn topic_id(topic: &str) -> Uuid {
+        Uuid::from_u128(u128::from(topic.as_bytes()[0]))
+    }
+
+    fn position(topic: &str, offset: i64, epoch: Option<i32>, leader_epoch: i32) -> Position {
         Position {
             fetch_offset: Offset(offset),
             last_fetched_epoch: epoch.map(LeaderEpoch),
-            leader_epoch: LeaderEpoch(leader_epoch),
+            followed: Followed {
+                leader_epoch: LeaderEpoch(leader_epoch),
+                topic_id: topic_id(topic),
+            },
         }
     }
 
@@ -518,20 +566,22 @@ mod tests {
             topic: topic.into(),
             partition,
         };
-        positions.insert(tp("a", 0), position(7, Some(2), 3));
-        positions.insert(tp("a", 1), position(0, None, 0));
-        positions.insert(tp("b", 4), position(42, Some(1), 1));
-        let frame = encode_fetch(2, &positions, 9).unwrap();
+        positions.insert(tp("a", 0), position("a", 7, Some(2), 3));
+        positions.insert(tp("a", 1), position("a", 0, None, 0));
+        positions.insert(tp("b", 4), position("b", 42, Some(1), 1));
+        let frame = encode_fetch(2, 11, &positions, 9).unwrap();
         let mut body = frame.slice(4..);
         let size = u32::from_be_bytes(frame[..4].try_into().unwrap());
         assert_eq!(usize::try_from(size).unwrap(), body.len());
         let header = RequestHeader::decode(&mut body, 2).unwrap();
         assert_eq!(header.request_api_key, ApiKey::Fetch as i16);
-        assert_eq!(header.request_api_version, 12);
+        assert_eq!(header.request_api_version, 16);
         assert_eq!(header.correlation_id, 9);
-        let request = FetchRequest::decode(&mut body, 12).unwrap();
+        let request = FetchRequest::decode(&mut body, 16).unwrap();
         assert!(!body.has_remaining());
-        assert_eq!(request.replica_id, BrokerId(2));
+        // KIP-903: the replica and its broker epoch in ReplicaState.
+        assert_eq!(request.replica_state.replica_id, BrokerId(2));
+        assert_eq!(request.replica_state.replica_epoch, 11);
         assert_eq!(request.max_wait_ms, 500);
         assert_eq!(request.min_bytes, 1);
         assert_eq!(request.session_epoch, -1);
@@ -539,7 +589,7 @@ mod tests {
         for topic in &request.topics {
             for p in &topic.partitions {
                 got.push((
-                    topic.topic.0.to_string(),
+                    topic.topic_id,
                     p.partition,
                     p.fetch_offset,
                     p.last_fetched_epoch,
@@ -551,9 +601,9 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                ("a".into(), 0, 7, 2, 3),
-                ("a".into(), 1, 0, -1, 0),
-                ("b".into(), 4, 42, 1, 1),
+                (topic_id("a"), 0, 7, 2, 3),
+                (topic_id("a"), 1, 0, -1, 0),
+                (topic_id("b"), 4, 42, 1, 1),
             ]
         );
     }
@@ -564,7 +614,7 @@ mod tests {
             .with_correlation_id(correlation_id)
             .encode(&mut buf, 1)
             .unwrap();
-        response.encode(&mut buf, 12).unwrap();
+        response.encode(&mut buf, 16).unwrap();
         buf.freeze()
     }
 
@@ -572,7 +622,7 @@ mod tests {
     fn responses_decode_and_foreign_or_broken_ones_are_errors() {
         let response =
             FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
-                .with_topic(TopicName(StrBytes::from_static_str("a")))
+                .with_topic_id(topic_id("a"))
                 .with_partitions(vec![PartitionData::default()
                     .with_partition_index(1)
                     .with_high_watermark(5)
@@ -581,6 +631,7 @@ mod tests {
                     )])]);
         let frame = response_frame(3, &response);
         let decoded = decode_fetch(1, frame.clone(), 3).unwrap();
+        assert_eq!(decoded.responses[0].topic_id, topic_id("a"));
         let p = &decoded.responses[0].partitions[0];
         assert_eq!((p.partition_index, p.high_watermark), (1, 5));
         assert_eq!(

@@ -5,8 +5,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use net::kafka_protocol::messages::{ApiKey, FetchResponse, ResponseHeader, TopicName};
 use net::kafka_protocol::protocol::{Decodable, StrBytes};
 use net::{
-    encode_fetch_response, response_header_version, FetchAbortedTransaction, FetchEpochEndOffset,
-    FetchPartitionData, FetchResponseData, FetchTopicData, NetError, FETCH_FRAMER_VERSIONS,
+    encode_fetch_response, response_header_version, FetchAbortedTransaction, FetchCurrentLeader,
+    FetchEpochEndOffset, FetchNodeEndpoint, FetchPartitionData, FetchResponseData, FetchTopicData,
+    NetError, FETCH_FRAMER_VERSIONS,
 };
 
 use crate::common::fake_records;
@@ -30,6 +31,12 @@ fn data(version: i16) -> FetchResponseData {
         diverging_epoch: (version >= 12 && index == 1).then_some(FetchEpochEndOffset {
             epoch: 3,
             end_offset: 1234,
+        }),
+        // KIP-951's tagged field, on a partition with an error (and on one with a diverging
+        // epoch too, to check the tag order); Kafka fills it from v16.
+        current_leader: (version >= 16 && index >= 1).then_some(FetchCurrentLeader {
+            leader_id: 3,
+            leader_epoch: 7 + index,
         }),
     };
     FetchResponseData {
@@ -68,6 +75,24 @@ fn data(version: i16) -> FetchResponseData {
                 partitions: vec![partition(9, vec![Bytes::new(), fake_records(70)], None)],
             },
         ],
+        node_endpoints: if version >= 16 {
+            vec![
+                FetchNodeEndpoint {
+                    node_id: 3,
+                    host: "broker-3.example".into(),
+                    port: 9092,
+                    rack: Some("rack-a".into()),
+                },
+                FetchNodeEndpoint {
+                    node_id: 4,
+                    host: "127.0.0.1".into(),
+                    port: 19_092,
+                    rack: None,
+                },
+            ]
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -135,12 +160,29 @@ fn decodes_with_kafka_protocol_for_every_supported_version() {
                         end_offset: got.diverging_epoch.end_offset,
                     });
                 assert_eq!(got_diverging, want.diverging_epoch, "v{version}");
+                let got_leader =
+                    (got.current_leader.leader_id.0 != -1).then_some(FetchCurrentLeader {
+                        leader_id: got.current_leader.leader_id.0,
+                        leader_epoch: got.current_leader.leader_epoch,
+                    });
+                assert_eq!(got_leader, want.current_leader, "v{version}");
                 assert_eq!(
                     got.records.as_ref().map(|r| r.to_vec()),
                     Some(want.records.concat())
                 );
             }
         }
+        let got_endpoints: Vec<FetchNodeEndpoint> = decoded
+            .node_endpoints
+            .iter()
+            .map(|n| FetchNodeEndpoint {
+                node_id: n.node_id.0,
+                host: n.host.to_string(),
+                port: n.port,
+                rack: n.rack.as_ref().map(ToString::to_string),
+            })
+            .collect();
+        assert_eq!(got_endpoints, expected.node_endpoints, "v{version}");
     }
 }
 
@@ -148,7 +190,8 @@ fn decodes_with_kafka_protocol_for_every_supported_version() {
 fn matches_kafka_protocol_encoder_bytes() {
     // The framer and kafka-protocol's (copying) encoder produce identical frames.
     use net::kafka_protocol::messages::fetch_response::{
-        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
+        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+        PartitionData,
     };
     use net::kafka_protocol::messages::{BrokerId, ProducerId};
     for version in FETCH_FRAMER_VERSIONS.min..=FETCH_FRAMER_VERSIONS.max {
@@ -186,6 +229,14 @@ fn matches_kafka_protocol_encoder_bytes() {
                                         .with_end_offset(d.end_offset)
                                 },
                             ))
+                            .with_current_leader(p.current_leader.map_or_else(
+                                LeaderIdAndEpoch::default,
+                                |l| {
+                                    LeaderIdAndEpoch::default()
+                                        .with_leader_id(BrokerId(l.leader_id))
+                                        .with_leader_epoch(l.leader_epoch)
+                                },
+                            ))
                     })
                     .collect();
                 let response = FetchableTopicResponse::default().with_partitions(partitions);
@@ -200,7 +251,20 @@ fn matches_kafka_protocol_encoder_bytes() {
             .with_throttle_time_ms(input.throttle_time_ms)
             .with_error_code(input.error_code)
             .with_session_id(input.session_id)
-            .with_responses(topics);
+            .with_responses(topics)
+            .with_node_endpoints(
+                input
+                    .node_endpoints
+                    .iter()
+                    .map(|n| {
+                        NodeEndpoint::default()
+                            .with_node_id(BrokerId(n.node_id))
+                            .with_host(StrBytes::from_string(n.host.clone()))
+                            .with_port(n.port)
+                            .with_rack(n.rack.clone().map(StrBytes::from_string))
+                    })
+                    .collect(),
+            );
         let reference = net::encode_response(ApiKey::Fetch, version, 8, &response).unwrap();
         let framed = concat(&encode_fetch_response(version, 8, &input).unwrap());
         assert_eq!(framed, reference, "v{version}");
@@ -260,6 +324,33 @@ fn version_limits_are_errors() {
     v11.topics[0].partitions[1].diverging_epoch = data(12).topics[0].partitions[1].diverging_epoch;
     assert!(v11.topics[0].partitions[1].diverging_epoch.is_some());
     assert!(encode_fetch_response(11, 1, &v11).is_err());
+    // So does a current leader; node endpoints need v16.
+    let mut v11 = data(11);
+    v11.topics[0].partitions[1].current_leader = data(16).topics[0].partitions[1].current_leader;
+    assert!(encode_fetch_response(11, 1, &v11).is_err());
+    let mut v15 = data(15);
+    v15.node_endpoints = data(16).node_endpoints;
+    assert!(encode_fetch_response(15, 1, &v15).is_err());
+}
+
+#[test]
+fn an_unknown_current_leader_is_not_written() {
+    // Kafka leaves out a tagged field equal to its default (leader -1, epoch -1).
+    let mut unknown = data(16);
+    let mut without = data(16);
+    for p in unknown.topics.iter_mut().flat_map(|t| &mut t.partitions) {
+        p.current_leader = Some(FetchCurrentLeader {
+            leader_id: -1,
+            leader_epoch: -1,
+        });
+    }
+    for p in without.topics.iter_mut().flat_map(|t| &mut t.partitions) {
+        p.current_leader = None;
+    }
+    assert_eq!(
+        concat(&encode_fetch_response(16, 1, &unknown).unwrap()),
+        concat(&encode_fetch_response(16, 1, &without).unwrap())
+    );
 }
 
 #[test]

@@ -93,6 +93,31 @@ impl FollowerState {
     }
 }
 
+/// KIP-903's checks of the broker epoch a follower's fetch carries (Fetch v15+
+/// `ReplicaState.ReplicaEpoch`; `None`: -1 or a Fetch before v15), against `alive_epoch`, the
+/// epoch the metadata image registers for that broker when it is not fenced (Kafka's
+/// `getAliveBrokerEpoch`). A fetch epoch below it is refused (Kafka's
+/// `Replica.updateFetchStateOrThrow`: NOT_LEADER_OR_FOLLOWER), so a fetch from a broker's
+/// previous incarnation moves nothing. Otherwise returns whether the follower may join the
+/// ISR as far as epochs go (Kafka's `Partition.isBrokerEpochIsrEligible`): it is alive and its
+/// fetch carried no epoch or that one. Errors: [`IsrError::StaleBrokerEpoch`].
+pub fn check_follower_broker_epoch(
+    replica: NodeId,
+    fetch_epoch: Option<i64>,
+    alive_epoch: Option<i64>,
+) -> Result<bool, IsrError> {
+    if let (Some(epoch), Some(known)) = (fetch_epoch, alive_epoch) {
+        if known > epoch {
+            return Err(IsrError::StaleBrokerEpoch {
+                replica,
+                broker_epoch: epoch,
+                known,
+            });
+        }
+    }
+    Ok(alive_epoch.is_some() && fetch_epoch.is_none_or(|epoch| Some(epoch) == alive_epoch))
+}
+
 /// An AlterPartition the leader sends to the controller (Kafka's `LeaderAndIsr` it submits).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AlterPartitionProposal {
@@ -225,7 +250,8 @@ pub enum IsrError {
         replica: NodeId,
         replicas: Vec<NodeId>,
     },
-    /// A fetch whose broker epoch is older than the one this follower already fetched with
+    /// A fetch whose broker epoch is older than `known`: the one this follower already
+    /// fetched with, or the one the metadata registers for it ([`check_follower_broker_epoch`])
     /// (`NOT_LEADER_OR_FOLLOWER`, KIP-903).
     #[error("stale broker epoch {broker_epoch} from {replica:?} (known {known})")]
     StaleBrokerEpoch {

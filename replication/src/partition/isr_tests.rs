@@ -116,6 +116,28 @@ fn a_fetch_with_an_older_broker_epoch_or_beyond_the_log_end_is_an_error() {
 }
 
 #[test]
+fn a_fetch_broker_epoch_below_the_registered_one_is_refused_and_only_a_match_joins_the_isr() {
+    // KIP-903: registered (alive) epoch 8.
+    let e = check_follower_broker_epoch(F2, Some(7), Some(8)).unwrap_err();
+    assert!(matches!(
+        e,
+        IsrError::StaleBrokerEpoch {
+            broker_epoch: 7,
+            known: 8,
+            ..
+        }
+    ));
+    assert_eq!(check_follower_broker_epoch(F2, Some(8), Some(8)), Ok(true));
+    // No epoch (-1, or Fetch before v15) skips the check and is eligible.
+    assert_eq!(check_follower_broker_epoch(F2, None, Some(8)), Ok(true));
+    // An epoch the image has not seen yet is served but not eligible.
+    assert_eq!(check_follower_broker_epoch(F2, Some(9), Some(8)), Ok(false));
+    // A fenced or unregistered broker (no alive epoch) is served, never eligible.
+    assert_eq!(check_follower_broker_epoch(F2, Some(3), None), Ok(false));
+    assert_eq!(check_follower_broker_epoch(F2, None, None), Ok(false));
+}
+
+#[test]
 fn hw_is_the_least_log_end_of_the_isr_and_never_regresses() {
     let mut s = leader(&[L, F2, F3], 1);
     let o = s.on_follower_fetch(F2, Offset(8), None, 0).unwrap();

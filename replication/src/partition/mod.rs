@@ -43,8 +43,8 @@ mod store;
 
 pub use error::PartitionError;
 pub use isr::{
-    AckState, AlterOutcome, AlterPartitionProposal, AlterRefusal, FetchOutcome, FollowerState,
-    IsrConfig, IsrError, LeaderIsr, Leadership,
+    check_follower_broker_epoch, AckState, AlterOutcome, AlterPartitionProposal, AlterRefusal,
+    FetchOutcome, FollowerState, IsrConfig, IsrError, LeaderIsr, Leadership,
 };
 pub use leader_epoch::{
     check_current_leader_epoch, fetch_requested_leader_epoch, list_offsets_leader_epoch,
