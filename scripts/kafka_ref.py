@@ -90,10 +90,20 @@ def log_tail(path, lines=40):
     return "\n".join(text.splitlines()[-lines:])
 
 
+# Ports this process has handed out: the kernel may give a just-closed port again, and a
+# cluster takes several before any node binds them.
+_handed_out = set()
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on now, never one this process handed out before."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def _kafka_uuid():
