@@ -256,7 +256,10 @@ async fn run(shard: Rc<Shard>, leader: i32) {
 }
 
 /// Hands each answered partition of `response` to its owning shard and takes its next
-/// position; a partition that failed loses its position (asked again) and is delayed.
+/// position; a partition that failed loses its position (asked again) and is delayed. The
+/// partitions' appends (or truncations) run concurrently, each on its owning shard: a fetch
+/// round waits for the slowest write, not for the sum of them (Kafka's fetcher thread appends
+/// one after another, but its appends do not wait for the device).
 async fn apply_response(
     shard: &Rc<Shard>,
     leader: i32,
@@ -268,6 +271,7 @@ async fn apply_response(
         .iter()
         .map(|(tp, p)| (p.followed.topic_id, tp.topic.clone()))
         .collect();
+    let mut ops = Vec::new();
     for topic in response.responses {
         let Some(name) = names.get(&topic.topic_id) else {
             tracing::debug!(leader, topic_id = %topic.topic_id, "answer for a topic not fetched");
@@ -300,26 +304,34 @@ async fn apply_response(
                     leader_high_watermark: Offset(data.high_watermark),
                 }
             };
-            match call_replica(shard, tp.clone(), op).await {
-                PartitionReply::FollowerPosition {
-                    fetch_offset,
-                    last_fetched_epoch,
-                } => {
-                    delays.clear(&tp);
-                    positions.insert(
-                        tp,
-                        Position {
-                            fetch_offset,
-                            last_fetched_epoch,
-                            followed: position.followed,
-                        },
-                    );
-                }
-                other => {
-                    tracing::warn!(%tp, leader, reply = ?other, "follower append failed");
-                    positions.remove(&tp);
-                    delays.delay(tp, Instant::now());
-                }
+            ops.push((tp, position, op));
+        }
+    }
+    let (answered, calls): (Vec<_>, Vec<_>) = ops
+        .into_iter()
+        .map(|(tp, position, op)| ((tp.clone(), position), call_replica(shard, tp, op)))
+        .unzip();
+    let replies = futures_util::future::join_all(calls).await;
+    for ((tp, position), reply) in answered.into_iter().zip(replies) {
+        match reply {
+            PartitionReply::FollowerPosition {
+                fetch_offset,
+                last_fetched_epoch,
+            } => {
+                delays.clear(&tp);
+                positions.insert(
+                    tp,
+                    Position {
+                        fetch_offset,
+                        last_fetched_epoch,
+                        followed: position.followed,
+                    },
+                );
+            }
+            other => {
+                tracing::warn!(%tp, leader, reply = ?other, "follower append failed");
+                positions.remove(&tp);
+                delays.delay(tp, Instant::now());
             }
         }
     }
