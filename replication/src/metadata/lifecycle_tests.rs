@@ -786,7 +786,9 @@ fn check_elections(
     answer: &ControllerAnswer,
 ) -> Result<(), TestCaseError> {
     let ControllerAnswer::ElectLeaders { results } = answer else {
-        return Err(TestCaseError::fail(format!("ElectLeaders answered {answer:?}")));
+        return Err(TestCaseError::fail(format!(
+            "ElectLeaders answered {answer:?}"
+        )));
     };
     let mut elected = BTreeSet::new();
     for t in results {

@@ -808,10 +808,7 @@ pub fn elect_leaders(
         }
         Some(named) => {
             for (topic, ids) in named {
-                let partitions = ids
-                    .iter()
-                    .map(|&p| (p, elect(topic, p)))
-                    .collect();
+                let partitions = ids.iter().map(|&p| (p, elect(topic, p))).collect();
                 results.push(TopicElectionResults {
                     topic: topic.clone(),
                     partitions,
@@ -868,7 +865,9 @@ fn elect_one(
                 .unwrap_or(-1);
             (leader, partition.isr.clone())
         }
-        ElectionType::Unclean => elect_leader(&partition.replicas, partition.isr.clone(), &active, true),
+        ElectionType::Unclean => {
+            elect_leader(&partition.replicas, partition.isr.clone(), &active, true)
+        }
     };
     match partition_change(t.id, index, partition, leader, isr) {
         Some(record) => (Some(record), Ok(())),
