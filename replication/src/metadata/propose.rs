@@ -12,6 +12,10 @@
 //! partitions are placed round-robin over the active brokers (Kafka's rack-unaware
 //! assignment).
 //!
+//! ElectLeaders ([`elect_leaders`]) follows `ReplicationControlManager::electLeaders` and
+//! `PartitionChangeBuilder`'s preferred and unclean elections (KIP-183, KIP-460), without
+//! eligible leader replicas (KIP-966).
+//!
 //! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index); racks
 //! are recorded but not used for placement.
 
