@@ -733,3 +733,12 @@ def test_a_preferred_election_moves_the_leadership_back_to_a_restarted_replica(c
     unclean = a.elect_leaders(ElectionType.UNCLEAN, [tp]).result()
     assert [error_name(e) for e in unclean.values()] == ["ELECTION_NOT_NEEDED"], unclean
     assert state()[0] == preferred
+    # ElectLeaders v1 sent straight to a broker that is not the active controller: forwarded.
+    controller = metadata(cluster.bootstrap()).controller_id
+    other = next(n for n in cluster.nodes.values() if n.node_id != controller)
+    r = admin_request(other.bootstrap, 43, 1, kw.i8(0) + kw.i32(1) + kw.string(topic)
+                      + kw.i32(1) + kw.i32(0) + kw.i32(30000))
+    r.i32()  # throttle_time_ms
+    assert r.i16() == 0
+    assert r.array(lambda r: (r.string(), r.array(lambda r: (r.i32(), r.i16(), r.string())))) \
+        == [(topic, [(0, 84, "Leader election not needed for topic partition.")])]
