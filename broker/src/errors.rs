@@ -6,9 +6,21 @@ use crate::groups::GroupError;
 use crate::partitions::PartitionOpError;
 use crate::produce_checks::ProduceCheckError;
 use net::kafka_protocol::error::ResponseError;
-use replication::metadata::{ControllerError, TopicOperation};
+use replication::metadata::{ControllerError, ElectionError, TopicOperation};
 use replication::{IsrError, LeaderEpochError, PartitionError};
 use storage::{BatchError, StorageError};
+
+/// The Kafka error code of a partition's ElectLeaders result `e`.
+pub fn election_error_code(e: &ElectionError) -> i16 {
+    code(match e {
+        ElectionError::ElectionNotNeeded => ResponseError::ElectionNotNeeded,
+        ElectionError::PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
+        ElectionError::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
+        ElectionError::UnknownTopic { .. } | ElectionError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition
+        }
+    })
+}
 
 /// The Kafka error code a partition operation answers for `e`.
 pub fn partition_op_error_code(e: &PartitionOpError) -> i16 {

@@ -507,3 +507,49 @@ def test_every_advertised_admin_version(broker):
         if v >= 5:
             assert got["admin-raw-missing"].error_message, v
         assert name not in admin(b).list_topics(timeout=10).topics, v
+
+
+def test_elect_leaders_on_a_single_broker(broker):
+    """ElectLeaders (KIP-183/KIP-460) where every partition has one replica, its leader: a
+    named partition needs no election, an unknown one is UNKNOWN_TOPIC_OR_PARTITION, an
+    election of every partition lists none of them; v0 has no top-level error code, and an
+    unknown election type is INVALID_REQUEST at the top and on each partition."""
+    from confluent_kafka import ElectionType, TopicPartition
+
+    b = broker.bootstrap
+    topic = "elect-one"
+    create_topic(b, topic, 2)
+    a = admin(b)
+
+    def names(result):
+        return {(tp.topic, tp.partition): None if e is None else
+                (e.args[0] if isinstance(e, KafkaException) else e).name()
+                for tp, e in result.items()}
+
+    tps = [TopicPartition(topic, 1), TopicPartition(topic, 7)]
+    for election_type in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+        assert names(a.elect_leaders(election_type, tps).result()) == {
+            (topic, 1): "ELECTION_NOT_NEEDED", (topic, 7): "UNKNOWN_TOPIC_OR_PART"}
+    assert a.elect_leaders(ElectionType.PREFERRED, None).result() == {}
+
+    def elect(version, election_type, partitions):
+        body = b""
+        if version >= 1:
+            body += kw.i8(election_type)
+        body += kw.i32(1) + kw.string(topic) + kw.i32(len(partitions))
+        body += b"".join(kw.i32(p) for p in partitions) + kw.i32(30000)
+        with kw.connect(b) as sock:
+            r = kw.Reader(kw.request(sock, kw.frame(kw.header_v1(43, version, 9) + body)))
+        assert r.i32() == 9
+        r.i32()  # throttle_time_ms
+        top = r.i16() if version >= 1 else None
+        results = r.array(lambda r: (r.string(), r.array(lambda r: (r.i32(), r.i16(), r.string()))))
+        assert r.remaining() == 0
+        return top, results
+
+    top, results = elect(0, 0, [0])
+    assert top is None
+    assert results == [(topic, [(0, 84, "Leader election not needed for topic partition.")])]
+    top, results = elect(1, 5, [0])
+    assert top == 42  # INVALID_REQUEST
+    assert [(t, [(p, c) for p, c, _ in ps]) for t, ps in results] == [(topic, [(0, 42)])]

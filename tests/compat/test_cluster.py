@@ -664,3 +664,81 @@ def test_a_client_cannot_fence_a_broker_through_the_controller_requests(cluster)
         reply = json.loads(payload[4:])
         assert "NotForwardable" in reply.get("Err", {}), reply
     assert sorted(metadata(cluster.bootstrap()).brokers) == [1, 2, 3]
+
+
+def test_a_preferred_election_moves_the_leadership_back_to_a_restarted_replica(cluster):
+    """ElectLeaders (KIP-183/KIP-460) through the controller: a SIGKILLed preferred leader
+    comes back as a follower (leadership never returns by itself: no auto leader rebalance);
+    once it is back in the ISR a PREFERRED election makes it leader again, every record
+    produced before and after stays readable, and a second election is not needed."""
+    from confluent_kafka import ElectionType
+
+    topic = "elect-preferred"
+    controller = metadata(cluster.bootstrap()).controller_id
+    preferred = next(i for i in (1, 2, 3) if i != controller)
+    others = [i for i in (1, 2, 3) if i != preferred]
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic(topic, num_partitions=1,
+                              replica_assignment=[[preferred, *others]])],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+
+    def state(exclude=()):
+        now = partitions_of(cluster.bootstrap(exclude=set(exclude)), topic)
+        return None if now is None else now[0]
+
+    wait_until(lambda: (s := state()) and s[0] == preferred and sorted(s[2]) == [1, 2, 3],
+               20, what="the preferred replica leading with a full ISR")
+    prod = producer(cluster.bootstrap())
+    for i in range(100):
+        prod.produce(topic, value=b"e-%d" % i, partition=0)
+    assert prod.flush(30) == 0
+
+    cluster.kill(preferred)
+    wait_until(lambda: (s := state({preferred})) and s[0] in others, FAILOVER_BOUND_S,
+               what="another replica leading")
+    prod = producer(cluster.bootstrap(exclude={preferred}))
+    for i in range(100, 200):
+        prod.produce(topic, value=b"e-%d" % i, partition=0)
+    assert prod.flush(30) == 0
+    cluster.start_node(preferred)
+    back = wait_until(lambda: (s := state()) and sorted(s[2]) == [1, 2, 3] and s,
+                      FAILOVER_BOUND_S, what="the restarted replica back in the ISR")
+    assert back[0] in others, f"the leadership moved back by itself: {back}"
+
+    tp = TopicPartition(topic, 0)
+    a = admin(cluster.bootstrap())
+    # No request_timeout/operation_timeout: confluent-kafka 2.16.1's elect_leaders raises
+    # SystemError on any keyword argument (its C argument list is one entry short).
+    result = a.elect_leaders(ElectionType.PREFERRED, [tp]).result()
+    assert list(result.items()) == [(tp, None)], result
+    wait_until(lambda: (s := state()) and s[0] == preferred, 20,
+               what="the preferred replica leading again")
+    prod = producer(cluster.bootstrap())
+    for i in range(200, 300):
+        prod.produce(topic, value=b"e-%d" % i, partition=0)
+    assert prod.flush(30) == 0
+    got = consume_all(cluster.bootstrap(), topic, 1, expected=300)
+    assert sorted(m.value() for m in got[0]) == sorted(b"e-%d" % i for i in range(300))
+
+    def error_name(e):
+        e = e.args[0] if isinstance(e, KafkaException) else e
+        return e.name()
+
+    again = a.elect_leaders(ElectionType.PREFERRED, [tp]).result()
+    assert [error_name(e) for e in again.values()] == ["ELECTION_NOT_NEEDED"], again
+    unknown = TopicPartition(topic, 5)
+    missing = a.elect_leaders(ElectionType.PREFERRED, [unknown]).result()
+    assert [error_name(e) for e in missing.values()] == ["UNKNOWN_TOPIC_OR_PART"], missing
+    # Unclean: the partition has a leader, so nothing is needed either.
+    unclean = a.elect_leaders(ElectionType.UNCLEAN, [tp]).result()
+    assert [error_name(e) for e in unclean.values()] == ["ELECTION_NOT_NEEDED"], unclean
+    assert state()[0] == preferred
+    # ElectLeaders v1 sent straight to a broker that is not the active controller: forwarded.
+    controller = metadata(cluster.bootstrap()).controller_id
+    other = next(n for n in cluster.nodes.values() if n.node_id != controller)
+    r = admin_request(other.bootstrap, 43, 1, kw.i8(0) + kw.i32(1) + kw.string(topic)
+                      + kw.i32(1) + kw.i32(0) + kw.i32(30000))
+    r.i32()  # throttle_time_ms
+    assert r.i16() == 0
+    assert r.array(lambda r: (r.string(), r.array(lambda r: (r.i32(), r.i16(), r.string())))) \
+        == [(topic, [(0, 84, "Leader election not needed for topic partition.")])]

@@ -33,7 +33,7 @@ pub(super) async fn handle_active(
     match request {
         ControllerRequest::Op { from, op } => {
             let _permit = controller.lock().await?;
-            let (_, after) = commit(shard, controller, &op, from).await?;
+            let (before, after) = commit(shard, controller, &op, from).await?;
             if let ControllerOp::RegisterBroker { broker_id, .. } = &op {
                 let index = controller.view.borrow().applied_index();
                 controller
@@ -46,7 +46,7 @@ pub(super) async fn handle_active(
                 .borrow_mut()
                 .follow(&after, GlommioRuntime.now());
             Ok(ControllerReply::Answer {
-                answer: op.answer(&after),
+                answer: op.answer(&before, &after),
                 applied_index: controller.view.borrow().applied_index().0,
             })
         }
@@ -125,10 +125,10 @@ async fn heartbeat(
             broker_id,
             broker_epoch,
         };
-        let (_, after) = commit(shard, controller, &op, broker_id).await?;
+        let (before, after) = commit(shard, controller, &op, broker_id).await?;
         if let ControllerAnswer::ControlledShutdown {
             should_shut_down: done,
-        } = op.answer(&after)
+        } = op.answer(&before, &after)
         {
             should_shut_down = done;
         }

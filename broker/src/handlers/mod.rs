@@ -139,7 +139,7 @@ registry! {
     DescribeAcls 1..=3 => |_shard, _, _call| describe_acls::handle(),
     CreateAcls 1..=3 => |_shard, req, _call| create_acls::handle(&req),
     DeleteAcls 1..=3 => |_shard, req, _call| delete_acls::handle(&req),
-    ElectLeaders 0..=2 => |shard, req, _call| elect_leaders::handle(shard, req),
+    ElectLeaders 0..=2 => |shard, req, call| elect_leaders::handle(shard, req, call.version).await,
     ListPartitionReassignments 0..=0 => |_shard, _, _call| list_partition_reassignments::handle(),
     DescribeClientQuotas 0..=1 => |_shard, _, _call| describe_client_quotas::handle(),
     DescribeLogDirs 1..=4 => |shard, req, _call| describe_log_dirs::handle(shard, req).await,

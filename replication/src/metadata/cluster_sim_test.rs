@@ -595,7 +595,7 @@ impl Controller {
                 if before != after {
                     self.world.stats.borrow_mut().registrations += 1;
                 }
-                match op.answer(&after) {
+                match op.answer(&before, &after) {
                     ControllerAnswer::Registered { broker_epoch } => {
                         Ok(Reply::Registered { broker_epoch })
                     }

@@ -25,6 +25,8 @@ fn no_broker_check(_: &BTreeMap<String, BTreeMap<String, String>>) -> Result<(),
 /// An image and the changes that built it, driven as the controller drives it.
 struct Cluster {
     image: MetadataImage,
+    /// The image the last [`Cluster::run`] proposed against (what an answer may read).
+    before: MetadataImage,
     changes: Vec<Vec<MetadataRecord>>,
     /// Drawn for each created topic, so topic ids never repeat.
     next_topic_id: u128,
@@ -37,6 +39,7 @@ impl Cluster {
     fn new() -> Cluster {
         Cluster {
             image: MetadataImage::new("c".into()),
+            before: MetadataImage::new("c".into()),
             changes: Vec::new(),
             next_topic_id: 1,
             placement_seed: 0,
@@ -59,6 +62,7 @@ impl Cluster {
             broker_session_live: &session_live,
         };
         self.next_topic_id += 1;
+        self.before = self.image.clone();
         let records = propose(&self.image, op, &ctx)?;
         for r in &records {
             self.image
@@ -85,7 +89,7 @@ impl Cluster {
             rack: None,
         };
         self.run(&op)?;
-        match op.answer(&self.image) {
+        match op.answer(&self.before, &self.image) {
             ControllerAnswer::Registered { broker_epoch } => Ok(broker_epoch),
             other => panic!("RegisterBroker answered {other:?}"),
         }
@@ -508,7 +512,7 @@ fn controlled_shutdown_moves_leaderships_first() {
         })
     ));
     assert_eq!(
-        op.answer(&c.image),
+        op.answer(&c.before, &c.image),
         ControllerAnswer::ControlledShutdown {
             should_shut_down: true
         }
@@ -529,7 +533,7 @@ fn controlled_shutdown_moves_leaderships_first() {
             broker_id: 2,
             broker_epoch: c.epoch(2)
         }
-        .answer(&c.image),
+        .answer(&c.image, &c.image),
         ControllerAnswer::ControlledShutdown {
             should_shut_down: false
         }
@@ -619,6 +623,13 @@ enum Step {
         members: u8,
         stale: bool,
     },
+    /// ElectLeaders of partition `partition` of `name` (or of every partition, with `all`).
+    ElectLeaders {
+        unclean: bool,
+        all: bool,
+        name: &'static str,
+        partition: i32,
+    },
 }
 
 const TOPICS: &[&str] = &["a", "b", "c"];
@@ -647,13 +658,16 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         ),
         2 => (topic.clone(), 1..7i32).prop_map(|(name, total)| Step::CreatePartitions { name, total }),
         1 => topic.clone().prop_map(|name| Step::DeleteTopic { name }),
-        4 => (topic, 0..4i32, any::<u8>(), proptest::bool::weighted(0.1)).prop_map(
+        4 => (topic.clone(), 0..4i32, any::<u8>(), proptest::bool::weighted(0.1)).prop_map(
             |(name, partition, members, stale)| Step::AlterPartition {
                 name,
                 partition,
                 members,
                 stale,
             }
+        ),
+        2 => (any::<bool>(), proptest::bool::weighted(0.2), topic, 0..4i32).prop_map(
+            |(unclean, all, name, partition)| Step::ElectLeaders { unclean, all, name, partition }
         ),
     ]
 }
@@ -744,8 +758,83 @@ impl Step {
                     new_isr,
                 }
             }
+            Step::ElectLeaders {
+                unclean,
+                all,
+                name,
+                partition,
+            } => ControllerOp::ElectLeaders {
+                election_type: if unclean {
+                    ElectionType::Unclean
+                } else {
+                    ElectionType::Preferred
+                },
+                partitions: (!all).then(|| vec![(name.to_string(), vec![partition])]),
+            },
         }
     }
+}
+
+/// ElectLeaders' answer against what it did: a partition answered `Ok` got a new leader (for
+/// a preferred election the preferred replica, unless the partition had no leader; for an
+/// unclean one, a partition that had none); every other partition kept its leader, ISR and
+/// epochs.
+fn check_elections(
+    election_type: ElectionType,
+    before: &MetadataImage,
+    after: &MetadataImage,
+    answer: &ControllerAnswer,
+) -> Result<(), TestCaseError> {
+    let ControllerAnswer::ElectLeaders { results } = answer else {
+        return Err(TestCaseError::fail(format!(
+            "ElectLeaders answered {answer:?}"
+        )));
+    };
+    let mut elected = BTreeSet::new();
+    for t in results {
+        for (p, result) in &t.partitions {
+            if result.is_ok() {
+                elected.insert((t.topic.clone(), *p));
+            }
+        }
+    }
+    for (name, topic) in &before.topics {
+        for (p, old) in topic.partitions.iter().enumerate() {
+            let new = &after.topics[name].partitions[p];
+            let id = i32::try_from(p).unwrap();
+            if elected.contains(&(name.clone(), id)) {
+                prop_assert!(
+                    new.leader != old.leader && new.leader != -1,
+                    "invariant 'an election answered NONE changed the leader' broken at {}-{}",
+                    name,
+                    p
+                );
+                let expected = match election_type {
+                    ElectionType::Preferred => {
+                        old.leader == -1 || new.replicas.first() == Some(&new.leader)
+                    }
+                    ElectionType::Unclean => old.leader == -1,
+                };
+                prop_assert!(
+                    expected,
+                    "invariant 'the election elects whom its type allows' broken at {}-{}: {:?} -> {:?}",
+                    name,
+                    p,
+                    old,
+                    new
+                );
+            } else {
+                prop_assert_eq!(
+                    new,
+                    old,
+                    "invariant 'a partition not elected is unchanged' broken at {}-{}",
+                    name,
+                    p
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The invariants of one image, each failure naming the one it breaks.
@@ -875,7 +964,7 @@ proptest! {
                 Ok(records) => {
                     if let ControllerOp::ControlledShutdown { broker_id, .. } = op {
                         prop_assert_eq!(
-                            op.answer(&c.image),
+                            op.answer(&c.before, &c.image),
                             ControllerAnswer::ControlledShutdown { should_shut_down: true },
                             "invariant 'after a controlled shutdown the broker leads nothing' broken for {}",
                             broker_id
@@ -893,6 +982,10 @@ proptest! {
                             (old.leader, old.leader_epoch, old.partition_epoch + bump, new_isr),
                             "invariant 'AlterPartition replaces the ISR, bumps only the partition epoch' broken"
                         );
+                    }
+                    if let ControllerOp::ElectLeaders { election_type, .. } = &op {
+                        let answer = op.answer(&before, &c.image);
+                        check_elections(*election_type, &before, &c.image, &answer)?;
                     }
                     if let ControllerOp::RegisterBroker { broker_id, .. } = op {
                         let registered = &c.image.brokers[&broker_id];
@@ -989,7 +1082,7 @@ fn alter_partition_replaces_the_isr_and_bumps_only_the_partition_epoch() {
     assert_eq!(p.partition_epoch, before.partition_epoch + 1);
     assert_eq!((p.leader, p.leader_epoch), (1, before.leader_epoch));
     assert_eq!(
-        op.answer(&c.image),
+        op.answer(&c.before, &c.image),
         ControllerAnswer::AlterPartition {
             leader: 1,
             leader_epoch: before.leader_epoch,
@@ -1162,4 +1255,244 @@ fn alter_partition_refuses_fenced_shutting_down_or_unregistered_members() {
     ));
     // The leader alone is still fine (a no-op here).
     assert!(c.run(&alter(&c, &[1])).unwrap().is_empty());
+}
+
+// ---- ElectLeaders (KRaft `ReplicationControlManager::electLeaders`) -------------------------
+
+/// Runs ElectLeaders of `election_type` for `partitions` (`None`: all); returns its records
+/// and its results.
+fn elect(
+    c: &mut Cluster,
+    election_type: ElectionType,
+    partitions: Option<&[(&str, &[i32])]>,
+) -> (Vec<MetadataRecord>, Vec<TopicElectionResults>) {
+    let op = ControllerOp::ElectLeaders {
+        election_type,
+        partitions: partitions.map(|named| {
+            named
+                .iter()
+                .map(|(t, ps)| (t.to_string(), ps.to_vec()))
+                .collect()
+        }),
+    };
+    let records = c.run(&op).expect("ElectLeaders is never refused whole");
+    match op.answer(&c.before, &c.image) {
+        ControllerAnswer::ElectLeaders { results } => (records, results),
+        other => panic!("ElectLeaders answered {other:?}"),
+    }
+}
+
+/// The results of one topic's partitions.
+fn results_of(results: &[TopicElectionResults]) -> Vec<(&str, i32, Result<(), ElectionError>)> {
+    results
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|(p, r)| (t.topic.as_str(), *p, r.clone()))
+        })
+        .collect()
+}
+
+#[test]
+fn preferred_election_moves_the_leadership_back_once_the_preferred_replica_is_in_sync() {
+    let mut c = alter_cluster();
+    c.run(&ControllerOp::FenceBroker { broker_id: 1 }).unwrap();
+    c.unfence(1).unwrap();
+    let moved = c.partition("t", 0).clone();
+    assert_eq!((moved.leader, moved.isr.clone()), (2, vec![2, 3]));
+    // Not in the ISR yet: nothing changes.
+    let (records, results) = elect(&mut c, ElectionType::Preferred, Some(&[("t", &[0])]));
+    assert!(records.is_empty());
+    assert_eq!(
+        results_of(&results),
+        [("t", 0, Err(ElectionError::PreferredLeaderNotAvailable))]
+    );
+    // Broker 1 caught up: the leader (2) adds it to the ISR.
+    c.run(&ControllerOp::AlterPartition {
+        broker_id: 2,
+        broker_epoch: c.epoch(2),
+        topic: "t".into(),
+        partition: 0,
+        leader_epoch: moved.leader_epoch,
+        partition_epoch: moved.partition_epoch,
+        new_isr: vec![2, 3, 1],
+    })
+    .unwrap();
+    let before = c.partition("t", 0).clone();
+    let (records, results) = elect(&mut c, ElectionType::Preferred, Some(&[("t", &[0])]));
+    assert_eq!(records.len(), 1);
+    assert_eq!(results_of(&results), [("t", 0, Ok(()))]);
+    let after = c.partition("t", 0);
+    assert_eq!(after.leader, 1);
+    assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+    assert_eq!(after.partition_epoch, before.partition_epoch + 1);
+    assert_eq!(after.isr, before.isr, "a preferred election keeps the ISR");
+    // Again: the preferred replica leads already.
+    let (records, results) = elect(&mut c, ElectionType::Preferred, Some(&[("t", &[0])]));
+    assert!(records.is_empty());
+    assert_eq!(
+        results_of(&results),
+        [("t", 0, Err(ElectionError::ElectionNotNeeded))]
+    );
+}
+
+#[test]
+fn preferred_election_refuses_a_fenced_or_shutting_down_preferred_replica() {
+    let mut c = alter_cluster();
+    // Broker 1 shuts down: 2 leads, 1 stays a replica outside the ISR.
+    let e1 = c.epoch(1);
+    c.run(&ControllerOp::ControlledShutdown {
+        broker_id: 1,
+        broker_epoch: e1,
+    })
+    .unwrap();
+    assert_eq!(c.partition("t", 0).leader, 2);
+    let (records, results) = elect(&mut c, ElectionType::Preferred, Some(&[("t", &[0])]));
+    assert!(records.is_empty());
+    assert_eq!(
+        results_of(&results),
+        [("t", 0, Err(ElectionError::PreferredLeaderNotAvailable))]
+    );
+}
+
+#[test]
+fn elections_of_unknown_topics_and_partitions_answer_unknown_topic_or_partition() {
+    let mut c = alter_cluster();
+    for election_type in [ElectionType::Preferred, ElectionType::Unclean] {
+        let (records, results) = elect(
+            &mut c,
+            election_type,
+            Some(&[("nope", &[0]), ("t", &[1, -1, 0])]),
+        );
+        assert!(records.is_empty());
+        let unknown = |partition| ElectionError::UnknownPartition {
+            topic: "t".into(),
+            partition,
+        };
+        assert_eq!(
+            results_of(&results),
+            [
+                (
+                    "nope",
+                    0,
+                    Err(ElectionError::UnknownTopic {
+                        topic: "nope".into()
+                    })
+                ),
+                ("t", 1, Err(unknown(1))),
+                ("t", -1, Err(unknown(-1))),
+                ("t", 0, Err(ElectionError::ElectionNotNeeded)),
+            ]
+        );
+    }
+    assert_eq!(
+        ElectionError::UnknownPartition {
+            topic: "t".into(),
+            partition: 1
+        }
+        .to_string(),
+        "No such partition as t-1"
+    );
+}
+
+#[test]
+fn an_election_of_every_partition_lists_every_topic_but_only_the_partitions_it_concerned() {
+    let mut c = Cluster::with_brokers(&[1, 2, 3]);
+    c.create("a", 3, 3, BTreeMap::new()).unwrap();
+    c.create("b", 1, 3, BTreeMap::new()).unwrap();
+    let preferred = |c: &Cluster, t: &str, p| c.partition(t, p).replicas[0];
+    let broker = preferred(&c, "a", 0);
+    c.run(&ControllerOp::FenceBroker { broker_id: broker })
+        .unwrap();
+    c.unfence(broker).unwrap();
+    // `broker` is out of every ISR: its preferred partitions answer "not available", the
+    // others are left out; "b" is listed even when none of its partitions is.
+    let (records, results) = elect(&mut c, ElectionType::Preferred, None);
+    assert!(records.is_empty());
+    let mut expected = Vec::new();
+    for (t, n) in [("a", 3), ("b", 1)] {
+        for p in 0..n {
+            if preferred(&c, t, p) == broker {
+                let p = i32::try_from(p).unwrap();
+                expected.push((t, p, Err(ElectionError::PreferredLeaderNotAvailable)));
+            }
+        }
+    }
+    assert_eq!(results_of(&results), expected);
+    assert_eq!(
+        results.iter().map(|t| t.topic.as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    // A partition named twice gets the same answer twice and one record.
+    let p = c.partition("a", 1).clone();
+    let leader = p.leader;
+    let mut isr = p.isr.clone();
+    if !isr.contains(&broker) {
+        isr.push(broker);
+    }
+    c.run(&ControllerOp::AlterPartition {
+        broker_id: leader,
+        broker_epoch: c.epoch(leader),
+        topic: "a".into(),
+        partition: 1,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: isr,
+    })
+    .unwrap();
+    let twice: &[(&str, &[i32])] = &[("a", &[1]), ("a", &[1])];
+    let (records, results) = elect(&mut c, ElectionType::Preferred, Some(twice));
+    let elected = if preferred(&c, "a", 1) == leader {
+        Err(ElectionError::ElectionNotNeeded)
+    } else {
+        Ok(())
+    };
+    assert_eq!(records.len(), usize::from(elected.is_ok()));
+    assert_eq!(
+        results_of(&results),
+        [("a", 1, elected.clone()), ("a", 1, elected)]
+    );
+}
+
+#[test]
+fn unclean_election_picks_an_active_replica_outside_the_isr_for_a_leaderless_partition() {
+    let mut c = alter_cluster();
+    c.create("solo", 1, 1, BTreeMap::new()).unwrap();
+    assert_eq!(c.partition("solo", 0).replicas, vec![1]);
+    // "t"-0's ISR shrinks to its leader 1, which is then fenced: leaderless, ISR [1]; unclean
+    // election is not enabled for the topic, so no leader comes by itself.
+    c.run(&alter(&c, &[1])).unwrap();
+    c.run(&ControllerOp::FenceBroker { broker_id: 1 }).unwrap();
+    let before = c.partition("t", 0).clone();
+    assert_eq!((before.leader, before.isr.clone()), (-1, vec![1]));
+    let (records, results) = elect(&mut c, ElectionType::Preferred, Some(&[("t", &[0])]));
+    assert!(records.is_empty());
+    assert_eq!(
+        results_of(&results),
+        [("t", 0, Err(ElectionError::PreferredLeaderNotAvailable))]
+    );
+    let (records, results) = elect(
+        &mut c,
+        ElectionType::Unclean,
+        Some(&[("t", &[0]), ("solo", &[0])]),
+    );
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        results_of(&results),
+        [
+            ("t", 0, Ok(())),
+            ("solo", 0, Err(ElectionError::EligibleLeadersNotAvailable)),
+        ]
+    );
+    let after = c.partition("t", 0);
+    assert_eq!((after.leader, after.isr.clone()), (2, vec![2]));
+    assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+    // It has a leader now.
+    let (records, results) = elect(&mut c, ElectionType::Unclean, Some(&[("t", &[0])]));
+    assert!(records.is_empty());
+    assert_eq!(
+        results_of(&results),
+        [("t", 0, Err(ElectionError::ElectionNotNeeded))]
+    );
 }

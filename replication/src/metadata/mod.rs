@@ -32,9 +32,10 @@ pub use image::{
     ApplyError, BrokerRegistration, MetadataImage, PartitionImage, ProducerIdsImage, TopicImage,
 };
 pub use propose::{
-    check_not_internal, is_internal, leaderships, place_replicas, propose, validate_topic_name,
-    BrokerConfigCheck, BrokerSessionLive, ControllerAnswer, ControllerError, ControllerOp,
-    ProposeContext, TopicConfigCheck, TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES,
+    check_not_internal, elect_leaders, is_internal, leaderships, place_replicas, propose,
+    validate_topic_name, BrokerConfigCheck, BrokerSessionLive, ControllerAnswer, ControllerError,
+    ControllerOp, ElectionError, ElectionType, ProposeContext, TopicConfigCheck,
+    TopicElectionResults, TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES,
     PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use raft_machine::{

@@ -12,6 +12,10 @@
 //! partitions are placed round-robin over the active brokers (Kafka's rack-unaware
 //! assignment).
 //!
+//! ElectLeaders ([`elect_leaders`]) follows `ReplicationControlManager::electLeaders` and
+//! `PartitionChangeBuilder`'s preferred and unclean elections (KIP-183, KIP-460), without
+//! eligible leader replicas (KIP-966).
+//!
 //! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index); racks
 //! are recorded but not used for placement.
 
@@ -150,6 +154,15 @@ pub enum ControllerOp {
     UnregisterBroker {
         broker_id: i32,
     },
+    /// Elects leaders (ElectLeaders, KIP-183/KIP-460; KRaft
+    /// `ReplicationControlManager::electLeaders`): for each named partition, or every partition
+    /// of every topic when `partitions` is `None`, as [`elect_leaders`] does. Never refused as a
+    /// whole: each partition gets its own result. Answer: [`ControllerAnswer::ElectLeaders`].
+    ElectLeaders {
+        election_type: ElectionType,
+        /// The request's topics in its order, each with the partition ids named for it.
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
     /// The partition's leader changes its ISR (AlterPartition, KRaft
     /// `ReplicationControlManager::alterPartition`): checked in Kafka's order — the broker's
     /// registration and epoch ([`ControllerError::StaleBrokerEpoch`]), the topic and partition
@@ -193,14 +206,22 @@ impl ControllerOp {
             | ControllerOp::FenceBroker { .. }
             | ControllerOp::ControlledShutdown { .. }
             | ControllerOp::UnregisterBroker { .. }
-            | ControllerOp::AlterPartition { .. } => false,
+            | ControllerOp::AlterPartition { .. }
+            | ControllerOp::ElectLeaders { .. } => false,
         }
     }
 
     /// What the controller answers for this op, read from `after`, the image once its records
-    /// are applied (the same image when there were none).
-    pub fn answer(&self, after: &MetadataImage) -> ControllerAnswer {
+    /// are applied (the same image when there were none), or, for
+    /// [`ControllerOp::ElectLeaders`], from `before`, the image they were proposed against.
+    pub fn answer(&self, before: &MetadataImage, after: &MetadataImage) -> ControllerAnswer {
         match self {
+            ControllerOp::ElectLeaders {
+                election_type,
+                partitions,
+            } => ControllerAnswer::ElectLeaders {
+                results: elect_leaders(before, *election_type, partitions.as_deref()).1,
+            },
             ControllerOp::RegisterBroker { broker_id, .. } => {
                 after
                     .brokers
@@ -232,7 +253,7 @@ impl ControllerOp {
 }
 
 /// The answer to a [`ControllerOp`] beyond success ([`ControllerOp::answer`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerAnswer {
     /// Nothing to say beyond success.
     Done,
@@ -249,6 +270,52 @@ pub enum ControllerAnswer {
         leader_epoch: i32,
         partition_epoch: i32,
     },
+    /// [`ControllerOp::ElectLeaders`]: the result of each partition, by topic.
+    ElectLeaders { results: Vec<TopicElectionResults> },
+}
+
+/// ElectLeaders' election types (KIP-460; the wire's `ElectionType` int8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// 0: the preferred replica (the first of the assignment) becomes leader when it is an
+    /// active member of the ISR.
+    Preferred,
+    /// 1: a partition without a leader gets one: from the ISR if an active member is left,
+    /// else any active replica, whose log then becomes the partition's (data loss).
+    Unclean,
+}
+
+/// The results of [`ControllerOp::ElectLeaders`] for one topic (ElectLeadersResponse's
+/// `ReplicaElectionResult`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicElectionResults {
+    pub topic: String,
+    /// By partition id, in the request's order (in partition order for every partition);
+    /// `Ok` when the election changed the leader.
+    pub partitions: Vec<(i32, Result<(), ElectionError>)>,
+}
+
+/// Why a partition got no new leader from [`ControllerOp::ElectLeaders`] (Kafka's error per
+/// partition; the broker maps it to the code).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ElectionError {
+    /// `ELECTION_NOT_NEEDED` (84): the preferred replica leads already (preferred), or the
+    /// partition has a leader (unclean).
+    #[error("Leader election not needed for topic partition.")]
+    ElectionNotNeeded,
+    /// `PREFERRED_LEADER_NOT_AVAILABLE` (80): the preferred replica is not an active member of
+    /// the ISR.
+    #[error("The preferred leader was not available.")]
+    PreferredLeaderNotAvailable,
+    /// `ELIGIBLE_LEADERS_NOT_AVAILABLE` (83): no replica of the leaderless partition is
+    /// active.
+    #[error("Eligible topic partition leaders are not available.")]
+    EligibleLeadersNotAvailable,
+    /// `UNKNOWN_TOPIC_OR_PARTITION` (3), with Kafka's messages.
+    #[error("No such topic as {topic}")]
+    UnknownTopic { topic: String },
+    #[error("No such partition as {topic}-{partition}")]
+    UnknownPartition { topic: String, partition: i32 },
 }
 
 /// How many partitions `broker_id` leads in `image`.
@@ -696,6 +763,125 @@ pub fn propose(
             (*leader_epoch, *partition_epoch),
             new_isr,
         ),
+        ControllerOp::ElectLeaders {
+            election_type,
+            partitions,
+        } => Ok(elect_leaders(image, *election_type, partitions.as_deref()).0),
+    }
+}
+
+/// [`ControllerOp::ElectLeaders`] on `image` (KRaft's `ReplicationControlManager::
+/// electLeaders` and `electLeader`): the records of the elections and the result of each
+/// partition. For a named partition of an unknown topic or beyond the topic's partitions:
+/// [`ElectionError::UnknownTopic`], [`ElectionError::UnknownPartition`]. `partitions: None`
+/// means every partition of every topic (internal ones too), each topic listed in name order
+/// with only the partitions whose result is not [`ElectionError::ElectionNotNeeded`], as Kafka
+/// answers it. Every election reads `image` as it is (Kafka's records are applied once the op
+/// is done), so a partition named twice gets the same result twice and one record.
+pub fn elect_leaders(
+    image: &MetadataImage,
+    election_type: ElectionType,
+    partitions: Option<&[(String, Vec<i32>)]>,
+) -> (Vec<MetadataRecord>, Vec<TopicElectionResults>) {
+    let mut records: Vec<MetadataRecord> = Vec::new();
+    let mut results = Vec::new();
+    let mut elect = |topic: &str, partition: i32| {
+        let (record, result) = elect_one(image, election_type, topic, partition);
+        if let Some(record) = record.filter(|r| !records.contains(r)) {
+            records.push(record);
+        }
+        result
+    };
+    match partitions {
+        None => {
+            for (topic, t) in &image.topics {
+                let mut out = Vec::new();
+                for p in 0..t.partitions.len() {
+                    let partition =
+                        i32::try_from(p).expect("partition counts are checked to fit i32");
+                    let result = elect(topic, partition);
+                    if result != Err(ElectionError::ElectionNotNeeded) {
+                        out.push((partition, result));
+                    }
+                }
+                results.push(TopicElectionResults {
+                    topic: topic.clone(),
+                    partitions: out,
+                });
+            }
+        }
+        Some(named) => {
+            for (topic, ids) in named {
+                let partitions = ids.iter().map(|&p| (p, elect(topic, p))).collect();
+                results.push(TopicElectionResults {
+                    topic: topic.clone(),
+                    partitions,
+                });
+            }
+        }
+    }
+    (records, results)
+}
+
+/// One partition's election (KRaft's `electLeader` with `PartitionChangeBuilder`'s
+/// `electPreferredLeader` / `electAnyLeader`, without eligible leader replicas): the record
+/// that changes its leader, if any, and the partition's result.
+fn elect_one(
+    image: &MetadataImage,
+    election_type: ElectionType,
+    topic: &str,
+    partition_id: i32,
+) -> (Option<MetadataRecord>, Result<(), ElectionError>) {
+    let Some(t) = image.topics.get(topic) else {
+        let error = ElectionError::UnknownTopic {
+            topic: topic.to_string(),
+        };
+        return (None, Err(error));
+    };
+    let Some((index, partition)) = usize::try_from(partition_id)
+        .ok()
+        .and_then(|i| Some((i, t.partitions.get(i)?)))
+    else {
+        let error = ElectionError::UnknownPartition {
+            topic: topic.to_string(),
+            partition: partition_id,
+        };
+        return (None, Err(error));
+    };
+    let preferred = partition.replicas.first().copied();
+    let needed = match election_type {
+        ElectionType::Preferred => preferred != Some(partition.leader),
+        ElectionType::Unclean => partition.leader == -1,
+    };
+    if !needed {
+        return (None, Err(ElectionError::ElectionNotNeeded));
+    }
+    let active = |b: i32| image.brokers.get(&b).is_some_and(|r| r.is_active());
+    let valid = |b: i32| partition.isr.contains(&b) && active(b);
+    let (leader, isr) = match election_type {
+        ElectionType::Preferred => {
+            // The preferred replica; else the current leader stays if it is still valid; else
+            // the next valid replica (a leaderless partition comes back).
+            let leader = preferred
+                .filter(|&p| valid(p))
+                .or_else(|| valid(partition.leader).then_some(partition.leader))
+                .or_else(|| partition.replicas.iter().copied().find(|&r| valid(r)))
+                .unwrap_or(-1);
+            (leader, partition.isr.clone())
+        }
+        ElectionType::Unclean => {
+            elect_leader(&partition.replicas, partition.isr.clone(), &active, true)
+        }
+    };
+    match partition_change(t.id, index, partition, leader, isr) {
+        Some(record) => (Some(record), Ok(())),
+        None => {
+            let error = match election_type {
+                ElectionType::Preferred => ElectionError::PreferredLeaderNotAvailable,
+                ElectionType::Unclean => ElectionError::EligibleLeadersNotAvailable,
+            };
+            (None, Err(error))
+        }
     }
 }
 
