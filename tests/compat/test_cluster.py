@@ -507,7 +507,11 @@ def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
     commits are acks=all appends to it: after the coordinator's SIGKILL, the new leader of
     that partition loads it and a new consumer of the group, bootstrapped at a survivor,
     resumes exactly at the committed offsets (nothing before them read again, nothing after
-    them skipped); the admin client reads the same offsets from a survivor."""
+    them skipped); the admin client reads the same offsets from a survivor.
+
+    Every broker restarts once after `__consumer_offsets` exists and before the commits, so
+    each has read its replicas of it once: a broker that did not replay the partition again
+    when elected its leader would serve what it read then (no offsets)."""
     import time
 
     from confluent_kafka import ConsumerGroupTopicPartitions
@@ -526,6 +530,24 @@ def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
             exchange(bootstrap, kw.find_coordinator_v0(1, group)))
         return node if err == 0 else None
 
+    # The first FindCoordinator creates `__consumer_offsets`; then a rolling restart, each
+    # broker back in every ISR before the next goes (commits and the election need them).
+    wait_until(lambda: coordinator(cluster.nodes[1].bootstrap, "resume-probe"), 60,
+               what="__consumer_offsets")
+
+    def full_isrs():
+        for t in ("__consumer_offsets", topic):
+            parts = partitions_of(cluster.bootstrap(), t)
+            if not parts or any(sorted(isr) != [1, 2, 3] or leader < 0
+                                for leader, _, isr in parts.values()):
+                return False
+        return True
+
+    for node_id in (1, 2, 3):
+        wait_until(full_isrs, 60, what=f"full ISRs before node {node_id} restarts")
+        cluster.stop_node(node_id)
+        cluster.start_node(node_id)
+    wait_until(full_isrs, 60, what="full ISRs after the restarts")
     # A group coordinated by a broker that is not the controller, so the kill tests the
     # coordinator's move alone (the controller's replacement has its own test).
     controller = metadata(cluster.bootstrap()).controller_id
