@@ -509,9 +509,10 @@ def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
     resumes exactly at the committed offsets (nothing before them read again, nothing after
     them skipped); the admin client reads the same offsets from a survivor.
 
-    Every broker restarts once after `__consumer_offsets` exists and before the commits, so
-    each has read its replicas of it once: a broker that did not replay the partition again
-    when elected its leader would serve what it read then (no offsets)."""
+    Every broker answers a ListGroups after `__consumer_offsets` exists and before the
+    commits (a moment at which a broker may read its replicas of it, as it may at start): a
+    broker that did not replay the partition again when elected its leader would serve what
+    it read then (no offsets)."""
     import time
 
     from confluent_kafka import ConsumerGroupTopicPartitions
@@ -530,10 +531,14 @@ def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
             exchange(bootstrap, kw.find_coordinator_v0(1, group)))
         return node if err == 0 else None
 
-    # The first FindCoordinator creates `__consumer_offsets`; then a rolling restart, each
-    # broker back in every ISR before the next goes (commits and the election need them).
+    # The first FindCoordinator creates `__consumer_offsets`; then each broker lists groups.
     wait_until(lambda: coordinator(cluster.nodes[1].bootstrap, "resume-probe"), 60,
                what="__consumer_offsets")
+    for node in cluster.nodes.values():
+        def listed_groups(bootstrap=node.bootstrap):
+            _, err, _ = kw.parse_list_groups_v0(exchange(bootstrap, kw.list_groups_v0(1)))
+            return err == 0
+        wait_until(listed_groups, 60, what=f"ListGroups on node {node.node_id}")
 
     def full_isrs():
         for t in ("__consumer_offsets", topic):
@@ -543,11 +548,8 @@ def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
                 return False
         return True
 
-    for node_id in (1, 2, 3):
-        wait_until(full_isrs, 60, what=f"full ISRs before node {node_id} restarts")
-        cluster.stop_node(node_id)
-        cluster.start_node(node_id)
-    wait_until(full_isrs, 60, what="full ISRs after the restarts")
+    # Every replica in every ISR: the commits reach all three, any survivor can lead.
+    wait_until(full_isrs, 60, what="full ISRs")
     # A group coordinated by a broker that is not the controller, so the kill tests the
     # coordinator's move alone (the controller's replacement has its own test).
     controller = metadata(cluster.bootstrap()).controller_id
@@ -619,3 +621,20 @@ def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
     finally:
         second.close()
     assert read == {p: list(range(o, per_partition)) for p, o in committed.items()}
+
+    # The killed coordinator comes back as a follower of the group's offsets partition: it
+    # does not coordinate the group any more (NOT_COORDINATOR), the new coordinator does.
+    cluster.start_node(victim)
+
+    def offset_fetch(node_id):
+        _, got = kw.parse_offset_fetch_v1(exchange(
+            cluster.nodes[node_id].bootstrap,
+            kw.offset_fetch_v1(1, group, {topic: sorted(committed)})))
+        return {p: (off, err) for (_, p), (off, _, err) in got.items()}
+
+    now = wait_until(lambda: coordinator(asked, group), 60, what="the coordinator")
+    assert now != victim
+    assert offset_fetch(now) == {p: (o, 0) for p, o in committed.items()}
+    not_coordinator = 16
+    assert offset_fetch(victim) == {p: (-1, not_coordinator) for p in committed}
+    assert coordinator(asked, group) == now, "the coordinator moved during the check"
