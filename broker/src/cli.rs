@@ -33,7 +33,7 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     replica.high.watermark.checkpoint.interval.ms  how often moved high
                                   watermarks are checkpointed, ms       [5000]
     offsets.topic.replication.factor  replicas of __consumer_offsets;
-                                  Sluice uses min(it, live brokers)    [3]
+                                  at most the quorum's nodes           [3]
     broker.rack                   this broker's rack (listed in Metadata) [none]
     replica.lag.time.max.ms       an ISR follower not caught up this long
                                   leaves the ISR, ms                    [30000]

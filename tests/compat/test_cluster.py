@@ -880,3 +880,29 @@ def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
     not_coordinator = 16
     assert offset_fetch(victim) == {p: (-1, not_coordinator) for p in committed}
     assert coordinator(asked, group) == now, "the coordinator moved during the check"
+
+
+def test_consumer_offsets_is_not_created_with_fewer_replicas_while_a_broker_is_down(cluster):
+    """As Kafka: `__consumer_offsets` gets `offsets.topic.replication.factor` (3) replicas, and
+    while fewer brokers are active FindCoordinator answers COORDINATOR_NOT_AVAILABLE (15)
+    rather than creating it under-replicated for good; once the broker is back it is created
+    with three replicas."""
+    coordinator_not_available = 15
+    controller = metadata(cluster.bootstrap()).controller_id
+    victim = next(n for n in (1, 2, 3) if n != controller)
+    cluster.kill(victim)
+    survivor = cluster.nodes[controller].bootstrap
+    wait_until(lambda: victim not in metadata(survivor).brokers, FAILOVER_BOUND_S,
+               what="the killed broker fenced")
+
+    def find(bootstrap):
+        _, err, node, _, _ = kw.parse_find_coordinator_v0(
+            exchange(bootstrap, kw.find_coordinator_v0(1, "waits-for-three")))
+        return err, node
+
+    assert find(survivor)[0] == coordinator_not_available
+    assert "__consumer_offsets" not in metadata(survivor).topics
+    cluster.start_node(victim)
+    wait_until(lambda: find(survivor)[0] == 0, 60, what="a coordinator")
+    parts = partitions_of(cluster.bootstrap(), "__consumer_offsets")
+    assert parts and all(len(replicas) == 3 for _, replicas, _ in parts.values()), parts

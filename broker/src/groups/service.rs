@@ -91,7 +91,7 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
         assignment: None,
         name: OFFSETS_TOPIC.to_string(),
         partitions: shard.config.offsets_topic_num_partitions,
-        replication_factor: offsets_replication_factor(shard),
+        replication_factor: offsets_replication_factor(shard)?,
         overrides,
         internal: true,
         validate_only: false,
@@ -111,19 +111,33 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
         .ok_or(GroupError::CoordinatorNotAvailable)
 }
 
-/// `offsets.topic.replication.factor`, at most the live brokers (Sluice's choice, so that a
-/// single node or a small cluster still gets its offsets topic; Kafka would refuse until
-/// enough brokers are up).
-fn offsets_replication_factor(shard: &Shard) -> i16 {
-    // The brokers the controller places replicas on: registered, unfenced, not shutting down.
+/// The replication factor `__consumer_offsets` is created with: `offsets.topic.replication.factor`,
+/// at most the cluster's size — its `controller.quorum.voters` (every Sluice node is a
+/// combined broker and voter), one without them — so a single node gets its offsets topic with
+/// the default of 3 (Kafka would wait for three brokers). As Kafka, the topic is not created
+/// with fewer replicas while brokers are down: `CoordinatorNotAvailable` until that many are
+/// active (registered, unfenced, not shutting down), which clients retry.
+fn offsets_replication_factor(shard: &Shard) -> Result<i16, GroupError> {
+    let nodes = shard.config.controller_quorum_voters.len().max(1);
+    let factor = shard
+        .config
+        .offsets_topic_replication_factor
+        .min(i16::try_from(nodes).unwrap_or(i16::MAX));
     let active = shard
         .metadata()
         .brokers
         .values()
         .filter(|b| b.is_active())
         .count();
-    let live = i16::try_from(active).unwrap_or(i16::MAX).max(1);
-    shard.config.offsets_topic_replication_factor.min(live)
+    if active < usize::try_from(factor).unwrap_or(usize::MAX) {
+        tracing::info!(
+            factor,
+            active,
+            "{OFFSETS_TOPIC} waits for enough active brokers to be created"
+        );
+        return Err(GroupError::CoordinatorNotAvailable);
+    }
+    Ok(factor)
 }
 
 /// Runs `op` here, where `partition` of `__consumer_offsets` is owned.

@@ -128,8 +128,9 @@ pub struct BrokerConfig {
     /// replica starts from it). Default 5000 (Kafka's); at least 1.
     pub replica_high_watermark_checkpoint_interval_ms: u64,
     /// `offsets.topic.replication.factor`: replicas of each `__consumer_offsets` partition.
-    /// Default 3 (Kafka's). Sluice creates the topic with min(this, registered brokers), so a
-    /// single node keeps working with the default (Kafka would wait for three brokers).
+    /// Default 3 (Kafka's). Sluice creates the topic with min(this, the nodes of
+    /// `controller.quorum.voters`, 1 without them), so a single node keeps working with the
+    /// default (Kafka would wait for three brokers), and only once that many brokers are active.
     pub offsets_topic_replication_factor: i16,
     /// `replica.lag.time.max.ms` (Kafka's `ReplicationConfigs`): how long an ISR follower
     /// may go without fetching up to the leader's log end offset before the leader removes it
