@@ -44,7 +44,7 @@ pub enum ShardMsg {
     },
     /// List this shard's groups (ListGroups).
     ListGroups {
-        reply: oneshot::Sender<Result<Vec<crate::groups::ListedGroup>, crate::groups::GroupError>>,
+        reply: oneshot::Sender<Vec<crate::groups::ListedGroup>>,
     },
     /// Report this shard's metrics and partition offsets (admin `/metrics`, `/v1/status`).
     Snapshot {

@@ -459,10 +459,8 @@ impl Shard {
     /// partition epoch, replicas and ISR, with `config`'s `min.insync.replicas` and the
     /// broker's `replica.lag.time.max.ms`; a follower
     /// its leader and leader epoch (the replica fetcher on shard
-    /// [`crate::replica_fetcher::FETCHER_SHARD`] fetches it). For a `__consumer_offsets`
-    /// partition the group coordinator follows: elected with the leadership (its groups
-    /// load), resigned without it. Runs only when the partition's image changes or it opens,
-    /// never per produce or fetch.
+    /// [`crate::replica_fetcher::FETCHER_SHARD`] fetches it). Runs only when the partition's
+    /// image changes or it opens, never per produce or fetch.
     async fn apply_role(
         &self,
         tp: &TopicPartition,
@@ -490,32 +488,14 @@ impl Shard {
                     .unwrap_or(i64::MAX),
             };
             let now = crate::seam::GlommioRuntime.now();
-            match partition.become_leader(leadership, isr_config, now).await {
-                Ok(()) if tp.topic == crate::groups::OFFSETS_TOPIC => {
-                    if let Some(shard) = self.rc() {
-                        crate::groups::service::on_election(
-                            &shard,
-                            tp.partition,
-                            image.leader_epoch,
-                        );
-                    }
-                }
-                Ok(()) => {}
-                Err(e) => {
-                    tracing::error!(%tp, error = %e, "cannot become the partition's leader");
-                }
+            if let Err(e) = partition.become_leader(leadership, isr_config, now).await {
+                tracing::error!(%tp, error = %e, "cannot become the partition's leader");
             }
-            return;
-        }
-        if image.leader >= 0 {
+        } else if image.leader >= 0 {
             partition.become_follower(
                 NodeId(image.leader),
                 storage::LeaderEpoch(image.leader_epoch),
             );
-        }
-        // Another broker leads (or none does): this broker's coordinator lets the group go.
-        if tp.topic == crate::groups::OFFSETS_TOPIC {
-            crate::groups::service::on_resignation(self, tp.partition, Some(image.leader_epoch));
         }
     }
 
@@ -550,9 +530,6 @@ impl Shard {
     /// `<topic>-<partition>.<uuid>-delete` — so a topic re-created under the same name starts
     /// empty — and removed in the background. Parked fetches are woken.
     async fn delete_partition(&self, tp: &TopicPartition) {
-        if tp.topic == crate::groups::OFFSETS_TOPIC {
-            crate::groups::service::on_resignation(self, tp.partition, None);
-        }
         let owned = self.partitions.borrow_mut().remove(tp);
         self.topic_configs.borrow_mut().remove(tp);
         if let Some(owned) = owned {

@@ -258,6 +258,67 @@ def test_acks_all_is_refused_below_min_insync_replicas_while_acks_1_works(cluste
     cluster.start_node(victim)
 
 
+@pytest.fixture
+def cluster5(sluice_bin, tmp_path):
+    """Five combined nodes with SETTINGS: two of them can die and the quorum keeps its
+    majority."""
+    c = SluiceCluster(sluice_bin, tmp_path / "cluster5", nodes=5, settings=SETTINGS,
+                      preexec_fn=_die_with_parent)
+    try:
+        c.start()
+    except Exception:
+        c.stop()
+        raise
+    yield c
+    c.stop()
+
+
+def test_with_both_followers_down_acks_all_is_refused_while_acks_1_works(cluster5):
+    """Issue 15's literal case, on five nodes so that the controller quorum survives: an RF 3
+    partition with min.insync.replicas=2 loses both followers (SIGKILL); once they are fenced
+    and out of the ISR, acks=all is refused with NOT_ENOUGH_REPLICAS (19) before appending and
+    acks=1 is taken; the records of acks=1 are readable."""
+    cluster = cluster5
+    controller = metadata(cluster.bootstrap()).controller_id
+    leader, *followers = [n for n in sorted(cluster.nodes) if n != controller][:3]
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic("both-down", num_partitions=1,
+                              replica_assignment=[[leader, *followers]],
+                              config={"min.insync.replicas": "2"})],
+                    operation_timeout=20, request_timeout=20)["both-down"].result()
+    leader_bootstrap = cluster.nodes[leader].bootstrap
+    batch = kw.record_batch([b"x"])
+
+    appended = []
+
+    def produce_error(acks):
+        request = kw.produce_v3(1, "both-down", [(0, batch)], acks=acks, timeout_ms=10000)
+        _, produced = kw.parse_produce_v3(exchange(leader_bootstrap, request))
+        error = produced[("both-down", 0)][0]
+        if error == 0:
+            appended.append(acks)
+        return error
+
+    wait_until(lambda: produce_error(-1) == 0, 30, interval=0.5, what="acks=all with a full ISR")
+    for f in followers:
+        cluster.kill(f)
+
+    def isr():
+        now = partitions_of(cluster.bootstrap(exclude=set(followers)), "both-down")
+        return None if now is None else (now[0][0], now[0][2])
+
+    wait_until(lambda: isr() == (leader, [leader]), FAILOVER_BOUND_S,
+               what="both followers out of the ISR")
+    wait_until(lambda: produce_error(-1) == NOT_ENOUGH_REPLICAS, 20, interval=0.5,
+               what="the leader to refuse acks=all")
+    assert produce_error(1) == 0
+    assert produce_error(-1) == NOT_ENOUGH_REPLICAS, "nothing changed the ISR"
+    # Every batch answered 0 is there (acks=all before the kills, then the acks=1 one) and no
+    # refused one.
+    got = consume_all(cluster.nodes[leader].bootstrap, "both-down", 1, expected=len(appended))
+    assert len(got[0]) == len(appended) and appended[-1] == 1, appended
+
+
 def test_a_restarted_follower_catches_up_and_rejoins_the_isr(cluster):
     """Kafka's maybeExpandIsr: a follower fenced out of the ISR, restarted, fetches what it
     missed and is added back through AlterPartition once it reached the high watermark; the
@@ -742,144 +803,6 @@ def test_a_preferred_election_moves_the_leadership_back_to_a_restarted_replica(c
     assert r.i16() == 0
     assert r.array(lambda r: (r.string(), r.array(lambda r: (r.i32(), r.i16(), r.string())))) \
         == [(topic, [(0, 84, "Leader election not needed for topic partition.")])]
-
-
-def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
-    """A group's coordinator is the leader of its `__consumer_offsets` partition (RF 3) and
-    commits are acks=all appends to it: after the coordinator's SIGKILL, the new leader of
-    that partition loads it and a new consumer of the group, bootstrapped at a survivor,
-    resumes exactly at the committed offsets (nothing before them read again, nothing after
-    them skipped); the admin client reads the same offsets from a survivor.
-
-    Every broker answers a ListGroups after `__consumer_offsets` exists and before the
-    commits (a moment at which a broker may read its replicas of it, as it may at start): a
-    broker that did not replay the partition again when elected its leader would serve what
-    it read then (no offsets)."""
-    import time
-
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    topic, per_partition = "resume", 20
-    committed = {0: 5, 1: 10, 2: 15}  # distinct per partition, so a mix-up shows
-    create(cluster.bootstrap(), topic, partitions=3)
-    wait_until(lambda: partitions_of(cluster.bootstrap(), topic), 20, what="the topic")
-    prod = producer(cluster.bootstrap())
-    for i in range(3 * per_partition):
-        prod.produce(topic, value=b"%d" % i, partition=i % 3)
-    assert prod.flush(30) == 0
-
-    def coordinator(bootstrap, group):
-        _, err, node, _, _ = kw.parse_find_coordinator_v0(
-            exchange(bootstrap, kw.find_coordinator_v0(1, group)))
-        return node if err == 0 else None
-
-    # The first FindCoordinator creates `__consumer_offsets`; then each broker lists groups.
-    wait_until(lambda: coordinator(cluster.nodes[1].bootstrap, "resume-probe"), 60,
-               what="__consumer_offsets")
-    for node in cluster.nodes.values():
-        def listed_groups(bootstrap=node.bootstrap):
-            _, err, _ = kw.parse_list_groups_v0(exchange(bootstrap, kw.list_groups_v0(1)))
-            return err == 0
-        wait_until(listed_groups, 60, what=f"ListGroups on node {node.node_id}")
-
-    def full_isrs():
-        for t in ("__consumer_offsets", topic):
-            parts = partitions_of(cluster.bootstrap(), t)
-            if not parts or any(sorted(isr) != [1, 2, 3] or leader < 0
-                                for leader, _, isr in parts.values()):
-                return False
-        return True
-
-    # Every replica in every ISR: the commits reach all three, any survivor can lead.
-    wait_until(full_isrs, 60, what="full ISRs")
-    # A group coordinated by a broker that is not the controller, so the kill tests the
-    # coordinator's move alone (the controller's replacement has its own test).
-    controller = metadata(cluster.bootstrap()).controller_id
-    asked = cluster.nodes[controller].bootstrap
-    group = victim = None
-    for i in range(50):
-        name = f"resume-group-{i}"
-        node = wait_until(lambda n=name: coordinator(asked, n), 60,
-                          what=f"a coordinator for {name}")
-        if node != controller:
-            group, victim = name, node
-            break
-    assert group is not None, "every group name tried is coordinated by the controller"
-
-    first = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group,
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        first.subscribe([topic])
-        seen = {p: 0 for p in committed}
-        deadline = time.monotonic() + 60
-        while any(seen[p] < committed[p] for p in committed):
-            assert time.monotonic() < deadline, f"first consumer read only {seen}"
-            m = first.poll(0.2)
-            if m is not None and m.error() is None:
-                seen[m.partition()] += 1
-        first.commit(offsets=[TopicPartition(topic, p, o) for p, o in committed.items()],
-                     asynchronous=False)
-        back = first.committed([TopicPartition(topic, p) for p in committed], timeout=20)
-        assert {tp.partition: tp.offset for tp in back} == committed
-    finally:
-        first.close()
-    # The coordinator did not move meanwhile: the commit went to the broker killed now.
-    assert coordinator(asked, group) == victim
-    cluster.kill(victim)
-    survivors = cluster.bootstrap(exclude={victim})
-
-    def moved():
-        node = coordinator(asked, group)
-        return node if node not in (None, victim) else None
-
-    wait_until(moved, 60, what="a new coordinator")
-
-    client = admin(survivors)  # alive until its futures complete
-
-    def listed():
-        futures = client.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=10)
-        try:
-            result = futures[group].result(timeout=30)
-        except KafkaException:
-            return None  # COORDINATOR_LOAD_IN_PROGRESS and the like: retried
-        return {tp.partition: tp.offset for tp in result.topic_partitions
-                if tp.topic == topic and tp.error is None}
-
-    assert wait_until(listed, 60, what="the group's offsets from a survivor") == committed
-
-    second = Consumer({"bootstrap.servers": survivors, "group.id": group,
-                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        second.subscribe([topic])
-        read = {p: [] for p in committed}
-        wanted = sum(per_partition - o for o in committed.values())
-        deadline = time.monotonic() + 60
-        while sum(len(v) for v in read.values()) < wanted:
-            assert time.monotonic() < deadline, f"second consumer read {read}"
-            m = second.poll(0.2)
-            if m is not None and m.error() is None:
-                read[m.partition()].append(m.offset())
-    finally:
-        second.close()
-    assert read == {p: list(range(o, per_partition)) for p, o in committed.items()}
-
-    # The killed coordinator comes back as a follower of the group's offsets partition: it
-    # does not coordinate the group any more (NOT_COORDINATOR), the new coordinator does.
-    cluster.start_node(victim)
-
-    def offset_fetch(node_id):
-        _, got = kw.parse_offset_fetch_v1(exchange(
-            cluster.nodes[node_id].bootstrap,
-            kw.offset_fetch_v1(1, group, {topic: sorted(committed)})))
-        return {p: (off, err) for (_, p), (off, _, err) in got.items()}
-
-    now = wait_until(lambda: coordinator(asked, group), 60, what="the coordinator")
-    assert now != victim
-    assert offset_fetch(now) == {p: (o, 0) for p, o in committed.items()}
-    not_coordinator = 16
-    assert offset_fetch(victim) == {p: (-1, not_coordinator) for p in committed}
-    assert coordinator(asked, group) == now, "the coordinator moved during the check"
 
 
 def test_consumer_offsets_is_not_created_with_fewer_replicas_while_a_broker_is_down(cluster):

@@ -12,10 +12,8 @@ pub enum GroupError {
     IllegalGeneration,
     #[error("the coordinator is not available (group deleted, or its log unavailable)")]
     CoordinatorNotAvailable,
-    #[error("this broker does not coordinate the group (it does not lead its offsets partition)")]
+    #[error("this shard no longer coordinates the group")]
     NotCoordinator,
-    #[error("the group's offsets partition is still being loaded")]
-    CoordinatorLoadInProgress,
     #[error("the group.instance.id belongs to another member (KIP-345)")]
     FencedInstanceId,
     #[error("the member's protocol type or protocols do not match the group's")]

@@ -1,6 +1,4 @@
-//! ListGroups (key 16), v0–4: every shard's groups; v4 (KIP-518) filters by state. While an
-//! offsets partition this broker leads is loading, the whole answer is
-//! `COORDINATOR_LOAD_IN_PROGRESS`, as in Kafka.
+//! ListGroups (key 16), v0–4: every shard's groups; v4 (KIP-518) filters by state.
 
 use super::str_bytes;
 use crate::shard::Shard;
@@ -14,15 +12,9 @@ pub async fn handle(shard: &Rc<Shard>, req: ListGroupsRequest, version: i16) -> 
         .iter()
         .map(|s| s.to_ascii_lowercase())
         .collect();
-    let mut response = ListGroupsResponse::default();
-    let mut groups = match crate::groups::service::list_all(shard).await {
-        Ok(groups) => groups,
-        Err(error) => {
-            response.error_code = crate::errors::group_error_code(error);
-            return response;
-        }
-    };
+    let mut groups = crate::groups::service::list_all(shard).await;
     groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    let mut response = ListGroupsResponse::default();
     response.groups = groups
         .into_iter()
         .filter(|g| states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
