@@ -60,6 +60,7 @@
 //! machine here, not a Raft quorum).
 
 use super::controller::{PartitionState, SimController};
+use super::test_records::records;
 use super::{
     seeds, Endpoint, Executor, LinkFaults, SeedGuard, SimDisk, SimLog, SimNetwork, SimRuntime,
 };
@@ -73,7 +74,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
-use storage::{build_batch, LeaderEpoch, Offset, RecordBatch, TimestampMs};
+use storage::{build_batch, LeaderEpoch, Offset, TimestampMs};
 
 /// Steps per seed.
 const STEPS: usize = 60;
@@ -601,26 +602,6 @@ struct Model {
     /// The highest high watermark seen per leader epoch.
     high_watermarks: BTreeMap<i32, Offset>,
     next_value: u64,
-}
-
-fn value_of(bytes: &[u8]) -> Result<u64, String> {
-    let arr: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| "a value of 8 bytes".to_string())?;
-    Ok(u64::from_be_bytes(arr))
-}
-
-/// Every record of `batches`: (offset, value, batch epoch).
-fn records(batches: &[RecordBatch]) -> Result<Vec<(i64, u64, i32)>, String> {
-    let mut out = Vec::new();
-    for batch in batches {
-        let epoch = batch.header().partition_leader_epoch.0;
-        let bytes = batch.to_vec();
-        for r in storage::records_of(&bytes).map_err(|e| e.to_string())? {
-            out.push((r.offset.0, value_of(r.value.unwrap_or_default())?, epoch));
-        }
-    }
-    Ok(out)
 }
 
 /// The whole log of `p` (as written or not), read at once.

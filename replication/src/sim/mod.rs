@@ -18,6 +18,8 @@ mod network;
 mod partition_test;
 #[cfg(test)]
 mod replication_test;
+#[cfg(test)]
+mod test_records;
 
 pub use controller::{PartitionState, SimController};
 pub use disk::{SimDisk, SimLog};

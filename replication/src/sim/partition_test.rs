@@ -16,6 +16,7 @@
 //! Not verified: power loss (the fake disk keeps written data), durability of fsync, error
 //! paths of the real log, concurrency beyond two appends in flight.
 
+use super::test_records::value_of;
 use super::{seeds, Executor, SeedGuard, SimDisk, SimLog, SimRuntime};
 use crate::runtime::{Clock, MonotonicTime, NodeId, Runtime};
 use crate::{Acks, Isolation, Partition, PartitionError, PartitionStore, WaitOutcome};
@@ -39,13 +40,6 @@ struct Model {
     /// Values of appends that timed out or failed: their offsets are unknown until read.
     unplaced: BTreeSet<u64>,
     next_value: u64,
-}
-
-fn value_of(bytes: &[u8]) -> Result<u64, String> {
-    let arr: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| "a value of 8 bytes".to_string())?;
-    Ok(u64::from_be_bytes(arr))
 }
 
 fn check_offsets(p: &SimPartition) -> Result<(), String> {

@@ -32,6 +32,7 @@
 //! (the simulated log reopens with the high watermark at its end, having no high-watermark
 //! checkpoint; followers are compared only once caught up).
 
+use super::test_records::records;
 use super::{seeds, Executor, SeedGuard, SimDisk, SimLog, SimRuntime};
 use crate::runtime::{Clock, NodeId, Runtime};
 use crate::{Acks, IsrConfig, Leadership, Partition, PartitionError, PartitionStore};
@@ -40,7 +41,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
-use storage::{build_batch, LeaderEpoch, Offset, RecordBatch, TimestampMs};
+use storage::{build_batch, LeaderEpoch, Offset, TimestampMs};
 
 /// Steps per seed.
 const STEPS: usize = 60;
@@ -205,26 +206,6 @@ struct Model {
     /// The leader's high watermark last seen, with its epoch.
     last_high_watermark: (LeaderEpoch, Offset),
     next_value: u64,
-}
-
-fn value_of(bytes: &[u8]) -> Result<u64, String> {
-    let arr: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| "a value of 8 bytes".to_string())?;
-    Ok(u64::from_be_bytes(arr))
-}
-
-/// Every record of `batches`: (offset, value, batch epoch).
-fn records(batches: &[RecordBatch]) -> Result<Vec<(i64, u64, i32)>, String> {
-    let mut out = Vec::new();
-    for batch in batches {
-        let epoch = batch.header().partition_leader_epoch.0;
-        let bytes = batch.to_vec();
-        for r in storage::records_of(&bytes).map_err(|e| e.to_string())? {
-            out.push((r.offset.0, value_of(r.value.unwrap_or_default())?, epoch));
-        }
-    }
-    Ok(out)
 }
 
 /// The whole log of `p` (as written or not).
