@@ -36,7 +36,7 @@ pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
                 reply.send(crate::groups::service::run_op(shard, partition, &group_id, op).await);
         }
         ShardMsg::ListGroups { reply } => {
-            let _ = reply.send(crate::groups::service::list_local(shard).await);
+            let _ = reply.send(crate::groups::service::list_local(shard));
         }
         ShardMsg::Snapshot { reply } => {
             let _ = reply.send(shard.snapshot());

@@ -145,6 +145,7 @@ pub fn group_error_code(e: GroupError) -> i16 {
         GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
         GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
         GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
         GroupError::MemberIdRequired => ResponseError::MemberIdRequired,

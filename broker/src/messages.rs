@@ -44,7 +44,7 @@ pub enum ShardMsg {
     },
     /// List this shard's groups (ListGroups).
     ListGroups {
-        reply: oneshot::Sender<Vec<crate::groups::ListedGroup>>,
+        reply: oneshot::Sender<Result<Vec<crate::groups::ListedGroup>, crate::groups::GroupError>>,
     },
     /// Report this shard's metrics and partition offsets (admin `/metrics`, `/v1/status`).
     Snapshot {

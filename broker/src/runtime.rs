@@ -186,6 +186,8 @@ async fn shard_main(
     let coordinator = shard.clone();
     glommio::spawn_local(async move { crate::groups::service::deadline_loop(&coordinator).await })
         .detach();
+    let loader = shard.clone();
+    glommio::spawn_local(async move { crate::groups::service::load_loop(&loader).await }).detach();
     // A shard with `listen = false` binds nothing: the kernel spreads connections over the
     // shards that listen, and this one serves only forwarded partition work.
     // Clients are accepted once this broker is a registered, unfenced member of the cluster

@@ -372,6 +372,15 @@ impl Shard {
         self.metadata.borrow().clone()
     }
 
+    /// How many partitions `__consumer_offsets` has in the current metadata (0 before it is
+    /// created): what a group's offsets partition is computed among.
+    pub fn offsets_partition_count(&self) -> usize {
+        self.metadata()
+            .topics
+            .get(crate::groups::OFFSETS_TOPIC)
+            .map_or(0, |t| t.partitions.len())
+    }
+
     fn partition_dir(&self, tp: &TopicPartition) -> PathBuf {
         self.config.data_dir.join(tp.dir_name())
     }
@@ -459,8 +468,10 @@ impl Shard {
     /// partition epoch, replicas and ISR, with `config`'s `min.insync.replicas` and the
     /// broker's `replica.lag.time.max.ms`; a follower
     /// its leader and leader epoch (the replica fetcher on shard
-    /// [`crate::replica_fetcher::FETCHER_SHARD`] fetches it). Runs only when the partition's
-    /// image changes or it opens, never per produce or fetch.
+    /// [`crate::replica_fetcher::FETCHER_SHARD`] fetches it). For a `__consumer_offsets`
+    /// partition the group coordinator follows: elected with the leadership (its groups
+    /// load), resigned without it. Runs only when the partition's image changes or it opens,
+    /// never per produce or fetch.
     async fn apply_role(
         &self,
         tp: &TopicPartition,
@@ -488,13 +499,29 @@ impl Shard {
                     .unwrap_or(i64::MAX),
             };
             let now = crate::seam::GlommioRuntime.now();
-            if let Err(e) = partition.become_leader(leadership, isr_config, now).await {
-                tracing::error!(%tp, error = %e, "cannot become the partition's leader");
+            match partition.become_leader(leadership, isr_config, now).await {
+                Ok(()) if tp.topic == crate::groups::OFFSETS_TOPIC => {
+                    self.groups.on_election(tp.partition, image.leader_epoch);
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::error!(%tp, error = %e, "cannot become the partition's leader");
+                }
             }
-        } else if image.leader >= 0 {
+            return;
+        }
+        if image.leader >= 0 {
             partition.become_follower(
                 NodeId(image.leader),
                 storage::LeaderEpoch(image.leader_epoch),
+            );
+        }
+        // Another broker leads (or none does): this broker's coordinator lets the group go.
+        if tp.topic == crate::groups::OFFSETS_TOPIC {
+            self.groups.on_resignation(
+                tp.partition,
+                Some(image.leader_epoch),
+                self.offsets_partition_count(),
             );
         }
     }
@@ -530,6 +557,10 @@ impl Shard {
     /// `<topic>-<partition>.<uuid>-delete` — so a topic re-created under the same name starts
     /// empty — and removed in the background. Parked fetches are woken.
     async fn delete_partition(&self, tp: &TopicPartition) {
+        if tp.topic == crate::groups::OFFSETS_TOPIC {
+            self.groups
+                .on_resignation(tp.partition, None, self.offsets_partition_count());
+        }
         let owned = self.partitions.borrow_mut().remove(tp);
         self.topic_configs.borrow_mut().remove(tp);
         if let Some(owned) = owned {

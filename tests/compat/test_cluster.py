@@ -807,6 +807,144 @@ def test_a_preferred_election_moves_the_leadership_back_to_a_restarted_replica(c
         == [(topic, [(0, 84, "Leader election not needed for topic partition.")])]
 
 
+def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
+    """A group's coordinator is the leader of its `__consumer_offsets` partition (RF 3) and
+    commits are acks=all appends to it: after the coordinator's SIGKILL, the new leader of
+    that partition loads it and a new consumer of the group, bootstrapped at a survivor,
+    resumes exactly at the committed offsets (nothing before them read again, nothing after
+    them skipped); the admin client reads the same offsets from a survivor.
+
+    Every broker answers a ListGroups after `__consumer_offsets` exists and before the
+    commits (a moment at which a broker may read its replicas of it, as it may at start): a
+    broker that did not replay the partition again when elected its leader would serve what
+    it read then (no offsets)."""
+    import time
+
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    topic, per_partition = "resume", 20
+    committed = {0: 5, 1: 10, 2: 15}  # distinct per partition, so a mix-up shows
+    create(cluster.bootstrap(), topic, partitions=3)
+    wait_until(lambda: partitions_of(cluster.bootstrap(), topic), 20, what="the topic")
+    prod = producer(cluster.bootstrap())
+    for i in range(3 * per_partition):
+        prod.produce(topic, value=b"%d" % i, partition=i % 3)
+    assert prod.flush(30) == 0
+
+    def coordinator(bootstrap, group):
+        _, err, node, _, _ = kw.parse_find_coordinator_v0(
+            exchange(bootstrap, kw.find_coordinator_v0(1, group)))
+        return node if err == 0 else None
+
+    # The first FindCoordinator creates `__consumer_offsets`; then each broker lists groups.
+    wait_until(lambda: coordinator(cluster.nodes[1].bootstrap, "resume-probe"), 60,
+               what="__consumer_offsets")
+    for node in cluster.nodes.values():
+        def listed_groups(bootstrap=node.bootstrap):
+            _, err, _ = kw.parse_list_groups_v0(exchange(bootstrap, kw.list_groups_v0(1)))
+            return err == 0
+        wait_until(listed_groups, 60, what=f"ListGroups on node {node.node_id}")
+
+    def full_isrs():
+        for t in ("__consumer_offsets", topic):
+            parts = partitions_of(cluster.bootstrap(), t)
+            if not parts or any(sorted(isr) != [1, 2, 3] or leader < 0
+                                for leader, _, isr in parts.values()):
+                return False
+        return True
+
+    # Every replica in every ISR: the commits reach all three, any survivor can lead.
+    wait_until(full_isrs, 60, what="full ISRs")
+    # A group coordinated by a broker that is not the controller, so the kill tests the
+    # coordinator's move alone (the controller's replacement has its own test).
+    controller = metadata(cluster.bootstrap()).controller_id
+    asked = cluster.nodes[controller].bootstrap
+    group = victim = None
+    for i in range(50):
+        name = f"resume-group-{i}"
+        node = wait_until(lambda n=name: coordinator(asked, n), 60,
+                          what=f"a coordinator for {name}")
+        if node != controller:
+            group, victim = name, node
+            break
+    assert group is not None, "every group name tried is coordinated by the controller"
+
+    first = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group,
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        first.subscribe([topic])
+        seen = {p: 0 for p in committed}
+        deadline = time.monotonic() + 60
+        while any(seen[p] < committed[p] for p in committed):
+            assert time.monotonic() < deadline, f"first consumer read only {seen}"
+            m = first.poll(0.2)
+            if m is not None and m.error() is None:
+                seen[m.partition()] += 1
+        first.commit(offsets=[TopicPartition(topic, p, o) for p, o in committed.items()],
+                     asynchronous=False)
+        back = first.committed([TopicPartition(topic, p) for p in committed], timeout=20)
+        assert {tp.partition: tp.offset for tp in back} == committed
+    finally:
+        first.close()
+    # The coordinator did not move meanwhile: the commit went to the broker killed now.
+    assert coordinator(asked, group) == victim
+    cluster.kill(victim)
+    survivors = cluster.bootstrap(exclude={victim})
+
+    def moved():
+        node = coordinator(asked, group)
+        return node if node not in (None, victim) else None
+
+    wait_until(moved, 60, what="a new coordinator")
+
+    client = admin(survivors)  # alive until its futures complete
+
+    def listed():
+        futures = client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=10)
+        try:
+            result = futures[group].result(timeout=30)
+        except KafkaException:
+            return None  # COORDINATOR_LOAD_IN_PROGRESS and the like: retried
+        return {tp.partition: tp.offset for tp in result.topic_partitions
+                if tp.topic == topic and tp.error is None}
+
+    assert wait_until(listed, 60, what="the group's offsets from a survivor") == committed
+
+    second = Consumer({"bootstrap.servers": survivors, "group.id": group,
+                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        second.subscribe([topic])
+        read = {p: [] for p in committed}
+        wanted = sum(per_partition - o for o in committed.values())
+        deadline = time.monotonic() + 60
+        while sum(len(v) for v in read.values()) < wanted:
+            assert time.monotonic() < deadline, f"second consumer read {read}"
+            m = second.poll(0.2)
+            if m is not None and m.error() is None:
+                read[m.partition()].append(m.offset())
+    finally:
+        second.close()
+    assert read == {p: list(range(o, per_partition)) for p, o in committed.items()}
+
+    # The killed coordinator comes back as a follower of the group's offsets partition: it
+    # does not coordinate the group any more (NOT_COORDINATOR), the new coordinator does.
+    cluster.start_node(victim)
+
+    def offset_fetch(node_id):
+        _, got = kw.parse_offset_fetch_v1(exchange(
+            cluster.nodes[node_id].bootstrap,
+            kw.offset_fetch_v1(1, group, {topic: sorted(committed)})))
+        return {p: (off, err) for (_, p), (off, _, err) in got.items()}
+
+    now = wait_until(lambda: coordinator(asked, group), 60, what="the coordinator")
+    assert now != victim
+    assert offset_fetch(now) == {p: (o, 0) for p, o in committed.items()}
+    not_coordinator = 16
+    assert offset_fetch(victim) == {p: (-1, not_coordinator) for p in committed}
+    assert coordinator(asked, group) == now, "the coordinator moved during the check"
+
+
 def test_consumer_offsets_is_not_created_with_fewer_replicas_while_a_broker_is_down(cluster):
     """As Kafka: `__consumer_offsets` gets `offsets.topic.replication.factor` (3) replicas, and
     while fewer brokers are active FindCoordinator answers COORDINATOR_NOT_AVAILABLE (15)

@@ -188,7 +188,9 @@ def wait_heartbeat_error(conn, group, generation, member, wanted, allowed=(0,),
 
 # Kafka creates `__consumer_offsets` on the first FindCoordinator and loads its 50 partitions;
 # until then FindCoordinator answers COORDINATOR_NOT_AVAILABLE and group requests
-# NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, and clients retry. Sluice serves at once.
+# NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, and clients retry. Sluice creates it at
+# once and loads each partition when it becomes its leader (COORDINATOR_LOAD_IN_PROGRESS until
+# then, briefly: the partitions are empty).
 COORDINATOR_NOT_READY = (14, 15, 16)
 READY_PROBE_GROUPS = 64  # distinct names hash onto (nearly) every offsets partition
 

@@ -1,20 +1,45 @@
-//! A shard's group coordinator state: the groups of the `__consumer_offsets` partitions it
-//! owns, and which of those partitions were replayed. Pure state; the service
-//! ([`super::service`]) runs the ops and the appends.
+//! A shard's group coordinator state: the groups of the `__consumer_offsets` partitions this
+//! broker leads and this shard owns, and where each of those partitions stands
+//! ([`OffsetsPartitions`]). Pure state; the service ([`super::service`]) runs the ops, the
+//! appends and the loads.
+//!
+//! A partition's coordinator follows its leadership, as Kafka's `CoordinatorRuntime` does
+//! (`scheduleLoadOperation` / `scheduleUnloadOperation`, driven by `onElection` /
+//! `onResignation` with the partition's leader epoch as the coordinator epoch):
+//!
+//! 1. elected (this broker became the leader): the partition is *loading* while its log is
+//!    replayed; its groups answer `COORDINATOR_LOAD_IN_PROGRESS`;
+//! 2. the replay finished: *active*, its groups are served;
+//! 3. resigned (another broker leads, or the partition is gone): its groups are unloaded —
+//!    parked joins and syncs answered `NOT_COORDINATOR` — and every op answers
+//!    `NOT_COORDINATOR`.
+//!
+//! The shard records elections and resignations here as it applies partition roles
+//! ([`GroupCoordinator::on_election`], [`GroupCoordinator::on_resignation`]): no I/O, so the
+//! shard never calls into the service. An election queues its load and wakes the service's
+//! load loop ([`GroupCoordinator::next_loads`]), which starts it at once.
+//!
+//! Invariant: `groups` holds only groups of active partitions (a load's groups are built
+//! apart and installed when it finishes; a resignation removes them).
 
 use super::group::{Group, GroupConfig};
 use super::offsets_log::OffsetsRecord;
 use super::ops::CommittedStatus;
+use super::GroupError;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Instant;
 
-/// Per-shard coordinator state: the groups of the offsets partitions this shard owns.
+/// Per-shard coordinator state: the groups of the offsets partitions this shard coordinates.
 pub struct GroupCoordinator {
+    /// Groups of active partitions only (module invariant).
     pub(super) groups: RefCell<HashMap<String, Group>>,
-    /// Offsets partitions replayed into `groups`.
-    pub(super) loaded: RefCell<HashSet<i32>>,
-    pub(super) load_lock: glommio::sync::Semaphore,
+    pub(super) partitions: RefCell<OffsetsPartitions>,
+    /// Loads elected but not started yet: at most one per offsets partition this shard owns
+    /// (an election queues a load only for a partition not coordinated here).
+    loads_to_start: RefCell<Vec<(i32, LoadId)>>,
+    /// One permit per queued load: what the load loop waits on. Closed at shutdown.
+    loads_queued: glommio::sync::Semaphore,
     pub(super) config: GroupConfig,
 }
 
@@ -22,10 +47,63 @@ impl GroupCoordinator {
     pub fn new(config: GroupConfig) -> GroupCoordinator {
         GroupCoordinator {
             groups: RefCell::new(HashMap::new()),
-            loaded: RefCell::new(HashSet::new()),
-            load_lock: glommio::sync::Semaphore::new(1),
+            partitions: RefCell::new(OffsetsPartitions::default()),
+            loads_to_start: RefCell::new(Vec::new()),
+            loads_queued: glommio::sync::Semaphore::new(0),
             config,
         }
+    }
+
+    /// This broker became the leader of offsets `partition` with `leader_epoch` (Kafka's
+    /// `GroupCoordinator.onElection`; the coordinator epoch is the leader epoch): unless it
+    /// already coordinates it, a load of its log is queued and its groups answer
+    /// `COORDINATOR_LOAD_IN_PROGRESS` until the load finished.
+    pub fn on_election(&self, partition: i32, leader_epoch: i32) {
+        if let Some(load) = self.partitions.borrow_mut().elect(partition, leader_epoch) {
+            tracing::info!(partition, leader_epoch, "loading consumer groups");
+            self.loads_to_start.borrow_mut().push((partition, load));
+            self.loads_queued.signal(1);
+        }
+    }
+
+    /// This broker no longer leads offsets `partition` from `leader_epoch` on (`None`: the
+    /// partition is gone) (Kafka's `GroupCoordinator.onResignation`): its groups — those
+    /// whose partition among `offsets_partitions` is `partition` — are unloaded (generations
+    /// and members go; members rejoin at the new coordinator, which replays the committed
+    /// offsets from its replica of the log) and its ops answer `NOT_COORDINATOR`.
+    pub fn on_resignation(
+        &self,
+        partition: i32,
+        leader_epoch: Option<i32>,
+        offsets_partitions: usize,
+    ) {
+        if !self.partitions.borrow_mut().resign(partition, leader_epoch) {
+            return;
+        }
+        self.loads_to_start
+            .borrow_mut()
+            .retain(|(p, _)| *p != partition);
+        let unloaded =
+            unload_partition(&mut self.groups.borrow_mut(), partition, offsets_partitions);
+        tracing::info!(
+            partition,
+            ?leader_epoch,
+            groups = unloaded,
+            "unloaded consumer groups"
+        );
+    }
+
+    /// Waits until a load is queued, then returns every queued load (possibly none: a
+    /// resignation may have taken them back), to be started now. `None` once
+    /// [`GroupCoordinator::stop_loads`] was called.
+    pub(super) async fn next_loads(&self) -> Option<Vec<(i32, LoadId)>> {
+        self.loads_queued.acquire(1).await.ok()?;
+        Some(std::mem::take(&mut *self.loads_to_start.borrow_mut()))
+    }
+
+    /// The broker is stopping: [`GroupCoordinator::next_loads`] returns `None` from now on.
+    pub(super) fn stop_loads(&self) {
+        self.loads_queued.close();
     }
 
     /// Every committed offset of this shard's groups.
@@ -44,43 +122,349 @@ impl GroupCoordinator {
         }
         out
     }
+}
 
-    /// Applies one replayed record.
-    pub(super) fn apply(&self, record: OffsetsRecord, now: Instant) {
-        let mut groups = self.groups.borrow_mut();
-        match record {
-            OffsetsRecord::Offset {
-                group,
-                topic,
-                partition,
-                value: Some(value),
-            } => {
-                groups
-                    .entry(group.clone())
-                    .or_insert_with(|| Group::new(&group))
-                    .offsets
-                    .insert((topic, partition), value);
+/// Where a coordinated offsets partition stands (Kafka's `CoordinatorState`, without the
+/// states that need no entry: not coordinated = absent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoordinatorState {
+    /// Its log is being replayed; ops answer `COORDINATOR_LOAD_IN_PROGRESS`.
+    Loading,
+    /// Its groups are served.
+    Active,
+}
+
+/// Names one load, so a load that finishes after its partition was resigned (and perhaps
+/// elected again, with a new load) is told apart and dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadId(u64);
+
+#[derive(Clone, Copy, Debug)]
+struct PartitionCoordinator {
+    /// The coordinator epoch: the leader epoch it was elected with (the highest seen).
+    leader_epoch: i32,
+    state: CoordinatorState,
+    load: LoadId,
+}
+
+/// The offsets partitions this shard coordinates, by partition index: a state machine
+/// without I/O, driven by elections, resignations and finished loads.
+#[derive(Debug, Default)]
+pub struct OffsetsPartitions {
+    coordinators: HashMap<i32, PartitionCoordinator>,
+    next_load: u64,
+}
+
+impl OffsetsPartitions {
+    /// This broker became the leader of `partition` with `leader_epoch` (Kafka's
+    /// `onElection`). Returns the load to run when the partition was not coordinated here;
+    /// `None` when it is already loading or active (the epoch is raised, nothing reloads:
+    /// this broker's log stayed the partition's log).
+    pub fn elect(&mut self, partition: i32, leader_epoch: i32) -> Option<LoadId> {
+        if let Some(c) = self.coordinators.get_mut(&partition) {
+            c.leader_epoch = c.leader_epoch.max(leader_epoch);
+            return None;
+        }
+        let load = LoadId(self.next_load);
+        self.next_load += 1;
+        self.coordinators.insert(
+            partition,
+            PartitionCoordinator {
+                leader_epoch,
+                state: CoordinatorState::Loading,
+                load,
+            },
+        );
+        Some(load)
+    }
+
+    /// This broker no longer leads `partition` (Kafka's `onResignation`): from `leader_epoch`
+    /// on, or at all when `None` (the partition is gone). Returns whether it was coordinated
+    /// here, so its groups must be unloaded. A resignation older than the coordinator's
+    /// epoch is ignored, as Kafka ignores it.
+    pub fn resign(&mut self, partition: i32, leader_epoch: Option<i32>) -> bool {
+        let Some(c) = self.coordinators.get(&partition) else {
+            return false;
+        };
+        if leader_epoch.is_some_and(|e| e <= c.leader_epoch) {
+            return false;
+        }
+        self.coordinators.remove(&partition);
+        true
+    }
+
+    /// `load` of `partition` replayed its log. Returns whether its groups are to be
+    /// installed (the partition is active from now on); `false` when the load is stale (the
+    /// partition was resigned since).
+    pub fn finish_load(&mut self, partition: i32, load: LoadId) -> bool {
+        match self.coordinators.get_mut(&partition) {
+            Some(c) if c.load == load && c.state == CoordinatorState::Loading => {
+                c.state = CoordinatorState::Active;
+                true
             }
-            OffsetsRecord::Offset {
-                group,
-                topic,
-                partition,
-                value: None,
-            } => {
-                if let Some(g) = groups.get_mut(&group) {
-                    g.offsets.remove(&(topic, partition));
-                }
-            }
-            OffsetsRecord::Group {
-                group,
-                value: Some(stored),
-            } => groups
+            _ => false,
+        }
+    }
+
+    /// `load` of `partition` could not read its log: the partition is not coordinated here
+    /// (Kafka's FAILED: `NOT_COORDINATOR`) until it is elected again.
+    pub fn fail_load(&mut self, partition: i32, load: LoadId) {
+        if self
+            .coordinators
+            .get(&partition)
+            .is_some_and(|c| c.load == load)
+        {
+            self.coordinators.remove(&partition);
+        }
+    }
+
+    /// Whether `partition`'s groups may be served now. Errors:
+    /// [`GroupError::CoordinatorLoadInProgress`] while loading,
+    /// [`GroupError::NotCoordinator`] when not coordinated here.
+    pub fn check(&self, partition: i32) -> Result<(), GroupError> {
+        match self.coordinators.get(&partition).map(|c| c.state) {
+            Some(CoordinatorState::Active) => Ok(()),
+            Some(CoordinatorState::Loading) => Err(GroupError::CoordinatorLoadInProgress),
+            None => Err(GroupError::NotCoordinator),
+        }
+    }
+}
+
+/// Applies one replayed record to `groups` (a record later in the log wins; tombstones
+/// delete).
+pub(super) fn apply_record(
+    groups: &mut HashMap<String, Group>,
+    record: OffsetsRecord,
+    now: Instant,
+) {
+    match record {
+        OffsetsRecord::Offset {
+            group,
+            topic,
+            partition,
+            value: Some(value),
+        } => {
+            groups
                 .entry(group.clone())
                 .or_insert_with(|| Group::new(&group))
-                .restore(stored, now),
-            OffsetsRecord::Group { group, value: None } => {
-                groups.remove(&group);
+                .offsets
+                .insert((topic, partition), value);
+        }
+        OffsetsRecord::Offset {
+            group,
+            topic,
+            partition,
+            value: None,
+        } => {
+            if let Some(g) = groups.get_mut(&group) {
+                g.offsets.remove(&(topic, partition));
             }
         }
+        OffsetsRecord::Group {
+            group,
+            value: Some(stored),
+        } => groups
+            .entry(group.clone())
+            .or_insert_with(|| Group::new(&group))
+            .restore(stored, now),
+        OffsetsRecord::Group { group, value: None } => {
+            groups.remove(&group);
+        }
+    }
+}
+
+/// Removes from `groups` those whose offsets partition (of `partitions`) is `partition`,
+/// answering their parked joins and syncs `NOT_COORDINATOR` (Kafka's unload on resignation:
+/// members rejoin at the new coordinator). Returns how many were removed.
+pub(super) fn unload_partition(
+    groups: &mut HashMap<String, Group>,
+    partition: i32,
+    partitions: usize,
+) -> usize {
+    let before = groups.len();
+    groups.retain(|id, g| {
+        if super::partition_for(id, partitions) != partition {
+            return true;
+        }
+        g.unload();
+        false
+    });
+    before - groups.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::offsets_log::CommittedOffset;
+    use super::*;
+
+    fn commit(group: &str, offset: i64) -> OffsetsRecord {
+        OffsetsRecord::Offset {
+            group: group.into(),
+            topic: "t".into(),
+            partition: 0,
+            value: Some(CommittedOffset {
+                offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp_ms: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn an_elected_partition_loads_then_serves_and_a_resigned_one_is_not_coordinated() {
+        let mut p = OffsetsPartitions::default();
+        assert_eq!(p.check(3), Err(GroupError::NotCoordinator));
+        let load = p.elect(3, 5).expect("a new election loads");
+        assert_eq!(p.check(3), Err(GroupError::CoordinatorLoadInProgress));
+        assert_eq!(p.elect(3, 5), None, "one load per election");
+        assert!(p.finish_load(3, load));
+        assert_eq!(p.check(3), Ok(()));
+        // Still the leader with a newer epoch: the same log, no reload.
+        assert_eq!(p.elect(3, 6), None);
+        assert_eq!(p.check(3), Ok(()));
+        // A resignation from an epoch the coordinator already has is stale.
+        assert!(!p.resign(3, Some(6)));
+        assert_eq!(p.check(3), Ok(()));
+        assert!(p.resign(3, Some(7)));
+        assert_eq!(p.check(3), Err(GroupError::NotCoordinator));
+        assert!(!p.resign(3, Some(8)), "nothing left to unload");
+        // Leader again later: the log is replayed again (it holds the other leader's writes).
+        assert!(p.elect(3, 9).is_some());
+        assert_eq!(p.check(3), Err(GroupError::CoordinatorLoadInProgress));
+        assert!(
+            p.resign(3, None),
+            "a deleted partition resigns whatever its epoch"
+        );
+        assert_eq!(p.check(3), Err(GroupError::NotCoordinator));
+    }
+
+    #[test]
+    fn elections_queue_loads_and_a_resignation_takes_its_load_back_and_unloads_its_groups() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let c = GroupCoordinator::new(GroupConfig {
+                    min_session_timeout_ms: 6000,
+                    max_session_timeout_ms: 1_800_000,
+                    initial_rebalance_delay_ms: 0,
+                });
+                let partitions = 50;
+                let group_of = |p: i32| {
+                    (0..)
+                        .map(|i| format!("g{i}"))
+                        .find(|g| super::super::partition_for(g, partitions) == p)
+                        .expect("some name lands on every partition")
+                };
+                c.on_election(1, 0);
+                c.on_election(2, 0);
+                c.on_election(1, 0); // already loading: no second load
+                let loads = c.next_loads().await.expect("not stopped");
+                assert_eq!(loads.iter().map(|l| l.0).collect::<Vec<_>>(), vec![1, 2]);
+                for (p, load) in loads {
+                    assert!(c.partitions.borrow_mut().finish_load(p, load));
+                }
+                let (kept, dropped) = (group_of(1), group_of(2));
+                for g in [&kept, &dropped] {
+                    apply_record(&mut c.groups.borrow_mut(), commit(g, 1), Instant::now());
+                }
+                // Partition 3 is elected and resigned before its load started.
+                c.on_election(3, 0);
+                c.on_resignation(3, Some(1), partitions);
+                c.on_resignation(2, Some(1), partitions);
+                assert_eq!(
+                    c.next_loads().await,
+                    Some(vec![]),
+                    "partition 3's load was taken back"
+                );
+                assert!(c.groups.borrow().contains_key(&kept));
+                assert!(
+                    !c.groups.borrow().contains_key(&dropped),
+                    "unloaded with partition 2"
+                );
+                assert_eq!(
+                    c.partitions.borrow().check(2),
+                    Err(GroupError::NotCoordinator)
+                );
+                c.stop_loads();
+                assert_eq!(c.next_loads().await, None);
+            })
+            .expect("executor")
+            .join()
+            .expect("test ran");
+    }
+
+    #[test]
+    fn a_load_that_finishes_after_its_partition_moved_is_dropped() {
+        let mut p = OffsetsPartitions::default();
+        let first = p.elect(0, 1).expect("loads");
+        assert!(p.resign(0, Some(2)));
+        assert!(!p.finish_load(0, first), "resigned while loading");
+        let second = p.elect(0, 3).expect("loads again");
+        assert_ne!(first, second);
+        assert!(!p.finish_load(0, first), "the earlier load is stale");
+        assert_eq!(p.check(0), Err(GroupError::CoordinatorLoadInProgress));
+        // A stale load's failure leaves the current one alone.
+        p.fail_load(0, first);
+        assert_eq!(p.check(0), Err(GroupError::CoordinatorLoadInProgress));
+        assert!(p.finish_load(0, second));
+        assert_eq!(p.check(0), Ok(()));
+        // A failed load leaves the partition uncoordinated until it is elected again.
+        assert!(p.resign(0, Some(4)));
+        let third = p.elect(0, 5).expect("loads");
+        p.fail_load(0, third);
+        assert_eq!(p.check(0), Err(GroupError::NotCoordinator));
+        assert!(p.elect(0, 5).is_some(), "a later election retries the load");
+    }
+
+    #[test]
+    fn replay_keeps_the_last_commit_and_honours_tombstones() {
+        let now = Instant::now();
+        let mut groups = HashMap::new();
+        apply_record(&mut groups, commit("g", 10), now);
+        apply_record(&mut groups, commit("g", 25), now);
+        apply_record(&mut groups, commit("h", 7), now);
+        assert_eq!(groups["g"].offsets[&("t".to_string(), 0)].offset, 25);
+        apply_record(
+            &mut groups,
+            OffsetsRecord::Offset {
+                group: "h".into(),
+                topic: "t".into(),
+                partition: 0,
+                value: None,
+            },
+            now,
+        );
+        assert!(groups["h"].offsets.is_empty());
+        apply_record(
+            &mut groups,
+            OffsetsRecord::Group {
+                group: "h".into(),
+                value: None,
+            },
+            now,
+        );
+        assert!(!groups.contains_key("h"));
+        assert!(groups.contains_key("g"));
+    }
+
+    #[test]
+    fn unloading_a_partition_removes_only_its_groups() {
+        let partitions = 50;
+        let now = Instant::now();
+        let mut groups = HashMap::new();
+        let names: Vec<String> = (0..20).map(|i| format!("group-{i}")).collect();
+        for name in &names {
+            apply_record(&mut groups, commit(name, 1), now);
+        }
+        let target = super::super::partition_for(&names[0], partitions);
+        let on_target = names
+            .iter()
+            .filter(|n| super::super::partition_for(n, partitions) == target)
+            .count();
+        assert_eq!(unload_partition(&mut groups, target, partitions), on_target);
+        assert_eq!(groups.len(), names.len() - on_target);
+        assert!(groups
+            .keys()
+            .all(|n| super::super::partition_for(n, partitions) != target));
     }
 }

@@ -12,8 +12,10 @@ pub enum GroupError {
     IllegalGeneration,
     #[error("the coordinator is not available (group deleted, or its log unavailable)")]
     CoordinatorNotAvailable,
-    #[error("this shard no longer coordinates the group")]
+    #[error("this broker does not coordinate the group (it does not lead its offsets partition)")]
     NotCoordinator,
+    #[error("the group's offsets partition is still being loaded")]
+    CoordinatorLoadInProgress,
     #[error("the group.instance.id belongs to another member (KIP-345)")]
     FencedInstanceId,
     #[error("the member's protocol type or protocols do not match the group's")]

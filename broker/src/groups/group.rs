@@ -1245,6 +1245,23 @@ mod tests {
         (id.clone(), g.join(params(&id, None, true), now, &CFG))
     }
 
+    #[test]
+    fn unloading_answers_parked_joins_not_coordinator() {
+        // A resigned coordinator unloads its groups (Kafka's onResignation): a member waiting
+        // in JoinGroup is told to find the new coordinator.
+        let now = Instant::now();
+        let mut g = Group::new("g");
+        let (_a, join_a) = admit(&mut g, now);
+        let first = parked(join_a).try_recv().unwrap().unwrap();
+        assert_eq!((first.error, first.generation), (None, 1));
+        let (_b, join_b) = admit(&mut g, now);
+        let mut join_b = parked(join_b);
+        assert_eq!(join_b.try_recv(), Ok(None), "b waits for a to rejoin");
+        g.unload();
+        let answer = join_b.try_recv().expect("sender alive").expect("answered");
+        assert_eq!(answer.error, Some(GroupError::NotCoordinator));
+    }
+
     /// A group with members `a` (leader) and `b`, Stable at generation 1.
     fn stable_pair(now: Instant) -> (Group, String, String) {
         let mut g = Group::new("g");

@@ -4,8 +4,10 @@
 //! topic — partition `abs(javaHashCode(group_id)) % partitions`, as Kafka places it — so every
 //! group operation is a typed [`GroupOp`] run there ([`service::call`]). Commits and
 //! membership changes are ordinary appends to that partition's log ([`offsets_log`] holds
-//! Kafka's record formats), flushed before they are acknowledged; a shard replays its offsets
-//! partitions before it serves their groups, so offsets and groups survive restarts.
+//! Kafka's record formats), `acks=all` and flushed before they are acknowledged. The
+//! coordinator of a partition's groups moves with the partition's leadership: the new leader
+//! replays its replica of the log before it serves them ([`coordinator`]), so committed
+//! offsets survive restarts and the loss of the coordinator's broker.
 
 pub mod coordinator;
 pub mod error;

@@ -1,8 +1,12 @@
 //! The group service: runs a [`GroupOp`] on the shard coordinating its group (routing it over
-//! the shard mesh when that is another shard), replays `__consumer_offsets` partitions into the
-//! shard's [`super::coordinator::GroupCoordinator`], and makes commits and membership changes
-//! durable as appends to the group's offsets partition before they are acknowledged.
+//! the shard mesh when that is another shard), loads (replays) a `__consumer_offsets`
+//! partition into the shard's [`super::coordinator::GroupCoordinator`] once this broker became
+//! its leader (elections and resignations are recorded there by the shard, without I/O:
+//! [`super::GroupCoordinator::on_election`]), and makes commits and membership changes
+//! durable as `acks=all` appends to the group's offsets partition before they are
+//! acknowledged (Kafka's `offsets.commit.required.acks = -1`: replicated to the ISR).
 
+use super::coordinator::{self, LoadId};
 use super::error::GroupError;
 use super::group::GroupState;
 use super::group::{self, Answer, Group, JoinResult, SyncOutcome, SyncResult};
@@ -23,7 +27,7 @@ use futures_channel::oneshot;
 use net::kafka_protocol::error::ResponseError;
 use replication::metadata::{ControllerError, ControllerOp};
 use replication::Acks;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::Instant;
 use storage::{Offset, TimestampMs, TopicPartition};
@@ -157,7 +161,7 @@ async fn run_group_op_inner(
     group_id: &str,
     op: GroupOp,
 ) -> GroupReply {
-    if let Err(error) = ensure_groups_loaded(shard, partition).await {
+    if let Err(error) = coordinating(shard, partition) {
         return GroupReply::Error(error);
     }
     let now = Instant::now();
@@ -510,8 +514,11 @@ async fn delete_offsets(
 }
 
 /// Appends `records` to `__consumer_offsets` partition `partition` (which this shard
-/// owns) and waits until they are on disk. Errors: `InvalidCommitOffsetSize` for a commit
-/// too large for a batch, else `CoordinatorNotAvailable`.
+/// owns and leads) with `acks=all` — answered once the ISR has them, which is what lets
+/// the offsets outlive this broker — and waits until they are on this broker's disk.
+/// Errors: `InvalidCommitOffsetSize` for a commit too large for a batch, `NotCoordinator`
+/// when the leadership or the log was lost, else `CoordinatorNotAvailable` (e.g. the ISR did
+/// not have them within `offsets.commit.timeout.ms`).
 async fn append_offsets_records(
     shard: &Shard,
     partition: i32,
@@ -528,9 +535,15 @@ async fn append_offsets_records(
         topic: OFFSETS_TOPIC.to_string(),
         partition,
     };
+    // Kafka's CoordinatorOperationExceptionHelper: a leader that lost its leadership (or its
+    // log) is no coordinator any more, so the client looks the coordinator up again.
     let map_error = |e: i16| {
         if e == code(ResponseError::MessageTooLarge) {
             GroupError::InvalidCommitOffsetSize
+        } else if e == code(ResponseError::NotLeaderOrFollower)
+            || e == code(ResponseError::KafkaStorageError)
+        {
+            GroupError::NotCoordinator
         } else {
             GroupError::CoordinatorNotAvailable
         }
@@ -565,21 +578,79 @@ async fn append_offsets_records(
         .map_err(|e| map_error(crate::errors::storage_error_code(&e)))
 }
 
-/// Replays `__consumer_offsets` partition `partition` into this shard's groups, once.
-/// Errors: `COORDINATOR_NOT_AVAILABLE` when its log cannot be read.
-async fn ensure_groups_loaded(shard: &Shard, partition: i32) -> Result<(), GroupError> {
-    if shard.groups.loaded.borrow().contains(&partition) {
-        return Ok(());
+/// Whether this shard may serve the groups of offsets `partition` now. Errors:
+/// `CoordinatorLoadInProgress` while it loads, `NotCoordinator` when this broker does not
+/// lead it. A partition the metadata already names this broker the leader of, but whose
+/// election has not reached the coordinator yet (the image is installed before the roles are
+/// applied) or whose load failed, is elected here.
+fn coordinating(shard: &Rc<Shard>, partition: i32) -> Result<(), GroupError> {
+    let state = shard.groups.partitions.borrow().check(partition);
+    if state != Err(GroupError::NotCoordinator) {
+        return state;
     }
-    let _permit = shard
-        .groups
-        .load_lock
-        .acquire_permit(1)
-        .await
-        .map_err(|_| GroupError::CoordinatorNotAvailable)?;
-    if shard.groups.loaded.borrow().contains(&partition) {
-        return Ok(());
+    let leader_epoch = shard
+        .metadata()
+        .partition(OFFSETS_TOPIC, partition)
+        .filter(|image| image.leader == shard.config.node_id)
+        .map(|image| image.leader_epoch);
+    match leader_epoch {
+        Some(epoch) => {
+            shard.groups.on_election(partition, epoch);
+            shard.groups.partitions.borrow().check(partition)
+        }
+        None => Err(GroupError::NotCoordinator),
     }
+}
+
+/// Until shutdown: starts each load this shard's coordinator queues (an election,
+/// [`super::GroupCoordinator::on_election`]) as a task of its own, which replays the
+/// partition. Kept apart from [`deadline_loop`], which may wait for appends.
+pub async fn load_loop(shard: &Rc<Shard>) {
+    while let Some(loads) = shard.groups.next_loads().await {
+        for (partition, load) in loads {
+            let task = Rc::clone(shard);
+            crate::shard::spawn_into(None, async move {
+                load_partition(&task, partition, load).await;
+            });
+        }
+    }
+}
+
+/// Runs `load` of offsets `partition`: replays its log, then installs its groups unless the
+/// partition was resigned meanwhile.
+async fn load_partition(shard: &Rc<Shard>, partition: i32, load: LoadId) {
+    match replay(shard, partition).await {
+        Ok(loaded) => {
+            if !shard
+                .groups
+                .partitions
+                .borrow_mut()
+                .finish_load(partition, load)
+            {
+                tracing::info!(partition, "dropping a load whose partition moved meanwhile");
+                return;
+            }
+            let count = loaded.len();
+            let mut groups = shard.groups.groups.borrow_mut();
+            // Nothing of this partition may be left over (module invariant); unload it anyway.
+            coordinator::unload_partition(&mut groups, partition, shard.offsets_partition_count());
+            groups.extend(loaded);
+            tracing::info!(partition, groups = count, "loaded consumer groups");
+        }
+        Err(error) => {
+            shard
+                .groups
+                .partitions
+                .borrow_mut()
+                .fail_load(partition, load);
+            tracing::warn!(partition, %error, "cannot load consumer groups");
+        }
+    }
+}
+
+/// The groups stored in offsets `partition` (which this shard owns), read from its log start
+/// to its log end. Errors: `COORDINATOR_NOT_AVAILABLE` when its log cannot be read.
+async fn replay(shard: &Shard, partition: i32) -> Result<HashMap<String, Group>, GroupError> {
     let tp = TopicPartition {
         topic: OFFSETS_TOPIC.to_string(),
         partition,
@@ -590,7 +661,7 @@ async fn ensure_groups_loaded(shard: &Shard, partition: i32) -> Result<(), Group
     let end = log.log_end_offset();
     let mut at = log.log_start_offset();
     let now = Instant::now();
-    let mut applied = 0usize;
+    let mut groups = HashMap::new();
     while at < end {
         let batches = log
             .read(at, REPLAY_READ_BYTES, end)
@@ -612,10 +683,7 @@ async fn ensure_groups_loaded(shard: &Shard, partition: i32) -> Result<(), Group
             for r in records {
                 let Some(key) = r.key else { continue };
                 match OffsetsRecord::decode(key, r.value) {
-                    Ok(Some(record)) => {
-                        shard.groups.apply(record, now);
-                        applied += 1;
-                    }
+                    Ok(Some(record)) => coordinator::apply_record(&mut groups, record, now),
                     Ok(None) => {}
                     Err(why) => tracing::warn!(%tp, offset = r.offset.0, %why,
                         "skipping unreadable record"),
@@ -624,31 +692,19 @@ async fn ensure_groups_loaded(shard: &Shard, partition: i32) -> Result<(), Group
         }
         at = next;
     }
-    if applied > 0 {
-        tracing::info!(%tp, records = applied, "loaded consumer groups");
-    }
-    shard.groups.loaded.borrow_mut().insert(partition);
-    Ok(())
+    Ok(groups)
 }
 
-/// The `__consumer_offsets` partitions this shard owns.
-fn owned_offsets_partitions(shard: &Shard) -> Vec<i32> {
-    let metadata = shard.metadata();
-    metadata
-        .topics
-        .get(OFFSETS_TOPIC)
-        .map(|t| metadata.owned_partitions(t, shard.id).collect())
-        .unwrap_or_default()
-}
-
-/// This shard's groups (ListGroups), after replaying its offsets partitions.
-pub async fn list_local(shard: &Shard) -> Vec<ListedGroup> {
-    for p in owned_offsets_partitions(shard) {
-        if let Err(error) = ensure_groups_loaded(shard, p).await {
-            tracing::warn!(partition = p, %error, "offsets partition not loaded");
+/// This shard's groups (ListGroups). Errors: `CoordinatorLoadInProgress` while an offsets
+/// partition this broker leads is loading (Kafka fails the whole ListGroups so, as the list
+/// would be incomplete).
+pub fn list_local(shard: &Rc<Shard>) -> Result<Vec<ListedGroup>, GroupError> {
+    for p in led_offsets_partitions(shard) {
+        if coordinating(shard, p) == Err(GroupError::CoordinatorLoadInProgress) {
+            return Err(GroupError::CoordinatorLoadInProgress);
         }
     }
-    shard
+    Ok(shard
         .groups
         .groups
         .borrow()
@@ -659,15 +715,30 @@ pub async fn list_local(shard: &Shard) -> Vec<ListedGroup> {
             protocol_type: g.protocol_type().unwrap_or_default().to_string(),
             state: g.state().name(),
         })
-        .collect()
+        .collect())
 }
 
-/// Every shard's groups, in shard order.
-pub async fn list_all(shard: &Rc<Shard>) -> Vec<ListedGroup> {
+/// The `__consumer_offsets` partitions this shard owns and this broker leads.
+fn led_offsets_partitions(shard: &Shard) -> Vec<i32> {
+    let metadata = shard.metadata();
+    metadata
+        .topics
+        .get(OFFSETS_TOPIC)
+        .map(|t| {
+            metadata
+                .owned_partitions(t, shard.id)
+                .filter(|p| metadata.leads(OFFSETS_TOPIC, *p))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every shard's groups, in shard order. Errors: as [`list_local`], from any shard.
+pub async fn list_all(shard: &Rc<Shard>) -> Result<Vec<ListedGroup>, GroupError> {
     let mut out = Vec::new();
     for peer in 0..shard.shards {
         if peer == shard.id {
-            out.extend(list_local(shard).await);
+            out.extend(list_local(shard)?);
             continue;
         }
         let (reply, answer) = oneshot::channel();
@@ -677,30 +748,22 @@ pub async fn list_all(shard: &Rc<Shard>) -> Vec<ListedGroup> {
             .is_ok()
         {
             if let Ok(groups) = answer.await {
-                out.extend(groups);
+                out.extend(groups?);
             }
         }
     }
-    out
+    Ok(out)
 }
 
-/// Loads this shard's offsets partitions, then applies group deadlines every
-/// [`DEADLINE_CHECK_INTERVAL`] until shutdown, when it answers every parked request.
+/// Applies group deadlines every [`DEADLINE_CHECK_INTERVAL`] until shutdown, when it answers
+/// every parked request and ends [`load_loop`].
 pub async fn deadline_loop(shard: &Rc<Shard>) {
-    for p in owned_offsets_partitions(shard) {
-        if let Err(error) = ensure_groups_loaded(shard, p).await {
-            tracing::warn!(
-                partition = p,
-                %error,
-                "offsets partition not loaded at start"
-            );
-        }
-    }
     loop {
         if shard.sleep_unless_stopped(DEADLINE_CHECK_INTERVAL).await {
             for g in shard.groups.groups.borrow_mut().values_mut() {
                 g.unload();
             }
+            shard.groups.stop_loads();
             return;
         }
         let now = Instant::now();
@@ -712,11 +775,7 @@ pub async fn deadline_loop(shard: &Rc<Shard>) {
                 changed.push(id.clone());
             }
         }
-        let partitions = shard
-            .metadata()
-            .topics
-            .get(OFFSETS_TOPIC)
-            .map_or(0, |t| t.partitions.len());
+        let partitions = shard.offsets_partition_count();
         for id in changed {
             persist_membership(shard, partition_for(&id, partitions), &id).await;
             drop_if_vacant(shard, &id);

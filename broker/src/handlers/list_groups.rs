@@ -1,4 +1,6 @@
-//! ListGroups (key 16), v0–4: every shard's groups; v4 (KIP-518) filters by state.
+//! ListGroups (key 16), v0–4: every shard's groups; v4 (KIP-518) filters by state. While an
+//! offsets partition this broker leads is loading, the whole answer is
+//! `COORDINATOR_LOAD_IN_PROGRESS`, as in Kafka.
 
 use super::str_bytes;
 use crate::shard::Shard;
@@ -12,9 +14,15 @@ pub async fn handle(shard: &Rc<Shard>, req: ListGroupsRequest, version: i16) -> 
         .iter()
         .map(|s| s.to_ascii_lowercase())
         .collect();
-    let mut groups = crate::groups::service::list_all(shard).await;
-    groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     let mut response = ListGroupsResponse::default();
+    let mut groups = match crate::groups::service::list_all(shard).await {
+        Ok(groups) => groups,
+        Err(error) => {
+            response.error_code = crate::errors::group_error_code(error);
+            return response;
+        }
+    };
+    groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     response.groups = groups
         .into_iter()
         .filter(|g| states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
