@@ -766,6 +766,19 @@ def _compact_string(r):
     return None if n == 0 else r.take(n - 1).decode()
 
 
+def _node_endpoints(tags):
+    """KIP-951's `NodeEndpoints` (tag 0 of a Produce v10 or Fetch v16 response): node id →
+    (host, port, rack)."""
+    endpoints = {}
+    if 0 in tags:
+        er = Reader(tags[0])
+        for _ in range(_read_uvarint(er) - 1):
+            node, host, port, rack = er.i32(), _compact_string(er), er.i32(), _compact_string(er)
+            _tagged_fields(er)
+            endpoints[node] = (host, port, rack)
+    return endpoints
+
+
 def parse_produce_v10(payload):
     """-> (correlation id, {(topic, partition): (error, base offset, current leader (id,
     epoch) or None)}, {node id: (host, port, rack)})."""
@@ -790,14 +803,7 @@ def parse_produce_v10(payload):
             out[(name, p)] = (err, base, leader)
         _tagged_fields(r)
     r.i32()  # throttle time
-    endpoints = {}
-    tags = _tagged_fields(r)
-    if 0 in tags:
-        er = Reader(tags[0])
-        for _ in range(_read_uvarint(er) - 1):
-            node, host, port, rack = er.i32(), _compact_string(er), er.i32(), _compact_string(er)
-            _tagged_fields(er)
-            endpoints[node] = (host, port, rack)
+    endpoints = _node_endpoints(_tagged_fields(r))
     if r.remaining():
         raise ValueError(f"{r.remaining()} trailing bytes after Produce v10 response")
     return corr, out, endpoints
@@ -928,14 +934,7 @@ def parse_fetch_flexible(payload, version):
             out[(topic, p)] = {"error": err, "high_watermark": hw, "records": records,
                                "current_leader": leader, "diverging_epoch": diverging}
         _tagged_fields(r)
-    endpoints = {}
-    tags = _tagged_fields(r)
-    if 0 in tags:
-        er = Reader(tags[0])
-        for _ in range(_read_uvarint(er) - 1):
-            node, host, port, rack = er.i32(), _compact_string(er), er.i32(), _compact_string(er)
-            _tagged_fields(er)
-            endpoints[node] = (host, port, rack)
+    endpoints = _node_endpoints(_tagged_fields(r))
     if r.remaining():
         raise ValueError(f"{r.remaining()} trailing bytes after Fetch v{version} response")
     return corr, out, endpoints

@@ -33,14 +33,11 @@ NOT_LEADER_OR_FOLLOWER = 6
 UNKNOWN_LEADER_EPOCH = 75
 
 
-@pytest.fixture
-def cluster(sluice_bin, tmp_path, request):
-    """Three nodes with SETTINGS; a test parametrized indirectly (`indirect=["cluster"]`) adds
-    its own broker settings over them."""
-    settings = {**SETTINGS, **getattr(request, "param", {})}
-    c = SluiceCluster(sluice_bin, tmp_path / "cluster", nodes=3, settings=settings,
-                      preexec_fn=_die_with_parent,
-                      node_settings={i: {"broker.rack": f"rack-{i}"} for i in (1, 2, 3)})
+def _running_cluster(sluice_bin, path, nodes, settings, node_settings=None):
+    """Starts a cluster, yields it, stops it; then fails if a node exited other than by the
+    test's SIGKILL or a clean stop."""
+    c = SluiceCluster(sluice_bin, path, nodes=nodes, settings=settings,
+                      preexec_fn=_die_with_parent, node_settings=node_settings)
     try:
         c.start()
     except Exception:
@@ -50,6 +47,15 @@ def cluster(sluice_bin, tmp_path, request):
     failed = [n for n in c.nodes.values() if n.proc is not None and n.proc.poll() not in (None, 0, -9)]
     c.stop()
     assert not failed, f"nodes {[n.node_id for n in failed]} exited badly\n{c.describe()}"
+
+
+@pytest.fixture
+def cluster(sluice_bin, tmp_path, request):
+    """Three nodes with SETTINGS; a test parametrized indirectly (`indirect=["cluster"]`) adds
+    its own broker settings over them."""
+    settings = {**SETTINGS, **getattr(request, "param", {})}
+    yield from _running_cluster(sluice_bin, tmp_path / "cluster", 3, settings,
+                                {i: {"broker.rack": f"rack-{i}"} for i in (1, 2, 3)})
 
 
 def metadata(bootstrap):
@@ -262,15 +268,7 @@ def test_acks_all_is_refused_below_min_insync_replicas_while_acks_1_works(cluste
 def cluster5(sluice_bin, tmp_path):
     """Five combined nodes with SETTINGS: two of them can die and the quorum keeps its
     majority."""
-    c = SluiceCluster(sluice_bin, tmp_path / "cluster5", nodes=5, settings=SETTINGS,
-                      preexec_fn=_die_with_parent)
-    try:
-        c.start()
-    except Exception:
-        c.stop()
-        raise
-    yield c
-    c.stop()
+    yield from _running_cluster(sluice_bin, tmp_path / "cluster5", 5, SETTINGS)
 
 
 def test_with_both_followers_down_acks_all_is_refused_while_acks_1_works(cluster5):
