@@ -132,6 +132,9 @@ pub enum CoordinatorState {
     Loading,
     /// Its groups are served.
     Active,
+    /// Its log could not be replayed; ops answer `NOT_COORDINATOR` until an election at a
+    /// newer leader epoch loads it again (Kafka's FAILED).
+    Failed,
 }
 
 /// Names one load, so a load that finishes after its partition was resigned (and perhaps
@@ -157,13 +160,17 @@ pub struct OffsetsPartitions {
 
 impl OffsetsPartitions {
     /// This broker became the leader of `partition` with `leader_epoch` (Kafka's
-    /// `onElection`). Returns the load to run when the partition was not coordinated here;
-    /// `None` when it is already loading or active (the epoch is raised, nothing reloads:
-    /// this broker's log stayed the partition's log).
+    /// `onElection`). Returns the load to run when the partition was not coordinated here, or
+    /// its load failed and `leader_epoch` is newer; `None` when it is already loading or
+    /// active (the epoch is raised, nothing reloads: this broker's log stayed the partition's
+    /// log) or failed at this epoch.
     pub fn elect(&mut self, partition: i32, leader_epoch: i32) -> Option<LoadId> {
         if let Some(c) = self.coordinators.get_mut(&partition) {
+            let retry = c.state == CoordinatorState::Failed && leader_epoch > c.leader_epoch;
             c.leader_epoch = c.leader_epoch.max(leader_epoch);
-            return None;
+            if !retry {
+                return None;
+            }
         }
         let load = LoadId(self.next_load);
         self.next_load += 1;
@@ -206,26 +213,31 @@ impl OffsetsPartitions {
         }
     }
 
-    /// `load` of `partition` could not read its log: the partition is not coordinated here
-    /// (Kafka's FAILED: `NOT_COORDINATOR`) until it is elected again.
+    /// `load` of `partition` could not read its log: the partition is
+    /// [`CoordinatorState::Failed`] until an election at a newer leader epoch.
     pub fn fail_load(&mut self, partition: i32, load: LoadId) {
-        if self
+        if let Some(c) = self
             .coordinators
-            .get(&partition)
-            .is_some_and(|c| c.load == load)
+            .get_mut(&partition)
+            .filter(|c| c.load == load)
         {
-            self.coordinators.remove(&partition);
+            c.state = CoordinatorState::Failed;
         }
+    }
+
+    /// Where `partition` stands here; `None` when this broker was not elected its leader.
+    pub fn state(&self, partition: i32) -> Option<CoordinatorState> {
+        self.coordinators.get(&partition).map(|c| c.state)
     }
 
     /// Whether `partition`'s groups may be served now. Errors:
     /// [`GroupError::CoordinatorLoadInProgress`] while loading,
-    /// [`GroupError::NotCoordinator`] when not coordinated here.
+    /// [`GroupError::NotCoordinator`] when not coordinated here or its load failed.
     pub fn check(&self, partition: i32) -> Result<(), GroupError> {
-        match self.coordinators.get(&partition).map(|c| c.state) {
+        match self.state(partition) {
             Some(CoordinatorState::Active) => Ok(()),
             Some(CoordinatorState::Loading) => Err(GroupError::CoordinatorLoadInProgress),
-            None => Err(GroupError::NotCoordinator),
+            Some(CoordinatorState::Failed) | None => Err(GroupError::NotCoordinator),
         }
     }
 }
@@ -408,12 +420,19 @@ mod tests {
         assert_eq!(p.check(0), Err(GroupError::CoordinatorLoadInProgress));
         assert!(p.finish_load(0, second));
         assert_eq!(p.check(0), Ok(()));
-        // A failed load leaves the partition uncoordinated until it is elected again.
+        // A failed load leaves the partition uncoordinated until an election at a newer
+        // leader epoch (a role re-applied at the same epoch, e.g. an ISR change, does not).
         assert!(p.resign(0, Some(4)));
         let third = p.elect(0, 5).expect("loads");
         p.fail_load(0, third);
+        assert_eq!(p.state(0), Some(CoordinatorState::Failed));
         assert_eq!(p.check(0), Err(GroupError::NotCoordinator));
-        assert!(p.elect(0, 5).is_some(), "a later election retries the load");
+        assert_eq!(p.elect(0, 5), None, "same epoch: no reload");
+        assert_eq!(p.check(0), Err(GroupError::NotCoordinator));
+        let fourth = p.elect(0, 6).expect("a newer election retries the load");
+        assert_eq!(p.check(0), Err(GroupError::CoordinatorLoadInProgress));
+        assert!(p.finish_load(0, fourth));
+        assert_eq!(p.check(0), Ok(()));
     }
 
     #[test]

@@ -162,6 +162,17 @@ async fn run_group_op_inner(
     op: GroupOp,
 ) -> GroupReply {
     if let Err(error) = coordinating(shard, partition) {
+        if error == GroupError::CoordinatorLoadInProgress {
+            // A log that failed to open at start gets no role, so no election, until it is
+            // opened: open it now (its role is then applied, and the coordinator elected).
+            let tp = TopicPartition {
+                topic: OFFSETS_TOPIC.to_string(),
+                partition,
+            };
+            if let Err(e) = shard.owned_partition(&tp).await {
+                tracing::warn!(%tp, error = %e, "offsets partition cannot be opened");
+            }
+        }
         return GroupReply::Error(error);
     }
     let now = Instant::now();
@@ -579,27 +590,17 @@ async fn append_offsets_records(
 }
 
 /// Whether this shard may serve the groups of offsets `partition` now. Errors:
-/// `CoordinatorLoadInProgress` while it loads, `NotCoordinator` when this broker does not
-/// lead it. A partition the metadata already names this broker the leader of, but whose
-/// election has not reached the coordinator yet (the image is installed before the roles are
-/// applied) or whose load failed, is elected here.
-fn coordinating(shard: &Rc<Shard>, partition: i32) -> Result<(), GroupError> {
-    let state = shard.groups.partitions.borrow().check(partition);
-    if state != Err(GroupError::NotCoordinator) {
-        return state;
+/// `CoordinatorLoadInProgress` while it loads, and while the installed metadata already names
+/// this broker its leader but the shard has not applied that role yet (the shard elects the
+/// coordinator once its replica is the leader: a load before that could miss commits the old
+/// leader still appends, as Kafka calls `onElection` only after `makeLeader`);
+/// `NotCoordinator` when this broker does not lead it, or its load failed.
+fn coordinating(shard: &Shard, partition: i32) -> Result<(), GroupError> {
+    let partitions = shard.groups.partitions.borrow();
+    if partitions.state(partition).is_none() && shard.metadata().leads(OFFSETS_TOPIC, partition) {
+        return Err(GroupError::CoordinatorLoadInProgress);
     }
-    let leader_epoch = shard
-        .metadata()
-        .partition(OFFSETS_TOPIC, partition)
-        .filter(|image| image.leader == shard.config.node_id)
-        .map(|image| image.leader_epoch);
-    match leader_epoch {
-        Some(epoch) => {
-            shard.groups.on_election(partition, epoch);
-            shard.groups.partitions.borrow().check(partition)
-        }
-        None => Err(GroupError::NotCoordinator),
-    }
+    partitions.check(partition)
 }
 
 /// Until shutdown: starts each load this shard's coordinator queues (an election,

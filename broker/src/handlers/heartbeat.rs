@@ -2,7 +2,7 @@
 //! to rejoin, `ILLEGAL_GENERATION` / `UNKNOWN_MEMBER_ID` that it is out of date or out.
 
 use crate::errors::code;
-use crate::groups::{GroupOp, GroupReply};
+use crate::groups::{GroupError, GroupOp, GroupReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
@@ -22,6 +22,9 @@ pub async fn handle(shard: &Rc<Shard>, req: HeartbeatRequest) -> HeartbeatRespon
     };
     response.error_code = match crate::groups::service::call(shard, &group_id, op).await {
         GroupReply::Done => 0,
+        // The group is still loading: Kafka answers such a heartbeat blindly with no error
+        // (GroupCoordinatorService.heartbeat), so members do not log it or back off.
+        GroupReply::Error(GroupError::CoordinatorLoadInProgress) => 0,
         GroupReply::Error(e) => crate::errors::group_error_code(e),
         other => {
             tracing::error!(?other, "unexpected reply to Heartbeat");
