@@ -170,8 +170,11 @@ impl PartitionLog {
             self.write_high_watermark_checkpoint(Some(old_start))
                 .await?;
         }
-        // 2. Every segment, newest first (a crash leaves a prefix of whole segments, the last
-        //    recovered as the active one), then the producer snapshots, durably.
+        // 2. The producer snapshots (a crash then leaves segments without them: producer
+        //    state is replayed from the log, never taken from a snapshot of removed batches),
+        //    then every segment, newest first (a crash leaves a prefix of whole segments, the
+        //    last recovered as the active one), durably.
+        self.remove_producer_snapshots().await?;
         let doomed: Vec<Offset> = self
             .shared
             .state
@@ -183,7 +186,6 @@ impl PartitionLog {
         for base in doomed.iter().rev() {
             self.remove_segment_files(*base).await?;
         }
-        self.remove_producer_snapshots().await?;
         blocking_dir_op(&dir, "syncing", sync_dir).await?;
         // 3. The leader-epoch cache empties (Kafka's `clearAndFlush`), durably: with no
         //    segment left, an entry the file kept would outlive its data.
