@@ -560,3 +560,243 @@ fn a_new_leader_assigns_its_epoch_at_the_log_end() {
         log.close().await.unwrap();
     });
 }
+
+/// The names in `dir`, sorted, without the transient probe file.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with(".sluice"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A log at `dir` with three segments (offsets 0..6, 6..12, 12..16), epochs 1 then 2,
+/// producer snapshots from its rolls, and a high-watermark checkpoint at 14.
+async fn three_segments(dir: &Path) -> PartitionLog {
+    let log = open(dir, small_config(), 1 << 20).await;
+    for (i, epoch) in [1, 1, 1, 2, 2, 2, 2, 2].into_iter().enumerate() {
+        log.append(batch(1000 + i as i64, 2, 50), LeaderEpoch(epoch))
+            .await
+            .unwrap();
+        if i == 2 || i == 5 {
+            log.roll().await.unwrap();
+        }
+    }
+    log.wait_written(Offset(16)).await.unwrap();
+    log.set_high_watermark(Offset(14));
+    log.checkpoint_high_watermark().await.unwrap();
+    assert_eq!(log.segment_count(), 3);
+    assert!(listing(dir).iter().any(|n| n.ends_with(".snapshot")));
+    log
+}
+
+#[test]
+fn a_full_truncation_starts_an_empty_log_at_the_offset_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = three_segments(&path).await;
+        log.truncate_fully_and_start_at(Offset(40)).await.unwrap();
+        assert_eq!(log.log_start_offset(), Offset(40));
+        assert_eq!(log.log_end_offset(), Offset(40));
+        assert_eq!(log.written_offset(), Offset(40));
+        assert_eq!(log.high_watermark(), Offset(40));
+        assert_eq!(log.segment_count(), 1);
+        assert_eq!(log.size_bytes(), 0);
+        assert_eq!(entries(&log), []);
+        assert_eq!(log.latest_leader_epoch(), None);
+        assert!(matches!(
+            log.read(Offset(12), 1 << 20, Offset(40)).await,
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+        assert!(log
+            .read(Offset(40), 1 << 20, Offset(40))
+            .await
+            .unwrap()
+            .is_empty());
+        // On disk: one segment at the new base and the checkpoints at the new start.
+        assert_eq!(
+            listing(&path),
+            [
+                "00000000000000000040.log",
+                "high-watermark",
+                "leader-epoch-checkpoint",
+                "log-start-offset-checkpoint",
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(path.join("log-start-offset-checkpoint")).unwrap(),
+            checkpoint_text(&[40])
+        );
+        assert_eq!(
+            std::fs::read_to_string(path.join(EPOCH_FILE)).unwrap(),
+            checkpoint_text(&[0])
+        );
+        assert_eq!(
+            PartitionLog::read_high_watermark_checkpoint(&path)
+                .await
+                .unwrap(),
+            Some(Offset(40))
+        );
+        // A follower goes on at the new base with the leader's batches.
+        let first = stamped(&batch(5000, 3, 40), 40, 7);
+        let info = log
+            .append_as_follower(Bytes::from(first.clone()))
+            .await
+            .unwrap();
+        assert_eq!(
+            (info.base_offset, info.last_offset),
+            (Offset(40), Offset(42))
+        );
+        assert_eq!(entries(&log), [(7, 40)]);
+        // Unclean reopen: recovery scans the new active segment.
+        drop(log);
+        let log = open(&path, small_config(), 1 << 20).await;
+        assert_eq!(log.log_start_offset(), Offset(40));
+        assert_eq!(log.log_end_offset(), Offset(43));
+        assert_eq!(entries(&log), [(7, 40)]);
+        let read = log.read(Offset(40), 1 << 20, Offset(43)).await.unwrap();
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].to_vec(), first);
+        // And as a leader, at a newer epoch.
+        let next = log
+            .append(batch(6000, 2, 40), LeaderEpoch(8))
+            .await
+            .unwrap();
+        assert_eq!(next.base_offset, Offset(43));
+        assert_eq!(entries(&log), [(7, 40), (8, 43)]);
+        log.close().await.unwrap();
+        let log = open(&path, small_config(), 1 << 20).await;
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (Offset(40), Offset(45))
+        );
+        assert_eq!(entries(&log), [(7, 40), (8, 43)]);
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_full_truncation_below_the_log_end_drops_every_record_and_producer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = three_segments(&path).await;
+        log.append(idempotent(9, 0, 2), LeaderEpoch(2))
+            .await
+            .unwrap();
+        log.wait_written(Offset(18)).await.unwrap();
+        log.truncate_fully_and_start_at(Offset(7)).await.unwrap();
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (Offset(7), Offset(7))
+        );
+        assert_eq!(log.segment_count(), 1);
+        // The producer state went with its batches: sequence 0 again is new, not a retry.
+        let next = log
+            .append(idempotent(9, 0, 1), LeaderEpoch(3))
+            .await
+            .unwrap();
+        assert_eq!((next.base_offset, next.duplicate), (Offset(7), false));
+        assert!(matches!(
+            log.truncate_fully_and_start_at(Offset(-1)).await,
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+        log.wait_written(Offset(8)).await.unwrap();
+        drop(log);
+        let log = open(&path, small_config(), 1 << 20).await;
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (Offset(7), Offset(8))
+        );
+        assert_eq!(entries(&log), [(3, 7)]);
+        assert_eq!(
+            log.high_watermark(),
+            Offset(7),
+            "the checkpoint moved to the new start"
+        );
+        log.close().await.unwrap();
+    });
+}
+
+/// The states a crash can leave part-way through a full truncation, made by hand, each
+/// opened by recovery as a log the fetcher goes on from (docs/storage-format.md §6.5).
+#[test]
+fn every_crash_point_of_a_full_truncation_opens_a_consistent_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    run(move || async move {
+        let remove = |p: &Path, names: &[&str]| {
+            for n in names {
+                std::fs::remove_file(p.join(n)).unwrap();
+            }
+        };
+        let segment = |base: i64, ext: &str| format!("{base:020}.{ext}");
+        // Step 2 part-way: the newest segment went; the rest is a shorter log.
+        let p = root.join("prefix");
+        let log = three_segments(&p).await;
+        log.close().await.unwrap();
+        remove(
+            &p,
+            &[
+                &segment(12, "log"),
+                &segment(12, "index"),
+                &segment(12, "timeindex"),
+            ],
+        );
+        std::fs::remove_file(p.join("clean-shutdown")).unwrap();
+        let log = open(&p, small_config(), 1 << 20).await;
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (Offset(0), Offset(12))
+        );
+        assert_eq!(entries(&log), [(1, 0), (2, 6)]);
+        assert!(log.high_watermark() <= Offset(12));
+        log.close().await.unwrap();
+        // Step 2 done, before step 4: no segment; an empty log at the old log start.
+        let p = root.join("empty");
+        let log = three_segments(&p).await;
+        log.delete_records_before(Offset(3)).await.unwrap();
+        drop(log);
+        for name in listing(&p) {
+            if name.ends_with(".log") || name.ends_with("index") || name.ends_with(".snapshot") {
+                std::fs::remove_file(p.join(name)).unwrap();
+            }
+        }
+        let log = open(&p, small_config(), 1 << 20).await;
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (Offset(3), Offset(3))
+        );
+        assert_eq!(log.high_watermark(), Offset(3));
+        log.append_as_follower(Bytes::from(stamped(&batch(1, 1, 10), 3, 2)))
+            .await
+            .unwrap();
+        log.close().await.unwrap();
+        // Step 4 done, before the new segment's name is durable: the empty log at the offset.
+        let p = root.join("started");
+        let log = three_segments(&p).await;
+        drop(log);
+        for name in listing(&p) {
+            if name.ends_with(".log") || name.ends_with("index") || name.ends_with(".snapshot") {
+                std::fs::remove_file(p.join(name)).unwrap();
+            }
+        }
+        std::fs::write(p.join(EPOCH_FILE), checkpoint_text(&[0])).unwrap();
+        std::fs::write(
+            p.join("log-start-offset-checkpoint"),
+            checkpoint_text(&[40]),
+        )
+        .unwrap();
+        let log = open(&p, small_config(), 1 << 20).await;
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (Offset(40), Offset(40))
+        );
+        assert_eq!(entries(&log), []);
+        assert_eq!(log.high_watermark(), Offset(40));
+        log.close().await.unwrap();
+    });
+}

@@ -943,6 +943,92 @@ def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
     assert coordinator(asked, group) == now, "the coordinator moved during the check"
 
 
+def test_a_follower_below_the_leaders_log_start_truncates_fully_and_rejoins(cluster):
+    """Kafka's AbstractFetcherThread.fetchOffsetAndTruncate: a follower SIGKILLed while its
+    leader's DeleteRecords moves the log start offset past the follower's log end gets
+    OFFSET_OUT_OF_RANGE when it fetches again, asks the leader its offsets (ListOffsets with
+    its replica id), truncates its log fully to start at the leader's log start offset,
+    catches up and rejoins the ISR. acks=all records produced after are acknowledged, and
+    once it leads (a preferred election) it answers the leader's log start offset as its own
+    earliest offset and serves every record from there."""
+    from confluent_kafka import ElectionType
+
+    topic = "below-log-start"
+    controller = metadata(cluster.bootstrap()).controller_id
+    victim = next(i for i in (1, 2, 3) if i != controller)
+    others = [i for i in (1, 2, 3) if i != victim]
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic(topic, num_partitions=1,
+                              replica_assignment=[[victim, *others]])],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+    tp = TopicPartition(topic, 0)
+
+    def state(exclude=()):
+        now = partitions_of(cluster.bootstrap(exclude=set(exclude)), topic)
+        return None if now is None else now[0]
+
+    wait_until(lambda: (s := state()) and s[0] == victim and sorted(s[2]) == [1, 2, 3],
+               20, what="the victim leading with a full ISR")
+    prod = producer(cluster.bootstrap())
+    for i in range(100):
+        prod.produce(topic, value=b"d-%d" % i, partition=0)
+    assert prod.flush(30) == 0
+
+    # The victim goes away with offsets 0..100; the others go on to 300 and delete below 250.
+    cluster.kill(victim)
+    wait_until(lambda: (s := state({victim})) and s[0] in others and victim not in s[2],
+               FAILOVER_BOUND_S, what="another replica leading, the victim out of the ISR")
+    prod = producer(cluster.bootstrap(exclude={victim}))
+    # Flushed at 250, so the deletion point starts a batch: the victim's new log starts
+    # exactly there (a batch holding it would be fetched whole, from its base).
+    for first, last in ((100, 250), (250, 300)):
+        for i in range(first, last):
+            prod.produce(topic, value=b"d-%d" % i, partition=0)
+        assert prod.flush(30) == 0
+    a = admin(cluster.bootstrap(exclude={victim}))
+    deleted = a.delete_records([TopicPartition(topic, 0, 250)],
+                               request_timeout=20, operation_timeout=20)
+    assert deleted[tp].result().low_watermark == 250
+
+    def watermarks(bootstrap):
+        """(log start, high watermark) from the leader; None while a new leader's high
+        watermark has not caught up (OFFSET_NOT_AVAILABLE, Kafka's answer then)."""
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "below-log-start"})
+        try:
+            return c.get_watermark_offsets(tp, timeout=10)
+        except KafkaException as e:
+            if e.args[0].name() == "OFFSET_NOT_AVAILABLE":
+                return None
+            raise
+        finally:
+            c.close()
+
+    assert watermarks(cluster.bootstrap(exclude={victim})) == (250, 300)
+
+    cluster.start_node(victim)
+    wait_until(lambda: (s := state()) and sorted(s[2]) == [1, 2, 3], FAILOVER_BOUND_S,
+               what="the restarted victim back in the ISR")
+    # Its log was truncated fully: one segment, based at the leader's log start offset.
+    segments = sorted(p.name for p in
+                      (cluster.nodes[victim].dir / "data" / f"{topic}-0").glob("*.log"))
+    assert segments == [f"{250:020d}.log"], segments
+    prod = producer(cluster.bootstrap())
+    for i in range(300, 400):
+        prod.produce(topic, value=b"d-%d" % i, partition=0)
+    assert prod.flush(30) == 0, "acks=all records after the victim rejoined"
+
+    # Leading again, the victim answers the leader's log start as its own.
+    a = admin(cluster.bootstrap())  # alive until its future completes
+    result = a.elect_leaders(ElectionType.PREFERRED, [tp]).result()
+    assert list(result.items()) == [(tp, None)], result
+    wait_until(lambda: (s := state()) and s[0] == victim, 20, what="the victim leading")
+    got = wait_until(lambda: watermarks(cluster.bootstrap()), 20,
+                     what="the new leader's watermarks")
+    assert got == (250, 400), got
+    got = consume_all(cluster.bootstrap(), topic, 1, expected=150)
+    assert [m.value() for m in got[0]] == [b"d-%d" % i for i in range(250, 400)]
+
+
 def test_consumer_offsets_is_not_created_with_fewer_replicas_while_a_broker_is_down(cluster):
     """As Kafka: `__consumer_offsets` gets `offsets.topic.replication.factor` (3) replicas, and
     while fewer brokers are active FindCoordinator answers COORDINATOR_NOT_AVAILABLE (15)

@@ -1,4 +1,5 @@
-//! ListOffsets (key 2): latest (-1, the high watermark), earliest (-2, the log start offset),
+//! ListOffsets (key 2): latest (-1, the high watermark; for a request with `replica_id` ≥ 0, a
+//! follower's, the log end offset), earliest (-2, the log start offset),
 //! max timestamp (-3, KIP-734), or the first offset whose timestamp is ≥ T (-1 when none),
 //! each with the leader epoch of the offset (v4+), after KIP-320's check of the request's
 //! current leader epoch; OFFSET_NOT_AVAILABLE (v5+, else LEADER_NOT_AVAILABLE) while a new
@@ -13,7 +14,7 @@ use net::kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use net::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-use replication::OffsetSpec;
+use replication::{Isolation, OffsetSpec};
 use std::rc::Rc;
 use storage::{TimestampMs, TopicPartition};
 
@@ -31,6 +32,7 @@ pub async fn handle(
     version: i16,
 ) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
+    let isolation = isolation_of(req.replica_id.0);
     for topic in req.topics {
         let name = topic.name.0.to_string();
         let mut out = ListOffsetsTopicResponse::default();
@@ -44,7 +46,7 @@ pub async fn handle(
             r.partition_index = p.partition_index;
             let reply = match offset_spec(p.timestamp) {
                 Some(spec) => {
-                    let op = PartitionOp::ListOffsets { spec };
+                    let op = PartitionOp::ListOffsets { spec, isolation };
                     let epoch = replication::requested_leader_epoch(p.current_leader_epoch);
                     epoch_check::call_checked(shard, tp, epoch, op).await
                 }
@@ -91,6 +93,18 @@ pub async fn handle(
         response.topics.push(out);
     }
     response
+}
+
+/// The bound of a request from `replica_id`: a broker's (≥ 0: a follower asking its leader's
+/// range, Kafka's `ReplicaFetcherThread` after OFFSET_OUT_OF_RANGE) reads up to the log end
+/// offset; a client's (-1, or Kafka's debugging id -2) up to the high watermark, as Kafka's
+/// `KafkaApis` gives only client requests an isolation level.
+fn isolation_of(replica_id: i32) -> Isolation {
+    if replica_id >= 0 {
+        Isolation::LogEnd
+    } else {
+        Isolation::HighWatermark
+    }
 }
 
 /// The request's `timestamp`: -1 latest, -2 earliest, -3 max timestamp, else the first offset

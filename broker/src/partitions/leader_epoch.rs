@@ -8,7 +8,7 @@
 
 use super::ops::{PartitionOpError, PartitionReply};
 use crate::shard::{LocalPartition, Shard};
-use replication::{list_offsets_leader_epoch, OffsetSpec};
+use replication::{list_offsets_leader_epoch, Isolation, OffsetSpec};
 use storage::{LeaderEpoch, TopicPartition};
 
 /// The image's current leader epoch of `tp` on this shard (`None`: not in the image).
@@ -20,25 +20,32 @@ fn current_leader_epoch(shard: &Shard, tp: &TopicPartition) -> Option<LeaderEpoc
 }
 
 /// ListOffsets on the owning shard, as Kafka's `Partition.fetchOffsetForTimestamp`: the
-/// log's answer with its leader epoch ([`replication::list_offsets_leader_epoch`]: latest the
-/// current epoch, the others the epoch of their record), or
-/// [`PartitionOpError::OffsetNotAvailable`] while the high watermark is below the current
-/// epoch's start offset (a new leader not caught up).
+/// log's answer below the high watermark (a client) or the log end offset (a replica,
+/// `isolation` [`Isolation::LogEnd`]) with its leader epoch
+/// ([`replication::list_offsets_leader_epoch`]: latest the current epoch, the others the
+/// epoch of their record), or, for a client only (as Kafka, which checks only requests with
+/// an isolation level), [`PartitionOpError::OffsetNotAvailable`] while the high watermark is
+/// below the current epoch's start offset (a new leader not caught up).
 pub async fn list_offsets(
     shard: &Shard,
     tp: &TopicPartition,
     partition: &LocalPartition,
     spec: OffsetSpec,
+    isolation: Isolation,
 ) -> Result<PartitionReply, PartitionOpError> {
-    let listed = partition.list_offsets(spec).await?;
+    let listed = partition.list_offsets(spec, isolation).await?;
     let log = partition.log();
     let current = current_leader_epoch(shard, tp);
+    let epoch_start = match isolation {
+        Isolation::HighWatermark => current.and_then(|e| log.leader_epoch_start_offset(e)),
+        Isolation::LogEnd => None,
+    };
     let leader_epoch = list_offsets_leader_epoch(
         spec,
         listed,
         current,
         partition.high_watermark(),
-        current.and_then(|e| log.leader_epoch_start_offset(e)),
+        epoch_start,
         |offset| log.leader_epoch_for_offset(offset),
     )?;
     Ok(PartitionReply::Offset {

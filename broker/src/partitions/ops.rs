@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use futures_channel::oneshot;
 use replication::runtime::{MonotonicTime, NodeId};
-use replication::{Acks, OffsetSpec};
+use replication::{Acks, Isolation, OffsetSpec};
 use std::time::Duration;
 use storage::{LeaderEpoch, Offset, RecordBatch};
 
@@ -57,11 +57,21 @@ pub enum PartitionOp {
     FollowerPosition,
     /// A follower's append of what its fetch from the leader returned (see
     /// [`replication::Partition::append_as_follower`]): `records` (possibly empty) with the
-    /// leader's offsets, then the high watermark `min(leader_high_watermark, written)`;
-    /// answered with [`PartitionReply::FollowerPosition`] after the write.
+    /// leader's offsets, then the high watermark `min(leader_high_watermark, written)`, then
+    /// the log start offset up to `leader_log_start_offset`; answered with
+    /// [`PartitionReply::FollowerPosition`] after the write.
     AppendAsFollower {
         records: Bytes,
         leader_high_watermark: Offset,
+        leader_log_start_offset: Offset,
+    },
+    /// A follower's answer to its leader's OFFSET_OUT_OF_RANGE, given the leader's log start
+    /// and log end offsets (see [`replication::Partition::handle_out_of_range`]: truncate to
+    /// the leader's end, or fully to start at the leader's log start, or nothing); answered
+    /// with [`PartitionReply::FollowerPosition`].
+    HandleOutOfRange {
+        leader_log_start_offset: Offset,
+        leader_log_end_offset: Offset,
     },
     /// A follower's truncation on the leader's diverging epoch `(epoch, end_offset)` (see
     /// [`replication::Partition::truncate_to_diverging_epoch`]); answered with
@@ -71,8 +81,14 @@ pub enum PartitionOp {
         end_offset: Offset,
     },
     /// ListOffsets, answered with [`PartitionReply::Offset`] (see
-    /// [`crate::partitions::leader_epoch::list_offsets`]).
-    ListOffsets { spec: OffsetSpec },
+    /// [`crate::partitions::leader_epoch::list_offsets`]): for a client (`isolation`
+    /// [`Isolation::HighWatermark`]) below the high watermark; for a replica (a request with
+    /// `replica_id` ≥ 0, [`Isolation::LogEnd`]) below the log end offset, as Kafka answers
+    /// a follower.
+    ListOffsets {
+        spec: OffsetSpec,
+        isolation: Isolation,
+    },
     /// OffsetForLeaderEpoch (KIP-101/KIP-320): the end offset of `leader_epoch` in this
     /// partition's log, answered with [`PartitionReply::EpochEndOffset`].
     OffsetForLeaderEpoch { leader_epoch: LeaderEpoch },
@@ -113,11 +129,13 @@ pub enum PartitionReply {
     /// The largest epoch ≤ the requested one and where it ends (the next epoch's start
     /// offset, or the log end offset for the current epoch); -1 and -1 when undefined.
     EpochEndOffset { leader_epoch: i32, end_offset: i64 },
-    /// A follower's position: where its next fetch starts (its written offset) and its latest
-    /// leader epoch (`None`: none yet), Fetch v12+ `fetch_offset` / `last_fetched_epoch`.
+    /// A follower's position: where its next fetch starts (its written offset), its latest
+    /// leader epoch (`None`: none yet) and its log start offset, Fetch v12+ `fetch_offset` /
+    /// `last_fetched_epoch` / `log_start_offset`.
     FollowerPosition {
         fetch_offset: Offset,
         last_fetched_epoch: Option<LeaderEpoch>,
+        log_start_offset: Offset,
     },
     /// The log start offset after a DeleteRecords (Kafka's "low watermark").
     LogStart { log_start_offset: i64 },

@@ -28,7 +28,7 @@ pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> Par
 }
 
 /// Runs a follower's `op` ([`PartitionOp::FollowerPosition`], [`PartitionOp::AppendAsFollower`],
-/// [`PartitionOp::TruncateToDivergingEpoch`]) on the partition's owning shard, here or over
+/// [`PartitionOp::TruncateToDivergingEpoch`], [`PartitionOp::HandleOutOfRange`]) on the partition's owning shard, here or over
 /// the mesh, whoever leads it (the partition's own role decides). Errors:
 /// [`PartitionOpError::UnknownTopicOrPartition`] when this broker is not one of its replicas.
 pub async fn call_replica(
@@ -196,9 +196,19 @@ async fn run(
         PartitionOp::AppendAsFollower {
             records,
             leader_high_watermark,
+            leader_log_start_offset,
         } => {
             partition
-                .append_as_follower(records, leader_high_watermark)
+                .append_as_follower(records, leader_high_watermark, leader_log_start_offset)
+                .await?;
+            follower_position(&partition).await
+        }
+        PartitionOp::HandleOutOfRange {
+            leader_log_start_offset,
+            leader_log_end_offset,
+        } => {
+            partition
+                .handle_out_of_range(leader_log_start_offset, leader_log_end_offset)
                 .await?;
             follower_position(&partition).await
         }
@@ -208,8 +218,8 @@ async fn run(
                 .await?;
             follower_position(&partition).await
         }
-        PartitionOp::ListOffsets { spec } => {
-            super::leader_epoch::list_offsets(shard, tp, &partition, spec).await
+        PartitionOp::ListOffsets { spec, isolation } => {
+            super::leader_epoch::list_offsets(shard, tp, &partition, spec, isolation).await
         }
         PartitionOp::OffsetForLeaderEpoch { leader_epoch } => Ok(
             super::leader_epoch::offset_for_leader_epoch(&partition, leader_epoch),
@@ -241,5 +251,6 @@ async fn follower_position(
     Ok(PartitionReply::FollowerPosition {
         fetch_offset: written,
         last_fetched_epoch: log.latest_leader_epoch(),
+        log_start_offset: log.log_start_offset(),
     })
 }

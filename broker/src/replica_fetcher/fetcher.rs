@@ -9,11 +9,14 @@ use crate::shard::Shard;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
+use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::fetch_request::{
     FetchPartition, FetchRequest, FetchTopic, ReplicaState,
 };
+use net::kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use net::kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchResponse, RequestHeader, ResponseHeader,
+    ApiKey, BrokerId, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, RequestHeader,
+    ResponseHeader, TopicName,
 };
 use net::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -46,6 +49,13 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// topic ids (v13+, KIP-516), the broker epoch in `ReplicaState` (v15+, KIP-903), diverging
 /// epochs (v12+, KIP-320).
 const FETCH_VERSION: i16 = 16;
+/// The ListOffsets version the fetchers speak to ask a leader's range after
+/// OFFSET_OUT_OF_RANGE (Sluice serves 1–7): the current leader epoch (v4+, KIP-320).
+const LIST_OFFSETS_VERSION: i16 = 7;
+/// ListOffsets' `timestamp` for the latest offset (to a replica: the log end offset).
+const LATEST_TIMESTAMP: i64 = -1;
+/// ListOffsets' `timestamp` for the earliest offset (the log start offset).
+const EARLIEST_TIMESTAMP: i64 = -2;
 const CLIENT_ID: &str = "sluice-replica-fetcher";
 
 /// Why one fetch exchange with a leader failed.
@@ -71,12 +81,41 @@ pub enum FetcherError {
         expected: i32,
         got: i32,
     },
-    #[error("leader {leader}'s Fetch response does not decode: {reason}")]
-    Decode { leader: i32, reason: String },
-    #[error("encoding the Fetch request: {reason}")]
-    Encode { reason: String },
-    #[error("leader {leader} refused the Fetch with error code {error_code}")]
-    Refused { leader: i32, error_code: i16 },
+    #[error("leader {leader}'s {api} response does not decode: {reason}")]
+    Decode {
+        leader: i32,
+        api: &'static str,
+        reason: String,
+    },
+    #[error("encoding the {api} request: {reason}")]
+    Encode { api: &'static str, reason: String },
+    #[error("the follower's out-of-range truncation failed: {reply}")]
+    Truncation { reply: String },
+    #[error("leader {leader} refused the {api} with error code {error_code}")]
+    Refused {
+        leader: i32,
+        api: &'static str,
+        error_code: i16,
+    },
+}
+
+impl FetcherError {
+    /// Whether the connection may be out of step after this error (a transport error, or
+    /// bytes that did not decode as the answer): it is closed and opened again.
+    fn breaks_connection(&self) -> bool {
+        match self {
+            FetcherError::Io { .. }
+            | FetcherError::TimedOut { .. }
+            | FetcherError::FrameTooLarge { .. }
+            | FetcherError::CorrelationMismatch { .. }
+            | FetcherError::Decode { .. } => true,
+            FetcherError::UnknownEndpoint { .. }
+            | FetcherError::Unresolved { .. }
+            | FetcherError::Encode { .. }
+            | FetcherError::Truncation { .. }
+            | FetcherError::Refused { .. } => false,
+        }
+    }
 }
 
 /// Starts a fetcher for every leader `shard`'s metadata has this broker follow, and ends
@@ -149,6 +188,8 @@ fn followed_partitions(
 struct Position {
     fetch_offset: Offset,
     last_fetched_epoch: Option<LeaderEpoch>,
+    /// The follower's log start offset, sent as Kafka's follower sends it.
+    log_start_offset: Offset,
     /// The leader epoch the metadata gave when the position was taken (Fetch's
     /// `current_leader_epoch`) and the topic's id; a new epoch, or a topic deleted and
     /// created again, takes the position again.
@@ -213,12 +254,14 @@ async fn run(shard: Rc<Shard>, leader: i32) {
                 PartitionReply::FollowerPosition {
                     fetch_offset,
                     last_fetched_epoch,
+                    log_start_offset,
                 } => {
                     positions.insert(
                         tp.clone(),
                         Position {
                             fetch_offset,
                             last_fetched_epoch,
+                            log_start_offset,
                             followed: *now_followed,
                         },
                     );
@@ -240,7 +283,35 @@ async fn run(shard: Rc<Shard>, leader: i32) {
         correlation_id = correlation_id.wrapping_add(1);
         match fetch_once(&shard, leader, &mut connection, &positions, correlation_id).await {
             Ok(response) => {
-                apply_response(&shard, leader, &mut positions, &mut delays, response).await;
+                let out_of_range =
+                    apply_response(&shard, leader, &mut positions, &mut delays, response).await;
+                for (tp, position) in out_of_range {
+                    // Two exchanges: the ids after the last one used.
+                    let first_id = correlation_id.wrapping_add(1);
+                    correlation_id = correlation_id.wrapping_add(2);
+                    let reset = reset_out_of_range(
+                        &shard,
+                        leader,
+                        &mut connection,
+                        first_id,
+                        &tp,
+                        position,
+                    )
+                    .await;
+                    match reset {
+                        Ok(position) => {
+                            positions.insert(tp, position);
+                        }
+                        Err(e) => {
+                            tracing::warn!(%tp, leader, error = %e, "out-of-range fetch offset not reset");
+                            if e.breaks_connection() {
+                                connection = None;
+                            }
+                            positions.remove(&tp);
+                            delays.delay(tp, Instant::now());
+                        }
+                    }
+                }
                 connection_backoff = BACKOFF_MIN;
             }
             Err(e) => {
@@ -256,7 +327,9 @@ async fn run(shard: Rc<Shard>, leader: i32) {
 }
 
 /// Hands each answered partition of `response` to its owning shard and takes its next
-/// position; a partition that failed loses its position (asked again) and is delayed. The
+/// position; a partition that failed loses its position (asked again) and is delayed, except
+/// one the leader answered OFFSET_OUT_OF_RANGE: it is returned with its position, for
+/// [`reset_out_of_range`] (Kafka's `handleOutOfRangeError`). The
 /// partitions' appends (or truncations) run concurrently, each on its owning shard: a fetch
 /// round waits for the slowest write, not for the sum of them (Kafka's fetcher thread appends
 /// one after another, but its appends do not wait for the device).
@@ -266,7 +339,8 @@ async fn apply_response(
     positions: &mut HashMap<TopicPartition, Position>,
     delays: &mut Delays,
     response: FetchResponse,
-) {
+) -> Vec<(TopicPartition, Position)> {
+    let mut out_of_range = Vec::new();
     let names: HashMap<Uuid, String> = positions
         .iter()
         .map(|(tp, p)| (p.followed.topic_id, tp.topic.clone()))
@@ -285,6 +359,10 @@ async fn apply_response(
             let Some(position) = positions.get(&tp).copied() else {
                 continue;
             };
+            if data.error_code == ResponseError::OffsetOutOfRange.code() {
+                out_of_range.push((tp, position));
+                continue;
+            }
             if data.error_code != 0 {
                 tracing::debug!(%tp, leader, error_code = data.error_code, "replica fetch partition error");
                 positions.remove(&tp);
@@ -302,6 +380,7 @@ async fn apply_response(
                 PartitionOp::AppendAsFollower {
                     records: data.records.unwrap_or_default(),
                     leader_high_watermark: Offset(data.high_watermark),
+                    leader_log_start_offset: Offset(data.log_start_offset),
                 }
             };
             ops.push((tp, position, op));
@@ -317,6 +396,7 @@ async fn apply_response(
             PartitionReply::FollowerPosition {
                 fetch_offset,
                 last_fetched_epoch,
+                log_start_offset,
             } => {
                 delays.clear(&tp);
                 positions.insert(
@@ -324,6 +404,7 @@ async fn apply_response(
                     Position {
                         fetch_offset,
                         last_fetched_epoch,
+                        log_start_offset,
                         followed: position.followed,
                     },
                 );
@@ -334,6 +415,69 @@ async fn apply_response(
                 delays.delay(tp, Instant::now());
             }
         }
+    }
+    out_of_range
+}
+
+/// Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate` for `tp`, whose fetch at
+/// `position` the leader answered OFFSET_OUT_OF_RANGE: asks the leader its log end offset
+/// and its log start offset (ListOffsets latest and earliest with this broker's replica id,
+/// as Kafka's `ReplicaFetcherThread` asks, over the fetcher's connection, correlation ids
+/// `correlation_id` and the next), then has the owning shard truncate the follower as they
+/// say (`PartitionOp::HandleOutOfRange`: to the leader's end when that is below the
+/// follower's, fully to start at the leader's log start when that is above the follower's
+/// end). Returns the position the next fetch starts from. Errors: the exchanges', a refusal
+/// of ListOffsets, [`FetcherError::Truncation`] when the owning shard fails.
+async fn reset_out_of_range(
+    shard: &Rc<Shard>,
+    leader: i32,
+    connection: &mut Option<TcpStream>,
+    correlation_id: i32,
+    tp: &TopicPartition,
+    position: Position,
+) -> Result<Position, FetcherError> {
+    let epoch = position.followed.leader_epoch;
+    let leader_log_end_offset = list_leader_offset(
+        shard,
+        leader,
+        connection,
+        correlation_id,
+        tp,
+        epoch,
+        LATEST_TIMESTAMP,
+    )
+    .await?;
+    let leader_log_start_offset = list_leader_offset(
+        shard,
+        leader,
+        connection,
+        correlation_id.wrapping_add(1),
+        tp,
+        epoch,
+        EARLIEST_TIMESTAMP,
+    )
+    .await?;
+    tracing::info!(%tp, leader, fetch_offset = %position.fetch_offset,
+        %leader_log_start_offset, %leader_log_end_offset,
+        "fetch offset out of the leader's range");
+    let op = PartitionOp::HandleOutOfRange {
+        leader_log_start_offset,
+        leader_log_end_offset,
+    };
+    match call_replica(shard, tp.clone(), op).await {
+        PartitionReply::FollowerPosition {
+            fetch_offset,
+            last_fetched_epoch,
+            log_start_offset,
+        } => Ok(Position {
+            fetch_offset,
+            last_fetched_epoch,
+            log_start_offset,
+            followed: position.followed,
+        }),
+        other => Err(FetcherError::Truncation {
+            reply: format!("{other:?}"),
+        }),
     }
 }
 
@@ -350,6 +494,80 @@ async fn fetch_once(
     // KIP-903: this broker's epoch as the image registers it (-1 before its registration).
     let broker_epoch = shard.metadata().registered_broker_epoch(node).unwrap_or(-1);
     let frame = encode_fetch(node, broker_epoch, positions, correlation_id)?;
+    let body = round_trip(shard, leader, connection, &frame).await?;
+    decode_fetch(leader, body, correlation_id)
+}
+
+/// The leader's offset of `tp` for ListOffsets `timestamp` ([`LATEST_TIMESTAMP`]: its log
+/// end offset, [`EARLIEST_TIMESTAMP`]: its log start offset), asked with this broker's
+/// replica id and `leader_epoch` as the current leader epoch over `connection`. Errors: the
+/// exchange's, [`FetcherError::Refused`] for the partition's error code, and
+/// [`FetcherError::Decode`] for an answer without the partition or with a negative offset.
+async fn list_leader_offset(
+    shard: &Shard,
+    leader: i32,
+    connection: &mut Option<TcpStream>,
+    correlation_id: i32,
+    tp: &TopicPartition,
+    leader_epoch: LeaderEpoch,
+    timestamp: i64,
+) -> Result<Offset, FetcherError> {
+    let frame = encode_list_offsets(
+        shard.config.node_id,
+        tp,
+        leader_epoch,
+        timestamp,
+        correlation_id,
+    )?;
+    let body = round_trip(shard, leader, connection, &frame).await?;
+    let response = decode_list_offsets(leader, body, correlation_id)?;
+    listed_offset(leader, &response, tp)
+}
+
+/// `tp`'s offset in a ListOffsets `response` from `leader` (see [`list_leader_offset`]).
+fn listed_offset(
+    leader: i32,
+    response: &ListOffsetsResponse,
+    tp: &TopicPartition,
+) -> Result<Offset, FetcherError> {
+    let api = "ListOffsets";
+    let partition = response
+        .topics
+        .iter()
+        .filter(|t| t.name.0.as_str() == tp.topic)
+        .flat_map(|t| &t.partitions)
+        .find(|p| p.partition_index == tp.partition)
+        .ok_or_else(|| FetcherError::Decode {
+            leader,
+            api,
+            reason: format!("no answer for {tp}"),
+        })?;
+    if partition.error_code != 0 {
+        return Err(FetcherError::Refused {
+            leader,
+            api,
+            error_code: partition.error_code,
+        });
+    }
+    if partition.offset < 0 {
+        return Err(FetcherError::Decode {
+            leader,
+            api,
+            reason: format!("offset {} for {tp}", partition.offset),
+        });
+    }
+    Ok(Offset(partition.offset))
+}
+
+/// One request–response exchange of `frame` (size-prefixed) with `leader` over `connection`
+/// (opened first when `None`), bounded by [`REPLICA_SOCKET_TIMEOUT`]; returns the response
+/// frame without its size prefix.
+async fn round_trip(
+    shard: &Shard,
+    leader: i32,
+    connection: &mut Option<TcpStream>,
+    frame: &[u8],
+) -> Result<Bytes, FetcherError> {
     let exchange = async {
         if connection.is_none() {
             *connection = Some(connect(shard, leader).await?);
@@ -358,7 +576,7 @@ async fn fetch_once(
             return Err(FetcherError::UnknownEndpoint { leader });
         };
         let io = |source| FetcherError::Io { leader, source };
-        stream.write_all(&frame).await.map_err(io)?;
+        stream.write_all(frame).await.map_err(io)?;
         let mut size = [0u8; 4];
         stream.read_exact(&mut size).await.map_err(io)?;
         let size_bytes = usize::try_from(u32::from_be_bytes(size)).unwrap_or(usize::MAX);
@@ -367,7 +585,7 @@ async fn fetch_once(
         }
         let mut body = vec![0u8; size_bytes];
         stream.read_exact(&mut body).await.map_err(io)?;
-        decode_fetch(leader, Bytes::from(body), correlation_id)
+        Ok(Bytes::from(body))
     };
     let timeout = async {
         glommio::timer::sleep(REPLICA_SOCKET_TIMEOUT).await;
@@ -430,7 +648,7 @@ fn encode_fetch(
                     .with_current_leader_epoch(position.followed.leader_epoch.0)
                     .with_fetch_offset(position.fetch_offset.0)
                     .with_last_fetched_epoch(position.last_fetched_epoch.map_or(-1, |e| e.0))
-                    .with_log_start_offset(-1)
+                    .with_log_start_offset(position.log_start_offset.0)
                     .with_partition_max_bytes(REPLICA_FETCH_MAX_BYTES),
             );
     }
@@ -461,6 +679,7 @@ fn encode_fetch(
         .with_correlation_id(correlation_id)
         .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
     let encode_error = |e: anyhow::Error| FetcherError::Encode {
+        api: "Fetch",
         reason: e.to_string(),
     };
     let mut buf = BytesMut::new();
@@ -474,11 +693,97 @@ fn encode_fetch(
     request
         .encode(&mut buf, FETCH_VERSION)
         .map_err(encode_error)?;
+    sized(buf, "Fetch")
+}
+
+/// `buf` (a 4-byte placeholder, then the request) with its size prefix set.
+fn sized(mut buf: BytesMut, api: &'static str) -> Result<Bytes, FetcherError> {
     let size = u32::try_from(buf.len() - 4).map_err(|_| FetcherError::Encode {
+        api,
         reason: format!("a {}-byte request", buf.len()),
     })?;
     buf[..4].copy_from_slice(&size.to_be_bytes());
     Ok(buf.freeze())
+}
+
+/// The size-prefixed ListOffsets v7 frame of `replica` for `tp` at `timestamp`, with
+/// `leader_epoch` as the current leader epoch (KIP-320: a stale leader answers
+/// FENCED_LEADER_EPOCH).
+fn encode_list_offsets(
+    replica: i32,
+    tp: &TopicPartition,
+    leader_epoch: LeaderEpoch,
+    timestamp: i64,
+    correlation_id: i32,
+) -> Result<Bytes, FetcherError> {
+    let api = "ListOffsets";
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(replica))
+        .with_isolation_level(0)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(tp.partition)
+                .with_current_leader_epoch(leader_epoch.0)
+                .with_timestamp(timestamp)])]);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::ListOffsets as i16)
+        .with_request_api_version(LIST_OFFSETS_VERSION)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
+    let encode_error = |e: anyhow::Error| FetcherError::Encode {
+        api,
+        reason: e.to_string(),
+    };
+    let mut buf = BytesMut::new();
+    buf.put_u32(0);
+    header
+        .encode(
+            &mut buf,
+            ApiKey::ListOffsets.request_header_version(LIST_OFFSETS_VERSION),
+        )
+        .map_err(encode_error)?;
+    request
+        .encode(&mut buf, LIST_OFFSETS_VERSION)
+        .map_err(encode_error)?;
+    sized(buf, api)
+}
+
+/// The ListOffsetsResponse v7 in `body` answering `correlation_id`. Errors: it does not
+/// decode or answers another request.
+fn decode_list_offsets(
+    leader: i32,
+    mut body: Bytes,
+    correlation_id: i32,
+) -> Result<ListOffsetsResponse, FetcherError> {
+    let api = "ListOffsets";
+    let decode_error = |e: anyhow::Error| FetcherError::Decode {
+        leader,
+        api,
+        reason: e.to_string(),
+    };
+    let header = ResponseHeader::decode(
+        &mut body,
+        ApiKey::ListOffsets.response_header_version(LIST_OFFSETS_VERSION),
+    )
+    .map_err(decode_error)?;
+    if header.correlation_id != correlation_id {
+        return Err(FetcherError::CorrelationMismatch {
+            leader,
+            expected: correlation_id,
+            got: header.correlation_id,
+        });
+    }
+    let response =
+        ListOffsetsResponse::decode(&mut body, LIST_OFFSETS_VERSION).map_err(decode_error)?;
+    if body.has_remaining() {
+        return Err(FetcherError::Decode {
+            leader,
+            api,
+            reason: format!("{} bytes after the response", body.remaining()),
+        });
+    }
+    Ok(response)
 }
 
 /// The FetchResponse v16 in `body` (a frame without its size prefix) answering
@@ -491,6 +796,7 @@ fn decode_fetch(
 ) -> Result<FetchResponse, FetcherError> {
     let decode_error = |e: anyhow::Error| FetcherError::Decode {
         leader,
+        api: "Fetch",
         reason: e.to_string(),
     };
     let header = ResponseHeader::decode(
@@ -509,12 +815,14 @@ fn decode_fetch(
     if body.has_remaining() {
         return Err(FetcherError::Decode {
             leader,
+            api: "Fetch",
             reason: format!("{} bytes after the response", body.remaining()),
         });
     }
     if response.error_code != 0 {
         return Err(FetcherError::Refused {
             leader,
+            api: "Fetch",
             error_code: response.error_code,
         });
     }
@@ -536,6 +844,7 @@ mod tests {
         Position {
             fetch_offset: Offset(offset),
             last_fetched_epoch: epoch.map(LeaderEpoch),
+            log_start_offset: Offset(offset / 2),
             followed: Followed {
                 leader_epoch: LeaderEpoch(leader_epoch),
                 topic_id: topic_id(topic),
@@ -606,16 +915,18 @@ mod tests {
                     p.fetch_offset,
                     p.last_fetched_epoch,
                     p.current_leader_epoch,
+                    p.log_start_offset,
                 ));
             }
         }
         got.sort();
+        // Each partition's own log start offset, as Kafka's follower sends it.
         assert_eq!(
             got,
             vec![
-                (topic_id("a"), 0, 7, 2, 3),
-                (topic_id("a"), 1, 0, -1, 0),
-                (topic_id("b"), 4, 42, 1, 1),
+                (topic_id("a"), 0, 7, 2, 3, 3),
+                (topic_id("a"), 1, 0, -1, 0, 0),
+                (topic_id("b"), 4, 42, 1, 1, 21),
             ]
         );
     }
@@ -664,6 +975,81 @@ mod tests {
         assert!(matches!(
             decode_fetch(1, refused, 3),
             Err(FetcherError::Refused { error_code: 6, .. })
+        ));
+    }
+
+    #[test]
+    fn the_out_of_range_list_offsets_names_the_replica_and_its_answer_is_checked() {
+        use net::kafka_protocol::messages::list_offsets_response::{
+            ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+        };
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 2,
+        };
+        let frame = encode_list_offsets(3, &tp, LeaderEpoch(5), EARLIEST_TIMESTAMP, 8).unwrap();
+        let mut body = frame.slice(4..);
+        let header = RequestHeader::decode(
+            &mut body,
+            ApiKey::ListOffsets.request_header_version(LIST_OFFSETS_VERSION),
+        )
+        .unwrap();
+        assert_eq!(header.request_api_key, ApiKey::ListOffsets as i16);
+        assert_eq!(header.correlation_id, 8);
+        let request = ListOffsetsRequest::decode(&mut body, LIST_OFFSETS_VERSION).unwrap();
+        assert!(!body.has_remaining());
+        // Kafka's follower asks with its broker id: the leader answers its log end for latest.
+        assert_eq!(request.replica_id, BrokerId(3));
+        let p = &request.topics[0].partitions[0];
+        assert_eq!(request.topics[0].name.0.as_str(), "t");
+        assert_eq!(
+            (p.partition_index, p.current_leader_epoch, p.timestamp),
+            (2, 5, -2)
+        );
+
+        let answer = |error_code: i16, offset: i64| {
+            let response = ListOffsetsResponse::default().with_topics(vec![
+                ListOffsetsTopicResponse::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partitions(vec![ListOffsetsPartitionResponse::default()
+                        .with_partition_index(2)
+                        .with_error_code(error_code)
+                        .with_offset(offset)]),
+            ]);
+            let mut buf = BytesMut::new();
+            ResponseHeader::default()
+                .with_correlation_id(8)
+                .encode(
+                    &mut buf,
+                    ApiKey::ListOffsets.response_header_version(LIST_OFFSETS_VERSION),
+                )
+                .unwrap();
+            response.encode(&mut buf, LIST_OFFSETS_VERSION).unwrap();
+            buf.freeze()
+        };
+        let decoded = decode_list_offsets(1, answer(0, 40), 8).unwrap();
+        assert_eq!(listed_offset(1, &decoded, &tp).unwrap(), Offset(40));
+        assert!(matches!(
+            decode_list_offsets(1, answer(0, 40), 9),
+            Err(FetcherError::CorrelationMismatch { .. })
+        ));
+        let fenced = decode_list_offsets(1, answer(74, -1), 8).unwrap();
+        assert!(matches!(
+            listed_offset(1, &fenced, &tp),
+            Err(FetcherError::Refused { error_code: 74, .. })
+        ));
+        let none = decode_list_offsets(1, answer(0, -1), 8).unwrap();
+        assert!(matches!(
+            listed_offset(1, &none, &tp),
+            Err(FetcherError::Decode { .. })
+        ));
+        let other = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        assert!(matches!(
+            listed_offset(1, &decoded, &other),
+            Err(FetcherError::Decode { .. })
         ));
     }
 }

@@ -13,8 +13,18 @@
 //!    Kafka's `replica.fetch.wait.max.ms` / `replica.fetch.min.bytes` defaults) with each
 //!    partition's fetch offset, `last_fetched_epoch` and `current_leader_epoch`;
 //! 3. each answered partition goes to its owning shard: `PartitionOp::AppendAsFollower` (the
-//!    batches, then the follower high watermark), or on a diverging epoch (KIP-320)
+//!    batches, then the follower high watermark and log start offset), or on a diverging epoch (KIP-320)
 //!    `PartitionOp::TruncateToDivergingEpoch`; the reply is the next position.
+//!
+//! 4. a partition the leader answered OFFSET_OUT_OF_RANGE (its fetch offset below the leader's
+//!    log start, or above its log end) asks the leader its log end and log start offsets
+//!    (ListOffsets latest and earliest with this `node.id` as `replica_id`, Kafka's
+//!    `fetchOffsetAndTruncate`) and hands them to its owning shard
+//!    (`PartitionOp::HandleOutOfRange`: truncate to the leader's end, or fully to start at
+//!    the leader's log start); the reply is the next position.
+//!
+//! Each fetch carries the follower's log start offset, and each answer's leader log start
+//! offset moves the follower's up (Kafka's `maybeIncrementLogStartOffset`).
 //!
 //! A partition error drops the partition's position (asked again) and delays that partition
 //! alone ([`fetcher::BACKOFF_MIN`] doubling to [`fetcher::BACKOFF_MAX`], Kafka's

@@ -61,7 +61,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
-use storage::{LeaderEpoch, Notify, Offset, PartitionLog, RecordBatch, TimestampMs};
+use storage::{BatchHeader, LeaderEpoch, Notify, Offset, PartitionLog, RecordBatch, TimestampMs};
 
 /// `replica.lag.time.max.ms`'s default, in milliseconds (Kafka's).
 pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;
@@ -621,14 +621,17 @@ impl<S: PartitionStore + 'static> Partition<S> {
                 log_start: log_start_offset,
                 log_end: self.log.log_end_offset(),
             };
+            // Kafka's `readFromLocalLog` refuses a fetch below the log start before the
+            // follower's state moves (whatever the epochs say): the follower then asks for
+            // the leader's offsets and truncates ([`Partition::handle_out_of_range`]).
+            if fetch_offset < log_start_offset {
+                return Err(out_of_range().into());
+            }
             if let Some(epoch) = last_fetched_epoch {
                 let (end_epoch, end_offset) = self
                     .log
                     .end_offset_for_leader_epoch(epoch)
                     .ok_or_else(out_of_range)?;
-                if fetch_offset < log_start_offset {
-                    return Err(out_of_range().into());
-                }
                 if end_epoch < epoch || end_offset < fetch_offset {
                     return Ok(ReplicaRead {
                         high_watermark: self.log.high_watermark(),
@@ -741,22 +744,111 @@ impl<S: PartitionStore + 'static> Partition<S> {
     /// A follower's append of what its fetch from the leader returned (Kafka's
     /// `ReplicaFetcherThread.processPartitionData`): `records` (possibly empty) are appended
     /// with the leader's offsets and epochs and written, then the high watermark becomes
-    /// `min(leader_high_watermark, written offset)`. Errors:
-    /// [`PartitionError::NotLeaderOrFollower`] on a leader; storage's
+    /// `min(leader_high_watermark, written offset)`, then the log start offset moves up to
+    /// `leader_log_start_offset` when that is higher (Kafka's `maybeIncrementLogStartOffset`:
+    /// DeleteRecords and retention on the leader reach its followers; -1, unknown, moves
+    /// nothing). When this log is empty (just started at the leader's log start) and the
+    /// first batch starts below its end but holds it (the leader's log start falls inside the
+    /// batch), the log starts again at that batch's base and takes it whole, as Kafka's
+    /// `appendRecordsToFollowerOrFutureReplica`; the leader's log start then moves the log
+    /// start back up. Errors: [`PartitionError::NotLeaderOrFollower`] on a leader; storage's
     /// (`UnexpectedAppendOffset` when the records do not continue the log, invalid batches,
-    /// I/O, closed).
+    /// I/O, closed); [`PartitionError::OffsetOutOfRange`] when the leader's log start offset
+    /// is above this replica's new high watermark (as Kafka: the records are appended, the
+    /// log start stays; the next fetch finds the leader's range).
     pub async fn append_as_follower(
         &self,
         records: Bytes,
         leader_high_watermark: Offset,
+        leader_log_start_offset: Offset,
     ) -> Result<(), PartitionError> {
         self.follower_check()?;
         if !records.is_empty() {
-            self.log.append_as_follower(records).await?;
+            match self.log.append_as_follower(records.clone()).await {
+                Ok(_) => {}
+                Err(storage::StorageError::UnexpectedAppendOffset { .. })
+                    if self.first_batch_straddles_empty_log(&records) =>
+                {
+                    // Kafka's `Partition.appendRecordsToFollowerOrFutureReplica`: a log just
+                    // started at the leader's log start (DeleteRecords cut inside a batch)
+                    // gets that batch whole, from its base: the log starts again there.
+                    let base = BatchHeader::parse(&records)
+                        .map_err(storage::StorageError::from)?
+                        .base_offset;
+                    self.truncate_fully_and_start_at(base).await?;
+                    self.log.append_as_follower(records).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         // The role may have changed while the records were written: a leader's HW is its own.
         self.follower_check()?;
         self.set_high_watermark(leader_high_watermark.min(self.log.written_offset()));
+        if leader_log_start_offset > self.log.log_start_offset() {
+            let high_watermark = self.log.high_watermark();
+            if leader_log_start_offset > high_watermark {
+                return Err(PartitionError::OffsetOutOfRange {
+                    offset: leader_log_start_offset,
+                    high_watermark,
+                });
+            }
+            self.log
+                .delete_records_before(leader_log_start_offset)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Whether this log is empty (log start = log end) and the first batch of `records` holds
+    /// its log end offset but starts below it: the leader's log start, where the follower
+    /// started, falls inside that batch.
+    fn first_batch_straddles_empty_log(&self, records: &[u8]) -> bool {
+        let (log_start, log_end) = (self.log.log_start_offset(), self.log.log_end_offset());
+        BatchHeader::parse(records).is_ok_and(|h| {
+            log_start == log_end && h.base_offset < log_end && h.last_offset() >= log_end
+        })
+    }
+
+    /// A follower's answer to its leader's OFFSET_OUT_OF_RANGE for its fetch offset (its log
+    /// end offset), given the leader's log start and log end offsets as ListOffsets answers a
+    /// replica (Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate`):
+    /// - the leader's log end is below this log's end (an unclean election left the leader
+    ///   shorter): truncate to the leader's log end — fully, starting there, when that is below
+    ///   this log's start too (as Kafka's `truncateTo` below the first segment);
+    /// - the leader's log start is above this log's end (this replica was away while the
+    ///   leader's retention or DeleteRecords moved past it): truncate fully and start at the
+    ///   leader's log start ([`PartitionStore::truncate_fully_and_start_at`]);
+    /// - otherwise nothing: the next fetch goes on from this log's end.
+    ///
+    /// Returns the new log end offset, where the next fetch starts. Errors:
+    /// [`PartitionError::NotLeaderOrFollower`] on a leader; storage's (I/O, closed; a negative
+    /// leader offset is [`storage::StorageError::OffsetOutOfRange`]).
+    pub async fn handle_out_of_range(
+        &self,
+        leader_log_start_offset: Offset,
+        leader_log_end_offset: Offset,
+    ) -> Result<Offset, PartitionError> {
+        self.follower_check()?;
+        let log_end = self.log.log_end_offset();
+        if leader_log_end_offset < log_end {
+            if leader_log_end_offset >= self.log.log_start_offset() {
+                self.truncate_to(leader_log_end_offset).await?;
+            } else {
+                self.truncate_fully_and_start_at(leader_log_end_offset)
+                    .await?;
+            }
+        } else if leader_log_start_offset > log_end {
+            self.truncate_fully_and_start_at(leader_log_start_offset)
+                .await?;
+        }
+        Ok(self.log.log_end_offset())
+    }
+
+    /// The log starts again, empty, at `offset` (see [`Partition::handle_out_of_range`]); the
+    /// high watermark with it, waiters woken.
+    async fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<(), PartitionError> {
+        self.log.truncate_fully_and_start_at(offset).await?;
+        self.high_watermark_moved.notify_all();
         Ok(())
     }
 
@@ -900,13 +992,23 @@ impl<S: PartitionStore + 'static> Partition<S> {
         }
     }
 
-    /// ListOffsets, bounded by the high watermark as Kafka's `fetchOffsetForTimestamp`: an
-    /// offset whose write has not completed is never handed out. Errors: I/O.
-    pub async fn list_offsets(&self, spec: OffsetSpec) -> Result<ListedOffset, PartitionError> {
-        let high_watermark = self.log.high_watermark();
+    /// ListOffsets, bounded as Kafka's `fetchOffsetForTimestamp`: for a client
+    /// ([`Isolation::HighWatermark`]) by the high watermark, so an offset whose write has not
+    /// completed is never handed out; for a replica ([`Isolation::LogEnd`], Kafka's follower
+    /// asking its leader's range after OFFSET_OUT_OF_RANGE) by the log end offset, so latest
+    /// is the log end offset. Errors: I/O.
+    pub async fn list_offsets(
+        &self,
+        spec: OffsetSpec,
+        isolation: Isolation,
+    ) -> Result<ListedOffset, PartitionError> {
+        let upper_bound = match isolation {
+            Isolation::HighWatermark => self.log.high_watermark(),
+            Isolation::LogEnd => self.log.log_end_offset(),
+        };
         match spec {
             OffsetSpec::Latest => Ok(ListedOffset {
-                offset: Some(high_watermark),
+                offset: Some(upper_bound),
                 timestamp: None,
             }),
             OffsetSpec::Earliest => Ok(ListedOffset {
@@ -915,9 +1017,9 @@ impl<S: PartitionStore + 'static> Partition<S> {
             }),
             OffsetSpec::MaxTimestamp => match self.log.max_timestamp().await? {
                 // The index knows the batch; the record with that timestamp is inside it.
-                Some((_, batch_base)) if batch_base >= high_watermark => Ok(ListedOffset::NONE),
+                Some((_, batch_base)) if batch_base >= upper_bound => Ok(ListedOffset::NONE),
                 Some((ts, batch_base)) => {
-                    let batches = self.log.read(batch_base, 1, high_watermark).await?;
+                    let batches = self.log.read(batch_base, 1, upper_bound).await?;
                     let (offset, timestamp) = batches
                         .first()
                         .map_or((batch_base.0, ts.0), |b| first_offset_at_or_after(b, ts.0));
@@ -932,7 +1034,7 @@ impl<S: PartitionStore + 'static> Partition<S> {
                 match self.log.find_offset_by_timestamp(target).await? {
                     Some(m) => {
                         let (offset, ts) = first_offset_at_or_after(&m.batch, target.0);
-                        if offset >= high_watermark.0 {
+                        if offset >= upper_bound.0 {
                             Ok(ListedOffset::NONE)
                         } else {
                             Ok(ListedOffset {

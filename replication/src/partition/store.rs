@@ -42,6 +42,10 @@ pub trait PartitionStore {
     async fn max_timestamp(&self) -> Result<Option<(TimestampMs, Offset)>>;
     /// Removes every record at or after `offset` (whole batches).
     async fn truncate_to(&self, offset: Offset) -> Result<()>;
+    /// Removes every record and starts the log, empty, at `offset`: log start, log end and
+    /// high watermark become `offset`, the leader-epoch cache empties (see
+    /// [`PartitionLog::truncate_fully_and_start_at`]).
+    async fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<()>;
     /// Moves the log start offset forward to `offset`; returns the log start offset.
     async fn delete_records_before(&self, offset: Offset) -> Result<Offset>;
     /// First offset still in the log.
@@ -100,6 +104,9 @@ impl PartitionStore for PartitionLog {
     }
     async fn truncate_to(&self, offset: Offset) -> Result<()> {
         PartitionLog::truncate_to(self, offset).await
+    }
+    async fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<()> {
+        PartitionLog::truncate_fully_and_start_at(self, offset).await
     }
     async fn delete_records_before(&self, offset: Offset) -> Result<Offset> {
         PartitionLog::delete_records_before(self, offset).await

@@ -4,7 +4,8 @@
 //!
 //! What it models: group-committed writes in append order (one write in flight carries every
 //! batch appended before it started), `flush.messages`, a process crash (written batches and
-//! the log start offset survive; the in-memory tail does not), truncation, DeleteRecords, the
+//! the log start offset survive; the in-memory tail does not), truncation (also the full one
+//! of a follower below its leader's log start, atomic here), DeleteRecords, the
 //! follower's append of a leader's batches and the leader-epoch cache (rebuilt at open from
 //! the written batches, as recovery leaves it: an epoch with no batch is gone).
 //! What it does not: power loss (unsynced written data is kept), torn writes inside a batch,
@@ -424,6 +425,32 @@ impl crate::PartitionStore for SimLog {
         // The checkpoint comes down with the log, as the storage's does: a checkpoint above
         // the new end would, after a crash, cover records appended after the truncation.
         image.high_watermark = image.high_watermark.map(|hw| hw.min(log_end));
+        Ok(())
+    }
+
+    async fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<()> {
+        // As the log does: every appended byte is written first, then the files are replaced.
+        let end = self.state.borrow().log_end;
+        self.wait_written(end).await?;
+        let mut st = self.state.borrow_mut();
+        if offset.0 < 0 {
+            return Err(Self::out_of_range(&st, offset));
+        }
+        st.batches.clear();
+        st.written = 0;
+        st.log_start = offset;
+        st.log_end = offset;
+        st.written_offset = offset;
+        st.durable_offset = offset;
+        st.high_watermark = offset;
+        st.unflushed_records = 0;
+        st.epochs = LeaderEpochCache::new();
+        // The disk takes the new log whole (the storage's steps each leave a log recovery
+        // opens: a prefix of the old one or the new empty one; the simulation keeps the end).
+        let mut image = self.disk.image.borrow_mut();
+        image.batches.clear();
+        image.log_start = offset;
+        image.high_watermark = image.high_watermark.map(|_| offset);
         Ok(())
     }
 

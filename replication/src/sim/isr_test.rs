@@ -557,7 +557,11 @@ async fn fetch_loop(cluster: Shared, net: Endpoints, rt: SimRuntime, id: NodeId,
                 }
                 let appended = !records.is_empty();
                 let result = me
-                    .append_as_follower(records.freeze(), read.high_watermark)
+                    .append_as_follower(
+                        records.freeze(),
+                        read.high_watermark,
+                        read.log_start_offset,
+                    )
                     .await;
                 (appended || result.is_err()).then(|| {
                     format!(

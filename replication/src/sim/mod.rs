@@ -15,6 +15,8 @@ mod executor;
 mod isr_test;
 mod network;
 #[cfg(test)]
+mod out_of_range_test;
+#[cfg(test)]
 mod partition_test;
 #[cfg(test)]
 mod replication_test;

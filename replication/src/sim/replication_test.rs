@@ -189,7 +189,7 @@ async fn fetch_loop(cluster: Shared, rt: SimRuntime, id: NodeId, incarnation: u6
                 for batch in &read.batches {
                     records.extend_from_slice(&batch.to_vec());
                 }
-                me.append_as_follower(records.freeze(), read.high_watermark)
+                me.append_as_follower(records.freeze(), read.high_watermark, read.log_start_offset)
                     .await
             }
         };

@@ -125,6 +125,16 @@ impl PartitionLog {
     /// before returning ([`PartitionLog::truncate_to`]). Concurrent calls write one after
     /// another. Errors: I/O, [`StorageError::Closed`].
     pub async fn checkpoint_high_watermark(&self) -> Result<Offset> {
+        self.write_high_watermark_checkpoint(None).await
+    }
+
+    /// Writes `value` (`None`: the high watermark as it is once no other write of the file
+    /// runs) to the `high-watermark` checkpoint unless the file holds it already; returns the
+    /// value written. One write of the file at a time (they share its temp file).
+    pub(super) async fn write_high_watermark_checkpoint(
+        &self,
+        value: Option<Offset>,
+    ) -> Result<Offset> {
         loop {
             let notified = self.shared.notify.notified();
             {
@@ -139,7 +149,7 @@ impl PartitionLog {
             }
             notified.await;
         }
-        let hw = self.high_watermark();
+        let hw = value.unwrap_or_else(|| self.high_watermark());
         let result = if self.shared.state.borrow().hw_checkpointed == Some(hw) {
             Ok(())
         } else {

@@ -1,7 +1,10 @@
 //! Removing records: truncation from the end (`truncate_to`, a follower cutting to the
-//! leader's log, KIP-101/279), and from the start — DeleteRecords (KIP-107) and retention by
-//! `retention.ms` / `retention.bytes` (closed segments only).
+//! leader's log, KIP-101/279), full truncation (`truncate_fully_and_start_at`, a follower
+//! whose log ends below its leader's log start), and from the start — DeleteRecords
+//! (KIP-107) and retention by `retention.ms` / `retention.bytes` (closed segments only).
 
+use super::append::errno_of;
+use super::epochs::LeaderEpochCache;
 use super::{
     blocking_dir_op, reserve_after_recovery, sync_dir, PartitionLog, LOG_START_CHECKPOINT_FILE,
 };
@@ -9,7 +12,8 @@ use crate::batch::BatchHeader;
 use crate::checkpoint;
 use crate::config::CleanupPolicy;
 use crate::error::{Result, StorageError};
-use crate::io::{align_down, align_up, remove_file, BLOCK_BYTES, BLOCK_USIZE};
+use crate::io::{align_down, align_up, remove_file, DirectFile, BLOCK_BYTES, BLOCK_USIZE};
+use crate::producer_state::ProducerState;
 use crate::segment::Segment;
 use crate::types::{Offset, TimestampMs};
 use crate::writer::Writer;
@@ -112,6 +116,119 @@ impl PartitionLog {
             Ok(())
         })
         .await
+    }
+
+    /// Removes every record and starts the log, empty, at `offset` (Kafka's
+    /// `UnifiedLog.truncateFullyAndStartAt`): what a follower does when its log ends below
+    /// its leader's log start offset, which the leader no longer serves. Every segment and
+    /// every producer-state snapshot goes; one new, empty active segment has base `offset`;
+    /// the log start offset, the log end offset and the high watermark become `offset`; the
+    /// leader-epoch cache and the producer state are emptied. Every file change is durable
+    /// before this returns, in an order a crash at any point survives (`docs/storage-format.md`
+    /// §6.5): recovery then opens either a prefix of the old log or the empty log at `offset`.
+    /// A read already holding a removed segment finishes from its open file. `offset` may be
+    /// anywhere at or above 0, below or above the old log end. Errors:
+    /// [`StorageError::OffsetOutOfRange`] for a negative `offset` (nothing changed); I/O
+    /// (then the log refuses appends from now on with that error: its files no longer match
+    /// its state; reopening recovers it); a closed log.
+    pub async fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<()> {
+        if offset.0 < 0 {
+            let st = self.shared.state.borrow();
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: st.log_start,
+                log_end: st.log_end,
+            });
+        }
+        self.exclusive(async || {
+            let result = self.replace_with_empty_segment(offset).await;
+            if let Err(e) = &result {
+                self.shared.state.borrow_mut().write_error =
+                    Some(("truncating the log fully", errno_of(e)));
+                self.shared.notify.notify_all();
+            }
+            result
+        })
+        .await
+    }
+
+    /// The steps of [`PartitionLog::truncate_fully_and_start_at`], under `exclusive` (every
+    /// appended byte written and synced, no zero-ahead write in flight).
+    async fn replace_with_empty_segment(&self, offset: Offset) -> Result<()> {
+        let dir = self.shared.dir.clone();
+        // 1. A crash part-way through step 2 leaves a prefix of the log: a high-watermark
+        //    checkpoint above the old log start could then count records appended after
+        //    that crash as replicated (§5.2). At or below the log start it claims nothing.
+        //    The high watermark in memory comes down too, so that a concurrent
+        //    `checkpoint_high_watermark` cannot write the old value back meanwhile.
+        let (old_start, checkpointed) = {
+            let mut st = self.shared.state.borrow_mut();
+            st.high_watermark = st.high_watermark.min(st.log_start);
+            (st.log_start, st.hw_checkpointed)
+        };
+        if checkpointed.is_some_and(|hw| hw > old_start) {
+            self.write_high_watermark_checkpoint(Some(old_start))
+                .await?;
+        }
+        // 2. The producer snapshots (a crash then leaves segments without them: producer
+        //    state is replayed from the log, never taken from a snapshot of removed batches),
+        //    then every segment, newest first (a crash leaves a prefix of whole segments, the
+        //    last recovered as the active one), durably.
+        self.remove_producer_snapshots().await?;
+        let doomed: Vec<Offset> = self
+            .shared
+            .state
+            .borrow()
+            .segments
+            .keys()
+            .copied()
+            .collect();
+        for base in doomed.iter().rev() {
+            self.remove_segment_files(*base).await?;
+        }
+        blocking_dir_op(&dir, "syncing", sync_dir).await?;
+        // 3. The leader-epoch cache empties (Kafka's `clearAndFlush`), durably: with no
+        //    segment left, an entry the file kept would outlive its data.
+        {
+            let mut st = self.shared.state.borrow_mut();
+            st.epochs = LeaderEpochCache::new();
+            st.epochs_dirty = true;
+        }
+        self.leader_epochs_written().await?;
+        // 4. The new log start: from here, a directory without segments opens as the empty
+        //    log at `offset` (open takes the checkpoint as the base of its first segment).
+        checkpoint::write(&dir.join(LOG_START_CHECKPOINT_FILE), &[offset.0]).await?;
+        // 5. The new active segment, as open would create it; its name made durable.
+        let file = DirectFile::open(&Segment::path(&dir, offset, "log"), true).await?;
+        let segment = Rc::new(Segment::new(
+            &dir,
+            offset,
+            file,
+            0,
+            Some(Default::default()),
+        ));
+        reserve_after_recovery(&segment, 0, &self.config()).await?;
+        blocking_dir_op(&dir, "syncing", sync_dir).await?;
+        {
+            let mut st = self.shared.state.borrow_mut();
+            st.segments.clear();
+            st.segments.insert(offset, segment.clone());
+            st.writer = Writer::new(segment, 0, offset, Vec::new());
+            st.log_start = offset;
+            st.log_end = offset;
+            st.high_watermark = offset;
+            st.durable_offset = offset;
+            st.unflushed_records = 0;
+            st.producers = ProducerState::default();
+        }
+        self.shared
+            .cache
+            .truncate_from(self.shared.cache_id, Offset(0));
+        // 6. A checkpointed high watermark follows the log (Kafka sets it to the new end).
+        if self.shared.state.borrow().hw_checkpointed.is_some() {
+            self.write_high_watermark_checkpoint(Some(offset)).await?;
+        }
+        Ok(())
     }
 
     /// (byte position, base offset) of the batch holding `offset` in `segment`.

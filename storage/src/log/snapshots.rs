@@ -72,6 +72,15 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Removes every producer-state snapshot (the log is truncated fully: they describe
+    /// batches that are gone). Not durable by itself: the caller syncs the directory.
+    pub(super) async fn remove_producer_snapshots(&self) -> Result<()> {
+        for at in self.snapshot_offsets().await? {
+            remove_file(&self.snapshot_path(at)).await?;
+        }
+        Ok(())
+    }
+
     fn snapshot_path(&self, offset: Offset) -> PathBuf {
         self.shared.dir.join(format!(
             "{}.{SNAPSHOT_EXT}",
