@@ -727,6 +727,30 @@ def test_a_client_cannot_fence_a_broker_through_the_controller_requests(cluster)
     assert sorted(metadata(cluster.bootstrap()).brokers) == [1, 2, 3]
 
 
+def _one_partition_led_by(cluster, topic, leader, prefix):
+    """Creates `topic` with one partition whose replicas are `leader` (first: the preferred
+    leader), then the other two nodes; waits until `leader` leads it with a full ISR and writes
+    100 records `<prefix>-<i>` (i = 0..99). Returns `state(exclude=())`: the partition's
+    (leader, replicas, ISR) as the nodes not in `exclude` report it, or None."""
+    others = [i for i in (1, 2, 3) if i != leader]
+    client = admin(cluster.bootstrap())  # alive until the future completes
+    client.create_topics(
+        [NewTopic(topic, num_partitions=1, replica_assignment=[[leader, *others]])],
+        operation_timeout=20, request_timeout=20)[topic].result()
+
+    def state(exclude=()):
+        now = partitions_of(cluster.bootstrap(exclude=set(exclude)), topic)
+        return None if now is None else now[0]
+
+    wait_until(lambda: (s := state()) and s[0] == leader and sorted(s[2]) == [1, 2, 3],
+               20, what=f"node {leader} leading {topic} with a full ISR")
+    prod = producer(cluster.bootstrap())
+    for i in range(100):
+        prod.produce(topic, value=b"%s-%d" % (prefix, i), partition=0)
+    assert prod.flush(30) == 0
+    return state
+
+
 def test_a_preferred_election_moves_the_leadership_back_to_a_restarted_replica(cluster):
     """ElectLeaders (KIP-183/KIP-460) through the controller: a SIGKILLed preferred leader
     comes back as a follower (leadership never returns by itself: no auto leader rebalance);
@@ -739,20 +763,7 @@ def test_a_preferred_election_moves_the_leadership_back_to_a_restarted_replica(c
     preferred = next(i for i in (1, 2, 3) if i != controller)
     others = [i for i in (1, 2, 3) if i != preferred]
     a = admin(cluster.bootstrap())
-    a.create_topics([NewTopic(topic, num_partitions=1,
-                              replica_assignment=[[preferred, *others]])],
-                    operation_timeout=20, request_timeout=20)[topic].result()
-
-    def state(exclude=()):
-        now = partitions_of(cluster.bootstrap(exclude=set(exclude)), topic)
-        return None if now is None else now[0]
-
-    wait_until(lambda: (s := state()) and s[0] == preferred and sorted(s[2]) == [1, 2, 3],
-               20, what="the preferred replica leading with a full ISR")
-    prod = producer(cluster.bootstrap())
-    for i in range(100):
-        prod.produce(topic, value=b"e-%d" % i, partition=0)
-    assert prod.flush(30) == 0
+    state = _one_partition_led_by(cluster, topic, preferred, b"e")
 
     cluster.kill(preferred)
     wait_until(lambda: (s := state({preferred})) and s[0] in others, FAILOVER_BOUND_S,
@@ -958,21 +969,8 @@ def test_a_follower_below_the_leaders_log_start_truncates_fully_and_rejoins(clus
     victim = next(i for i in (1, 2, 3) if i != controller)
     others = [i for i in (1, 2, 3) if i != victim]
     a = admin(cluster.bootstrap())
-    a.create_topics([NewTopic(topic, num_partitions=1,
-                              replica_assignment=[[victim, *others]])],
-                    operation_timeout=20, request_timeout=20)[topic].result()
     tp = TopicPartition(topic, 0)
-
-    def state(exclude=()):
-        now = partitions_of(cluster.bootstrap(exclude=set(exclude)), topic)
-        return None if now is None else now[0]
-
-    wait_until(lambda: (s := state()) and s[0] == victim and sorted(s[2]) == [1, 2, 3],
-               20, what="the victim leading with a full ISR")
-    prod = producer(cluster.bootstrap())
-    for i in range(100):
-        prod.produce(topic, value=b"d-%d" % i, partition=0)
-    assert prod.flush(30) == 0
+    state = _one_partition_led_by(cluster, topic, victim, b"d")
 
     # The victim goes away with offsets 0..100; the others go on to 300 and delete below 250.
     cluster.kill(victim)

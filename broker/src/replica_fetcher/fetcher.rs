@@ -673,31 +673,41 @@ fn encode_fetch(
         .with_session_id(0)
         .with_session_epoch(-1)
         .with_topics(topics);
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Fetch as i16)
-        .with_request_api_version(FETCH_VERSION)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
+    frame(
+        ApiKey::Fetch,
+        "Fetch",
+        FETCH_VERSION,
+        correlation_id,
+        &request,
+    )
+}
+
+/// The size-prefixed frame of `request`: a request header (`api_key` at `version`,
+/// `correlation_id`, this fetcher's client id), then the request. Errors:
+/// [`FetcherError::Encode`] (naming the request `api`) when the codec refuses it or it
+/// exceeds 4 GiB.
+fn frame<R: Encodable>(
+    api_key: ApiKey,
+    api: &'static str,
+    version: i16,
+    correlation_id: i32,
+    request: &R,
+) -> Result<Bytes, FetcherError> {
     let encode_error = |e: anyhow::Error| FetcherError::Encode {
-        api: "Fetch",
+        api,
         reason: e.to_string(),
     };
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
     let mut buf = BytesMut::new();
     buf.put_u32(0);
     header
-        .encode(
-            &mut buf,
-            ApiKey::Fetch.request_header_version(FETCH_VERSION),
-        )
+        .encode(&mut buf, api_key.request_header_version(version))
         .map_err(encode_error)?;
-    request
-        .encode(&mut buf, FETCH_VERSION)
-        .map_err(encode_error)?;
-    sized(buf, "Fetch")
-}
-
-/// `buf` (a 4-byte placeholder, then the request) with its size prefix set.
-fn sized(mut buf: BytesMut, api: &'static str) -> Result<Bytes, FetcherError> {
+    request.encode(&mut buf, version).map_err(encode_error)?;
     let size = u32::try_from(buf.len() - 4).map_err(|_| FetcherError::Encode {
         api,
         reason: format!("a {}-byte request", buf.len()),
@@ -716,7 +726,6 @@ fn encode_list_offsets(
     timestamp: i64,
     correlation_id: i32,
 ) -> Result<Bytes, FetcherError> {
-    let api = "ListOffsets";
     let request = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(replica))
         .with_isolation_level(0)
@@ -726,27 +735,13 @@ fn encode_list_offsets(
                 .with_partition_index(tp.partition)
                 .with_current_leader_epoch(leader_epoch.0)
                 .with_timestamp(timestamp)])]);
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::ListOffsets as i16)
-        .with_request_api_version(LIST_OFFSETS_VERSION)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
-    let encode_error = |e: anyhow::Error| FetcherError::Encode {
-        api,
-        reason: e.to_string(),
-    };
-    let mut buf = BytesMut::new();
-    buf.put_u32(0);
-    header
-        .encode(
-            &mut buf,
-            ApiKey::ListOffsets.request_header_version(LIST_OFFSETS_VERSION),
-        )
-        .map_err(encode_error)?;
-    request
-        .encode(&mut buf, LIST_OFFSETS_VERSION)
-        .map_err(encode_error)?;
-    sized(buf, api)
+    frame(
+        ApiKey::ListOffsets,
+        "ListOffsets",
+        LIST_OFFSETS_VERSION,
+        correlation_id,
+        &request,
+    )
 }
 
 /// The ListOffsetsResponse v7 in `body` answering `correlation_id`. Errors: it does not

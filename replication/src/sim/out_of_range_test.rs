@@ -100,9 +100,10 @@ async fn whole(p: &SimPartition) -> Vec<(i64, u64, i32)> {
     records(&batches).expect("records decode")
 }
 
-async fn scenario(rt: SimRuntime) {
-    let leader = open(&rt, LEADER);
-    let follower = open(&rt, FOLLOWER);
+/// A leader at epoch 1 (ISR: itself) and its follower, both empty.
+async fn leader_and_follower(rt: &SimRuntime) -> (Rc<SimPartition>, Rc<SimPartition>) {
+    let leader = open(rt, LEADER);
+    let follower = open(rt, FOLLOWER);
     let leadership = Leadership {
         leader_epoch: LeaderEpoch(1),
         partition_epoch: 1,
@@ -118,6 +119,11 @@ async fn scenario(rt: SimRuntime) {
         .await
         .expect("become leader");
     follower.become_follower(LEADER, LeaderEpoch(1));
+    (leader, follower)
+}
+
+async fn scenario(rt: SimRuntime) {
+    let (leader, follower) = leader_and_follower(&rt).await;
 
     // The follower replicates offsets 0..4, then is away while the leader goes on to 10 and
     // DeleteRecords moves its log start to 7, past the follower's log end.
@@ -246,23 +252,7 @@ async fn scenario(rt: SimRuntime) {
 /// (from its base) and starts its log again at the batch's base, then at the leader's log
 /// start.
 async fn straddling(rt: SimRuntime) {
-    let leader = open(&rt, LEADER);
-    let follower = open(&rt, FOLLOWER);
-    let leadership = Leadership {
-        leader_epoch: LeaderEpoch(1),
-        partition_epoch: 1,
-        replicas: vec![LEADER, FOLLOWER],
-        isr: vec![LEADER],
-    };
-    let config = IsrConfig {
-        min_insync_replicas: 1,
-        replica_lag_time_max_ms: 30_000,
-    };
-    leader
-        .become_leader(leadership, config, rt.now())
-        .await
-        .expect("become leader");
-    follower.become_follower(LEADER, LeaderEpoch(1));
+    let (leader, follower) = leader_and_follower(&rt).await;
     for (first, n) in [(0u64, 4u64), (4, 6)] {
         let values: Vec<[u8; 8]> = (first..first + n).map(u64::to_be_bytes).collect();
         let slices: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
