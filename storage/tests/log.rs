@@ -262,11 +262,21 @@ fn delete_records_and_retention_move_the_log_start() {
             .await
             .unwrap()
             .is_empty());
-        // retention.bytes: keeps at most the limit, deleting closed segments only.
+        // retention.bytes: keeps at most the limit, deleting closed segments only, and only
+        // those wholly below the high watermark (Kafka's deleteOldSegments).
         log.set_config(LogConfig {
             retention_bytes: Some(100 << 10),
             ..small_config()
         });
+        log.set_high_watermark(Offset(0));
+        let segments = log.segment_count();
+        assert_eq!(log.enforce_retention(TimestampMs(0)).await.unwrap(), 0);
+        assert_eq!(
+            log.segment_count(),
+            segments,
+            "nothing above the high watermark goes"
+        );
+        log.set_high_watermark(log.written_offset());
         // A cold read started before retention finishes from the open file.
         let reader = log.clone();
         let start = log.log_start_offset();

@@ -95,15 +95,17 @@ pub async fn handle(
     response
 }
 
-/// The bound of a request from `replica_id`: a broker's (≥ 0: a follower asking its leader's
-/// range, Kafka's `ReplicaFetcherThread` after OFFSET_OUT_OF_RANGE) reads up to the log end
-/// offset; a client's (-1, or Kafka's debugging id -2) up to the high watermark, as Kafka's
-/// `KafkaApis` gives only client requests an isolation level.
+/// The bound of a request from `replica_id`: a client's (-1) reads up to the high watermark;
+/// any other's — a broker's (≥ 0: a follower asking its leader's range, Kafka's
+/// `ReplicaFetcherThread` after OFFSET_OUT_OF_RANGE) or Kafka's debugging id (-2) — up to the
+/// log end offset, as Kafka's `KafkaApis` gives only client requests (`replicaId ==
+/// CONSUMER_REPLICA_ID`) an isolation level.
 fn isolation_of(replica_id: i32) -> Isolation {
-    if replica_id >= 0 {
-        Isolation::LogEnd
-    } else {
+    const CONSUMER_REPLICA_ID: i32 = -1;
+    if replica_id == CONSUMER_REPLICA_ID {
         Isolation::HighWatermark
+    } else {
+        Isolation::LogEnd
     }
 }
 
@@ -119,5 +121,22 @@ fn offset_spec(timestamp: i64) -> Option<OffsetSpec> {
         MAX_TIMESTAMP => Some(OffsetSpec::MaxTimestamp),
         t if t < 0 => None,
         t => Some(OffsetSpec::Timestamp(TimestampMs(t))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_clients_request_is_bounded_by_the_high_watermark() {
+        assert_eq!(isolation_of(-1), Isolation::HighWatermark);
+        assert_eq!(
+            isolation_of(-2),
+            Isolation::LogEnd,
+            "Kafka's debugging replica id"
+        );
+        assert_eq!(isolation_of(0), Isolation::LogEnd);
+        assert_eq!(isolation_of(3), Isolation::LogEnd);
     }
 }

@@ -61,6 +61,8 @@ pub enum PartitionOp {
     /// the log start offset up to `leader_log_start_offset`; answered with
     /// [`PartitionReply::FollowerPosition`] after the write.
     AppendAsFollower {
+        /// The leader epoch the fetch was made at (see [`PartitionOp::HandleOutOfRange`]).
+        fetched_at: LeaderEpoch,
         records: Bytes,
         leader_high_watermark: Offset,
         leader_log_start_offset: Offset,
@@ -70,6 +72,11 @@ pub enum PartitionOp {
     /// the leader's end, or fully to start at the leader's log start, or nothing); answered
     /// with [`PartitionReply::FollowerPosition`].
     HandleOutOfRange {
+        /// The leader epoch the fetch was made at: the op applies only while this replica
+        /// follows at that epoch (a fetcher's answer from a former leader is dropped, as Kafka
+        /// drops a fetch response whose partition state changed meanwhile); else
+        /// `LeaderEpoch` (fenced or unknown) or `NotLeaderOrFollower` on a leader.
+        fetched_at: LeaderEpoch,
         leader_log_start_offset: Offset,
         leader_log_end_offset: Offset,
     },
@@ -77,6 +84,8 @@ pub enum PartitionOp {
     /// [`replication::Partition::truncate_to_diverging_epoch`]); answered with
     /// [`PartitionReply::FollowerPosition`].
     TruncateToDivergingEpoch {
+        /// The leader epoch the fetch was made at (see [`PartitionOp::HandleOutOfRange`]).
+        fetched_at: LeaderEpoch,
         epoch: LeaderEpoch,
         end_offset: Offset,
     },

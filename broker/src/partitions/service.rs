@@ -39,7 +39,20 @@ pub async fn call_replica(
     let Some(owner) = shard.metadata().owner(&tp.topic, tp.partition) else {
         return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
     };
-    on_owner(shard, owner, tp, op).await
+    if owner != shard.id {
+        return on_owner(shard, owner, tp, op).await;
+    }
+    // Here too the op runs as a task of its own, as a mesh message does on its owner: the
+    // fetcher asking may be dropped (its leader's partitions moved, or shutdown), and dropping
+    // an append or a truncation half-way would leave the log's maintenance lock taken.
+    let (reply, answer) = oneshot::channel();
+    let owner_shard = Rc::clone(shard);
+    crate::shard::spawn_into(None, async move {
+        let _ = reply.send(run_here(&owner_shard, &tp, op).await);
+    });
+    answer
+        .await
+        .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable))
 }
 
 /// Runs `op` on shard `owner`: here, or sent over the mesh as `ShardMsg::Partition` and
@@ -194,25 +207,34 @@ async fn run(
             follower_position(&partition).await
         }
         PartitionOp::AppendAsFollower {
+            fetched_at,
             records,
             leader_high_watermark,
             leader_log_start_offset,
         } => {
+            following_at(&partition, fetched_at)?;
             partition
                 .append_as_follower(records, leader_high_watermark, leader_log_start_offset)
                 .await?;
             follower_position(&partition).await
         }
         PartitionOp::HandleOutOfRange {
+            fetched_at,
             leader_log_start_offset,
             leader_log_end_offset,
         } => {
+            following_at(&partition, fetched_at)?;
             partition
                 .handle_out_of_range(leader_log_start_offset, leader_log_end_offset)
                 .await?;
             follower_position(&partition).await
         }
-        PartitionOp::TruncateToDivergingEpoch { epoch, end_offset } => {
+        PartitionOp::TruncateToDivergingEpoch {
+            fetched_at,
+            epoch,
+            end_offset,
+        } => {
+            following_at(&partition, fetched_at)?;
             partition
                 .truncate_to_diverging_epoch(epoch, end_offset)
                 .await?;
@@ -253,4 +275,17 @@ async fn follower_position(
         last_fetched_epoch: log.latest_leader_epoch(),
         log_start_offset: log.log_start_offset(),
     })
+}
+
+/// Whether `partition` is at `fetched_at`, the leader epoch a fetcher's answer was asked at:
+/// a follower's op applies only then (Kafka's fetcher drops a response whose partition state
+/// changed meanwhile), so a former leader's answer, still in flight when the replica moved to
+/// a new leader, cannot truncate or extend its log. (On a leader the follower's ops refuse by
+/// themselves.) Errors: `LeaderEpoch`, fenced when the answer is older, unknown when newer.
+fn following_at(
+    partition: &crate::shard::LocalPartition,
+    fetched_at: storage::LeaderEpoch,
+) -> Result<(), PartitionOpError> {
+    replication::check_current_leader_epoch(Some(fetched_at), partition.leader_epoch())?;
+    Ok(())
 }

@@ -373,11 +373,13 @@ async fn apply_response(
                 tracing::info!(%tp, leader, epoch = data.diverging_epoch.epoch,
                     end_offset = data.diverging_epoch.end_offset, "diverging epoch: truncating");
                 PartitionOp::TruncateToDivergingEpoch {
+                    fetched_at: position.followed.leader_epoch,
                     epoch: LeaderEpoch(data.diverging_epoch.epoch),
                     end_offset: Offset(data.diverging_epoch.end_offset),
                 }
             } else {
                 PartitionOp::AppendAsFollower {
+                    fetched_at: position.followed.leader_epoch,
                     records: data.records.unwrap_or_default(),
                     leader_high_watermark: Offset(data.high_watermark),
                     leader_log_start_offset: Offset(data.log_start_offset),
@@ -461,6 +463,7 @@ async fn reset_out_of_range(
         %leader_log_start_offset, %leader_log_end_offset,
         "fetch offset out of the leader's range");
     let op = PartitionOp::HandleOutOfRange {
+        fetched_at: epoch,
         leader_log_start_offset,
         leader_log_end_offset,
     };

@@ -291,9 +291,14 @@ impl PartitionLog {
     }
 
     /// Applies `retention.ms` (against `now`) and `retention.bytes`: deletes closed segments
-    /// only, oldest first, and moves the log start offset to the first kept segment. A read
-    /// already holding a deleted segment finishes from the open file. Returns segments deleted
-    /// (none when `cleanup.policy` is not `delete`).
+    /// wholly below the high watermark only, oldest first, and moves the log start offset to
+    /// the first kept segment. A read already holding a deleted segment finishes from the open
+    /// file. Returns segments deleted (none when `cleanup.policy` is not `delete`).
+    ///
+    /// As Kafka's `UnifiedLog.deleteOldSegments` (`highWatermark >= upperBoundOffset`): a
+    /// segment holding records the ISR does not all have yet stays, so retention never moves a
+    /// leader's log start past its high watermark — which would answer `acks=all` for records
+    /// no follower has, and send in-sync followers out of range.
     pub async fn enforce_retention(&self, now: TimestampMs) -> Result<usize> {
         let cfg = self.config();
         if cfg.cleanup_policy != CleanupPolicy::Delete {
@@ -313,6 +318,9 @@ impl PartitionLog {
             let Some((segment, next_base)) = self.oldest_closed_segment() else {
                 break;
             };
+            if next_base > self.high_watermark() {
+                break;
+            }
             let size = segment.size_bytes.get();
             let by_bytes = excess > 0 && size <= excess;
             let by_time = match cutoff {
