@@ -751,37 +751,17 @@ fn encode_list_offsets(
 /// decode or answers another request.
 fn decode_list_offsets(
     leader: i32,
-    mut body: Bytes,
+    body: Bytes,
     correlation_id: i32,
 ) -> Result<ListOffsetsResponse, FetcherError> {
-    let api = "ListOffsets";
-    let decode_error = |e: anyhow::Error| FetcherError::Decode {
+    unframe(
         leader,
-        api,
-        reason: e.to_string(),
-    };
-    let header = ResponseHeader::decode(
-        &mut body,
-        ApiKey::ListOffsets.response_header_version(LIST_OFFSETS_VERSION),
+        ApiKey::ListOffsets,
+        "ListOffsets",
+        LIST_OFFSETS_VERSION,
+        body,
+        correlation_id,
     )
-    .map_err(decode_error)?;
-    if header.correlation_id != correlation_id {
-        return Err(FetcherError::CorrelationMismatch {
-            leader,
-            expected: correlation_id,
-            got: header.correlation_id,
-        });
-    }
-    let response =
-        ListOffsetsResponse::decode(&mut body, LIST_OFFSETS_VERSION).map_err(decode_error)?;
-    if body.has_remaining() {
-        return Err(FetcherError::Decode {
-            leader,
-            api,
-            reason: format!("{} bytes after the response", body.remaining()),
-        });
-    }
-    Ok(response)
 }
 
 /// The FetchResponse v16 in `body` (a frame without its size prefix) answering
@@ -789,19 +769,46 @@ fn decode_list_offsets(
 /// top-level error.
 fn decode_fetch(
     leader: i32,
-    mut body: Bytes,
+    body: Bytes,
     correlation_id: i32,
 ) -> Result<FetchResponse, FetcherError> {
+    let response: FetchResponse = unframe(
+        leader,
+        ApiKey::Fetch,
+        "Fetch",
+        FETCH_VERSION,
+        body,
+        correlation_id,
+    )?;
+    if response.error_code != 0 {
+        return Err(FetcherError::Refused {
+            leader,
+            api: "Fetch",
+            error_code: response.error_code,
+        });
+    }
+    Ok(response)
+}
+
+/// The `api_key` response at `version` in `body` (a frame without its size prefix) from
+/// `leader`, answering `correlation_id`: the inverse of [`frame`]. Errors:
+/// [`FetcherError::Decode`] (naming `api`) when it does not decode or bytes follow it,
+/// [`FetcherError::CorrelationMismatch`] when it answers another request.
+fn unframe<R: Decodable>(
+    leader: i32,
+    api_key: ApiKey,
+    api: &'static str,
+    version: i16,
+    mut body: Bytes,
+    correlation_id: i32,
+) -> Result<R, FetcherError> {
     let decode_error = |e: anyhow::Error| FetcherError::Decode {
         leader,
-        api: "Fetch",
+        api,
         reason: e.to_string(),
     };
-    let header = ResponseHeader::decode(
-        &mut body,
-        ApiKey::Fetch.response_header_version(FETCH_VERSION),
-    )
-    .map_err(decode_error)?;
+    let header = ResponseHeader::decode(&mut body, api_key.response_header_version(version))
+        .map_err(decode_error)?;
     if header.correlation_id != correlation_id {
         return Err(FetcherError::CorrelationMismatch {
             leader,
@@ -809,19 +816,12 @@ fn decode_fetch(
             got: header.correlation_id,
         });
     }
-    let response = FetchResponse::decode(&mut body, FETCH_VERSION).map_err(decode_error)?;
+    let response = R::decode(&mut body, version).map_err(decode_error)?;
     if body.has_remaining() {
         return Err(FetcherError::Decode {
             leader,
-            api: "Fetch",
+            api,
             reason: format!("{} bytes after the response", body.remaining()),
-        });
-    }
-    if response.error_code != 0 {
-        return Err(FetcherError::Refused {
-            leader,
-            api: "Fetch",
-            error_code: response.error_code,
         });
     }
     Ok(response)
