@@ -1,6 +1,6 @@
-//! ListOffsets (key 2): latest (-1, the high watermark; for a request with `replica_id` ≥ 0, a
-//! follower's, the log end offset), earliest (-2, the log start offset),
-//! max timestamp (-3, KIP-734), or the first offset whose timestamp is ≥ T (-1 when none),
+//! ListOffsets (key 2): latest (-1, the high watermark; for a request that is not a client's,
+//! `replica_id` ≠ -1 — e.g. a follower's — the log end offset), earliest (-2, the log start
+//! offset), max timestamp (-3, KIP-734), or the first offset whose timestamp is ≥ T (-1 when none),
 //! each with the leader epoch of the offset (v4+), after KIP-320's check of the request's
 //! current leader epoch; OFFSET_NOT_AVAILABLE (v5+, else LEADER_NOT_AVAILABLE) while a new
 //! leader's high watermark is below its epoch's start (see `crate::partitions::leader_epoch`).

@@ -91,9 +91,9 @@ pub enum PartitionOp {
     },
     /// ListOffsets, answered with [`PartitionReply::Offset`] (see
     /// [`crate::partitions::leader_epoch::list_offsets`]): for a client (`isolation`
-    /// [`Isolation::HighWatermark`]) below the high watermark; for a replica (a request with
-    /// `replica_id` ≥ 0, [`Isolation::LogEnd`]) below the log end offset, as Kafka answers
-    /// a follower.
+    /// [`Isolation::HighWatermark`]) below the high watermark; for any other request
+    /// (`replica_id` ≠ -1: a follower's, or the debugging id -2; [`Isolation::LogEnd`]) below
+    /// the log end offset, as Kafka answers a request without an isolation level.
     ListOffsets {
         spec: OffsetSpec,
         isolation: Isolation,
