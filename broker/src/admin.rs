@@ -10,10 +10,9 @@
 //! Every response carries `Connection: close` and the connection is closed after it: one
 //! request per connection, so no request body or pipelining ever needs framing.
 //!
-//! Runs on one executor (shard 0): [`bind`] there at start-up — so a port held by a
-//! non-`SO_REUSEPORT` socket fails start-up — then spawn [`serve`]. glommio sets `SO_REUSEPORT`
-//! on every listener, so a second *sluice* would share the port silently; the data-dir lock
-//! ([`crate::lockfile`]) is what prevents that.
+//! Runs on one executor (shard 0): [`serve`] takes the connections of the admin listener,
+//! bound before the executors started ([`crate::listener`]: bound without `SO_REUSEPORT`,
+//! refused at start-up when another process listens there).
 //!
 //! Limits: one task per connection, at most [`CONNECTIONS_MAX`] at once (more are closed on
 //! accept); each read and write times out after [`IO_TIMEOUT`]. Input never panics: every
@@ -21,12 +20,12 @@
 
 use std::cell::Cell;
 use std::io;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::listener::Incoming;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::{TcpListener, TcpStream};
+use glommio::net::TcpStream;
 
 /// Largest request head (request line + headers) accepted, in bytes.
 pub const REQUEST_HEAD_BYTES_MAX: usize = 8 << 10;
@@ -36,9 +35,6 @@ pub const CONNECTIONS_MAX: usize = 64;
 
 /// Read and write timeout per connection (a stalled client cannot hold a slot forever).
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Pause after a failed accept (e.g. EMFILE) so the loop does not spin.
-const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// A future on the admin executor.
 pub type LocalFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T>>>;
@@ -55,26 +51,16 @@ pub trait AdminSource {
 /// Shared handle to the broker's [`AdminSource`].
 pub type StatusFn = Rc<dyn AdminSource>;
 
-/// Binds the admin listener. Must be called on a glommio executor (glommio's listener
-/// registers with the current executor's reactor and panics outside one).
-///
-/// # Errors
-/// The bind error, e.g. `AddrInUse` when a socket without `SO_REUSEPORT` holds the port.
-pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    TcpListener::bind(addr).map_err(io::Error::from)
-}
-
-/// Serves admin HTTP on `listener` until the executor stops; never returns otherwise.
-/// Spawn it: `glommio::spawn_local(admin::serve(listener, status)).detach()`.
-pub async fn serve(listener: TcpListener, status: StatusFn) {
+/// Serves admin HTTP on the connections of `incoming` until the executor stops or the
+/// listener is closed. Spawn it: `glommio::spawn_local(admin::serve(incoming, status)).detach()`.
+pub async fn serve(mut incoming: Incoming, status: StatusFn) {
     let open = Rc::new(Cell::new(0_usize));
     loop {
-        let stream = match listener.accept().await {
+        let stream = match incoming.accept().await {
             Ok(stream) => stream,
             Err(e) => {
-                tracing::warn!(error = %e, "admin: accept failed");
-                glommio::timer::sleep(ACCEPT_RETRY_DELAY).await;
-                continue;
+                tracing::debug!(error = %e, "admin: the listener is closed");
+                return;
             }
         };
         if open.get() >= CONNECTIONS_MAX {
@@ -315,7 +301,7 @@ mod tests {
     }
 
     /// Sends `request` raw and returns the whole response as text.
-    async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+    async fn exchange(addr: std::net::SocketAddr, request: &[u8]) -> String {
         let mut stream = TcpStream::connect(addr).await.expect("connect");
         // The server may close early (oversized head); a failed write is then expected.
         let _ = stream.write_all(request).await;
@@ -347,10 +333,16 @@ mod tests {
     fn serves_over_tcp() {
         let handle = LocalExecutorBuilder::default()
             .spawn(|| async move {
-                let listener = bind("127.0.0.1:0".parse().expect("literal")).expect("bind");
-                let addr = listener.local_addr().expect("bound address");
+                let bound = crate::listener::bind(
+                    "admin listener",
+                    "127.0.0.1:0".parse().expect("literal"),
+                )
+                .expect("bind");
+                let addr = bound.local_addr();
+                let (_closer, mut handoffs) = bound.serve(1).expect("accept thread");
+                let incoming = handoffs.pop().expect("one handoff").incoming();
                 let status: StatusFn = Rc::new(Fixed);
-                glommio::spawn_local(serve(listener, status)).detach();
+                glommio::spawn_local(serve(incoming, status)).detach();
 
                 let r = exchange(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
                 assert_eq!(status_line(&r), "HTTP/1.1 200 OK", "{r}");
@@ -391,20 +383,6 @@ mod tests {
                 drop(TcpStream::connect(addr).await.expect("connect"));
                 let r = exchange(addr, b"GET /health HTTP/1.0\r\n\r\n").await;
                 assert_eq!(status_line(&r), "HTTP/1.1 200 OK", "{r}");
-            })
-            .expect("executor starts");
-        handle.join().expect("test body ran without panicking");
-    }
-
-    #[test]
-    fn bind_fails_when_a_plain_socket_holds_the_port() {
-        // std's listener does not set SO_REUSEPORT, so glommio's bind must fail.
-        let holder = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = holder.local_addr().expect("bound address");
-        let handle = LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                let err = bind(addr).expect_err("port is taken");
-                assert_eq!(err.kind(), io::ErrorKind::AddrInUse, "{err}");
             })
             .expect("executor starts");
         handle.join().expect("test body ran without panicking");

@@ -15,6 +15,7 @@ mod dynamic_config;
 mod errors;
 mod groups;
 mod handlers;
+mod listener;
 mod lockfile;
 mod messages;
 mod metadata;

@@ -1,16 +1,17 @@
 //! The shard runtime — the one module that starts glommio executors and wires them (DESIGN.md
 //! §2): one executor per configured core, pinned; a full mesh of bounded channels between
-//! them; on each, the shard's partitions are opened, a listener bound with `SO_REUSEPORT`
-//! (glommio sets it on every bind), and each accepted connection served on that shard.
+//! them; on each, the shard's partitions are opened and each connection its listener hands it
+//! served on that shard. The listening sockets are bound here before the executors start
+//! and accepted on plain threads ([`crate::listener`]), so none outlives the process.
 //! The replication runtime seam on these executors is `crate::seam::GlommioRuntime`.
 
 use crate::connection;
 use crate::controller::Startup;
+use crate::listener::{self, Closer, Handoff};
 use crate::messages::{ShardMsg, SHARD_CHANNEL_CAPACITY};
 use crate::metadata::ClusterMetadata;
 use crate::shard::{Shard, TaskQueues};
 use glommio::channels::channel_mesh::MeshBuilder;
-use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -29,11 +30,11 @@ const SERVING_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_mi
 /// broker's leaderships move to other in-sync replicas, when another live broker exists)
 /// before it tells every shard to stop.
 pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> anyhow::Result<()> {
-    ensure_ports_free(&config)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let member = Arc::new(AtomicBool::new(false));
     let shards = config.cores.len();
     anyhow::ensure!(shards > 0, "no cores to run on");
+    let (mut per_shard, closers) = bind_listeners(&config)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let member = Arc::new(AtomicBool::new(false));
     let mesh = MeshBuilder::<ShardMsg, _>::full(shards, SHARD_CHANNEL_CAPACITY);
     let metadata = Arc::new(ClusterMetadata::new(
         startup.image.clone(),
@@ -55,6 +56,7 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
             member.clone(),
         );
         let startup = startup.take();
+        let listeners = std::mem::take(&mut per_shard[id]);
         let io_memory = config.shard_settings(cpu).io_memory_bytes;
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("sluice-shard-{id}"))
@@ -64,6 +66,7 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
                     member,
                     signal,
                     stop,
+                    serving,
                 };
                 shard_main(
                     id,
@@ -72,7 +75,7 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
                     mesh,
                     startup,
                     flags,
-                    serving,
+                    listeners,
                 )
                 .await
             })
@@ -91,7 +94,60 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
             }
         }
     }
+    for closer in closers {
+        closer.close();
+    }
     first_error.map_or(Ok(()), Err)
+}
+
+/// What one shard serves of the listeners [`bind_listeners`] bound.
+#[derive(Default)]
+struct ShardListeners {
+    /// Its share of the Kafka listener's connections (`None`: a shard with `listen = false`),
+    /// with the closer that stops the listener when the shard stops accepting.
+    kafka: Option<(Handoff, Closer)>,
+    /// The admin HTTP listener (shard 0).
+    admin: Option<Handoff>,
+    /// The controller quorum voter's listener and its address (shard 0, on a voter).
+    voter: Option<(Handoff, std::net::SocketAddr)>,
+}
+
+/// Binds the Kafka, admin and voter addresses once for the process (see
+/// [`crate::listener`]: a live process's listener refuses the start, naming the address; an
+/// exited process's is waited for) and starts their accept threads. Returns each shard's
+/// listeners and the closers of the admin and voter listeners, closed once the shards stopped.
+fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<(Vec<ShardListeners>, Vec<Closer>)> {
+    let listening: Vec<usize> = (0..config.cores.len())
+        .filter(|&id| config.shard_settings(config.cores[id]).listen)
+        .collect();
+    anyhow::ensure!(!listening.is_empty(), "no shard listens");
+    let voter = config
+        .controller_quorum_voters
+        .iter()
+        .find(|v| v.id == config.node_id)
+        .map(|v| v.addr);
+    let kafka = listener::bind("Kafka listener", config.listen)?;
+    let admin = listener::bind("admin listener", config.admin_listen)?;
+    let voter = voter
+        .map(|addr| listener::bind("controller quorum voter address", addr))
+        .transpose()?;
+    let mut shards: Vec<ShardListeners> = std::iter::repeat_with(ShardListeners::default)
+        .take(config.cores.len())
+        .collect();
+    let (kafka_closer, handoffs) = kafka.serve(listening.len())?;
+    for (id, handoff) in listening.into_iter().zip(handoffs) {
+        shards[id].kafka = Some((handoff, kafka_closer.clone()));
+    }
+    let (admin_closer, mut handoffs) = admin.serve(1)?;
+    shards[0].admin = handoffs.pop();
+    let mut closers = vec![admin_closer];
+    if let Some(voter) = voter {
+        let addr = voter.local_addr();
+        let (closer, mut handoffs) = voter.serve(1)?;
+        shards[0].voter = handoffs.pop().map(|h| (h, addr));
+        closers.push(closer);
+    }
+    Ok((shards, closers))
 }
 
 async fn shard_main(
@@ -101,7 +157,7 @@ async fn shard_main(
     mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
     startup: Option<Startup>,
     flags: Flags,
-    serving: Arc<AtomicUsize>,
+    listeners: ShardListeners,
 ) -> anyhow::Result<()> {
     let (signal, stop) = (flags.signal.clone(), flags.stop.clone());
     let (senders, mut receivers) = mesh
@@ -123,7 +179,7 @@ async fn shard_main(
     .into_rc();
     shard.apply_metadata(metadata).await;
     if let Some(startup) = startup {
-        crate::controller::start(&shard, startup).await?;
+        crate::controller::start(&shard, startup, listeners.voter).await?;
         let stopping = shard.clone();
         let stop = stop.clone();
         glommio::spawn_local(async move {
@@ -188,8 +244,8 @@ async fn shard_main(
         .detach();
     let loader = shard.clone();
     glommio::spawn_local(async move { crate::groups::service::load_loop(&loader).await }).detach();
-    // A shard with `listen = false` binds nothing: the kernel spreads connections over the
-    // shards that listen, and this one serves only forwarded partition work.
+    // A shard with `listen = false` gets no connections: the accept thread hands them to the
+    // shards that listen in turn, and this one serves only forwarded partition work.
     // Clients are accepted once this broker is a registered, unfenced member of the cluster
     // (before, Metadata would list no broker and CreateTopics find none to place replicas
     // on). Shard 0 says so when the controller has unfenced it.
@@ -211,20 +267,21 @@ async fn shard_main(
             break;
         }
     }
-    let listener = if settings.listen && !shard.stop.is_requested() {
-        Some(
-            TcpListener::bind(listen)
-                .map_err(|e| anyhow::anyhow!("shard {id}: binding {listen}: {e}"))?,
-        )
-    } else {
-        None
+    let (mut incoming, closer) = match listeners.kafka {
+        Some((handoff, closer)) if !shard.stop.is_requested() => {
+            (Some(handoff.incoming()), Some(closer))
+        }
+        _ => (None, None),
     };
     // This shard has opened its logs and bound its listener.
+    let serving = flags.serving.clone();
     serving.fetch_add(1, Ordering::AcqRel);
     if id == 0 {
-        let admin = crate::admin::bind(admin_listen)
-            .map_err(|e| anyhow::anyhow!("binding admin listener {admin_listen}: {e}"))?;
-        glommio::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone())))).detach();
+        if let Some(admin) = listeners.admin {
+            let admin = admin.incoming();
+            glommio::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone()))))
+                .detach();
+        }
         // "listening" means every shard serves (it is a registered, unfenced member, see
         // above): said once the others have bound too (a start-up wait, checked every
         // millisecond), while this shard already accepts.
@@ -250,12 +307,13 @@ async fn shard_main(
         })
         .detach();
     }
-    while let Some(listener) = &listener {
-        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-            shard.stop.requested().await;
-            None
-        })
-        .await;
+    while let Some(connections) = incoming.as_mut() {
+        let accepted =
+            futures_lite::future::or(async { Some(connections.accept().await) }, async {
+                shard.stop.requested().await;
+                None
+            })
+            .await;
         let Some(accepted) = accepted else { break };
         match accepted {
             Ok(stream) => {
@@ -265,12 +323,19 @@ async fn shard_main(
                     .detach();
             }
             Err(e) => {
-                tracing::warn!(shard = id, error = %e, "accept failed");
-                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                // Only the accept thread's end can fail: the listener is gone.
+                if !shard.stop.is_requested() {
+                    tracing::error!(shard = id, error = %e, "the Kafka listener's accept thread ended");
+                }
+                break;
             }
         }
     }
-    drop(listener);
+    // Stop accepting before the drain: nothing may queue in a backlog nobody will serve.
+    if let Some(closer) = closer {
+        closer.close();
+    }
+    drop(incoming);
     shard.stop.requested().await;
     if let Some(controller) = shard.controller.get() {
         controller.stop();
@@ -286,53 +351,15 @@ async fn shard_main(
     Ok(())
 }
 
-/// Refuses to start when another process listens on this broker's Kafka, admin or voter
-/// address ("address already in use", as Kafka says). The shards bind with `SO_REUSEPORT`
-/// (glommio sets it, so that every shard can listen on one port), which would otherwise let a
-/// second broker of the same user silently share the ports and take a voter's traffic. The
-/// check connects to each address (the loopback for an unspecified one) within
-/// [`PORT_CHECK_TIMEOUT`]: a listener that answers is another process's. Errors: the address
-/// in use, named.
-fn ensure_ports_free(config: &BrokerConfig) -> anyhow::Result<()> {
-    let voter = config
-        .controller_quorum_voters
-        .iter()
-        .find(|v| v.id == config.node_id)
-        .map(|v| v.addr);
-    let addresses = [
-        ("Kafka listener", Some(config.listen)),
-        ("admin listener", Some(config.admin_listen)),
-        ("controller quorum voter address", voter),
-    ];
-    for (what, addr) in addresses {
-        let Some(mut addr) = addr else { continue };
-        if addr.ip().is_unspecified() {
-            addr.set_ip(match addr {
-                std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        if std::net::TcpStream::connect_timeout(&addr, PORT_CHECK_TIMEOUT).is_ok() {
-            anyhow::bail!(
-                "{what} {addr}: address already in use: another process listens there \
-                 (another broker?)"
-            );
-        }
-    }
-    Ok(())
-}
-
-/// How long [`ensure_ports_free`] tries to connect to each of this broker's addresses.
-const PORT_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
-
 /// The process-wide flags of a broker's life: `member` set by shard 0 once the controller
-/// has unfenced this broker (every shard then binds its listener); `signal` set by
+/// has unfenced this broker (every shard then takes its connections); `signal` set by
 /// SIGTERM/SIGINT (watched by shard 0); `stop` set by shard 0 once the controlled shutdown is
-/// over (watched by every shard).
+/// over (watched by every shard); `serving` counts the shards that take their connections.
 struct Flags {
     member: Arc<AtomicBool>,
     signal: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    serving: Arc<AtomicUsize>,
 }
 
 /// The admin port's view of the broker: gathers every shard's snapshot per request.

@@ -52,11 +52,11 @@ def admin(bootstrap):
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def create_topic(bootstrap, topic, partitions, timeout=30):
+def create_topic(bootstrap, topic, partitions, timeout=30, replication_factor=1):
     """Creates `topic` and waits until Metadata lists all its partitions with a leader."""
     a = admin(bootstrap)  # keep the handle alive until the future completes
     futures = a.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
         operation_timeout=timeout, request_timeout=timeout)
     futures[topic].result(timeout=timeout)
     wait_for_topic(bootstrap, topic, partitions, timeout)

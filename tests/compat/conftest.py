@@ -183,15 +183,8 @@ class Broker:
         """Starts the broker (again, on the same data directory) and waits until it serves."""
         if self.alive():
             raise BrokerError("broker already running")
-        try:
-            return self._start_once()
-        except BrokerError as e:
-            # After a restart the old ports could still be held (TIME_WAIT on a listener
-            # without SO_REUSEADDR); only then move to fresh ports, once.
-            if self.starts == 1 or "in use" not in str(e).lower():
-                raise
-            self.port, self.admin_port = free_port(), free_port()
-            return self._start_once()
+        # Always the same ports: a restart must bind them at once (issue #25).
+        return self._start_once()
 
     def _start_once(self):
         self.starts += 1

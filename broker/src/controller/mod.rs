@@ -397,10 +397,15 @@ pub fn has_other_live_brokers(shard: &Shard) -> bool {
 /// Starts this node's voter and the controller service on shard 0 from `startup` (what
 /// `bootstrap::recover` read from the data directory): the publisher, and the bootstrap of a
 /// new metadata log. Errors: the voter could not start (its storage, its listener).
-pub async fn start(shard: &Rc<Shard>, startup: Startup) -> anyhow::Result<()> {
+/// `voter`: the listener bound for this node's voter address (see `crate::listener`).
+pub async fn start(
+    shard: &Rc<Shard>,
+    startup: Startup,
+    voter: Option<(crate::listener::Handoff, std::net::SocketAddr)>,
+) -> anyhow::Result<()> {
     let (machine, view) =
         replication::metadata::MetadataStateMachine::new(MetadataImage::new(String::new()));
-    let quorum = crate::quorum::start(&shard.config, machine)
+    let quorum = crate::quorum::start(&shard.config, machine, voter)
         .await
         .map_err(|e| anyhow::anyhow!("starting the controller quorum voter: {e}"))?;
     if shard.controller.set(Controller::new(quorum, view)).is_err() {

@@ -25,7 +25,7 @@ use replication::raft::{
 use replication::runtime::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use transport::{BindError, TcpTransport};
+use transport::TcpTransport;
 use tuning::config::{BrokerConfig, ConfigError};
 
 /// Why [`start`] failed.
@@ -37,9 +37,6 @@ pub enum QuorumStartError {
     /// The quorum directory could not be opened.
     #[error("opening the controller quorum's directory failed: {0}")]
     Dir(#[from] RaftStorageError),
-    /// The transport could not listen on this node's address in `controller.quorum.voters`.
-    #[error(transparent)]
-    Bind(#[from] BindError),
     /// The quorum node refused its configuration or stored state.
     #[error(transparent)]
     Node(#[from] StartError),
@@ -72,14 +69,16 @@ pub const METADATA_ENTRY_BYTES_MAX: usize = 16 << 20;
 ///
 /// Reads `node.id`, `controller.quorum.voters` (none: a one-voter quorum of this node, with
 /// no listener), `controller.quorum.election.timeout.ms` and `log.dirs` (the state lives in
-/// `<log.dirs>/__cluster_metadata-0/`). The transport listens on this node's voter address.
+/// `<log.dirs>/__cluster_metadata-0/`). The transport serves `voter_listener`, bound on this
+/// node's voter address before the executors started.
 ///
 /// # Errors
-/// [`QuorumStartError`]: the quorum keys are inconsistent, the directory or the listener
-/// could not be opened, or the stored state does not match (other voters, corruption).
+/// [`QuorumStartError`]: the quorum keys are inconsistent, the directory could not be
+/// opened, or the stored state does not match (other voters, corruption).
 pub async fn start<M: StateMachine + 'static>(
     config: &BrokerConfig,
     state_machine: M,
+    voter_listener: Option<(crate::listener::Handoff, SocketAddr)>,
 ) -> Result<QuorumNode, QuorumStartError> {
     config.check_quorum()?;
     let quorum = quorum_config(config);
@@ -87,18 +86,13 @@ pub async fn start<M: StateMachine + 'static>(
     let dir_path = dir.path().to_path_buf();
     let storage = FileRaftStorage::new(dir);
     let this = quorum.node;
-    let listen = config
-        .controller_quorum_voters
-        .iter()
-        .find(|v| NodeId(v.id) == this)
-        .map(|v| v.addr);
     let peers: BTreeMap<NodeId, SocketAddr> = config
         .controller_quorum_voters
         .iter()
         .filter(|v| NodeId(v.id) != this)
         .map(|v| (NodeId(v.id), v.addr))
         .collect();
-    let transport = TcpTransport::bind(this, listen, &peers)?;
+    let transport = TcpTransport::start(this, voter_listener, &peers);
     tracing::info!(
         node = this.0,
         voters = quorum.voters.len(),

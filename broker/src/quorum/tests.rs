@@ -73,13 +73,21 @@ impl Voter {
     fn start(config: BrokerConfig) -> Voter {
         let (commands, inbox) = mpsc::channel::<Command>();
         let (applied_tx, applied) = mpsc::channel();
+        let (listen, closer) = config
+            .controller_quorum_voters
+            .iter()
+            .find(|v| v.id == config.node_id)
+            .map(|v| voter_listener(v.addr))
+            .map_or((None, None), |(handoff, addr, closer)| {
+                (Some((handoff, addr)), Some(closer))
+            });
         let handle = glommio::LocalExecutorBuilder::default()
             .name(&format!("voter-{}", config.node_id))
             .spawn(move || async move {
                 let recorder = Recorder {
                     applied: applied_tx,
                 };
-                let node = super::start(&config, recorder)
+                let node = super::start(&config, recorder, listen)
                     .await
                     .expect("quorum starts");
                 loop {
@@ -104,8 +112,12 @@ impl Voter {
                 while node.status().stopped.is_none() {
                     glommio::timer::sleep(Duration::from_millis(2)).await;
                 }
-                // The driver dropped its transport: let the cancelled tasks close their sockets.
+                // The driver dropped its transport: let the cancelled tasks close their sockets,
+                // and close the listener, as a stopping broker does.
                 glommio::timer::sleep(Duration::from_millis(50)).await;
+                if let Some(closer) = closer {
+                    closer.close();
+                }
             })
             .expect("executor starts");
         let thread = std::thread::spawn(move || handle.join().expect("voter thread"));
@@ -364,17 +376,38 @@ async fn closed_by_peer(stream: &mut glommio::net::TcpStream) -> bool {
     .await
 }
 
+/// A voter listener on `addr`, as `runtime::bind_listeners` binds one, with its closer.
+fn voter_listener(
+    addr: SocketAddr,
+) -> (
+    crate::listener::Handoff,
+    SocketAddr,
+    crate::listener::Closer,
+) {
+    let bound = crate::listener::bind("test voter", addr).expect("bind");
+    let (closer, mut handoffs) = bound.serve(1).expect("serve");
+    (handoffs.pop().expect("one handoff"), addr, closer)
+}
+
 #[test]
 fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
     let ports = free_ports(2);
     let addr = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
     let (one, two) = (addr(ports[0]), addr(ports[1]));
     on_executor(move || async move {
-        let t1 = TcpTransport::bind(NodeId(1), Some(one), &BTreeMap::from([(NodeId(2), two)]))
-            .expect("bind 1");
+        let (h1, _, _c1) = voter_listener(one);
+        let (h2, _, _c2) = voter_listener(two);
+        let t1 = TcpTransport::start(
+            NodeId(1),
+            Some((h1, one)),
+            &BTreeMap::from([(NodeId(2), two)]),
+        );
         assert_eq!(t1.local_addr(), Some(one));
-        let t2 = TcpTransport::bind(NodeId(2), Some(two), &BTreeMap::from([(NodeId(1), one)]))
-            .expect("bind 2");
+        let t2 = TcpTransport::start(
+            NodeId(2),
+            Some((h2, two)),
+            &BTreeMap::from([(NodeId(1), one)]),
+        );
         let connect = || glommio::net::TcpStream::connect(one);
 
         let mut hello = wire::encode_hello(NodeId(2)).to_vec();

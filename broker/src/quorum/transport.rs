@@ -3,7 +3,7 @@
 //! checked by the `QuorumNode`, not here).
 //!
 //! Tasks, all on the shard that binds the transport and all cancelled when it is dropped:
-//! - one listener on this node's voter address, accepting at most
+//! - one accept loop over this node's voter listener (bound by `crate::listener`), taking at most
 //!   [`INBOUND_CONNECTIONS_MAX`] connections at a time; each is read by its own task: the hello
 //!   ([`super::wire`]) within [`HELLO_TIMEOUT`], then frames into the inbound queue. A hello
 //!   not naming another configured voter, a malformed frame or a read error closes that
@@ -30,10 +30,11 @@
 
 use super::queue::FrameQueue;
 use super::wire::{self, FRAME_BYTES_MAX};
+use crate::listener::{Handoff, Incoming};
 use bytes::Bytes;
 use futures_lite::io::{BufReader, BufWriter};
 use futures_lite::{future, AsyncWriteExt};
-use glommio::net::{TcpListener, TcpStream};
+use glommio::net::TcpStream;
 use glommio::task::JoinHandle;
 use replication::runtime::{LocalBoxFuture, NodeId, Transport, TransportError};
 use std::cell::RefCell;
@@ -101,17 +102,6 @@ impl Tasks {
     }
 }
 
-/// The listener of a [`TcpTransport`] could not be bound.
-#[derive(Debug, thiserror::Error)]
-#[error("binding the controller quorum listener on {addr} failed: {source}")]
-pub struct BindError {
-    /// This node's voter address.
-    pub addr: SocketAddr,
-    /// The bind's error.
-    #[source]
-    pub source: std::io::Error,
-}
-
 /// The controller quorum's transport over TCP (see the module documentation). Owned by one
 /// shard; dropping it closes its listener and every connection.
 pub struct TcpTransport {
@@ -123,17 +113,16 @@ pub struct TcpTransport {
 }
 
 impl TcpTransport {
-    /// Starts the transport of voter `this` on the current glommio executor: listens on
-    /// `listen` (`None`: no listener, for a quorum of this node alone) and sends to `peers`,
-    /// the other voters by node id with their addresses; only their hellos are accepted.
-    ///
-    /// # Errors
-    /// [`BindError`]: the listener could not be bound.
-    pub fn bind(
+    /// Starts the transport of voter `this` on the current glommio executor: serves the
+    /// connections of `listen` (this node's voter listener, bound before the executors started,
+    /// see `crate::listener`, with its address; `None`: no listener, for a quorum of this node
+    /// alone) and sends to `peers`, the other voters by node id with their addresses; only
+    /// their hellos are accepted.
+    pub fn start(
         this: NodeId,
-        listen: Option<SocketAddr>,
+        listen: Option<(Handoff, SocketAddr)>,
         peers: &BTreeMap<NodeId, SocketAddr>,
-    ) -> Result<TcpTransport, BindError> {
+    ) -> TcpTransport {
         assert!(
             !peers.contains_key(&this),
             "node {this:?} is not its own peer"
@@ -141,15 +130,15 @@ impl TcpTransport {
         let tasks = Rc::new(RefCell::new(Tasks::default()));
         let inbox = FrameQueue::new(INBOUND_FRAMES_MAX, INBOUND_BYTES_MAX);
         let mut local_addr = None;
-        if let Some(addr) = listen {
-            let bind_error = |e: glommio::GlommioError<()>| BindError {
-                addr,
-                source: e.into(),
-            };
-            let listener = TcpListener::bind(addr).map_err(bind_error)?;
-            local_addr = Some(listener.local_addr().map_err(bind_error)?);
+        if let Some((handoff, addr)) = listen {
+            local_addr = Some(addr);
             let voters: Rc<BTreeSet<NodeId>> = Rc::new(peers.keys().copied().collect());
-            let accept = accept_loop(listener, voters, inbox.clone(), Rc::downgrade(&tasks));
+            let accept = accept_loop(
+                handoff.incoming(),
+                voters,
+                inbox.clone(),
+                Rc::downgrade(&tasks),
+            );
             let handle = glommio::spawn_local(accept).detach();
             tasks.borrow_mut().fixed.push(handle);
         }
@@ -160,12 +149,12 @@ impl TcpTransport {
             tasks.borrow_mut().fixed.push(handle);
             queues.insert(to, queue);
         }
-        Ok(TcpTransport {
+        TcpTransport {
             peers: queues,
             inbox,
             local_addr,
             tasks,
-        })
+        }
     }
 
     /// The address the listener is bound to (`None` without a listener).
@@ -210,7 +199,7 @@ impl Transport for TcpTransport {
 }
 
 async fn accept_loop(
-    listener: TcpListener,
+    mut listener: Incoming,
     voters: Rc<BTreeSet<NodeId>>,
     inbox: FrameQueue,
     tasks: std::rc::Weak<RefCell<Tasks>>,
@@ -219,9 +208,9 @@ async fn accept_loop(
         let stream = match listener.accept().await {
             Ok(stream) => stream,
             Err(e) => {
-                tracing::warn!(error = %e, "controller quorum: accept failed");
-                glommio::timer::sleep(RECONNECT_BACKOFF_MIN).await;
-                continue;
+                // Only the accept thread's end can fail: the listener was closed.
+                tracing::info!(error = %e, "controller quorum: the listener is closed");
+                return;
             }
         };
         let Some(tasks) = tasks.upgrade() else { return };
