@@ -149,8 +149,9 @@ def metadata_v1(correlation_id, topics=None):
     return frame(header_v1(API_METADATA, 1, correlation_id) + body)
 
 
-def record_batch(values, base_timestamp_ms=None, keys=None):
-    """An uncompressed RecordBatch v2 (magic 2) holding `values`, base offset 0."""
+def record_batch(values, base_timestamp_ms=None, keys=None, zstd=False):
+    """A RecordBatch v2 (magic 2) holding `values`, base offset 0: uncompressed, or with its
+    records section compressed with zstd (codec 4)."""
     ts = int(time.time() * 1000) if base_timestamp_ms is None else base_timestamp_ms
     records = bytearray()
     for delta, value in enumerate(values):
@@ -160,7 +161,10 @@ def record_batch(values, base_timestamp_ms=None, keys=None):
         body += varint(len(value)) + value
         body += varint(0)  # no headers
         records += varint(len(body)) + body
-    after_crc = (i16(0)  # attributes: no compression, CreateTime
+    if zstd:
+        import zstandard
+        records = zstandard.ZstdCompressor().compress(bytes(records))
+    after_crc = (i16(4 if zstd else 0)  # attributes: the codec, CreateTime
                  + i32(len(values) - 1) + i64(ts) + i64(ts)
                  + i64(-1) + i16(-1) + i32(-1)  # no producer id / epoch / sequence
                  + i32(len(values)) + bytes(records))
@@ -183,6 +187,39 @@ def fetch_v4(correlation_id, topic, partition, offset, max_wait_ms=500, max_byte
     body = (i32(replica_id) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(0)  # read uncommitted
             + i32(1) + string(topic) + i32(1) + i32(partition) + i64(offset) + i32(max_bytes))
     return frame(header_v1(API_FETCH, 4, correlation_id) + body)
+
+
+def produce_classic(correlation_id, version, topic, partition_batches, acks=1,
+                    timeout_ms=30000):
+    """Produce v3-v8 (the non-flexible versions Kafka 4 serves): `partition_batches`:
+    [(partition, records bytes), ...] for one topic."""
+    assert 3 <= version <= 8
+    parts = b"".join(i32(p) + bytes_(b) for p, b in partition_batches)
+    body = (string(None) + i16(acks) + i32(timeout_ms)
+            + i32(1) + string(topic) + i32(len(partition_batches)) + parts)
+    return frame(header_v1(API_PRODUCE, version, correlation_id) + body)
+
+
+def fetch_classic(correlation_id, version, topic, partition, offset, isolation_level=0,
+                  max_wait_ms=0, max_bytes=1 << 20):
+    """Fetch v4-v11 (non-flexible), one partition, a consumer's, without a session."""
+    assert 4 <= version <= 11
+    body = i32(-1) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(isolation_level)
+    if version >= 7:
+        body += i32(0) + i32(-1)  # session id, epoch: a full fetch
+    part = i32(partition)
+    if version >= 9:
+        part += i32(-1)  # current leader epoch: not checked
+    part += i64(offset)
+    if version >= 5:
+        part += i64(-1)  # the follower's log start offset
+    part += i32(max_bytes)
+    body += i32(1) + string(topic) + i32(1) + part
+    if version >= 7:
+        body += i32(0)  # forgotten topics
+    if version >= 11:
+        body += string("")  # rack id
+    return frame(header_v1(API_FETCH, version, correlation_id) + body)
 
 
 # ---- responses --------------------------------------------------------------------------------
@@ -271,6 +308,61 @@ def parse_fetch_v4(payload):
     if r.remaining():
         raise ValueError(f"{r.remaining()} trailing bytes after Fetch v4 response")
     return corr, out
+
+
+def parse_produce_classic(payload, version):
+    """Produce v3-v8 -> (correlation id, {(topic, partition): {"error", "base_offset",
+    "log_start_offset" (v5+), "record_errors", "error_message" (v8+)}}); the whole payload must
+    be used."""
+    r = Reader(payload)
+    corr = r.i32()
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            p = {"partition": r.i32(), "error": r.i16(), "base_offset": r.i64()}
+            r.i64()  # log append time
+            if version >= 5:
+                p["log_start_offset"] = r.i64()
+            if version >= 8:
+                p["record_errors"] = r.array(lambda r: (r.i32(), r.string()))
+                p["error_message"] = r.string()
+            out[(name, p.pop("partition"))] = p
+    r.i32()  # throttle time
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after Produce v{version} response")
+    return corr, out
+
+
+def parse_fetch_classic(payload, version):
+    """Fetch v4-v11 -> (correlation id, top-level error (v7+, else None), {(topic,
+    partition): {"error", "high_watermark", "last_stable_offset", "log_start_offset" (v5+),
+    "aborted_transactions" (None: null), "preferred_read_replica" (v11+), "records"}}); the
+    whole payload must be used."""
+    r = Reader(payload)
+    corr = r.i32()
+    r.i32()  # throttle time
+    top_error = None
+    if version >= 7:
+        top_error = r.i16()
+        r.i32()  # session id
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            p = {"partition": r.i32(), "error": r.i16(), "high_watermark": r.i64(),
+                 "last_stable_offset": r.i64()}
+            if version >= 5:
+                p["log_start_offset"] = r.i64()
+            p["aborted_transactions"] = r.array(lambda r: (r.i64(), r.i64()))
+            if version >= 11:
+                p["preferred_read_replica"] = r.i32()
+            n = r.i32()
+            p["records"] = b"" if n < 0 else r.take(n)
+            out[(name, p.pop("partition"))] = p
+    if r.remaining():
+        raise ValueError(f"{r.remaining()} trailing bytes after Fetch v{version} response")
+    return corr, top_error, out
 
 
 def batch_headers(records):

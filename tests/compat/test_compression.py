@@ -1,6 +1,7 @@
 """Compression as Kafka treats it: a topic with compression.type=gzip recompresses what
 producers send (consumers read the same records); zstd batches asked for with a Fetch below
-v10 get them as stored (Kafka 4 has no down-conversion); a compressed batch whose record count
+v10 get them as stored (Kafka 4 has no down-conversion; test_fetch_produce_versions.py has every
+per-version rule); a compressed batch whose record count
 disagrees with its records is refused with INVALID_RECORD; message.timestamp.before.max.ms
 refuses far-off CreateTime timestamps with INVALID_TIMESTAMP."""
 

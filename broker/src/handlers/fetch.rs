@@ -9,7 +9,14 @@
 //! cache or the read buffer, never copied. A partition whose `current_leader_epoch` (v9+,
 //! KIP-320) is not the partition's answers FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH alone.
 //!
-//! Versions (Kafka's `FetchRequest.json`): v13+ name topics by id (KIP-516), resolved against
+//! Versions (Kafka's `FetchRequest.json`; Kafka 4 serves v4+, KIP-896): batches go out as
+//! stored at every version, zstd below v10 too — Kafka 4.4 answers a Fetch v4 of a
+//! `compression.type=zstd` topic with its zstd batches and no error (Kafka 3's
+//! UNSUPPORTED_COMPRESSION_TYPE went with down-conversion, KIP-724; checked against Kafka 4.4 by
+//! tests/compat/test_fetch_produce_versions.py); up to v5 KAFKA_STORAGE_ERROR is answered as NOT_LEADER_OR_FOLLOWER; read_committed (v4+) gets an
+//! empty aborted-transactions list, read_uncommitted none; `last_stable_offset` (v4+) is the
+//! high watermark, `log_start_offset` is written from v5, `preferred_read_replica` (-1) from
+//! v11 (by `net::encode_fetch_response`). v13+ name topics by id (KIP-516), resolved against
 //! this broker's image; an unknown id answers UNKNOWN_TOPIC_ID for each of its partitions, as
 //! Kafka's `KafkaApis.handleFetchRequest` does, and the response carries the requested id.
 //! v14 only adds an error this broker never gives (tiered storage, KIP-405). v15+ name the
@@ -64,6 +71,12 @@ const FIRST_REPLICA_STATE_VERSION: i16 = 15;
 /// First Fetch version whose NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers carry
 /// leader hints (KIP-951).
 const LEADER_HINTS_VERSION: i16 = 16;
+/// Last Fetch version whose clients may not know KAFKA_STORAGE_ERROR: it answers
+/// NOT_LEADER_OR_FOLLOWER instead, so they refresh metadata and retry (Kafka's
+/// `maybeDownConvertStorageError`).
+const LAST_STORAGE_ERROR_DOWN_CONVERTED_VERSION: i16 = 5;
+/// Kafka's `isolation_level` for READ_COMMITTED (KIP-98).
+const READ_COMMITTED: i8 = 1;
 
 /// Who sent a follower's fetch.
 #[derive(Clone, Copy, Debug)]
@@ -134,6 +147,7 @@ pub async fn handle(
     let mut replies = replies.into_iter();
     // Laid out from the request again, its topic names shared, not copied.
     let mut topics = Vec::with_capacity(req.topics.len());
+    let read_committed = req.isolation_level == READ_COMMITTED;
     for (topic, name) in req.topics.iter().zip(&names) {
         let mut partitions_out = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
@@ -148,12 +162,18 @@ pub async fn handle(
                 .next()
                 .flatten()
                 .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable));
-            partitions_out.push(partition_data(
-                p.partition,
-                reply,
-                &mut budget_left,
-                &mut first_batch,
-            ));
+            let mut data = partition_data(p.partition, reply, &mut budget_left, &mut first_batch);
+            if version <= LAST_STORAGE_ERROR_DOWN_CONVERTED_VERSION
+                && data.error_code == code(ResponseError::KafkaStorageError)
+            {
+                data.error_code = code(ResponseError::NotLeaderOrFollower);
+            }
+            // Without transactions nothing is aborted; read_committed gets the (empty) list,
+            // read_uncommitted none, as Kafka (`FetchDataInfo.abortedTransactions`).
+            if read_committed && data.error_code == 0 {
+                data.aborted_transactions = Some(Vec::new());
+            }
+            partitions_out.push(data);
         }
         topics.push(FetchTopicData {
             topic: topic.topic.clone(),
@@ -390,7 +410,7 @@ fn partition_data(
 
 /// Puts `batches` into `data` within the response's `budget_left` bytes, the response's first
 /// batch whole (KIP-74). Batches go out as stored whatever the Fetch version, zstd below v10
-/// too: Kafka 4 does the same since it dropped down-conversion (KIP-724).
+/// too, as Kafka 4.4 (see the module docs).
 fn take_batches(
     data: &mut FetchPartitionData,
     batches: Vec<RecordBatch>,

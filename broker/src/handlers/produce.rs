@@ -6,6 +6,11 @@
 //! NOT_ENOUGH_REPLICAS while the ISR is below `min.insync.replicas` (capped by the replica
 //! count, Kafka's `effectiveMinIsr`; see [`replication::LeaderIsr`]).
 //!
+//! Per version, as Kafka's `ProduceRequest.validateRecords`: a partition's records must be
+//! exactly one magic-2 batch (INVALID_RECORD), and a zstd batch needs v7+
+//! (UNSUPPORTED_COMPRESSION_TYPE, KIP-110). `log_start_offset` is answered from v5 and
+//! `record_errors` / `error_message` from v8 (by kafka-protocol's encoder).
+//!
 //! From v10 (KIP-951) a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader
 //! and epoch, and the response lists the endpoint of each such leader that is alive, as
 //! Kafka's `KafkaApis.handleProduceRequest` does, so a client can go to the new leader
@@ -79,6 +84,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
                 let Some(records) = p.records else {
                     return Err(code(ResponseError::CorruptMessage));
                 };
+                check_for_version(&records, version)?;
                 let op = PartitionOp::Produce {
                     records,
                     acks,
@@ -118,6 +124,45 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
         add_leader_hints(&shard.metadata(), &mut response);
     }
     response
+}
+
+/// Bytes of a RecordBatch before its `attributes` field (base offset, length, partition
+/// leader epoch, magic, CRC).
+const ATTRIBUTES_AT: usize = 21;
+/// Where the batch's `magic` byte sits.
+const MAGIC_AT: usize = 16;
+/// Bytes before a batch's `length` field counts (base offset and length).
+const LOG_OVERHEAD: usize = 12;
+/// First Produce version that may carry zstd batches (KIP-110).
+const FIRST_ZSTD_VERSION: i16 = 7;
+/// Compression codec id of zstd in a batch's attributes.
+const ZSTD_CODEC: u8 = 4;
+
+/// Kafka's per-version rules for a partition's records (`ProduceRequest.validateRecords`):
+/// exactly one batch, of magic 2 (every version served is v3+), else INVALID_RECORD; a zstd
+/// batch below v7 is UNSUPPORTED_COMPRESSION_TYPE. A record set too short to hold a batch
+/// header, or whose batch runs past its end, is left to the log to refuse (CORRUPT_MESSAGE).
+/// `Err`: the Kafka code.
+fn check_for_version(records: &[u8], version: i16) -> Result<(), i16> {
+    let (Some(length), Some(&magic), Some(&codec)) = (
+        records.get(8..LOG_OVERHEAD),
+        records.get(MAGIC_AT),
+        records.get(ATTRIBUTES_AT + 1),
+    ) else {
+        return Ok(());
+    };
+    let length = i32::from_be_bytes([length[0], length[1], length[2], length[3]]);
+    let total = usize::try_from(length).map_or(usize::MAX, |l| l.saturating_add(LOG_OVERHEAD));
+    if total > records.len() {
+        return Ok(());
+    }
+    if total < records.len() || magic != 2 {
+        return Err(code(ResponseError::InvalidRecord));
+    }
+    if version < FIRST_ZSTD_VERSION && codec & 0x07 == ZSTD_CODEC {
+        return Err(code(ResponseError::UnsupportedCompressionType));
+    }
+    Ok(())
 }
 
 /// Whether some partition is answered NOT_LEADER_OR_FOLLOWER (only then are hints added:
@@ -185,5 +230,46 @@ fn fill_in(p: &mut PartitionProduceResponse, reply: Result<PartitionReply, i16>)
             p.error_code = code(ResponseError::UnknownServerError);
             p.base_offset = -1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch header of `total` bytes with `magic` and compression `codec`.
+    fn batch(total: usize, magic: u8, codec: u8) -> Vec<u8> {
+        let mut b = vec![0u8; total];
+        let length = i32::try_from(total - LOG_OVERHEAD).unwrap();
+        b[8..12].copy_from_slice(&length.to_be_bytes());
+        b[MAGIC_AT] = magic;
+        b[ATTRIBUTES_AT + 1] = codec;
+        b
+    }
+
+    #[test]
+    fn one_magic_2_batch_per_partition_and_zstd_from_v7() {
+        let plain = batch(70, 2, 0);
+        let zstd = batch(70, 2, ZSTD_CODEC);
+        assert_eq!(check_for_version(&plain, 3), Ok(()));
+        assert_eq!(check_for_version(&zstd, 7), Ok(()));
+        let unsupported = Err(code(ResponseError::UnsupportedCompressionType));
+        for version in 3..7 {
+            assert_eq!(check_for_version(&zstd, version), unsupported, "v{version}");
+        }
+        let invalid = Err(code(ResponseError::InvalidRecord));
+        let two = [plain.clone(), plain.clone()].concat();
+        assert_eq!(check_for_version(&two, 9), invalid, "two batches");
+        assert_eq!(check_for_version(&batch(70, 1, 0), 9), invalid, "magic 1");
+        // Too short or torn: the log's own checks refuse it (CORRUPT_MESSAGE).
+        assert_eq!(check_for_version(&plain[..20], 3), Ok(()));
+        assert_eq!(check_for_version(&plain[..69], 3), Ok(()));
+        let mut negative = plain.clone();
+        negative[8..12].copy_from_slice(&(-1i32).to_be_bytes());
+        assert_eq!(
+            check_for_version(&negative, 3),
+            Ok(()),
+            "a negative length: corrupt"
+        );
     }
 }
