@@ -17,6 +17,7 @@ mod groups;
 mod handlers;
 mod listener;
 mod lockfile;
+mod log_dir;
 mod messages;
 mod metadata;
 mod metrics;

@@ -35,6 +35,7 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
     let (mut per_shard, closers) = bind_listeners(&config)?;
     let stop = Arc::new(AtomicBool::new(false));
     let member = Arc::new(AtomicBool::new(false));
+    let log_dir = Arc::new(crate::log_dir::LogDir::default());
     let mesh = MeshBuilder::<ShardMsg, _>::full(shards, SHARD_CHANNEL_CAPACITY);
     let metadata = Arc::new(ClusterMetadata::new(
         startup.image.clone(),
@@ -46,7 +47,7 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
     let mut startup = Some(startup);
     let serving = Arc::new(AtomicUsize::new(0));
     for (id, &cpu) in config.cores.iter().enumerate() {
-        let (mesh, metadata, config, stop, serving, signal, member) = (
+        let (mesh, metadata, config, stop, serving, signal, member, log_dir) = (
             mesh.clone(),
             metadata.clone(),
             config.clone(),
@@ -54,6 +55,7 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
             serving.clone(),
             signal.clone(),
             member.clone(),
+            log_dir.clone(),
         );
         let startup = startup.take();
         let listeners = std::mem::take(&mut per_shard[id]);
@@ -67,6 +69,7 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
                     signal,
                     stop,
                     serving,
+                    log_dir,
                 };
                 shard_main(
                     id,
@@ -175,6 +178,7 @@ async fn shard_main(
         queues,
         metadata.clone(),
         senders,
+        flags.log_dir.clone(),
     )
     .into_rc();
     shard.apply_metadata(metadata).await;
@@ -354,12 +358,14 @@ async fn shard_main(
 /// The process-wide flags of a broker's life: `member` set by shard 0 once the controller
 /// has unfenced this broker (every shard then takes its connections); `signal` set by
 /// SIGTERM/SIGINT (watched by shard 0); `stop` set by shard 0 once the controlled shutdown is
-/// over (watched by every shard); `serving` counts the shards that take their connections.
+/// over (watched by every shard); `serving` counts the shards that take their connections;
+/// `log_dir` is the log directory's state (set by any shard, read by shard 0's heartbeats).
 struct Flags {
     member: Arc<AtomicBool>,
     signal: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     serving: Arc<AtomicUsize>,
+    log_dir: Arc<crate::log_dir::LogDir>,
 }
 
 /// The admin port's view of the broker: gathers every shard's snapshot per request.

@@ -38,6 +38,8 @@ pub struct Shard {
     pub controller: std::cell::OnceCell<crate::controller::state::Controller>,
     /// Shutdown state and open connections.
     pub stop: Rc<crate::shutdown::ShardStop>,
+    /// The log directory's state, shared by every shard (see [`crate::log_dir`]).
+    pub log_dir: Arc<crate::log_dir::LogDir>,
     pub metrics: ShardMetrics,
     pub queues: TaskQueues,
     /// The consumer groups of the `__consumer_offsets` partitions this shard owns.
@@ -164,6 +166,7 @@ impl Shard {
         queues: TaskQueues,
         metadata: Arc<ClusterMetadata>,
         senders: Senders<ShardMsg>,
+        log_dir: Arc<crate::log_dir::LogDir>,
     ) -> Shard {
         let shards = senders.nr_consumers();
         Shard {
@@ -177,6 +180,7 @@ impl Shard {
             topic_configs: RefCell::new(HashMap::new()),
             senders,
             stop: Rc::default(),
+            log_dir,
             metrics: ShardMetrics::default(),
             groups: crate::groups::GroupCoordinator::new(group_config(&config)),
             replica_fetchers: crate::replica_fetcher::ReplicaFetchers::default(),

@@ -302,8 +302,17 @@ pub(super) async fn run_broker(shard: &Rc<Shard>) {
             if shard.sleep_unless_stopped(wait).await {
                 return;
             }
-            match send_heartbeat(shard, controller, broker_epoch, false).await {
-                Ok((is_fenced, _)) => {
+            // A failed log directory takes this broker's replicas offline: the controller
+            // moves its leaderships and takes it out of the ISRs (crate::log_dir).
+            let offline = shard.log_dir.failed() && super::has_other_live_brokers(shard);
+            match send_heartbeat(shard, controller, broker_epoch, offline).await {
+                Ok((is_fenced, moved)) => {
+                    if offline && moved && !controller.replicas_offline.replace(true) {
+                        tracing::warn!(
+                            "the log directory failed: the controller moved this broker's \
+                             leaderships and took it out of the in-sync replicas"
+                        );
+                    }
                     controller.fenced.set(is_fenced);
                     controller.published_changed.notify_all();
                     // A fenced broker heartbeats at the retry pace until unfenced.

@@ -51,6 +51,9 @@ pub struct Controller {
     pub(super) broker_epoch: Cell<Option<i64>>,
     /// Whether the controller's last heartbeat answer said this broker is fenced.
     pub(super) fenced: Cell<bool>,
+    /// Whether the controller agreed to take this broker's replicas offline after its log
+    /// directory failed (`crate::log_dir`; logged once).
+    pub(super) replicas_offline: Cell<bool>,
     /// Registered host names of other brokers, resolved (forwarding reaches them).
     pub(super) resolved: RefCell<std::collections::HashMap<(String, u16), std::net::SocketAddr>>,
 }
@@ -72,6 +75,7 @@ impl Controller {
             incarnation_id: Uuid::new_v4(),
             broker_epoch: Cell::new(None),
             fenced: Cell::new(true),
+            replicas_offline: Cell::new(false),
             resolved: RefCell::new(std::collections::HashMap::new()),
         }
     }

@@ -108,7 +108,10 @@ async fn run(
                 // Closed while the request was on its way (the log refuses it too).
                 None => return Err(PartitionOpError::UnknownTopicOrPartition),
             };
-            let appended = partition.append(records, acks, timeout).await?;
+            let appended = partition
+                .append(records, acks, timeout)
+                .await
+                .inspect_err(|e| note_dir_failure(shard, e))?;
             Ok(PartitionReply::Produced {
                 base_offset: appended.base_offset.0,
                 log_start_offset: appended.log_start_offset.0,
@@ -215,7 +218,8 @@ async fn run(
             following_at(&partition, fetched_at)?;
             partition
                 .append_as_follower(records, leader_high_watermark, leader_log_start_offset)
-                .await?;
+                .await
+                .inspect_err(|e| note_dir_failure(shard, e))?;
             follower_position(&partition).await
         }
         PartitionOp::HandleOutOfRange {
@@ -288,4 +292,11 @@ fn following_at(
 ) -> Result<(), PartitionOpError> {
     replication::check_current_leader_epoch(Some(fetched_at), partition.leader_epoch())?;
     Ok(())
+}
+
+/// Tells the log directory's state of a failed write (see [`crate::log_dir`]).
+fn note_dir_failure(shard: &Shard, error: &replication::PartitionError) {
+    if let replication::PartitionError::Storage(e) = error {
+        shard.log_dir.note(e);
+    }
 }
