@@ -15,7 +15,8 @@ MAX_SHOWN = 10
 def _all_sightings(h):
     """(partition, offset, value, source) for every acknowledgement and every read."""
     for _, p, o, v in h.acks:
-        yield p, o, v, "ack"
+        if o is not None and o >= 0:
+            yield p, o, v, "ack"
     for _, p, o, v, _ in h.reads:
         yield p, o, v, "group read"
     for p, records in h.final.items():
@@ -28,6 +29,10 @@ def acknowledged_not_lost(h):
     acknowledged with."""
     bad = []
     for _, p, o, v in h.acks:
+        if o is None or o < 0:  # no offset to look at: found anywhere in the partition?
+            if v not in h.final.get(p, {}).values():
+                bad.append(f"ack {v!r} (no offset) in partition {p}: not in the final read")
+            continue
         got = h.final.get(p, {}).get(o)
         if got != v:
             bad.append(f"ack {v!r} at {p}:{o}: final read has "
@@ -40,7 +45,7 @@ def one_offset_per_record(h):
     where = defaultdict(set)
     for p, o, v, _ in _all_sightings(h):
         where[v].add((p, o))
-    return [f"value {v!r} seen at {sorted(at)}" for v, at in where.items() if len(at) > 1]
+    return [f"value {v!r} seen at {sorted(at, key=str)}" for v, at in where.items() if len(at) > 1]
 
 
 def one_record_per_offset(h):
@@ -89,6 +94,9 @@ def check(h, out=print):
         f"{sum(len(r) for r in h.final.values())} records in the final read, {len(h.commits)} "
         f"commits, {len(h.committed)} OffsetFetch answers, {len(h.leaders)} leader sightings")
     results = {}
+    unknown = sum(1 for _, _, o, _ in h.acks if o is None or o < 0)
+    if unknown:
+        out(f"  note: {unknown} acknowledgements carry no offset (the client reported none)")
     for c in CHECKS:
         bad = c(h)
         results[c.__name__] = bad
