@@ -8,7 +8,7 @@ namespace that drop traffic between node addresses.
     net.heal()                       # every node accepts every node again
     net.teardown()                   # removes everything setup made (also after a failure)
 
-Addresses: node N is 10.251.0.N on its namespace's `eth0`; the bridge holds 10.251.0.254 in
+Addresses: node N is 10.251.0.N on its namespace's `eth0`; the bridge holds 10.251.0.254 (another `subnet` for a concurrent run) in
 the root namespace, where the clients run. The range exists only on the devices made here and
 is routed nowhere else. A fault is a "grudge" (Jepsen's word): for each node, the nodes whose
 packets it drops, inbound and outbound alike, so a node drops both what such a node sends it
@@ -22,7 +22,6 @@ import shutil
 import subprocess
 
 SUBNET = "10.251.0"
-BRIDGE_IP = f"{SUBNET}.254"
 TABLE = "sluice_nemesis"
 PACKAGES = {"ip": "iproute2", "nft": "nftables", "iptables": "iptables"}
 
@@ -54,7 +53,9 @@ def _run(cmd, stdin=None):
 
 
 class Net:
-    def __init__(self, nodes, tag=None):
+    def __init__(self, nodes, tag=None, subnet=SUBNET):
+        """`subnet`: the first three octets; two runs at once need two (10.251.0, 10.251.1)."""
+        self.subnet = subnet
         self.ids = list(range(1, nodes + 1))
         self.tag = tag or f"sl{os.getpid() % 100000}"
         self.bridge = f"{self.tag}br"
@@ -64,9 +65,8 @@ class Net:
     def ns(self, node_id):
         return f"{self.tag}-n{node_id}"
 
-    @staticmethod
-    def ip(node_id):
-        return f"{SUBNET}.{node_id}"
+    def ip(self, node_id):
+        return f"{self.subnet}.{node_id}"
 
     def exec_prefix(self, node_id):
         return ["ip", "netns", "exec", self.ns(node_id)]
@@ -80,7 +80,7 @@ class Net:
         try:
             _run(["ip", "link", "add", self.bridge, "type", "bridge"])
             self.made.append(["ip", "link", "del", self.bridge])
-            _run(["ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", self.bridge])
+            _run(["ip", "addr", "add", f"{self.subnet}.254/24", "dev", self.bridge])
             _run(["ip", "link", "set", self.bridge, "up"])
             for n in self.ids:
                 self._add_node(n)

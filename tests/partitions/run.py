@@ -58,10 +58,10 @@ def _create_topic(admin, timeout_s=60):
 
 
 def run_one(target_name, nodes, scenario, seed, fault_s, heal_s, workdir, sluice_bin,
-            out=print):
+            out=print, subnet="10.251.0"):
     """One scenario on a fresh cluster; returns the figures and the checker's verdicts."""
     rng = random.Random(seed)
-    net = Net(nodes)
+    net = Net(nodes, subnet=subnet)
     target = admin = None
     try:
         net.setup()
@@ -129,6 +129,8 @@ def main(argv=None):
     ap.add_argument("--heal-s", type=float, default=20.0)
     ap.add_argument("--sluice-bin", default=str(REPO / "target" / "release" / "sluice"))
     ap.add_argument("--workdir", help="cluster directories (default: a new temp dir)")
+    ap.add_argument("--subnet", default="10.251.0",
+                    help="first three octets of the nodes' addresses (one per concurrent run)")
     ap.add_argument("--json", help="write every run's figures to this file")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
@@ -143,7 +145,7 @@ def main(argv=None):
             for nodes in args.nodes or [3]:
                 for scenario in scenarios:
                     r = run_one(target, nodes, scenario, args.seed, args.fault_s, args.heal_s,
-                                workdir, args.sluice_bin)
+                                workdir, args.sluice_bin, subnet=args.subnet)
                     runs.append(r)
                     failed |= any(r["violations"].values())
                     if args.json:
