@@ -15,12 +15,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "partitions"))
 import run as partitions  # noqa: E402
 from netns import Net, NetnsUnavailable  # noqa: E402
 
+# Not the harness's default (10.251.0): a manual `scripts/partition-nemesis` may run beside.
+SUBNET = "10.251.9"
 pytestmark = pytest.mark.sluice_only("starts a multi-process Sluice cluster in namespaces")
 
 
 def _namespaces_or_skip():
     try:
-        Net(1, tag="slprobe").setup().teardown()
+        Net(1, tag="slprobe", subnet=SUBNET).setup().teardown()
     except NetnsUnavailable as e:
         pytest.skip(f"network namespaces refused here: {e}")
 
@@ -31,7 +33,7 @@ def test_leader_isolated_three_nodes(sluice_bin, tmp_path):
     lines = []
     figures = partitions.run_one("sluice", 3, "leader-isolated", seed=25, fault_s=10,
                                  heal_s=10, workdir=tmp_path, sluice_bin=sluice_bin,
-                                 out=lines.append)
+                                 out=lines.append, subnet=SUBNET)
     report = "\n".join(lines)
     assert figures["acknowledged"] > 0, report
     assert not any(figures["violations"].values()), f"{report}\n{figures['details']}"
