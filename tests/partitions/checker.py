@@ -42,10 +42,12 @@ def acknowledged_not_lost(h):
 
 def one_offset_per_record(h):
     """No value (each is sent once) sits at two offsets, over acknowledgements and all reads."""
-    where = defaultdict(set)
-    for p, o, v, _ in _all_sightings(h):
-        where[v].add((p, o))
-    return [f"value {v!r} seen at {sorted(at, key=str)}" for v, at in where.items() if len(at) > 1]
+    where = defaultdict(lambda: defaultdict(set))
+    for p, o, v, src in _all_sightings(h):
+        where[v][(p, o)].add(src)
+    return [f"value {v!r} at " + ", ".join(f"{p}:{o} ({'/'.join(sorted(srcs))})"
+                                           for (p, o), srcs in sorted(at.items()))
+            for v, at in where.items() if len(at) > 1]
 
 
 def one_record_per_offset(h):

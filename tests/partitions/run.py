@@ -89,6 +89,9 @@ def run_one(target_name, nodes, scenario, seed, fault_s, heal_s, workdir, sluice
         h = wl.history
         h.final, ends = read_all(target.bootstrap, TOPIC, PARTITIONS)
         results = checker.check(h, out)
+        (directory / "history.json").write_text(json.dumps(
+            {k: getattr(h, k) for k in ("acks", "send_errors", "reads", "commits", "committed",
+                                        "leaders", "final", "notes")}))
         after = [t for t, *_ in h.acks if t >= t_heal]
         times = sorted(t for t, *_ in h.acks if t >= t_fault)
         gaps = [b - a for a, b in zip([t_fault] + times, times)]
