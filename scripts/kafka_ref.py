@@ -156,12 +156,12 @@ def classpath(quiet=False):
     return cp
 
 
-def _metadata_brokers(port, timeout=2.0):
-    """Sends Metadata v1 (no topics) to 127.0.0.1:`port`; returns the broker ids it lists."""
+def _metadata_brokers(port, timeout=2.0, host="127.0.0.1"):
+    """Sends Metadata v1 (no topics) to `host`:`port`; returns the broker ids it lists."""
     client_id = b"kafka-ref"
     # Request header v1: api_key, api_version, correlation_id, client_id; body: topics = [] (0).
     body = struct.pack(">hhih", 3, 1, 1, len(client_id)) + client_id + struct.pack(">i", 0)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(struct.pack(">i", len(body)) + body)
         head = _recv_exact(s, 4)
         (size,) = struct.unpack(">i", head)
@@ -197,6 +197,9 @@ class KafkaNode:
         self.dir = Path(directory)
         self.port = port
         self.controller_port = controller_port
+        # The address the node binds and advertises (tests/partitions gives each node its own,
+        # inside a network namespace).
+        self.host = "127.0.0.1"
         self.directory_id = _kafka_uuid()
         self.proc = None
         self.pid = None
@@ -223,9 +226,9 @@ class KafkaNode:
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.bootstrap.servers": quorum_bootstrap,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
             "inter.broker.listener.name": "PLAINTEXT",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         }
@@ -340,10 +343,10 @@ class KafkaCluster:
 
     @property
     def bootstrap(self):
-        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        return ",".join(f"{n.host}:{n.port}" for n in self.nodes)
 
     def _configure(self):
-        quorum = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes)
+        quorum = ",".join(f"{n.host}:{n.controller_port}" for n in self.nodes)
         rf = min(len(self.nodes), 3)
         for n in self.nodes:
             n.write_config(quorum, rf, self.settings, self.shipped)
@@ -354,7 +357,7 @@ class KafkaCluster:
         if not self._formatted:
             self._configure()
             voters = None if len(self.nodes) == 1 else ",".join(
-                f"{n.node_id}@127.0.0.1:{n.controller_port}:{n.directory_id}" for n in self.nodes)
+                f"{n.node_id}@{n.host}:{n.controller_port}:{n.directory_id}" for n in self.nodes)
             for n in self.nodes:
                 n.format(cp, self.cluster_id, voters)
             self._formatted = True
@@ -374,7 +377,7 @@ class KafkaCluster:
                 if not n.alive():
                     raise KafkaRefError(f"Kafka node {n.node_id} exited while starting\n{n.log_tail()}")
                 try:
-                    ids = sorted(_metadata_brokers(n.port))
+                    ids = sorted(_metadata_brokers(n.port, host=n.host))
                     if ids == want:
                         pending.remove(n)
                     else:
