@@ -334,6 +334,12 @@ pub(super) async fn run_broker(shard: &Rc<Shard>) {
     }
 }
 
+/// One heartbeat to the active controller, given up after [`heartbeat_attempt_bound`] so that
+/// the next one goes to whichever voter leads then: a heartbeat forwarded to a controller cut
+/// off from this broker (its SYN dropped) used to wait out the forward's 15 s while the new
+/// controller fenced this broker after `broker.session.timeout.ms` (found by the network
+/// partition harness, docs/partition-findings.md). Errors: the controller's, or
+/// [`ControllerError::Unavailable`] past the bound.
 async fn send_heartbeat(
     shard: &Rc<Shard>,
     controller: &Controller,
@@ -346,13 +352,33 @@ async fn send_heartbeat(
         metadata_offset: controller.published.get().0,
         want_shut_down,
     };
-    match request(shard, heartbeat).await? {
+    let bound = heartbeat_attempt_bound(&shard.config, want_shut_down);
+    let timeout = async {
+        glommio::timer::sleep(bound).await;
+        Err(ControllerError::Unavailable)
+    };
+    match futures_lite::future::or(request(shard, heartbeat), timeout).await? {
         ControllerReply::Heartbeat {
             is_fenced,
             should_shut_down,
         } => Ok((is_fenced, should_shut_down)),
         other => Err(super::unexpected(&other)),
     }
+}
+
+/// How long one heartbeat may take: a plain one `broker.heartbeat.interval.ms` (at least
+/// 100 ms; several then fit in a session), one asking to shut down — a metadata change the
+/// controller commits — `broker.session.timeout.ms`.
+fn heartbeat_attempt_bound(
+    config: &tuning::config::BrokerConfig,
+    want_shut_down: bool,
+) -> Duration {
+    let ms = if want_shut_down {
+        config.broker_session_timeout_ms
+    } else {
+        config.broker_heartbeat_interval_ms.max(100)
+    };
+    Duration::from_millis(ms)
 }
 
 /// On shard 0 at SIGTERM: asks the active controller to move this broker's leaderships to the
