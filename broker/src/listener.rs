@@ -201,7 +201,8 @@ impl Bound {
 }
 
 /// Accepts until the listener is shut down, handing each connection to the next consumer
-/// still there (a consumer whose end closed is dropped; with none left the thread ends).
+/// still there (a consumer whose end closed is dropped; with none left the thread shuts the
+/// listener down and ends).
 fn accept_thread(
     socket: &std::net::TcpListener,
     mut ends: Vec<Option<StdUnixStream>>,
@@ -237,6 +238,11 @@ fn accept_thread(
             // SAFETY: `fd` came from `into_raw_fd` above and was handed to nobody.
             drop(unsafe { std::net::TcpStream::from_raw_fd(fd) });
             if ends.iter().all(Option::is_none) {
+                // No consumer is left: stop listening rather than queue connections nobody
+                // will take.
+                closing.store(true, Ordering::Release);
+                // SAFETY: the fd is open: `socket` keeps it alive.
+                unsafe { libc::shutdown(socket.as_raw_fd(), libc::SHUT_RDWR) };
                 return;
             }
         }
@@ -450,6 +456,20 @@ mod tests {
         }
         let text = err.to_string();
         assert!(text.contains(&at.to_string()) && text.contains("address already in use"));
+    }
+
+    #[test]
+    fn a_listener_whose_consumers_are_gone_stops_listening() {
+        let bound = bind("test listener", addr("127.0.0.1:0")).unwrap();
+        let at = bound.local_addr();
+        let (_closer, handoffs) = bound.serve(1).unwrap();
+        drop(handoffs);
+        // The first connection finds no consumer; from then on nothing listens.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(at).is_ok() {
+            assert!(Instant::now() < deadline, "still listening");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     #[test]
