@@ -131,7 +131,7 @@ async fn read_head(stream: &mut TcpStream) -> io::Result<Option<Vec<u8>>> {
 
 /// Index just past the blank line ending a request head (`\r\n\r\n`, or `\n\n` from lenient
 /// clients), if present.
-fn head_end(bytes: &[u8]) -> Option<usize> {
+pub fn head_end(bytes: &[u8]) -> Option<usize> {
     let crlf = bytes
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -145,14 +145,18 @@ fn head_end(bytes: &[u8]) -> Option<usize> {
 
 /// The parts of a request the router needs.
 #[derive(Debug, PartialEq, Eq)]
-struct Request<'a> {
-    method: &'a str,
+pub struct Request<'a> {
+    pub method: &'a str,
     /// Path without the query string.
-    path: &'a str,
+    pub path: &'a str,
 }
 
 /// Parses a request head: `METHOD SP TARGET SP HTTP/1.x` then `Name: value` header lines.
-fn parse_request(head: &[u8]) -> Result<Request<'_>, &'static str> {
+///
+/// # Errors
+/// Why the head is refused (answered `400` with it): not UTF-8, a malformed request line,
+/// method, target or header line, or an HTTP version other than 1.0 and 1.1.
+pub fn parse_request(head: &[u8]) -> Result<Request<'_>, &'static str> {
     let text = std::str::from_utf8(head).map_err(|_| "request head is not UTF-8")?;
     let mut lines = text.lines();
     let request_line = lines.next().ok_or("empty request")?;

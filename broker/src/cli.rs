@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use tuning::config::{flatten_toml, parse_shard_sections, BrokerConfig, ConfigError};
+use tuning::config::{BrokerConfig, ConfigError};
 
 const AFTER_HELP: &str = "\
 CONFIG KEYS (for --config and --set; Kafka property names):
@@ -153,17 +153,7 @@ pub fn load(args: Args) -> Result<BrokerConfig, ConfigError> {
             path: path.clone(),
             source,
         })?;
-        for (key, value) in flatten_toml(&text, path)? {
-            config.set(&key, &value).map_err(|e| ConfigError::InFile {
-                path: path.clone(),
-                source: Box::new(e),
-            })?;
-        }
-        config.shard_overrides =
-            parse_shard_sections(&text, path).map_err(|e| ConfigError::InFile {
-                path: path.clone(),
-                source: Box::new(e),
-            })?;
+        config.apply_toml(&text, path)?;
     }
 
     for arg in &args.set {

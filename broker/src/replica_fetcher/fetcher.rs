@@ -528,7 +528,7 @@ async fn list_leader_offset(
 }
 
 /// `tp`'s offset in a ListOffsets `response` from `leader` (see [`list_leader_offset`]).
-fn listed_offset(
+pub fn listed_offset(
     leader: i32,
     response: &ListOffsetsResponse,
     tp: &TopicPartition,
@@ -749,7 +749,7 @@ fn encode_list_offsets(
 
 /// The ListOffsetsResponse v7 in `body` answering `correlation_id`. Errors: it does not
 /// decode or answers another request.
-fn decode_list_offsets(
+pub fn decode_list_offsets(
     leader: i32,
     body: Bytes,
     correlation_id: i32,
@@ -767,7 +767,7 @@ fn decode_list_offsets(
 /// The FetchResponse v16 in `body` (a frame without its size prefix) answering
 /// `correlation_id`. Errors: it does not decode, answers another request, or carries a
 /// top-level error.
-fn decode_fetch(
+pub fn decode_fetch(
     leader: i32,
     body: Bytes,
     correlation_id: i32,

@@ -4,9 +4,11 @@
 
 use super::cores::{available_cores, parse_cores, render_cores};
 use super::error::{invalid, unknown, ConfigError};
+use super::file::flatten_toml;
 use super::listener::{parse_listen_addr, HostPort};
 use super::shard::{
-    ShardOverride, ShardSettings, IO_MEMORY_BYTES_DEFAULT, TASK_QUEUE_SHARES_DEFAULT,
+    parse_shard_sections, ShardOverride, ShardSettings, IO_MEMORY_BYTES_DEFAULT,
+    TASK_QUEUE_SHARES_DEFAULT,
 };
 use super::topic::{TopicConfig, SEGMENT_BYTES_MIN};
 use super::value::{parse_bool, parse_ranged, parse_unsigned};
@@ -16,7 +18,7 @@ use crate::kafka_keys::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Broker-level keys other than the topic-default ones, for lookups and suggestions.
@@ -205,6 +207,27 @@ impl Default for BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// Applies the `sluice.toml` document `text` (read from `path`, which errors name): each
+    /// key [`flatten_toml`] gives, then the `[[shard]]` sections. The file layer of the
+    /// broker's loading order (defaults < file < `--set` < flags); pure, so the bytes of any
+    /// file can be checked without I/O (the `load_config` fuzz target in `tuning/fuzz`).
+    ///
+    /// # Errors
+    /// [`ConfigError::ParseFile`] for a document [`flatten_toml`] or
+    /// [`parse_shard_sections`] refuses, [`ConfigError::InFile`] wrapping the first bad key.
+    /// On error the keys before the bad one stay applied.
+    pub fn apply_toml(&mut self, text: &str, path: &Path) -> Result<(), ConfigError> {
+        let in_file = |e: ConfigError| ConfigError::InFile {
+            path: path.to_owned(),
+            source: Box::new(e),
+        };
+        for (key, value) in flatten_toml(text, path)? {
+            self.set(&key, &value).map_err(in_file)?;
+        }
+        self.shard_overrides = parse_shard_sections(text, path).map_err(in_file)?;
+        Ok(())
+    }
+
     /// Applies one property (Kafka name, a Sluice `sluice.*` key, or a topic-level name as a
     /// topic default).
     ///
