@@ -52,11 +52,13 @@ def admin(bootstrap):
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def create_topic(bootstrap, topic, partitions, timeout=30, replication_factor=1):
-    """Creates `topic` and waits until Metadata lists all its partitions with a leader."""
+def create_topic(bootstrap, topic, partitions, timeout=30, replication_factor=1, config=None):
+    """Creates `topic` (with topic `config`, a dict of Kafka keys) and waits until Metadata lists
+    all its partitions with a leader."""
     a = admin(bootstrap)  # keep the handle alive until the future completes
     futures = a.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
+                  config=config or {})],
         operation_timeout=timeout, request_timeout=timeout)
     futures[topic].result(timeout=timeout)
     wait_for_topic(bootstrap, topic, partitions, timeout)

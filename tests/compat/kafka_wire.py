@@ -175,18 +175,14 @@ def record_batch(values, base_timestamp_ms=None, keys=None, zstd=False):
 
 def produce_v3(correlation_id, topic, partition_batches, acks=1, timeout_ms=30000):
     """`partition_batches`: [(partition, batch bytes), ...] for one topic."""
-    parts = b"".join(i32(p) + bytes_(b) for p, b in partition_batches)
-    body = (string(None) + i16(acks) + i32(timeout_ms)
-            + i32(1) + string(topic) + i32(len(partition_batches)) + parts)
-    return frame(header_v1(API_PRODUCE, 3, correlation_id) + body)
+    return produce_classic(correlation_id, 3, topic, partition_batches, acks, timeout_ms)
 
 
 def fetch_v4(correlation_id, topic, partition, offset, max_wait_ms=500, max_bytes=1 << 20,
              replica_id=-1):
     """`replica_id` >= 0 makes it a follower's fetch (-1: a consumer's)."""
-    body = (i32(replica_id) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(0)  # read uncommitted
-            + i32(1) + string(topic) + i32(1) + i32(partition) + i64(offset) + i32(max_bytes))
-    return frame(header_v1(API_FETCH, 4, correlation_id) + body)
+    return fetch_classic(correlation_id, 4, topic, partition, offset, max_wait_ms=max_wait_ms,
+                         max_bytes=max_bytes, replica_id=replica_id)
 
 
 def produce_classic(correlation_id, version, topic, partition_batches, acks=1,
@@ -201,10 +197,11 @@ def produce_classic(correlation_id, version, topic, partition_batches, acks=1,
 
 
 def fetch_classic(correlation_id, version, topic, partition, offset, isolation_level=0,
-                  max_wait_ms=0, max_bytes=1 << 20):
-    """Fetch v4-v11 (non-flexible), one partition, a consumer's, without a session."""
+                  max_wait_ms=0, max_bytes=1 << 20, replica_id=-1):
+    """Fetch v4-v11 (non-flexible), one partition, without a session; `replica_id` >= 0 makes
+    it a follower's fetch (-1: a consumer's)."""
     assert 4 <= version <= 11
-    body = i32(-1) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(isolation_level)
+    body = i32(replica_id) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(isolation_level)
     if version >= 7:
         body += i32(0) + i32(-1)  # session id, epoch: a full fetch
     part = i32(partition)
@@ -278,36 +275,14 @@ def parse_metadata_v1(payload):
 
 def parse_produce_v3(payload):
     """-> (correlation id, {(topic, partition): (error, base offset)})."""
-    r = Reader(payload)
-    corr = r.i32()
-    out = {}
-    for _ in range(r.i32()):
-        name = r.string()
-        for _ in range(r.i32()):
-            p, err, base, _append_time = r.i32(), r.i16(), r.i64(), r.i64()
-            out[(name, p)] = (err, base)
-    r.i32()  # throttle time
-    if r.remaining():
-        raise ValueError(f"{r.remaining()} trailing bytes after Produce v3 response")
-    return corr, out
+    corr, out = parse_produce_classic(payload, 3)
+    return corr, {k: (p["error"], p["base_offset"]) for k, p in out.items()}
 
 
 def parse_fetch_v4(payload):
     """-> (correlation id, {(topic, partition): (error, high watermark, records bytes)})."""
-    r = Reader(payload)
-    corr = r.i32()
-    r.i32()  # throttle time
-    out = {}
-    for _ in range(r.i32()):
-        name = r.string()
-        for _ in range(r.i32()):
-            p, err, hw, _lso = r.i32(), r.i16(), r.i64(), r.i64()
-            r.array(lambda r: (r.i64(), r.i64()))  # aborted transactions
-            n = r.i32()
-            out[(name, p)] = (err, hw, b"" if n < 0 else r.take(n))
-    if r.remaining():
-        raise ValueError(f"{r.remaining()} trailing bytes after Fetch v4 response")
-    return corr, out
+    corr, _, out = parse_fetch_classic(payload, 4)
+    return corr, {k: (p["error"], p["high_watermark"], p["records"]) for k, p in out.items()}
 
 
 def parse_produce_classic(payload, version):

@@ -9,19 +9,16 @@ import gzip
 import struct
 import time
 
-from confluent_kafka.admin import NewTopic
 
 import kafka_wire as kw
-from compat_util import admin, consume_all, producer, wait_for_topic
+from compat_util import consume_all, create_topic, producer
 
 INVALID_RECORD = 87
 INVALID_TIMESTAMP = 32
 
 
 def create(bootstrap, name, **config):
-    client = admin(bootstrap)  # kept alive until the result arrives
-    client.create_topics([NewTopic(name, 1, 1, config=config)])[name].result(30)
-    wait_for_topic(bootstrap, name, 1)
+    create_topic(bootstrap, name, 1, config=config)
 
 
 def fetch_codecs(bootstrap, topic):

@@ -21,10 +21,9 @@ Produce v0-v2 are not advertised (test_api_versions in test_admin.py).
 import socket
 
 import pytest
-from confluent_kafka.admin import NewTopic
 
 import kafka_wire as kw
-from compat_util import admin, wait_for_topic
+from compat_util import admin, create_topic
 
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
@@ -32,9 +31,7 @@ ZSTD = 4
 
 
 def create(bootstrap, name, **config):
-    client = admin(bootstrap)  # kept alive until the result arrives
-    client.create_topics([NewTopic(name, 1, 1, config=config)])[name].result(30)
-    wait_for_topic(bootstrap, name, 1)
+    create_topic(bootstrap, name, 1, config=config)
 
 
 def exchange(bootstrap, request):
