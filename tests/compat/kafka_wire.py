@@ -197,16 +197,16 @@ def produce_classic(correlation_id, version, topic, partition_batches, acks=1,
 
 
 def fetch_classic(correlation_id, version, topic, partition, offset, isolation_level=0,
-                  max_wait_ms=0, max_bytes=1 << 20, replica_id=-1):
+                  max_wait_ms=0, max_bytes=1 << 20, replica_id=-1, current_leader_epoch=-1):
     """Fetch v4-v11 (non-flexible), one partition, without a session; `replica_id` >= 0 makes
-    it a follower's fetch (-1: a consumer's)."""
+    it a follower's fetch (-1: a consumer's); `current_leader_epoch` (v9+; -1: not checked)."""
     assert 4 <= version <= 11
     body = i32(replica_id) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(isolation_level)
     if version >= 7:
         body += i32(0) + i32(-1)  # session id, epoch: a full fetch
     part = i32(partition)
     if version >= 9:
-        part += i32(-1)  # current leader epoch: not checked
+        part += i32(current_leader_epoch)
     part += i64(offset)
     if version >= 5:
         part += i64(-1)  # the follower's log start offset
@@ -777,34 +777,16 @@ def parse_offset_for_leader_epoch(payload, version):
 def fetch_v9(correlation_id, topic, partition, offset, current_leader_epoch, max_wait_ms=0,
              max_bytes=1 << 20):
     """Fetch v9 without a session (id 0, epoch -1: a full, sessionless fetch)."""
-    body = (i32(-1) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(0)  # read uncommitted
-            + i32(0) + i32(-1)  # session id, session epoch
-            + i32(1) + string(topic) + i32(1)
-            + i32(partition) + i32(current_leader_epoch) + i64(offset) + i64(-1) + i32(max_bytes)
-            + i32(0))  # forgotten topics
-    return frame(header_v1(API_FETCH, 9, correlation_id) + body)
+    return fetch_classic(correlation_id, 9, topic, partition, offset, max_wait_ms=max_wait_ms,
+                         max_bytes=max_bytes, current_leader_epoch=current_leader_epoch)
 
 
 def parse_fetch_v9(payload):
     """-> (correlation id, {(topic, partition): (error, high watermark, records bytes)})."""
-    r = Reader(payload)
-    corr = r.i32()
-    r.i32()  # throttle time
-    top_error = r.i16()
-    r.i32()  # session id
+    corr, top_error, out = parse_fetch_classic(payload, 9)
     if top_error:
         raise ValueError(f"Fetch v9 top-level error {top_error}")
-    out = {}
-    for _ in range(r.i32()):
-        name = r.string()
-        for _ in range(r.i32()):
-            p, err, hw, _lso, _log_start = r.i32(), r.i16(), r.i64(), r.i64(), r.i64()
-            r.array(lambda r: (r.i64(), r.i64()))  # aborted transactions
-            n = r.i32()
-            out[(name, p)] = (err, hw, b"" if n < 0 else r.take(n))
-    if r.remaining():
-        raise ValueError(f"{r.remaining()} trailing bytes after Fetch v9 response")
-    return corr, out
+    return corr, {k: (p["error"], p["high_watermark"], p["records"]) for k, p in out.items()}
 
 
 # ---- Produce v10 (flexible; KIP-951 leader hints in NOT_LEADER_OR_FOLLOWER answers) ------
