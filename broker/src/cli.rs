@@ -44,7 +44,8 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     broker.session.timeout.ms                                           [9000]
     group.initial.rebalance.delay.ms, group.min.session.timeout.ms,
     group.max.session.timeout.ms, offsets.topic.num.partitions,
-    offsets.topic.segment.bytes       as in Kafka
+    offsets.topic.segment.bytes, offsets.retention.minutes,
+    offsets.retention.check.interval.ms  as in Kafka
     sluice.batch.cache.bytes      batch cache per shard, bytes          [67108864]
   Topic defaults (broker name, or the topic name itself); every Kafka 4.4 topic key is
   accepted, these are the ones Sluice acts on (docs/operations.md lists all):

@@ -248,6 +248,10 @@ async fn shard_main(
         .detach();
     let loader = shard.clone();
     glommio::spawn_local(async move { crate::groups::service::load_loop(&loader).await }).detach();
+    let expirer = shard.clone();
+    crate::shard::spawn_into(Some(shard.queues.background), async move {
+        crate::groups::service::expiry_loop(&expirer).await
+    });
     // A shard with `listen = false` gets no connections: the accept thread hands them to the
     // shards that listen in turn, and this one serves only forwarded partition work.
     // Clients are accepted once this broker is a registered, unfenced member of the cluster

@@ -133,6 +133,8 @@ fn group_config(config: &BrokerConfig) -> crate::groups::group::GroupConfig {
         min_session_timeout_ms: config.group_min_session_timeout_ms,
         max_session_timeout_ms: config.group_max_session_timeout_ms,
         initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+        offsets_retention_ms: i64::from(config.offsets_retention_minutes) * 60_000,
+        offsets_retention_check_interval_ms: config.offsets_retention_check_interval_ms,
     }
 }
 

@@ -359,6 +359,8 @@ mod tests {
                     min_session_timeout_ms: 6000,
                     max_session_timeout_ms: 1_800_000,
                     initial_rebalance_delay_ms: 0,
+                    offsets_retention_ms: 604_800_000,
+                    offsets_retention_check_interval_ms: 600_000,
                 });
                 let partitions = 50;
                 let group_of = |p: i32| {

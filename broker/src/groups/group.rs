@@ -52,6 +52,10 @@ pub struct GroupConfig {
     /// of an empty group waits for more members, extended by each newcomer up to the
     /// rebalance timeout.
     pub initial_rebalance_delay_ms: i32,
+    /// `offsets.retention.minutes` in ms (Kafka default 7 days): see [`super::expiry`].
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms` (Kafka default 600000): how often offsets expire.
+    pub offsets_retention_check_interval_ms: u64,
 }
 
 /// A JoinGroup, whatever its version.
@@ -245,6 +249,9 @@ struct InitialDelay {
 pub struct Group {
     pub id: String,
     state: GroupState,
+    /// When the group entered `state`, ms since the epoch (Kafka's `currentStateTimestamp`:
+    /// an Empty group's offsets expire `offsets.retention.minutes` after it).
+    state_timestamp_ms: i64,
     generation: i32,
     protocol_type: Option<String>,
     protocol_name: Option<String>,
@@ -270,6 +277,7 @@ impl Group {
         Group {
             id: id.to_string(),
             state: GroupState::Empty,
+            state_timestamp_ms: epoch_ms(),
             generation: 0,
             protocol_type: None,
             protocol_name: None,
@@ -327,6 +335,7 @@ impl Group {
         } else {
             GroupState::Stable
         };
+        self.state_timestamp_ms = stored.current_state_timestamp_ms;
     }
 
     pub fn state(&self) -> GroupState {
@@ -365,18 +374,32 @@ impl Group {
 
     /// Marks the group deleted (DeleteGroups): it stays Dead until dropped.
     pub fn mark_dead(&mut self) {
-        self.state = GroupState::Dead;
+        self.enter(GroupState::Dead);
+    }
+
+    /// Moves the group to `state`, stamping when it did (a move to the same state keeps the
+    /// first stamp, as Kafka's `transitionTo` is only called on a change).
+    fn enter(&mut self, state: GroupState) {
+        if self.state != state {
+            self.state = state;
+            self.state_timestamp_ms = epoch_ms();
+        }
+    }
+
+    /// When the group entered its current state, ms since the epoch.
+    pub fn state_timestamp_ms(&self) -> i64 {
+        self.state_timestamp_ms
     }
 
     /// The record of the group's current membership.
-    pub fn stored(&self, now_ms: i64) -> StoredGroup {
+    pub fn stored(&self) -> StoredGroup {
         let protocol = self.protocol_name.clone().unwrap_or_default();
         StoredGroup {
             protocol_type: self.protocol_type.clone().unwrap_or_default(),
             generation: self.generation,
             protocol: self.protocol_name.clone(),
             leader: self.leader.clone(),
-            current_state_timestamp_ms: now_ms,
+            current_state_timestamp_ms: self.state_timestamp_ms,
             members: self
                 .members()
                 .into_iter()
@@ -529,7 +552,7 @@ impl Group {
         self.members.insert(new_id.clone(), member);
         match self.state {
             GroupState::Stable if unchanged => {
-                self.to_persist.push(self.stored(epoch_ms()));
+                self.to_persist.push(self.stored());
                 let is_leader = self.leader.as_deref() == Some(new_id.as_str());
                 let mut answer = self.current_generation_answer(&new_id, is_leader);
                 if is_leader && !p.supports_skip_assignment {
@@ -692,7 +715,7 @@ impl Group {
             self.reset_assignments(GroupError::RebalanceInProgress);
         }
         let from_empty = self.state == GroupState::Empty;
-        self.state = GroupState::PreparingRebalance;
+        self.enter(GroupState::PreparingRebalance);
         let rebalance_timeout = self
             .members
             .values()
@@ -769,10 +792,10 @@ impl Group {
         }
         self.generation += 1;
         if self.members.is_empty() {
-            self.state = GroupState::Empty;
+            self.enter(GroupState::Empty);
             self.protocol_name = None;
             self.leader = None;
-            self.to_persist.push(self.stored(epoch_ms()));
+            self.to_persist.push(self.stored());
             return;
         }
         self.protocol_name = self.select_protocol();
@@ -780,7 +803,7 @@ impl Group {
         if !self.leader.as_ref().is_some_and(|l| rejoined.contains(l)) {
             self.leader = rejoined.first().cloned();
         }
-        self.state = GroupState::CompletingRebalance;
+        self.enter(GroupState::CompletingRebalance);
         let leader = self.leader.clone().unwrap_or_default();
         let everyone = self.member_list();
         for id in rejoined {
@@ -918,7 +941,7 @@ impl Group {
                 }
                 SyncOutcome::Persist {
                     generation: self.generation,
-                    record: self.stored(epoch_ms()),
+                    record: self.stored(),
                     answer: rx,
                 }
             }
@@ -950,7 +973,7 @@ impl Group {
         }
         match result {
             Ok(()) => {
-                self.state = GroupState::Stable;
+                self.enter(GroupState::Stable);
                 let answers: Vec<(String, SyncResult)> = self
                     .members
                     .values()
@@ -1182,6 +1205,8 @@ mod tests {
         min_session_timeout_ms: 6000,
         max_session_timeout_ms: 1_800_000,
         initial_rebalance_delay_ms: 0,
+        offsets_retention_ms: 604_800_000,
+        offsets_retention_check_interval_ms: 600_000,
     };
     const SESSION: Duration = Duration::from_millis(10_000);
 

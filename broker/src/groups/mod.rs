@@ -11,6 +11,7 @@
 
 pub mod coordinator;
 pub mod error;
+pub mod expiry;
 pub mod group;
 pub mod offsets_log;
 pub mod ops;

@@ -8,6 +8,7 @@
 
 use super::coordinator::{self, LoadId};
 use super::error::GroupError;
+use super::expiry::Expiry;
 use super::group::GroupState;
 use super::group::{self, Answer, Group, JoinResult, SyncOutcome, SyncResult};
 use super::offsets_log::{CommittedOffset, OffsetsRecord};
@@ -782,6 +783,93 @@ pub async fn deadline_loop(shard: &Rc<Shard>) {
             drop_if_vacant(shard, &id);
         }
     }
+}
+
+/// Expires committed offsets every `offsets.retention.check.interval.ms` until shutdown
+/// (Kafka's `cleanupGroupMetadata`), by [`super::expiry`]'s rule: tombstones for the expired
+/// offsets, or DeleteGroups' records (every offset and the group) for an Empty group that
+/// keeps none. Only groups of offsets partitions this shard coordinates now.
+pub async fn expiry_loop(shard: &Rc<Shard>) {
+    let cfg = shard.groups.config;
+    let interval = std::time::Duration::from_millis(cfg.offsets_retention_check_interval_ms);
+    loop {
+        if shard.sleep_unless_stopped(interval).await {
+            return;
+        }
+        let partitions = shard.offsets_partition_count();
+        let ids: Vec<String> = shard.groups.groups.borrow().keys().cloned().collect();
+        for id in ids {
+            let partition = partition_for(&id, partitions);
+            if coordinating(shard, partition).is_err() {
+                continue;
+            }
+            // Decided and issued with no await between, so a commit that arrives meanwhile
+            // is appended after these tombstones and wins on replay.
+            let decision = match shard.groups.groups.borrow().get(&id) {
+                Some(g) => super::expiry::expiry(g, group::epoch_ms(), cfg.offsets_retention_ms),
+                None => continue,
+            };
+            match decision {
+                Expiry::Keep => {}
+                Expiry::Group => {
+                    if let GroupReply::Error(error) = delete_group(shard, partition, &id).await {
+                        tracing::warn!(group = %id, ?error, "could not remove an expired group");
+                    } else {
+                        tracing::info!(group = %id, "removed an expired empty group");
+                    }
+                }
+                Expiry::Offsets(keys) => expire_offsets(shard, partition, &id, keys).await,
+            }
+        }
+    }
+}
+
+/// Tombstones `keys` of `group_id` (their retention passed) and forgets those no commit has
+/// replaced meanwhile; a failed append leaves them for the next check.
+async fn expire_offsets(shard: &Shard, partition: i32, group_id: &str, keys: Vec<(String, i32)>) {
+    let expired: Vec<((String, i32), i64)> = {
+        let groups = shard.groups.groups.borrow();
+        let Some(g) = groups.get(group_id) else {
+            return;
+        };
+        keys.into_iter()
+            .filter_map(|k| {
+                g.offsets
+                    .get(&k)
+                    .map(|o| o.commit_timestamp_ms)
+                    .map(|t| (k, t))
+            })
+            .collect()
+    };
+    let tombstones: Vec<OffsetsRecord> = expired
+        .iter()
+        .map(|((topic, p), _)| OffsetsRecord::Offset {
+            group: group_id.to_string(),
+            topic: topic.clone(),
+            partition: *p,
+            value: None,
+        })
+        .collect();
+    if let Err(error) = append_offsets_records(shard, partition, &tombstones).await {
+        tracing::warn!(group = group_id, ?error, "could not expire offsets");
+        return;
+    }
+    tracing::info!(
+        group = group_id,
+        offsets = expired.len(),
+        "expired committed offsets"
+    );
+    try_with_group(shard, group_id, false, |g| {
+        for (key, committed_at_ms) in &expired {
+            // A commit that landed meanwhile was appended after the tombstone: it stays.
+            if g.offsets
+                .get(key)
+                .is_some_and(|o| o.commit_timestamp_ms == *committed_at_ms)
+            {
+                g.offsets.remove(key);
+            }
+        }
+    });
 }
 
 fn describe(g: &Group) -> GroupDescription {

@@ -42,6 +42,8 @@ const BROKER_KEYS: &[&str] = &[
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
     "log.retention.check.interval.ms",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
     "replica.high.watermark.checkpoint.interval.ms",
     "offsets.topic.replication.factor",
     "replica.lag.time.max.ms",
@@ -125,6 +127,13 @@ pub struct BrokerConfig {
     /// `log.retention.check.interval.ms`: how often each shard applies retention, ms.
     /// Default 300000 (5 minutes); at least 1.
     pub log_retention_check_interval_ms: u64,
+    /// `offsets.retention.minutes`: how long committed offsets outlive their group's use of
+    /// them (KIP-211: an Empty group's, counted from when it became Empty), minutes. Default
+    /// 10080 (7 days); at least 1.
+    pub offsets_retention_minutes: i32,
+    /// `offsets.retention.check.interval.ms`: how often each shard expires committed
+    /// offsets, ms. Default 600000 (10 minutes); at least 1.
+    pub offsets_retention_check_interval_ms: u64,
     /// `replica.high.watermark.checkpoint.interval.ms`: how often each shard writes the
     /// high-watermark checkpoint of every partition whose high watermark moved, ms (a restarted
     /// replica starts from it). Default 5000 (Kafka's); at least 1.
@@ -192,6 +201,8 @@ impl Default for BrokerConfig {
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             log_retention_check_interval_ms: 300_000,
+            offsets_retention_minutes: 10_080,
+            offsets_retention_check_interval_ms: 600_000,
             replica_high_watermark_checkpoint_interval_ms: 5_000,
             offsets_topic_replication_factor: 3,
             replica_lag_time_max_ms: 30_000,
@@ -349,6 +360,14 @@ impl BrokerConfig {
             }
             "log.retention.check.interval.ms" => {
                 self.log_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
+            }
+            "offsets.retention.minutes" => {
+                let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+                self.offsets_retention_minutes =
+                    i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            }
+            "offsets.retention.check.interval.ms" => {
+                self.offsets_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
             }
             "replica.high.watermark.checkpoint.interval.ms" => {
                 self.replica_high_watermark_checkpoint_interval_ms =
@@ -536,6 +555,14 @@ impl BrokerConfig {
         out.push((
             "log.retention.check.interval.ms",
             self.log_retention_check_interval_ms.to_string(),
+        ));
+        out.push((
+            "offsets.retention.minutes",
+            self.offsets_retention_minutes.to_string(),
+        ));
+        out.push((
+            "offsets.retention.check.interval.ms",
+            self.offsets_retention_check_interval_ms.to_string(),
         ));
         out.push((
             "replica.high.watermark.checkpoint.interval.ms",
