@@ -10,7 +10,8 @@
 //! per connection as Kafka runs every request: a client that commits and then fetches its
 //! offsets (or joins and then syncs) without waiting for the answers sees them in order.
 
-use crate::handlers::{self, Response};
+use crate::handlers;
+use crate::response::Response;
 use crate::shard::Shard;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -192,7 +193,7 @@ fn start_request(
     if crate::controller::forward::is_forwarded(&frame) {
         // Another broker's request for the active controller (not a client's).
         let shard = shard.clone();
-        let task = async move { crate::controller::forward::serve(&shard, frame).await };
+        let task = async move { crate::controller::serve_forwarded(&shard, frame).await };
         return Some(glommio::spawn_local(task).detach());
     }
     match decode_request(frame, handlers::supported_versions()) {

@@ -183,7 +183,7 @@ async fn shard_main(
     .into_rc();
     shard.apply_metadata(metadata).await;
     if let Some(startup) = startup {
-        crate::controller::start(&shard, startup, listeners.voter).await?;
+        start_controller(&shard, startup, listeners.voter).await?;
         let stopping = shard.clone();
         let stop = stop.clone();
         glommio::spawn_local(async move {
@@ -385,4 +385,39 @@ impl crate::admin::AdminSource for Admin {
         let shard = self.0.clone();
         Box::pin(async move { crate::metrics::render(shard.gather().await) })
     }
+}
+
+/// Starts this node's voter and the controller service on shard 0 from `startup` (what
+/// `controller::bootstrap::recover` read from the data directory): the publisher, and the bootstrap of a
+/// new metadata log. Errors: the voter could not start (its storage, its listener).
+/// `voter`: the listener bound for this node's voter address (see `crate::listener`).
+async fn start_controller(
+    shard: &Rc<Shard>,
+    startup: Startup,
+    voter: Option<(crate::listener::Handoff, std::net::SocketAddr)>,
+) -> anyhow::Result<()> {
+    let (machine, view) = replication::metadata::MetadataStateMachine::new(
+        replication::metadata::MetadataImage::new(String::new()),
+    );
+    let quorum = crate::quorum::start(&shard.config, machine, voter)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the controller quorum voter: {e}"))?;
+    if shard
+        .controller
+        .set(crate::controller::state::Controller::new(quorum, view))
+        .is_err()
+    {
+        anyhow::bail!("the controller was started twice");
+    }
+    let publisher = shard.clone();
+    let initial = startup.initial_applied;
+    glommio::spawn_local(async move { crate::publisher::run(&publisher, initial).await }).detach();
+    let booting = shard.clone();
+    glommio::spawn_local(async move { crate::controller::bootstrap::run(&booting, startup).await })
+        .detach();
+    let fencing = shard.clone();
+    glommio::spawn_local(async move { crate::controller::fence_expired(&fencing).await }).detach();
+    let broker = shard.clone();
+    glommio::spawn_local(async move { crate::controller::run_broker(&broker).await }).detach();
+    Ok(())
 }

@@ -160,7 +160,7 @@ pub fn spawn_task_into<T: 'static, F: std::future::Future<Output = T> + 'static>
 }
 
 impl Shard {
-    /// Shard `id`; on shard 0 the controller is started after (`crate::controller::start`).
+    /// Shard `id`; on shard 0 the controller is started after (`runtime::start_controller`).
     pub fn new(
         id: usize,
         config: Rc<BrokerConfig>,

@@ -47,18 +47,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// A file-name-safe form of a broker label.
-fn slug(label: &str) -> String {
-    let s: String = label
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    s.split('-')
-        .filter(|part| !part.is_empty())
-        .collect::<Vec<_>>()
-        .join("-")
-}
-
 /// Runs the scenario on every broker and writes the outputs; true when every run was complete.
 fn run_all(cli: &Cli) -> anyhow::Result<bool> {
     let params = Params::resolve(cli)?;
@@ -203,7 +191,7 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
     let mut histograms = Vec::new();
     for (i, (label, bootstrap)) in targets.iter().enumerate() {
         let identity = identity(cli, &scenario, i);
-        let hlog_path = out_dir.join(format!("{stem}.{}.hlog", slug(label)));
+        let hlog_path = out_dir.join(format!("{stem}.{}.hlog", run::slug(label)));
         let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
         let broker = if is_local { local.take() } else { None };
         let (result, latency) = run_target(

@@ -884,3 +884,15 @@ impl Monitor {
         self.report_start = (now_ns, acked);
     }
 }
+
+/// A file-name-safe form of a broker label.
+pub fn slug(label: &str) -> String {
+    let s: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    s.split('-')
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}

@@ -120,7 +120,7 @@ pub fn sweep(
             let hlog = output.out_dir.join(format!(
                 "{}.{}.{rate}.hlog",
                 output.stem,
-                crate::slug(&target.label)
+                run::slug(&target.label)
             ));
             eprintln!("sluice-loadgen: sweep {}: {rate} msg/s", target.label);
             let step = run_step(

@@ -10,7 +10,7 @@
 //! `cluster-metadata.json`), carries its whole image over; those files are renamed
 //! `*.converted` once that entry has committed, and never read again.
 
-use super::{append, controller};
+use super::active::{append, controller};
 use crate::metadata;
 use crate::shard::Shard;
 use replication::metadata::{
@@ -90,7 +90,7 @@ pub fn recover(config: &BrokerConfig) -> anyhow::Result<Startup> {
 /// On shard 0 after the voter started: proposes the first entry of a new log when this node
 /// is the active controller and no voter's first entry has committed yet, then renames the
 /// converted files. Runs until the log names the cluster, or the shard stops.
-pub(super) async fn run(shard: &Rc<Shard>, startup: Startup) {
+pub(crate) async fn run(shard: &Rc<Shard>, startup: Startup) {
     let Some(records) = startup.bootstrap else {
         return;
     };

@@ -13,14 +13,11 @@
 //! One connection per request (heartbeats come every `broker.heartbeat.interval.ms`, changes
 //! are rare), bounded by [`FORWARD_TIMEOUT`].
 
-use crate::handlers::Response;
-use crate::shard::Shard;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use replication::metadata::{ControllerError, ControllerReply, ControllerRequest};
 use serde::Serialize;
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::time::Duration;
 
 /// The API key of a forwarded controller request (outside Kafka's key range).
@@ -37,29 +34,19 @@ pub fn is_forwarded(frame: &[u8]) -> bool {
     frame.get(..2) == Some(&FORWARD_API_KEY.to_be_bytes()[..])
 }
 
-/// Serves a forwarded request `frame` on this broker (which must be the active controller,
-/// or the request fails with `NOT_CONTROLLER` inside the reply). `Response::Close` when the
-/// frame does not decode.
-pub async fn serve(shard: &Rc<Shard>, frame: Bytes) -> Response {
-    let Some((correlation_id, request)) = decode_request(&frame) else {
-        tracing::debug!("closing connection: a forwarded controller request does not decode");
-        return Response::Close;
-    };
-    let reply: Wire = super::handle_here_or_on_shard_0(shard, request).await;
-    match encode(correlation_id, None, &reply) {
-        Some(frame) => Response::Whole(frame),
-        None => Response::Close,
-    }
-}
-
-fn decode_request(frame: &[u8]) -> Option<(i32, ControllerRequest)> {
+/// The correlation id and request of a forwarded `frame`; `None` when it does not decode.
+pub(super) fn decode_request(frame: &[u8]) -> Option<(i32, ControllerRequest)> {
     let correlation_id = i32::from_be_bytes(frame.get(2..6)?.try_into().ok()?);
     let request = serde_json::from_slice(frame.get(6..)?).ok()?;
     Some((correlation_id, request))
 }
 
 /// `size | [api_key] | correlation_id | JSON body`, or `None` past [`FORWARD_BYTES_MAX`].
-fn encode<T: Serialize>(correlation_id: i32, api_key: Option<i16>, body: &T) -> Option<Bytes> {
+pub(super) fn encode<T: Serialize>(
+    correlation_id: i32,
+    api_key: Option<i16>,
+    body: &T,
+) -> Option<Bytes> {
     let json = serde_json::to_vec(body).ok()?;
     let header = 4 + if api_key.is_some() { 2 } else { 0 };
     let size = header + json.len();

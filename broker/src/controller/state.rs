@@ -59,6 +59,20 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// What the quorum's state machine applied (the publisher reads it).
+    pub(crate) fn view(&self) -> &Rc<RefCell<MetadataView>> {
+        &self.view
+    }
+
+    /// The publisher's mark: every shard has installed the image up to `applied`; wakes the
+    /// proposers waiting for it. The mark only moves forward.
+    pub(crate) fn mark_published(&self, applied: RaftIndex) {
+        if applied > self.published.get() {
+            self.published.set(applied);
+        }
+        self.published_changed.notify_all();
+    }
+
     /// The state of a controller over `quorum`, whose state machine keeps `view` current.
     pub fn new(quorum: QuorumNode, view: Rc<RefCell<MetadataView>>) -> Controller {
         Controller {

@@ -15,6 +15,7 @@ pub mod expiry;
 pub mod group;
 pub mod offsets_log;
 pub mod ops;
+mod placement;
 pub mod service;
 
 use std::time::Duration;
@@ -22,6 +23,7 @@ use std::time::Duration;
 pub use coordinator::GroupCoordinator;
 pub use error::GroupError;
 pub use ops::{CommittedStatus, GroupOp, GroupReply, ListedGroup, OffsetCommitEntry};
+pub use placement::partition_for;
 
 /// The internal topic holding committed offsets and group metadata (Kafka's name).
 pub const OFFSETS_TOPIC: &str = replication::metadata::CONSUMER_OFFSETS_TOPIC;
@@ -42,33 +44,3 @@ pub(crate) const REPLAY_READ_BYTES: usize = 1 << 20;
 /// Longest wait for an offsets append to be written (Kafka's `offsets.commit.timeout.ms`
 /// default); past it the commit fails with `COORDINATOR_NOT_AVAILABLE`.
 pub(crate) const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The `__consumer_offsets` partition of `group_id` among `partitions` (Kafka:
-/// `Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount`, Java's `String.hashCode`
-/// over UTF-16 code units).
-pub fn partition_for(group_id: &str, partitions: usize) -> i32 {
-    let hash = group_id.encode_utf16().fold(0i32, |h, unit| {
-        h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    });
-    let positive = hash & 0x7fff_ffff;
-    let n = i32::try_from(partitions.max(1)).unwrap_or(i32::MAX);
-    positive % n
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn groups_land_on_kafkas_partition() {
-        // Java: "a".hashCode() = 97; "ab".hashCode() = 97 * 31 + 98 = 3105.
-        assert_eq!(partition_for("a", 50), 97 % 50);
-        assert_eq!(partition_for("ab", 50), 3105 % 50);
-        // Overflowing hashes wrap as Java's int does and are masked positive.
-        let long = "a-rather-long-consumer-group-name";
-        let p = partition_for(long, 50);
-        assert!((0..50).contains(&p));
-        assert_eq!(partition_for("", 50), 0);
-        assert_eq!(partition_for("x", 1), 0);
-    }
-}

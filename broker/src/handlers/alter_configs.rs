@@ -11,7 +11,7 @@
 
 use super::config_ops::Refusal;
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;

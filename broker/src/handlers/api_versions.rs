@@ -2,7 +2,9 @@
 //! answered before decoding, in the v0 layout (KIP-511; see `connection.rs`).
 
 use net::kafka_protocol::messages::ApiVersionsResponse;
+use net::ApiVersionTable;
 
-pub fn handle() -> ApiVersionsResponse {
-    super::supported_versions().to_api_versions_response(0, 0)
+/// The ApiVersions answer for the broker's `table` (the registry's, `super::supported_versions`).
+pub fn handle(table: &ApiVersionTable) -> ApiVersionsResponse {
+    table.to_api_versions_response(0, 0)
 }

@@ -3,7 +3,7 @@
 //! `authorizer.class.name`.
 
 use super::describe_acls::NO_AUTHORIZER;
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::code;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::create_acls_response::AclCreationResult;

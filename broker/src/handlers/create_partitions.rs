@@ -3,7 +3,8 @@
 //! registered brokers, the topic's replication factor) and returns once every owning shard
 //! has opened them.
 
-use super::{replica_assignment, str_bytes, topic_name};
+use super::replica_assignment;
+use super::wire::{str_bytes, topic_name};
 use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;

@@ -3,7 +3,8 @@
 //! A manual replica assignment is accepted when Kafka would accept it on this cluster (each
 //! partition on this node: `[[node.id]]`).
 
-use super::{replica_assignment, str_bytes, topic_name};
+use super::replica_assignment;
+use super::wire::{str_bytes, topic_name};
 use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;

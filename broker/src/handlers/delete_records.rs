@@ -9,7 +9,7 @@
 //! `UNKNOWN_TOPIC_OR_PARTITION`; the internal `__consumer_offsets` → `INVALID_TOPIC_EXCEPTION`
 //! ("Cannot delete records of internal topic").
 
-use super::topic_name;
+use super::wire::topic_name;
 use crate::errors::{code, controller_error, partition_op_error_code};
 use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;

@@ -3,7 +3,7 @@
 //! renames their directories out of the way before the answer (removing them in the
 //! background), so a topic re-created under the same name starts empty at offset 0.
 
-use super::{str_bytes, topic_name};
+use super::wire::{str_bytes, topic_name};
 use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;

@@ -4,7 +4,7 @@
 //! Served so that `kafka-acls --list` and admin clients report Kafka's error instead of an
 //! unsupported API.
 
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::code;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::DescribeAclsResponse;

@@ -2,7 +2,7 @@
 //! Only the BROKERS endpoint type exists (no separate KRaft controller listener).
 
 use super::authorized_operations;
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::code;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;

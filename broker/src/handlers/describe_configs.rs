@@ -16,7 +16,7 @@
 //! bootstrap (DYNAMIC_DEFAULT_BROKER_CONFIG); Sluice writes none at bootstrap and reports it as
 //! DEFAULT_CONFIG (or STATIC_BROKER_CONFIG when set at start-up).
 
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::errors::code;
 use crate::shard::Shard;

@@ -2,7 +2,7 @@
 //! group is reported Dead with no error, as Kafka does. v4+ shows `group.instance.id`.
 
 use super::authorized_operations;
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply};
 use crate::shard::Shard;

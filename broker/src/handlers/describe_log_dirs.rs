@@ -6,7 +6,7 @@
 //! `max(HW - LEO, 0)`). `total_bytes`/`usable_bytes` (v4, KIP-827) are -1, Kafka's "unknown
 //! volume": asking the file system would block the executor.
 
-use super::{str_bytes, topic_name};
+use super::wire::{str_bytes, topic_name};
 use crate::shard::Shard;
 use net::kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,

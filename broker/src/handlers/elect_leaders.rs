@@ -24,7 +24,7 @@
 //! it back. Limit: `timeout_ms` is not used; the controller gives up on a change after its own
 //! proposal timeout (15 s) and answers `NOT_CONTROLLER`.
 
-use super::{str_bytes, topic_name};
+use super::wire::{str_bytes, topic_name};
 use crate::errors::{code, controller_error, election_error_code};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;

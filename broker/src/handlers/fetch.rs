@@ -42,11 +42,11 @@
 //! default of librdkafka, kafka-python, aiokafka and the Java client) the two agree.
 
 use super::leader_hints::LeaderHints;
-use super::Response;
 use crate::errors::{code, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
 use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
+use crate::response::Response;
 use crate::seam::GlommioRuntime;
 use crate::shard::Shard;
 use futures_channel::oneshot;

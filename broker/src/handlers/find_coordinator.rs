@@ -5,7 +5,7 @@
 //! do not exist here: transactional ids are refused as InitProducerId refuses them. v4
 //! (KIP-699) batches keys.
 
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::code;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;

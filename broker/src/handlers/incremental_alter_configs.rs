@@ -9,7 +9,7 @@ use super::config_ops::{
     OP_SUBTRACT,
 };
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::{code, controller_error};
 use crate::metadata::topic_config;
 use crate::shard::Shard;

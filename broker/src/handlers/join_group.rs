@@ -3,7 +3,7 @@
 //! (KIP-394): a dynamic member's first join gets `MEMBER_ID_REQUIRED` with its id. v5+
 //! carries `group.instance.id` (KIP-345); v7+ names the protocol type; v9 `skip_assignment`.
 
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::code;
 use crate::groups::group::JoinParams;
 use crate::groups::{GroupOp, GroupReply};

@@ -2,7 +2,7 @@
 //! rebalance. v0–2 name one member; v3+ (KIP-345) a batch, by member id or
 //! `group.instance.id`, with an error per member.
 
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply};
 use crate::shard::Shard;

@@ -2,7 +2,7 @@
 //! offsets partition this broker leads is loading, the whole answer is
 //! `COORDINATOR_LOAD_IN_PROGRESS`, as in Kafka.
 
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::shard::Shard;
 use net::kafka_protocol::messages::list_groups_response::ListedGroup;
 use net::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};

@@ -5,7 +5,7 @@
 //! current leader epoch; OFFSET_NOT_AVAILABLE (v5+, else LEADER_NOT_AVAILABLE) while a new
 //! leader's high watermark is below its epoch's start (see `crate::partitions::leader_epoch`).
 
-use super::topic_name;
+use super::wire::topic_name;
 use crate::errors::{code, partition_op_error_code};
 use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
 use crate::shard::Shard;

@@ -5,7 +5,7 @@
 //! that does not exist is created with `num.partitions`.
 
 use super::authorized_operations;
-use super::{str_bytes, topic_name};
+use super::wire::{str_bytes, topic_name};
 use crate::errors::{code, controller_error};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;

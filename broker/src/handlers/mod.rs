@@ -39,9 +39,10 @@ mod offset_for_leader_epoch;
 mod produce;
 mod replica_assignment;
 mod sync_group;
+mod wire;
 
+use crate::response::Response;
 use crate::shard::Shard;
-use bytes::Bytes;
 use net::kafka_protocol::messages::{ApiKey, RequestKind};
 use net::kafka_protocol::protocol::Encodable;
 use net::{ApiVersionTable, Request};
@@ -108,7 +109,7 @@ registry! {
     },
     ListOffsets 1..=7 => |shard, req, call| list_offsets::handle(shard, req, call.version).await,
     Metadata 0..=12 => |shard, req, call| metadata::handle(shard, req, call.version).await,
-    ApiVersions 0..=3 => |_shard, _, _call| api_versions::handle(),
+    ApiVersions 0..=3 => |_shard, _, _call| api_versions::handle(supported_versions()),
     CreateTopics 2..=7 => |shard, req, _call| create_topics::handle(shard, req).await,
     DeleteTopics 1..=5 => |shard, req, call| delete_topics::handle(shard, req, call.version).await,
     DescribeConfigs 1..=4 => |shard, req, call| describe_configs::handle(shard, req, call.version),
@@ -173,19 +174,6 @@ pub fn supported_versions() -> &'static ApiVersionTable {
     })
 }
 
-/// What a handler gives the connection.
-pub enum Response {
-    /// The response frame in one buffer (every API but Fetch).
-    Whole(Bytes),
-    /// The response frame, as chunks to write in order (Fetch: header and record batches).
-    Frame(Vec<Bytes>),
-    /// No response, as the protocol says (Produce with acks=0).
-    None,
-    /// The response could not be built: close the connection rather than leave the client
-    /// waiting for a correlation id that will never come.
-    Close,
-}
-
 /// The name of `key` in metrics (the APIs of [`APIS`]).
 fn api_name(key: ApiKey) -> &'static str {
     APIS.iter()
@@ -213,16 +201,4 @@ fn respond<M: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &
             Response::Close
         }
     }
-}
-
-/// A topic name as the protocol carries it.
-pub fn topic_name(name: &str) -> net::kafka_protocol::messages::TopicName {
-    net::kafka_protocol::messages::TopicName(net::kafka_protocol::protocol::StrBytes::from_string(
-        name.to_string(),
-    ))
-}
-
-/// A protocol string from a Rust one.
-pub fn str_bytes(s: impl Into<String>) -> net::kafka_protocol::protocol::StrBytes {
-    net::kafka_protocol::protocol::StrBytes::from_string(s.into())
 }

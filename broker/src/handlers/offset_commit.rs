@@ -4,7 +4,7 @@
 //! empty group is a "simple" commit (manual assignment, admin tools). v7+ carries
 //! `group.instance.id`.
 
-use super::topic_name;
+use super::wire::topic_name;
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply, OffsetCommitEntry};
 use crate::shard::Shard;

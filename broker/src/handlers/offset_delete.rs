@@ -3,7 +3,7 @@
 //! members consume that topic, and as a whole with `GROUP_ID_NOT_FOUND`.
 
 use super::offset_commit::group_by_topic;
-use super::topic_name;
+use super::wire::topic_name;
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply};
 use crate::shard::Shard;

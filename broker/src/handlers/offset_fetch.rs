@@ -3,7 +3,7 @@
 //! v8 (KIP-709) asks for several groups at once.
 
 use super::offset_commit::group_by_topic;
-use super::{str_bytes, topic_name};
+use super::wire::{str_bytes, topic_name};
 use crate::errors::code;
 use crate::groups::offsets_log::CommittedOffset;
 use crate::groups::{GroupOp, GroupReply};

@@ -11,7 +11,7 @@
 //! UNKNOWN_LEADER_EPOCH when `current_leader_epoch` (-1: no check) is older / newer than the
 //! partition's. An undefined answer is error 0 with epoch -1 and end offset -1.
 
-use super::topic_name;
+use super::wire::topic_name;
 use crate::errors::{code, partition_op_error_code};
 use crate::partitions::{epoch_check, PartitionOp, PartitionReply};
 use crate::shard::Shard;

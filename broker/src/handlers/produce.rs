@@ -199,9 +199,9 @@ fn add_leader_hints(meta: &ClusterMetadata, response: &mut ProduceResponse) {
         .map(|b| {
             NodeEndpoint::default()
                 .with_node_id(BrokerId(b.id))
-                .with_host(super::str_bytes(b.host))
+                .with_host(super::wire::str_bytes(b.host))
                 .with_port(i32::from(b.port))
-                .with_rack(b.rack.map(super::str_bytes))
+                .with_rack(b.rack.map(super::wire::str_bytes))
         })
         .collect();
 }

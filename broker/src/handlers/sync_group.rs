@@ -2,7 +2,7 @@
 //! is stored in `__consumer_offsets` before anyone gets theirs; the others wait for it.
 //! v5 checks the protocol type and name.
 
-use super::str_bytes;
+use super::wire::str_bytes;
 use crate::errors::code;
 use crate::groups::group::SyncParams;
 use crate::groups::{GroupOp, GroupReply};

@@ -6,7 +6,7 @@
 //! ([`high_watermark_lagging`], Kafka's `Partition.fetchOffsetForTimestamp`): the old leader's
 //! high watermark may have been higher, and a client told a lower "latest" would go back.
 
-use super::{ListedOffset, OffsetSpec};
+use super::offsets::{ListedOffset, OffsetSpec};
 use storage::{LeaderEpoch, Offset};
 
 /// The wire's `current_leader_epoch` that asks for no check (Kafka's

@@ -38,6 +38,7 @@
 mod error;
 mod isr;
 mod leader_epoch;
+mod offsets;
 mod records;
 mod store;
 
@@ -50,6 +51,7 @@ pub use leader_epoch::{
     check_current_leader_epoch, fetch_requested_leader_epoch, list_offsets_leader_epoch,
     requested_leader_epoch, LeaderEpochError, OffsetNotAvailable, NO_LEADER_EPOCH,
 };
+pub use offsets::{ListedOffset, OffsetSpec};
 pub use store::PartitionStore;
 
 use crate::runtime::{MonotonicTime, NodeId, Runtime};
@@ -173,33 +175,6 @@ pub enum WaitOutcome {
     Cancelled,
     /// The partition was closed (deleted, moved or shut down).
     Closed,
-}
-
-/// What ListOffsets asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OffsetSpec {
-    /// The high watermark (Kafka's "latest").
-    Latest,
-    /// The log start offset.
-    Earliest,
-    /// The record with the largest timestamp (KIP-734).
-    MaxTimestamp,
-    /// The first record whose timestamp is ≥ this.
-    Timestamp(TimestampMs),
-}
-
-/// ListOffsets' answer: `None` where no record matches (Kafka's -1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ListedOffset {
-    pub offset: Option<Offset>,
-    pub timestamp: Option<TimestampMs>,
-}
-
-impl ListedOffset {
-    const NONE: ListedOffset = ListedOffset {
-        offset: None,
-        timestamp: None,
-    };
 }
 
 /// One partition on its owning shard. `S` is its log: storage's [`PartitionLog`] on a broker.

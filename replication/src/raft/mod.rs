@@ -23,9 +23,7 @@ mod sim_storage;
 #[cfg(test)]
 pub(crate) mod sim_test;
 mod storage;
-
-use crate::runtime::NodeId;
-use bytes::Bytes;
+mod types;
 
 pub use file_storage::{replay, DurableDir, FileRaftStorage, LOG_FILE, RECORD_BYTES_MAX};
 pub use node::{
@@ -35,32 +33,4 @@ pub use node::{
 };
 pub use sim_storage::{CrashSwitch, SimDir, SimDirDisk, SimRaftDisk, SimRaftStorage};
 pub use storage::{check_recovered, LogCache, Persist, RaftStorage, RaftStorageError, Recovered};
-
-/// A position in the Raft log (1 is the first entry; 0: before any).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RaftIndex(pub u64);
-
-/// A Raft term: each election starts a new one, and a term has at most one leader.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RaftTerm(pub u64);
-
-/// What the quorum replicates into: applies committed entries in log order and snapshots
-/// itself for log compaction (the metadata image implements it, as KRaft's listener).
-pub trait StateMachine {
-    /// Why [`StateMachine::restore`] refused a snapshot.
-    type RestoreError: std::error::Error;
-    /// Applies the committed, non-empty entry at `index`. Entries arrive in index order,
-    /// each once per process incarnation, after the snapshot (if any) that covers the ones
-    /// before.
-    fn apply(&mut self, index: RaftIndex, entry: &[u8]);
-    /// The state after the last applied entry, as bytes [`StateMachine::restore`] reads
-    /// (at most [`codec::SNAPSHOT_BYTES_MAX`]).
-    fn snapshot(&self) -> Bytes;
-    /// Replaces the state by `snapshot`, the state after the entry at `index` (read from
-    /// this node's storage, or received from the leader). Errors: `RestoreError`; the node
-    /// stops.
-    fn restore(&mut self, index: RaftIndex, snapshot: Bytes) -> Result<(), Self::RestoreError>;
-    /// The leader of `term` as this node now knows it (`None`: no leader known), called at
-    /// every change of either; `leader` is this node when it became the active controller.
-    fn leader_changed(&mut self, leader: Option<NodeId>, term: RaftTerm);
-}
+pub use types::{RaftIndex, RaftTerm, StateMachine};

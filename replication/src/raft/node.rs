@@ -40,7 +40,7 @@
 
 use super::codec::{self, Voters};
 use super::storage::{check_recovered, LogCache, Persist, RaftStorage, RaftStorageError};
-use super::{RaftIndex, RaftTerm, StateMachine};
+use super::types::{RaftIndex, RaftTerm, StateMachine};
 use crate::runtime::{MonotonicTime, NodeId, Runtime, Transport};
 use bytes::Bytes;
 use futures_lite::future;

@@ -7,7 +7,7 @@
 //! keep the image they started from (with a converted single-node store, the log is still
 //! empty and publishing its empty image would close every partition).
 
-use super::state::Controller;
+use crate::controller::state::Controller;
 use crate::metadata::ClusterMetadata;
 use crate::shard::Shard;
 use replication::metadata::MetadataImage;
@@ -16,13 +16,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 /// Runs until the shard stops.
-pub(super) async fn run(shard: &Rc<Shard>, initial: RaftIndex) {
+pub(crate) async fn run(shard: &Rc<Shard>, initial: RaftIndex) {
     let Some(controller) = shard.controller.get() else {
         return;
     };
     let mut installed: Option<Installed> = None;
     loop {
-        let changed = controller.view.borrow().changed();
+        let changed = controller.view().borrow().changed();
         let notified = changed.notified();
         publish_latest(shard, controller, initial, &mut installed).await;
         let stopped = futures_lite::future::or(
@@ -49,7 +49,7 @@ async fn publish_latest(
     installed: &mut Option<Installed>,
 ) {
     let (image, applied, leader) = {
-        let view = controller.view.borrow();
+        let view = controller.view().borrow();
         (view.image(), view.applied_index(), view.leader().0)
     };
     let leader = leader.map(|n| n.0);
@@ -70,10 +70,7 @@ async fn publish_latest(
         }
         *installed = Some(Installed { image, leader });
     }
-    if applied > controller.published.get() {
-        controller.published.set(applied);
-    }
-    controller.published_changed.notify_all();
+    controller.mark_published(applied);
 }
 
 /// What the shards have installed last.

@@ -1,0 +1,201 @@
+//! The controller channel: what the services call to run a metadata change on the active
+//! controller — this broker's (through shard 0) or another's (forwarded over the network,
+//! [`super::forward`]) — and the server side of a forwarded request.
+
+use super::active::{controller, installed, not_active};
+use super::fencing::handle_active;
+use super::forward;
+use super::state::Controller;
+use crate::messages::ShardMsg;
+use crate::response::Response;
+use crate::shard::Shard;
+use bytes::Bytes;
+use futures_channel::oneshot;
+use replication::metadata::{
+    ControllerAnswer, ControllerError, ControllerOp, ControllerReply, ControllerRequest,
+};
+use replication::raft::RaftIndex;
+use replication::runtime::NodeId;
+use std::rc::Rc;
+
+/// Runs metadata change `op` on the active controller (this broker's, or over the
+/// network) and returns its answer. Errors: the controller's, [`ControllerError::
+/// NotController`] when no active controller is known or reachable yet (retriable), or
+/// [`ControllerError::Unavailable`].
+pub async fn call_answer(
+    shard: &Rc<Shard>,
+    op: ControllerOp,
+) -> Result<ControllerAnswer, ControllerError> {
+    let from = shard.config.node_id;
+    match request(shard, ControllerRequest::Op { from, op }).await? {
+        ControllerReply::Answer { answer, .. } => Ok(answer),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// [`call_answer`] for the callers that need only success.
+pub async fn call(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerError> {
+    call_answer(shard, op).await.map(|_| ())
+}
+
+pub(super) fn unexpected(reply: &ControllerReply) -> ControllerError {
+    ControllerError::NotCommitted {
+        reason: format!("unexpected controller reply {reply:?}"),
+    }
+}
+
+/// Sends `request` to the active controller: through shard 0, which runs it when this
+/// broker is the active controller and forwards it otherwise. Errors: as [`call_answer`].
+pub async fn request(
+    shard: &Rc<Shard>,
+    request: ControllerRequest,
+) -> Result<ControllerReply, ControllerError> {
+    on_shard_0(shard, request, false).await
+}
+
+/// Runs a request another broker forwarded to this one: on shard 0, here only when this
+/// broker is the active controller (never forwarded again).
+pub(crate) async fn handle_here_or_on_shard_0(
+    shard: &Rc<Shard>,
+    request: ControllerRequest,
+) -> Result<ControllerReply, ControllerError> {
+    on_shard_0(shard, request, true).await
+}
+
+/// [`route`] on shard 0: here, or over the shard mesh.
+async fn on_shard_0(
+    shard: &Rc<Shard>,
+    request: ControllerRequest,
+    forwarded: bool,
+) -> Result<ControllerReply, ControllerError> {
+    if shard.id == 0 {
+        return route(shard, request, forwarded).await;
+    }
+    let (reply, answer) = oneshot::channel();
+    let msg = ShardMsg::Controller {
+        request,
+        forwarded,
+        reply,
+    };
+    if shard.send(0, msg).await.is_err() {
+        return Err(ControllerError::Unavailable);
+    }
+    answer.await.unwrap_or(Err(ControllerError::Unavailable))
+}
+
+/// On shard 0: runs `request` when this broker is the active controller; otherwise forwards
+/// it to the active one, unless it was `forwarded` here already.
+pub(crate) async fn route(
+    shard: &Rc<Shard>,
+    request: ControllerRequest,
+    forwarded: bool,
+) -> Result<ControllerReply, ControllerError> {
+    let controller = controller(shard)?;
+    if let (true, ControllerRequest::Op { op, .. }) = (forwarded, &request) {
+        if matches!(
+            op,
+            ControllerOp::FenceBroker { .. }
+                | ControllerOp::UnfenceBroker { .. }
+                | ControllerOp::UnregisterBroker { .. }
+                | ControllerOp::ControlledShutdown { .. }
+        ) {
+            return Err(ControllerError::NotForwardable {
+                op: format!("{op:?}"),
+            });
+        }
+    }
+    if controller.is_active(NodeId(shard.config.node_id)) {
+        return handle_active(shard, controller, request).await;
+    }
+    let active = controller.active();
+    if forwarded {
+        return Err(not_active(controller));
+    }
+    let endpoint =
+        active.and_then(|node| crate::metadata::broker_endpoint(&shard.metadata(), node.0));
+    let Some(endpoint) = endpoint else {
+        return Err(not_active(controller));
+    };
+    let addr = resolve(controller, endpoint)
+        .await
+        .ok_or_else(|| not_active(controller))?;
+    let reply = forward::send(addr, &request).await?;
+    if let ControllerReply::Answer { applied_index, .. } = &reply {
+        installed(controller, RaftIndex(*applied_index)).await;
+    }
+    Ok(reply)
+}
+
+/// The socket address of a broker's registered `(host, port)`: an IP literal as it is, a host
+/// name resolved once on the blocking pool (never on the shard: a slow resolver would stall
+/// the voter) and kept. `None` when it does not resolve.
+async fn resolve(controller: &Controller, endpoint: (String, u16)) -> Option<std::net::SocketAddr> {
+    if let Ok(ip) = endpoint.0.parse::<std::net::IpAddr>() {
+        return Some(std::net::SocketAddr::new(ip, endpoint.1));
+    }
+    if let Some(addr) = controller.resolved.borrow().get(&endpoint) {
+        return Some(*addr);
+    }
+    let lookup = endpoint.clone();
+    let addr = glommio::executor()
+        .spawn_blocking(move || {
+            use std::net::ToSocketAddrs;
+            lookup.to_socket_addrs().ok()?.next()
+        })
+        .await?;
+    controller.resolved.borrow_mut().insert(endpoint, addr);
+    Some(addr)
+}
+
+/// A new idempotent-producer id for this broker, from its current block (shard 0 keeps it);
+/// a used-up block is replaced by a new one from the active controller. Errors: as
+/// [`call_answer`].
+pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, ControllerError> {
+    if shard.id == 0 {
+        return allocate_producer_id_here(shard).await;
+    }
+    let (reply, answer) = oneshot::channel();
+    if shard
+        .send(0, ShardMsg::AllocateProducerId { reply })
+        .await
+        .is_err()
+    {
+        return Err(ControllerError::Unavailable);
+    }
+    answer.await.unwrap_or(Err(ControllerError::Unavailable))
+}
+
+/// Serves a forwarded request `frame` on this broker (which must be the active controller,
+/// or the request fails with `NOT_CONTROLLER` inside the reply). `Response::Close` when the
+/// frame does not decode.
+pub async fn serve_forwarded(shard: &Rc<Shard>, frame: Bytes) -> Response {
+    let Some((correlation_id, request)) = forward::decode_request(&frame) else {
+        tracing::debug!("closing connection: a forwarded controller request does not decode");
+        return Response::Close;
+    };
+    let reply = handle_here_or_on_shard_0(shard, request).await;
+    match forward::encode(correlation_id, None, &reply) {
+        Some(frame) => Response::Whole(frame),
+        None => Response::Close,
+    }
+}
+
+/// Hands out the next producer id from this broker's current block, asking the active
+/// controller for a new block first when it is used up. Errors: as [`call_answer`].
+pub async fn allocate_producer_id_here(shard: &Rc<Shard>) -> Result<i64, ControllerError> {
+    let controller = controller(shard)?;
+    let _permit = controller.producer_ids_lock.acquire_permit(1).await;
+    let mut block = controller.producer_ids.take();
+    if block.is_empty() {
+        let from = shard.config.node_id;
+        match request(shard, ControllerRequest::AllocateProducerIds { from }).await? {
+            ControllerReply::ProducerIds { start, end } => block = start..end,
+            other => return Err(unexpected(&other)),
+        }
+    }
+    let id = block.next().ok_or(ControllerError::ProducerIdsExhausted {
+        next_producer_id: block.end,
+    })?;
+    controller.producer_ids.set(block);
+    Ok(id)
+}
