@@ -15,11 +15,14 @@ Usage: broker/fuzz/seeds.py  (from anywhere; the corpus directories are made if 
 
 import os
 import struct
+import sys
 import uuid
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "compat"))
+from kafka_wire import compact_string, uvarint  # noqa: E402  (the compat tests' encoders)
 NOW_MS = 1_764_720_000_000  # 2025-12-03, the clock the produce seeds run at
 
 # kafka-python's codec ids = Kafka's attribute bits 0-2.
@@ -64,24 +67,8 @@ def produce_seeds():
           bytes([8 | 32]) + struct.pack(">q", NOW_MS) + batch("none", values))
 
 
-def uvarint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def compact_bytes(b):
     return uvarint(0) if b is None else uvarint(len(b) + 1) + b
-
-
-def compact_string(s):
-    return compact_bytes(s.encode())
 
 
 def compact_array(items):
