@@ -34,6 +34,7 @@ pub use batch::{
 };
 pub use cache::{BatchCache, CacheStats};
 pub use clean::filter::{clean_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT};
+pub use clean::swap::{recovery_steps, swap_steps, FsStep};
 pub use clean::{clean_section, fill_map};
 pub use config::{CleanupPolicy, LogConfig};
 pub use error::{BatchError, Result, StorageError};

@@ -12,6 +12,7 @@
 //! rewritten by this module alone (see the issue #27 note in docs/storage-format.md).
 
 pub mod filter;
+pub mod swap;
 
 use crate::batch::{BatchHeader, BATCH_HEADER_BYTES};
 use crate::error::BatchError;
