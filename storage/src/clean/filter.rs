@@ -251,3 +251,97 @@ fn put_varint(out: &mut Vec<u8>, v: i64) {
         out.push(byte | 0x80);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{build_batch_kv, records_of};
+    use crate::types::Offset;
+
+    fn rules(map: &OffsetMap, now: i64) -> CleanRules<'_> {
+        CleanRules {
+            map,
+            now: TimestampMs(now),
+            delete_retention_ms: 100,
+        }
+    }
+
+    /// `batch` re-stamped as producer 7's, CRC fixed.
+    fn with_producer(batch: &[u8]) -> Vec<u8> {
+        let mut batch = batch.to_vec();
+        batch[43..51].copy_from_slice(&7i64.to_be_bytes());
+        let crc = crate::batch::batch_crc(&batch);
+        batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        batch
+    }
+
+    #[test]
+    fn keyless_and_superseded_records_go_and_the_rest_keep_their_offsets() {
+        let batch = build_batch_kv(
+            TimestampMs(50),
+            &[
+                (None, Some(b"x")),
+                (Some(b"k"), Some(b"old")),
+                (Some(b"j"), Some(b"v")),
+            ],
+        );
+        let mut map = OffsetMap::with_budget(64 * crate::offset_map::SLOT_BYTES);
+        map.put(b"k", Offset(9)).unwrap();
+        let Cleaned::Rewritten(out) = clean_batch(&batch, rules(&map, 0), false).unwrap() else {
+            panic!("one record survives");
+        };
+        let records = records_of(&out).unwrap();
+        assert_eq!(records.len(), 1);
+        assert_eq!(
+            (records[0].offset, records[0].key),
+            (Offset(2), Some(&b"j"[..]))
+        );
+        assert_eq!(records[0].timestamp, TimestampMs(52));
+        let header = BatchHeader::parse(&out).unwrap();
+        assert_eq!(header.last_offset_delta, 2, "last offset delta kept");
+        assert_eq!(header.max_timestamp, TimestampMs(52));
+    }
+
+    #[test]
+    fn a_producers_last_batch_stays_empty_and_others_go() {
+        let batch = with_producer(&build_batch_kv(TimestampMs(0), &[(Some(b"k"), Some(b"v"))]));
+        let mut map = OffsetMap::with_budget(64 * crate::offset_map::SLOT_BYTES);
+        map.put(b"k", Offset(5)).unwrap();
+        assert_eq!(
+            clean_batch(&batch, rules(&map, 0), false).unwrap(),
+            Cleaned::Removed
+        );
+        let Cleaned::Rewritten(out) = clean_batch(&batch, rules(&map, 0), true).unwrap() else {
+            panic!("the last batch of a producer is kept");
+        };
+        let header = BatchHeader::parse(&out).unwrap();
+        assert_eq!((header.records_count, header.producer_id), (0, 7));
+        assert_eq!(
+            crate::batch::batch_crc(&out),
+            header.crc,
+            "CRC-32C recomputed"
+        );
+    }
+
+    #[test]
+    fn a_tombstone_gets_a_horizon_then_goes_after_it() {
+        let batch = build_batch_kv(TimestampMs(10), &[(Some(b"k"), None)]);
+        let map = OffsetMap::with_budget(64 * crate::offset_map::SLOT_BYTES);
+        let Cleaned::Rewritten(first) = clean_batch(&batch, rules(&map, 1_000), false).unwrap()
+        else {
+            panic!("the first clean sets the horizon");
+        };
+        let header = BatchHeader::parse(&first).unwrap();
+        assert_ne!(header.attributes & DELETE_HORIZON_BIT, 0);
+        assert_eq!(header.base_timestamp, TimestampMs(1_100));
+        assert_eq!(records_of(&first).unwrap()[0].timestamp, TimestampMs(10));
+        assert_eq!(
+            clean_batch(&first, rules(&map, 1_099), false).unwrap(),
+            Cleaned::Unchanged
+        );
+        assert_eq!(
+            clean_batch(&first, rules(&map, 1_100), false).unwrap(),
+            Cleaned::Removed
+        );
+    }
+}
