@@ -15,11 +15,13 @@
 mod batch;
 mod cache;
 mod checkpoint;
+mod clean;
 mod config;
 mod error;
 mod index;
 mod io;
 mod log;
+mod offset_map;
 mod producer_state;
 mod segment;
 mod types;
@@ -31,9 +33,13 @@ pub use batch::{
     BATCH_HEADER_BYTES,
 };
 pub use cache::{BatchCache, CacheStats};
+pub use clean::filter::{clean_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT};
+pub use clean::swap::{recovery_steps, swap_steps, FsStep};
+pub use clean::{clean_section, fill_map};
 pub use config::{CleanupPolicy, LogConfig};
 pub use error::{BatchError, Result, StorageError};
 pub use io::Notify;
 pub use log::epochs::{EpochEntry, LeaderEpochCache};
 pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS};
+pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
