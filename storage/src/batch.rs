@@ -430,16 +430,16 @@ pub struct Record<'a> {
     pub value: Option<&'a [u8]>,
 }
 
-/// The records of one whole uncompressed batch (`batch` starts at its `baseOffset`).
+/// The bodies of an uncompressed batch's records (each without its length prefix), in order:
+/// the one walk of the record layout, for [`records_of`] and the cleaner.
 ///
 /// # Errors
-/// [`BatchError::Malformed`] when the batch is compressed or a record does not parse.
-pub fn records_of(batch: &[u8]) -> Result<Vec<Record<'_>>, BatchError> {
-    let header = BatchHeader::parse(batch)?;
+/// [`BatchError::Malformed`] when a record's length runs past the batch.
+pub(crate) fn record_bodies<'a>(
+    batch: &'a [u8],
+    header: &BatchHeader,
+) -> Result<Vec<&'a [u8]>, BatchError> {
     let malformed = |why: &'static str| BatchError::Malformed(why);
-    if header.compression() != 0 {
-        return Err(malformed("compressed batch"));
-    }
     let end = header.size_bytes().min(batch.len());
     let mut at = BATCH_HEADER_BYTES;
     let mut out = Vec::new();
@@ -451,7 +451,24 @@ pub fn records_of(batch: &[u8]) -> Result<Vec<Record<'_>>, BatchError> {
             .and_then(|l| body_start.checked_add(l))
             .filter(|e| *e <= end)
             .ok_or(malformed("record length"))?;
-        let body = &batch[body_start..body_end];
+        out.push(&batch[body_start..body_end]);
+        at = body_end;
+    }
+    Ok(out)
+}
+
+/// The records of one whole uncompressed batch (`batch` starts at its `baseOffset`).
+///
+/// # Errors
+/// [`BatchError::Malformed`] when the batch is compressed or a record does not parse.
+pub fn records_of(batch: &[u8]) -> Result<Vec<Record<'_>>, BatchError> {
+    let header = BatchHeader::parse(batch)?;
+    let malformed = |why: &'static str| BatchError::Malformed(why);
+    if header.compression() != 0 {
+        return Err(malformed("compressed batch"));
+    }
+    let mut out = Vec::new();
+    for body in record_bodies(batch, &header)? {
         let mut pos = 1; // attributes
         let mut next = || -> Result<i64, BatchError> {
             let (v, n) = varint(body.get(pos..).unwrap_or(&[])).ok_or(malformed("record field"))?;
@@ -482,7 +499,6 @@ pub fn records_of(batch: &[u8]) -> Result<Vec<Record<'_>>, BatchError> {
             key,
             value,
         });
-        at = body_end;
     }
     Ok(out)
 }

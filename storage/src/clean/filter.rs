@@ -186,22 +186,10 @@ fn raw_records<'a>(
     batch: &'a [u8],
     header: &BatchHeader,
 ) -> Result<Vec<RawRecord<'a>>, BatchError> {
-    let malformed = |why: &'static str| BatchError::Malformed(why);
-    let end = header.size_bytes().min(batch.len());
-    let mut at = BATCH_HEADER_BYTES;
-    let mut out = Vec::new();
-    while at < end {
-        let (length, n) = varint(&batch[at..end]).ok_or(malformed("record length"))?;
-        let body_start = at + n;
-        let body_end = usize::try_from(length)
-            .ok()
-            .and_then(|l| body_start.checked_add(l))
-            .filter(|e| *e <= end)
-            .ok_or(malformed("record length"))?;
-        out.push(raw_record(&batch[body_start..body_end], header)?);
-        at = body_end;
-    }
-    Ok(out)
+    crate::batch::record_bodies(batch, header)?
+        .into_iter()
+        .map(|body| raw_record(body, header))
+        .collect()
 }
 
 /// One record body (`attributes` to the end of its headers).
