@@ -46,6 +46,12 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     group.max.session.timeout.ms, offsets.topic.num.partitions,
     offsets.topic.segment.bytes, offsets.retention.minutes,
     offsets.retention.check.interval.ms  as in Kafka
+    log.cleaner.enable                                                  [true]
+    log.cleaner.threads           cleaners per shard: only 1            [1]
+    log.cleaner.backoff.ms        sleep when nothing is cleanable, ms   [15000]
+    log.cleaner.dedupe.buffer.size  offset map bytes, all shards        [134217728]
+    log.cleaner.io.buffer.size    cleaner read/write buffer, bytes      [524288]
+    log.cleaner.io.max.bytes.per.second  cleaner I/O cap per cleaner    [no limit]
     sluice.batch.cache.bytes      batch cache per shard, bytes          [67108864]
   Topic defaults (broker name, or the topic name itself); every Kafka 4.4 topic key is
   accepted, these are the ones Sluice acts on (docs/operations.md lists all):
@@ -53,7 +59,7 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     log.retention.bytes = retention.bytes                -1 = unlimited [-1]
     log.segment.bytes = segment.bytes                    2^20..2^31-1   [1073741824]
     log.roll.ms (.hours) = segment.ms                                   [604800000]
-    log.cleanup.policy = cleanup.policy      delete, or empty (keep all)  [delete]
+    log.cleanup.policy = cleanup.policy      delete, compact, both, or empty  [delete]
     log.message.timestamp.type = message.timestamp.type  CreateTime|LogAppendTime
     log.message.timestamp.before.max.ms = message.timestamp.before.max.ms  [no limit]
     log.message.timestamp.after.max.ms = message.timestamp.after.max.ms    [3600000]

@@ -75,6 +75,17 @@ fn isr_error_code(e: &IsrError) -> i16 {
     }
 }
 
+/// The index in its batch of the record without a key that a compacted topic refused, if
+/// that is why `e` refused a produce (the handler answers it in `record_errors`).
+pub fn keyless_record_index(e: &PartitionOpError) -> Option<i32> {
+    match e {
+        PartitionOpError::Rejected(ProduceCheckError::KeylessRecord { batch_index }) => {
+            Some(*batch_index)
+        }
+        _ => None,
+    }
+}
+
 /// The Kafka error code for a record set the produce checks refused (Kafka's LogValidator).
 pub fn produce_check_error_code(e: &ProduceCheckError) -> i16 {
     match e {
@@ -82,6 +93,8 @@ pub fn produce_check_error_code(e: &ProduceCheckError) -> i16 {
         // Kafka answers INVALID_RECORD ("inner record count does not match").
         ProduceCheckError::RecordCount => code(ResponseError::InvalidRecord),
         ProduceCheckError::Timestamp => code(ResponseError::InvalidTimestamp),
+        // Kafka's LogValidator: "Compacted topic cannot accept message without key".
+        ProduceCheckError::KeylessRecord { .. } => code(ResponseError::InvalidRecord),
     }
 }
 
@@ -112,6 +125,8 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
         StorageError::UnexpectedAppendOffset { .. } | StorageError::MissingLeaderEpoch { .. } => {
             ResponseError::UnknownServerError
         }
+        // Only the cleaner gets it; no request does.
+        StorageError::CleanerBufferTooSmall { .. } => ResponseError::UnknownServerError,
     };
     if matches!(error, ResponseError::KafkaStorageError) {
         tracing::warn!(error = %e, "storage error");

@@ -12,6 +12,7 @@
 //! is pure (no I/O, no executor) and answers a typed error, never a panic, on any input.
 
 mod admin;
+mod cleaner;
 mod cli;
 mod compression;
 mod connection;

@@ -52,6 +52,27 @@ pub struct ShardMetrics {
     pub parked_fetches: Cell<i64>,
     /// Request latency by API name, decode to response ready.
     pub request_latency: RefCell<BTreeMap<&'static str, LatencyHistogram>>,
+    /// The shard's log cleaner (`cleaner.rs`).
+    pub cleaner: Cell<CleanerGauges>,
+}
+
+/// What the shard's log cleaner reports (Kafka's `kafka.log:type=LogCleaner*` metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanerGauges {
+    /// Passes completed, bytes they read, and bytes they gave back to the disk.
+    pub passes: u64,
+    pub dirty_bytes_cleaned: u64,
+    pub bytes_reclaimed: u64,
+    /// The last pass's wall time, ms.
+    pub last_clean_time_ms: u64,
+    /// The last pass's bytes written as a percent of the bytes it replaced.
+    pub recopy_percent: u64,
+    /// Highest dirty ratio (percent) and `max.compaction.lag.ms` overdue time (s) among the
+    /// shard's compacted logs at the last round.
+    pub max_dirty_percent: i64,
+    pub max_compaction_delay_secs: i64,
+    /// Partitions whose cleaning failed and that are skipped.
+    pub uncleanable_partitions: usize,
 }
 
 impl ShardMetrics {
@@ -65,6 +86,13 @@ impl ShardMetrics {
             .entry(api)
             .or_default()
             .record(took);
+    }
+
+    /// Changes the cleaner's gauges in place.
+    pub fn update_cleaner(&self, f: impl FnOnce(&mut CleanerGauges)) {
+        let mut g = self.cleaner.get();
+        f(&mut g);
+        self.cleaner.set(g);
     }
 }
 
@@ -105,6 +133,8 @@ pub struct ShardSnapshot {
     pub partitions: Vec<PartitionStatus>,
     /// Committed offsets of the groups this shard coordinates.
     pub committed: Vec<crate::groups::CommittedStatus>,
+    /// The shard's log cleaner.
+    pub cleaner: CleanerGauges,
 }
 
 /// Renders snapshots in the Prometheus text format.
@@ -252,6 +282,54 @@ impl Collector for Snapshots {
         let gauges = |f: fn(&ShardSnapshot) -> i64| -> Vec<(Labels, i64)> {
             self.0.iter().map(|s| (shard_label(s), f(s))).collect()
         };
+        counter(
+            &mut enc,
+            "log_cleaner_passes",
+            "Log cleaner passes completed.",
+            &per_shard(|s| s.cleaner.passes),
+        )?;
+        counter(
+            &mut enc,
+            "log_cleaner_dirty_bytes_cleaned",
+            "Bytes the log cleaner read, bytes.",
+            &per_shard(|s| s.cleaner.dirty_bytes_cleaned),
+        )?;
+        counter(
+            &mut enc,
+            "log_cleaner_bytes_reclaimed",
+            "Bytes compaction removed from the logs, bytes.",
+            &per_shard(|s| s.cleaner.bytes_reclaimed),
+        )?;
+        gauge(
+            &mut enc,
+            "log_cleaner_max_clean_time_secs",
+            "Wall time of the cleaner's last pass, seconds (Kafka's max-clean-time-secs).",
+            &gauges(|s| i64::try_from(s.cleaner.last_clean_time_ms / 1000).unwrap_or(i64::MAX)),
+        )?;
+        gauge(
+            &mut enc,
+            "log_cleaner_cleaner_recopy_percent",
+            "Bytes the last pass wrote as a percent of those it replaced.",
+            &gauges(|s| i64::try_from(s.cleaner.recopy_percent).unwrap_or(i64::MAX)),
+        )?;
+        gauge(
+            &mut enc,
+            "log_cleaner_max_dirty_percent",
+            "Highest dirty ratio of the shard's compacted logs, percent.",
+            &gauges(|s| s.cleaner.max_dirty_percent),
+        )?;
+        gauge(
+            &mut enc,
+            "log_cleaner_max_compaction_delay_secs",
+            "Longest wait past max.compaction.lag.ms among the shard's compacted logs, seconds.",
+            &gauges(|s| s.cleaner.max_compaction_delay_secs),
+        )?;
+        gauge(
+            &mut enc,
+            "log_cleaner_uncleanable_partitions_count",
+            "Compacted partitions the cleaner skips after a failed pass.",
+            &gauges(|s| i64::try_from(s.cleaner.uncleanable_partitions).unwrap_or(i64::MAX)),
+        )?;
         gauge(
             &mut enc,
             "parked_fetches",

@@ -3,13 +3,16 @@
 //! batches are decompressed to check their record count; `compression.type` other than
 //! `producer` recompresses batches to that codec; CreateTime topics refuse timestamps more than
 //! `message.timestamp.before.max.ms` before or `message.timestamp.after.max.ms` after the
-//! broker's clock (Kafka 4's pair; the batch's first and largest timestamps are checked). Record bytes are never
+//! broker's clock (Kafka 4's pair; the batch's first and largest timestamps are checked); a
+//! topic whose `cleanup.policy` compacts refuses a record without a key (Kafka's
+//! "Compacted topic cannot accept message without key"; only those topics pay for the walk over
+//! the records). Record bytes are never
 //! re-encoded: recompression rewrites only the compressed stream and the header fields it
 //! covers (attributes, length, CRC).
 
 use crate::compression::{compress, decompress};
 use bytes::{Bytes, BytesMut};
-use storage::{count_records, replace_records, split_batches, BATCH_HEADER_BYTES};
+use storage::{count_records, records_of, replace_records, split_batches, BATCH_HEADER_BYTES};
 use tuning::config::{TimestampType, TopicConfig};
 
 /// Why [`prepare`] refused a record set (mapped to Kafka codes in `crate::errors`).
@@ -24,13 +27,32 @@ pub enum ProduceCheckError {
     /// A CreateTime timestamp outside the topic's allowed window around the broker's clock.
     #[error("timestamp outside message.timestamp.before/after.max.ms")]
     Timestamp,
+    /// A record without a key on a compacted topic; `batch_index` is the record's index in
+    /// its batch (Kafka's `RecordError.batchIndex`).
+    #[error(
+        "Compacted topic cannot accept message without key (record {batch_index} of its batch)"
+    )]
+    KeylessRecord { batch_index: i32 },
+}
+
+/// [`ProduceCheckError::KeylessRecord`] for the first record of uncompressed `batch` that has
+/// no key. Errors: [`ProduceCheckError::Corrupt`] when its records do not parse.
+fn check_keys(batch: &[u8]) -> Result<(), ProduceCheckError> {
+    let records = records_of(batch).map_err(|_| ProduceCheckError::Corrupt)?;
+    match records.iter().position(|r| r.key.is_none()) {
+        Some(i) => Err(ProduceCheckError::KeylessRecord {
+            batch_index: i32::try_from(i).unwrap_or(i32::MAX),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Checks `records` against the topic's config at `now_ms` and recompresses it if the topic
 /// asks; returns the record set to append (the same `Bytes` when nothing changed). Errors:
 /// [`ProduceCheckError::Corrupt`] (a compressed batch that does not decompress),
 /// [`ProduceCheckError::RecordCount`] (its record count is wrong),
-/// [`ProduceCheckError::Timestamp`]. A set that does not even split into batches is passed
+/// [`ProduceCheckError::Timestamp`], [`ProduceCheckError::KeylessRecord`] (compacted topics
+/// only). A set that does not even split into batches is passed
 /// through for the log to refuse with its own typed error.
 pub fn prepare(
     records: Bytes,
@@ -44,6 +66,7 @@ pub fn prepare(
     let before_max = i64::try_from(config.message_timestamp_before_max_ms).unwrap_or(i64::MAX);
     let after_max = i64::try_from(config.message_timestamp_after_max_ms).unwrap_or(i64::MAX);
     let check_time = config.message_timestamp_type() == TimestampType::CreateTime;
+    let check_keys_of = config.log.cleanup_policy.compacts();
     let corrupt = || ProduceCheckError::Corrupt;
     // The batches to append, made only once one changes (none does in the common case).
     let mut out: Option<Vec<Bytes>> = None;
@@ -58,6 +81,9 @@ pub fn prepare(
         }
         let codec = header.compression();
         let recompress_to = target.filter(|t| *t != codec);
+        if codec == 0 && check_keys_of {
+            check_keys(bytes)?;
+        }
         if codec == 0 && recompress_to.is_none() {
             if let Some(out) = &mut out {
                 out.push(bytes.clone());
@@ -69,6 +95,12 @@ pub fn prepare(
         if codec != 0 && count_records(&raw) != Some(i64::from(header.records_count)) {
             // Kafka answers INVALID_RECORD ("inner record count does not match").
             return Err(ProduceCheckError::RecordCount);
+        }
+        if codec != 0 && check_keys_of {
+            // The decompressed records under the batch's header, to walk them (a copy, made
+            // only on compacted topics).
+            let plain = replace_records(bytes, 0, &raw).map_err(|_| corrupt())?;
+            check_keys(&plain)?;
         }
         match recompress_to {
             Some(to) => {
@@ -100,6 +132,50 @@ mod tests {
     use crate::errors::{code, produce_check_error_code};
     use net::kafka_protocol::error::ResponseError;
     use storage::{build_batch, validate_batch, TimestampMs};
+
+    /// One uncompressed batch of records with `keys` (`None`: no key), value `v` each.
+    fn keyed_batch(keys: &[Option<&[u8]>]) -> Bytes {
+        let records: Vec<storage::KeyValue<'_>> =
+            keys.iter().map(|k| (*k, Some(&b"v"[..]))).collect();
+        storage::build_batch_kv(TimestampMs(1_000), &records)
+    }
+
+    #[test]
+    fn compacted_topics_refuse_records_without_a_key() {
+        let mut config = TopicConfig::default();
+        let keyless = keyed_batch(&[Some(b"k"), None]);
+        let keyed = keyed_batch(&[Some(b"k"), Some(b"j")]);
+        assert!(
+            prepare(keyless.clone(), &config, 1_000).is_ok(),
+            "delete: no check"
+        );
+        for policy in ["compact", "compact,delete"] {
+            config.set("cleanup.policy", policy).unwrap();
+            assert!(prepare(keyed.clone(), &config, 1_000).is_ok());
+            let err = prepare(keyless.clone(), &config, 1_000).unwrap_err();
+            assert_eq!(err, ProduceCheckError::KeylessRecord { batch_index: 1 });
+            assert_eq!(
+                produce_check_error_code(&err),
+                code(ResponseError::InvalidRecord)
+            );
+        }
+        // A compressed batch is checked on its decompressed records.
+        let gzipped = compress(crate::compression::GZIP, &keyless[BATCH_HEADER_BYTES..]).unwrap();
+        let packed = replace_records(&keyless, crate::compression::GZIP, &gzipped).unwrap();
+        assert_eq!(
+            prepare(packed, &config, 1_000),
+            Err(ProduceCheckError::KeylessRecord { batch_index: 1 })
+        );
+        let gzipped = compress(crate::compression::GZIP, &keyed[BATCH_HEADER_BYTES..]).unwrap();
+        let packed = replace_records(&keyed, crate::compression::GZIP, &gzipped).unwrap();
+        assert!(prepare(packed, &config, 1_000).is_ok());
+        // build_batch's records have no key.
+        let plain = build_batch(TimestampMs(1_000), &[b"a"]);
+        assert_eq!(
+            prepare(plain, &config, 1_000),
+            Err(ProduceCheckError::KeylessRecord { batch_index: 0 })
+        );
+    }
 
     #[test]
     fn recompresses_checks_counts_and_timestamps() {

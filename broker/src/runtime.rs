@@ -239,6 +239,10 @@ async fn shard_main(
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         background.high_watermark_checkpoint_loop().await
     });
+    let cleaner = shard.clone();
+    crate::shard::spawn_into(Some(shard.queues.background), async move {
+        crate::cleaner::cleaner_loop(&cleaner).await
+    });
     let expiration = shard.clone();
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         crate::partitions::isr_changes::isr_expiration_loop(&expiration).await

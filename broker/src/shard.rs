@@ -268,6 +268,7 @@ impl Shard {
             log_write_bytes,
             partitions,
             committed: self.groups.committed(),
+            cleaner: m.cleaner.get(),
         }
     }
 
@@ -344,7 +345,7 @@ impl Shard {
     }
 
     /// Every partition this shard owns, at this moment.
-    fn owned_partitions(&self) -> Vec<(TopicPartition, Rc<LocalPartition>)> {
+    pub(crate) fn owned_partitions(&self) -> Vec<(TopicPartition, Rc<LocalPartition>)> {
         self.partitions
             .borrow()
             .iter()

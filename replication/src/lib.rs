@@ -9,7 +9,8 @@
 //! - `raft`: the controller quorum on raft-rs, which replicates opaque entries among the
 //!   voters and applies the committed ones to a state machine;
 //! - `runtime`: the seam both reach time, timers, tasks and peers through, and `sim`, the
-//!   deterministic simulation that drives them in tests.
+//!   deterministic simulation that drives them in tests (compiled only for this crate's tests
+//!   and with the `sim` feature, which dependents enable from their dev-dependencies).
 //!
 //! Depends on `storage` only; the broker implements the seam on glommio.
 
@@ -17,6 +18,7 @@ pub mod metadata;
 mod partition;
 pub mod raft;
 pub mod runtime;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 
 pub use partition::{

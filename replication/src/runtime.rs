@@ -1,7 +1,7 @@
 //! The runtime seam: everything a partition (and later the metadata state machine and the
 //! Raft driver) needs from the world — monotonic time, timers, spawning and node-to-node
 //! messages — behind three narrow traits, so the same logic runs on a glommio shard in the
-//! broker and under the deterministic simulation of [`crate::sim`].
+//! broker and under the deterministic simulation of `crate::sim`.
 //!
 //! Limits: tasks are `!Send` and run on the thread that spawned them (one shard, or the one
 //! simulation thread); [`MonotonicTime`] is comparable only within one process.

@@ -125,9 +125,27 @@ pub fn batch_crc(batch: &[u8]) -> u32 {
     crc32c::crc32c(&batch[CRC_COVERS_FROM..])
 }
 
-/// Fully validates one batch occupying exactly `batch`: header, magic 2, `batchLength` equal to
-/// the bytes given, `recordsCount == lastOffsetDelta + 1`, and the CRC-32C.
+/// Fully validates one batch occupying exactly `batch` as a producer sends it: header, magic 2,
+/// `batchLength` equal to the bytes given, `recordsCount == lastOffsetDelta + 1`, and the
+/// CRC-32C.
 pub fn validate_batch(batch: &[u8]) -> Result<BatchHeader, BatchError> {
+    let header = validate_stored_batch(batch)?;
+    if header.records_count < 1
+        || header.last_offset_delta.checked_add(1) != Some(header.records_count)
+    {
+        return Err(BatchError::RecordCount {
+            records: header.records_count,
+            last_offset_delta: header.last_offset_delta,
+        });
+    }
+    Ok(header)
+}
+
+/// Validates one batch as a log may hold it after compaction (issue #27): as
+/// [`validate_batch`], except that the cleaner may have removed records, so `recordsCount`
+/// may be anything from 0 (a producer's last batch kept empty, Kafka's `RETAIN_EMPTY`) to
+/// `lastOffsetDelta + 1`. What the records section holds must still match `recordsCount`.
+pub fn validate_stored_batch(batch: &[u8]) -> Result<BatchHeader, BatchError> {
     let header = BatchHeader::parse(batch)?;
     if header.magic != 2 {
         return Err(BatchError::Magic(header.magic));
@@ -138,8 +156,9 @@ pub fn validate_batch(batch: &[u8]) -> Result<BatchHeader, BatchError> {
             actual: batch.len(),
         });
     }
-    if header.records_count < 1
-        || header.last_offset_delta.checked_add(1) != Some(header.records_count)
+    if header.records_count < 0
+        || header.last_offset_delta < 0
+        || i64::from(header.records_count) > i64::from(header.last_offset_delta) + 1
     {
         return Err(BatchError::RecordCount {
             records: header.records_count,
@@ -194,9 +213,22 @@ pub fn varint(buf: &[u8]) -> Option<(i64, usize)> {
 }
 
 /// Splits `records` (a produce request's record set for one partition: one or more whole
-/// batches back to back) into validated batches. Any truncated or invalid batch fails the
-/// whole set, so an append is all or nothing.
+/// batches back to back) into validated batches ([`validate_batch`]). Any truncated or invalid
+/// batch fails the whole set, so an append is all or nothing.
 pub fn split_batches(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, BatchError> {
+    split_with(records, validate_batch)
+}
+
+/// As [`split_batches`] for batches a log already holds (a leader's, to a follower), which a
+/// clean may have thinned ([`validate_stored_batch`]).
+pub fn split_stored_batches(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, BatchError> {
+    split_with(records, validate_stored_batch)
+}
+
+fn split_with(
+    records: &Bytes,
+    validate: fn(&[u8]) -> Result<BatchHeader, BatchError>,
+) -> Result<Vec<(BatchHeader, Bytes)>, BatchError> {
     let mut out = Vec::new();
     let mut at = 0usize;
     while at < records.len() {
@@ -209,7 +241,7 @@ pub fn split_batches(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, Batch
                 need: size,
             });
         }
-        let header = validate_batch(&rest[..size])?;
+        let header = validate(&rest[..size])?;
         out.push((header, records.slice(at..at + size)));
         at += size;
     }

@@ -6,13 +6,17 @@
 
 use std::time::Duration;
 
-/// `cleanup.policy`, a list in Kafka (`delete`, `compact`, both, or empty). Sluice does not
-/// compact logs: the config parser refuses a list naming `compact`.
+/// `cleanup.policy`, a list in Kafka: `delete`, `compact`, both, or empty.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CleanupPolicy {
     /// `delete`: delete whole closed segments by `retention.ms` / `retention.bytes`.
     #[default]
     Delete,
+    /// `compact`: the cleaner keeps the latest record of each key (issue #27); retention
+    /// deletes nothing.
+    Compact,
+    /// `compact,delete`: compacted, and retention deletes old closed segments as well.
+    CompactDelete,
     /// The empty list: neither delete nor compact; segments are kept whatever the retention
     /// settings say (Kafka 4.x's empty `cleanup.policy`).
     NoCleanup,
@@ -23,7 +27,81 @@ impl CleanupPolicy {
     pub fn as_str(self) -> &'static str {
         match self {
             CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
             CleanupPolicy::NoCleanup => "",
+        }
+    }
+
+    /// Whether the cleaner compacts the log.
+    pub fn compacts(self) -> bool {
+        matches!(self, CleanupPolicy::Compact | CleanupPolicy::CompactDelete)
+    }
+
+    /// Whether `retention.ms` / `retention.bytes` delete segments.
+    pub fn deletes(self) -> bool {
+        matches!(self, CleanupPolicy::Delete | CleanupPolicy::CompactDelete)
+    }
+}
+
+/// The cleaner's settings of one log (Kafka's topic properties of compaction).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CompactionConfig {
+    /// `min.cleanable.dirty.ratio`: the log is cleaned once dirty bytes / cleanable bytes reach
+    /// this (0 to 1). Default 0.5.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: a record stays uncompacted at least this long after it was
+    /// written (by its batch's max timestamp). Default 0.
+    pub min_compaction_lag: Duration,
+    /// `max.compaction.lag.ms`: a dirty record older than this makes the log cleanable whatever
+    /// its dirty ratio. Default `None` (Kafka's Long.MAX).
+    pub max_compaction_lag: Option<Duration>,
+    /// `delete.retention.ms`: how long a tombstone is kept after its segment was first cleaned
+    /// (KIP-534's delete horizon). Default 1 day.
+    pub delete_retention: Duration,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag: Duration::ZERO,
+            max_compaction_lag: None,
+            delete_retention: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// The broker's cleaner settings (Kafka's `log.cleaner.*` broker properties), one cleaner per
+/// shard.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CleanerConfig {
+    /// `log.cleaner.enable`. Default true.
+    pub enable: bool,
+    /// `log.cleaner.threads`: here cleaners per shard; 1 (only 1 is accepted). Default 1.
+    pub threads: usize,
+    /// `log.cleaner.backoff.ms`: sleep when no log is cleanable. Default 15 s.
+    pub backoff: Duration,
+    /// `log.cleaner.dedupe.buffer.size`: bytes of the offset map, over all of a broker's
+    /// cleaners (each shard takes its share). Default 128 MiB.
+    pub dedupe_buffer_bytes: u64,
+    /// `log.cleaner.io.buffer.size`: bytes of one read or write buffer of the cleaner.
+    /// Default 512 KiB.
+    pub io_buffer_bytes: usize,
+    /// `log.cleaner.io.max.bytes.per.second`: read plus write rate cap of one cleaner.
+    /// Default `None` (Kafka's Double.MAX).
+    pub io_max_bytes_per_second: Option<f64>,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        CleanerConfig {
+            enable: true,
+            threads: 1,
+            backoff: Duration::from_secs(15),
+            dedupe_buffer_bytes: 128 << 20,
+            io_buffer_bytes: 512 << 10,
+            io_max_bytes_per_second: None,
         }
     }
 }
@@ -31,7 +109,7 @@ impl CleanupPolicy {
 /// Configuration of one partition log. Field names follow Kafka's topic properties
 /// (`segment.bytes` → `segment_bytes`, …); `tuning::config::TopicConfig` parses property
 /// strings into it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: a segment rolls before it would exceed this many bytes. Kafka default
     /// 1 GiB; at most `i32::MAX`.
@@ -58,6 +136,8 @@ pub struct LogConfig {
     /// `cleanup.policy`: whether `retention.ms` / `retention.bytes` delete segments at all.
     /// Default [`CleanupPolicy::Delete`].
     pub cleanup_policy: CleanupPolicy,
+    /// The compaction properties; used when `cleanup_policy` compacts.
+    pub compaction: CompactionConfig,
     /// `message.timestamp.type=LogAppendTime`: the log stamps each batch with the wall-clock
     /// append time (ms) instead of keeping the producer's timestamps. Default false
     /// (CreateTime).
@@ -92,6 +172,7 @@ impl Default for LogConfig {
             retention_ms: Some(Duration::from_secs(7 * 24 * 3600)),
             retention_bytes: None,
             cleanup_policy: CleanupPolicy::Delete,
+            compaction: CompactionConfig::default(),
             log_append_time: false,
             max_message_bytes: 1_048_588,
             write_chunk_bytes: 256 << 10,

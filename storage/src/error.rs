@@ -62,6 +62,13 @@ pub enum StorageError {
     #[error("corrupt log file {path}: {why}")]
     Corrupt { path: PathBuf, why: String },
     /// The log is closed (dropped by its shard or after a fatal write error).
+    /// The cleaner's offset map cannot hold the records of one batch (issue #27): raise
+    /// `log.cleaner.dedupe.buffer.size`. The log is left as it was.
+    #[error(
+        "cleaner offset map too small: {keys} free keys, the batch at offset {offset} needs more"
+    )]
+    CleanerBufferTooSmall { keys: usize, offset: Offset },
+
     #[error("partition log is closed")]
     Closed,
     /// An idempotent producer's batch does not follow its last sequence (KIP-98); nothing
@@ -109,6 +116,16 @@ impl StorageError {
             StorageError::DiskFull { op, path }
         } else {
             StorageError::Io { op, path, source }
+        }
+    }
+
+    /// The errno a sticky write error records for this error (ENOSPC for a full disk, the OS
+    /// error of an I/O failure, EIO otherwise).
+    pub(crate) fn errno(&self) -> i32 {
+        match self {
+            StorageError::DiskFull { .. } => libc::ENOSPC,
+            StorageError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            _ => libc::EIO,
         }
     }
 

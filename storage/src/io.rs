@@ -537,6 +537,12 @@ pub fn spawn_background(fut: impl Future<Output = ()> + 'static) {
         .detach();
 }
 
+/// Yields to other tasks of the executor if the current task queue has used its time slice
+/// (a long background pass, such as the cleaner's, stays preemptible).
+pub async fn yield_if_needed() {
+    glommio::yield_if_needed().await;
+}
+
 /// Sleeps on the current executor's timer.
 pub async fn sleep(d: std::time::Duration) {
     glommio::timer::sleep(d).await;

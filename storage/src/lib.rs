@@ -29,16 +29,17 @@ mod writer;
 
 pub use batch::{
     batch_crc, build_batch, build_batch_kv, count_records, records_of, replace_records,
-    split_batches, validate_batch, varint, BatchHeader, KeyValue, Record, RecordBatch,
-    BATCH_HEADER_BYTES,
+    split_batches, split_stored_batches, validate_batch, validate_stored_batch, varint,
+    BatchHeader, KeyValue, Record, RecordBatch, BATCH_HEADER_BYTES,
 };
 pub use cache::{BatchCache, CacheStats};
 pub use clean::filter::{clean_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT};
 pub use clean::swap::{recovery_steps, swap_steps, FsStep};
 pub use clean::{clean_section, fill_map};
-pub use config::{CleanupPolicy, LogConfig};
+pub use config::{CleanerConfig, CleanupPolicy, CompactionConfig, LogConfig};
 pub use error::{BatchError, Result, StorageError};
 pub use io::Notify;
+pub use log::compact::{CleanReport, CleanerBuffers, Dirtiness};
 pub use log::epochs::{EpochEntry, LeaderEpochCache};
 pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS};
 pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};

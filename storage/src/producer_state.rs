@@ -115,6 +115,15 @@ impl ProducerState {
         }
     }
 
+    /// The base offset of every producer's last batch in the log: the batches the cleaner
+    /// keeps, empty if need be, so sequence state survives compaction (Kafka's rule).
+    pub fn last_batch_bases(&self) -> std::collections::BTreeMap<i64, Offset> {
+        self.producers
+            .iter()
+            .filter_map(|(id, entry)| Some((*id, entry.batches.back()?.base_offset)))
+            .collect()
+    }
+
     /// Records an appended batch (with its assigned offsets).
     pub fn record(&mut self, header: &BatchHeader) {
         if header.producer_id < 0 {

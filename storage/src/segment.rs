@@ -4,7 +4,7 @@
 //! shutdown; closed segments load theirs lazily on first lookup, so opening a log reads nothing
 //! from closed segments (their size comes from the file length, fixed at roll).
 
-use crate::batch::{validate_batch, BatchHeader, BATCH_HEADER_BYTES};
+use crate::batch::{validate_stored_batch, BatchHeader, BATCH_HEADER_BYTES};
 use crate::error::{Result, StorageError};
 use crate::index::{relative, OffsetEntry, SegmentIndex, TimeEntry};
 use crate::io::{align_down, DirectFile, BLOCK_BYTES, BLOCK_USIZE};
@@ -59,6 +59,11 @@ pub struct ScanEnd {
 }
 
 impl Segment {
+    /// The partition directory holding this segment.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Path of this segment's file with `ext` ("log", "index", "timeindex").
     pub fn path(dir: &Path, base: Offset, ext: &str) -> PathBuf {
         dir.join(format!("{}.{ext}", file_stem(base)))
@@ -193,6 +198,12 @@ impl Segment {
 
     /// Writes both index files whole and syncs them (roll, clean shutdown).
     pub async fn save_index(&self) -> Result<()> {
+        self.save_index_as("").await
+    }
+
+    /// As [`Segment::save_index`], to `<base>.index<suffix>` and `<base>.timeindex<suffix>`
+    /// (a cleaned segment's `.cleaned` files, docs/storage-format.md §6.8).
+    pub async fn save_index_as(&self, suffix: &str) -> Result<()> {
         let (offsets, times) = {
             let index = self.index.borrow();
             let index = index
@@ -201,8 +212,10 @@ impl Segment {
             (index.encode_offsets(), index.encode_times())
         };
         for (ext, bytes) in [("index", offsets), ("timeindex", times)] {
-            let file =
-                DirectFile::open(&Segment::path(&self.dir, self.base_offset, ext), true).await?;
+            let path = self
+                .dir
+                .join(format!("{}.{ext}{suffix}", file_stem(self.base_offset)));
+            let file = DirectFile::open(&path, true).await?;
             file.write_whole(&bytes).await?;
             file.fdatasync().await?;
             file.close().await?;
@@ -212,8 +225,9 @@ impl Segment {
 
     /// Scans batches from `from_pos` (a batch boundary whose batch has base offset
     /// `from_offset`) up to `limit_pos`, re-adding index entries after the last one kept, and
-    /// stops at the first batch that is torn, fails its CRC, is zero-filled, or breaks offset
-    /// contiguity. Reads `SCAN_CHUNK_BYTES` at a time.
+    /// stops at the first batch that is torn, fails its CRC, is zero-filled, or does not start
+    /// after the previous one (a gap is allowed: compaction removes whole batches, and a
+    /// follower copies a compacted leader's log with its gaps). Reads `SCAN_CHUNK_BYTES` at a time.
     pub async fn scan(
         &self,
         from_pos: u64,
@@ -252,7 +266,7 @@ impl Segment {
                 let size = header.size_bytes();
                 if pos + size as u64 > limit_pos
                     || header.magic != 2
-                    || header.base_offset != expected
+                    || header.base_offset < expected
                 {
                     at_end = true;
                     break;
@@ -262,7 +276,7 @@ impl Segment {
                     chunk_len = chunk_len.max(size + 2 * BLOCK_USIZE);
                     break;
                 }
-                if validate_batch(&data[at..at + size]).is_err() {
+                if validate_stored_batch(&data[at..at + size]).is_err() {
                     at_end = true;
                     break;
                 }

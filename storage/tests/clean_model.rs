@@ -6,7 +6,7 @@
 //! delete horizon has passed, and only then); the cleaned section holds at most one record per
 //! key; every producer's last batch is kept; each batch's `maxTimestamp` is its newest record's.
 //!
-//! Not covered here: segment files, the swap and crashes (the on-disk clean is not built yet).
+//! Not covered here: segment files, the swap and crashes (`compact.rs` covers them).
 //! A failure prints the shrunk operation sequence.
 
 use bytes::Bytes;

@@ -4,7 +4,7 @@
 //! after every one of its steps and run again — and the directory must hold exactly the old
 //! segments or exactly the new one, beside the untouched active segment.
 //!
-//! Checks the protocol's steps only; the executor that will run them on disk is not built.
+//! Checks the protocol's steps only; `compact.rs` cuts the swap on real files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use storage::{recovery_steps, swap_steps, FsStep, Offset};

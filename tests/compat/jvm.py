@@ -19,21 +19,28 @@ JAVA_DIR = REPO / "tests" / "java"
 BUILD_TIMEOUT_S = 900
 
 
-def build_classpath():
-    """`mvn package` in tests/java; returns the classpath (its jar first, then Kafka's)."""
+def maven_classpath(project_dir, goals=()):
+    """Runs `mvn <goals> dependency:build-classpath` in `project_dir` (a Maven project of
+    tests/); returns its dependencies' classpath."""
     if shutil.which("mvn") is None or shutil.which("java") is None:
         pytest.fail("java and mvn are needed for the Java-client tests (scripts/test-all "
                     "installs them)", pytrace=False)
-    cp_file = JAVA_DIR / "target" / "classpath.txt"
-    cmd = ["mvn", "-q", "-B", "package", "dependency:build-classpath",
+    cp_file = project_dir / "target" / "classpath.txt"
+    cmd = ["mvn", "-q", "-B", *goals, "dependency:build-classpath",
            f"-Dmdep.outputFile={cp_file}"]
-    proc = subprocess.run(cmd, cwd=JAVA_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.run(cmd, cwd=project_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=BUILD_TIMEOUT_S)
     if proc.returncode != 0:
-        pytest.fail(f"`{' '.join(cmd)}` in {JAVA_DIR} failed ({proc.returncode}):\n"
+        pytest.fail(f"`{' '.join(cmd)}` in {project_dir} failed ({proc.returncode}):\n"
                     f"{proc.stdout[-6000:]}", pytrace=False)
+    return cp_file.read_text().strip()
+
+
+def build_classpath():
+    """`mvn package` in tests/java; returns the classpath (its jar first, then Kafka's)."""
+    classpath = maven_classpath(JAVA_DIR, goals=("package",))
     jar = JAVA_DIR / "target" / "sluice-java-compat-0.1.0.jar"
-    return f"{jar}:{cp_file.read_text().strip()}"
+    return f"{jar}:{classpath}"
 
 
 class JavaRun:

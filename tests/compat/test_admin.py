@@ -310,21 +310,6 @@ def test_broker_keys_fixed_at_start_up_are_read_only(broker):
     assert error_code(future) == KafkaError.INVALID_REQUEST
 
 
-@pytest.mark.sluice_only("Kafka compacts logs; Sluice refuses compaction with the reason")
-def test_compaction_is_refused_naming_the_missing_feature(broker):
-    topic = "admin-no-compaction"
-    create_topic(broker.bootstrap, topic, 1)
-    a = admin(broker.bootstrap)
-    future = alter_topic(a, topic, [("cleanup.policy", AlterConfigOpType.SET, "compact,delete")])
-    with pytest.raises(KafkaException) as info:
-        result(future)
-    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
-    assert "compaction is not supported" in info.value.args[0].str()
-    futures = a.create_topics([NewTopic("admin-compacted", 1, 1,
-                                        config={"cleanup.policy": "compact"})])
-    assert error_code(futures["admin-compacted"]) == KafkaError.INVALID_CONFIG
-
-
 @pytest.mark.sluice(settings={"auto.create.topics.enable": False})
 def test_delete_topics(broker):
     topic = "admin-delete"

@@ -164,18 +164,6 @@ def test_append_and_subtract_on_list_topic_configs(broker):
     assert "Config value subtract is not allowed for config key: log.retention.ms" in err.str()
 
 
-@pytest.mark.sluice_only("log compaction is not built in Sluice: Kafka accepts `compact`")
-def test_append_compact_is_refused_naming_compaction(broker):
-    b = broker.bootstrap
-    a = admin(b)
-    topic = "list-compact"
-    create_topic(b, topic, 1)
-    err = alter(a, ResourceType.TOPIC, topic, ("cleanup.policy", "compact", APPEND))
-    assert err.code() == KafkaError.INVALID_CONFIG
-    assert "compaction is not supported" in err.str()
-    assert describe(a, ResourceType.TOPIC, topic, "cleanup.policy").value == "delete"
-
-
 def test_cluster_default_with_kafka_configs_survives_restart(broker, kafka_classpath):
     """Kafka's own `kafka-configs.sh --entity-type brokers --entity-default` (ConfigCommand,
     the BROKER resource with the empty name): the cluster-wide default reaches a topic, is kept

@@ -36,7 +36,7 @@ def test_a_second_broker_on_the_same_data_dir_refuses_to_start(broker, sluice_bi
         ("log.retension.ms=1000", "log.retention.ms"),  # unknown key: closest known one named
         ("num.partitions=many", "num.partitions"),  # wrong type
         ("segment.bytes=5", "segment.bytes"),  # out of range (Kafka's minimum is 14)
-        ("cleanup.policy=compact", "cleanup.policy"),  # not supported
+        ("cleanup.policy=compacted", "cleanup.policy"),  # not a policy
     ],
 )
 def test_bad_config_fails_at_start_naming_the_key(sluice_bin, tmp_path, setting, named):

@@ -49,9 +49,9 @@ pub enum Support {
     /// The log, the produce path or retention act on it.
     Honoured,
     /// Accepted, validated as Kafka validates it, stored and described; it configures a part of
-    /// Kafka that Sluice does not have (compaction, tiered storage, replication throttles, …),
-    /// so it changes nothing. A value that would need that part (`cleanup.policy=compact`,
-    /// `remote.storage.enable=true`) is refused by the parser.
+    /// Kafka that Sluice does not have (tiered storage, replication throttles, …), so it
+    /// changes nothing. A value that would need that part (`remote.storage.enable=true`) is
+    /// refused by the parser.
     Stored,
 }
 
@@ -135,7 +135,7 @@ pub const TOPIC_KEYS: [TopicKey; 37] = [
         config_type: ConfigType::Long,
         default: "86400000",
         synonyms: &[syn("log.cleaner.delete.retention.ms", "86400000")],
-        support: Support::Stored,
+        support: Support::Honoured,
     },
     TopicKey {
         name: "errors.deadletterqueue.group.enable",
@@ -212,7 +212,7 @@ pub const TOPIC_KEYS: [TopicKey; 37] = [
         config_type: ConfigType::Long,
         default: LONG_MAX,
         synonyms: &[syn("log.cleaner.max.compaction.lag.ms", LONG_MAX)],
-        support: Support::Stored,
+        support: Support::Honoured,
     },
     TopicKey {
         name: "max.decompressed.message.bytes",
@@ -254,14 +254,14 @@ pub const TOPIC_KEYS: [TopicKey; 37] = [
         config_type: ConfigType::Double,
         default: "0.5",
         synonyms: &[syn("log.cleaner.min.cleanable.ratio", "0.5")],
-        support: Support::Stored,
+        support: Support::Honoured,
     },
     TopicKey {
         name: "min.compaction.lag.ms",
         config_type: ConfigType::Long,
         default: "0",
         synonyms: &[syn("log.cleaner.min.compaction.lag.ms", "0")],
-        support: Support::Stored,
+        support: Support::Honoured,
     },
     TopicKey {
         name: "min.insync.replicas",
@@ -453,8 +453,6 @@ pub const UNSUPPORTED_BROKER_KEYS: &[(&str, &str)] = &[
     ("transaction.state.log.num.partitions", "transactions are not built yet; remove the key"),
     ("share.coordinator.state.topic.replication.factor", "share groups are not built; remove the key"),
     ("share.coordinator.state.topic.min.isr", "share groups are not built; remove the key"),
-    ("log.cleaner.enable", "log compaction is not built; remove the key"),
-    ("log.cleaner.threads", "log compaction is not built; remove the key"),
     ("remote.log.storage.system.enable", "tiered storage is not built; remove the key"),
     ("auto.leader.rebalance.enable", "Sluice does not move leaderships back to the preferred replica on its own (no automatic rebalance): ElectLeaders, `kafka-leader-election.sh --election-type PREFERRED`, moves them back; remove the key"),
     ("group.coordinator.rebalance.protocols", "Sluice serves the classic group protocol only; remove the key"),

@@ -121,12 +121,28 @@ fn groups_text(groups: &[Vec<usize>]) -> String {
 /// after the comment that justifies it, then the disk table.
 pub fn render_config(inp: &TuneInputs<'_>) -> String {
     let mut s = String::new();
-    let cpus = inp.cpus;
-    let disk = inp.disk;
-    let shards = cpus.shard_cpus.len().max(1);
-    let cores = render_cores(&cpus.shard_cpus);
     // `writeln!` into a String cannot fail; the results are ignored deliberately.
     let w = &mut s;
+    render_header(w, inp);
+    render_cores_section(w, inp);
+    render_partitions(w, inp);
+    render_batch_cache(w, inp);
+    render_segments(w, inp);
+    render_flush(w, inp);
+    render_disk_table(w, inp);
+    s
+}
+
+/// Shards the tuned file plans for: one per shard CPU, at least one.
+fn shard_count(inp: &TuneInputs<'_>) -> usize {
+    inp.cpus.shard_cpus.len().max(1)
+}
+
+/// The file's opening comments: where the figures come from, the machine's load during the
+/// probe (a warning when it was busy) and the host checks.
+fn render_header(w: &mut String, inp: &TuneInputs<'_>) {
+    let cpus = inp.cpus;
+    let disk = inp.disk;
     let _ = writeln!(
         w,
         "# sluice.toml written by `sluice tune`. Figures are from this machine;"
@@ -174,8 +190,13 @@ pub fn render_config(inp: &TuneInputs<'_>) -> String {
             let _ = writeln!(w, "#   {c}");
         }
     }
+}
 
-    // Cores.
+/// The `sluice.cores` choice: the CPU topology, SMT, and the warning for few cores.
+fn render_cores_section(w: &mut String, inp: &TuneInputs<'_>) {
+    let cpus = inp.cpus;
+    let shards = shard_count(inp);
+    let cores = render_cores(&cpus.shard_cpus);
     let _ = writeln!(w);
     let _ = writeln!(
         w,
@@ -205,8 +226,11 @@ pub fn render_config(inp: &TuneInputs<'_>) -> String {
         );
     }
     let _ = writeln!(w, "\"sluice.cores\" = \"{cores}\"");
+}
 
-    // Partitions.
+/// `num.partitions`: one partition per shard.
+fn render_partitions(w: &mut String, inp: &TuneInputs<'_>) {
+    let shards = shard_count(inp);
     let _ = writeln!(w);
     let _ = writeln!(
         w,
@@ -214,8 +238,11 @@ pub fn render_config(inp: &TuneInputs<'_>) -> String {
          (Kafka's default is 1)."
     );
     let _ = writeln!(w, "\"num.partitions\" = {shards}");
+}
 
-    // Batch cache.
+/// `sluice.batch.cache.bytes` from MemTotal, or why the default stays.
+fn render_batch_cache(w: &mut String, inp: &TuneInputs<'_>) {
+    let shards = shard_count(inp);
     let _ = writeln!(w);
     match inp.mem_total_bytes {
         Some(mem) => {
@@ -238,8 +265,10 @@ pub fn render_config(inp: &TuneInputs<'_>) -> String {
             );
         }
     }
+}
 
-    // Segments.
+/// `log.segment.bytes` from the data disk's free space, or why the default stays.
+fn render_segments(w: &mut String, inp: &TuneInputs<'_>) {
     let _ = writeln!(w);
     match inp.free_bytes {
         Some(free) => {
@@ -260,8 +289,11 @@ pub fn render_config(inp: &TuneInputs<'_>) -> String {
             );
         }
     }
+}
 
-    // Flush.
+/// The fdatasync figures and what they mean for `flush.messages`.
+fn render_flush(w: &mut String, inp: &TuneInputs<'_>) {
+    let disk = inp.disk;
     let f = &disk.fsync;
     let _ = writeln!(w);
     let _ = writeln!(
@@ -292,8 +324,11 @@ pub fn render_config(inp: &TuneInputs<'_>) -> String {
             f.fdatasync.p99_us / 1000.0
         );
     }
+}
 
-    // Disk table.
+/// The O_DIRECT table per block size and queue depth, then the write-pattern reasoning.
+fn render_disk_table(w: &mut String, inp: &TuneInputs<'_>) {
+    let disk = inp.disk;
     let _ = writeln!(w);
     let _ = writeln!(
         w,
@@ -332,7 +367,6 @@ pub fn render_config(inp: &TuneInputs<'_>) -> String {
     for line in write_pattern_reasoning(disk) {
         let _ = writeln!(w, "# {line}");
     }
-    s
 }
 
 /// Whether the figures support the log's write pattern (256 KiB writes, 16 in flight), as

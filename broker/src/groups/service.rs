@@ -79,15 +79,7 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
     if let Some(t) = shard.metadata().topics.get(OFFSETS_TOPIC) {
         return Ok(t.partitions.len());
     }
-    // Kafka compacts this topic; Sluice has no compaction yet, so nothing may expire.
-    let overrides = BTreeMap::from([
-        ("retention.ms".to_string(), "-1".to_string()),
-        ("retention.bytes".to_string(), "-1".to_string()),
-        (
-            "segment.bytes".to_string(),
-            shard.config.offsets_topic_segment_bytes.to_string(),
-        ),
-    ]);
+    let overrides = offsets_topic_overrides(&shard.config);
     let op = ControllerOp::CreateTopic {
         assignment: None,
         name: OFFSETS_TOPIC.to_string(),
@@ -110,6 +102,23 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<usize, GroupError
         .get(OFFSETS_TOPIC)
         .map(|t| t.partitions.len())
         .ok_or(GroupError::CoordinatorNotAvailable)
+}
+
+/// The topic configs `__consumer_offsets` is created with, Kafka's
+/// (`GroupCoordinatorService.groupMetadataTopicConfigs`): compacted (`cleanup.policy=compact`,
+/// so retention deletes none of it; the cleaner keeps each key's latest record),
+/// `segment.bytes` from `offsets.topic.segment.bytes`, and `compression.type=producer`. Set on
+/// the topic, so DescribeConfigs shows them as DYNAMIC_TOPIC_CONFIG, as Kafka does. (A topic
+/// created by an older Sluice keeps its `retention.ms=-1` instead.)
+pub fn offsets_topic_overrides(config: &tuning::config::BrokerConfig) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("compression.type".to_string(), "producer".to_string()),
+        (
+            "segment.bytes".to_string(),
+            config.offsets_topic_segment_bytes.to_string(),
+        ),
+    ])
 }
 
 /// The replication factor `__consumer_offsets` is created with: `offsets.topic.replication.factor`,
@@ -908,4 +917,29 @@ fn describe(g: &Group) -> GroupDescription {
 
 fn sync_error(error: GroupError) -> GroupReply {
     GroupReply::Sync(SyncResult::error(error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_topic_is_created_compacted_as_kafka() {
+        let config = tuning::config::BrokerConfig::default();
+        let overrides = offsets_topic_overrides(&config);
+        let topic = crate::metadata::overrides_config(&overrides, &config.topic_defaults)
+            .expect("Kafka's offsets topic configs are valid");
+        assert_eq!(topic.log.cleanup_policy, storage::CleanupPolicy::Compact);
+        assert!(
+            !topic.log.cleanup_policy.deletes(),
+            "retention deletes none of it"
+        );
+        assert_eq!(topic.log.segment_bytes, 104_857_600);
+        for key in ["cleanup.policy", "compression.type", "segment.bytes"] {
+            assert!(
+                topic.is_set(key),
+                "{key} set on the topic (DYNAMIC_TOPIC_CONFIG)"
+            );
+        }
+    }
 }

@@ -15,18 +15,25 @@
 //! and epoch, and the response lists the endpoint of each such leader that is alive, as
 //! Kafka's `KafkaApis.handleProduceRequest` does, so a client can go to the new leader
 //! without a metadata refresh. Only answers with that error pay for it.
+//!
+//! A record without a key on a compacted topic is refused as Kafka's LogValidator refuses it:
+//! INVALID_RECORD, with the record's index in `record_errors` and Kafka's summary in
+//! `error_message` ("... Compacted topic cannot accept message without key in topic partition
+//! t-0.").
 
 use super::leader_hints::LeaderHints;
-use crate::errors::{code, controller_error, partition_op_error_code};
+use crate::errors::{code, controller_error, keyless_record_index, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
-use crate::partitions::{PartitionOp, PartitionReply};
+use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
 use net::kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
+use net::kafka_protocol::protocol::StrBytes;
 use replication::metadata::{check_not_internal, TopicOperation};
 use replication::Acks;
 use std::rc::Rc;
@@ -35,6 +42,30 @@ use storage::TopicPartition;
 
 /// First Produce version whose NOT_LEADER_OR_FOLLOWER answers carry leader hints (KIP-951).
 const LEADER_HINTS_VERSION: i16 = 10;
+
+/// Why a partition's records were not appended.
+#[derive(Debug, PartialEq, Eq)]
+enum Refusal {
+    /// Kafka's error code, nothing more to say.
+    Code(i16),
+    /// A record without a key on a compacted topic, at this index of its batch.
+    KeylessRecord { batch_index: i32 },
+}
+
+impl From<i16> for Refusal {
+    fn from(code: i16) -> Self {
+        Refusal::Code(code)
+    }
+}
+
+impl Refusal {
+    fn of(e: &PartitionOpError) -> Refusal {
+        match keyless_record_index(e) {
+            Some(batch_index) => Refusal::KeylessRecord { batch_index },
+            None => Refusal::Code(partition_op_error_code(e)),
+        }
+    }
+}
 
 pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> ProduceResponse {
     let acks = Acks::from_wire(req.acks);
@@ -73,16 +104,16 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
             };
             let task = async move {
                 let Some(acks) = acks else {
-                    return Err(code(ResponseError::InvalidRequiredAcks));
+                    return Err(code(ResponseError::InvalidRequiredAcks).into());
                 };
                 if transactional {
-                    return Err(code(ResponseError::TransactionalIdAuthorizationFailed));
+                    return Err(code(ResponseError::TransactionalIdAuthorizationFailed).into());
                 }
                 if let Some(error) = internal {
-                    return Err(error);
+                    return Err(error.into());
                 }
                 let Some(records) = p.records else {
-                    return Err(code(ResponseError::CorruptMessage));
+                    return Err(code(ResponseError::CorruptMessage).into());
                 };
                 check_for_version(&records, version)?;
                 let op = PartitionOp::Produce {
@@ -91,7 +122,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
                     timeout,
                 };
                 match crate::partitions::service::call(shard, tp, op).await {
-                    PartitionReply::Error(e) => Err(partition_op_error_code(&e)),
+                    PartitionReply::Error(e) => Err(Refusal::of(&e)),
                     reply => Ok(reply),
                 }
             };
@@ -106,18 +137,18 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
     drop(metadata);
     // Every partition's append runs concurrently inside this task: no task spawned, and a
     // local partition's append costs no message.
-    let mut slots = response
-        .responses
-        .iter_mut()
-        .flat_map(|t| t.partition_responses.iter_mut());
+    let mut slots = response.responses.iter_mut().flat_map(|t| {
+        let topic = &t.name.0;
+        t.partition_responses.iter_mut().map(move |p| (topic, p))
+    });
     if appends.len() == 1 {
         // One partition (a producer that does not linger): nothing to join.
-        if let (Some(slot), Some(append)) = (slots.next(), appends.pop()) {
-            fill_in(slot, append.await);
+        if let (Some((topic, slot)), Some(append)) = (slots.next(), appends.pop()) {
+            fill_in(slot, topic, append.await);
         }
     } else {
-        for (slot, reply) in slots.zip(futures_util::future::join_all(appends).await) {
-            fill_in(slot, reply);
+        for ((topic, slot), reply) in slots.zip(futures_util::future::join_all(appends).await) {
+            fill_in(slot, topic, reply);
         }
     }
     if version >= LEADER_HINTS_VERSION && not_leader_answers(&response) {
@@ -206,9 +237,9 @@ fn add_leader_hints(meta: &ClusterMetadata, response: &mut ProduceResponse) {
         .collect();
 }
 
-/// Writes one partition's outcome into its slot of the response; `Err`: the Kafka code of a
-/// refusal by the handler or by the owner.
-fn fill_in(p: &mut PartitionProduceResponse, reply: Result<PartitionReply, i16>) {
+/// Writes one partition's outcome into its slot of the response (of partition `p.index` of
+/// `topic`); `Err`: a refusal by the handler or by the owner.
+fn fill_in(p: &mut PartitionProduceResponse, topic: &str, reply: Result<PartitionReply, Refusal>) {
     p.log_append_time_ms = -1;
     match reply {
         Ok(PartitionReply::Produced {
@@ -220,8 +251,27 @@ fn fill_in(p: &mut PartitionProduceResponse, reply: Result<PartitionReply, i16>)
             p.log_start_offset = log_start_offset;
             p.log_append_time_ms = log_append_time_ms;
         }
-        Err(error) => {
+        Err(Refusal::Code(error)) => {
             p.error_code = error;
+            p.base_offset = -1;
+            p.log_start_offset = -1;
+        }
+        Err(Refusal::KeylessRecord { batch_index }) => {
+            // Kafka's words (LogValidator.validateRecord and processRecordErrors).
+            let why = format!(
+                "Compacted topic cannot accept message without key in topic partition {topic}-{}.",
+                p.index
+            );
+            p.error_code = code(ResponseError::InvalidRecord);
+            p.error_message = Some(StrBytes::from_string(format!(
+                "One or more records have been rejected due to 1 record errors in total, and \
+                 only showing the first three errors at most: [RecordError(batchIndex=\
+                 {batch_index}, message='{why}')]"
+            )));
+            let mut error = BatchIndexAndErrorMessage::default();
+            error.batch_index = batch_index;
+            error.batch_index_error_message = Some(StrBytes::from_string(why));
+            p.record_errors = vec![error];
             p.base_offset = -1;
             p.log_start_offset = -1;
         }
@@ -245,6 +295,30 @@ mod tests {
         b[MAGIC_AT] = magic;
         b[ATTRIBUTES_AT + 1] = codec;
         b
+    }
+
+    #[test]
+    fn a_keyless_record_is_answered_as_kafka_answers_it() {
+        let mut p = PartitionProduceResponse::default();
+        p.index = 3;
+        fill_in(&mut p, "t", Err(Refusal::KeylessRecord { batch_index: 2 }));
+        assert_eq!(p.error_code, code(ResponseError::InvalidRecord));
+        assert_eq!(p.error_code, 87);
+        let message = p.error_message.as_deref().expect("a message");
+        assert!(
+            message.contains(
+                "Compacted topic cannot accept message without key in topic partition t-3."
+            ),
+            "{message}"
+        );
+        assert_eq!(p.record_errors.len(), 1);
+        assert_eq!(p.record_errors[0].batch_index, 2);
+        assert_eq!(p.base_offset, -1);
+        let e =
+            PartitionOpError::Rejected(crate::produce_checks::ProduceCheckError::KeylessRecord {
+                batch_index: 2,
+            });
+        assert_eq!(Refusal::of(&e), Refusal::KeylessRecord { batch_index: 2 });
     }
 
     #[test]

@@ -14,7 +14,7 @@
 pub mod dir;
 mod queue;
 #[cfg(test)]
-mod tests;
+mod quorum_tests;
 pub mod transport;
 mod wire;
 

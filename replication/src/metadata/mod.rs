@@ -21,6 +21,7 @@
 
 mod heartbeats;
 mod image;
+mod op;
 mod propose;
 mod raft_machine;
 mod record;
@@ -31,12 +32,15 @@ pub use heartbeats::BrokerHeartbeats;
 pub use image::{
     ApplyError, BrokerRegistration, MetadataImage, PartitionImage, ProducerIdsImage, TopicImage,
 };
+pub use op::{
+    BrokerConfigCheck, BrokerSessionLive, ControllerAnswer, ControllerError, ControllerOp,
+    ElectionError, ElectionType, ProposeContext, TopicConfigCheck, TopicElectionResults,
+    TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX,
+    PRODUCER_ID_BLOCK_SIZE, UNCLEAN_LEADER_ELECTION_ENABLE,
+};
 pub use propose::{
     check_not_internal, elect_leaders, is_internal, leaderships, place_replicas, propose,
-    validate_topic_name, BrokerConfigCheck, BrokerSessionLive, ControllerAnswer, ControllerError,
-    ControllerOp, ElectionError, ElectionType, ProposeContext, TopicConfigCheck,
-    TopicElectionResults, TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES,
-    PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE, UNCLEAN_LEADER_ELECTION_ENABLE,
+    validate_topic_name,
 };
 pub use raft_machine::{
     apply_entry, decode_entry, decode_snapshot, encode_entry, encode_snapshot, recover_image,
@@ -56,8 +60,8 @@ pub use store::{
 };
 
 #[cfg(test)]
-mod cluster_sim_test;
+mod cluster_sim_tests;
 #[cfg(test)]
 mod lifecycle_tests;
 #[cfg(test)]
-mod tests;
+mod model_tests;

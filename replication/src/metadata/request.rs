@@ -3,7 +3,7 @@
 //! the network (`broker/src/controller/forward.rs`). Serialisable for that reason; the
 //! controller service runs them (`broker/src/controller/`).
 
-use super::propose::{ControllerAnswer, ControllerOp};
+use super::op::{ControllerAnswer, ControllerOp};
 use serde::{Deserialize, Serialize};
 
 /// What a broker asks the active controller.

@@ -31,15 +31,24 @@
 //! asks ([`Partition::propose_isr_expansion`] after a follower's fetch,
 //! [`Partition::propose_isr_shrink`] on the caller's timer) from [`LeaderIsr`]'s candidates.
 //!
+//! Files by role: this one holds the types, the role changes and the ISR proposals;
+//! `produce` the leader's append and acknowledgement; `serve` the leader serving follower
+//! fetches; `follower` the follower's appends, recoveries and truncation; `read` consumer
+//! reads, ListOffsets and DeleteRecords.
+//!
 //! The partition reaches its log through [`PartitionStore`] and time and spawning through the
-//! [`crate::runtime`] seam only, so the simulation in [`crate::sim`] drives it unchanged.
+//! [`crate::runtime`] seam only, so the simulation (`crate::sim`) drives it unchanged.
 //! Everything runs on the owning shard's thread: `Rc`/`Cell`, no locks.
 
 mod error;
+mod follower;
 mod isr;
 mod leader_epoch;
 mod offsets;
+mod produce;
+mod read;
 mod records;
+mod serve;
 mod store;
 
 pub use error::PartitionError;
@@ -355,6 +364,7 @@ impl<S: PartitionStore + 'static> Partition<S> {
         if leadership.leader_epoch < self.leader_epoch() {
             return Ok(());
         }
+        let leadership_epoch = leadership.leader_epoch;
         let log_end = self.log.log_end_offset();
         self.log.wait_written(log_end).await?;
         self.log
@@ -385,6 +395,11 @@ impl<S: PartitionStore + 'static> Partition<S> {
             }
         }
         drop(role);
+        // Leader epochs only grow: an older leadership returned above.
+        assert!(
+            self.leader_epoch() >= leadership_epoch,
+            "a leader epoch went back"
+        );
         self.advance_high_watermark();
         self.high_watermark_moved.notify_all();
         Ok(())
@@ -410,119 +425,11 @@ impl<S: PartitionStore + 'static> Partition<S> {
         self.log.high_watermark()
     }
 
-    /// Appends `records` (whole RecordBatch v2, already checked by the caller) on this leader
-    /// at its leader epoch and answers as `acks` asks: [`Acks::None`] once they are in the
-    /// log's tail, [`Acks::Leader`] once their write has completed (and been synced where
-    /// `flush.messages` is reached), as Kafka's synchronous local append; [`Acks::All`] is
-    /// first refused when the committed ISR is below `min.insync.replicas`, then, after the
-    /// local write, waits until the high watermark passes the records, at most `timeout` from
-    /// there (Kafka's `DelayedProduce`: a one-replica ISR completes at once, without a timer;
-    /// a zero timeout answers at once). Whatever the answer, the high watermark follows the
-    /// write. An idempotent retry of a batch still in flight waits for the original's write
-    /// (and sync) and gets its offsets. Errors: [`PartitionError::Storage`] (invalid batch,
-    /// producer state, I/O, closed), [`PartitionError::NotLeaderOrFollower`] on a follower
-    /// or when the leadership is lost while waiting, [`PartitionError::Isr`]
-    /// (`NotEnoughReplicas`, nothing appended), [`PartitionError::RequestTimedOut`] and
-    /// [`PartitionError::NotEnoughReplicasAfterAppend`] (the records stay appended).
-    pub async fn append(
-        self: &Rc<Self>,
-        records: Bytes,
-        acks: Acks,
-        timeout: Duration,
-    ) -> Result<Appended, PartitionError> {
-        let leader_epoch = match &*self.role.borrow() {
-            Role::Leader(isr) => {
-                if acks == Acks::All {
-                    isr.produce_check()?;
-                }
-                isr.leader_epoch()
-            }
-            Role::Follower { leader, .. } => return Err(not_leader(*leader)),
-        };
-        let info = self.log.append(records, leader_epoch).await?;
-        let appended = Appended {
-            base_offset: info.base_offset,
-            log_start_offset: self.log.log_start_offset(),
-            log_append_time: info.log_append_time,
-        };
-        let end = info.last_offset.plus(1);
-        // A retry of a batch still being synced waits for that sync as the original does.
-        let synced = info.flush_due || (info.duplicate && self.log.flush_messages_enabled());
-        if acks == Acks::None {
-            self.follow_write(end, synced);
-            return Ok(appended);
-        }
-        self.await_written(end, synced).await?;
-        if acks == Acks::All {
-            self.await_replicated(end, timeout).await?;
-        }
-        Ok(appended)
-    }
-
-    /// Waits until the high watermark reaches `end` (Kafka's `DelayedProduce` over
-    /// `checkEnoughReplicasReachOffset`), at most `timeout`. With the leader its own only ISR
-    /// member the written records are already below the high watermark: no timer is made.
-    /// Errors: [`PartitionError::NotEnoughReplicasAfterAppend`],
-    /// [`PartitionError::RequestTimedOut`], [`PartitionError::NotLeaderOrFollower`] when the
-    /// leadership is lost, a closed partition.
-    async fn await_replicated(&self, end: Offset, timeout: Duration) -> Result<(), PartitionError> {
-        let mut timer = None;
-        loop {
-            let woken = self.high_watermark_moved.notified();
-            let state = match &*self.role.borrow() {
-                Role::Leader(isr) => isr.ack_state(end),
-                Role::Follower { leader, .. } => return Err(not_leader(*leader)),
-            };
-            match state {
-                AckState::Done => return Ok(()),
-                AckState::NotEnoughReplicasAfterAppend => {
-                    return Err(PartitionError::NotEnoughReplicasAfterAppend { end_offset: end })
-                }
-                AckState::Waiting => {}
-            }
-            if self.closed.get() {
-                return Err(storage::StorageError::Closed.into());
-            }
-            if timeout.is_zero() {
-                return Err(PartitionError::RequestTimedOut { timeout });
-            }
-            let timer = timer.get_or_insert_with(|| self.runtime.sleep(timeout));
-            let timed_out = future::or(
-                async {
-                    woken.await;
-                    false
-                },
-                async {
-                    timer.await;
-                    true
-                },
-            )
-            .await;
-            if timed_out {
-                return Err(PartitionError::RequestTimedOut { timeout });
-            }
-        }
-    }
-
-    /// Moves the high watermark over the write of the records below `end` once it completes,
-    /// with no one awaiting the answer.
-    fn follow_write(self: &Rc<Self>, end: Offset, synced: bool) {
-        let partition = self.clone();
-        self.runtime.spawn(Box::pin(async move {
-            let _ = partition.await_written(end, synced).await;
-        }));
-    }
-
-    /// Waits until every record below `end` is written (and synced when `synced`), then moves
-    /// the high watermark over what is written.
-    async fn await_written(&self, end: Offset, synced: bool) -> Result<(), PartitionError> {
-        let result = if synced {
-            self.log.flush_to(end).await
-        } else {
-            self.log.wait_written(end).await
-        };
-        self.advance_high_watermark();
-        result.map(|_| ()).map_err(PartitionError::from)
+    /// Marks the partition closed (its log was closed or discarded by the caller) and wakes
+    /// every parked waiter, which answers with what it has.
+    pub fn close_waiters(&self) {
+        self.closed.set(true);
+        self.high_watermark_moved.notify_all();
     }
 
     /// On a leader: the written offset is the leader's log end offset in the ISR state, and
@@ -551,538 +458,26 @@ impl<S: PartitionStore + 'static> Partition<S> {
     fn set_high_watermark(&self, high_watermark: Offset) {
         let before = self.log.high_watermark();
         self.log.set_high_watermark(high_watermark);
+        self.assert_offsets();
         if self.log.high_watermark() != before {
             self.high_watermark_moved.notify_all();
         }
     }
 
-    /// A follower's fetch on this leader (Kafka's `Partition.fetchRecords` from a follower):
-    /// `follower` must be a replica; when `last_fetched_epoch` is given and its end offset
-    /// here is below `fetch_offset`, or this leader's largest epoch ≤ it is older, the answer
-    /// is that diverging epoch and no records, and the follower's state is not moved (KIP-320;
-    /// the follower truncates and fetches again). Otherwise the follower's fetch offset (its
-    /// written offset) moves its state in the ISR — the high watermark may move and waiters
-    /// wake — and up to `max_bytes` (the first batch whole) are read from `fetch_offset`,
-    /// below the leader's written offset. `broker_epoch` is the fetch's (KIP-903, `None`
-    /// before Fetch v15). Errors: [`PartitionError::NotLeaderOrFollower`] on a follower,
-    /// [`PartitionError::Isr`] for a non-replica, a stale broker epoch or a fetch offset above
-    /// the leader's log end, [`storage::StorageError::OffsetOutOfRange`] for a fetch offset
-    /// below the log start or an epoch this log cannot place, I/O.
-    pub async fn replica_fetch(
-        &self,
-        follower: NodeId,
-        fetch_offset: Offset,
-        last_fetched_epoch: Option<LeaderEpoch>,
-        broker_epoch: Option<i64>,
-        max_bytes: usize,
-        now: MonotonicTime,
-    ) -> Result<ReplicaRead, PartitionError> {
-        let outcome = {
-            let mut role = self.role.borrow_mut();
-            let isr = match &mut *role {
-                Role::Leader(isr) => isr,
-                Role::Follower { leader, .. } => return Err(not_leader(*leader)),
-            };
-            if isr.follower(follower).is_none() {
-                return Err(IsrError::NotAFollower {
-                    replica: follower,
-                    replicas: isr.replicas().to_vec(),
-                }
-                .into());
-            }
-            let log_start_offset = self.log.log_start_offset();
-            let out_of_range = || storage::StorageError::OffsetOutOfRange {
-                offset: fetch_offset,
-                log_start: log_start_offset,
-                log_end: self.log.log_end_offset(),
-            };
-            // Kafka's `readFromLocalLog` refuses a fetch below the log start before the
-            // follower's state moves (whatever the epochs say): the follower then asks for
-            // the leader's offsets and truncates ([`Partition::handle_out_of_range`]).
-            if fetch_offset < log_start_offset {
-                return Err(out_of_range().into());
-            }
-            if let Some(epoch) = last_fetched_epoch {
-                let (end_epoch, end_offset) = self
-                    .log
-                    .end_offset_for_leader_epoch(epoch)
-                    .ok_or_else(out_of_range)?;
-                if end_epoch < epoch || end_offset < fetch_offset {
-                    return Ok(ReplicaRead {
-                        high_watermark: self.log.high_watermark(),
-                        log_start_offset,
-                        batches: Vec::new(),
-                        diverging_epoch: Some((end_epoch, end_offset)),
-                        expand_candidate: None,
-                    });
-                }
-            }
-            isr.on_follower_fetch(follower, fetch_offset, broker_epoch, millis(now))?
-        };
-        if outcome.high_watermark_moved {
-            self.advance_high_watermark();
-        }
-        let written = self.log.written_offset();
-        let batches = self.log.read(fetch_offset, max_bytes, written).await?;
-        Ok(ReplicaRead {
-            high_watermark: self.log.high_watermark(),
-            log_start_offset: self.log.log_start_offset(),
-            batches,
-            diverging_epoch: None,
-            expand_candidate: outcome.expand_candidate,
-        })
-    }
-
-    /// [`Partition::replica_fetch`], parked as Kafka parks a follower's fetch
-    /// (`DelayedFetch`): while fewer than `min_bytes` (at least 1) came back and the epochs do
-    /// not diverge, it waits for the leader to write more — until `deadline`, until `cancel`
-    /// resolves (the fetch has enough from other partitions), or until the role changes or
-    /// the partition closes — and fetches again. Errors: [`Partition::replica_fetch`]'s, at
-    /// once.
-    #[allow(clippy::too_many_arguments)] // A follower fetch's fields, as Kafka's FetchParams.
-    pub async fn replica_fetch_parked(
-        &self,
-        follower: NodeId,
-        fetch_offset: Offset,
-        last_fetched_epoch: Option<LeaderEpoch>,
-        broker_epoch: Option<i64>,
-        max_bytes: usize,
-        min_bytes: usize,
-        deadline: MonotonicTime,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<ReplicaRead, PartitionError> {
-        let mut cancel = pin!(cancel);
-        let mut timer = None;
-        loop {
-            let written = self.written_moved.notified();
-            let changed = self.high_watermark_moved.notified();
-            let now = self.runtime.now();
-            let read = self
-                .replica_fetch(
-                    follower,
-                    fetch_offset,
-                    last_fetched_epoch,
-                    broker_epoch,
-                    max_bytes,
-                    now,
-                )
-                .await?;
-            let bytes: usize = read.batches.iter().map(RecordBatch::len).sum();
-            if bytes >= min_bytes.max(1)
-                || read.diverging_epoch.is_some()
-                || now >= deadline
-                || self.closed.get()
-            {
-                return Ok(read);
-            }
-            let timer = timer
-                .get_or_insert_with(|| self.runtime.sleep(deadline.saturating_duration_since(now)));
-            // Woken: fetch again; cancelled or timed out: fetch once more and answer.
-            let stop = future::or(
-                async {
-                    (&mut cancel).await;
-                    true
-                },
-                future::or(
-                    future::or(
-                        async {
-                            written.await;
-                            false
-                        },
-                        async {
-                            changed.await;
-                            false
-                        },
-                    ),
-                    async {
-                        timer.await;
-                        true
-                    },
-                ),
-            )
-            .await;
-            if stop {
-                return self
-                    .replica_fetch(
-                        follower,
-                        fetch_offset,
-                        last_fetched_epoch,
-                        broker_epoch,
-                        max_bytes,
-                        self.runtime.now(),
-                    )
-                    .await;
-            }
-        }
-    }
-
-    /// A follower's append of what its fetch from the leader returned (Kafka's
-    /// `ReplicaFetcherThread.processPartitionData`): `records` (possibly empty) are appended
-    /// with the leader's offsets and epochs and written, then the high watermark becomes
-    /// `min(leader_high_watermark, written offset)`, then the log start offset moves up to
-    /// `leader_log_start_offset` when that is higher (Kafka's `maybeIncrementLogStartOffset`:
-    /// DeleteRecords and retention on the leader reach its followers; -1, unknown, moves
-    /// nothing). When this log is empty (just started at the leader's log start) and the
-    /// first batch starts below its end but holds it (the leader's log start falls inside the
-    /// batch), the log starts again at that batch's base and takes it whole, as Kafka's
-    /// `appendRecordsToFollowerOrFutureReplica`; the leader's log start then moves the log
-    /// start back up. Errors: [`PartitionError::NotLeaderOrFollower`] on a leader; storage's
-    /// (`UnexpectedAppendOffset` when the records do not continue the log, invalid batches,
-    /// I/O, closed); [`PartitionError::OffsetOutOfRange`] when the leader's log start offset
-    /// is above this replica's new high watermark (as Kafka: the records are appended, the
-    /// log start stays; the next fetch finds the leader's range).
-    pub async fn append_as_follower(
-        &self,
-        records: Bytes,
-        leader_high_watermark: Offset,
-        leader_log_start_offset: Offset,
-    ) -> Result<(), PartitionError> {
-        self.follower_check()?;
-        if !records.is_empty() {
-            match self.log.append_as_follower(records.clone()).await {
-                Ok(_) => {}
-                Err(storage::StorageError::UnexpectedAppendOffset { .. })
-                    if self.first_batch_straddles_empty_log(&records) =>
-                {
-                    // Kafka's `Partition.appendRecordsToFollowerOrFutureReplica`: a log just
-                    // started at the leader's log start (DeleteRecords cut inside a batch)
-                    // gets that batch whole, from its base: the log starts again there.
-                    let base = BatchHeader::parse(&records)
-                        .map_err(storage::StorageError::from)?
-                        .base_offset;
-                    self.truncate_fully_and_start_at(base).await?;
-                    self.log.append_as_follower(records).await?;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        // The role may have changed while the records were written: a leader's HW is its own.
-        self.follower_check()?;
-        self.set_high_watermark(leader_high_watermark.min(self.log.written_offset()));
-        if leader_log_start_offset > self.log.log_start_offset() {
-            let high_watermark = self.log.high_watermark();
-            if leader_log_start_offset > high_watermark {
-                return Err(PartitionError::OffsetOutOfRange {
-                    offset: leader_log_start_offset,
-                    high_watermark,
-                });
-            }
-            self.log
-                .delete_records_before(leader_log_start_offset)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Whether this log is empty (log start = log end) and the first batch of `records` holds
-    /// its log end offset but starts below it: the leader's log start, where the follower
-    /// started, falls inside that batch.
-    fn first_batch_straddles_empty_log(&self, records: &[u8]) -> bool {
-        let (log_start, log_end) = (self.log.log_start_offset(), self.log.log_end_offset());
-        BatchHeader::parse(records).is_ok_and(|h| {
-            log_start == log_end && h.base_offset < log_end && h.last_offset() >= log_end
-        })
-    }
-
-    /// A follower's answer to its leader's OFFSET_OUT_OF_RANGE for its fetch offset (its log
-    /// end offset), given the leader's log start and log end offsets as ListOffsets answers a
-    /// replica (Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate`):
-    /// - the leader's log end is below this log's end (an unclean election left the leader
-    ///   shorter): truncate to the leader's log end — fully, starting there, when that is below
-    ///   this log's start too (as Kafka's `truncateTo` below the first segment);
-    /// - the leader's log start is above this log's end (this replica was away while the
-    ///   leader's retention or DeleteRecords moved past it): truncate fully and start at the
-    ///   leader's log start ([`PartitionStore::truncate_fully_and_start_at`]);
-    /// - otherwise nothing: the next fetch goes on from this log's end.
-    ///
-    /// Returns the new log end offset, where the next fetch starts. Errors:
-    /// [`PartitionError::NotLeaderOrFollower`] on a leader; storage's (I/O, closed; a negative
-    /// leader offset is [`storage::StorageError::OffsetOutOfRange`]).
-    pub async fn handle_out_of_range(
-        &self,
-        leader_log_start_offset: Offset,
-        leader_log_end_offset: Offset,
-    ) -> Result<Offset, PartitionError> {
-        self.follower_check()?;
-        let log_end = self.log.log_end_offset();
-        if leader_log_end_offset < log_end {
-            if leader_log_end_offset >= self.log.log_start_offset() {
-                self.truncate_to(leader_log_end_offset).await?;
-            } else {
-                self.truncate_fully_and_start_at(leader_log_end_offset)
-                    .await?;
-            }
-        } else if leader_log_start_offset > log_end {
-            self.truncate_fully_and_start_at(leader_log_start_offset)
-                .await?;
-        }
-        Ok(self.log.log_end_offset())
-    }
-
-    /// The log starts again, empty, at `offset` (see [`Partition::handle_out_of_range`]); the
-    /// high watermark with it, waiters woken.
-    async fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<(), PartitionError> {
-        self.log.truncate_fully_and_start_at(offset).await?;
-        self.high_watermark_moved.notify_all();
-        Ok(())
-    }
-
-    /// A follower's truncation on a diverging epoch `(epoch, end_offset)` from its leader
-    /// (Kafka's `AbstractFetcherThread.getOffsetTruncationState`): when this log knows
-    /// `epoch`, to `min(end_offset, its own end of epoch, log end)`; when its largest epoch
-    /// ≤ `epoch` is older, to that epoch's end here (the next fetch finds the rest); when it
-    /// knows no such epoch, to `min(end_offset, log end)`. Never simply to the high watermark
-    /// (the KIP-101 loss). Returns the new log end offset. Errors:
-    /// [`PartitionError::NotLeaderOrFollower`] on a leader; as [`Partition::truncate_to`].
-    pub async fn truncate_to_diverging_epoch(
-        &self,
-        epoch: LeaderEpoch,
-        end_offset: Offset,
-    ) -> Result<Offset, PartitionError> {
-        self.follower_check()?;
-        let log_end = self.log.log_end_offset();
-        let target = match self.log.end_offset_for_leader_epoch(epoch) {
-            Some((local_epoch, local_end)) if local_epoch == epoch => {
-                local_end.min(end_offset).min(log_end)
-            }
-            Some((_, local_end)) => local_end.min(log_end),
-            None => end_offset.min(log_end),
-        };
-        self.truncate_to(target.max(self.log.log_start_offset()))
-            .await?;
-        Ok(self.log.log_end_offset())
-    }
-
-    fn follower_check(&self) -> Result<(), PartitionError> {
-        match &*self.role.borrow() {
-            Role::Leader(_) => Err(PartitionError::NotLeaderOrFollower {
-                wanted: "a follower",
-                leader: Some(self.node),
-            }),
-            Role::Follower { .. } => Ok(()),
-        }
-    }
-
-    /// Batches from `from`, at most `max_bytes` (the first batch whole, KIP-74), below the
-    /// high watermark or the log end as `isolation` says. Errors: `from` below the log start
-    /// or above the log end ([`storage::StorageError::OffsetOutOfRange`]), I/O.
-    pub async fn read(
-        &self,
-        from: Offset,
-        max_bytes: usize,
-        isolation: Isolation,
-    ) -> Result<Read, PartitionError> {
-        let upper_bound = match isolation {
-            Isolation::HighWatermark => self.log.high_watermark(),
-            Isolation::LogEnd => self.log.log_end_offset(),
-        };
-        let batches = self.log.read(from, max_bytes, upper_bound).await?;
-        Ok(Read {
-            high_watermark: self.log.high_watermark(),
-            log_start_offset: self.log.log_start_offset(),
-            batches,
-        })
-    }
-
-    /// Waits until the high watermark passes `offset` (is above it), `deadline` comes,
-    /// `cancel` resolves, or the partition closes, whichever is first.
-    pub async fn wait_for_offset(
-        &self,
-        offset: Offset,
-        deadline: MonotonicTime,
-        cancel: impl Future<Output = ()>,
-    ) -> WaitOutcome {
-        let mut cancel = pin!(cancel);
-        loop {
-            let woken = self.high_watermark_moved.notified();
-            if self.log.high_watermark() > offset {
-                return WaitOutcome::Passed;
-            }
-            if self.closed.get() {
-                return WaitOutcome::Closed;
-            }
-            let now = self.runtime.now();
-            if now >= deadline {
-                return WaitOutcome::DeadlinePassed;
-            }
-            let timer = self.runtime.sleep(deadline.saturating_duration_since(now));
-            let cancelled = future::or(
-                async {
-                    (&mut cancel).await;
-                    true
-                },
-                future::or(
-                    async {
-                        woken.await;
-                        false
-                    },
-                    async {
-                        timer.await;
-                        false
-                    },
-                ),
-            )
-            .await;
-            if cancelled {
-                return WaitOutcome::Cancelled;
-            }
-        }
-    }
-
-    /// A consumer fetch of this partition, answered once: reads from `offset` (at most
-    /// `max_bytes`, below the high watermark) and, while fewer than `min_bytes` (at least 1)
-    /// came back, waits for the high watermark to move and reads again — until `deadline`, or
-    /// until `cancel` resolves (the fetch has enough from other partitions), after which it
-    /// reads once more and answers with whatever is there. Errors are [`Partition::read`]'s,
-    /// answered at once.
-    pub async fn fetch(
-        &self,
-        offset: Offset,
-        max_bytes: usize,
-        min_bytes: usize,
-        deadline: MonotonicTime,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<Read, PartitionError> {
-        let mut cancel = pin!(cancel);
-        loop {
-            let high_watermark = self.log.high_watermark();
-            let read = self
-                .read(offset, max_bytes, Isolation::HighWatermark)
-                .await?;
-            if read.bytes() >= min_bytes.max(1) {
-                return Ok(read);
-            }
-            match self
-                .wait_for_offset(high_watermark, deadline, &mut cancel)
-                .await
-            {
-                WaitOutcome::Passed => {}
-                WaitOutcome::DeadlinePassed | WaitOutcome::Cancelled | WaitOutcome::Closed => {
-                    if self.log.high_watermark() == high_watermark {
-                        return Ok(read); // Nothing new to read.
-                    }
-                    return self.read(offset, max_bytes, Isolation::HighWatermark).await;
-                }
-            }
-        }
-    }
-
-    /// ListOffsets, bounded as Kafka's `fetchOffsetForTimestamp`: for a client
-    /// ([`Isolation::HighWatermark`]) by the high watermark, so an offset whose write has not
-    /// completed is never handed out; for a replica ([`Isolation::LogEnd`], Kafka's follower
-    /// asking its leader's range after OFFSET_OUT_OF_RANGE) by the log end offset, so latest
-    /// is the log end offset. Errors: I/O.
-    pub async fn list_offsets(
-        &self,
-        spec: OffsetSpec,
-        isolation: Isolation,
-    ) -> Result<ListedOffset, PartitionError> {
-        let upper_bound = match isolation {
-            Isolation::HighWatermark => self.log.high_watermark(),
-            Isolation::LogEnd => self.log.log_end_offset(),
-        };
-        match spec {
-            OffsetSpec::Latest => Ok(ListedOffset {
-                offset: Some(upper_bound),
-                timestamp: None,
-            }),
-            OffsetSpec::Earliest => Ok(ListedOffset {
-                offset: Some(self.log.log_start_offset()),
-                timestamp: None,
-            }),
-            OffsetSpec::MaxTimestamp => match self.log.max_timestamp().await? {
-                // The index knows the batch; the record with that timestamp is inside it.
-                Some((_, batch_base)) if batch_base >= upper_bound => Ok(ListedOffset::NONE),
-                Some((ts, batch_base)) => {
-                    let batches = self.log.read(batch_base, 1, upper_bound).await?;
-                    let (offset, timestamp) = batches
-                        .first()
-                        .map_or((batch_base.0, ts.0), |b| first_offset_at_or_after(b, ts.0));
-                    Ok(ListedOffset {
-                        offset: Some(Offset(offset)),
-                        timestamp: Some(TimestampMs(timestamp)),
-                    })
-                }
-                None => Ok(ListedOffset::NONE),
-            },
-            OffsetSpec::Timestamp(target) => {
-                match self.log.find_offset_by_timestamp(target).await? {
-                    Some(m) => {
-                        let (offset, ts) = first_offset_at_or_after(&m.batch, target.0);
-                        if offset >= upper_bound.0 {
-                            Ok(ListedOffset::NONE)
-                        } else {
-                            Ok(ListedOffset {
-                                offset: Some(Offset(offset)),
-                                timestamp: Some(TimestampMs(ts)),
-                            })
-                        }
-                    }
-                    None => Ok(ListedOffset::NONE),
-                }
-            }
-        }
-    }
-
-    /// DeleteRecords (KIP-107): moves the log start offset to `before` (`None`: the high
-    /// watermark); returns the new log start offset (Kafka's "low watermark"). Errors:
-    /// [`PartitionError::OffsetOutOfRange`] for an offset that is negative or above the high
-    /// watermark (as Kafka's `UnifiedLog.maybeIncrementLogStartOffset` callers), I/O.
-    pub async fn delete_records(&self, before: Option<Offset>) -> Result<Offset, PartitionError> {
+    /// Invariant 1 where the offsets change (every high watermark move, append and
+    /// truncation) and where a read takes its bound from them: the high watermark never passes
+    /// the written offset, nor the written offset the log end offset.
+    fn assert_offsets(&self) {
         let high_watermark = self.log.high_watermark();
-        let offset = match before {
-            None => high_watermark,
-            Some(o) if o.0 < 0 || o > high_watermark => {
-                return Err(PartitionError::OffsetOutOfRange {
-                    offset: o,
-                    high_watermark,
-                })
-            }
-            Some(o) => o,
-        };
-        Ok(self.log.delete_records_before(offset).await?)
-    }
-
-    /// Removes every record at or after `offset` (whole batches), as a follower does to match
-    /// its leader (KIP-279); the high watermark comes down with the log end. Errors: `offset`
-    /// below the log start, I/O.
-    /// On a leader the ISR state starts again from the new log end (its high watermark
-    /// never regresses otherwise).
-    pub async fn truncate_to(&self, offset: Offset) -> Result<(), PartitionError> {
-        self.log.truncate_to(offset).await?;
+        let written = self.log.written_offset();
         let log_end = self.log.log_end_offset();
-        if self.log.high_watermark() > log_end {
-            self.log.set_high_watermark(log_end);
-            self.high_watermark_moved.notify_all();
-        }
-        let now_ms = millis(self.runtime.now());
-        let mut role = self.role.borrow_mut();
-        if let Role::Leader(isr) = &mut *role {
-            let written = self.log.written_offset();
-            if isr.leader_log_end_offset() > written {
-                let leadership = Leadership {
-                    leader_epoch: isr.leader_epoch(),
-                    partition_epoch: isr.partition_epoch(),
-                    replicas: isr.replicas().to_vec(),
-                    isr: isr.isr(),
-                };
-                *isr = LeaderIsr::become_leader(
-                    self.node,
-                    isr.config(),
-                    leadership,
-                    written,
-                    self.log.high_watermark(),
-                    now_ms,
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Marks the partition closed (its log was closed or discarded by the caller) and wakes
-    /// every parked waiter, which answers with what it has.
-    pub fn close_waiters(&self) {
-        self.closed.set(true);
-        self.high_watermark_moved.notify_all();
+        assert!(
+            high_watermark <= written,
+            "invariant 1: high watermark {high_watermark:?} above written offset {written:?}"
+        );
+        assert!(
+            written <= log_end,
+            "invariant 1: written offset {written:?} above log end offset {log_end:?}"
+        );
     }
 }

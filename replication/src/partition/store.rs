@@ -1,6 +1,6 @@
 //! [`PartitionStore`]: what a [`crate::Partition`] needs from its log, implemented for
 //! storage's [`PartitionLog`] (the broker) and for the simulation's log over a fake disk
-//! ([`crate::sim::SimLog`]). The methods are `PartitionLog`'s, with its semantics and errors.
+//! (`sim::SimLog`). The methods are `PartitionLog`'s, with its semantics and errors.
 
 use bytes::Bytes;
 use storage::{

@@ -1,6 +1,6 @@
 //! [`FileRaftStorage`]: the durable Raft state as one append-only file of framed, versioned,
 //! CRC-32C-checked records in a directory reached through [`DurableDir`] (the broker's
-//! implementation does the I/O on its shard; [`super::SimDir`] is the simulation's).
+//! implementation does the I/O on its shard; `SimDir` is the simulation's).
 //!
 //! File `quorum.log`, a sequence of records, each (big-endian):
 //!

@@ -6,8 +6,8 @@
 //!   proposals with a bounded queue and a completion each);
 //! - [`RaftStorage`] is its durable state (entries, hard state, conf state, snapshot):
 //!   [`FileRaftStorage`] keeps it as a CRC-checked record file in a [`DurableDir`], and the
-//!   simulation has [`SimRaftDisk`] (the state itself) and [`SimDir`] (a directory with torn
-//!   writes);
+//!   simulation (tests and the `sim` feature) has `SimRaftDisk` (the state itself) and
+//!   `SimDir` (a directory with torn writes);
 //! - [`codec`] frames the messages between voters (versioned, CRC-32C) and accepts them only
 //!   from configured voters;
 //! - the entries are opaque bytes: a [`StateMachine`] (the metadata image, later) applies
@@ -19,9 +19,10 @@
 pub mod codec;
 mod file_storage;
 mod node;
+#[cfg(any(test, feature = "sim"))]
 mod sim_storage;
 #[cfg(test)]
-pub(crate) mod sim_test;
+pub(crate) mod sim_tests;
 mod storage;
 mod types;
 
@@ -31,6 +32,7 @@ pub use node::{
     StopReason, APPENDS_IN_FLIGHT_MAX, APPEND_BYTES_MAX, MESSAGES_PER_TURN_MAX,
     UNCOMMITTED_BYTES_MAX,
 };
+#[cfg(any(test, feature = "sim"))]
 pub use sim_storage::{CrashSwitch, SimDir, SimDirDisk, SimRaftDisk, SimRaftStorage};
 pub use storage::{check_recovered, LogCache, Persist, RaftStorage, RaftStorageError, Recovered};
 pub use types::{RaftIndex, RaftTerm, StateMachine};

@@ -12,14 +12,14 @@ mod controller;
 mod disk;
 mod executor;
 #[cfg(test)]
-mod isr_test;
+mod isr_tests;
 mod network;
 #[cfg(test)]
-mod out_of_range_test;
+mod out_of_range_tests;
 #[cfg(test)]
-mod partition_test;
+mod partition_tests;
 #[cfg(test)]
-mod replication_test;
+mod replication_tests;
 #[cfg(test)]
 mod test_records;
 

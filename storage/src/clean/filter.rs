@@ -89,6 +89,13 @@ pub fn clean_batch(
     for record in &records {
         let Some(key) = record.key else { continue };
         let offset = header.base_offset.plus(record.offset_delta);
+        // Past what the map covers (a pass that stopped with a full map): kept as it is, as
+        // Kafka's `pastLatestOffset`; dropping an expired tombstone there would bring back
+        // the older value the map holds for its key.
+        if rules.map.covers_below().is_none_or(|end| offset >= end) {
+            kept.push(record);
+            continue;
+        }
         if rules.map.get(key).is_some_and(|latest| latest > offset) {
             continue;
         }
@@ -314,7 +321,14 @@ mod tests {
     #[test]
     fn a_tombstone_gets_a_horizon_then_goes_after_it() {
         let batch = build_batch_kv(TimestampMs(10), &[(Some(b"k"), None)]);
-        let map = OffsetMap::with_budget(64 * crate::offset_map::SLOT_BYTES);
+        let mut map = OffsetMap::with_budget(64 * crate::offset_map::SLOT_BYTES);
+        assert_eq!(
+            clean_batch(&batch, rules(&map, 1_000), false).unwrap(),
+            Cleaned::Unchanged,
+            "a record past what the map covers is kept as it is"
+        );
+        // A pass's map holds the tombstone itself: it is its key's latest record.
+        map.put(b"k", Offset(0)).unwrap();
         let Cleaned::Rewritten(first) = clean_batch(&batch, rules(&map, 1_000), false).unwrap()
         else {
             panic!("the first clean sets the horizon");

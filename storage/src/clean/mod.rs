@@ -8,8 +8,7 @@
 //! 2. [`clean_section`] runs every batch below that point through [`filter::clean_batch`].
 //!
 //! Both are pure functions of bytes: which segments are cleanable (never the active one), the
-//! files, the swap and its crash safety belong to the log. Not yet wired: nothing on disk is
-//! rewritten by this module alone (see the issue #27 note in docs/storage-format.md).
+//! files, the swap and its crash safety belong to the log (`log/compact.rs`).
 
 pub mod filter;
 pub mod swap;

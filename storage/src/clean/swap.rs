@@ -2,8 +2,8 @@
 //! steps that replace a group of closed segments with one cleaned segment, and the steps
 //! recovery takes when it finds a half-done swap. Both are pure functions of file names, so
 //! the crash argument is checked by crashing after every step in a simulated directory
-//! (`storage/tests/clean_swap.rs`); the executor that runs the steps with the log's I/O is
-//! not built yet.
+//! (`storage/tests/clean_swap.rs`); `log/compact.rs` runs them with the log's I/O, and
+//! `storage/tests/compact.rs` cuts that on real files after every step.
 //!
 //! Commit point: the rename of `<base>.log.cleaned` to `<base>.log.swap`. Before it recovery
 //! undoes (unlinks `.cleaned` and index `.swap` files); after it recovery finishes.

@@ -130,7 +130,7 @@ impl PartitionLog {
                 // (Kafka's REPLICATION origin), and only where they continue the log.
                 Origin::Follower => {
                     let got = batches[0].0.base_offset;
-                    if got != st.log_end {
+                    if got < st.log_end {
                         return Err(StorageError::UnexpectedAppendOffset {
                             expected: st.log_end,
                             got,
@@ -181,7 +181,10 @@ impl PartitionLog {
         let shared = &self.shared;
         let interval = shared.config.borrow().index_interval_bytes;
         let mut st = shared.state.borrow_mut();
-        let first_base = st.log_end;
+        let first_base = match origin {
+            Origin::Leader(_) => st.log_end,
+            Origin::Follower => batches[0].0.base_offset,
+        };
         let mut max_timestamp = TimestampMs(i64::MIN);
         let mut records = 0u64;
         let log_append_time = match origin {
@@ -198,7 +201,11 @@ impl PartitionLog {
             }
         }
         for (header, bytes) in batches {
-            let base = st.log_end;
+            // A follower keeps the leader's offsets, gaps of compaction included.
+            let base = match origin {
+                Origin::Leader(_) => st.log_end,
+                Origin::Follower => header.base_offset,
+            };
             let (stamped, header) = match origin {
                 Origin::Leader(epoch) => {
                     let stamped = stamp_batch(&bytes, base, epoch, log_append_time);
@@ -213,8 +220,8 @@ impl PartitionLog {
                 Origin::Follower => {
                     // Checked by `check_follower_batches` and `append_batches` with no await
                     // since (invariant 2: offsets stay contiguous).
-                    assert_eq!(
-                        header.base_offset, base,
+                    assert!(
+                        header.base_offset >= st.log_end,
                         "replicated batch continues the log"
                     );
                     assert!(
@@ -338,7 +345,7 @@ impl PartitionLog {
                                 s.sync_latency_us_log2[log2_bucket(took_us)] += 1;
                             });
                         }
-                        Err(e) => st.write_error = Some(("syncing", errno_of(&e))),
+                        Err(e) => st.write_error = Some(("syncing", e.errno())),
                     }
                     drop(st);
                     self.shared.notify.notify_all();
@@ -468,7 +475,7 @@ async fn run_write(shared: Rc<Shared>, op: WriteOp) {
         match result {
             Ok(()) if Rc::ptr_eq(&st.writer.segment, &segment) => st.writer.complete(end_pos),
             Ok(()) => {}
-            Err(e) => st.write_error = Some(("writing", errno_of(&e))),
+            Err(e) => st.write_error = Some(("writing", e.errno())),
         }
     }
     let mut s = shared.stats.get();
@@ -515,7 +522,7 @@ fn start_zero_ahead(shared: &Rc<Shared>) {
                     st.writer.complete_zero_write();
                 }
                 Ok(()) => {}
-                Err(e) => st.write_error = Some(("zeroing", errno_of(&e))),
+                Err(e) => st.write_error = Some(("zeroing", e.errno())),
             }
         }
         let mut s = shared.stats.get();
@@ -590,14 +597,6 @@ fn wall_clock_ms() -> TimestampMs {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     TimestampMs(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
-}
-
-pub(super) fn errno_of(e: &StorageError) -> i32 {
-    match e {
-        StorageError::DiskFull { .. } => libc::ENOSPC,
-        StorageError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
-        _ => libc::EIO,
-    }
 }
 
 /// Who appends: the leader (offsets and `partitionLeaderEpoch` are stamped, producers'

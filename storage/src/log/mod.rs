@@ -35,12 +35,15 @@
 //!   `wait_written`, `flush_to` (shared `fdatasync`), disk reservation and segment roll.
 //! - `read`: fetch reads from the batch cache, the write queue or DMA reads; lookups by time.
 //! - `retention`: `truncate_to`, DeleteRecords, `retention.ms` / `retention.bytes`.
+//! - `compact`: log compaction — dirtiness, the cleaning pass, its swap and the recovery of
+//!   an interrupted swap (issue #27).
 //! - `snapshots`: producer-state snapshots and their rebuild on open and truncation.
 //! - `epochs`: the leader-epoch cache (pure); `replica`: what replication needs of the log —
 //!   `append_as_follower`, the leader-epoch checkpoint kept in step with the cache, the
 //!   high-watermark checkpoint.
 
 mod append;
+pub(crate) mod compact;
 pub(crate) mod epochs;
 mod open;
 mod read;
@@ -115,6 +118,8 @@ pub struct LogStats {
     pub open_read_bytes: u64,
     /// Whether `open` found the clean-shutdown marker and skipped the full tail scan.
     pub opened_clean: bool,
+    /// File steps `open` ran to finish or undo a compaction swap a crash interrupted.
+    pub open_swap_steps: u64,
     /// Data writes submitted and their bytes (including rewrites of the tail block).
     pub writes: u64,
     pub write_bytes: u64,
@@ -169,6 +174,8 @@ struct State {
     /// A failed data write or sync: sticky, since data in preallocated space cannot fail for
     /// lack of space, so the device is failing. Reads go on; appends and flushes get it.
     write_error: Option<(&'static str, i32)>,
+    /// The cleaner's first dirty offset (`cleaner-offset-checkpoint`; 0 when none).
+    clean_end: Offset,
     /// Tickets of the appends under way, oldest first (invariant 5); the next ticket to hand out.
     append_turns: VecDeque<u64>,
     next_append_ticket: u64,

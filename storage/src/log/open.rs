@@ -30,6 +30,8 @@ impl PartitionLog {
     /// zeroed or corrupt batch. Errors: I/O, [`crate::StorageError::DiskFull`], corrupt checkpoint.
     pub async fn open(dir: &Path, config: LogConfig, cache: &BatchCache) -> Result<PartitionLog> {
         blocking_dir_op(dir, "creating", |d| std::fs::create_dir_all(d)).await?;
+        let swap_steps =
+            super::compact::recover_clean_swap(dir, config.index_interval_bytes).await?;
         let listing = list_dir(dir).await?;
         let mut bases: Vec<Offset> = listing
             .iter()
@@ -49,8 +51,13 @@ impl PartitionLog {
             bases.push(checkpoint_start.unwrap_or_default());
         }
         let epochs_loaded = read_leader_epoch_checkpoint(dir).await?;
+        let clean_end = checkpoint::read(&dir.join(super::compact::CLEANER_CHECKPOINT_FILE))
+            .await?
+            .and_then(|v| v.first().copied())
+            .map_or(Offset(0), Offset);
         let mut stats = LogStats {
             opened_clean: clean,
+            open_swap_steps: swap_steps as u64,
             ..LogStats::default()
         };
         let mut segments = BTreeMap::new();
@@ -140,6 +147,7 @@ impl PartitionLog {
                     unflushed_records: 0,
                     flush_timer_armed: false,
                     write_error: None,
+                    clean_end,
                     append_turns: VecDeque::new(),
                     next_append_ticket: 0,
                     producers: ProducerState::default(),

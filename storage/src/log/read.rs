@@ -31,51 +31,66 @@ impl PartitionLog {
         max_bytes: usize,
         upper_bound: Offset,
     ) -> Result<Vec<RecordBatch>> {
-        let (segment, readable_end) = {
-            let st = self.shared.state.borrow();
-            if offset < st.log_start || offset > st.log_end {
-                return Err(StorageError::OffsetOutOfRange {
-                    offset,
-                    log_start: st.log_start,
-                    log_end: st.log_end,
-                });
-            }
-            if offset == st.log_end || offset >= upper_bound {
-                return Ok(Vec::new());
-            }
-            if let Some(hit) =
-                self.shared
-                    .cache
-                    .read(self.shared.cache_id, offset, max_bytes, upper_bound)
-            {
-                return Ok(hit);
-            }
-            let pending = &st.writer.pending;
-            if pending
-                .front()
-                .is_some_and(|p| p.batch.base_offset <= offset)
-            {
-                let start = pending.partition_point(|p| p.batch.last_offset < offset);
-                return Ok(take_batches(
-                    pending.range(start..).map(|p| &p.batch),
-                    max_bytes,
-                    upper_bound,
-                ));
-            }
-            let (_, segment) = st
-                .segments
-                .range(..=offset)
-                .next_back()
-                .expect("a segment starts at or below every offset ≥ log start");
-            let readable_end = if Rc::ptr_eq(segment, &st.writer.segment) {
-                (st.writer.written_pos, true)
-            } else {
-                (segment.size_bytes.get(), false)
+        let mut offset = offset;
+        loop {
+            let (segment, readable_end, next_base) = {
+                let st = self.shared.state.borrow();
+                if offset < st.log_start || offset > st.log_end {
+                    return Err(StorageError::OffsetOutOfRange {
+                        offset,
+                        log_start: st.log_start,
+                        log_end: st.log_end,
+                    });
+                }
+                if offset == st.log_end || offset >= upper_bound {
+                    return Ok(Vec::new());
+                }
+                if let Some(hit) =
+                    self.shared
+                        .cache
+                        .read(self.shared.cache_id, offset, max_bytes, upper_bound)
+                {
+                    return Ok(hit);
+                }
+                let pending = &st.writer.pending;
+                if pending
+                    .front()
+                    .is_some_and(|p| p.batch.base_offset <= offset)
+                {
+                    let start = pending.partition_point(|p| p.batch.last_offset < offset);
+                    return Ok(take_batches(
+                        pending.range(start..).map(|p| &p.batch),
+                        max_bytes,
+                        upper_bound,
+                    ));
+                }
+                let (_, segment) = st
+                    .segments
+                    .range(..=offset)
+                    .next_back()
+                    .expect("a segment starts at or below every offset ≥ log start");
+                let readable_end = if Rc::ptr_eq(segment, &st.writer.segment) {
+                    (st.writer.written_pos, true)
+                } else {
+                    (segment.size_bytes.get(), false)
+                };
+                let next_base = st
+                    .segments
+                    .range(offset.plus(1)..)
+                    .next()
+                    .map(|(base, _)| *base);
+                (segment.clone(), readable_end, next_base)
             };
-            (segment.clone(), readable_end)
-        };
-        self.read_segment(&segment, offset, max_bytes, upper_bound, readable_end)
-            .await
+            let out = self
+                .read_segment(&segment, offset, max_bytes, upper_bound, readable_end)
+                .await?;
+            // A closed segment may end before the next one starts: compaction removed its
+            // last batches (issue #27). The read goes on at the next segment, as Kafka's.
+            match next_base {
+                Some(next) if out.is_empty() && !readable_end.1 => offset = next,
+                _ => return Ok(out),
+            }
+        }
     }
 
     async fn read_segment(
@@ -144,7 +159,7 @@ impl PartitionLog {
                         return Ok(out);
                     }
                     let batch = data.slice(at..at + size);
-                    crate::batch::validate_batch(&batch)
+                    crate::batch::validate_stored_batch(&batch)
                         .map_err(|e| self.corrupt(segment, pos, e))?;
                     total += size;
                     out.push(RecordBatch::from_contiguous(batch));

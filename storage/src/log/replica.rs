@@ -11,12 +11,12 @@
 //! too many (a truncation or a log start move not yet written) is cut by recovery's
 //! `truncate_from_end(log end)` / `truncate_from_start(log start)`.
 
-use super::append::{errno_of, Origin};
+use super::append::Origin;
 use super::epochs::LeaderEpochCache;
 use super::{
     AppendInfo, PartitionLog, Shared, HIGH_WATERMARK_CHECKPOINT_FILE, LEADER_EPOCH_CHECKPOINT_FILE,
 };
-use crate::batch::{split_batches, BatchHeader};
+use crate::batch::{split_stored_batches, BatchHeader};
 use crate::checkpoint;
 use crate::error::{Result, StorageError};
 use crate::io::spawn_detached;
@@ -44,7 +44,7 @@ impl PartitionLog {
     /// [`StorageError::UnexpectedAppendOffset`], [`StorageError::MissingLeaderEpoch`] (nothing
     /// appended); as [`PartitionLog::append`] for disk, write errors and a closed log.
     pub async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo> {
-        let batches = split_batches(&records)?;
+        let batches = split_stored_batches(&records)?;
         check_follower_batches(&batches)?;
         let info = self.append_batches(batches, Origin::Follower).await?;
         let end = info.last_offset.plus(1);
@@ -317,7 +317,7 @@ fn assign_if_newer(cache: &mut LeaderEpochCache, epoch: LeaderEpoch, start: Offs
 }
 
 /// The checks of a follower's batches that need no log state: each has a partition leader
-/// epoch, and each starts right after the previous one.
+/// epoch, and each starts after the previous one.
 fn check_follower_batches(batches: &[(BatchHeader, Bytes)]) -> Result<()> {
     for (h, _) in batches {
         if h.partition_leader_epoch.0 < 0 {
@@ -340,7 +340,9 @@ fn check_follower_batches(batches: &[(BatchHeader, Bytes)]) -> Result<()> {
             .0
             .checked_add(i64::from(prev.last_offset_delta) + 1)
             .map(Offset);
-        if expected != Some(next.base_offset) {
+        // A compacted leader's log has gaps between batches (issue #27): each batch starts
+        // after the previous one, not necessarily right after it.
+        if expected.is_none_or(|e| next.base_offset < e) {
             return Err(StorageError::UnexpectedAppendOffset {
                 expected: expected.unwrap_or(Offset(i64::MAX)),
                 got: next.base_offset,
@@ -367,7 +369,7 @@ async fn write_leader_epochs(shared: Rc<Shared>) {
         };
         if let Err(e) = checkpoint::write(&path, &values).await {
             let mut st = shared.state.borrow_mut();
-            st.write_error = Some(("writing the leader-epoch checkpoint", errno_of(&e)));
+            st.write_error = Some(("writing the leader-epoch checkpoint", e.errno()));
             st.epochs_writing = false;
             break;
         }

@@ -3,14 +3,12 @@
 //! whose log ends below its leader's log start), and from the start — DeleteRecords
 //! (KIP-107) and retention by `retention.ms` / `retention.bytes` (closed segments only).
 
-use super::append::errno_of;
 use super::epochs::LeaderEpochCache;
 use super::{
     blocking_dir_op, reserve_after_recovery, sync_dir, PartitionLog, LOG_START_CHECKPOINT_FILE,
 };
 use crate::batch::BatchHeader;
 use crate::checkpoint;
-use crate::config::CleanupPolicy;
 use crate::error::{Result, StorageError};
 use crate::io::{align_down, align_up, remove_file, DirectFile, BLOCK_BYTES, BLOCK_USIZE};
 use crate::producer_state::ProducerState;
@@ -144,7 +142,7 @@ impl PartitionLog {
             let result = self.replace_with_empty_segment(offset).await;
             if let Err(e) = &result {
                 self.shared.state.borrow_mut().write_error =
-                    Some(("truncating the log fully", errno_of(e)));
+                    Some(("truncating the log fully", e.errno()));
                 self.shared.notify.notify_all();
             }
             result
@@ -252,7 +250,9 @@ impl PartitionLog {
             }
             pos += header.size_bytes() as u64;
         }
-        Ok((end, self.log_end_offset()))
+        // Past the segment's last batch (compaction removed the batches up to the next
+        // segment): the cut is the segment's end, and the log ends at `offset`.
+        Ok((end, offset))
     }
 
     /// Moves the log start offset to `offset` (DeleteRecords, KIP-107): reads below it fail
@@ -284,8 +284,7 @@ impl PartitionLog {
             if next_base > offset {
                 break;
             }
-            self.delete_oldest_segment(segment.base_offset, next_base)
-                .await?;
+            self.delete_oldest_segment(&segment, next_base).await?;
         }
         Ok(self.log_start_offset())
     }
@@ -301,7 +300,7 @@ impl PartitionLog {
     /// no follower has, and send in-sync followers out of range.
     pub async fn enforce_retention(&self, now: TimestampMs) -> Result<usize> {
         let cfg = self.config();
-        if cfg.cleanup_policy != CleanupPolicy::Delete {
+        if !cfg.cleanup_policy.deletes() {
             return Ok(0);
         }
         let mut excess = cfg
@@ -334,8 +333,7 @@ impl PartitionLog {
                 break;
             }
             excess = excess.saturating_sub(size);
-            self.delete_oldest_segment(segment.base_offset, next_base)
-                .await?;
+            self.delete_oldest_segment(&segment, next_base).await?;
             deleted += 1;
         }
         Ok(deleted)
@@ -351,19 +349,31 @@ impl PartitionLog {
         }
     }
 
-    /// Deletes the oldest segment, which must be closed; the log start moves to `next_base`.
-    async fn delete_oldest_segment(&self, base: Offset, next_base: Offset) -> Result<()> {
-        {
+    /// Deletes `segment` if it is still the oldest segment and closed (the cleaner may have
+    /// replaced it meanwhile: then nothing happens); the log start moves to `next_base`. Runs
+    /// as a maintenance operation (invariant 4), so it never interleaves with a clean's swap.
+    async fn delete_oldest_segment(&self, segment: &Rc<Segment>, next_base: Offset) -> Result<()> {
+        self.acquire_busy().await?;
+        let still_oldest = self
+            .oldest_closed_segment()
+            .is_some_and(|(oldest, next)| Rc::ptr_eq(&oldest, segment) && next == next_base);
+        if still_oldest {
             let mut st = self.shared.state.borrow_mut();
-            st.segments.remove(&base);
+            st.segments.remove(&segment.base_offset);
             st.log_start = st.log_start.max(next_base);
             st.high_watermark = st.high_watermark.max(st.log_start);
         }
-        self.shared
-            .cache
-            .evict_below(self.shared.cache_id, next_base);
-        self.truncate_leader_epochs_from_start(self.log_start_offset());
-        self.remove_segment_files(base).await
+        let result = if still_oldest {
+            self.shared
+                .cache
+                .evict_below(self.shared.cache_id, next_base);
+            self.truncate_leader_epochs_from_start(self.log_start_offset());
+            self.remove_segment_files(segment.base_offset).await
+        } else {
+            Ok(())
+        };
+        self.release_busy();
+        result
     }
 
     async fn remove_segment_files(&self, base: Offset) -> Result<()> {

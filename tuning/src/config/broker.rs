@@ -1,73 +1,23 @@
 //! [`BrokerConfig`]: the start-up configuration of one `sluice` process — its broker-level
 //! keys, the topic defaults set by their broker-level synonyms (Kafka's precedence among
-//! `log.retention.{ms,minutes,hours}`), and the per-shard settings.
+//! `log.retention.{ms,minutes,hours}`), and the per-shard settings. The broker-level keys
+//! themselves are one table in `broker_keys`.
 
-use super::cores::{available_cores, parse_cores, render_cores};
-use super::error::{invalid, unknown, ConfigError};
+use super::cores::available_cores;
+use super::error::{invalid, ConfigError};
 use super::file::flatten_toml;
-use super::listener::{parse_listen_addr, HostPort};
+use super::listener::HostPort;
 use super::shard::{
     parse_shard_sections, ShardOverride, ShardSettings, IO_MEMORY_BYTES_DEFAULT,
     TASK_QUEUE_SHARES_DEFAULT,
 };
-use super::topic::{TopicConfig, SEGMENT_BYTES_MIN};
-use super::value::{parse_bool, parse_ranged, parse_unsigned};
-use super::voters::{parse_quorum_voters, render_quorum_voters, QuorumVoter};
-use crate::kafka_keys::{
-    topic_key, topic_key_for_broker_synonym, unsupported_broker_key, TOPIC_KEYS,
-};
+use super::topic::TopicConfig;
+use super::voters::{render_quorum_voters, QuorumVoter};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Broker-level keys other than the topic-default ones, for lookups and suggestions.
-const BROKER_KEYS: &[&str] = &[
-    "listeners",
-    "advertised.listeners",
-    "sluice.admin.listen",
-    "log.dirs",
-    "log.dir",
-    "sluice.cores",
-    "node.id",
-    "broker.id",
-    "auto.create.topics.enable",
-    "num.partitions",
-    "default.replication.factor",
-    "socket.request.max.bytes",
-    "sluice.batch.cache.bytes",
-    "offsets.topic.num.partitions",
-    "offsets.topic.segment.bytes",
-    "group.initial.rebalance.delay.ms",
-    "group.min.session.timeout.ms",
-    "group.max.session.timeout.ms",
-    "log.retention.check.interval.ms",
-    "offsets.retention.minutes",
-    "offsets.retention.check.interval.ms",
-    "replica.high.watermark.checkpoint.interval.ms",
-    "offsets.topic.replication.factor",
-    "replica.lag.time.max.ms",
-    "controller.quorum.voters",
-    "controller.quorum.election.timeout.ms",
-    "broker.heartbeat.interval.ms",
-    "broker.session.timeout.ms",
-    "broker.rack",
-];
-
-/// Every key [`BrokerConfig::set`] accepts: the broker keys, every topic property by its
-/// topic-level name and by each broker-level synonym (`log.retention.hours`, …).
-pub fn broker_key_names() -> Vec<&'static str> {
-    let mut keys: Vec<&'static str> = BROKER_KEYS.to_vec();
-    for topic in &TOPIC_KEYS {
-        keys.push(topic.name);
-        for s in topic.synonyms {
-            if !keys.contains(&s.name) {
-                keys.push(s.name);
-            }
-        }
-    }
-    keys
-}
+use storage::CleanerConfig;
 
 /// The start-up configuration of one `sluice` process.
 ///
@@ -165,17 +115,21 @@ pub struct BrokerConfig {
     /// `broker.session.timeout.ms` (KIP-631): how long the controller waits for a broker's
     /// heartbeat before it fences the broker, ms. Default 9000.
     pub broker_session_timeout_ms: u64,
+    /// The log cleaner's `log.cleaner.*` settings (`enable`, `threads`, `backoff.ms`,
+    /// `dedupe.buffer.size`, `io.buffer.size`, `io.max.bytes.per.second`), Kafka's defaults.
+    /// One cleaner runs per shard, so `log.cleaner.threads` is 1.
+    pub cleaner: CleanerConfig,
     /// `broker.rack`: this broker's rack, registered with the controller and listed in
     /// Metadata and DescribeCluster (placement does not use it yet). Default: none.
     pub broker_rack: Option<String>,
     /// Keys set through [`BrokerConfig::set`], canonical names, with the value as given
     /// (trimmed): DescribeConfigs reports a synonym in its own unit (`log.retention.hours`).
-    given: BTreeMap<&'static str, String>,
+    pub(super) given: BTreeMap<&'static str, String>,
     /// Kafka's precedence among the broker synonyms of one topic property (e.g.
     /// `log.retention.{ms,minutes,hours}`): topic property → index in its synonym list of the
     /// most specific one set so far. A coarser one never overrides a finer one, whatever the
     /// order.
-    synonym_rank: BTreeMap<&'static str, usize>,
+    pub(super) synonym_rank: BTreeMap<&'static str, usize>,
 }
 
 impl Default for BrokerConfig {
@@ -210,6 +164,7 @@ impl Default for BrokerConfig {
             controller_quorum_election_timeout_ms: 1000,
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
+            cleaner: CleanerConfig::default(),
             broker_rack: None,
             given: BTreeMap::new(),
             synonym_rank: BTreeMap::new(),
@@ -236,232 +191,6 @@ impl BrokerConfig {
             self.set(&key, &value).map_err(in_file)?;
         }
         self.shard_overrides = parse_shard_sections(text, path).map_err(in_file)?;
-        Ok(())
-    }
-
-    /// Applies one property (Kafka name, a Sluice `sluice.*` key, or a topic-level name as a
-    /// topic default).
-    ///
-    /// # Errors
-    /// [`ConfigError::UnknownKey`] naming the closest known key; [`ConfigError::InvalidValue`]
-    /// naming `key` (the broker-level name when a topic default is rejected). On error nothing
-    /// changes.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
-        if let Some(why) = unsupported_broker_key(key) {
-            return Err(ConfigError::Unsupported {
-                key: key.to_owned(),
-                why: why.to_owned(),
-            });
-        }
-        let all = broker_key_names();
-        let Some(name) = all.iter().copied().find(|k| *k == key) else {
-            return Err(unknown(key, &all));
-        };
-        let v = value.trim();
-        match name {
-            "listeners" => {
-                self.listen = parse_listen_addr(v).map_err(|why| invalid(key, value, why))?;
-            }
-            "advertised.listeners" => {
-                let hp: HostPort = v.parse().map_err(|why| invalid(key, value, why))?;
-                if hp.host.is_empty() {
-                    return Err(invalid(key, value, "the advertised host must not be empty"));
-                }
-                if hp.port == 0 {
-                    return Err(invalid(key, value, "the advertised port must not be 0"));
-                }
-                self.advertised_listener = Some(hp);
-            }
-            "sluice.admin.listen" => {
-                self.admin_listen = parse_listen_addr(v).map_err(|why| invalid(key, value, why))?;
-            }
-            "log.dirs" | "log.dir" => {
-                if v.is_empty() {
-                    return Err(invalid(key, value, "must not be empty"));
-                }
-                if v.contains(',') {
-                    return Err(invalid(key, value, "only one data directory is supported"));
-                }
-                self.data_dir = PathBuf::from(v);
-            }
-            "sluice.cores" => {
-                let cores = parse_cores(v).map_err(|why| invalid(key, value, why))?;
-                let available = available_cores();
-                if let Some(c) = cores.iter().find(|c| !available.contains(c)) {
-                    return Err(invalid(
-                        key,
-                        value,
-                        format!(
-                            "CPU {c} is not available to this process (available: {})",
-                            render_cores(&available)
-                        ),
-                    ));
-                }
-                self.cores = cores;
-            }
-            "node.id" | "broker.id" => {
-                let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
-                self.node_id = i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
-            }
-            "auto.create.topics.enable" => {
-                self.auto_create_topics_enable = parse_bool(key, value)?;
-            }
-            "num.partitions" => {
-                let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
-                self.num_partitions =
-                    i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
-            }
-            "default.replication.factor" => {
-                let n = parse_ranged(key, value, 1, i64::from(i16::MAX))?;
-                self.default_replication_factor =
-                    i16::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
-            }
-            "socket.request.max.bytes" => {
-                let n = parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
-                self.socket_request_max_bytes =
-                    usize::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
-            }
-            "sluice.batch.cache.bytes" => {
-                let n = parse_unsigned(key, value, 0, i64::MAX)?;
-                self.batch_cache_bytes =
-                    usize::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
-            }
-            "offsets.topic.num.partitions" => {
-                let n = parse_ranged(key, value, 1, 10_000)?;
-                self.offsets_topic_num_partitions =
-                    i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
-            }
-            "offsets.topic.segment.bytes" => {
-                self.offsets_topic_segment_bytes =
-                    parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
-            }
-            "group.initial.rebalance.delay.ms"
-            | "group.min.session.timeout.ms"
-            | "group.max.session.timeout.ms" => {
-                let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
-                let n = i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
-                let (min, max) = match name {
-                    "group.min.session.timeout.ms" => (n, self.group_max_session_timeout_ms),
-                    "group.max.session.timeout.ms" => (self.group_min_session_timeout_ms, n),
-                    _ => (0, i32::MAX),
-                };
-                if min > max {
-                    return Err(invalid(
-                        key,
-                        value,
-                        "group.min.session.timeout.ms must not exceed group.max.session.timeout.ms",
-                    ));
-                }
-                match name {
-                    "group.min.session.timeout.ms" => self.group_min_session_timeout_ms = n,
-                    "group.max.session.timeout.ms" => self.group_max_session_timeout_ms = n,
-                    _ => self.group_initial_rebalance_delay_ms = n,
-                }
-            }
-            "log.retention.check.interval.ms" => {
-                self.log_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
-            }
-            "offsets.retention.minutes" => {
-                let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
-                self.offsets_retention_minutes =
-                    i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
-            }
-            "offsets.retention.check.interval.ms" => {
-                self.offsets_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
-            }
-            "replica.high.watermark.checkpoint.interval.ms" => {
-                self.replica_high_watermark_checkpoint_interval_ms =
-                    parse_unsigned(key, value, 1, i64::MAX)?;
-            }
-            "broker.rack" => {
-                self.broker_rack = (!v.is_empty()).then(|| v.to_string());
-            }
-            "offsets.topic.replication.factor" => {
-                let n = parse_ranged(key, value, 1, i64::from(i16::MAX))?;
-                self.offsets_topic_replication_factor =
-                    i16::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
-            }
-            "replica.lag.time.max.ms" => {
-                self.replica_lag_time_max_ms = parse_unsigned(key, value, 1, i64::MAX)?;
-            }
-            "controller.quorum.voters" => {
-                self.controller_quorum_voters =
-                    parse_quorum_voters(v).map_err(|why| invalid(key, value, why))?;
-            }
-            "controller.quorum.election.timeout.ms" => {
-                self.controller_quorum_election_timeout_ms =
-                    parse_unsigned(key, value, 3 * Self::QUORUM_TICK_MS, i64::from(i32::MAX))?;
-            }
-            "broker.heartbeat.interval.ms" => {
-                self.broker_heartbeat_interval_ms =
-                    parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
-            }
-            "broker.session.timeout.ms" => {
-                self.broker_session_timeout_ms =
-                    parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
-            }
-            _ => self.set_topic_default(name, key, v)?,
-        }
-        self.given.insert(name, v.to_owned());
-        Ok(())
-    }
-
-    /// A topic default, by its topic-level name or a broker-level synonym. Among the synonyms
-    /// of one topic property the most specific one set wins, as in Kafka
-    /// (`log.retention.ms` > `log.retention.minutes` > `log.retention.hours`); a coarser unit
-    /// is converted to ms (a negative retention in any unit means unlimited).
-    fn set_topic_default(
-        &mut self,
-        name: &'static str,
-        key: &str,
-        v: &str,
-    ) -> Result<(), ConfigError> {
-        let (topic, rank, ms_per_unit) = match topic_key(name) {
-            // The topic-level name at broker level counts as the most specific synonym.
-            Some(t) => (t, 0, 1),
-            None => {
-                let (t, syn) = topic_key_for_broker_synonym(name)
-                    .ok_or_else(|| unknown(key, &broker_key_names()))?;
-                let rank = t
-                    .synonyms
-                    .iter()
-                    .position(|s| s.name == syn.name)
-                    .unwrap_or(0);
-                (t, rank, syn.ms_per_unit)
-            }
-        };
-        let value = if ms_per_unit == 1 {
-            v.to_owned()
-        } else {
-            let n = parse_ranged(key, v, i64::MIN, i64::MAX)?;
-            if n < 0 && topic.name == "retention.ms" {
-                "-1".to_owned()
-            } else {
-                n.checked_mul(ms_per_unit)
-                    .ok_or_else(|| invalid(key, v, "too large once converted to ms"))?
-                    .to_string()
-            }
-        };
-        if self.synonym_rank.get(topic.name).is_some_and(|r| *r < rank) {
-            // Validated, but a more specific synonym is set and wins, as in Kafka.
-            let mut scratch = self.topic_defaults.clone();
-            return scratch.set(topic.name, &value).map_err(|e| e.with_key(key));
-        }
-        self.topic_defaults
-            .set(topic.name, &value)
-            .map_err(|e| e.with_key(key))?;
-        if topic.name == "max.message.bytes" {
-            // At most i32::MAX: the topic property's range.
-            self.message_max_bytes =
-                u32::try_from(self.topic_defaults.log.max_message_bytes).unwrap_or(u32::MAX);
-        }
-        self.synonym_rank.insert(topic.name, rank);
-        // DescribeConfigs lists a topic-level name given here as its first broker synonym.
-        if topic.name == name {
-            if let Some(first) = topic.synonyms.first() {
-                self.given.insert(first.name, value);
-            }
-        }
         Ok(())
     }
 
@@ -520,92 +249,6 @@ impl BrokerConfig {
             host,
             port: self.listen.port(),
         }
-    }
-
-    /// Broker-level properties with their values, sorted by key (DescribeConfigs on the
-    /// BROKER resource). Topic defaults appear under their broker-level names.
-    pub fn entries(&self) -> Vec<(&'static str, String)> {
-        let mut out: Vec<(&'static str, String)> = vec![
-            ("advertised.listeners", {
-                format!("PLAINTEXT://{}", self.advertised_listener())
-            }),
-            (
-                "auto.create.topics.enable",
-                self.auto_create_topics_enable.to_string(),
-            ),
-            (
-                "default.replication.factor",
-                self.default_replication_factor.to_string(),
-            ),
-            ("listeners", format!("PLAINTEXT://{}", self.listen)),
-            ("log.dirs", self.data_dir.display().to_string()),
-            ("node.id", self.node_id.to_string()),
-            ("num.partitions", self.num_partitions.to_string()),
-            ("sluice.admin.listen", self.admin_listen.to_string()),
-            (
-                "sluice.batch.cache.bytes",
-                self.batch_cache_bytes.to_string(),
-            ),
-            ("sluice.cores", render_cores(&self.cores)),
-            (
-                "socket.request.max.bytes",
-                self.socket_request_max_bytes.to_string(),
-            ),
-        ];
-        out.push((
-            "log.retention.check.interval.ms",
-            self.log_retention_check_interval_ms.to_string(),
-        ));
-        out.push((
-            "offsets.retention.minutes",
-            self.offsets_retention_minutes.to_string(),
-        ));
-        out.push((
-            "offsets.retention.check.interval.ms",
-            self.offsets_retention_check_interval_ms.to_string(),
-        ));
-        out.push((
-            "replica.high.watermark.checkpoint.interval.ms",
-            self.replica_high_watermark_checkpoint_interval_ms
-                .to_string(),
-        ));
-        out.push((
-            "offsets.topic.replication.factor",
-            self.offsets_topic_replication_factor.to_string(),
-        ));
-        out.push((
-            "replica.lag.time.max.ms",
-            self.replica_lag_time_max_ms.to_string(),
-        ));
-        out.push((
-            "controller.quorum.voters",
-            render_quorum_voters(&self.controller_quorum_voters),
-        ));
-        out.push((
-            "controller.quorum.election.timeout.ms",
-            self.controller_quorum_election_timeout_ms.to_string(),
-        ));
-        out.push((
-            "broker.heartbeat.interval.ms",
-            self.broker_heartbeat_interval_ms.to_string(),
-        ));
-        out.push((
-            "broker.session.timeout.ms",
-            self.broker_session_timeout_ms.to_string(),
-        ));
-        out.push(("broker.rack", self.broker_rack.clone().unwrap_or_default()));
-        // Each topic default under its first broker-level name, in the topic property's unit.
-        for topic in &TOPIC_KEYS {
-            if let (Some(first), Some(v)) =
-                (topic.synonyms.first(), self.topic_defaults.get(topic.name))
-            {
-                if !out.iter().any(|(k, _)| *k == first.name) {
-                    out.push((first.name, v));
-                }
-            }
-        }
-        out.sort_by_key(|(k, _)| *k);
-        out
     }
 }
 
@@ -709,7 +352,8 @@ impl BrokerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::cores::parse_cores;
+    use crate::config::broker_keys::broker_key_names;
+    use crate::config::cores::{parse_cores, render_cores};
     use crate::config::suggest::closest_key;
     use crate::config::topic::TimestampType;
     use std::path::PathBuf;
@@ -909,9 +553,89 @@ mod tests {
         );
         let entries = b.entries();
         assert!(entries.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
+        for key in ["log.cleaner.enable", "log.cleaner.threads"] {
+            assert!(entries.iter().any(|(k, _)| *k == key), "{key} described");
+        }
         assert!(entries
             .iter()
             .any(|(k, v)| *k == "num.partitions" && v == "3"));
+    }
+
+    #[test]
+    fn cleaner_keys() {
+        let mut b = BrokerConfig::default();
+        assert_eq!(b.cleaner, CleanerConfig::default());
+        let shown = |b: &BrokerConfig, key: &str| {
+            b.entries()
+                .into_iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v)
+        };
+        // Kafka 4.4's defaults, as its DescribeConfigs lists them.
+        for (key, value) in [
+            ("log.cleaner.enable", "true"),
+            ("log.cleaner.threads", "1"),
+            ("log.cleaner.backoff.ms", "15000"),
+            ("log.cleaner.dedupe.buffer.size", "134217728"),
+            ("log.cleaner.io.buffer.size", "524288"),
+            (
+                "log.cleaner.io.max.bytes.per.second",
+                "1.7976931348623157E308",
+            ),
+        ] {
+            assert_eq!(shown(&b, key).as_deref(), Some(value), "{key}");
+        }
+        b.set("log.cleaner.enable", "false").expect("valid");
+        b.set("log.cleaner.threads", "1").expect("one per shard");
+        b.set("log.cleaner.backoff.ms", "0").expect("valid");
+        b.set("log.cleaner.dedupe.buffer.size", "16777216")
+            .expect("valid");
+        b.set("log.cleaner.io.buffer.size", "65536").expect("valid");
+        b.set("log.cleaner.io.max.bytes.per.second", "1000000")
+            .expect("valid");
+        assert_eq!(
+            b.cleaner,
+            CleanerConfig {
+                enable: false,
+                threads: 1,
+                backoff: Duration::ZERO,
+                dedupe_buffer_bytes: 16 << 20,
+                io_buffer_bytes: 64 << 10,
+                io_max_bytes_per_second: Some(1e6),
+            }
+        );
+        assert_eq!(
+            shown(&b, "log.cleaner.io.max.bytes.per.second").as_deref(),
+            Some("1000000.0")
+        );
+        b.set(
+            "log.cleaner.io.max.bytes.per.second",
+            "1.7976931348623157E308",
+        )
+        .expect("Double.MAX");
+        assert_eq!(b.cleaner.io_max_bytes_per_second, None);
+
+        let before = b.cleaner;
+        for (key, value) in [
+            ("log.cleaner.threads", "2"),
+            ("log.cleaner.threads", "0"),
+            ("log.cleaner.enable", "maybe"),
+            ("log.cleaner.backoff.ms", "-1"),
+            ("log.cleaner.dedupe.buffer.size", "-1"),
+            ("log.cleaner.io.buffer.size", "-1"),
+            ("log.cleaner.io.buffer.size", "2147483648"),
+            ("log.cleaner.io.max.bytes.per.second", "0"),
+            ("log.cleaner.io.max.bytes.per.second", "fast"),
+        ] {
+            let err = b.set(key, value).expect_err(&format!("{key}={value}"));
+            assert!(
+                matches!(&err, ConfigError::InvalidValue { key: k, .. } if k == key),
+                "{err}"
+            );
+        }
+        assert_eq!(b.cleaner, before, "unchanged on error");
+        let err = b.set("log.cleaner.threads", "4").expect_err("per shard");
+        assert!(err.to_string().contains("per shard"), "{err}");
     }
 
     #[test]

@@ -41,6 +41,7 @@
 //! Imports run one way: `broker` uses the others, nothing uses `broker`.
 
 mod broker;
+mod broker_keys;
 mod cores;
 mod error;
 mod file;
@@ -51,7 +52,8 @@ mod topic;
 mod value;
 mod voters;
 
-pub use broker::{broker_key_names, BrokerConfig};
+pub use broker::BrokerConfig;
+pub use broker_keys::broker_key_names;
 pub use cores::{available_cores, parse_cores};
 pub use error::ConfigError;
 pub use file::flatten_toml;

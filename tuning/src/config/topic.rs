@@ -18,7 +18,8 @@
 
 use super::error::{invalid, unknown, ConfigError};
 use super::value::{
-    parse_bool, parse_long_min, parse_ranged, parse_u32_int, parse_unsigned, render_unlimited,
+    parse_bool, parse_long_min, parse_ranged, parse_u32_int, parse_unsigned, render_double,
+    render_unlimited,
 };
 use crate::kafka_keys::{topic_key, ConfigType, Support, TopicKey, TOPIC_KEYS};
 use std::collections::{BTreeMap, BTreeSet};
@@ -146,12 +147,14 @@ fn topic_key_names() -> Vec<&'static str> {
 /// rendered in one entry of `TYPED_KEYS`. Change values through [`TopicConfig::set`] /
 /// [`TopicConfig::reset`] so the record of explicitly set keys stays right; the public fields
 /// are for reading.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TopicConfig {
     /// What the partition log acts on, under Kafka's names and units: `segment.bytes`,
     /// `segment.ms`, `index.interval.bytes`, `flush.messages`, `flush.ms`, `retention.ms`,
-    /// `retention.bytes`, `cleanup.policy`, `max.message.bytes` and `message.timestamp.type`
-    /// (`log_append_time`). Kafka's "never" ([`FLUSH_NEVER`]) is `u64::MAX` / `None` there, its
+    /// `retention.bytes`, `cleanup.policy`, `max.message.bytes`, `message.timestamp.type`
+    /// (`log_append_time`) and compaction's `min.cleanable.dirty.ratio`,
+    /// `min.compaction.lag.ms`, `max.compaction.lag.ms`, `delete.retention.ms`
+    /// (`compaction`). Kafka's "never" ([`FLUSH_NEVER`]) is `u64::MAX` / `None` there, its
     /// `-1` "unlimited" is `None`. The write-pipeline fields Kafka has no property for
     /// (`write_chunk_bytes`, …) keep [`LogConfig`]'s defaults.
     pub log: LogConfig,
@@ -164,6 +167,10 @@ pub struct TopicConfig {
     /// `compression.type`: `producer` (default: keep the producer's codec), `uncompressed`,
     /// `gzip`, `snappy`, `lz4` or `zstd` (batches are recompressed to it).
     pub compression_type: CompressionType,
+    /// `cleanup.policy` as given, items trimmed and empty ones dropped, in the given order:
+    /// Kafka describes the list as set (`delete,compact` after APPEND `compact`), while
+    /// [`LogConfig::cleanup_policy`] keeps only which policies are in it.
+    cleanup_policy_list: String,
     /// `min.insync.replicas`: an `acks=all` produce needs this many in-sync replicas, else
     /// NOT_ENOUGH_REPLICAS. Sluice is one broker, so every ISR has 1 replica. Default 1.
     pub min_insync_replicas: u32,
@@ -183,6 +190,7 @@ impl Default for TopicConfig {
             message_timestamp_before_max_ms: 0,
             message_timestamp_after_max_ms: 0,
             compression_type: CompressionType::default(),
+            cleanup_policy_list: String::new(),
             min_insync_replicas: 0,
             stored: BTreeMap::new(),
             explicit: BTreeSet::new(),
@@ -209,9 +217,39 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Kafka's `Long.MAX_VALUE` as a millisecond count: "never" for `max.compaction.lag.ms`.
+const LONG_MAX_MS: u64 = i64::MAX as u64;
+
+/// Kafka's `LogConfig.validateValues`: `min.compaction.lag.ms` may not exceed
+/// `max.compaction.lag.ms` (`None`: no maximum). `key` and `value` are the property being set.
+/// The overrides of a topic are applied in name order, `max` before `min`, so that a pair set
+/// together is checked as a pair.
+fn check_compaction_lags(
+    key: &str,
+    value: &str,
+    min: Duration,
+    max: Option<Duration>,
+) -> Result<(), ConfigError> {
+    match max {
+        Some(max) if min > max => Err(invalid(
+            key,
+            value,
+            format!(
+                "conflict topic config setting min.compaction.lag.ms ({}) > \
+                 max.compaction.lag.ms ({})",
+                millis(min),
+                millis(max)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Every typed topic property: parsing and rendering, one entry per key. Its names are exactly
 /// the [`Support::Honoured`] keys of [`TOPIC_KEYS`] (checked by a test).
-const TYPED_KEYS: [TypedKey; 14] = [
+const TYPED_KEYS: [TypedKey; 18] = [
+    // Kafka's list parsing: comma-separated, items trimmed, empty items dropped, duplicates
+    // allowed; `delete`, `compact`, both in either order, or none.
     TypedKey {
         name: "cleanup.policy",
         set: |c, key, value| {
@@ -231,22 +269,18 @@ const TYPED_KEYS: [TypedKey; 14] = [
                     format!("`{bad}` is not a policy: expected `delete` or `compact`"),
                 ));
             }
-            if policies.contains(&"compact") {
-                return Err(invalid(
-                    key,
-                    value,
-                    "log compaction is not supported by Sluice: only `delete` (or the empty \
-                     list, no cleanup) is accepted",
-                ));
-            }
-            c.log.cleanup_policy = if policies.is_empty() {
-                CleanupPolicy::NoCleanup
-            } else {
-                CleanupPolicy::Delete
+            let compact = policies.contains(&"compact");
+            let delete = policies.contains(&"delete");
+            c.log.cleanup_policy = match (compact, delete) {
+                (false, false) => CleanupPolicy::NoCleanup,
+                (false, true) => CleanupPolicy::Delete,
+                (true, false) => CleanupPolicy::Compact,
+                (true, true) => CleanupPolicy::CompactDelete,
             };
+            c.cleanup_policy_list = policies.join(",");
             Ok(())
         },
-        get: |c| c.log.cleanup_policy.as_str().to_owned(),
+        get: |c| c.cleanup_policy_list.clone(),
     },
     TypedKey {
         name: "compression.type",
@@ -261,6 +295,15 @@ const TYPED_KEYS: [TypedKey; 14] = [
             Ok(())
         },
         get: |c| c.compression_type.as_str().to_owned(),
+    },
+    TypedKey {
+        name: "delete.retention.ms",
+        set: |c, key, value| {
+            let n = parse_unsigned(key, value, 0, i64::MAX)?;
+            c.log.compaction.delete_retention = Duration::from_millis(n);
+            Ok(())
+        },
+        get: |c| millis(c.log.compaction.delete_retention).to_string(),
     },
     TypedKey {
         name: "flush.messages",
@@ -287,6 +330,24 @@ const TYPED_KEYS: [TypedKey; 14] = [
             Ok(())
         },
         get: |c| c.log.index_interval_bytes.to_string(),
+    },
+    // Kafka's Long.MAX is "no maximum lag".
+    TypedKey {
+        name: "max.compaction.lag.ms",
+        set: |c, key, value| {
+            let n = parse_unsigned(key, value, 1, i64::MAX)?;
+            let max = (n < LONG_MAX_MS).then(|| Duration::from_millis(n));
+            check_compaction_lags(key, value, c.log.compaction.min_compaction_lag, max)?;
+            c.log.compaction.max_compaction_lag = max;
+            Ok(())
+        },
+        get: |c| {
+            c.log
+                .compaction
+                .max_compaction_lag
+                .map_or(LONG_MAX_MS, millis)
+                .to_string()
+        },
     },
     TypedKey {
         name: "max.message.bytes",
@@ -331,6 +392,31 @@ const TYPED_KEYS: [TypedKey; 14] = [
             Ok(())
         },
         get: |c| c.message_timestamp_type().as_str().to_owned(),
+    },
+    TypedKey {
+        name: "min.cleanable.dirty.ratio",
+        set: |c, key, value| {
+            let ratio: f64 = value
+                .trim()
+                .parse()
+                .map_err(|_| invalid(key, value, "not a number"))?;
+            if !(0.0..=1.0).contains(&ratio) {
+                return Err(invalid(key, value, "must be between 0 and 1"));
+            }
+            c.log.compaction.min_cleanable_dirty_ratio = ratio;
+            Ok(())
+        },
+        get: |c| render_double(c.log.compaction.min_cleanable_dirty_ratio),
+    },
+    TypedKey {
+        name: "min.compaction.lag.ms",
+        set: |c, key, value| {
+            let min = Duration::from_millis(parse_unsigned(key, value, 0, i64::MAX)?);
+            check_compaction_lags(key, value, min, c.log.compaction.max_compaction_lag)?;
+            c.log.compaction.min_compaction_lag = min;
+            Ok(())
+        },
+        get: |c| millis(c.log.compaction.min_compaction_lag).to_string(),
     },
     TypedKey {
         name: "min.insync.replicas",
@@ -463,9 +549,7 @@ fn normalise_stored(key: &'static TopicKey, value: &str) -> Result<String, Confi
             }
             "remote.copy.lag.bytes" => parse_long_min(name, value, -1).map(|n| n.to_string()),
             "remote.copy.lag.ms" => parse_long_min(name, value, i64::MIN).map(|n| n.to_string()),
-            "max.compaction.lag.ms" => parse_long_min(name, value, 1).map(|n| n.to_string()),
-            // delete.retention.ms, file.delete.delay.ms, min.compaction.lag.ms,
-            // segment.jitter.ms.
+            // file.delete.delay.ms, segment.jitter.ms.
             _ => parse_long_min(name, value, 0).map(|n| n.to_string()),
         },
     }
@@ -492,8 +576,9 @@ impl TopicConfig {
     /// # Errors
     /// [`ConfigError::UnknownKey`] for a key that is not a Kafka topic property (with the
     /// closest one as suggestion); [`ConfigError::InvalidValue`] if the value does not parse,
-    /// is out of Kafka's range, or needs a feature Sluice lacks (`cleanup.policy=compact`,
-    /// `remote.storage.enable=true`; the message names it). On error nothing changes.
+    /// is out of Kafka's range, conflicts with another key as Kafka refuses
+    /// (`min.compaction.lag.ms` > `max.compaction.lag.ms`), or needs a feature Sluice lacks
+    /// (`remote.storage.enable=true`; the message names it). On error nothing changes.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let Some(spec) = topic_key(key) else {
             return Err(unknown(key, &topic_key_names()));
@@ -651,9 +736,8 @@ mod tests {
             ("segment.bytes", "1048575"),
             ("segment.bytes", "2147483648"),
             ("segment.ms", "0"),
-            ("cleanup.policy", "compact"),
-            ("cleanup.policy", "delete,compact"),
             ("cleanup.policy", "nope"),
+            ("cleanup.policy", "compact,nope"),
             ("cleanup.policy", "Delete"),
             ("remote.storage.enable", "true"),
             ("compression.gzip.level", "0"),
@@ -661,6 +745,11 @@ mod tests {
             ("min.cleanable.dirty.ratio", "1.5"),
             ("min.insync.replicas", "0"),
             ("max.compaction.lag.ms", "0"),
+            ("max.compaction.lag.ms", "-1"),
+            ("min.compaction.lag.ms", "-1"),
+            ("delete.retention.ms", "-1"),
+            ("min.cleanable.dirty.ratio", "-0.1"),
+            ("min.cleanable.dirty.ratio", "x"),
             ("local.retention.ms", "-3"),
             ("segment.index.bytes", "3"),
             ("leader.replication.throttled.replicas", "x"),
@@ -685,9 +774,6 @@ mod tests {
         t.set("segment.bytes", "1048576").expect("Kafka's minimum");
         t.set("cleanup.policy", " delete ").expect("trimmed");
         // Keys for what Sluice lacks are stored and described where Kafka accepts them.
-        t.set("delete.retention.ms", "1000")
-            .expect("compaction's key, stored");
-        assert_eq!(t.get("delete.retention.ms").as_deref(), Some("1000"));
         t.set("leader.replication.throttled.replicas", "0:1, 1:2")
             .expect("valid list");
         assert_eq!(
@@ -697,13 +783,6 @@ mod tests {
         t.set("retention.bytes", "-7")
             .expect("any negative is unlimited");
         assert_eq!(t.log.retention_bytes, None);
-        let err = t
-            .set("cleanup.policy", "compact")
-            .expect_err("no compaction");
-        assert!(
-            err.to_string().contains("compaction is not supported"),
-            "{err}"
-        );
         t.set("cleanup.policy", "")
             .expect("the empty list: no cleanup");
         assert_eq!(
@@ -726,6 +805,74 @@ mod tests {
         assert_eq!(
             log.write_chunk_bytes,
             storage::LogConfig::default().write_chunk_bytes
+        );
+    }
+
+    #[test]
+    fn cleanup_policy_is_a_list() {
+        let mut t = TopicConfig::default();
+        // Described in the order given, as Kafka describes a list it was given.
+        for (value, policy, rendered) in [
+            ("compact", CleanupPolicy::Compact, "compact"),
+            (
+                "delete,compact",
+                CleanupPolicy::CompactDelete,
+                "delete,compact",
+            ),
+            (
+                " compact , delete ",
+                CleanupPolicy::CompactDelete,
+                "compact,delete",
+            ),
+            ("compact,compact", CleanupPolicy::Compact, "compact,compact"),
+            ("delete,,delete", CleanupPolicy::Delete, "delete,delete"),
+            ("", CleanupPolicy::NoCleanup, ""),
+            ("delete", CleanupPolicy::Delete, "delete"),
+        ] {
+            t.set("cleanup.policy", value).expect("a valid list");
+            assert_eq!(t.log.cleanup_policy, policy, "{value}");
+            assert_eq!(t.get("cleanup.policy").as_deref(), Some(rendered));
+        }
+        assert!(CleanupPolicy::CompactDelete.compacts() && CleanupPolicy::CompactDelete.deletes());
+    }
+
+    #[test]
+    fn compaction_keys_are_typed() {
+        let mut t = TopicConfig::default();
+        t.set("min.cleanable.dirty.ratio", "0.25").expect("valid");
+        t.set("min.compaction.lag.ms", "1000").expect("valid");
+        t.set("max.compaction.lag.ms", "60000").expect("valid");
+        t.set("delete.retention.ms", "0").expect("valid");
+        let c = t.to_log_config().compaction;
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.25);
+        assert_eq!(c.min_compaction_lag, Duration::from_secs(1));
+        assert_eq!(c.max_compaction_lag, Some(Duration::from_secs(60)));
+        assert_eq!(c.delete_retention, Duration::ZERO);
+        assert_eq!(t.get("min.cleanable.dirty.ratio").as_deref(), Some("0.25"));
+        assert_eq!(t.get("max.compaction.lag.ms").as_deref(), Some("60000"));
+        t.set("min.cleanable.dirty.ratio", "1").expect("the bound");
+        assert_eq!(t.get("min.cleanable.dirty.ratio").as_deref(), Some("1.0"));
+
+        // Kafka refuses min.compaction.lag.ms > max.compaction.lag.ms, whichever is set.
+        let before = t.clone();
+        let err = t
+            .set("min.compaction.lag.ms", "60001")
+            .expect_err("min above max");
+        assert!(err.to_string().contains("min.compaction.lag.ms"), "{err}");
+        let err = t
+            .set("max.compaction.lag.ms", "999")
+            .expect_err("max below min");
+        assert!(err.to_string().contains("max.compaction.lag.ms"), "{err}");
+        assert_eq!(t, before);
+        t.set("min.compaction.lag.ms", "60000")
+            .expect("equal is fine");
+
+        t.set("max.compaction.lag.ms", "9223372036854775807")
+            .expect("Long.MAX");
+        assert_eq!(t.log.compaction.max_compaction_lag, None);
+        assert_eq!(
+            t.get("max.compaction.lag.ms").as_deref(),
+            Some("9223372036854775807")
         );
     }
 
@@ -754,6 +901,11 @@ mod tests {
             ("cleanup.policy", ""),
             ("message.timestamp.type", "LogAppendTime"),
             ("segment.jitter.ms", "7"),
+            ("cleanup.policy", "delete,compact"),
+            ("min.cleanable.dirty.ratio", "0.1"),
+            ("max.compaction.lag.ms", "5000"),
+            ("min.compaction.lag.ms", "4000"),
+            ("delete.retention.ms", "1"),
         ] {
             t.set(k, v).expect("valid");
         }

@@ -64,3 +64,13 @@ pub(super) fn parse_u32_int(key: &str, value: &str) -> Result<u32, ConfigError> 
     let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
     u32::try_from(n).map_err(|_| invalid(key, value, "out of range"))
 }
+
+/// A double as Kafka's `Double.toString` writes the usual ones: `0.5`, `1.0`, `1000000.0`
+/// (Java switches to `1.0E7` from 10^7, where Rust's shortest form is used instead).
+pub(super) fn render_double(d: f64) -> String {
+    if d.fract() == 0.0 && d.abs() < 1e7 {
+        format!("{d:.1}")
+    } else {
+        d.to_string()
+    }
+}

@@ -31,18 +31,14 @@ import org.apache.kafka.streams.kstream.Produced;
  * Kafka Streams' word count against Sluice:
  * {@code java -cp ... sluice.compat.StreamsWordCount BOOTSTRAP GUARANTEE}.
  *
- * <p>{@code at_least_once}: the topology (flatMap → repartition through an internal topic →
- * count in a state store → output topic) must give every word's exact count. Its store is
- * backed by a compacted changelog topic in Kafka's default; Sluice has no compaction yet and
- * refuses {@code cleanup.policy=compact}, so the store's changelog is disabled here (the
- * repartition topic, the consumer group, commits and the DeleteRecords purge of the
- * repartition topic are all exercised).
+ * <p>{@code at_least_once}: Kafka's default topology (flatMap → repartition through an
+ * internal topic → count in a state store backed by a compacted changelog topic → output
+ * topic) must give every word's exact count (the repartition topic, the changelog, the
+ * consumer group, commits and the DeleteRecords purge of the repartition topic are all
+ * exercised). {@link StreamsRestore} kills and restores it.
  *
  * <p>{@code exactly_once_v2}: needs transactions, which Sluice does not have; the application
  * must go to ERROR with the broker's refusal within 60 s, not hang.
- *
- * <p>A third argument {@code changelog} keeps Kafka's default compacted changelog: the
- * application must then fail at once with Sluice's refusal of {@code cleanup.policy=compact}.
  */
 public final class StreamsWordCount {
     private static final String INPUT = "wc-input";
@@ -56,8 +52,6 @@ public final class StreamsWordCount {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
         String guarantee = args[1];
-        // "changelog": the store keeps Kafka's default compacted changelog topic.
-        boolean changelog = args.length > 2 && args[2].equals("changelog");
         Path stateDir = Files.createTempDirectory("sluice-streams");
         Properties common = ClientScenarios.common(bootstrap);
         try (Admin admin = Admin.create(common)) {
@@ -75,9 +69,7 @@ public final class StreamsWordCount {
         builder.<String, String>stream(INPUT)
                 .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\W+")))
                 .groupBy((key, word) -> word, Grouped.with(Serdes.String(), Serdes.String()))
-                .count(changelog ? Materialized.as("counts") : Materialized.<String, Long,
-                        org.apache.kafka.streams.state.KeyValueStore<org.apache.kafka.common.utils.Bytes,
-                                byte[]>>as("counts").withLoggingDisabled())
+                .count(Materialized.as("counts"))
                 .toStream()
                 .to(OUTPUT, Produced.with(Serdes.String(), Serdes.Long()));
 
@@ -103,9 +95,7 @@ public final class StreamsWordCount {
         streams.setStateListener((now, before) -> Check.log("streams " + before + " -> " + now));
         streams.start();
         try {
-            if (changelog) {
-                expectFailure(streams, uncaught, "log compaction is not supported");
-            } else if (guarantee.equals("at_least_once")) {
+            if (guarantee.equals("at_least_once")) {
                 checkCounts(bootstrap, uncaught);
             } else {
                 // No transactions: the broker refuses the transactional id.
@@ -114,7 +104,7 @@ public final class StreamsWordCount {
         } finally {
             streams.close(Duration.ofSeconds(20));
         }
-        System.out.println("PASS streams " + guarantee + (changelog ? " changelog" : ""));
+        System.out.println("PASS streams " + guarantee);
         System.exit(0);
     }
 

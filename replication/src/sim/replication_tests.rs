@@ -25,7 +25,7 @@
 //!
 //! Not verified: records acknowledged with `acks=1` (Kafka may lose them at a failover, so
 //! they are only checked for one value per offset), ISR shrink and expansion (the committed
-//! ISR stays all three here: a cut-off follower makes `acks=all` time out; `isr_test` changes
+//! ISR stays all three here: a cut-off follower makes `acks=all` time out; `isr_tests` changes
 //! it through a simulated controller), power loss,
 //! the wire protocol and the fetcher's bounded queues (the broker's), more than one crash in
 //! flight at a time, and a follower's high watermark between a restart and its first fetch

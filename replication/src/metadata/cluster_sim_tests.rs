@@ -4,7 +4,7 @@
 //! What is simulated, per seed, for 3 and 5 voters:
 //! - **voters**: each a [`QuorumNode`] whose state machine is the [`MetadataStateMachine`]
 //!   (wrapped in [`CheckedMachine`], which runs the checkers at every apply), over the raft
-//!   simulation's network and faults (`raft::sim_test`'s [`Faults`] and [`Link`]: delay,
+//!   simulation's network and faults (`raft::sim_tests`'s [`Faults`] and [`Link`]: delay,
 //!   drop, duplicate, corrupt, reorder, partitions, reboots right after a granted vote), and
 //!   crash-restarts on each node's durable state ([`Disk`]: the Raft state itself or the
 //!   record file with torn writes);
@@ -72,7 +72,7 @@ use super::{
     encode_entry, propose, BrokerHeartbeats, ControllerAnswer, ControllerError, ControllerOp,
     EntryError, EntryOutcome, MetadataImage, MetadataStateMachine, MetadataView, ProposeContext,
 };
-use crate::raft::sim_test::{Disk, Faults, Link};
+use crate::raft::sim_tests::{Disk, Faults, Link};
 use crate::raft::{
     CrashSwitch, FileRaftStorage, QuorumConfig, QuorumNode, RaftIndex, RaftTerm, Role, SimDirDisk,
     SimRaftDisk, StateMachine,

@@ -1,0 +1,477 @@
+//! The controller's op vocabulary: [`ControllerOp`] (one metadata change, as the broker's
+//! handlers ask for it), its [`ControllerAnswer`], the typed refusals ([`ControllerError`],
+//! [`ElectionError`]), what the proposer needs from its caller ([`ProposeContext`]) and the
+//! limits and names ops are checked against.
+
+use super::image::ApplyError;
+use super::record::BrokerEndpoint;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// Most partitions one topic may have; a request above it is refused with
+/// [`ControllerError::PartitionCountOutOfRange`] rather than creating unbounded state.
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+/// Producer ids per [`ProducerIdsRecord`] block (Kafka's `ProducerIdManager` block size).
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
+/// The internal topic holding committed offsets and group metadata (Kafka's name).
+pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Names reserved for internal topics: a client may not create a topic with one of them, even
+/// before the broker has created it.
+pub const INTERNAL_TOPIC_NAMES: &[&str] = &[CONSUMER_OFFSETS_TOPIC];
+
+/// The topic config (and cluster-wide dynamic broker config) that lets a leader be elected
+/// outside the ISR, losing what only the ISR had (Kafka's name; default false).
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+
+/// A metadata change, run by the controller one at a time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerOp {
+    /// `internal`: created by the broker itself (the group coordinator's offsets topic); only
+    /// such a creation may use a name of [`INTERNAL_TOPIC_NAMES`].
+    ///
+    /// `replication_factor`: replicas per partition, -1 for the context's
+    /// [`ProposeContext::default_replication_factor`]; placed on the active brokers
+    /// ([`place_replicas`]).
+    CreateTopic {
+        name: String,
+        partitions: i32,
+        replication_factor: i16,
+        /// A manual replica assignment (CreateTopics' `assignments`): one replica list per
+        /// partition, preferred leader first, used instead of the placement. The handler has
+        /// checked its shape; the controller checks that every broker is registered.
+        #[serde(default)]
+        assignment: Option<Vec<Vec<i32>>>,
+        overrides: BTreeMap<String, String>,
+        internal: bool,
+        validate_only: bool,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    /// Grows the topic to `total` partitions; the new ones get the topic's replication factor
+    /// (that of partition 0) and are placed as [`ControllerOp::CreateTopic`] places them.
+    CreatePartitions {
+        name: String,
+        total: i32,
+        /// Manual replica lists of the new partitions (CreatePartitions' `assignments`), as
+        /// in [`ControllerOp::CreateTopic`].
+        #[serde(default)]
+        assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    },
+    /// Apply config changes to the topic's overrides, in order: `Some(value)` sets a key,
+    /// `None` removes its override. Applied to the overrides current under the controller
+    /// lock, so concurrent alterations of one topic do not undo each other.
+    AlterTopicConfig {
+        name: String,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    },
+    /// Replace the topic's overrides with `overrides` (AlterConfigs' whole-set semantics).
+    ReplaceTopicConfig {
+        name: String,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    },
+    /// Change the dynamic configs of the BROKER resource `resource_name` (a broker id in
+    /// decimal, or "" for the cluster-wide default): with `replace` (AlterConfigs) its set is
+    /// cleared first; then `Some(value)` sets a key and `None` removes it, in order. Applied to
+    /// the configs current under the controller lock and checked as a whole by the context's
+    /// [`BrokerConfigCheck`].
+    AlterBrokerConfig {
+        resource_name: String,
+        changes: Vec<(String, Option<String>)>,
+        replace: bool,
+        validate_only: bool,
+    },
+    /// Hand the next block of [`PRODUCER_ID_BLOCK_SIZE`] producer ids to the proposing broker.
+    AllocateProducerIds,
+    /// A broker starts (BrokerRegistration, KRaft `ClusterControlManager::registerBroker`): a
+    /// new registration gets the image's next broker epoch and starts fenced; the broker's
+    /// previous registration, if any, is replaced, its leaderships and ISR places removed as
+    /// for [`ControllerOp::FenceBroker`]. The same incarnation registering again changes
+    /// nothing (a retry). Errors: [`ControllerError::DuplicateBrokerRegistration`] when another
+    /// incarnation's session is still live. Answer: [`ControllerAnswer::Registered`].
+    RegisterBroker {
+        broker_id: i32,
+        incarnation_id: Uuid,
+        end_points: Vec<BrokerEndpoint>,
+        rack: Option<String>,
+    },
+    /// The broker has caught up with the metadata log (KRaft's heartbeat `want_fence = false`
+    /// once caught up): unfences it, then elects it leader of every leaderless partition whose
+    /// ISR holds it (or, where unclean election is enabled, of which it is a replica). Nothing
+    /// changes when it is not fenced. Errors: [`ControllerError::UnknownBroker`],
+    /// [`ControllerError::StaleBrokerEpoch`].
+    UnfenceBroker {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    /// The broker's session expired (KRaft `ReplicationControlManager::handleBrokerFenced`):
+    /// fences it, removes it from every ISR where it is not the sole member and elects new
+    /// leaders where it led ([`ControllerOp::ControlledShutdown`] removes it the same way).
+    /// Errors: [`ControllerError::UnknownBroker`].
+    FenceBroker {
+        broker_id: i32,
+    },
+    /// The broker asks to shut down (KRaft's heartbeat `want_shut_down`,
+    /// `handleBrokerInControlledShutdown`): marks it in controlled shutdown, then removes it
+    /// from ISRs and leaderships as fencing does. Errors: [`ControllerError::UnknownBroker`],
+    /// [`ControllerError::StaleBrokerEpoch`]. Answer:
+    /// [`ControllerAnswer::ControlledShutdown`].
+    ControlledShutdown {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    /// Removes the broker's registration (UnregisterBroker, KRaft
+    /// `handleBrokerUnregistered`) after removing it from ISRs and leaderships as fencing
+    /// does; it stays listed as a replica. Errors: [`ControllerError::UnknownBroker`].
+    UnregisterBroker {
+        broker_id: i32,
+    },
+    /// Elects leaders (ElectLeaders, KIP-183/KIP-460; KRaft
+    /// `ReplicationControlManager::electLeaders`): for each named partition, or every partition
+    /// of every topic when `partitions` is `None`, as [`elect_leaders`] does. Never refused as a
+    /// whole: each partition gets its own result. Answer: [`ControllerAnswer::ElectLeaders`].
+    ElectLeaders {
+        election_type: ElectionType,
+        /// The request's topics in its order, each with the partition ids named for it.
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
+    /// The partition's leader changes its ISR (AlterPartition, KRaft
+    /// `ReplicationControlManager::alterPartition`): checked in Kafka's order — the broker's
+    /// registration and epoch ([`ControllerError::StaleBrokerEpoch`]), the topic and partition
+    /// ([`ControllerError::UnknownTopic`], [`ControllerError::UnknownPartition`]), epochs ahead
+    /// of the controller's ([`ControllerError::AlterPartitionEpochAhead`]), an older leader
+    /// epoch ([`ControllerError::FencedLeaderEpoch`]), a broker that is not the leader
+    /// ([`ControllerError::NotPartitionLeader`]), an older partition epoch
+    /// ([`ControllerError::InvalidUpdateVersion`]), an ISR that is not a set of replicas
+    /// holding the leader ([`ControllerError::InvalidIsr`]), a member not registered, fenced or
+    /// in controlled shutdown ([`ControllerError::IneligibleReplica`]). Then one
+    /// [`PartitionChangeRecord`] replaces the ISR and bumps the partition epoch (the leader
+    /// epoch stays); none when `new_isr` is the current ISR (as Kafka's
+    /// `PartitionChangeBuilder`, in order). Answer: [`ControllerAnswer::AlterPartition`].
+    AlterPartition {
+        /// The leader sending the change, and its broker epoch.
+        broker_id: i32,
+        broker_epoch: i64,
+        topic: String,
+        partition: i32,
+        /// The epochs the leader knows.
+        leader_epoch: i32,
+        partition_epoch: i32,
+        new_isr: Vec<i32>,
+    },
+}
+
+impl ControllerOp {
+    /// Whether the op only checks (CreateTopics, CreatePartitions and the config APIs'
+    /// `validate_only`): its records are not appended.
+    pub fn validate_only(&self) -> bool {
+        match self {
+            ControllerOp::CreateTopic { validate_only, .. }
+            | ControllerOp::CreatePartitions { validate_only, .. }
+            | ControllerOp::AlterTopicConfig { validate_only, .. }
+            | ControllerOp::ReplaceTopicConfig { validate_only, .. }
+            | ControllerOp::AlterBrokerConfig { validate_only, .. } => *validate_only,
+            ControllerOp::DeleteTopic { .. }
+            | ControllerOp::AllocateProducerIds
+            | ControllerOp::RegisterBroker { .. }
+            | ControllerOp::UnfenceBroker { .. }
+            | ControllerOp::FenceBroker { .. }
+            | ControllerOp::ControlledShutdown { .. }
+            | ControllerOp::UnregisterBroker { .. }
+            | ControllerOp::AlterPartition { .. }
+            | ControllerOp::ElectLeaders { .. } => false,
+        }
+    }
+}
+
+/// The answer to a [`ControllerOp`] beyond success ([`ControllerOp::answer`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerAnswer {
+    /// Nothing to say beyond success.
+    Done,
+    /// [`ControllerOp::RegisterBroker`]: the registration's broker epoch (the broker sends it
+    /// in its heartbeats and fetches, KIP-903).
+    Registered { broker_epoch: i64 },
+    /// [`ControllerOp::ControlledShutdown`]: whether the broker leads no partition now and may
+    /// stop (BrokerHeartbeatResponse's `should_shut_down`).
+    ControlledShutdown { should_shut_down: bool },
+    /// [`ControllerOp::AlterPartition`]: the partition's state once changed (its ISR is the
+    /// requested one).
+    AlterPartition {
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+    },
+    /// [`ControllerOp::ElectLeaders`]: the result of each partition, by topic.
+    ElectLeaders { results: Vec<TopicElectionResults> },
+}
+
+/// ElectLeaders' election types (KIP-460; the wire's `ElectionType` int8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// 0: the preferred replica (the first of the assignment) becomes leader when it is an
+    /// active member of the ISR.
+    Preferred,
+    /// 1: a partition without a leader gets one: from the ISR if an active member is left,
+    /// else any active replica, whose log then becomes the partition's (data loss).
+    Unclean,
+}
+
+/// The results of [`ControllerOp::ElectLeaders`] for one topic (ElectLeadersResponse's
+/// `ReplicaElectionResult`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicElectionResults {
+    pub topic: String,
+    /// By partition id, in the request's order (in partition order for every partition);
+    /// `Ok` when the election changed the leader.
+    pub partitions: Vec<(i32, Result<(), ElectionError>)>,
+}
+
+/// Why a partition got no new leader from [`ControllerOp::ElectLeaders`] (Kafka's error per
+/// partition; the broker maps it to the code).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ElectionError {
+    /// `ELECTION_NOT_NEEDED` (84): the preferred replica leads already (preferred), or the
+    /// partition has a leader (unclean).
+    #[error("Leader election not needed for topic partition.")]
+    ElectionNotNeeded,
+    /// `PREFERRED_LEADER_NOT_AVAILABLE` (80): the preferred replica is not an active member of
+    /// the ISR.
+    #[error("The preferred leader was not available.")]
+    PreferredLeaderNotAvailable,
+    /// `ELIGIBLE_LEADERS_NOT_AVAILABLE` (83): no replica of the leaderless partition is
+    /// active.
+    #[error("Eligible topic partition leaders are not available.")]
+    EligibleLeadersNotAvailable,
+    /// `UNKNOWN_TOPIC_OR_PARTITION` (3), with Kafka's messages.
+    #[error("No such topic as {topic}")]
+    UnknownTopic { topic: String },
+    #[error("No such partition as {topic}-{partition}")]
+    UnknownPartition { topic: String, partition: i32 },
+}
+
+/// What a client may not do to an internal topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TopicOperation {
+    Create,
+    Delete,
+    CreatePartitions,
+    AlterConfigs,
+    Produce,
+    DeleteRecords,
+}
+
+impl TopicOperation {
+    /// The end of the refusal message ("'x' is an internal topic…").
+    fn refusal(self) -> &'static str {
+        match self {
+            TopicOperation::Create => ", created by the group coordinator",
+            TopicOperation::Delete => " and cannot be deleted",
+            TopicOperation::CreatePartitions => "; its partition count is fixed",
+            TopicOperation::AlterConfigs => "; its configs are fixed",
+            TopicOperation::Produce => "; only the broker writes to it",
+            TopicOperation::DeleteRecords => "; its records cannot be deleted",
+        }
+    }
+}
+
+/// Why the controller refused an op (mapped to Kafka's codes in `broker/src/errors.rs`).
+/// Serialisable: a broker that forwarded a request to the active controller gets it back.
+#[derive(Debug, thiserror::Error, Serialize, Deserialize)]
+pub enum ControllerError {
+    #[error("{reason}")]
+    InvalidTopicName { topic: String, reason: String },
+    #[error("topic '{topic}' already exists")]
+    TopicAlreadyExists { topic: String },
+    #[error("topic '{topic}' does not exist")]
+    UnknownTopic { topic: String },
+    #[error("partition count {count} is outside 1..={PARTITIONS_PER_TOPIC_MAX}")]
+    PartitionCountOutOfRange { count: i32 },
+    #[error("topic '{topic}' has {current} partitions; the new count must be larger")]
+    PartitionCountNotIncreased { topic: String, current: usize },
+    /// `reason` comes from the config check of the [`ProposeContext`].
+    #[error("{reason}")]
+    InvalidConfig { topic: String, reason: String },
+    #[error("'{topic}' is an internal topic{}", operation.refusal())]
+    InternalTopic {
+        topic: String,
+        operation: TopicOperation,
+    },
+    /// A dynamic broker config change the context's [`BrokerConfigCheck`] refused; `reason`
+    /// is its message (Kafka's wording, such as "Cannot update these configs dynamically").
+    #[error("{reason}")]
+    InvalidBrokerConfig {
+        resource_name: String,
+        reason: String,
+    },
+    #[error("topic id {topic_id} is already taken")]
+    TopicIdTaken { topic_id: Uuid },
+    #[error("producer ids are exhausted (next block would start at {next_producer_id})")]
+    ProducerIdsExhausted { next_producer_id: i64 },
+    /// The replication factor is 0 or below -1, or above `available_brokers`, the active
+    /// (registered, unfenced, not shutting down) brokers (Kafka's messages).
+    #[error("{}", replication_factor_refusal(*replication_factor, *available_brokers))]
+    InvalidReplicationFactor {
+        replication_factor: i16,
+        available_brokers: usize,
+    },
+    /// Another incarnation of the broker id is registered and its session is live (Kafka's
+    /// `DuplicateBrokerRegistrationException`).
+    #[error("Another broker is registered with that broker id ({broker_id}).")]
+    DuplicateBrokerRegistration { broker_id: i32 },
+    /// The op names a broker that is not registered (Kafka's `BROKER_ID_NOT_REGISTERED`).
+    #[error("Broker {broker_id} is not registered.")]
+    UnknownBroker { broker_id: i32 },
+    /// The op carries another epoch than the broker's registration (Kafka's
+    /// `STALE_BROKER_EPOCH`): it comes from an older incarnation.
+    #[error("Expected broker epoch {current} of broker {broker_id}, but got broker epoch {broker_epoch}.")]
+    StaleBrokerEpoch {
+        broker_id: i32,
+        broker_epoch: i64,
+        current: i64,
+    },
+    /// The proposed records do not apply to the image: a controller bug.
+    #[error("proposed records do not apply: {0}")]
+    Apply(#[from] ApplyError),
+    /// This node is not the active controller (Kafka's NOT_CONTROLLER); `active` is the one
+    /// it knows, if any.
+    #[error("this node is not the active controller (active controller: {active:?})")]
+    NotController { active: Option<i32> },
+    /// The controller quorum did not commit the change (`reason`: raft's refusal, a lost
+    /// leadership, or an entry skipped because the image changed under it).
+    #[error("the controller quorum did not commit the change: {reason}")]
+    NotCommitted { reason: String },
+    /// A manual replica assignment the controller refuses (Kafka's
+    /// `INVALID_REPLICA_ASSIGNMENT`, with Kafka's message in `reason`).
+    #[error("{reason}")]
+    InvalidReplicaAssignment { reason: String },
+    /// The change's records exceed the largest metadata entry (`entry_bytes` of
+    /// `entry_bytes_max`): it can never commit, so it is refused (INVALID_REQUEST), not
+    /// retried.
+    #[error("the change is too large for one metadata entry ({entry_bytes} bytes, at most {entry_bytes_max})")]
+    ChangeTooLarge {
+        entry_bytes: usize,
+        entry_bytes_max: usize,
+    },
+    /// A request only the active controller makes itself (fencing, unfencing, unregistering a
+    /// broker) arrived from another broker: refused (INVALID_REQUEST).
+    #[error("'{op}' is not accepted from another broker")]
+    NotForwardable { op: String },
+    /// The controller could not be reached or stopped.
+    #[error("controller unavailable")]
+    Unavailable,
+    /// The topic exists but not the partition (Kafka's `UNKNOWN_TOPIC_OR_PARTITION`).
+    #[error("partition {topic}-{partition} does not exist")]
+    UnknownPartition { topic: String, partition: i32 },
+    /// AlterPartition with a leader or partition epoch above the controller's: this
+    /// controller is likely stale (Kafka answers `NOT_CONTROLLER`).
+    #[error("{topic}-{partition}: request epochs (leader {leader_epoch}, partition {partition_epoch}) are ahead of the controller's (leader {current_leader_epoch}, partition {current_partition_epoch})")]
+    AlterPartitionEpochAhead {
+        topic: String,
+        partition: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        current_leader_epoch: i32,
+        current_partition_epoch: i32,
+    },
+    /// AlterPartition from an older leader epoch (Kafka's `FENCED_LEADER_EPOCH`).
+    #[error(
+        "{topic}-{partition}: leader epoch {leader_epoch} is older than the current {current}"
+    )]
+    FencedLeaderEpoch {
+        topic: String,
+        partition: i32,
+        leader_epoch: i32,
+        current: i32,
+    },
+    /// AlterPartition from a broker that does not lead the partition (Kafka's
+    /// `INVALID_REQUEST`).
+    #[error("{topic}-{partition}: broker {broker_id} is not the leader ({leader})")]
+    NotPartitionLeader {
+        topic: String,
+        partition: i32,
+        broker_id: i32,
+        leader: i32,
+    },
+    /// AlterPartition from an older partition epoch (Kafka's `INVALID_UPDATE_VERSION`).
+    #[error("{topic}-{partition}: partition epoch {partition_epoch} is older than the current {current}")]
+    InvalidUpdateVersion {
+        topic: String,
+        partition: i32,
+        partition_epoch: i32,
+        current: i32,
+    },
+    /// An ISR with a duplicate or a non-replica, or without the leader (Kafka's
+    /// `INVALID_REQUEST`).
+    #[error("{topic}-{partition}: invalid ISR {isr:?}: {reason}")]
+    InvalidIsr {
+        topic: String,
+        partition: i32,
+        isr: Vec<i32>,
+        reason: String,
+    },
+    /// A new ISR member that is not registered, is fenced or is in controlled shutdown
+    /// (Kafka's `INELIGIBLE_REPLICA`).
+    #[error("{topic}-{partition}: broker {broker_id} may not join the ISR: {reason}")]
+    IneligibleReplica {
+        topic: String,
+        partition: i32,
+        broker_id: i32,
+        reason: String,
+    },
+}
+
+/// Checks a topic's complete override set (Kafka names → values); `Err` says why it is
+/// invalid. The broker's config model supplies it (the image does not know config keys).
+pub type TopicConfigCheck<'a> = dyn Fn(&BTreeMap<String, String>) -> Result<(), String> + 'a;
+
+/// Checks the dynamic broker configs of every BROKER resource as they would be after a change
+/// (resource name → Kafka names → values); `Err` says why they are refused. The broker's
+/// config model supplies it (the image does not know which keys may change at run time).
+pub type BrokerConfigCheck<'a> =
+    dyn Fn(&BTreeMap<String, BTreeMap<String, String>>) -> Result<(), String> + 'a;
+
+/// Whether the session of a broker (by broker id) is live: it heartbeated within the session
+/// timeout (the controller's [`super::BrokerHeartbeats::is_live`]).
+pub type BrokerSessionLive<'a> = dyn Fn(i32) -> bool + 'a;
+
+/// What the proposer needs from its caller besides the op and the image.
+pub struct ProposeContext<'a> {
+    /// The proposing broker: the owner of producer-id blocks.
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    /// The id of a topic the op creates (the caller picks it at random).
+    pub new_topic_id: Uuid,
+    pub check_topic_config: &'a TopicConfigCheck<'a>,
+    pub check_broker_configs: &'a BrokerConfigCheck<'a>,
+    /// Replicas per partition when an op asks for -1 (Kafka's `default.replication.factor`).
+    pub default_replication_factor: i16,
+    /// Where round-robin placement starts among the active brokers (taken modulo their
+    /// count); the caller picks it at random, as Kafka's placer does, so leaders of different
+    /// topics spread.
+    pub placement_seed: u64,
+    /// Whether a broker's session is live; a live session of another incarnation refuses a
+    /// registration ([`ControllerOp::RegisterBroker`]).
+    pub broker_session_live: &'a BrokerSessionLive<'a>,
+}
+
+/// Kafka's refusal of a replication factor of `replication_factor` with `available_brokers`
+/// active brokers.
+fn replication_factor_refusal(replication_factor: i16, available_brokers: usize) -> String {
+    if replication_factor < 1 {
+        return "Replication factor must be larger than 0, or -1 to use the default value."
+            .to_string();
+    }
+    format!(
+        "Unable to replicate the partition {replication_factor} time(s): The target replication \
+         factor of {replication_factor} cannot be reached because only {available_brokers} \
+         broker(s) are registered."
+    )
+}

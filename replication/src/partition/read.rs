@@ -1,0 +1,187 @@
+//! Reads for consumers and admin requests: [`Partition::read`], the long-polling
+//! [`Partition::fetch`] and [`Partition::wait_for_offset`], ListOffsets and DeleteRecords.
+
+use super::*;
+
+impl<S: PartitionStore + 'static> Partition<S> {
+    /// Batches from `from`, at most `max_bytes` (the first batch whole, KIP-74), below the
+    /// high watermark or the log end as `isolation` says. Errors: `from` below the log start
+    /// or above the log end ([`storage::StorageError::OffsetOutOfRange`]), I/O.
+    pub async fn read(
+        &self,
+        from: Offset,
+        max_bytes: usize,
+        isolation: Isolation,
+    ) -> Result<Read, PartitionError> {
+        self.assert_offsets();
+        let upper_bound = match isolation {
+            Isolation::HighWatermark => self.log.high_watermark(),
+            Isolation::LogEnd => self.log.log_end_offset(),
+        };
+        let batches = self.log.read(from, max_bytes, upper_bound).await?;
+        Ok(Read {
+            high_watermark: self.log.high_watermark(),
+            log_start_offset: self.log.log_start_offset(),
+            batches,
+        })
+    }
+
+    /// Waits until the high watermark passes `offset` (is above it), `deadline` comes,
+    /// `cancel` resolves, or the partition closes, whichever is first.
+    pub async fn wait_for_offset(
+        &self,
+        offset: Offset,
+        deadline: MonotonicTime,
+        cancel: impl Future<Output = ()>,
+    ) -> WaitOutcome {
+        let mut cancel = pin!(cancel);
+        loop {
+            let woken = self.high_watermark_moved.notified();
+            if self.log.high_watermark() > offset {
+                return WaitOutcome::Passed;
+            }
+            if self.closed.get() {
+                return WaitOutcome::Closed;
+            }
+            let now = self.runtime.now();
+            if now >= deadline {
+                return WaitOutcome::DeadlinePassed;
+            }
+            let timer = self.runtime.sleep(deadline.saturating_duration_since(now));
+            let cancelled = future::or(
+                async {
+                    (&mut cancel).await;
+                    true
+                },
+                future::or(
+                    async {
+                        woken.await;
+                        false
+                    },
+                    async {
+                        timer.await;
+                        false
+                    },
+                ),
+            )
+            .await;
+            if cancelled {
+                return WaitOutcome::Cancelled;
+            }
+        }
+    }
+
+    /// A consumer fetch of this partition, answered once: reads from `offset` (at most
+    /// `max_bytes`, below the high watermark) and, while fewer than `min_bytes` (at least 1)
+    /// came back, waits for the high watermark to move and reads again — until `deadline`, or
+    /// until `cancel` resolves (the fetch has enough from other partitions), after which it
+    /// reads once more and answers with whatever is there. Errors are [`Partition::read`]'s,
+    /// answered at once.
+    pub async fn fetch(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        min_bytes: usize,
+        deadline: MonotonicTime,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Read, PartitionError> {
+        let mut cancel = pin!(cancel);
+        loop {
+            let high_watermark = self.log.high_watermark();
+            let read = self
+                .read(offset, max_bytes, Isolation::HighWatermark)
+                .await?;
+            if read.bytes() >= min_bytes.max(1) {
+                return Ok(read);
+            }
+            match self
+                .wait_for_offset(high_watermark, deadline, &mut cancel)
+                .await
+            {
+                WaitOutcome::Passed => {}
+                WaitOutcome::DeadlinePassed | WaitOutcome::Cancelled | WaitOutcome::Closed => {
+                    if self.log.high_watermark() == high_watermark {
+                        return Ok(read); // Nothing new to read.
+                    }
+                    return self.read(offset, max_bytes, Isolation::HighWatermark).await;
+                }
+            }
+        }
+    }
+
+    /// ListOffsets, bounded as Kafka's `fetchOffsetForTimestamp`: for a client
+    /// ([`Isolation::HighWatermark`]) by the high watermark, so an offset whose write has not
+    /// completed is never handed out; for a replica ([`Isolation::LogEnd`], Kafka's follower
+    /// asking its leader's range after OFFSET_OUT_OF_RANGE) by the log end offset, so latest
+    /// is the log end offset. Errors: I/O.
+    pub async fn list_offsets(
+        &self,
+        spec: OffsetSpec,
+        isolation: Isolation,
+    ) -> Result<ListedOffset, PartitionError> {
+        let upper_bound = match isolation {
+            Isolation::HighWatermark => self.log.high_watermark(),
+            Isolation::LogEnd => self.log.log_end_offset(),
+        };
+        match spec {
+            OffsetSpec::Latest => Ok(ListedOffset {
+                offset: Some(upper_bound),
+                timestamp: None,
+            }),
+            OffsetSpec::Earliest => Ok(ListedOffset {
+                offset: Some(self.log.log_start_offset()),
+                timestamp: None,
+            }),
+            OffsetSpec::MaxTimestamp => match self.log.max_timestamp().await? {
+                // The index knows the batch; the record with that timestamp is inside it.
+                Some((_, batch_base)) if batch_base >= upper_bound => Ok(ListedOffset::NONE),
+                Some((ts, batch_base)) => {
+                    let batches = self.log.read(batch_base, 1, upper_bound).await?;
+                    let (offset, timestamp) = batches
+                        .first()
+                        .map_or((batch_base.0, ts.0), |b| first_offset_at_or_after(b, ts.0));
+                    Ok(ListedOffset {
+                        offset: Some(Offset(offset)),
+                        timestamp: Some(TimestampMs(timestamp)),
+                    })
+                }
+                None => Ok(ListedOffset::NONE),
+            },
+            OffsetSpec::Timestamp(target) => {
+                match self.log.find_offset_by_timestamp(target).await? {
+                    Some(m) => {
+                        let (offset, ts) = first_offset_at_or_after(&m.batch, target.0);
+                        if offset >= upper_bound.0 {
+                            Ok(ListedOffset::NONE)
+                        } else {
+                            Ok(ListedOffset {
+                                offset: Some(Offset(offset)),
+                                timestamp: Some(TimestampMs(ts)),
+                            })
+                        }
+                    }
+                    None => Ok(ListedOffset::NONE),
+                }
+            }
+        }
+    }
+
+    /// DeleteRecords (KIP-107): moves the log start offset to `before` (`None`: the high
+    /// watermark); returns the new log start offset (Kafka's "low watermark"). Errors:
+    /// [`PartitionError::OffsetOutOfRange`] for an offset that is negative or above the high
+    /// watermark (as Kafka's `UnifiedLog.maybeIncrementLogStartOffset` callers), I/O.
+    pub async fn delete_records(&self, before: Option<Offset>) -> Result<Offset, PartitionError> {
+        let high_watermark = self.log.high_watermark();
+        let offset = match before {
+            None => high_watermark,
+            Some(o) if o.0 < 0 || o > high_watermark => {
+                return Err(PartitionError::OffsetOutOfRange {
+                    offset: o,
+                    high_watermark,
+                })
+            }
+            Some(o) => o,
+        };
+        Ok(self.log.delete_records_before(offset).await?)
+    }
+}

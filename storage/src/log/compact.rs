@@ -1,0 +1,721 @@
+//! Log compaction on disk (issue #27, DESIGN.md §12, Kafka's `Cleaner.doClean`): how dirty a
+//! compacted log is, and one cleaning pass over its closed segments.
+//!
+//! A pass, as Kafka's:
+//! 1. **Offset map.** From the first dirty offset (the `cleaner-offset-checkpoint`, else the
+//!    log start) through the cleanable segments — closed, wholly below the high watermark,
+//!    and older than `min.compaction.lag.ms` — every keyed record goes into the
+//!    [`OffsetMap`], whole batches only; a full map ends the pass's reach early.
+//! 2. **Clean.** Every segment from the log start up to that reach, in groups whose sizes add
+//!    up to at most `segment.bytes`, is streamed batch by batch through
+//!    [`crate::clean::filter::clean_batch`] into `<base>.log.cleaned` (plus its `.index` and
+//!    `.timeindex`), each file written with O_DIRECT and synced.
+//! 3. **Swap.** Under the maintenance lock (invariant 4 of `log/mod.rs`), if the group's
+//!    segments are still the log's, the steps of [`crate::clean::swap::swap_steps`] replace
+//!    them by the cleaned segment; a crash at any step is undone or finished by
+//!    [`recover_clean_swap`] at the next open (`docs/storage-format.md` §6.8).
+//! 4. **Checkpoint.** The new first dirty offset is written to `cleaner-offset-checkpoint`.
+//!
+//! Offsets never change; readers that hold a replaced segment finish from its open file. The
+//! pass reads and writes `log.cleaner.io.buffer.size` bytes at a time, at most
+//! `log.cleaner.io.max.bytes.per.second`, and yields to the shard's other work between
+//! batches.
+
+use super::{blocking_dir_op, list_dir, sync_dir, PartitionLog};
+use crate::batch::{validate_stored_batch, BatchHeader, BATCH_HEADER_BYTES};
+use crate::checkpoint;
+use crate::clean::fill_map;
+use crate::clean::filter::{clean_batch, CleanRules, Cleaned};
+use crate::clean::swap::{recovery_steps, swap_steps, FsStep};
+use crate::error::{Result, StorageError};
+use crate::index::SegmentIndex;
+use crate::io::{align_down, align_up, remove_file, DirectFile, BLOCK_USIZE};
+use crate::offset_map::OffsetMap;
+use crate::segment::{file_stem, Segment};
+use crate::types::{Offset, TimestampMs};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Name of the per-partition first-dirty-offset checkpoint (Kafka keeps one
+/// `cleaner-offset-checkpoint` per log directory; here each partition has its own).
+pub(super) const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+
+/// How dirty a compacted log is (Kafka's `LogToClean`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dirtiness {
+    /// Where the next pass starts reading into the offset map.
+    pub first_dirty: Offset,
+    /// Base of the first segment no pass may clean yet (the active one, one not wholly below
+    /// the high watermark, or one younger than `min.compaction.lag.ms`).
+    pub cleanable_end: Offset,
+    /// Bytes of the segments wholly below `first_dirty`.
+    pub clean_bytes: u64,
+    /// Bytes of the cleanable segments from the one holding `first_dirty`.
+    pub dirty_bytes: u64,
+    /// How long, in ms, the oldest dirty batch has waited past `max.compaction.lag.ms`
+    /// (0: not overdue, or no maximum lag).
+    pub compaction_delay_ms: i64,
+}
+
+impl Dirtiness {
+    /// `dirty / (clean + dirty)`, 0 for an empty log.
+    pub fn ratio(&self) -> f64 {
+        let total = self.clean_bytes + self.dirty_bytes;
+        if total == 0 {
+            0.0
+        } else {
+            // Byte counts of one log are far below 2^52: exact enough as f64.
+            #[allow(clippy::cast_precision_loss)]
+            let ratio = self.dirty_bytes as f64 / total as f64;
+            ratio
+        }
+    }
+
+    /// Whether a pass is due: dirty bytes exist, and the ratio reached `min_ratio`
+    /// (`min.cleanable.dirty.ratio`) or a record waited past `max.compaction.lag.ms`.
+    pub fn is_cleanable(&self, min_ratio: f64) -> bool {
+        self.dirty_bytes > 0 && (self.ratio() >= min_ratio || self.compaction_delay_ms > 0)
+    }
+}
+
+/// The memory one cleaner reuses from pass to pass (Kafka's per-thread `Cleaner` buffers).
+pub struct CleanerBuffers {
+    /// The offset map, sized from the shard's share of `log.cleaner.dedupe.buffer.size`.
+    pub map: OffsetMap,
+    /// `log.cleaner.io.buffer.size`: bytes per read and per write.
+    pub io_buffer_bytes: usize,
+    /// `log.cleaner.io.max.bytes.per.second` (reads plus writes); `None`: no cap.
+    pub io_max_bytes_per_second: Option<f64>,
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CleanReport {
+    /// The first dirty offset before the pass, and after it (the new checkpoint).
+    pub first_dirty: Offset,
+    pub cleaned_to: Offset,
+    /// Bytes read (map and clean) and written (cleaned segments and their indexes).
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Bytes and segments of the cleaned groups before and after.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub segments_before: usize,
+    pub segments_after: usize,
+    /// Groups found replaced by retention or truncation at swap time, and left alone.
+    pub groups_skipped: usize,
+    /// Wall time of the pass.
+    pub elapsed: Duration,
+}
+
+/// Caps a pass's I/O rate and keeps it preemptible.
+struct Throttle {
+    bytes_per_second: Option<f64>,
+    started: Instant,
+    read_bytes: u64,
+    written_bytes: u64,
+}
+
+impl Throttle {
+    fn new(bytes_per_second: Option<f64>) -> Throttle {
+        Throttle {
+            bytes_per_second,
+            started: Instant::now(),
+            read_bytes: 0,
+            written_bytes: 0,
+        }
+    }
+
+    async fn read(&mut self, bytes: u64) {
+        self.read_bytes += bytes;
+        self.pace().await;
+    }
+
+    async fn wrote(&mut self, bytes: u64) {
+        self.written_bytes += bytes;
+        self.pace().await;
+    }
+
+    async fn pace(&mut self) {
+        if let Some(rate) = self.bytes_per_second.filter(|r| *r > 0.0) {
+            // Counted bytes stay far below 2^52.
+            #[allow(clippy::cast_precision_loss)]
+            let due = Duration::from_secs_f64((self.read_bytes + self.written_bytes) as f64 / rate);
+            let elapsed = self.started.elapsed();
+            if due > elapsed {
+                crate::io::sleep(due - elapsed).await;
+            }
+        }
+        crate::io::yield_if_needed().await;
+    }
+}
+
+/// Whole batches of one closed segment, read `chunk_bytes` at a time.
+struct BatchStream {
+    segment: Rc<Segment>,
+    pos: u64,
+    end: u64,
+    chunk: Bytes,
+    chunk_start: u64,
+    chunk_bytes: usize,
+}
+
+impl BatchStream {
+    fn new(segment: Rc<Segment>, chunk_bytes: usize) -> BatchStream {
+        let end = segment.size_bytes.get();
+        BatchStream {
+            segment,
+            pos: 0,
+            end,
+            chunk: Bytes::new(),
+            chunk_start: 0,
+            chunk_bytes: usize::try_from(align_up(chunk_bytes.max(BLOCK_USIZE) as u64))
+                .unwrap_or(usize::MAX),
+        }
+    }
+
+    /// The next batch, CRC-checked, with its position; `None` at the segment's end.
+    async fn next(&mut self, throttle: &mut Throttle) -> Result<Option<(u64, Bytes)>> {
+        let mut want = self.chunk_bytes;
+        while self.pos < self.end {
+            let chunk_end = self.chunk_start + self.chunk.len() as u64;
+            if self.pos >= self.chunk_start && self.pos + BATCH_HEADER_BYTES as u64 <= chunk_end {
+                let at = usize::try_from(self.pos - self.chunk_start).unwrap_or(usize::MAX);
+                let header = BatchHeader::parse(&self.chunk[at..])
+                    .map_err(|e| self.corrupt(format!("batch at byte {}: {e}", self.pos)))?;
+                let size = header.size_bytes();
+                if self.pos + size as u64 > self.end {
+                    return Err(
+                        self.corrupt(format!("batch at byte {} runs past the end", self.pos))
+                    );
+                }
+                if self.pos + size as u64 <= chunk_end {
+                    let batch = self.chunk.slice(at..at + size);
+                    validate_stored_batch(&batch)
+                        .map_err(|e| self.corrupt(format!("batch at byte {}: {e}", self.pos)))?;
+                    let pos = self.pos;
+                    self.pos += size as u64;
+                    return Ok(Some((pos, batch)));
+                }
+                want = want.max(size + 2 * BLOCK_USIZE);
+            }
+            let start = align_down(self.pos);
+            let len = usize::try_from(align_up(
+                (start + want as u64).min(align_up(self.end)) - start,
+            ))
+            .unwrap_or(usize::MAX);
+            let data = self.segment.file.read_aligned(start, len).await?;
+            throttle.read(data.len() as u64).await;
+            if data.is_empty() {
+                return Err(self.corrupt(format!("nothing to read at byte {start}")));
+            }
+            self.chunk_start = start;
+            self.chunk = data;
+        }
+        Ok(None)
+    }
+
+    fn corrupt(&self, why: String) -> StorageError {
+        StorageError::Corrupt {
+            path: Segment::path(self.segment.dir(), self.segment.base_offset, "log"),
+            why,
+        }
+    }
+}
+
+/// A cleaned segment being written: `<base>.log.cleaned` plus the in-memory index.
+struct CleanedWriter {
+    segment: Segment,
+    pending: Vec<u8>,
+    written_pos: u64,
+    io_buffer_bytes: usize,
+    index_interval_bytes: u64,
+}
+
+impl CleanedWriter {
+    async fn create(
+        dir: &Path,
+        base: Offset,
+        io_buffer_bytes: usize,
+        index_interval_bytes: u64,
+    ) -> Result<CleanedWriter> {
+        let path = cleaned_path(dir, base, "log");
+        remove_file(&path).await?;
+        let file = DirectFile::open(&path, true).await?;
+        Ok(CleanedWriter {
+            segment: Segment::new(dir, base, file, 0, Some(SegmentIndex::default())),
+            pending: Vec::with_capacity(io_buffer_bytes + BLOCK_USIZE),
+            written_pos: 0,
+            io_buffer_bytes: io_buffer_bytes.max(BLOCK_USIZE),
+            index_interval_bytes,
+        })
+    }
+
+    async fn push(&mut self, batch: &[u8], throttle: &mut Throttle) -> Result<()> {
+        let header = BatchHeader::parse(batch)?;
+        let pos = self.segment.size_bytes.get();
+        self.segment
+            .note_batch(&header, pos, self.index_interval_bytes);
+        self.segment.size_bytes.set(pos + batch.len() as u64);
+        self.pending.extend_from_slice(batch);
+        if self.pending.len() >= self.io_buffer_bytes {
+            let whole = usize::try_from(align_down(self.pending.len() as u64)).unwrap_or(0);
+            self.write(whole, throttle).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the first `len` pending bytes (`len` a multiple of the block size, or all of
+    /// them, zero-padded, at the end).
+    async fn write(&mut self, len: usize, throttle: &mut Throttle) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let aligned = usize::try_from(align_up(len as u64)).unwrap_or(usize::MAX);
+        let mut buf = self.segment.file.alloc_write_buffer(aligned);
+        buf.as_bytes_mut()[..len].copy_from_slice(&self.pending[..len]);
+        self.segment.file.write_at(buf, self.written_pos).await?;
+        throttle.wrote(aligned as u64).await;
+        self.written_pos += aligned as u64;
+        self.pending.drain(..len);
+        Ok(())
+    }
+
+    /// Writes the rest, cuts the file to its size, syncs it, and writes the `.cleaned` index
+    /// files. Returns the segment, ready to take the final name's place.
+    async fn finish(mut self, throttle: &mut Throttle) -> Result<(Segment, u64)> {
+        let rest = self.pending.len();
+        self.write(rest, throttle).await?;
+        let size = self.segment.size_bytes.get();
+        self.segment.file.truncate(size).await?;
+        self.segment.file.fdatasync().await?;
+        self.segment.finish_time_index();
+        self.segment.save_index_as(".cleaned").await?;
+        Ok((self.segment, size))
+    }
+}
+
+fn cleaned_path(dir: &Path, base: Offset, ext: &str) -> std::path::PathBuf {
+    dir.join(format!("{}.{ext}.cleaned", file_stem(base)))
+}
+
+impl PartitionLog {
+    /// The first dirty offset: where the next pass starts (0 → the log start).
+    pub fn first_dirty_offset(&self) -> Offset {
+        let st = self.shared.state.borrow();
+        if st.clean_end < st.log_start || st.clean_end > st.log_end {
+            st.log_start
+        } else {
+            st.clean_end
+        }
+    }
+
+    /// The closed segments a pass may clean, oldest first, with the next segment's base:
+    /// wholly below the high watermark and, by max timestamp, older than `min_lag_ms` at
+    /// `now` (Kafka's `firstUncleanableDirtyOffset`); and that bound.
+    async fn cleanable_segments(
+        &self,
+        now: TimestampMs,
+        min_lag_ms: i64,
+    ) -> Result<(Vec<(Rc<Segment>, Offset)>, Offset)> {
+        let (all, hw, active_base) = {
+            let st = self.shared.state.borrow();
+            let all: Vec<Rc<Segment>> = st.segments.values().cloned().collect();
+            (all, st.high_watermark, st.writer.segment.base_offset)
+        };
+        let mut out = Vec::new();
+        for pair in all.windows(2) {
+            let (segment, next) = (&pair[0], pair[1].base_offset);
+            if next > hw {
+                return Ok((out, segment.base_offset));
+            }
+            if min_lag_ms > 0 {
+                let young = segment
+                    .max_timestamp()
+                    .await?
+                    .is_some_and(|(max, _)| max.0 > now.0.saturating_sub(min_lag_ms));
+                if young {
+                    return Ok((out, segment.base_offset));
+                }
+            }
+            out.push((segment.clone(), next));
+        }
+        Ok((out, active_base))
+    }
+
+    /// How dirty the log is at `now` (ms since the epoch); `None` unless `cleanup.policy`
+    /// compacts. Loads closed segments' time indexes when `min.compaction.lag.ms` is set;
+    /// reads one block of the first dirty segment when `max.compaction.lag.ms` is.
+    ///
+    /// # Errors
+    /// I/O reading an index or a block.
+    pub async fn dirtiness(&self, now: TimestampMs) -> Result<Option<Dirtiness>> {
+        let config = self.config();
+        if !config.cleanup_policy.compacts() {
+            return Ok(None);
+        }
+        let lag = &config.compaction;
+        let min_lag_ms = i64::try_from(lag.min_compaction_lag.as_millis()).unwrap_or(i64::MAX);
+        let (segments, cleanable_end) = self.cleanable_segments(now, min_lag_ms).await?;
+        let first_dirty = self.first_dirty_offset();
+        let mut dirtiness = Dirtiness {
+            first_dirty,
+            cleanable_end,
+            clean_bytes: 0,
+            dirty_bytes: 0,
+            compaction_delay_ms: 0,
+        };
+        let mut first_dirty_segment = None;
+        for (segment, next) in &segments {
+            if *next <= first_dirty {
+                dirtiness.clean_bytes += segment.size_bytes.get();
+            } else {
+                first_dirty_segment.get_or_insert_with(|| segment.clone());
+                dirtiness.dirty_bytes += segment.size_bytes.get();
+            }
+        }
+        if let (Some(max_lag), Some(segment)) = (lag.max_compaction_lag, first_dirty_segment) {
+            let max_lag_ms = i64::try_from(max_lag.as_millis()).unwrap_or(i64::MAX);
+            if let Some(first) = first_batch_timestamp(&segment).await? {
+                let due = now.0.saturating_sub(max_lag_ms);
+                dirtiness.compaction_delay_ms = due.saturating_sub(first.0).max(0);
+            }
+        }
+        Ok(Some(dirtiness))
+    }
+
+    /// Rolls the active segment of a compacted log when it holds data and its first append is
+    /// older than `segment.ms` (or `max.compaction.lag.ms`, if smaller, as Kafka's
+    /// `maxSegmentMs`), so an idle partition's last records become cleanable. A segment
+    /// reopened after a restart counts from the first call. Returns whether it rolled.
+    ///
+    /// # Errors
+    /// As [`PartitionLog::roll`].
+    pub async fn roll_if_aged(&self) -> Result<bool> {
+        let config = self.config();
+        if !config.cleanup_policy.compacts() {
+            return Ok(false);
+        }
+        let max_age = config
+            .compaction
+            .max_compaction_lag
+            .map_or(config.segment_ms, |lag| lag.min(config.segment_ms));
+        let aged = {
+            let st = self.shared.state.borrow();
+            let active = &st.writer.segment;
+            if active.size_bytes.get() == 0 {
+                return Ok(false);
+            }
+            let first = active.first_append.get().unwrap_or_else(|| {
+                let now = Instant::now();
+                active.first_append.set(Some(now));
+                now
+            });
+            first.elapsed() >= max_age
+        };
+        if aged {
+            self.roll().await?;
+        }
+        Ok(aged)
+    }
+
+    /// One cleaning pass at wall-clock `now` (ms) with `buffers`; `None` when nothing is
+    /// cleanable (the policy does not compact, or no dirty closed segment). Runs alongside
+    /// appends and reads; only the swap of each group takes the maintenance lock.
+    ///
+    /// # Errors
+    /// [`StorageError::CleanerBufferTooSmall`] when the first dirty batch alone holds more
+    /// records than the offset map takes; [`StorageError::Corrupt`] for a batch that does not
+    /// parse or fails its CRC (nothing is changed: the caller stops cleaning this log); I/O,
+    /// including [`StorageError::DiskFull`] writing the cleaned files (they are removed, the
+    /// log is unchanged).
+    pub async fn clean(
+        &self,
+        now: TimestampMs,
+        buffers: &mut CleanerBuffers,
+    ) -> Result<Option<CleanReport>> {
+        let started = Instant::now();
+        let config = self.config();
+        if !config.cleanup_policy.compacts() {
+            return Ok(None);
+        }
+        let min_lag_ms =
+            i64::try_from(config.compaction.min_compaction_lag.as_millis()).unwrap_or(i64::MAX);
+        let (segments, _) = self.cleanable_segments(now, min_lag_ms).await?;
+        let first_dirty = self.first_dirty_offset();
+        if segments.iter().all(|(_, next)| *next <= first_dirty) {
+            return Ok(None);
+        }
+        let mut throttle = Throttle::new(buffers.io_max_bytes_per_second);
+        let mut report = CleanReport {
+            first_dirty,
+            ..CleanReport::default()
+        };
+        // 1. The offset map over the dirty section.
+        buffers.map.clear();
+        let mut covered_end = first_dirty;
+        'fill: for (segment, next) in &segments {
+            if *next <= first_dirty {
+                continue;
+            }
+            let mut stream = BatchStream::new(segment.clone(), buffers.io_buffer_bytes);
+            while let Some((_, batch)) = stream.next(&mut throttle).await? {
+                let header = BatchHeader::parse(&batch)?;
+                if header.last_offset() < first_dirty {
+                    continue;
+                }
+                if fill_map(&mut buffers.map, [&batch[..]])? == 0 {
+                    break 'fill;
+                }
+                covered_end = header.last_offset().plus(1);
+            }
+            covered_end = covered_end.max(*next);
+        }
+        if covered_end == first_dirty {
+            return Err(StorageError::CleanerBufferTooSmall {
+                keys: buffers.map.free_keys(),
+                offset: first_dirty,
+            });
+        }
+        // 2–3. Clean and swap each group of segments below the map's reach.
+        let last_batches = self.shared.state.borrow().producers.last_batch_bases();
+        let rules = CleanRules {
+            map: &buffers.map,
+            now,
+            delete_retention_ms: i64::try_from(config.compaction.delete_retention.as_millis())
+                .unwrap_or(i64::MAX),
+        };
+        let in_reach: Vec<(Rc<Segment>, Offset)> = segments
+            .into_iter()
+            .filter(|(segment, _)| segment.base_offset < covered_end)
+            .collect();
+        for group in group_by_size(&in_reach, config.segment_bytes) {
+            let before: u64 = group.iter().map(|(s, _)| s.size_bytes.get()).sum();
+            let written = self
+                .clean_group(
+                    group,
+                    rules,
+                    &last_batches,
+                    &mut throttle,
+                    buffers.io_buffer_bytes,
+                )
+                .await?;
+            match written {
+                Some(after) => {
+                    report.bytes_before += before;
+                    report.bytes_after += after;
+                    report.segments_before += group.len();
+                    report.segments_after += 1;
+                }
+                None => report.groups_skipped += 1,
+            }
+        }
+        // 4. Where the next pass starts.
+        self.shared.state.borrow_mut().clean_end = covered_end;
+        checkpoint::write(
+            &self.shared.dir.join(CLEANER_CHECKPOINT_FILE),
+            &[covered_end.0],
+        )
+        .await?;
+        report.cleaned_to = covered_end;
+        report.bytes_read = throttle.read_bytes;
+        report.bytes_written = throttle.written_bytes;
+        report.elapsed = started.elapsed();
+        Ok(Some(report))
+    }
+
+    /// Cleans one group into `<base>.*.cleaned` and swaps it in; the cleaned size, or `None`
+    /// when the group was no longer the log's at swap time (its files are removed).
+    async fn clean_group(
+        &self,
+        group: &[(Rc<Segment>, Offset)],
+        rules: CleanRules<'_>,
+        last_batches: &BTreeMap<i64, Offset>,
+        throttle: &mut Throttle,
+        io_buffer_bytes: usize,
+    ) -> Result<Option<u64>> {
+        let dir = self.shared.dir.clone();
+        let base = group[0].0.base_offset;
+        let interval = self.shared.config.borrow().index_interval_bytes;
+        let mut out = CleanedWriter::create(&dir, base, io_buffer_bytes, interval).await?;
+        let written = async {
+            for (segment, _) in group {
+                let mut stream = BatchStream::new(segment.clone(), out.io_buffer_bytes);
+                while let Some((_, batch)) = stream.next(throttle).await? {
+                    let header = BatchHeader::parse(&batch)?;
+                    let last_of_producer = header.producer_id >= 0
+                        && last_batches.get(&header.producer_id) == Some(&header.base_offset);
+                    match clean_batch(&batch, rules, last_of_producer)? {
+                        Cleaned::Unchanged => out.push(&batch, throttle).await?,
+                        Cleaned::Rewritten(bytes) => out.push(&bytes, throttle).await?,
+                        Cleaned::Removed => {}
+                    }
+                }
+            }
+            out.finish(throttle).await
+        }
+        .await;
+        let (cleaned, size) = match written {
+            Ok(done) => done,
+            Err(e) => {
+                remove_cleaned_files(&dir, base).await?;
+                return Err(e);
+            }
+        };
+        // Old segments' indexes in memory before any file is renamed: a reader holding one
+        // must never load the new segment's index under the old segment's name.
+        for (segment, _) in group {
+            segment.ensure_index().await?;
+        }
+        self.acquire_busy().await?;
+        let result = self.swap_group(group, cleaned).await;
+        self.release_busy();
+        match result {
+            Ok(true) => {
+                let next = group.last().map_or(base, |(_, next)| *next);
+                self.shared.cache.evict_below(self.shared.cache_id, next);
+                Ok(Some(size))
+            }
+            Ok(false) => {
+                remove_cleaned_files(&dir, base).await?;
+                Ok(None)
+            }
+            Err(e) => {
+                // The files match no state any more: the log refuses appends until reopened,
+                // and the open's recovery finishes or undoes the swap.
+                self.shared.state.borrow_mut().write_error =
+                    Some(("swapping a cleaned segment", e.errno()));
+                self.shared.notify.notify_all();
+                Err(e)
+            }
+        }
+    }
+
+    /// Under the maintenance lock: runs the swap's file steps if every segment of `group` is
+    /// still the log's and closed, then replaces them in the segment map. `false`: the group
+    /// changed meanwhile (retention, DeleteRecords or truncation), nothing was done.
+    async fn swap_group(&self, group: &[(Rc<Segment>, Offset)], cleaned: Segment) -> Result<bool> {
+        let unchanged = {
+            let st = self.shared.state.borrow();
+            group.iter().all(|(segment, next)| {
+                st.segments
+                    .get(&segment.base_offset)
+                    .is_some_and(|s| Rc::ptr_eq(s, segment))
+                    && !Rc::ptr_eq(segment, &st.writer.segment)
+                    && st.segments.contains_key(next)
+            })
+        };
+        if !unchanged {
+            return Ok(false);
+        }
+        let bases: Vec<Offset> = group.iter().map(|(s, _)| s.base_offset).collect();
+        let dir = self.shared.dir.clone();
+        for step in swap_steps(&bases) {
+            if !matches!(step, FsStep::Write(_)) {
+                run_step(&dir, step).await?;
+            }
+        }
+        let mut st = self.shared.state.borrow_mut();
+        for base in &bases {
+            st.segments.remove(base);
+        }
+        st.segments.insert(bases[0], Rc::new(cleaned));
+        Ok(true)
+    }
+}
+
+/// Consecutive segments whose sizes add up to at most `segment_bytes` (at least one each),
+/// and whose offsets fit one segment's 32-bit relative offsets.
+fn group_by_size(
+    segments: &[(Rc<Segment>, Offset)],
+    segment_bytes: u64,
+) -> Vec<&[(Rc<Segment>, Offset)]> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0u64;
+    for (i, (segment, next)) in segments.iter().enumerate() {
+        let size = segment.size_bytes.get();
+        let span = next.0 - segments[start].0.base_offset.0;
+        if i > start && (bytes + size > segment_bytes || span > i64::from(u32::MAX)) {
+            groups.push(&segments[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    if start < segments.len() {
+        groups.push(&segments[start..]);
+    }
+    groups
+}
+
+/// The max timestamp of a segment's first batch (Kafka's `getFirstBatchTimestamp`).
+async fn first_batch_timestamp(segment: &Segment) -> Result<Option<TimestampMs>> {
+    if segment.size_bytes.get() < BATCH_HEADER_BYTES as u64 {
+        return Ok(None);
+    }
+    let block = segment.file.read_aligned(0, BLOCK_USIZE).await?;
+    Ok(BatchHeader::parse(&block).ok().map(|h| h.max_timestamp))
+}
+
+async fn remove_cleaned_files(dir: &Path, base: Offset) -> Result<()> {
+    for ext in ["log", "index", "timeindex"] {
+        remove_file(&cleaned_path(dir, base, ext)).await?;
+    }
+    Ok(())
+}
+
+/// Runs one swap or recovery step, durably where the step says so.
+async fn run_step(dir: &Path, step: FsStep) -> Result<()> {
+    match step {
+        FsStep::Write(name) => unreachable!("{name}: the writes are the cleaner's own"),
+        FsStep::Rename { from, to } => {
+            let (from, to) = (dir.join(from), dir.join(to));
+            blocking_dir_op(&from, "renaming", move |f| std::fs::rename(f, &to)).await
+        }
+        FsStep::Unlink(name) => remove_file(&dir.join(name)).await,
+        FsStep::SyncDir => blocking_dir_op(dir, "syncing", sync_dir).await,
+    }
+}
+
+/// Finishes or undoes a swap a crash interrupted (`docs/storage-format.md` §6.8), before the
+/// log's segments are listed: runs [`recovery_steps`] over the directory's files. A
+/// `<base>.log.swap` is scanned for the last offset it holds.
+///
+/// # Errors
+/// I/O.
+pub(super) async fn recover_clean_swap(dir: &Path, index_interval_bytes: u64) -> Result<usize> {
+    let files: BTreeSet<String> = list_dir(dir).await?.into_iter().collect();
+    let interrupted = files
+        .iter()
+        .any(|f| f.ends_with(".cleaned") || f.ends_with(".swap") || f.ends_with(".deleted"));
+    if !interrupted {
+        return Ok(0);
+    }
+    let mut ends = BTreeMap::new();
+    for file in &files {
+        let Some(stem) = file.strip_suffix(".log.swap") else {
+            continue;
+        };
+        let Ok(base) = stem.parse::<i64>() else {
+            continue;
+        };
+        let base = Offset(base);
+        let path = dir.join(file);
+        let handle = DirectFile::open(&path, false).await?;
+        let size = handle.file_size().await?;
+        let segment = Segment::new(dir, base, handle, 0, Some(SegmentIndex::default()));
+        let scan = segment.scan(0, base, size, index_interval_bytes).await?;
+        ends.insert(base, Offset(scan.next_offset.0 - 1).max(base));
+    }
+    let steps = recovery_steps(&files, |base| ends.get(&base).copied().unwrap_or(base));
+    let count = steps.len();
+    tracing::warn!(dir = %dir.display(), steps = count, "finishing an interrupted compaction swap");
+    for step in steps {
+        run_step(dir, step).await?;
+    }
+    Ok(count)
+}

@@ -1,0 +1,585 @@
+//! The broker-level keys of [`BrokerConfig`] other than the topic defaults, as one table
+//! ([`BROKER_KEYS`]): each key's name, how [`BrokerConfig::set`] applies a value, and how
+//! [`BrokerConfig::entries`] reports it. Adding a key is one row here (and its field).
+//!
+//! Each setter gets the key as given, the value as given (for error messages) and the value
+//! trimmed; on error it changes nothing.
+
+use super::broker::BrokerConfig;
+use super::cores::{available_cores, parse_cores, render_cores};
+use super::error::{invalid, unknown, ConfigError};
+use super::listener::{parse_listen_addr, HostPort};
+use super::topic::SEGMENT_BYTES_MIN;
+use super::value::{parse_bool, parse_ranged, parse_unsigned, render_double};
+use super::voters::{parse_quorum_voters, render_quorum_voters};
+use crate::kafka_keys::{
+    topic_key, topic_key_for_broker_synonym, unsupported_broker_key, TOPIC_KEYS,
+};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Applies a value to one key: `(config, key, value as given, value trimmed)`. Errors:
+/// [`ConfigError::InvalidValue`] naming the key.
+pub(super) type SetKey = fn(&mut BrokerConfig, &str, &str, &str) -> Result<(), ConfigError>;
+
+/// The value of one key as DescribeConfigs lists it.
+pub(super) type ShowKey = fn(&BrokerConfig) -> String;
+
+/// One broker-level key.
+pub(super) struct BrokerKey {
+    /// Kafka's name (or a `sluice.*` name).
+    pub(super) name: &'static str,
+    /// Parses and applies a value.
+    pub(super) set: SetKey,
+    /// Its value in [`BrokerConfig::entries`]; `None`: not listed there (an alias listed
+    /// under its canonical name, or a key Sluice does not report).
+    pub(super) show: Option<ShowKey>,
+}
+
+/// `n` as an `i32`, or "too large".
+fn to_i32(key: &str, value: &str, n: i64) -> Result<i32, ConfigError> {
+    i32::try_from(n).map_err(|_| invalid(key, value, "too large"))
+}
+
+/// `n` as an `i16`, or "too large".
+fn to_i16(key: &str, value: &str, n: i64) -> Result<i16, ConfigError> {
+    i16::try_from(n).map_err(|_| invalid(key, value, "too large"))
+}
+
+/// `n` as a `usize`, or "too large".
+fn to_usize(key: &str, value: &str, n: u64) -> Result<usize, ConfigError> {
+    usize::try_from(n).map_err(|_| invalid(key, value, "too large"))
+}
+
+fn set_advertised_listener(
+    c: &mut BrokerConfig,
+    key: &str,
+    value: &str,
+    v: &str,
+) -> Result<(), ConfigError> {
+    let hp: HostPort = v.parse().map_err(|why| invalid(key, value, why))?;
+    if hp.host.is_empty() {
+        return Err(invalid(key, value, "the advertised host must not be empty"));
+    }
+    if hp.port == 0 {
+        return Err(invalid(key, value, "the advertised port must not be 0"));
+    }
+    c.advertised_listener = Some(hp);
+    Ok(())
+}
+
+fn set_data_dir(c: &mut BrokerConfig, key: &str, value: &str, v: &str) -> Result<(), ConfigError> {
+    if v.is_empty() {
+        return Err(invalid(key, value, "must not be empty"));
+    }
+    if v.contains(',') {
+        return Err(invalid(key, value, "only one data directory is supported"));
+    }
+    c.data_dir = PathBuf::from(v);
+    Ok(())
+}
+
+fn set_cores(c: &mut BrokerConfig, key: &str, value: &str, v: &str) -> Result<(), ConfigError> {
+    let cores = parse_cores(v).map_err(|why| invalid(key, value, why))?;
+    let available = available_cores();
+    if let Some(core) = cores.iter().find(|core| !available.contains(core)) {
+        return Err(invalid(
+            key,
+            value,
+            format!(
+                "CPU {core} is not available to this process (available: {})",
+                render_cores(&available)
+            ),
+        ));
+    }
+    c.cores = cores;
+    Ok(())
+}
+
+fn set_node_id(c: &mut BrokerConfig, key: &str, value: &str, _: &str) -> Result<(), ConfigError> {
+    let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
+    c.node_id = to_i32(key, value, n)?;
+    Ok(())
+}
+
+/// Which of the three group timing keys a value is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GroupMs {
+    InitialRebalanceDelay,
+    MinSessionTimeout,
+    MaxSessionTimeout,
+}
+
+/// One of `group.{initial.rebalance.delay,min.session.timeout,max.session.timeout}.ms`: at
+/// most `i32::MAX` ms, and the minimum session timeout never above the maximum.
+fn set_group_ms(
+    c: &mut BrokerConfig,
+    which: GroupMs,
+    key: &str,
+    value: &str,
+) -> Result<(), ConfigError> {
+    let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
+    let n = to_i32(key, value, n)?;
+    let (min, max) = match which {
+        GroupMs::MinSessionTimeout => (n, c.group_max_session_timeout_ms),
+        GroupMs::MaxSessionTimeout => (c.group_min_session_timeout_ms, n),
+        GroupMs::InitialRebalanceDelay => (0, i32::MAX),
+    };
+    if min > max {
+        return Err(invalid(
+            key,
+            value,
+            "group.min.session.timeout.ms must not exceed group.max.session.timeout.ms",
+        ));
+    }
+    match which {
+        GroupMs::MinSessionTimeout => c.group_min_session_timeout_ms = n,
+        GroupMs::MaxSessionTimeout => c.group_max_session_timeout_ms = n,
+        GroupMs::InitialRebalanceDelay => c.group_initial_rebalance_delay_ms = n,
+    }
+    Ok(())
+}
+
+/// Kafka's `Double.MAX_VALUE` as its DescribeConfigs writes it: the default of
+/// `log.cleaner.io.max.bytes.per.second`, no limit.
+const DOUBLE_MAX: &str = "1.7976931348623157E308";
+
+/// `log.cleaner.io.max.bytes.per.second`: a positive rate; Double.MAX (or more) is no limit.
+fn set_cleaner_io_max(
+    c: &mut BrokerConfig,
+    key: &str,
+    value: &str,
+    v: &str,
+) -> Result<(), ConfigError> {
+    let rate: f64 = v.parse().map_err(|_| invalid(key, value, "not a number"))?;
+    if rate.is_nan() || rate <= 0.0 {
+        return Err(invalid(
+            key,
+            value,
+            "must be a positive number of bytes per second",
+        ));
+    }
+    c.cleaner.io_max_bytes_per_second = (rate < f64::MAX).then_some(rate);
+    Ok(())
+}
+
+/// Every broker-level key other than the topic-default ones, for [`BrokerConfig::set`],
+/// [`BrokerConfig::entries`], lookups and suggestions.
+pub(super) const BROKER_KEYS: &[BrokerKey] = &[
+    BrokerKey {
+        name: "listeners",
+        set: |c, key, value, v| {
+            c.listen = parse_listen_addr(v).map_err(|why| invalid(key, value, why))?;
+            Ok(())
+        },
+        show: Some(|c| format!("PLAINTEXT://{}", c.listen)),
+    },
+    BrokerKey {
+        name: "advertised.listeners",
+        set: set_advertised_listener,
+        show: Some(|c| format!("PLAINTEXT://{}", c.advertised_listener())),
+    },
+    BrokerKey {
+        name: "sluice.admin.listen",
+        set: |c, key, value, v| {
+            c.admin_listen = parse_listen_addr(v).map_err(|why| invalid(key, value, why))?;
+            Ok(())
+        },
+        show: Some(|c| c.admin_listen.to_string()),
+    },
+    BrokerKey {
+        name: "log.dirs",
+        set: set_data_dir,
+        show: Some(|c| c.data_dir.display().to_string()),
+    },
+    BrokerKey {
+        name: "log.dir",
+        set: set_data_dir,
+        show: None,
+    },
+    BrokerKey {
+        name: "sluice.cores",
+        set: set_cores,
+        show: Some(|c| render_cores(&c.cores)),
+    },
+    BrokerKey {
+        name: "node.id",
+        set: set_node_id,
+        show: Some(|c| c.node_id.to_string()),
+    },
+    BrokerKey {
+        name: "broker.id",
+        set: set_node_id,
+        show: None,
+    },
+    BrokerKey {
+        name: "auto.create.topics.enable",
+        set: |c, key, value, _| {
+            c.auto_create_topics_enable = parse_bool(key, value)?;
+            Ok(())
+        },
+        show: Some(|c| c.auto_create_topics_enable.to_string()),
+    },
+    BrokerKey {
+        name: "num.partitions",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+            c.num_partitions = to_i32(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.num_partitions.to_string()),
+    },
+    BrokerKey {
+        name: "default.replication.factor",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 1, i64::from(i16::MAX))?;
+            c.default_replication_factor = to_i16(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.default_replication_factor.to_string()),
+    },
+    BrokerKey {
+        name: "socket.request.max.bytes",
+        set: |c, key, value, _| {
+            let n = parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
+            c.socket_request_max_bytes = to_usize(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.socket_request_max_bytes.to_string()),
+    },
+    BrokerKey {
+        name: "sluice.batch.cache.bytes",
+        set: |c, key, value, _| {
+            let n = parse_unsigned(key, value, 0, i64::MAX)?;
+            c.batch_cache_bytes = to_usize(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.batch_cache_bytes.to_string()),
+    },
+    BrokerKey {
+        name: "offsets.topic.num.partitions",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 1, 10_000)?;
+            c.offsets_topic_num_partitions = to_i32(key, value, n)?;
+            Ok(())
+        },
+        show: None,
+    },
+    BrokerKey {
+        name: "offsets.topic.segment.bytes",
+        set: |c, key, value, _| {
+            c.offsets_topic_segment_bytes =
+                parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
+            Ok(())
+        },
+        show: None,
+    },
+    BrokerKey {
+        name: "group.initial.rebalance.delay.ms",
+        set: |c, key, value, _| set_group_ms(c, GroupMs::InitialRebalanceDelay, key, value),
+        show: None,
+    },
+    BrokerKey {
+        name: "group.min.session.timeout.ms",
+        set: |c, key, value, _| set_group_ms(c, GroupMs::MinSessionTimeout, key, value),
+        show: None,
+    },
+    BrokerKey {
+        name: "group.max.session.timeout.ms",
+        set: |c, key, value, _| set_group_ms(c, GroupMs::MaxSessionTimeout, key, value),
+        show: None,
+    },
+    BrokerKey {
+        name: "log.retention.check.interval.ms",
+        set: |c, key, value, _| {
+            c.log_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
+            Ok(())
+        },
+        show: Some(|c| c.log_retention_check_interval_ms.to_string()),
+    },
+    BrokerKey {
+        name: "offsets.retention.minutes",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+            c.offsets_retention_minutes =
+                i32::try_from(n).map_err(|_| invalid(key, value, "too large"))?;
+            Ok(())
+        },
+        show: Some(|c| c.offsets_retention_minutes.to_string()),
+    },
+    BrokerKey {
+        name: "offsets.retention.check.interval.ms",
+        set: |c, key, value, _| {
+            c.offsets_retention_check_interval_ms = parse_unsigned(key, value, 1, i64::MAX)?;
+            Ok(())
+        },
+        show: Some(|c| c.offsets_retention_check_interval_ms.to_string()),
+    },
+    BrokerKey {
+        name: "replica.high.watermark.checkpoint.interval.ms",
+        set: |c, key, value, _| {
+            c.replica_high_watermark_checkpoint_interval_ms =
+                parse_unsigned(key, value, 1, i64::MAX)?;
+            Ok(())
+        },
+        show: Some(|c| c.replica_high_watermark_checkpoint_interval_ms.to_string()),
+    },
+    BrokerKey {
+        name: "offsets.topic.replication.factor",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 1, i64::from(i16::MAX))?;
+            c.offsets_topic_replication_factor = to_i16(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.offsets_topic_replication_factor.to_string()),
+    },
+    BrokerKey {
+        name: "replica.lag.time.max.ms",
+        set: |c, key, value, _| {
+            c.replica_lag_time_max_ms = parse_unsigned(key, value, 1, i64::MAX)?;
+            Ok(())
+        },
+        show: Some(|c| c.replica_lag_time_max_ms.to_string()),
+    },
+    BrokerKey {
+        name: "controller.quorum.voters",
+        set: |c, key, value, v| {
+            c.controller_quorum_voters =
+                parse_quorum_voters(v).map_err(|why| invalid(key, value, why))?;
+            Ok(())
+        },
+        show: Some(|c| render_quorum_voters(&c.controller_quorum_voters)),
+    },
+    BrokerKey {
+        name: "controller.quorum.election.timeout.ms",
+        set: |c, key, value, _| {
+            c.controller_quorum_election_timeout_ms = parse_unsigned(
+                key,
+                value,
+                3 * BrokerConfig::QUORUM_TICK_MS,
+                i64::from(i32::MAX),
+            )?;
+            Ok(())
+        },
+        show: Some(|c| c.controller_quorum_election_timeout_ms.to_string()),
+    },
+    BrokerKey {
+        name: "broker.heartbeat.interval.ms",
+        set: |c, key, value, _| {
+            c.broker_heartbeat_interval_ms = parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
+            Ok(())
+        },
+        show: Some(|c| c.broker_heartbeat_interval_ms.to_string()),
+    },
+    BrokerKey {
+        name: "broker.session.timeout.ms",
+        set: |c, key, value, _| {
+            c.broker_session_timeout_ms = parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
+            Ok(())
+        },
+        show: Some(|c| c.broker_session_timeout_ms.to_string()),
+    },
+    BrokerKey {
+        name: "log.cleaner.enable",
+        set: |c, key, value, _| {
+            c.cleaner.enable = parse_bool(key, value)?;
+            Ok(())
+        },
+        show: Some(|c| c.cleaner.enable.to_string()),
+    },
+    // Kafka runs this many cleaner threads per broker; Sluice runs one cleaner on each shard,
+    // for the partitions that shard owns, so only 1 means what it says.
+    BrokerKey {
+        name: "log.cleaner.threads",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
+            if n != 1 {
+                return Err(invalid(
+                    key,
+                    value,
+                    "Sluice runs one log cleaner per shard (each cleans the partitions its \
+                     shard owns), so only 1 is accepted; set the shards with sluice.cores",
+                ));
+            }
+            c.cleaner.threads = 1;
+            Ok(())
+        },
+        show: Some(|c| c.cleaner.threads.to_string()),
+    },
+    BrokerKey {
+        name: "log.cleaner.backoff.ms",
+        set: |c, key, value, _| {
+            c.cleaner.backoff = Duration::from_millis(parse_unsigned(key, value, 0, i64::MAX)?);
+            Ok(())
+        },
+        show: Some(|c| {
+            u64::try_from(c.cleaner.backoff.as_millis())
+                .unwrap_or(u64::MAX)
+                .to_string()
+        }),
+    },
+    // Kafka declares no range for it; a negative size means nothing, so it is refused.
+    BrokerKey {
+        name: "log.cleaner.dedupe.buffer.size",
+        set: |c, key, value, _| {
+            c.cleaner.dedupe_buffer_bytes = parse_unsigned(key, value, 0, i64::MAX)?;
+            Ok(())
+        },
+        show: Some(|c| c.cleaner.dedupe_buffer_bytes.to_string()),
+    },
+    BrokerKey {
+        name: "log.cleaner.io.buffer.size",
+        set: |c, key, value, _| {
+            let n = parse_unsigned(key, value, 0, i64::from(i32::MAX))?;
+            c.cleaner.io_buffer_bytes = to_usize(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.cleaner.io_buffer_bytes.to_string()),
+    },
+    BrokerKey {
+        name: "log.cleaner.io.max.bytes.per.second",
+        set: set_cleaner_io_max,
+        show: Some(|c| {
+            c.cleaner
+                .io_max_bytes_per_second
+                .map_or_else(|| DOUBLE_MAX.to_owned(), render_double)
+        }),
+    },
+    BrokerKey {
+        name: "broker.rack",
+        set: |c, _, _, v| {
+            c.broker_rack = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        },
+        show: Some(|c| c.broker_rack.clone().unwrap_or_default()),
+    },
+];
+
+/// The row of broker key `name`, if it is one (topic defaults are not).
+pub(super) fn broker_key(name: &str) -> Option<&'static BrokerKey> {
+    BROKER_KEYS.iter().find(|k| k.name == name)
+}
+
+/// Every key [`BrokerConfig::set`] accepts: the broker keys, every topic property by its
+/// topic-level name and by each broker-level synonym (`log.retention.hours`, …).
+pub fn broker_key_names() -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = BROKER_KEYS.iter().map(|k| k.name).collect();
+    for topic in &TOPIC_KEYS {
+        keys.push(topic.name);
+        for s in topic.synonyms {
+            if !keys.contains(&s.name) {
+                keys.push(s.name);
+            }
+        }
+    }
+    keys
+}
+
+impl BrokerConfig {
+    /// Applies one property (Kafka name, a Sluice `sluice.*` key, or a topic-level name as a
+    /// topic default).
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownKey`] naming the closest known key; [`ConfigError::InvalidValue`]
+    /// naming `key` (the broker-level name when a topic default is rejected). On error nothing
+    /// changes.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if let Some(why) = unsupported_broker_key(key) {
+            return Err(ConfigError::Unsupported {
+                key: key.to_owned(),
+                why: why.to_owned(),
+            });
+        }
+        let all = broker_key_names();
+        let Some(name) = all.iter().copied().find(|k| *k == key) else {
+            return Err(unknown(key, &all));
+        };
+        let v = value.trim();
+        match broker_key(name) {
+            Some(row) => (row.set)(self, key, value, v)?,
+            None => self.set_topic_default(name, key, v)?,
+        }
+        self.given.insert(name, v.to_owned());
+        Ok(())
+    }
+
+    /// A topic default, by its topic-level name or a broker-level synonym. Among the synonyms
+    /// of one topic property the most specific one set wins, as in Kafka
+    /// (`log.retention.ms` > `log.retention.minutes` > `log.retention.hours`); a coarser unit
+    /// is converted to ms (a negative retention in any unit means unlimited).
+    fn set_topic_default(
+        &mut self,
+        name: &'static str,
+        key: &str,
+        v: &str,
+    ) -> Result<(), ConfigError> {
+        let (topic, rank, ms_per_unit) = match topic_key(name) {
+            // The topic-level name at broker level counts as the most specific synonym.
+            Some(t) => (t, 0, 1),
+            None => {
+                let (t, syn) = topic_key_for_broker_synonym(name)
+                    .ok_or_else(|| unknown(key, &broker_key_names()))?;
+                let rank = t
+                    .synonyms
+                    .iter()
+                    .position(|s| s.name == syn.name)
+                    .unwrap_or(0);
+                (t, rank, syn.ms_per_unit)
+            }
+        };
+        let value = if ms_per_unit == 1 {
+            v.to_owned()
+        } else {
+            let n = parse_ranged(key, v, i64::MIN, i64::MAX)?;
+            if n < 0 && topic.name == "retention.ms" {
+                "-1".to_owned()
+            } else {
+                n.checked_mul(ms_per_unit)
+                    .ok_or_else(|| invalid(key, v, "too large once converted to ms"))?
+                    .to_string()
+            }
+        };
+        if self.synonym_rank.get(topic.name).is_some_and(|r| *r < rank) {
+            // Validated, but a more specific synonym is set and wins, as in Kafka.
+            let mut scratch = self.topic_defaults.clone();
+            return scratch.set(topic.name, &value).map_err(|e| e.with_key(key));
+        }
+        self.topic_defaults
+            .set(topic.name, &value)
+            .map_err(|e| e.with_key(key))?;
+        if topic.name == "max.message.bytes" {
+            // At most i32::MAX: the topic property's range.
+            self.message_max_bytes =
+                u32::try_from(self.topic_defaults.log.max_message_bytes).unwrap_or(u32::MAX);
+        }
+        self.synonym_rank.insert(topic.name, rank);
+        // DescribeConfigs lists a topic-level name given here as its first broker synonym.
+        if topic.name == name {
+            if let Some(first) = topic.synonyms.first() {
+                self.given.insert(first.name, value);
+            }
+        }
+        Ok(())
+    }
+
+    /// Broker-level properties with their values, sorted by key (DescribeConfigs on the
+    /// BROKER resource). Topic defaults appear under their broker-level names.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        let mut out: Vec<(&'static str, String)> = BROKER_KEYS
+            .iter()
+            .filter_map(|row| row.show.map(|show| (row.name, show(self))))
+            .collect();
+        // Each topic default under its first broker-level name, in the topic property's unit.
+        for topic in &TOPIC_KEYS {
+            if let (Some(first), Some(v)) =
+                (topic.synonyms.first(), self.topic_defaults.get(topic.name))
+            {
+                if !out.iter().any(|(k, _)| *k == first.name) {
+                    out.push((first.name, v));
+                }
+            }
+        }
+        out.sort_by_key(|(k, _)| *k);
+        out
+    }
+}
