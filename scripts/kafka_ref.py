@@ -547,10 +547,13 @@ def main(argv=None):
                     signal.signal(sig, lambda *_: stopping.append(True))
                 while not stopping and all(n.alive() for n in cluster.nodes):
                     time.sleep(0.5)
-                died = [n.node_id for n in cluster.nodes if not n.alive()]
+                died = [n for n in cluster.nodes if not n.alive()]
                 clean = cluster.stop()
                 if died and not stopping:
-                    raise KafkaRefError(f"Kafka node(s) {died} exited by themselves")
+                    tails = "\n".join(f"--- node {n.node_id} (exit {n.proc.returncode if n.proc else '?'}),"
+                                      f" {n.log_path}:\n{n.log_tail(60)}" for n in died)
+                    raise KafkaRefError(f"Kafka node(s) {[n.node_id for n in died]} exited by "
+                                        f"themselves; the others were stopped\n{tails}")
                 return 0 if clean else 1
         elif a.command == "stop":
             cluster = KafkaCluster.from_state(a.dir)

@@ -88,9 +88,17 @@ def wait_partitions_ready(bootstrap, topic, partitions, timeout=30):
     would see."""
     import kafka_wire as kw
 
-    md = admin(bootstrap).list_topics(topic=topic, timeout=10)
+    a = admin(bootstrap)
     for p in range(partitions):
-        leader = md.brokers[md.topics[topic].partitions[p].leader]
+        # A leader Metadata names is not always among the brokers it lists (a fenced or
+        # starting broker): ask again until it is.
+        def listed_leader(p=p):
+            md = a.list_topics(topic=topic, timeout=10)
+            t = md.topics.get(topic)
+            part = t.partitions.get(p) if t is not None else None
+            return md.brokers.get(part.leader) if part is not None else None
+
+        leader = wait_until(listed_leader, timeout, 0.2, f"a listed leader of {topic}-{p}")
         with kw.connect(f"{leader.host}:{leader.port}") as s:
             def served(p=p, s=s):
                 s.sendall(kw.fetch_v4(1, topic, p, 0, max_wait_ms=0))

@@ -76,15 +76,30 @@ def test_start_prints_a_serving_bootstrap_and_stop_ends_it(tmp_path):
 @pytest.mark.timeout(400)
 def test_run_three_nodes_until_sigterm(tmp_path):
     run_dir = tmp_path / "kafka3"
-    proc = subprocess.Popen([str(SCRIPT), "run", "--nodes", "3", "--dir", str(run_dir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err_path = tmp_path / "kafka-ref.stderr"
+
+    def diagnosis():
+        # kafka-ref's own words (a node that exited by itself comes with its log's tail), and
+        # each node's log tail.
+        logs = "\n".join(f"--- {p}:\n" + "\n".join(p.read_text(errors="replace").splitlines()[-30:])
+                         for p in sorted(run_dir.glob("node-*/server.log")))
+        return f"kafka-ref stderr:\n{err_path.read_text(errors='replace')[-6000:]}\n{logs}"
+
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen([str(SCRIPT), "run", "--nodes", "3", "--dir", str(run_dir)],
+                                stdout=subprocess.PIPE, stderr=err, text=True)
     try:
         line = proc.stdout.readline().strip()
-        assert line, f"no bootstrap printed; stderr:\n{proc.stderr.read()[-4000:]}"
+        assert line, f"no bootstrap printed; {diagnosis()}"
         assert len(line.split(",")) == 3, line
         state = json.loads((run_dir / "state.json").read_text())
         assert [n["node_id"] for n in state["nodes"]] == [1, 2, 3]
-        a = round_trip(line, "ref-three", replicas=3)
+        try:
+            a = round_trip(line, "ref-three", replicas=3)
+        except Exception as e:
+            raise AssertionError(f"round trip failed: {e!r}; alive: "
+                                 f"{[alive(n['pid']) for n in state['nodes']]}; "
+                                 f"{diagnosis()}") from e
         md = a.list_topics(timeout=30)
         assert sorted(md.brokers) == [1, 2, 3]
         wait_until(lambda: all(len(p.isrs) == 3 for p in
@@ -97,6 +112,6 @@ def test_run_three_nodes_until_sigterm(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
-    assert status == 0, proc.stderr.read()[-4000:]
+    assert status == 0, diagnosis()
     for n in state["nodes"]:
         wait_until(lambda pid=n["pid"]: not alive(pid), 30, what=f"node {n['node_id']} to exit")
