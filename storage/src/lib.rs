@@ -17,6 +17,7 @@ mod cache;
 mod checkpoint;
 mod clean;
 mod config;
+mod crash_point;
 mod error;
 mod index;
 mod io;

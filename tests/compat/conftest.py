@@ -156,6 +156,7 @@ class Broker:
         self.cmd = None
         self.starts = 0
         self.harness_stopped = False  # set by stop()/kill(): an exit we asked for
+        self.env = {}  # extra environment of the next starts (a test's crash point)
 
     @property
     def bootstrap(self):
@@ -195,7 +196,7 @@ class Broker:
             log.flush()
             self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, cwd=self.data_dir.parent,
-                                         env=dict(os.environ, NO_COLOR="1"),
+                                         env=dict(os.environ, NO_COLOR="1", **self.env),
                                          preexec_fn=_die_with_parent)
         self._wait_ready()
         return self

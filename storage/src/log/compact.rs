@@ -615,6 +615,7 @@ impl PartitionLog {
         let dir = self.shared.dir.clone();
         for step in swap_steps(&bases) {
             if !matches!(step, FsStep::Write(_)) {
+                crate::crash_point::reach("clean.swap");
                 run_step(&dir, step).await?;
             }
         }
@@ -715,6 +716,7 @@ pub(super) async fn recover_clean_swap(dir: &Path, index_interval_bytes: u64) ->
     let count = steps.len();
     tracing::warn!(dir = %dir.display(), steps = count, "finishing an interrupted compaction swap");
     for step in steps {
+        crate::crash_point::reach("clean.recover");
         run_step(dir, step).await?;
     }
     Ok(count)
