@@ -1,5 +1,5 @@
-//! The log cleaner of one shard (issue #27; Kafka's `LogCleaner`, here one cleaner per shard:
-//! `log.cleaner.threads` = 1). It compacts the compacted partitions this shard owns — leaders
+//! The log cleaner of one shard (issue #27; Kafka's `LogCleaner`, here one cleaner per shard
+//! whatever `log.cleaner.threads` says, except that 0 runs none). It compacts the compacted partitions this shard owns — leaders
 //! and followers alike, each replica its own log, as Kafka — in the shard's background task
 //! queue, so produce and fetch work is served first.
 //!
@@ -32,10 +32,10 @@ fn wall_clock_ms() -> TimestampMs {
 }
 
 /// Runs the shard's cleaner until shutdown; returns at once when `log.cleaner.enable` is
-/// false.
+/// false or `log.cleaner.threads` is 0.
 pub async fn cleaner_loop(shard: &Rc<Shard>) {
     let config = shard.config.cleaner;
-    if !config.enable {
+    if !config.enable || config.threads == 0 {
         return;
     }
     let mut buffers: Option<CleanerBuffers> = None;

@@ -166,16 +166,25 @@ pub fn shard_for(topic_id: Uuid, partition: usize, shards: usize) -> usize {
     usize::try_from(shard).expect("below the shard count")
 }
 
-/// The effective config of `topic`: `defaults` with its overrides applied. Errors: an override
-/// the config model refuses.
-pub fn topic_config(
-    topic: &TopicImage,
-    defaults: &TopicConfig,
-) -> Result<TopicConfig, ConfigError> {
-    overrides_config(&topic.configs, defaults)
+/// The effective config of `topic`: `defaults` with its stored overrides applied. Stored
+/// overrides were validated when they were set; the checks across keys are not run again
+/// (Kafka runs `validateValues` only on create and alter), so a later change of a broker
+/// default never makes a topic's config invalid. An override that no longer parses is logged
+/// and left out, never the others with it (falling back to the defaults wholesale would turn
+/// a compacted topic into one whose retention deletes).
+pub fn topic_config(topic: &TopicImage, defaults: &TopicConfig) -> TopicConfig {
+    let mut config = TopicConfig::inherit(defaults);
+    for (k, v) in &topic.configs {
+        if let Err(e) = config.set(k, v) {
+            tracing::error!(topic_id = %topic.id, key = %k, value = %v, error = %e, "stored topic config no longer parses; left out");
+        }
+    }
+    config
 }
 
-/// `defaults` with `overrides` applied. Errors: an override the config model refuses.
+/// `defaults` with `overrides` applied, checked as Kafka checks a topic's configs on create
+/// and alter. Errors: an override the config model refuses, or the checks across keys
+/// ([`TopicConfig::validate`]).
 pub fn overrides_config(
     overrides: &BTreeMap<String, String>,
     defaults: &TopicConfig,
@@ -184,6 +193,7 @@ pub fn overrides_config(
     for (k, v) in overrides {
         config.set(k, v)?;
     }
+    config.validate()?;
     Ok(config)
 }
 

@@ -402,13 +402,7 @@ impl Shard {
         // Dynamic broker configs change the defaults of every topic that does not override them.
         let defaults = crate::dynamic_config::topic_defaults(&self.config, &snapshot.image);
         for (name, topic) in &snapshot.topics {
-            let config = match topic_config(topic, &defaults) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(topic = %name, error = %e, "invalid stored topic config; using defaults");
-                    defaults.clone().into_owned()
-                }
-            };
+            let config = topic_config(topic, &defaults);
             for partition in snapshot.owned_partitions(topic, self.id) {
                 wanted.insert(
                     TopicPartition {
@@ -655,8 +649,7 @@ impl Shard {
             return Err(PartitionOpError::UnknownTopicOrPartition);
         }
         let defaults = crate::dynamic_config::topic_defaults(&self.config, &meta.image);
-        let config =
-            topic_config(topic, &defaults).unwrap_or_else(|_| defaults.clone().into_owned());
+        let config = topic_config(topic, &defaults);
         self.open_partition(tp, config).await.map_err(|e| {
             tracing::warn!(%tp, error = %e, "partition log still cannot be opened");
             PartitionOpError::LogUnavailable(e)

@@ -78,7 +78,8 @@ impl Default for CompactionConfig {
 pub struct CleanerConfig {
     /// `log.cleaner.enable`. Default true.
     pub enable: bool,
-    /// `log.cleaner.threads`: here cleaners per shard; 1 (only 1 is accepted). Default 1.
+    /// `log.cleaner.threads`: Kafka's cleaner threads per broker. Sluice runs one cleaner per
+    /// shard for any count but 0, which runs none (as Kafka with no cleaner thread). Default 1.
     pub threads: usize,
     /// `log.cleaner.backoff.ms`: sleep when no log is cleanable. Default 15 s.
     pub backoff: Duration,

@@ -90,15 +90,14 @@ impl OffsetMap {
         self.end
     }
 
-    /// Records `offset` as the latest for `key`. Offsets must be put in increasing order.
+    /// Records `offset` as the latest for `key`. The cleaner puts offsets in log order; a
+    /// producer's batch whose record offset deltas do not increase (nothing on the produce
+    /// path checks them, in Kafka either) puts one out of order: the key then maps to the
+    /// offset put last, as Kafka's `SkimpyOffsetMap`, and the map's reach never moves back.
     ///
     /// # Errors
     /// [`OffsetMapError::Full`] when `key` is new and the map is at its load factor.
     pub fn put(&mut self, key: &[u8], offset: Offset) -> Result<(), OffsetMapError> {
-        assert!(
-            self.end.is_none_or(|end| offset >= end),
-            "offsets are put in increasing order"
-        );
         let hash = key_hash(key);
         let slot = self.find(&hash);
         if self.hashes[slot] == [0; 16] {
@@ -112,8 +111,15 @@ impl OffsetMap {
             self.keys += 1;
         }
         self.offsets[slot] = offset.0;
-        self.end = Some(offset.plus(1));
+        self.end = Some(
+            self.end
+                .map_or(offset.plus(1), |end| end.max(offset.plus(1))),
+        );
         assert!(self.keys <= self.keys_max, "load factor kept");
+        assert!(
+            self.end.is_some_and(|end| end > offset),
+            "the reach covers every offset put"
+        );
         Ok(())
     }
 
@@ -187,6 +193,19 @@ mod tests {
         assert_eq!(map.get(b"b"), Some(Offset(1)));
         assert_eq!(map.get(b"c"), None);
         assert_eq!(map.len(), 2);
+        assert_eq!(map.covers_below(), Some(Offset(6)));
+    }
+
+    #[test]
+    fn an_offset_put_out_of_order_is_taken_and_the_reach_stays() {
+        let mut map = OffsetMap::with_budget(16 * SLOT_BYTES);
+        map.put(b"a", Offset(5)).unwrap();
+        map.put(b"a", Offset(3)).unwrap();
+        assert_eq!(
+            map.get(b"a"),
+            Some(Offset(3)),
+            "the offset put last, as Kafka's map"
+        );
         assert_eq!(map.covers_below(), Some(Offset(6)));
     }
 

@@ -470,3 +470,81 @@ fn segment_bases(dir: &Path) -> Vec<Offset> {
     bases.sort();
     bases
 }
+
+/// The round's last batch stays even when cleaning empties it (Kafka's `cleanInto`): here a
+/// keyless record, written before the topic became compacted, ends the closed segments and
+/// the active one is empty. Without that batch a reader at its offset would find nothing up
+/// to the high watermark and never reach it.
+#[test]
+fn the_last_batch_of_a_round_stays_even_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, compact_config(), 1 << 20).await;
+        for i in 0..3 {
+            log.append(kv("k", Some(&format!("v{i}"))), LeaderEpoch(1))
+                .await
+                .unwrap();
+        }
+        log.append(
+            build_batch_kv(NOW, &[(None, Some(&b"no key"[..]))]),
+            LeaderEpoch(1),
+        )
+        .await
+        .unwrap();
+        log.roll().await.unwrap();
+        log.flush().await.unwrap();
+        let end = log.log_end_offset();
+        assert_eq!(end, Offset(4));
+        log.set_high_watermark(end);
+        log.clean(NOW, &mut buffers(1 << 20))
+            .await
+            .unwrap()
+            .unwrap();
+        // k's older values are gone; the keyless record is gone, its batch stays empty.
+        let batches = log.read(Offset(3), 1 << 20, end).await.unwrap();
+        let last = batches.last().expect("a batch at the round's end");
+        assert_eq!(last.header().last_offset(), Offset(3));
+        assert_eq!(last.header().records_count, 0);
+        let records = all_records(&log).await;
+        assert_eq!(records.keys().copied().collect::<Vec<_>>(), [2]);
+        log.close().await.unwrap();
+    });
+}
+
+/// A truncation to an offset inside a gap compaction left ends the log at that offset, never
+/// past it (Kafka's `truncateTo`): a follower truncating there fetches the leader's records
+/// from it, and skips none.
+#[test]
+fn a_truncation_into_a_gap_ends_the_log_at_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, compact_config(), 1 << 20).await;
+        // k0 at 0, k1 at 1..=10, k2 at 11: cleaning keeps 0, 10 and 11.
+        log.append(kv("k0", Some("a")), LeaderEpoch(1))
+            .await
+            .unwrap();
+        for i in 0..10 {
+            log.append(kv("k1", Some(&format!("v{i}"))), LeaderEpoch(1))
+                .await
+                .unwrap();
+        }
+        log.append(kv("k2", Some("b")), LeaderEpoch(1))
+            .await
+            .unwrap();
+        log.roll().await.unwrap();
+        log.flush().await.unwrap();
+        log.set_high_watermark(log.log_end_offset());
+        log.clean(NOW, &mut buffers(1 << 20))
+            .await
+            .unwrap()
+            .unwrap();
+        let kept: Vec<i64> = all_records(&log).await.keys().copied().collect();
+        assert_eq!(kept, [0, 10, 11]);
+        let gap = 5;
+        log.truncate_to(Offset(gap)).await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(gap));
+        log.close().await.unwrap();
+    });
+}

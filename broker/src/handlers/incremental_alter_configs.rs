@@ -63,19 +63,14 @@ async fn alter_topic(
             format!("topic '{name}' does not exist"),
         ));
     };
-    // The offsets topic's retention must stay unlimited (no compaction yet): offsets would
-    // expire.
+    // An internal topic's configs are the broker's own (`__consumer_offsets` is compacted,
+    // with its segment size from `offsets.topic.segment.bytes`): refused, as before.
     check_not_internal(&metadata, &name, TopicOperation::AlterConfigs)
         .map_err(|e| controller_error(&e))?;
     let defaults = &*crate::dynamic_config::topic_defaults(&shard.config, &metadata.image);
     // The effective config, changed alongside `overrides` only to validate each SET with the
     // parser that will apply it (its error names the key and says what is accepted).
-    let mut effective = topic_config(topic, defaults).map_err(|e| {
-        (
-            code(ResponseError::UnknownServerError),
-            format!("stored config of topic '{name}' is invalid: {e}"),
-        )
-    })?;
+    let mut effective = topic_config(topic, defaults);
     let mut changes = Vec::with_capacity(resource.configs.len());
     for c in &resource.configs {
         let key = c.name.as_str();

@@ -67,8 +67,9 @@ struct RawRecord<'a> {
     tail: &'a [u8],
 }
 
-/// Decides `batch`'s fate (a whole, CRC-checked batch as stored). `last_of_producer` is true
-/// for the last batch in the log of its producer id (≥ 0).
+/// Decides `batch`'s fate (a whole, CRC-checked batch as stored). `keep_if_empty` is true for
+/// a batch kept even when no record of it stays: the last batch in the log of its producer id
+/// (≥ 0), and the last batch of the cleaning round (Kafka's `cleanInto`).
 ///
 /// # Errors
 /// [`BatchError`] when the header or a record does not parse: the cleaner stops on that
@@ -76,7 +77,7 @@ struct RawRecord<'a> {
 pub fn clean_batch(
     batch: &[u8],
     rules: CleanRules<'_>,
-    last_of_producer: bool,
+    keep_if_empty: bool,
 ) -> Result<Cleaned, BatchError> {
     let header = BatchHeader::parse(batch)?;
     if header.compression() != 0 || header.attributes & CONTROL_BIT != 0 {
@@ -114,7 +115,7 @@ pub fn clean_batch(
     if kept.len() == records.len() && new_horizon.is_none() {
         return Ok(Cleaned::Unchanged);
     }
-    if kept.is_empty() && !last_of_producer {
+    if kept.is_empty() && !keep_if_empty {
         return Ok(Cleaned::Removed);
     }
     Ok(Cleaned::Rewritten(rewrite(

@@ -111,6 +111,23 @@ pub struct CleanReport {
     pub elapsed: Duration,
 }
 
+/// The batches a pass keeps even when cleaning empties them.
+#[derive(Clone, Copy)]
+struct Keep<'a> {
+    /// Base offset of each producer's last batch: its sequence state (Kafka's rule).
+    last_batches: &'a BTreeMap<i64, Offset>,
+    /// One past the last offset of the cleaning round's last batch.
+    round_last_end: Offset,
+}
+
+impl Keep<'_> {
+    fn kept_even_empty(&self, header: &BatchHeader) -> bool {
+        let last_of_producer = header.producer_id >= 0
+            && self.last_batches.get(&header.producer_id) == Some(&header.base_offset);
+        last_of_producer || header.last_offset().plus(1) == self.round_last_end
+    }
+}
+
 /// Caps a pass's I/O rate and keeps it preemptible.
 struct Throttle {
     bytes_per_second: Option<f64>,
@@ -143,15 +160,23 @@ impl Throttle {
         if let Some(rate) = self.bytes_per_second.filter(|r| *r > 0.0) {
             // Counted bytes stay far below 2^52.
             #[allow(clippy::cast_precision_loss)]
-            let due = Duration::from_secs_f64((self.read_bytes + self.written_bytes) as f64 / rate);
-            let elapsed = self.started.elapsed();
-            if due > elapsed {
-                crate::io::sleep(due - elapsed).await;
+            let secs = (self.read_bytes + self.written_bytes) as f64 / rate;
+            // A tiny rate makes `due` too large for a `Duration` (or a timer): sleep in steps.
+            let due = Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX);
+            loop {
+                let elapsed = self.started.elapsed();
+                if due <= elapsed {
+                    break;
+                }
+                crate::io::sleep((due - elapsed).min(MAX_PACE_SLEEP)).await;
             }
         }
         crate::io::yield_if_needed().await;
     }
 }
+
+/// Longest single sleep of the throttle.
+const MAX_PACE_SLEEP: Duration = Duration::from_secs(1);
 
 /// Whole batches of one closed segment, read `chunk_bytes` at a time.
 struct BatchStream {
@@ -209,8 +234,15 @@ impl BatchStream {
             .unwrap_or(usize::MAX);
             let data = self.segment.file.read_aligned(start, len).await?;
             throttle.read(data.len() as u64).await;
-            if data.is_empty() {
-                return Err(self.corrupt(format!("nothing to read at byte {start}")));
+            if data.is_empty()
+                || (start == self.chunk_start && start + data.len() as u64 <= chunk_end)
+            {
+                // The file ends before the segment's size says: reading again would not help.
+                return Err(self.corrupt(format!(
+                    "the file ends at byte {} before the segment's size, {}",
+                    start + data.len() as u64,
+                    self.end
+                )));
             }
             self.chunk_start = start;
             self.chunk = data;
@@ -314,12 +346,15 @@ impl PartitionLog {
     }
 
     /// The closed segments a pass may clean, oldest first, with the next segment's base:
-    /// wholly below the high watermark and, by max timestamp, older than `min_lag_ms` at
-    /// `now` (Kafka's `firstUncleanableDirtyOffset`); and that bound.
+    /// wholly below the high watermark and, from the one holding `first_dirty` on, by max
+    /// timestamp older than `min_lag_ms` at `now` (Kafka's `firstUncleanableDirtyOffset`, whose
+    /// lag check starts at the first dirty offset: a clean segment never holds a pass back);
+    /// and that bound.
     async fn cleanable_segments(
         &self,
         now: TimestampMs,
         min_lag_ms: i64,
+        first_dirty: Offset,
     ) -> Result<(Vec<(Rc<Segment>, Offset)>, Offset)> {
         let (all, hw, active_base) = {
             let st = self.shared.state.borrow();
@@ -332,7 +367,7 @@ impl PartitionLog {
             if next > hw {
                 return Ok((out, segment.base_offset));
             }
-            if min_lag_ms > 0 {
+            if min_lag_ms > 0 && next > first_dirty {
                 let young = segment
                     .max_timestamp()
                     .await?
@@ -359,8 +394,10 @@ impl PartitionLog {
         }
         let lag = &config.compaction;
         let min_lag_ms = i64::try_from(lag.min_compaction_lag.as_millis()).unwrap_or(i64::MAX);
-        let (segments, cleanable_end) = self.cleanable_segments(now, min_lag_ms).await?;
         let first_dirty = self.first_dirty_offset();
+        let (segments, cleanable_end) = self
+            .cleanable_segments(now, min_lag_ms, first_dirty)
+            .await?;
         let mut dirtiness = Dirtiness {
             first_dirty,
             cleanable_end,
@@ -444,8 +481,10 @@ impl PartitionLog {
         }
         let min_lag_ms =
             i64::try_from(config.compaction.min_compaction_lag.as_millis()).unwrap_or(i64::MAX);
-        let (segments, _) = self.cleanable_segments(now, min_lag_ms).await?;
         let first_dirty = self.first_dirty_offset();
+        let (segments, _) = self
+            .cleanable_segments(now, min_lag_ms, first_dirty)
+            .await?;
         if segments.iter().all(|(_, next)| *next <= first_dirty) {
             return Ok(None);
         }
@@ -457,6 +496,10 @@ impl PartitionLog {
         // 1. The offset map over the dirty section.
         buffers.map.clear();
         let mut covered_end = first_dirty;
+        // One past the last offset of the last batch the map took: that batch is the last of
+        // the cleaning round, kept even when it ends up empty (Kafka's `cleanInto`), so a
+        // reader's position after it is a batch's end, never a gap with nothing after it.
+        let mut round_last_end = first_dirty;
         'fill: for (segment, next) in &segments {
             if *next <= first_dirty {
                 continue;
@@ -471,6 +514,7 @@ impl PartitionLog {
                     break 'fill;
                 }
                 covered_end = header.last_offset().plus(1);
+                round_last_end = covered_end;
             }
             covered_end = covered_end.max(*next);
         }
@@ -498,7 +542,10 @@ impl PartitionLog {
                 .clean_group(
                     group,
                     rules,
-                    &last_batches,
+                    Keep {
+                        last_batches: &last_batches,
+                        round_last_end,
+                    },
                     &mut throttle,
                     buffers.io_buffer_bytes,
                 )
@@ -513,14 +560,21 @@ impl PartitionLog {
                 None => report.groups_skipped += 1,
             }
         }
-        // 4. Where the next pass starts.
-        self.shared.state.borrow_mut().clean_end = covered_end;
+        // 4. Where the next pass starts. A group skipped (retention, DeleteRecords or a
+        // truncation replaced one of its segments meanwhile) still holds superseded records
+        // the next pass's map must see again: the checkpoint stays (Kafka's aborted clean).
+        let next_dirty = if report.groups_skipped > 0 {
+            first_dirty
+        } else {
+            covered_end
+        };
+        self.shared.state.borrow_mut().clean_end = next_dirty;
         checkpoint::write(
             &self.shared.dir.join(CLEANER_CHECKPOINT_FILE),
-            &[covered_end.0],
+            &[next_dirty.0],
         )
         .await?;
-        report.cleaned_to = covered_end;
+        report.cleaned_to = next_dirty;
         report.bytes_read = throttle.read_bytes;
         report.bytes_written = throttle.written_bytes;
         report.elapsed = started.elapsed();
@@ -533,7 +587,7 @@ impl PartitionLog {
         &self,
         group: &[(Rc<Segment>, Offset)],
         rules: CleanRules<'_>,
-        last_batches: &BTreeMap<i64, Offset>,
+        keep: Keep<'_>,
         throttle: &mut Throttle,
         io_buffer_bytes: usize,
     ) -> Result<Option<u64>> {
@@ -546,9 +600,7 @@ impl PartitionLog {
                 let mut stream = BatchStream::new(segment.clone(), out.io_buffer_bytes);
                 while let Some((_, batch)) = stream.next(throttle).await? {
                     let header = BatchHeader::parse(&batch)?;
-                    let last_of_producer = header.producer_id >= 0
-                        && last_batches.get(&header.producer_id) == Some(&header.base_offset);
-                    match clean_batch(&batch, rules, last_of_producer)? {
+                    match clean_batch(&batch, rules, keep.kept_even_empty(&header))? {
                         Cleaned::Unchanged => out.push(&batch, throttle).await?,
                         Cleaned::Rewritten(bytes) => out.push(&bytes, throttle).await?,
                         Cleaned::Removed => {}

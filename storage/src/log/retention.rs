@@ -246,7 +246,10 @@ impl PartitionLog {
             let header = BatchHeader::parse(data.get(at..).unwrap_or_default())
                 .map_err(|e| self.corrupt(segment, pos, e))?;
             if header.last_offset() >= offset {
-                return Ok((pos, header.base_offset));
+                // The cut is this batch's start. The log then ends at its base offset, or at
+                // `offset` when `offset` falls in a gap compaction left before this batch
+                // (Kafka's truncateTo: the log end is the target, never past it).
+                return Ok((pos, header.base_offset.min(offset)));
             }
             pos += header.size_bytes() as u64;
         }
@@ -322,11 +325,17 @@ impl PartitionLog {
             }
             let size = segment.size_bytes.get();
             let by_bytes = excess > 0 && size <= excess;
+            // A closed segment compaction emptied has no timestamp left: it holds nothing to
+            // keep, so it never holds time retention back (Kafka falls back to the file's
+            // modification time there).
             let by_time = match cutoff {
-                Some(cutoff) => segment
-                    .max_timestamp()
-                    .await?
-                    .is_some_and(|(max, _)| max < cutoff),
+                Some(cutoff) => {
+                    size == 0
+                        || segment
+                            .max_timestamp()
+                            .await?
+                            .is_some_and(|(max, _)| max < cutoff)
+                }
                 None => false,
             };
             if !(by_bytes || by_time) {

@@ -388,20 +388,13 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
         show: Some(|c| c.cleaner.enable.to_string()),
     },
     // Kafka runs this many cleaner threads per broker; Sluice runs one cleaner on each shard,
-    // for the partitions that shard owns, so only 1 means what it says.
+    // for the partitions that shard owns, whatever the count, except that 0 (Kafka: no cleaner
+    // thread) runs none. Kafka's range: at least 0.
     BrokerKey {
         name: "log.cleaner.threads",
         set: |c, key, value, _| {
             let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
-            if n != 1 {
-                return Err(invalid(
-                    key,
-                    value,
-                    "Sluice runs one log cleaner per shard (each cleans the partitions its \
-                     shard owns), so only 1 is accepted; set the shards with sluice.cores",
-                ));
-            }
-            c.cleaner.threads = 1;
+            c.cleaner.threads = usize::try_from(n).unwrap_or(usize::MAX);
             Ok(())
         },
         show: Some(|c| c.cleaner.threads.to_string()),

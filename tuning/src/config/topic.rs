@@ -221,19 +221,12 @@ fn millis(d: Duration) -> u64 {
 const LONG_MAX_MS: u64 = i64::MAX as u64;
 
 /// Kafka's `LogConfig.validateValues`: `min.compaction.lag.ms` may not exceed
-/// `max.compaction.lag.ms` (`None`: no maximum). `key` and `value` are the property being set.
-/// The overrides of a topic are applied in name order, `max` before `min`, so that a pair set
-/// together is checked as a pair.
-fn check_compaction_lags(
-    key: &str,
-    value: &str,
-    min: Duration,
-    max: Option<Duration>,
-) -> Result<(), ConfigError> {
+/// `max.compaction.lag.ms` (`None`: no maximum).
+fn check_compaction_lags(min: Duration, max: Option<Duration>) -> Result<(), ConfigError> {
     match max {
         Some(max) if min > max => Err(invalid(
-            key,
-            value,
+            "min.compaction.lag.ms",
+            &millis(min).to_string(),
             format!(
                 "conflict topic config setting min.compaction.lag.ms ({}) > \
                  max.compaction.lag.ms ({})",
@@ -337,7 +330,6 @@ const TYPED_KEYS: [TypedKey; 18] = [
         set: |c, key, value| {
             let n = parse_unsigned(key, value, 1, i64::MAX)?;
             let max = (n < LONG_MAX_MS).then(|| Duration::from_millis(n));
-            check_compaction_lags(key, value, c.log.compaction.min_compaction_lag, max)?;
             c.log.compaction.max_compaction_lag = max;
             Ok(())
         },
@@ -412,7 +404,6 @@ const TYPED_KEYS: [TypedKey; 18] = [
         name: "min.compaction.lag.ms",
         set: |c, key, value| {
             let min = Duration::from_millis(parse_unsigned(key, value, 0, i64::MAX)?);
-            check_compaction_lags(key, value, min, c.log.compaction.max_compaction_lag)?;
             c.log.compaction.min_compaction_lag = min;
             Ok(())
         },
@@ -568,6 +559,19 @@ impl TopicConfig {
     /// All topic-level property names (Kafka 4.4's), in [`TopicConfig::entries`] order.
     pub fn keys() -> impl Iterator<Item = &'static str> {
         TOPIC_KEYS.iter().map(|k| k.name)
+    }
+
+    /// The checks across keys, on a whole config (Kafka's `LogConfig.validateValues`, run when
+    /// a topic is created or its configs altered, never on configs already stored):
+    /// `min.compaction.lag.ms` ≤ `max.compaction.lag.ms`.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidValue`] naming `min.compaction.lag.ms`, in Kafka's words.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_compaction_lags(
+            self.log.compaction.min_compaction_lag,
+            self.log.compaction.max_compaction_lag,
+        )
     }
 
     /// Sets topic-level property `key` (Kafka name, e.g. `retention.ms`) from its string
@@ -853,19 +857,28 @@ mod tests {
         t.set("min.cleanable.dirty.ratio", "1").expect("the bound");
         assert_eq!(t.get("min.cleanable.dirty.ratio").as_deref(), Some("1.0"));
 
-        // Kafka refuses min.compaction.lag.ms > max.compaction.lag.ms, whichever is set.
-        let before = t.clone();
-        let err = t
+        // Kafka refuses min.compaction.lag.ms > max.compaction.lag.ms, whichever is set, on
+        // the config as a whole (validateValues), so a pair set together is checked as a pair.
+        let mut wrong = t.clone();
+        wrong
             .set("min.compaction.lag.ms", "60001")
-            .expect_err("min above max");
-        assert!(err.to_string().contains("min.compaction.lag.ms"), "{err}");
-        let err = t
-            .set("max.compaction.lag.ms", "999")
-            .expect_err("max below min");
-        assert!(err.to_string().contains("max.compaction.lag.ms"), "{err}");
-        assert_eq!(t, before);
+            .expect("each key parses alone");
+        let err = wrong.validate().expect_err("min above max");
+        assert!(
+            err.to_string()
+                .contains("min.compaction.lag.ms (60001) > max.compaction.lag.ms (60000)"),
+            "{err}"
+        );
+        let mut wrong = t.clone();
+        wrong.set("max.compaction.lag.ms", "999").unwrap();
+        assert!(wrong.validate().is_err(), "max below min");
+        wrong.set("min.compaction.lag.ms", "10").unwrap();
+        wrong
+            .validate()
+            .expect("set as a pair, the final config holds");
         t.set("min.compaction.lag.ms", "60000")
             .expect("equal is fine");
+        t.validate().expect("equal is fine");
 
         t.set("max.compaction.lag.ms", "9223372036854775807")
             .expect("Long.MAX");
