@@ -93,6 +93,7 @@ pub async fn cleaner_loop(shard: &Rc<Shard>) {
                         map: OffsetMap::with_budget(usize::try_from(bytes).unwrap_or(usize::MAX)),
                         io_buffer_bytes: config.io_buffer_bytes,
                         io_max_bytes_per_second: config.io_max_bytes_per_second,
+                        codec: Rc::new(crate::compression::Codecs),
                     }
                 });
                 match log.clean(now, buffers).await {

@@ -124,6 +124,20 @@ pub fn compress(codec: u8, raw: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
+/// The broker's codecs, for the log cleaner (storage knows none): it reads and rewrites
+/// compressed batches of compacted topics with them.
+pub struct Codecs;
+
+impl storage::RecordsCodec for Codecs {
+    fn decompress(&self, codec: u8, data: &[u8]) -> Result<Vec<u8>, String> {
+        decompress(codec, data)
+    }
+
+    fn compress(&self, codec: u8, raw: &[u8]) -> Result<Vec<u8>, String> {
+        compress(codec, raw)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

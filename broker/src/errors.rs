@@ -107,7 +107,10 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
             | BatchError::LengthMismatch { .. }
             | BatchError::Magic(_)
             | BatchError::Crc { .. }
-            | BatchError::Malformed(_),
+            | BatchError::Malformed(_)
+            // Only the cleaner decompresses stored batches; a client's that does not
+            // decompress is refused by the produce checks, also as corrupt.
+            | BatchError::Codec { .. },
         ) => ResponseError::CorruptMessage,
         // Kafka's LogValidator: a record count that disagrees with the records is an
         // InvalidRecordException (INVALID_RECORD), not a corrupt batch.

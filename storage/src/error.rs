@@ -31,6 +31,10 @@ pub enum BatchError {
     /// record-level reader was asked for).
     #[error("malformed record in batch: {0}")]
     Malformed(&'static str),
+    /// A compressed batch's records could not be decompressed or compressed again (the
+    /// cleaner's codec, `clean::codec`).
+    #[error("records compressed with codec {compression}: {why}")]
+    Codec { compression: u8, why: String },
 }
 
 /// Errors from the partition log.

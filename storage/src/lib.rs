@@ -34,6 +34,7 @@ pub use batch::{
     BatchHeader, KeyValue, Record, RecordBatch, BATCH_HEADER_BYTES,
 };
 pub use cache::{BatchCache, CacheStats};
+pub use clean::codec::{NoCodec, RecordsCodec};
 pub use clean::filter::{clean_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT};
 pub use clean::swap::{recovery_steps, swap_steps, FsStep};
 pub use clean::{clean_section, fill_map};

@@ -120,7 +120,7 @@ impl Model {
             .min(cleanable);
         let mut map = OffsetMap::with_budget(map_slots * SLOT_BYTES);
         let dirty = self.log[dirty_from..cleanable].iter().map(|b| &b[..]);
-        let covered = fill_map(&mut map, dirty).unwrap();
+        let covered = fill_map(&mut map, dirty, &storage::NoCodec).unwrap();
         if covered == 0 {
             return;
         }
@@ -129,6 +129,7 @@ impl Model {
             map: &map,
             now: TimestampMs(self.now),
             delete_retention_ms: DELETE_RETENTION_MS,
+            codec: &storage::NoCodec,
         };
         let mut cleaned = clean_section(&self.log[..end], rules, &self.last_of_producer).unwrap();
         let next_dirty = BatchHeader::parse(&self.log[end - 1])

@@ -40,6 +40,7 @@ fn buffers(map_bytes: usize) -> CleanerBuffers {
         map: OffsetMap::with_budget(map_bytes),
         io_buffer_bytes: 8 << 10,
         io_max_bytes_per_second: None,
+        codec: std::rc::Rc::new(storage::NoCodec),
     }
 }
 

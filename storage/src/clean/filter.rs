@@ -14,9 +14,11 @@
 //! record timestamp deltas re-based so every record keeps its timestamp); a later clean drops
 //! tombstones once the clean's time has reached the horizon.
 //!
-//! Limits of this first landing: compressed batches and control batches are kept whole
-//! (never wrong, only less compact); transactional rules wait for the transactions issue.
+//! A compressed batch is decompressed through [`CleanRules::codec`], filtered as above, and
+//! its kept records compressed again with the batch's own codec (Kafka's `filterTo`). Control
+//! batches are kept whole; transactional rules wait for the transactions issue.
 
+use super::codec::{recompressed, uncompressed, RecordsCodec};
 use crate::batch::{varint, BatchHeader, BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES};
 use crate::error::BatchError;
 use crate::offset_map::OffsetMap;
@@ -54,6 +56,8 @@ pub struct CleanRules<'a> {
     pub now: TimestampMs,
     /// `delete.retention.ms`: how long a tombstone stays after its batch is first cleaned.
     pub delete_retention_ms: i64,
+    /// The codecs of compressed batches.
+    pub codec: &'a dyn RecordsCodec,
 }
 
 /// One record's parsed fields and raw tail, borrowed from the batch.
@@ -80,8 +84,20 @@ pub fn clean_batch(
     keep_if_empty: bool,
 ) -> Result<Cleaned, BatchError> {
     let header = BatchHeader::parse(batch)?;
-    if header.compression() != 0 || header.attributes & CONTROL_BIT != 0 {
+    if header.attributes & CONTROL_BIT != 0 {
         return Ok(Cleaned::Unchanged);
+    }
+    let compression = header.compression();
+    if compression != 0 {
+        let plain = uncompressed(batch, &header, rules.codec)?;
+        return match clean_batch(&plain, rules, keep_if_empty)? {
+            Cleaned::Rewritten(kept) => Ok(Cleaned::Rewritten(recompressed(
+                &kept,
+                compression,
+                rules.codec,
+            )?)),
+            unchanged_or_removed => Ok(unchanged_or_removed),
+        };
     }
     let records = raw_records(batch, &header)?;
     let horizon = (header.attributes & DELETE_HORIZON_BIT != 0).then_some(header.base_timestamp.0);
@@ -259,6 +275,7 @@ mod tests {
             map,
             now: TimestampMs(now),
             delete_retention_ms: 100,
+            codec: &super::super::codec::NoCodec,
         }
     }
 
@@ -317,6 +334,75 @@ mod tests {
             header.crc,
             "CRC-32C recomputed"
         );
+    }
+
+    /// A reversible stand-in for a real codec: "compresses" by flipping every bit.
+    struct FlipCodec;
+
+    impl RecordsCodec for FlipCodec {
+        fn decompress(&self, _codec: u8, data: &[u8]) -> Result<Vec<u8>, String> {
+            Ok(data.iter().map(|b| !b).collect())
+        }
+        fn compress(&self, _codec: u8, raw: &[u8]) -> Result<Vec<u8>, String> {
+            Ok(raw.iter().map(|b| !b).collect())
+        }
+    }
+
+    #[test]
+    fn a_compressed_batch_is_filtered_and_compressed_again_with_its_codec() {
+        let plain = build_batch_kv(
+            TimestampMs(5),
+            &[
+                (Some(b"a"), Some(b"1")),
+                (Some(b"b"), Some(b"2")),
+                (Some(b"a"), Some(b"3")),
+            ],
+        );
+        let packed = crate::batch::replace_records(
+            &plain,
+            4,
+            &FlipCodec.compress(4, &plain[BATCH_HEADER_BYTES..]).unwrap(),
+        )
+        .unwrap();
+        let mut map = OffsetMap::with_budget(64 * crate::offset_map::SLOT_BYTES);
+        assert_eq!(
+            crate::clean::fill_map(&mut map, [&packed[..]], &FlipCodec).unwrap(),
+            1
+        );
+        assert_eq!(
+            map.get(b"a"),
+            Some(Offset(2)),
+            "keys read through the codec"
+        );
+        let with_flip = CleanRules {
+            codec: &FlipCodec,
+            ..rules(&map, 0)
+        };
+        let Cleaned::Rewritten(out) = clean_batch(&packed, with_flip, false).unwrap() else {
+            panic!("the superseded a=1 goes");
+        };
+        let header = BatchHeader::parse(&out).unwrap();
+        assert_eq!(header.compression(), 4, "the batch's own codec");
+        assert_eq!(crate::batch::batch_crc(&out), header.crc);
+        assert_eq!((header.records_count, header.last_offset_delta), (2, 2));
+        let unpacked = super::super::codec::uncompressed(&out, &header, &FlipCodec).unwrap();
+        let kept: Vec<_> = records_of(&unpacked)
+            .unwrap()
+            .iter()
+            .map(|r| (r.offset, r.key.map(<[u8]>::to_vec)))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (Offset(1), Some(b"b".to_vec())),
+                (Offset(2), Some(b"a".to_vec()))
+            ]
+        );
+        // Without a codec that knows it, a compressed batch is an error, never kept as is.
+        assert!(matches!(
+            clean_batch(&packed, rules(&map, 0), false),
+            Err(BatchError::Codec { compression: 4, .. })
+        ));
     }
 
     #[test]

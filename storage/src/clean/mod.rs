@@ -2,14 +2,15 @@
 //! map over a log's dirty section, then pass the cleanable batches through it.
 //!
 //! A pass is two steps over batches in offset order, as Kafka's `Cleaner.doClean`:
-//! 1. [`fill_map`] puts every keyed record of the dirty batches into the [`OffsetMap`], whole
-//!    batches only, and stops before a batch whose records might not fit: the pass then covers
+//! 1. [`fill_map`] puts every keyed record of the dirty batches (compressed ones through the
+//!    owner's [`codec::RecordsCodec`]) into the [`OffsetMap`], whole batches only, and stops before a batch whose records might not fit: the pass then covers
 //!    only the offsets below [`OffsetMap::covers_below`], and the next pass continues there.
 //! 2. [`clean_section`] runs every batch below that point through [`filter::clean_batch`].
 //!
 //! Both are pure functions of bytes: which segments are cleanable (never the active one), the
 //! files, the swap and its crash safety belong to the log (`log/compact.rs`).
 
+pub mod codec;
 pub mod filter;
 pub mod swap;
 
@@ -18,18 +19,20 @@ use crate::error::BatchError;
 use crate::offset_map::OffsetMap;
 use crate::types::Offset;
 use bytes::Bytes;
+use codec::RecordsCodec;
 use filter::{clean_batch, CleanRules, Cleaned};
 use std::collections::BTreeMap;
 
 /// Puts the keyed records of `batches` (offset order, whole CRC-checked batches) into `map`,
-/// stopping before the first batch that might not fit. Compressed and control batches add no
-/// keys (the cleaner keeps them whole). Returns how many leading batches were covered.
+/// stopping before the first batch that might not fit. Compressed batches are read through
+/// `codec`; control batches add no keys. Returns how many leading batches were covered.
 ///
 /// # Errors
-/// [`BatchError`] when a batch does not parse.
+/// [`BatchError`] when a batch does not parse or does not decompress.
 pub fn fill_map<'a>(
     map: &mut OffsetMap,
     batches: impl IntoIterator<Item = &'a [u8]>,
+    codec: &dyn RecordsCodec,
 ) -> Result<usize, BatchError> {
     let mut covered = 0;
     for batch in batches {
@@ -38,7 +41,14 @@ pub fn fill_map<'a>(
         if records > map.free_keys() {
             break;
         }
-        if header.compression() == 0 && header.attributes & 0x20 == 0 {
+        if header.attributes & 0x20 == 0 {
+            let plain;
+            let batch = if header.compression() == 0 {
+                batch
+            } else {
+                plain = codec::uncompressed(batch, &header, codec)?;
+                &plain[..]
+            };
             for record in crate::batch::records_of(batch)? {
                 if let Some(key) = record.key {
                     map.put(key, record.offset)

@@ -24,6 +24,7 @@
 use super::{blocking_dir_op, list_dir, sync_dir, PartitionLog};
 use crate::batch::{validate_stored_batch, BatchHeader, BATCH_HEADER_BYTES};
 use crate::checkpoint;
+use crate::clean::codec::RecordsCodec;
 use crate::clean::fill_map;
 use crate::clean::filter::{clean_batch, CleanRules, Cleaned};
 use crate::clean::swap::{recovery_steps, swap_steps, FsStep};
@@ -89,6 +90,8 @@ pub struct CleanerBuffers {
     pub io_buffer_bytes: usize,
     /// `log.cleaner.io.max.bytes.per.second` (reads plus writes); `None`: no cap.
     pub io_max_bytes_per_second: Option<f64>,
+    /// The codecs of compressed batches (the broker's).
+    pub codec: Rc<dyn RecordsCodec>,
 }
 
 /// What one pass did.
@@ -510,7 +513,7 @@ impl PartitionLog {
                 if header.last_offset() < first_dirty {
                     continue;
                 }
-                if fill_map(&mut buffers.map, [&batch[..]])? == 0 {
+                if fill_map(&mut buffers.map, [&batch[..]], &*buffers.codec)? == 0 {
                     break 'fill;
                 }
                 covered_end = header.last_offset().plus(1);
@@ -531,6 +534,7 @@ impl PartitionLog {
             now,
             delete_retention_ms: i64::try_from(config.compaction.delete_retention.as_millis())
                 .unwrap_or(i64::MAX),
+            codec: &*buffers.codec,
         };
         let in_reach: Vec<(Rc<Segment>, Offset)> = segments
             .into_iter()
