@@ -177,7 +177,7 @@ async fn run_group_op_inner(
                 topic: OFFSETS_TOPIC.to_string(),
                 partition,
             };
-            if let Err(e) = shard.owned_partition(&tp).await {
+            if let Err(e) = crate::partitions::service::owned_partition(shard, &tp).await {
                 tracing::warn!(%tp, error = %e, "offsets partition cannot be opened");
             }
         }
@@ -575,7 +575,7 @@ async fn append_offsets_records(
             return Err(GroupError::CoordinatorNotAvailable);
         }
     }
-    let owned = shard.owned_partition(&tp).await?;
+    let owned = crate::partitions::service::owned_partition(shard, &tp).await?;
     owned
         .log()
         .flush_to(owned.log().log_end_offset())
@@ -652,7 +652,9 @@ async fn replay(shard: &Shard, partition: i32) -> Result<HashMap<String, Group>,
         partition,
     };
     let unavailable = |_| GroupError::CoordinatorNotAvailable;
-    let owned = shard.owned_partition(&tp).await.map_err(unavailable)?;
+    let owned = crate::partitions::service::owned_partition(shard, &tp)
+        .await
+        .map_err(unavailable)?;
     let log = owned.log();
     let end = log.log_end_offset();
     let mut at = log.log_start_offset();

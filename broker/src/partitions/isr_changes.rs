@@ -16,7 +16,7 @@
 //! proposes no shrink while one is pending), so at most one such task runs per partition. A
 //! retriable refusal is sent again, at most [`ALTER_ATTEMPTS_MAX`] times, [`ALTER_RETRY_MS`]
 //! apart; the refusals that keep the change pending are settled by the next metadata image
-//! (`Shard::apply_role`). The expiration loop and the send tasks end at shutdown.
+//! (`partition_lifecycle::apply_role`). The expiration loop and the send tasks end at shutdown.
 
 use crate::shard::{LocalPartition, Shard};
 use replication::metadata::{ControllerAnswer, ControllerError, ControllerOp};
