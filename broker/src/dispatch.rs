@@ -3,8 +3,26 @@
 //! controller, the group service, metadata installation, metrics snapshots.
 
 use crate::messages::ShardMsg;
-use crate::shard::Shard;
+use crate::partitions::PartitionOp;
+use crate::shard::{Shard, TaskQueues};
+use glommio::TaskQueueHandle;
 use std::rc::Rc;
+
+/// The task queue a message from another shard runs in: produce and fetch work in theirs,
+/// the rest in the executor's default queue.
+pub fn queue_for(queues: &TaskQueues, msg: &ShardMsg) -> Option<TaskQueueHandle> {
+    match msg {
+        ShardMsg::Partition {
+            op: PartitionOp::Produce { .. },
+            ..
+        } => Some(queues.produce),
+        ShardMsg::Partition {
+            op: PartitionOp::Fetch { .. },
+            ..
+        } => Some(queues.fetch),
+        _ => None,
+    }
+}
 
 /// Handles one message from another shard.
 pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
@@ -20,7 +38,7 @@ pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
             let _ = reply.send(crate::controller::route(shard, request, forwarded).await);
         }
         ShardMsg::Metadata { snapshot, reply } => {
-            shard.apply_metadata(snapshot).await;
+            crate::partition_lifecycle::apply_metadata(shard, snapshot).await;
             let _ = reply.send(());
         }
         ShardMsg::AllocateProducerId { reply } => {

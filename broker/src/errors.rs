@@ -244,6 +244,81 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
 mod tests {
     use super::*;
 
+    /// The group coordinator's own mapping of a failed offsets append (`GroupError`'s `From`,
+    /// Kafka's `CoordinatorOperationExceptionHelper`) agrees with the Kafka code this edge
+    /// gives the same error: MESSAGE_TOO_LARGE → INVALID_COMMIT_OFFSET_SIZE,
+    /// NOT_LEADER_OR_FOLLOWER or KAFKA_STORAGE_ERROR → NOT_COORDINATOR, anything else →
+    /// COORDINATOR_NOT_AVAILABLE.
+    #[test]
+    fn group_errors_of_partition_errors_follow_their_kafka_codes() {
+        use replication::runtime::NodeId;
+        use storage::{LeaderEpoch, Offset};
+        let by_code = |code: i16| {
+            if code == ResponseError::MessageTooLarge.code() {
+                GroupError::InvalidCommitOffsetSize
+            } else if code == ResponseError::NotLeaderOrFollower.code()
+                || code == ResponseError::KafkaStorageError.code()
+            {
+                GroupError::NotCoordinator
+            } else {
+                GroupError::CoordinatorNotAvailable
+            }
+        };
+        let io = || StorageError::Io {
+            op: "write",
+            path: "p".into(),
+            source: std::io::Error::other("x"),
+        };
+        let storage = || {
+            vec![
+                StorageError::InvalidBatch(BatchError::TooLarge { size: 2, max: 1 }),
+                StorageError::InvalidBatch(BatchError::Magic(1)),
+                StorageError::InvalidBatch(BatchError::Malformed("m")),
+                StorageError::Closed,
+                io(),
+            ]
+        };
+        for e in storage() {
+            let code = storage_error_code(&e);
+            assert_eq!(GroupError::from(e), by_code(code));
+        }
+        let mut ops = vec![
+            PartitionOpError::UnknownTopicOrPartition,
+            PartitionOpError::NotLeaderOrFollower,
+            PartitionOpError::LogUnavailable(StorageError::Closed),
+            PartitionOpError::Rejected(ProduceCheckError::Corrupt),
+            PartitionOpError::ShardUnavailable,
+            PartitionOpError::LeaderEpoch(LeaderEpochError::Fenced {
+                requested: LeaderEpoch(1),
+                current: LeaderEpoch(2),
+            }),
+            PartitionOpError::Partition(PartitionError::RequestTimedOut {
+                timeout: std::time::Duration::from_secs(1),
+            }),
+            PartitionOpError::Partition(PartitionError::NotLeaderOrFollower {
+                wanted: "leader",
+                leader: None,
+            }),
+            PartitionOpError::Partition(PartitionError::NotEnoughReplicasAfterAppend {
+                end_offset: Offset(1),
+            }),
+            PartitionOpError::Partition(PartitionError::Isr(IsrError::NotAFollower {
+                replica: NodeId(2),
+                replicas: vec![NodeId(1)],
+            })),
+        ];
+        ops.extend(
+            storage()
+                .into_iter()
+                .map(|e| PartitionOpError::Partition(PartitionError::Storage(e))),
+        );
+        for e in ops {
+            let code = partition_op_error_code(&e);
+            let shown = e.to_string();
+            assert_eq!(GroupError::from(e), by_code(code), "{shown}");
+        }
+    }
+
     #[test]
     fn alter_partition_refusals_get_kafkas_codes() {
         let t = || "t".to_string();

@@ -28,6 +28,7 @@ mod log_dir;
 mod messages;
 mod metadata;
 mod metrics;
+mod partition_lifecycle;
 mod partitions;
 mod produce_checks;
 mod publisher;
@@ -49,7 +50,7 @@ pub use replica_fetcher::fetcher::{
 use clap::Parser;
 
 /// Removes what a deletion left behind when the broker stopped before its background removal
-/// (directories ending in [`shard::DELETED_DIR_SUFFIX`]). Runs before the executors start, so
+/// (directories ending in [`partition_lifecycle::DELETED_DIR_SUFFIX`]). Runs before the executors start, so
 /// blocking file calls are fine here.
 fn remove_deleted_partition_dirs(data_dir: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(data_dir) else {
@@ -57,7 +58,10 @@ fn remove_deleted_partition_dirs(data_dir: &std::path::Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        if name.to_string_lossy().ends_with(shard::DELETED_DIR_SUFFIX) {
+        if name
+            .to_string_lossy()
+            .ends_with(partition_lifecycle::DELETED_DIR_SUFFIX)
+        {
             if let Err(e) = std::fs::remove_dir_all(entry.path()) {
                 tracing::warn!(dir = %entry.path().display(), error = %e, "removing deleted partition directory");
             }

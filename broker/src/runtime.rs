@@ -179,9 +179,10 @@ async fn shard_main(
         metadata.clone(),
         senders,
         flags.log_dir.clone(),
+        crate::partition_lifecycle::open_partition_boxed,
     )
     .into_rc();
-    shard.apply_metadata(metadata).await;
+    crate::partition_lifecycle::apply_metadata(&shard, metadata).await;
     if let Some(startup) = startup {
         start_controller(&shard, startup, listeners.voter).await?;
         let stopping = shard.clone();
@@ -222,7 +223,7 @@ async fn shard_main(
         glommio::spawn_local(async move {
             while let Some(msg) = receiver.recv().await {
                 // One task per message: a parked fetch must not hold up the next request.
-                let queue = shard.queues.for_message(&msg);
+                let queue = crate::dispatch::queue_for(&shard.queues, &msg);
                 let shard = shard.clone();
                 crate::shard::spawn_into(queue, async move {
                     crate::dispatch::handle_message(&shard, msg).await

@@ -14,9 +14,10 @@
 //!    parked joins and syncs answered `NOT_COORDINATOR` — and every op answers
 //!    `NOT_COORDINATOR`.
 //!
-//! The shard records elections and resignations here as it applies partition roles
-//! ([`GroupCoordinator::on_election`], [`GroupCoordinator::on_resignation`]): no I/O, so the
-//! shard never calls into the service. An election queues its load and wakes the service's
+//! The partition lifecycle (`crate::partition_lifecycle`) records elections and resignations
+//! here as it applies partition roles ([`GroupCoordinator::on_election`],
+//! [`GroupCoordinator::on_resignation`]): no I/O, so the lifecycle never calls into the
+//! service. An election queues its load and wakes the service's
 //! load loop ([`GroupCoordinator::next_loads`]), which starts it at once.
 //!
 //! Invariant: `groups` holds only groups of active partitions (a load's groups are built

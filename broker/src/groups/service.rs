@@ -19,13 +19,11 @@ use super::{
     partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT,
     OFFSET_METADATA_MAX_BYTES, REPLAY_READ_BYTES,
 };
-use crate::errors::{code, partition_op_error_code};
 use crate::messages::ShardMsg;
 use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use bytes::Bytes;
 use futures_channel::oneshot;
-use net::kafka_protocol::error::ResponseError;
 use replication::metadata::{ControllerError, ControllerOp};
 use replication::Acks;
 use std::collections::{BTreeMap, HashMap};
@@ -179,7 +177,7 @@ async fn run_group_op_inner(
                 topic: OFFSETS_TOPIC.to_string(),
                 partition,
             };
-            if let Err(e) = shard.owned_partition(&tp).await {
+            if let Err(e) = crate::partitions::service::owned_partition(shard, &tp).await {
                 tracing::warn!(%tp, error = %e, "offsets partition cannot be opened");
             }
         }
@@ -556,19 +554,9 @@ async fn append_offsets_records(
         topic: OFFSETS_TOPIC.to_string(),
         partition,
     };
-    // Kafka's CoordinatorOperationExceptionHelper: a leader that lost its leadership (or its
-    // log) is no coordinator any more, so the client looks the coordinator up again.
-    let map_error = |e: i16| {
-        if e == code(ResponseError::MessageTooLarge) {
-            GroupError::InvalidCommitOffsetSize
-        } else if e == code(ResponseError::NotLeaderOrFollower)
-            || e == code(ResponseError::KafkaStorageError)
-        {
-            GroupError::NotCoordinator
-        } else {
-            GroupError::CoordinatorNotAvailable
-        }
-    };
+    // Kafka's CoordinatorOperationExceptionHelper (`GroupError`'s `From`): a leader that lost
+    // its leadership (or its log) is no coordinator any more, so the client looks the
+    // coordinator up again.
     match crate::partitions::service::run_here(
         shard,
         &tp,
@@ -581,22 +569,19 @@ async fn append_offsets_records(
     .await
     {
         PartitionReply::Produced { .. } => {}
-        PartitionReply::Error(e) => return Err(map_error(partition_op_error_code(&e))),
+        PartitionReply::Error(e) => return Err(GroupError::from(e)),
         other => {
             tracing::error!(?other, "unexpected reply to an offsets append");
             return Err(GroupError::CoordinatorNotAvailable);
         }
     }
-    let owned = shard
-        .owned_partition(&tp)
-        .await
-        .map_err(|e| map_error(partition_op_error_code(&e)))?;
+    let owned = crate::partitions::service::owned_partition(shard, &tp).await?;
     owned
         .log()
         .flush_to(owned.log().log_end_offset())
         .await
         .map(|_| ())
-        .map_err(|e| map_error(crate::errors::storage_error_code(&e)))
+        .map_err(GroupError::from)
 }
 
 /// Whether this shard may serve the groups of offsets `partition` now. Errors:
@@ -667,7 +652,9 @@ async fn replay(shard: &Shard, partition: i32) -> Result<HashMap<String, Group>,
         partition,
     };
     let unavailable = |_| GroupError::CoordinatorNotAvailable;
-    let owned = shard.owned_partition(&tp).await.map_err(unavailable)?;
+    let owned = crate::partitions::service::owned_partition(shard, &tp)
+        .await
+        .map_err(unavailable)?;
     let log = owned.log();
     let end = log.log_end_offset();
     let mut at = log.log_start_offset();

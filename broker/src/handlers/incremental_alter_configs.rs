@@ -2,7 +2,7 @@
 //! overrides and of dynamic BROKER configs (`config_ops`, `dynamic_config`). For a topic the
 //! handler computes the changes from the current metadata snapshot and the controller applies
 //! them to the overrides (re-validating them); the owning shards pick the new config up from the
-//! published snapshot (`Shard::apply_metadata` → `PartitionLog::set_config`).
+//! published snapshot (`partition_lifecycle::apply_metadata` → `PartitionLog::set_config`).
 
 use super::config_ops::{
     alter_broker_incremental, check_unique, is_topic_list, list_op, OP_APPEND, OP_DELETE, OP_SET,

@@ -16,10 +16,10 @@
 //! proposes no shrink while one is pending), so at most one such task runs per partition. A
 //! retriable refusal is sent again, at most [`ALTER_ATTEMPTS_MAX`] times, [`ALTER_RETRY_MS`]
 //! apart; the refusals that keep the change pending are settled by the next metadata image
-//! (`Shard::apply_role`). The expiration loop and the send tasks end at shutdown.
+//! (`partition_lifecycle::apply_role`). The expiration loop and the send tasks end at shutdown.
 
 use crate::shard::{LocalPartition, Shard};
-use replication::metadata::{ControllerAnswer, ControllerOp};
+use replication::metadata::{ControllerAnswer, ControllerError, ControllerOp};
 use replication::runtime::{Clock, MonotonicTime, NodeId};
 use replication::{AlterPartitionProposal, AlterRefusal};
 use std::rc::Rc;
@@ -104,7 +104,7 @@ async fn send(
                 tracing::warn!(%tp, ?other, "unexpected answer to AlterPartition");
                 Err(AlterRefusal::Retriable)
             }
-            Err(e) => Err(AlterRefusal::from_controller_error(&e)),
+            Err(e) => Err(alter_refusal(&e)),
         };
         tracing::debug!(%tp, ?answer, attempt, "AlterPartition answered");
         match partition.on_alter_answer(proposal.proposal_id, answer) {
@@ -118,6 +118,108 @@ async fn send(
                 }
             }
             _ => return,
+        }
+    }
+}
+
+/// How the leader acts on the controller's refusal `e` of its AlterPartition (Kafka's
+/// `Partition.handleAlterPartitionError`), by the Kafka code the edge gives `e`
+/// (`crate::errors::controller_error`): mapped here, in the broker, so the partition's ISR
+/// state (`replication::partition::isr`) knows no controller error. Exhaustive, so a new
+/// refusal forces a decision.
+fn alter_refusal(e: &ControllerError) -> AlterRefusal {
+    match e {
+        ControllerError::IneligibleReplica { .. } => AlterRefusal::IneligibleReplica,
+        ControllerError::UnknownTopic { .. } | ControllerError::UnknownPartition { .. } => {
+            AlterRefusal::UnknownTopicOrPartition
+        }
+        ControllerError::FencedLeaderEpoch { .. } => AlterRefusal::FencedLeaderEpoch,
+        ControllerError::InvalidUpdateVersion { .. } => AlterRefusal::InvalidUpdateVersion,
+        ControllerError::NotPartitionLeader { .. }
+        | ControllerError::InvalidIsr { .. }
+        | ControllerError::ChangeTooLarge { .. }
+        | ControllerError::NotForwardable { .. } => AlterRefusal::InvalidRequest,
+        // NOT_CONTROLLER, STALE_BROKER_EPOCH and the rest: Kafka's default, send again.
+        ControllerError::AlterPartitionEpochAhead { .. }
+        | ControllerError::NotController { .. }
+        | ControllerError::NotCommitted { .. }
+        | ControllerError::Unavailable
+        | ControllerError::StaleBrokerEpoch { .. }
+        | ControllerError::UnknownBroker { .. }
+        | ControllerError::InvalidTopicName { .. }
+        | ControllerError::TopicAlreadyExists { .. }
+        | ControllerError::PartitionCountOutOfRange { .. }
+        | ControllerError::PartitionCountNotIncreased { .. }
+        | ControllerError::InvalidConfig { .. }
+        | ControllerError::InternalTopic { .. }
+        | ControllerError::InvalidBrokerConfig { .. }
+        | ControllerError::TopicIdTaken { .. }
+        | ControllerError::ProducerIdsExhausted { .. }
+        | ControllerError::InvalidReplicationFactor { .. }
+        | ControllerError::DuplicateBrokerRegistration { .. }
+        | ControllerError::Apply(_)
+        | ControllerError::InvalidReplicaAssignment { .. } => AlterRefusal::Retriable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controller_refusals_map_to_kafkas_leader_actions() {
+        let t = || "t".to_string();
+        let cases = [
+            (
+                ControllerError::IneligibleReplica {
+                    topic: t(),
+                    partition: 0,
+                    broker_id: 2,
+                    reason: "fenced".into(),
+                },
+                AlterRefusal::IneligibleReplica,
+            ),
+            (
+                ControllerError::FencedLeaderEpoch {
+                    topic: t(),
+                    partition: 0,
+                    leader_epoch: 1,
+                    current: 2,
+                },
+                AlterRefusal::FencedLeaderEpoch,
+            ),
+            (
+                ControllerError::InvalidUpdateVersion {
+                    topic: t(),
+                    partition: 0,
+                    partition_epoch: 1,
+                    current: 2,
+                },
+                AlterRefusal::InvalidUpdateVersion,
+            ),
+            (
+                ControllerError::UnknownPartition {
+                    topic: t(),
+                    partition: 3,
+                },
+                AlterRefusal::UnknownTopicOrPartition,
+            ),
+            (
+                ControllerError::NotPartitionLeader {
+                    topic: t(),
+                    partition: 0,
+                    broker_id: 2,
+                    leader: 1,
+                },
+                AlterRefusal::InvalidRequest,
+            ),
+            (
+                ControllerError::NotController { active: None },
+                AlterRefusal::Retriable,
+            ),
+        ];
+        for (e, refusal) in cases {
+            assert_eq!(alter_refusal(&e), refusal, "{e}");
         }
     }
 }

@@ -2,7 +2,8 @@
 //! ([`ops`]), and their routing and handling ([`service`]): run here when this shard owns the
 //! partition, else sent over the shard mesh to its owner. The partition itself (its
 //! replication policy, high watermark and waiters) is [`replication::Partition`]; the shard
-//! context opens, holds and closes it.
+//! context holds it, the partition lifecycle (`crate::partition_lifecycle`) opens and deletes
+//! it and applies its role.
 
 pub mod epoch_check;
 pub mod isr_changes;

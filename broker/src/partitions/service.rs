@@ -1,10 +1,12 @@
 //! Routing and handling of partition operations: [`call`] runs an op on the partition's
 //! owning shard (here, or over the mesh as `ShardMsg::Partition`); [`run_here`] runs it on
-//! this shard's [`replication::Partition`], with the produce checks before an append.
+//! this shard's [`replication::Partition`], with the produce checks before an append;
+//! [`owned_partition`] finds the open partition an op runs on (Kafka's
+//! `ReplicaManager.getPartitionOrError`), reopening a log that failed to open earlier.
 
 use super::ops::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::messages::ShardMsg;
-use crate::shard::Shard;
+use crate::shard::{LocalPartition, Shard};
 use futures_channel::oneshot;
 use std::rc::Rc;
 use storage::TopicPartition;
@@ -88,12 +90,42 @@ pub async fn run_here(shard: &Shard, tp: &TopicPartition, op: PartitionOp) -> Pa
     }
 }
 
+/// The open partition `tp`, opening it again (through the partition lifecycle's
+/// [`Shard::open_partition`]) if this shard owns it but its log failed to open earlier (e.g.
+/// a full disk at start-up). Errors: [`PartitionOpError::UnknownTopicOrPartition`] when not
+/// owned here, [`PartitionOpError::LogUnavailable`] when the log still cannot be opened.
+pub(crate) async fn owned_partition(
+    shard: &Shard,
+    tp: &TopicPartition,
+) -> Result<Rc<LocalPartition>, PartitionOpError> {
+    if let Some(owned) = shard.partitions.borrow().get(tp).cloned() {
+        return Ok(owned);
+    }
+    let meta = shard.metadata();
+    let owner = meta.owner(&tp.topic, tp.partition);
+    let topic = meta.topics.get(&tp.topic);
+    let (Some(owner), Some(topic)) = (owner, topic) else {
+        return Err(PartitionOpError::UnknownTopicOrPartition);
+    };
+    if owner != shard.id {
+        return Err(PartitionOpError::UnknownTopicOrPartition);
+    }
+    let defaults = crate::dynamic_config::topic_defaults(&shard.config, &meta.image);
+    let config = crate::metadata::topic_config(topic, &defaults);
+    (shard.open_partition)(shard, tp, config)
+        .await
+        .map_err(|e| {
+            tracing::warn!(%tp, error = %e, "partition log still cannot be opened");
+            PartitionOpError::LogUnavailable(e)
+        })
+}
+
 async fn run(
     shard: &Shard,
     tp: &TopicPartition,
     op: PartitionOp,
 ) -> Result<PartitionReply, PartitionOpError> {
-    let partition = shard.owned_partition(tp).await?;
+    let partition = owned_partition(shard, tp).await?;
     match op {
         PartitionOp::Produce {
             records,
@@ -144,8 +176,7 @@ async fn run(
             } else {
                 // Closed while parked (topic deleted, shard stopping): answer as a read
                 // arriving now would.
-                shard
-                    .owned_partition(tp)
+                owned_partition(shard, tp)
                     .await?
                     .read(offset, max_bytes, replication::Isolation::HighWatermark)
                     .await?

@@ -30,7 +30,6 @@
 //! HW (checkpoint) and the leader epoch's start offset (epoch cache); this state only
 //! computes them.
 
-use crate::metadata::ControllerError;
 use crate::runtime::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use storage::{LeaderEpoch, Offset};
@@ -151,46 +150,6 @@ pub enum AlterRefusal {
     NewLeaderElected,
     /// Anything else (a timeout, no controller): send the same proposal again.
     Retriable,
-}
-
-impl AlterRefusal {
-    /// How the leader acts on the controller's refusal `e` of its AlterPartition, by the Kafka
-    /// code the broker maps `e` to (`broker/src/errors.rs`). Exhaustive, so a new refusal
-    /// forces a decision.
-    pub fn from_controller_error(e: &ControllerError) -> AlterRefusal {
-        match e {
-            ControllerError::IneligibleReplica { .. } => AlterRefusal::IneligibleReplica,
-            ControllerError::UnknownTopic { .. } | ControllerError::UnknownPartition { .. } => {
-                AlterRefusal::UnknownTopicOrPartition
-            }
-            ControllerError::FencedLeaderEpoch { .. } => AlterRefusal::FencedLeaderEpoch,
-            ControllerError::InvalidUpdateVersion { .. } => AlterRefusal::InvalidUpdateVersion,
-            ControllerError::NotPartitionLeader { .. }
-            | ControllerError::InvalidIsr { .. }
-            | ControllerError::ChangeTooLarge { .. }
-            | ControllerError::NotForwardable { .. } => AlterRefusal::InvalidRequest,
-            // NOT_CONTROLLER, STALE_BROKER_EPOCH and the rest: Kafka's default, send again.
-            ControllerError::AlterPartitionEpochAhead { .. }
-            | ControllerError::NotController { .. }
-            | ControllerError::NotCommitted { .. }
-            | ControllerError::Unavailable
-            | ControllerError::StaleBrokerEpoch { .. }
-            | ControllerError::UnknownBroker { .. }
-            | ControllerError::InvalidTopicName { .. }
-            | ControllerError::TopicAlreadyExists { .. }
-            | ControllerError::PartitionCountOutOfRange { .. }
-            | ControllerError::PartitionCountNotIncreased { .. }
-            | ControllerError::InvalidConfig { .. }
-            | ControllerError::InternalTopic { .. }
-            | ControllerError::InvalidBrokerConfig { .. }
-            | ControllerError::TopicIdTaken { .. }
-            | ControllerError::ProducerIdsExhausted { .. }
-            | ControllerError::InvalidReplicationFactor { .. }
-            | ControllerError::DuplicateBrokerRegistration { .. }
-            | ControllerError::Apply(_)
-            | ControllerError::InvalidReplicaAssignment { .. } => AlterRefusal::Retriable,
-        }
-    }
 }
 
 /// What an answer to a proposal did.

@@ -358,63 +358,6 @@ fn refusals_revert_stay_pending_or_retry_as_kafka() {
 }
 
 #[test]
-fn controller_refusals_map_to_kafkas_leader_actions() {
-    let t = || "t".to_string();
-    let cases = [
-        (
-            ControllerError::IneligibleReplica {
-                topic: t(),
-                partition: 0,
-                broker_id: 2,
-                reason: "fenced".into(),
-            },
-            AlterRefusal::IneligibleReplica,
-        ),
-        (
-            ControllerError::FencedLeaderEpoch {
-                topic: t(),
-                partition: 0,
-                leader_epoch: 1,
-                current: 2,
-            },
-            AlterRefusal::FencedLeaderEpoch,
-        ),
-        (
-            ControllerError::InvalidUpdateVersion {
-                topic: t(),
-                partition: 0,
-                partition_epoch: 1,
-                current: 2,
-            },
-            AlterRefusal::InvalidUpdateVersion,
-        ),
-        (
-            ControllerError::UnknownPartition {
-                topic: t(),
-                partition: 3,
-            },
-            AlterRefusal::UnknownTopicOrPartition,
-        ),
-        (
-            ControllerError::NotPartitionLeader {
-                topic: t(),
-                partition: 0,
-                broker_id: 2,
-                leader: 1,
-            },
-            AlterRefusal::InvalidRequest,
-        ),
-        (
-            ControllerError::NotController { active: None },
-            AlterRefusal::Retriable,
-        ),
-    ];
-    for (e, refusal) in cases {
-        assert_eq!(AlterRefusal::from_controller_error(&e), refusal, "{e}");
-    }
-}
-
-#[test]
 fn a_refused_expansion_lets_the_hw_move_without_the_new_member() {
     let mut s = leader(&[L], 1);
     s.on_follower_fetch(F2, Offset(10), None, 0).unwrap();
