@@ -753,6 +753,7 @@ pub(super) async fn recover_clean_swap(dir: &Path, index_interval_bytes: u64) ->
         return Ok(0);
     }
     let mut ends = BTreeMap::new();
+    let mut swap_indexes = Vec::new();
     for file in &files {
         let Some(stem) = file.strip_suffix(".log.swap") else {
             continue;
@@ -767,7 +768,17 @@ pub(super) async fn recover_clean_swap(dir: &Path, index_interval_bytes: u64) ->
         let segment = Segment::new(dir, base, handle, 0, Some(SegmentIndex::default()));
         let scan = segment.scan(0, base, size, index_interval_bytes).await?;
         ends.insert(base, Offset(scan.next_offset.0 - 1).max(base));
+        // The committed swap's indexes, from its log: the index renames of step 2 share one
+        // directory sync with the log's, so after a power loss an index `.swap` could be
+        // missing while the old segment's index still has the final name (storage-format.md
+        // §6.8). Written whole and synced before any step renames them.
+        segment.save_index_as(".swap").await?;
+        swap_indexes.extend([
+            format!("{stem}.index.swap"),
+            format!("{stem}.timeindex.swap"),
+        ]);
     }
+    let files: BTreeSet<String> = files.into_iter().chain(swap_indexes).collect();
     let steps = recovery_steps(&files, |base| ends.get(&base).copied().unwrap_or(base));
     let count = steps.len();
     tracing::warn!(dir = %dir.display(), steps = count, "finishing an interrupted compaction swap");
