@@ -75,10 +75,11 @@ impl Dirtiness {
         }
     }
 
-    /// Whether a pass is due: dirty bytes exist, and the ratio reached `min_ratio`
-    /// (`min.cleanable.dirty.ratio`) or a record waited past `max.compaction.lag.ms`.
+    /// Whether a pass is due: dirty bytes exist, and the ratio is above `min_ratio`
+    /// (`min.cleanable.dirty.ratio`; strictly, as Kafka's `grabFilthiestCompactedLog`, so 1.0
+    /// never cleans by ratio) or a record waited past `max.compaction.lag.ms`.
     pub fn is_cleanable(&self, min_ratio: f64) -> bool {
-        self.dirty_bytes > 0 && (self.ratio() >= min_ratio || self.compaction_delay_ms > 0)
+        self.dirty_bytes > 0 && (self.ratio() > min_ratio || self.compaction_delay_ms > 0)
     }
 }
 
@@ -419,7 +420,8 @@ impl PartitionLog {
         }
         if let (Some(max_lag), Some(segment)) = (lag.max_compaction_lag, first_dirty_segment) {
             let max_lag_ms = i64::try_from(max_lag.as_millis()).unwrap_or(i64::MAX);
-            if let Some(first) = first_batch_timestamp(&segment).await? {
+            // A batch without a timestamp (-1) says nothing of its age (Kafka skips it too).
+            if let Some(first) = first_batch_timestamp(&segment).await?.filter(|t| t.0 > 0) {
                 let due = now.0.saturating_sub(max_lag_ms);
                 dirtiness.compaction_delay_ms = due.saturating_sub(first.0).max(0);
             }
