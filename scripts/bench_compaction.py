@@ -217,7 +217,8 @@ def load(bootstrap, topic, total_bytes, keys, value_bytes=1000):
 
 SLUICE_PASS = re.compile(r"^(\S+)Z\s+INFO .*cleaned tp=(\S+) from=(\d+) to=(\d+) "
                          r"bytes_before=(\d+) bytes_after=(\d+) ms=(\d+)", re.M)
-KAFKA_PASS = re.compile(r"\[([^\]]+)\] INFO \s*Log cleaner thread \d+ cleaned log (\S+) "
+KAFKA_PASS = re.compile(r"\[([^\]]+)\] INFO \[kafka-log-cleaner-thread-\d+\]:\s*\n"
+                        r"\s*Log cleaner thread \d+ cleaned log (\S+) "
                         r"\(dirty section = \[(\d+), (\d+)\]\)", re.M)
 KAFKA_STATS = re.compile(r"([\d,.]+) MB of log processed in ([\d,.]+) seconds \(([\d,.]+) MB/sec\)")
 KAFKA_MAP = re.compile(r"Indexed ([\d,.]+) MB in ([\d,.]+) seconds")
@@ -227,7 +228,7 @@ def num(s):
     return float(s.replace(",", ""))
 
 
-def wait_clean(broker, topic, since_len, timeout=600):
+def wait_clean(broker, topic, since_len, timeout=300):
     """Waits until the broker's log shows a finished clean of `topic`-0 after offset
     `since_len` of the log text, then 3 s with no further pass; returns the passes."""
     deadline = time.monotonic() + timeout
@@ -251,6 +252,8 @@ def bench_cleaner(args, work):
     results = {}
     for cls, settings in ((Sluice, {"log.cleaner.backoff.ms": CLEANER_BACKOFF_MS}),
                           (Kafka, {"log.cleaner.backoff.ms": CLEANER_BACKOFF_MS})):
+        if args.only and cls.name != args.only:
+            continue
         broker = cls(work / cls.name, settings)
         broker.start()
         try:
@@ -462,6 +465,7 @@ def main():
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--commits", type=int, default=10_000_000)
     ap.add_argument("--duration", type=int, default=20, help="p99: loadgen seconds per run")
+    ap.add_argument("--only", choices=["sluice", "kafka"], help="cleaner: one broker only")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
