@@ -42,9 +42,7 @@ pub const DELETED_DIR_SUFFIX: &str = "-delete";
 /// Removes `dir`, a deleted partition's renamed directory, on the blocking pool.
 pub async fn remove_deleted_dir(dir: PathBuf) {
     let shown = dir.display().to_string();
-    let removed = glommio::executor()
-        .spawn_blocking(move || std::fs::remove_dir_all(dir))
-        .await;
+    let removed = crate::rt::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
     if let Err(e) = removed {
         tracing::warn!(dir = %shown, error = %e, "removing deleted partition directory");
     }
@@ -257,12 +255,11 @@ async fn delete_partition(shard: &Shard, tp: &TopicPartition) {
     ));
     let renamed = {
         let doomed = doomed.clone();
-        glommio::executor()
-            .spawn_blocking(move || match std::fs::rename(&dir, &doomed) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-                other => other.map(|()| true),
-            })
-            .await
+        crate::rt::spawn_blocking(move || match std::fs::rename(&dir, &doomed) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            other => other.map(|()| true),
+        })
+        .await
     };
     match renamed {
         Ok(true) => spawn_into(Some(shard.queues.background), remove_deleted_dir(doomed)),
