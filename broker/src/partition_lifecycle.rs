@@ -177,7 +177,7 @@ async fn apply_role(
             replica_lag_time_max_ms: i64::try_from(shard.config.replica_lag_time_max_ms)
                 .unwrap_or(i64::MAX),
         };
-        let now = crate::seam::GlommioRuntime.now();
+        let now = crate::seam::ShardRuntime.now();
         match partition.become_leader(leadership, isr_config, now).await {
             Ok(()) if tp.topic == crate::groups::OFFSETS_TOPIC => {
                 shard.groups.on_election(tp.partition, image.leader_epoch);
@@ -298,7 +298,7 @@ pub async fn open_partition(
     let owned = Rc::new(replication::Partition::new(
         log,
         replication::runtime::NodeId(shard.config.node_id),
-        Rc::new(crate::seam::GlommioRuntime),
+        Rc::new(crate::seam::ShardRuntime),
     ));
     apply_role(shard, tp, &owned, &config).await;
     shard.topic_configs.borrow_mut().insert(tp.clone(), config);

@@ -3,7 +3,7 @@
 //! them; on each, the shard's partitions are opened and each connection its listener hands it
 //! served on that shard. The listening sockets are bound here before the executors start
 //! and accepted on plain threads ([`crate::listener`]), so none outlives the process.
-//! The replication runtime seam on these executors is `crate::seam::GlommioRuntime`.
+//! The replication runtime seam on these executors is `crate::seam::ShardRuntime`.
 
 use crate::connection;
 use crate::controller::Startup;

@@ -10,18 +10,18 @@ use std::time::{Duration, Instant};
 /// tasks, and a monotonic clock whose origin is the process's first look at it — one origin
 /// for every shard, so a deadline set on one shard means the same instant on another.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct GlommioRuntime;
+pub struct ShardRuntime;
 
-/// The origin of [`GlommioRuntime`]'s clock.
+/// The origin of [`ShardRuntime`]'s clock.
 static CLOCK_ORIGIN: OnceLock<Instant> = OnceLock::new();
 
-impl Clock for GlommioRuntime {
+impl Clock for ShardRuntime {
     fn now(&self) -> MonotonicTime {
         MonotonicTime(CLOCK_ORIGIN.get_or_init(Instant::now).elapsed())
     }
 }
 
-impl Runtime for GlommioRuntime {
+impl Runtime for ShardRuntime {
     fn sleep(&self, duration: Duration) -> LocalBoxFuture<()> {
         Box::pin(async move {
             crate::rt::sleep(duration).await;

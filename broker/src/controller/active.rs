@@ -78,7 +78,7 @@ pub(super) async fn commit(
             .map(|_| ())
             .map_err(|e| e.to_string())
     };
-    let now = crate::seam::GlommioRuntime.now();
+    let now = crate::seam::ShardRuntime.now();
     let session = std::time::Duration::from_millis(shard.config.broker_session_timeout_ms);
     let session_live = |broker_id: i32| {
         controller.heard.borrow().contains(&broker_id)

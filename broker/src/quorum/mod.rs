@@ -2,7 +2,7 @@
 //! node's voter of `replication::raft::QuorumNode` on the current shard, over
 //! - [`transport::TcpTransport`], TCP between the voters of `controller.quorum.voters`;
 //! - `FileRaftStorage` in [`dir::QuorumDir`], `<log.dirs>/__cluster_metadata-0/`;
-//! - the replication runtime seam ([`crate::seam::GlommioRuntime`]).
+//! - the replication runtime seam ([`crate::seam::ShardRuntime`]).
 //!
 //! Modules: `wire` (the hello and frame bytes), `queue` (the bounded frame queues),
 //! `transport`, `dir`. The state machine (the metadata image) is the caller's.
@@ -104,7 +104,7 @@ pub async fn start<M: StateMachine + 'static>(
         quorum,
         storage,
         transport,
-        crate::seam::GlommioRuntime,
+        crate::seam::ShardRuntime,
         state_machine,
     )
     .await?;
