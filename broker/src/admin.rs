@@ -24,8 +24,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::listener::Incoming;
+use crate::rt::TcpStream;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::TcpStream;
 
 /// Largest request head (request line + headers) accepted, in bytes.
 pub const REQUEST_HEAD_BYTES_MAX: usize = 8 << 10;
@@ -52,7 +52,7 @@ pub trait AdminSource {
 pub type StatusFn = Rc<dyn AdminSource>;
 
 /// Serves admin HTTP on the connections of `incoming` until the executor stops or the
-/// listener is closed. Spawn it: `glommio::spawn_local(admin::serve(incoming, status)).detach()`.
+/// listener is closed. Spawn it: `crate::rt::spawn_local(admin::serve(incoming, status)).detach()`.
 pub async fn serve(mut incoming: Incoming, status: StatusFn) {
     let open = Rc::new(Cell::new(0_usize));
     loop {
@@ -74,7 +74,7 @@ pub async fn serve(mut incoming: Incoming, status: StatusFn) {
         open.set(open.get() + 1);
         let open = Rc::clone(&open);
         let status = Rc::clone(&status);
-        glommio::spawn_local(async move {
+        crate::rt::spawn_local(async move {
             if let Err(e) = handle_connection(stream, &status).await {
                 tracing::debug!(error = %e, "admin: connection ended with an error");
             }
@@ -268,7 +268,7 @@ impl Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use glommio::LocalExecutorBuilder;
+    use crate::rt::LocalExecutorBuilder;
 
     #[test]
     fn parses_requests() {
@@ -346,7 +346,7 @@ mod tests {
                 let (_closer, mut handoffs) = bound.serve(1).expect("accept thread");
                 let incoming = handoffs.pop().expect("one handoff").incoming();
                 let status: StatusFn = Rc::new(Fixed);
-                glommio::spawn_local(serve(incoming, status)).detach();
+                crate::rt::spawn_local(serve(incoming, status)).detach();
 
                 let r = exchange(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
                 assert_eq!(status_line(&r), "HTTP/1.1 200 OK", "{r}");

@@ -12,12 +12,12 @@
 
 use crate::handlers;
 use crate::response::Response;
+use crate::rt::local_channel;
+use crate::rt::JoinHandle;
+use crate::rt::TcpStream;
 use crate::shard::Shard;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::channels::local_channel;
-use glommio::net::TcpStream;
-use glommio::task::JoinHandle;
 use net::kafka_protocol::messages::ApiKey;
 use net::{decode_frame, decode_request, FrameStatus, NetError};
 use std::os::fd::AsRawFd;
@@ -74,7 +74,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let fd = stream.as_raw_fd();
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
-    let write_side = glommio::spawn_local(async move {
+    let write_side = crate::rt::spawn_local(async move {
         // Every response that is ready leaves in one vectored send.
         let mut chunks: Vec<Bytes> = Vec::new();
         let mut waiting: Option<PendingResponse> = None;
@@ -194,7 +194,7 @@ fn start_request(
         // Another broker's request for the active controller (not a client's).
         let shard = shard.clone();
         let task = async move { crate::controller::serve_forwarded(&shard, frame).await };
-        return Some(glommio::spawn_local(task).detach());
+        return Some(crate::rt::spawn_local(task).detach());
     }
     match decode_request(frame, handlers::supported_versions()) {
         Ok(request) => {
@@ -231,7 +231,7 @@ fn start_request(
                 handlers::supported_versions(),
             );
             let response = response.map_or(Response::Close, Response::Whole);
-            Some(glommio::spawn_local(async move { response }).detach())
+            Some(crate::rt::spawn_local(async move { response }).detach())
         }
         Err(e) => {
             tracing::debug!(error = %e, "closing connection: request does not decode");

@@ -4,8 +4,8 @@
 
 use crate::messages::ShardMsg;
 use crate::partitions::PartitionOp;
+use crate::rt::TaskQueueHandle;
 use crate::shard::{Shard, TaskQueues};
-use glommio::TaskQueueHandle;
 use std::rc::Rc;
 
 /// The task queue a message from another shard runs in: produce and fetch work in theirs,

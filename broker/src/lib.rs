@@ -35,6 +35,7 @@ mod publisher;
 mod quorum;
 mod replica_fetcher;
 mod response;
+mod rt;
 mod runtime;
 mod seam;
 mod send;

@@ -15,7 +15,7 @@
 //!   its io_uring ring still references) is waited for, at most [`RELEASE_WAIT`].
 //! - One accept thread per listener ([`Bound::serve`]) blocks in `accept(2)` and hands each
 //!   connection's descriptor to a consuming shard in turn, over a socketpair; the shard wraps
-//!   it as a glommio stream ([`Incoming::accept`]). No io_uring request ever references the
+//!   it as a runtime stream (`crate::rt::TcpStream`) ([`Incoming::accept`]). No io_uring request ever references the
 //!   listening socket, so the kernel closes it inside the process's exit, before its parent
 //!   can see the exit: a restart binds at once.
 //! - [`Closer::close`] shuts the listening socket down (`shutdown(2)` on a listener unhashes
@@ -44,7 +44,7 @@ pub const RELEASE_WAIT: Duration = Duration::from_secs(3);
 /// Pause between two binds while a released socket is awaited.
 const RELEASE_POLL: Duration = Duration::from_millis(5);
 
-/// The kernel accept backlog of each listener, in connections (glommio's and Kafka's order).
+/// The kernel accept backlog of each listener, in connections (the runtime's and Kafka's order).
 const LISTEN_BACKLOG: i32 = 1024;
 
 /// Pause after a failed `accept(2)` (EMFILE, ENFILE, ENOBUFS) so the thread does not spin.
@@ -272,29 +272,29 @@ impl Closer {
 pub struct Handoff(StdUnixStream);
 
 impl Handoff {
-    /// The consumer's stream of connections. Must be called on a glommio executor.
+    /// The consumer's stream of connections. Must be called on a shard executor.
     pub fn incoming(self) -> Incoming {
-        // SAFETY: the descriptor is owned by `self.0` and moved into the glommio stream.
-        let stream = unsafe { glommio::net::UnixStream::from_raw_fd(self.0.into_raw_fd()) };
+        // SAFETY: the descriptor is owned by `self.0` and moved into the runtime's stream.
+        let stream = unsafe { crate::rt::UnixStream::from_raw_fd(self.0.into_raw_fd()) };
         Incoming(stream)
     }
 }
 
 /// Connections accepted for one shard.
-pub struct Incoming(glommio::net::UnixStream);
+pub struct Incoming(crate::rt::UnixStream);
 
 impl Incoming {
-    /// The next connection, as a glommio stream on this executor.
+    /// The next connection, as a runtime stream on this executor.
     ///
     /// # Errors
     /// The accept thread ended (the listener was closed) or the handoff failed.
-    pub async fn accept(&mut self) -> io::Result<glommio::net::TcpStream> {
+    pub async fn accept(&mut self) -> io::Result<crate::rt::TcpStream> {
         let mut fd = [0u8; std::mem::size_of::<RawFd>()];
         self.0.read_exact(&mut fd).await?;
         let fd = RawFd::from_ne_bytes(fd);
         // SAFETY: the accept thread wrote the descriptor of a connection it accepted and
         // handed to this consumer alone.
-        Ok(unsafe { glommio::net::TcpStream::from_raw_fd(fd) })
+        Ok(unsafe { crate::rt::TcpStream::from_raw_fd(fd) })
     }
 }
 

@@ -1,6 +1,6 @@
 //! An exclusive lock on the data directory, so two brokers never share one.
 //!
-//! Why: glommio sets `SO_REUSEPORT` on every listener (DESIGN.md §8), so a second `sluice`
+//! Why: the shard runtime sets `SO_REUSEPORT` on every listener (DESIGN.md §8), so a second `sluice`
 //! started on the same port would bind without error and silently take half the connections —
 //! while writing the same partition files. The data directory is the resource that must not be
 //! shared, so it carries the lock: `<data_dir>/.lock`, held with `flock(LOCK_EX | LOCK_NB)`.

@@ -1,5 +1,5 @@
 //! Typed cross-shard messages (DESIGN.md §2). A request that touches a partition of another
-//! shard becomes a [`ShardMsg::Partition`] sent over the bounded glommio channel mesh; record
+//! shard becomes a [`ShardMsg::Partition`] sent over the bounded channel mesh (`crate::rt`); record
 //! bytes travel as `Bytes` (refcounted, never copied) and the reply comes back on a oneshot.
 
 use crate::metadata::ClusterMetadata;

@@ -42,9 +42,7 @@ pub const DELETED_DIR_SUFFIX: &str = "-delete";
 /// Removes `dir`, a deleted partition's renamed directory, on the blocking pool.
 pub async fn remove_deleted_dir(dir: PathBuf) {
     let shown = dir.display().to_string();
-    let removed = glommio::executor()
-        .spawn_blocking(move || std::fs::remove_dir_all(dir))
-        .await;
+    let removed = crate::rt::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
     if let Err(e) = removed {
         tracing::warn!(dir = %shown, error = %e, "removing deleted partition directory");
     }
@@ -179,7 +177,7 @@ async fn apply_role(
             replica_lag_time_max_ms: i64::try_from(shard.config.replica_lag_time_max_ms)
                 .unwrap_or(i64::MAX),
         };
-        let now = crate::seam::GlommioRuntime.now();
+        let now = crate::seam::ShardRuntime.now();
         match partition.become_leader(leadership, isr_config, now).await {
             Ok(()) if tp.topic == crate::groups::OFFSETS_TOPIC => {
                 shard.groups.on_election(tp.partition, image.leader_epoch);
@@ -257,12 +255,11 @@ async fn delete_partition(shard: &Shard, tp: &TopicPartition) {
     ));
     let renamed = {
         let doomed = doomed.clone();
-        glommio::executor()
-            .spawn_blocking(move || match std::fs::rename(&dir, &doomed) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-                other => other.map(|()| true),
-            })
-            .await
+        crate::rt::spawn_blocking(move || match std::fs::rename(&dir, &doomed) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            other => other.map(|()| true),
+        })
+        .await
     };
     match renamed {
         Ok(true) => spawn_into(Some(shard.queues.background), remove_deleted_dir(doomed)),
@@ -301,7 +298,7 @@ pub async fn open_partition(
     let owned = Rc::new(replication::Partition::new(
         log,
         replication::runtime::NodeId(shard.config.node_id),
-        Rc::new(crate::seam::GlommioRuntime),
+        Rc::new(crate::seam::ShardRuntime),
     ));
     apply_role(shard, tp, &owned, &config).await;
     shard.topic_configs.borrow_mut().insert(tp.clone(), config);

@@ -3,16 +3,16 @@
 //! them; on each, the shard's partitions are opened and each connection its listener hands it
 //! served on that shard. The listening sockets are bound here before the executors start
 //! and accepted on plain threads ([`crate::listener`]), so none outlives the process.
-//! The replication runtime seam on these executors is `crate::seam::GlommioRuntime`.
+//! The replication runtime seam on these executors is `crate::seam::ShardRuntime`.
 
 use crate::connection;
 use crate::controller::Startup;
 use crate::listener::{self, Closer, Handoff};
 use crate::messages::{ShardMsg, SHARD_CHANNEL_CAPACITY};
 use crate::metadata::ClusterMetadata;
+use crate::rt::MeshBuilder;
+use crate::rt::{LocalExecutorBuilder, Placement};
 use crate::shard::{Shard, TaskQueues};
-use glommio::channels::channel_mesh::MeshBuilder;
-use glommio::{LocalExecutorBuilder, Placement};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -157,7 +157,7 @@ async fn shard_main(
     id: usize,
     config: BrokerConfig,
     metadata: Arc<ClusterMetadata>,
-    mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
+    mesh: MeshBuilder<ShardMsg, crate::rt::Full>,
     startup: Option<Startup>,
     flags: Flags,
     listeners: ShardListeners,
@@ -187,9 +187,9 @@ async fn shard_main(
         start_controller(&shard, startup, listeners.voter).await?;
         let stopping = shard.clone();
         let stop = stop.clone();
-        glommio::spawn_local(async move {
+        crate::rt::spawn_local(async move {
             while !signal.load(Ordering::SeqCst) {
-                glommio::timer::sleep(crate::shutdown::STOP_POLL).await;
+                crate::rt::sleep(crate::shutdown::STOP_POLL).await;
             }
             if crate::controller::has_other_live_brokers(&stopping) {
                 let agreed = crate::controller::controlled_shutdown(&stopping).await;
@@ -217,10 +217,10 @@ async fn shard_main(
         "opened partition logs (clean: after a clean shutdown, only the tail was read)"
     );
     let watcher = shard.stop.clone();
-    glommio::spawn_local(async move { watcher.watch(stop).await }).detach();
+    crate::rt::spawn_local(async move { watcher.watch(stop).await }).detach();
     for (_, receiver) in receivers.streams() {
         let shard = shard.clone();
-        glommio::spawn_local(async move {
+        crate::rt::spawn_local(async move {
             while let Some(msg) = receiver.recv().await {
                 // One task per message: a parked fetch must not hold up the next request.
                 let queue = crate::dispatch::queue_for(&shard.queues, &msg);
@@ -249,10 +249,13 @@ async fn shard_main(
         crate::partitions::isr_changes::isr_expiration_loop(&expiration).await
     });
     let coordinator = shard.clone();
-    glommio::spawn_local(async move { crate::groups::service::deadline_loop(&coordinator).await })
-        .detach();
+    crate::rt::spawn_local(
+        async move { crate::groups::service::deadline_loop(&coordinator).await },
+    )
+    .detach();
     let loader = shard.clone();
-    glommio::spawn_local(async move { crate::groups::service::load_loop(&loader).await }).detach();
+    crate::rt::spawn_local(async move { crate::groups::service::load_loop(&loader).await })
+        .detach();
     let expirer = shard.clone();
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         crate::groups::service::expiry_loop(&expirer).await
@@ -265,7 +268,7 @@ async fn shard_main(
     if id == 0 {
         let watcher = shard.clone();
         let member = flags.member.clone();
-        glommio::spawn_local(async move {
+        crate::rt::spawn_local(async move {
             while !crate::controller::serving(&watcher) {
                 if watcher.sleep_unless_stopped(SERVING_CHECK_INTERVAL).await {
                     return;
@@ -292,14 +295,14 @@ async fn shard_main(
     if id == 0 {
         if let Some(admin) = listeners.admin {
             let admin = admin.incoming();
-            glommio::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone()))))
+            crate::rt::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone()))))
                 .detach();
         }
         // "listening" means every shard serves (it is a registered, unfenced member, see
         // above): said once the others have bound too (a start-up wait, checked every
         // millisecond), while this shard already accepts.
         let announcer = shard.clone();
-        glommio::spawn_local(async move {
+        crate::rt::spawn_local(async move {
             while serving.load(Ordering::Acquire) < announcer.shards {
                 if announcer
                     .sleep_unless_stopped(SERVING_CHECK_INTERVAL)
@@ -332,7 +335,7 @@ async fn shard_main(
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
                 let shard = shard.clone();
-                glommio::spawn_local(async move { connection::serve(shard, stream).await })
+                crate::rt::spawn_local(async move { connection::serve(shard, stream).await })
                     .detach();
             }
             Err(e) => {
@@ -416,13 +419,17 @@ async fn start_controller(
     }
     let publisher = shard.clone();
     let initial = startup.initial_applied;
-    glommio::spawn_local(async move { crate::publisher::run(&publisher, initial).await }).detach();
-    let booting = shard.clone();
-    glommio::spawn_local(async move { crate::controller::bootstrap::run(&booting, startup).await })
+    crate::rt::spawn_local(async move { crate::publisher::run(&publisher, initial).await })
         .detach();
+    let booting = shard.clone();
+    crate::rt::spawn_local(
+        async move { crate::controller::bootstrap::run(&booting, startup).await },
+    )
+    .detach();
     let fencing = shard.clone();
-    glommio::spawn_local(async move { crate::controller::fence_expired(&fencing).await }).detach();
+    crate::rt::spawn_local(async move { crate::controller::fence_expired(&fencing).await })
+        .detach();
     let broker = shard.clone();
-    glommio::spawn_local(async move { crate::controller::run_broker(&broker).await }).detach();
+    crate::rt::spawn_local(async move { crate::controller::run_broker(&broker).await }).detach();
     Ok(())
 }

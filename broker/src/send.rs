@@ -1,8 +1,8 @@
 //! Writing responses to a client socket: every chunk of every response that is ready goes out
 //! in one vectored `sendmsg` (header and record batches side by side in the iovec, no copy of
-//! record bytes), instead of one `send` per chunk as glommio's `AsyncWrite` does (DESIGN.md §8:
-//! glommio has no vectored write). Only when the socket's send buffer is full does the rest go
-//! through glommio's writer, which waits for the socket to drain.
+//! record bytes), instead of one `send` per chunk as the runtime's `AsyncWrite` does (DESIGN.md §8:
+//! the runtime has no vectored write). Only when the socket's send buffer is full does the rest go
+//! through the runtime's writer, which waits for the socket to drain.
 
 use bytes::Bytes;
 use futures_lite::{AsyncWrite, AsyncWriteExt};
@@ -34,7 +34,7 @@ pub async fn send_chunks<W: AsyncWrite + Unpin>(
         }
         offset += sent;
         if !complete && index < chunks.len() {
-            // The send buffer is full: glommio waits until the socket can take this chunk.
+            // The send buffer is full: the runtime waits until the socket can take this chunk.
             writer.write_all(&chunks[index][offset..]).await?;
             index += 1;
             offset = 0;
@@ -84,7 +84,7 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     /// More chunks than one `sendmsg` carries, more bytes than the socket buffers hold, a
-    /// reader that lags behind (so the send buffer fills and glommio's writer takes over), and
+    /// reader that lags behind (so the send buffer fills and the runtime's writer takes over), and
     /// empty chunks: the peer must read exactly the chunks' bytes, in order.
     #[test]
     fn chunks_arrive_whole_and_in_order_through_a_full_send_buffer() {
@@ -114,11 +114,9 @@ mod tests {
             }
             got
         });
-        glommio::LocalExecutorBuilder::default()
+        crate::rt::LocalExecutorBuilder::default()
             .spawn(move || async move {
-                let stream = glommio::net::TcpStream::connect(addr)
-                    .await
-                    .expect("connect");
+                let stream = crate::rt::TcpStream::connect(addr).await.expect("connect");
                 let fd = stream.as_raw_fd();
                 let small: libc::c_int = 4096;
                 // SAFETY: setsockopt reads one c_int from a live local.

@@ -2,7 +2,7 @@
 //! metadata, the partitions it has open (their logs, high watermarks and parked fetches) with
 //! their topic configs, its batch cache, config, metrics and task queues, and each service's
 //! per-core state (the controller on shard 0, the group coordinator, the replica fetchers).
-//! Everything here lives on one glommio executor: `Rc`/`RefCell`, no locks.
+//! Everything here lives on one shard executor: `Rc`/`RefCell`, no locks.
 //!
 //! A partition operation runs on the owning shard (`crate::partitions::service::call`): here
 //! when this shard owns the partition, else over the mesh. The partition itself (its
@@ -13,10 +13,10 @@
 use crate::messages::ShardMsg;
 use crate::metadata::ClusterMetadata;
 use crate::metrics::{PartitionStatus, ShardMetrics, ShardSnapshot};
+use crate::rt::Senders;
+use crate::rt::{Latency, Shares, TaskQueueHandle};
 use futures_channel::oneshot;
 use futures_util::future::LocalBoxFuture;
-use glommio::channels::channel_mesh::Senders;
-use glommio::{Latency, Shares, TaskQueueHandle};
 use net::kafka_protocol::messages::ApiKey;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -61,7 +61,7 @@ pub struct Shard {
     /// Shard [`crate::replica_fetcher::FETCHER_SHARD`] only: this broker's replica fetchers.
     pub replica_fetchers: crate::replica_fetcher::ReplicaFetchers,
     /// Serialises the partition lifecycle's opens, so a log is never opened twice.
-    pub(crate) open_lock: glommio::sync::Semaphore,
+    pub(crate) open_lock: crate::rt::Semaphore,
     /// The partition lifecycle's open (see [`OpenPartition`]).
     pub(crate) open_partition: OpenPartition,
     /// This shard's own `Rc`, set by [`Shard::into_rc`], for the tasks a partition operation
@@ -72,7 +72,7 @@ pub struct Shard {
 /// A partition this shard owns, over its storage log.
 pub type LocalPartition = replication::Partition<PartitionLog>;
 
-/// The shard's glommio task queues, with the CPU shares of its `[[shard]]` section: produce
+/// The shard's task queues, with the CPU shares of its `[[shard]]` section: produce
 /// work, fetch work, and background work (retention).
 #[derive(Clone, Copy)]
 pub struct TaskQueues {
@@ -84,9 +84,8 @@ pub struct TaskQueues {
 impl TaskQueues {
     /// Creates the queues on the current executor.
     pub fn create(settings: &ShardSettings) -> anyhow::Result<TaskQueues> {
-        let ex = glommio::executor();
         let make = |shares: usize, name: &str| {
-            ex.create_task_queue(Shares::Static(shares), Latency::NotImportant, name)
+            crate::rt::create_task_queue(Shares::Static(shares), Latency::NotImportant, name)
         };
         Ok(TaskQueues {
             produce: make(settings.produce_shares, "produce"),
@@ -128,12 +127,12 @@ pub fn spawn_into<F: std::future::Future<Output = ()> + 'static>(
 pub fn spawn_task_into<T: 'static, F: std::future::Future<Output = T> + 'static>(
     queue: Option<TaskQueueHandle>,
     fut: F,
-) -> glommio::Task<T> {
+) -> crate::rt::Task<T> {
     match queue {
         // Only a queue of another executor fails, and the shard made its queues itself.
-        Some(q) => glommio::spawn_local_into(fut, q)
+        Some(q) => crate::rt::spawn_local_into(fut, q)
             .expect("the shard's task queues belong to its executor"),
-        None => glommio::spawn_local(fut),
+        None => crate::rt::spawn_local(fut),
     }
 }
 
@@ -167,7 +166,7 @@ impl Shard {
             groups: crate::groups::GroupCoordinator::new(group_config(&config)),
             replica_fetchers: crate::replica_fetcher::ReplicaFetchers::default(),
             config,
-            open_lock: glommio::sync::Semaphore::new(1),
+            open_lock: crate::rt::Semaphore::new(1),
             open_partition,
             this: std::cell::OnceCell::new(),
         }
@@ -275,7 +274,7 @@ impl Shard {
     pub async fn sleep_unless_stopped(&self, duration: std::time::Duration) -> bool {
         futures_lite::future::or(
             async {
-                glommio::timer::sleep(duration).await;
+                crate::rt::sleep(duration).await;
                 false
             },
             async {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage::Notify;
 
-/// How often a shard looks at the process-wide flag (the signal thread cannot wake a glommio
+/// How often a shard looks at the process-wide flag (the signal thread cannot wake a shard
 /// executor directly); only the shutdown path waits on this timer.
 pub const STOP_POLL: Duration = Duration::from_millis(50);
 /// Longest a shard waits for its connections to finish before closing its logs.
@@ -81,7 +81,7 @@ impl ShardStop {
     /// Watches the process-wide `flag` and marks this shard stopping when it is set.
     pub async fn watch(&self, flag: Arc<AtomicBool>) {
         while !flag.load(Ordering::SeqCst) {
-            glommio::timer::sleep(STOP_POLL).await;
+            crate::rt::sleep(STOP_POLL).await;
         }
         self.requested.set(true);
         self.changed.notify_all();
@@ -103,7 +103,7 @@ impl ShardStop {
         let deadline = Instant::now() + timeout;
         while self.connections.get() > 0 && Instant::now() < deadline {
             let left = deadline.saturating_duration_since(Instant::now());
-            futures_lite::future::or(self.changed.notified(), glommio::timer::sleep(left)).await;
+            futures_lite::future::or(self.changed.notified(), crate::rt::sleep(left)).await;
         }
         self.connections.get()
     }

@@ -24,8 +24,7 @@ pub async fn write(path: &Path, values: &[i64]) -> Result<()> {
     let crc = crc32c::crc32c(body.as_bytes());
     body.push_str(&format!("{crc:08x}\n"));
     let path = path.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || write_blocking(&path, body.as_bytes()).map_err(|e| (path, e)))
+    crate::io::spawn_blocking(move || write_blocking(&path, body.as_bytes()).map_err(|e| (path, e)))
         .await
         .map_err(|(path, e)| StorageError::io("writing checkpoint", path, e))
 }
@@ -51,9 +50,7 @@ fn tmp_path(path: &Path) -> PathBuf {
 /// Reads a checkpoint: `Ok(None)` when the file does not exist.
 pub async fn read(path: &Path) -> Result<Option<Vec<i64>>> {
     let owned = path.to_path_buf();
-    let text = glommio::executor()
-        .spawn_blocking(move || std::fs::read_to_string(&owned))
-        .await;
+    let text = crate::io::spawn_blocking(move || std::fs::read_to_string(&owned)).await;
     let text = match text {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -146,8 +146,9 @@ pub struct LogConfig {
     /// `max.message.bytes`: largest batch accepted, in bytes. Kafka default 1048588.
     pub max_message_bytes: usize,
     /// Largest single O_DIRECT write the log submits, in bytes (multiple of 4096). Default
-    /// 256 KiB: 16 in flight fit glommio's 10 MiB registered I/O pool, where 1 MiB writes
-    /// spilled to page-faulting heap buffers (45 % vs 68 % of raw bandwidth, docs/benchmarks.md).
+    /// 256 KiB: 16 in flight fit the runtime's 10 MiB registered I/O pool (`io.rs`), where
+    /// 1 MiB writes spilled to page-faulting heap buffers (45 % vs 68 % of raw bandwidth,
+    /// docs/benchmarks.md).
     pub write_chunk_bytes: usize,
     /// Most O_DIRECT writes in flight per log.
     pub writes_in_flight_max: usize,

@@ -132,15 +132,6 @@ impl StorageError {
             _ => libc::EIO,
         }
     }
-
-    /// Same classification for glommio's error type, which wraps `std::io::Error`.
-    pub fn glommio(
-        op: &'static str,
-        path: impl Into<PathBuf>,
-        e: glommio::GlommioError<()>,
-    ) -> Self {
-        StorageError::io(op, path, std::io::Error::from(e))
-    }
 }
 
 /// Result alias for this crate.

@@ -537,6 +537,26 @@ pub fn spawn_background(fut: impl Future<Output = ()> + 'static) {
         .detach();
 }
 
+/// Runs `f` on the current executor's blocking thread pool (blocking filesystem calls, so
+/// that the shard never blocks on them).
+pub fn spawn_blocking<R: Send + 'static>(
+    f: impl FnOnce() -> R + Send + 'static,
+) -> impl Future<Output = R> {
+    glommio::executor().spawn_blocking(f)
+}
+
+impl StorageError {
+    /// [`StorageError::io`]'s classification for the runtime's error type, which wraps
+    /// `std::io::Error`. Here so that only this module names the runtime.
+    pub(crate) fn glommio(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+        e: glommio::GlommioError<()>,
+    ) -> Self {
+        StorageError::io(op, path, std::io::Error::from(e))
+    }
+}
+
 /// Yields to other tasks of the executor if the current task queue has used its time slice
 /// (a long background pass, such as the cleaner's, stays preemptible).
 pub async fn yield_if_needed() {

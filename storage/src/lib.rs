@@ -1,11 +1,12 @@
 //! Sluice's partition log (DESIGN.md §3): Kafka RecordBatch v2 bytes in preallocated segments
-//! written with O_DIRECT through glommio, sparse offset/time indexes, recovery of the active
-//! segment's tail, `flush.messages`/`flush.ms` durability with group-committed `fdatasync`,
-//! retention, and a per-shard batch cache. For replication (DESIGN.md §9): the leader-epoch
+//! written with O_DIRECT through io_uring (`io.rs`, the one module that names the runtime),
+//! sparse offset/time indexes, recovery of the active segment's tail,
+//! `flush.messages`/`flush.ms` durability with group-committed `fdatasync`, retention, and a
+//! per-shard batch cache. For replication (DESIGN.md §9): the leader-epoch
 //! cache and its checkpoint, the follower's append of the leader's batches, and the
 //! high-watermark checkpoint.
 //!
-//! Everything here runs on one glommio executor and is owned by one shard: `Rc`/`RefCell`,
+//! Everything here runs on one executor and is owned by one shard: `Rc`/`RefCell`,
 //! no locks. Record bytes are `bytes::Bytes`: an append copies a batch twice (once to stamp
 //! `baseOffset` into an owned buffer the cache shares, once into the aligned DMA write buffer);
 //! reads hand out slices of cached or DMA-read memory and copy nothing.

@@ -46,7 +46,7 @@ async fn caught_up(shard: &Shard, controller: &Controller) -> Result<(), Control
         if status.commit_term == status.term && status.applied_index >= status.commit_index {
             return Ok(());
         }
-        futures_lite::future::or(notified, glommio::timer::sleep(CATCH_UP_RECHECK)).await;
+        futures_lite::future::or(notified, crate::rt::sleep(CATCH_UP_RECHECK)).await;
     }
 }
 
@@ -78,7 +78,7 @@ pub(super) async fn commit(
             .map(|_| ())
             .map_err(|e| e.to_string())
     };
-    let now = crate::seam::GlommioRuntime.now();
+    let now = crate::seam::ShardRuntime.now();
     let session = std::time::Duration::from_millis(shard.config.broker_session_timeout_ms);
     let session_live = |broker_id: i32| {
         controller.heard.borrow().contains(&broker_id)
@@ -120,7 +120,7 @@ pub(super) async fn append(
 ) -> Result<RaftIndex, ControllerError> {
     let proposal = async { Some(controller.quorum.propose(entry).await) };
     let timeout = async {
-        glommio::timer::sleep(PROPOSAL_TIMEOUT).await;
+        crate::rt::sleep(PROPOSAL_TIMEOUT).await;
         None
     };
     let Some(outcome) = futures_lite::future::or(proposal, timeout).await else {
@@ -199,5 +199,5 @@ pub(super) async fn installed(controller: &Controller, index: RaftIndex) {
             notified.await;
         }
     };
-    futures_lite::future::or(wait, glommio::timer::sleep(super::forward::FORWARD_TIMEOUT)).await;
+    futures_lite::future::or(wait, crate::rt::sleep(super::forward::FORWARD_TIMEOUT)).await;
 }

@@ -139,8 +139,7 @@ pub(crate) async fn run(shard: &Rc<Shard>, startup: Startup) {
     let own = startup.image.cluster_id;
     if named == own && !startup.converted.is_empty() {
         let files = startup.converted;
-        glommio::executor()
-            .spawn_blocking(move || {
+        crate::rt::spawn_blocking(move || {
                 for file in &files {
                     let mut to = file.clone().into_os_string();
                     to.push(".converted");

@@ -137,12 +137,11 @@ async fn resolve(controller: &Controller, endpoint: (String, u16)) -> Option<std
         return Some(*addr);
     }
     let lookup = endpoint.clone();
-    let addr = glommio::executor()
-        .spawn_blocking(move || {
-            use std::net::ToSocketAddrs;
-            lookup.to_socket_addrs().ok()?.next()
-        })
-        .await?;
+    let addr = crate::rt::spawn_blocking(move || {
+        use std::net::ToSocketAddrs;
+        lookup.to_socket_addrs().ok()?.next()
+    })
+    .await?;
     controller.resolved.borrow_mut().insert(endpoint, addr);
     Some(addr)
 }

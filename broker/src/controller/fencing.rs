@@ -8,7 +8,7 @@
 
 use super::active::commit;
 use super::state::Controller;
-use crate::seam::GlommioRuntime;
+use crate::seam::ShardRuntime;
 use crate::shard::Shard;
 use replication::metadata::{
     ControllerAnswer, ControllerError, ControllerOp, ControllerReply, ControllerRequest,
@@ -38,7 +38,7 @@ pub(super) async fn handle_active(
             controller
                 .heartbeats
                 .borrow_mut()
-                .follow(&after, GlommioRuntime.now());
+                .follow(&after, ShardRuntime.now());
             Ok(ControllerReply::Answer {
                 answer: op.answer(&before, &after),
                 applied_index: controller.view.borrow().applied_index().0,
@@ -83,7 +83,7 @@ async fn heartbeat(
     metadata_offset: u64,
     want_shut_down: bool,
 ) -> Result<ControllerReply, ControllerError> {
-    let now = GlommioRuntime.now();
+    let now = ShardRuntime.now();
     {
         let image = controller.view.borrow().image();
         let Some(registration) = image.brokers.get(&broker_id) else {
@@ -194,7 +194,7 @@ pub(crate) async fn fence_expired(shard: &Rc<Shard>) {
         }
         let active = controller.is_active(node);
         let term = controller.quorum.status().term;
-        let now = GlommioRuntime.now();
+        let now = ShardRuntime.now();
         if active && active_term != Some(term) {
             let image = controller.view.borrow().image();
             let mut heartbeats = controller.heartbeats.borrow_mut();
@@ -218,7 +218,7 @@ pub(crate) async fn fence_expired(shard: &Rc<Shard>) {
                 return;
             };
             // It may have heartbeated while this waited for the lock.
-            let now = GlommioRuntime.now();
+            let now = ShardRuntime.now();
             let fenced = controller
                 .view
                 .borrow()

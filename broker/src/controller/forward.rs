@@ -69,7 +69,7 @@ pub(super) fn encode<T: Serialize>(
 pub async fn send(addr: SocketAddr, request: &ControllerRequest) -> Wire {
     let frame = encode(1, Some(FORWARD_API_KEY), request).ok_or(ControllerError::Unavailable)?;
     let exchange = async {
-        let mut stream = glommio::net::TcpStream::connect(addr).await.ok()?;
+        let mut stream = crate::rt::TcpStream::connect(addr).await.ok()?;
         let _ = stream.set_nodelay(true);
         stream.write_all(&frame).await.ok()?;
         let mut size = [0u8; 4];
@@ -83,7 +83,7 @@ pub async fn send(addr: SocketAddr, request: &ControllerRequest) -> Wire {
         serde_json::from_slice::<Wire>(&body[4..]).ok()
     };
     let timeout = async {
-        glommio::timer::sleep(FORWARD_TIMEOUT).await;
+        crate::rt::sleep(FORWARD_TIMEOUT).await;
         None
     };
     futures_lite::future::or(exchange, timeout)

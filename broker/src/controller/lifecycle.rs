@@ -120,7 +120,7 @@ async fn send_heartbeat(
     };
     let bound = heartbeat_attempt_bound(&shard.config, want_shut_down);
     let timeout = async {
-        glommio::timer::sleep(bound).await;
+        crate::rt::sleep(bound).await;
         Err(ControllerError::Unavailable)
     };
     match futures_lite::future::or(request(shard, heartbeat), timeout).await? {
@@ -167,11 +167,11 @@ pub async fn controlled_shutdown(shard: &Rc<Shard>) -> bool {
                 Ok((_, false)) => {}
                 Err(e) => tracing::debug!(error = %e, "controlled shutdown request"),
             }
-            glommio::timer::sleep(retry).await;
+            crate::rt::sleep(retry).await;
         }
     };
     let timeout = async {
-        glommio::timer::sleep(bound).await;
+        crate::rt::sleep(bound).await;
         false
     };
     futures_lite::future::or(ask, timeout).await

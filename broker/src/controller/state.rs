@@ -4,7 +4,7 @@
 //! current block. The controller service (`super`) runs the changes; the shard only holds
 //! this.
 
-use glommio::sync::{Permit, Semaphore};
+use crate::rt::{Permit, Semaphore};
 use replication::metadata::{BrokerHeartbeats, ControllerError, MetadataView};
 use replication::raft::{QuorumNode, RaftIndex, Role};
 use replication::runtime::NodeId;

@@ -40,7 +40,7 @@ pub struct GroupCoordinator {
     /// (an election queues a load only for a partition not coordinated here).
     loads_to_start: RefCell<Vec<(i32, LoadId)>>,
     /// One permit per queued load: what the load loop waits on. Closed at shutdown.
-    loads_queued: glommio::sync::Semaphore,
+    loads_queued: crate::rt::Semaphore,
     pub(super) config: GroupConfig,
 }
 
@@ -50,7 +50,7 @@ impl GroupCoordinator {
             groups: RefCell::new(HashMap::new()),
             partitions: RefCell::new(OffsetsPartitions::default()),
             loads_to_start: RefCell::new(Vec::new()),
-            loads_queued: glommio::sync::Semaphore::new(0),
+            loads_queued: crate::rt::Semaphore::new(0),
             config,
         }
     }
@@ -354,7 +354,7 @@ mod tests {
 
     #[test]
     fn elections_queue_loads_and_a_resignation_takes_its_load_back_and_unloads_its_groups() {
-        glommio::LocalExecutorBuilder::default()
+        crate::rt::LocalExecutorBuilder::default()
             .spawn(|| async {
                 let c = GroupCoordinator::new(GroupConfig {
                     min_session_timeout_ms: 6000,

@@ -63,7 +63,7 @@ pub async fn handle(
     {
         let (shard, names, outcomes) = (shard.clone(), names.clone(), outcomes.clone());
         // Detached: the deletions go on after a timed-out answer.
-        glommio::spawn_local(async move {
+        crate::rt::spawn_local(async move {
             for (i, name) in names.into_iter().enumerate() {
                 if outcomes.borrow()[i].is_some() {
                     continue;
@@ -82,7 +82,7 @@ pub async fn handle(
     };
     let triggered_only = match u64::try_from(req.timeout_ms) {
         Ok(ms) if ms > 0 => {
-            let timeout = glommio::timer::sleep(Duration::from_millis(ms));
+            let timeout = crate::rt::sleep(Duration::from_millis(ms));
             futures_lite::future::or(deleted, timeout).await;
             false
         }

@@ -47,7 +47,7 @@ use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
 use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
 use crate::response::Response;
-use crate::seam::GlommioRuntime;
+use crate::seam::ShardRuntime;
 use crate::shard::Shard;
 use futures_channel::oneshot;
 use futures_util::StreamExt;
@@ -105,7 +105,7 @@ pub async fn handle(
     let wait_ms = u64::try_from(req.max_wait_ms)
         .unwrap_or(0)
         .min(FETCH_WAIT_MAX_MS);
-    let deadline = GlommioRuntime.now() + Duration::from_millis(wait_ms);
+    let deadline = ShardRuntime.now() + Duration::from_millis(wait_ms);
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
     // v13+ names topics by id (KIP-516): each is resolved against this broker's image, as

@@ -49,7 +49,7 @@ pub fn maybe_expand(
 pub async fn isr_expiration_loop(shard: &Rc<Shard>) {
     let interval = (shard.config.replica_lag_time_max() / 2).max(Duration::from_millis(1));
     while !shard.sleep_unless_stopped(interval).await {
-        maybe_shrink(shard, crate::seam::GlommioRuntime.now());
+        maybe_shrink(shard, crate::seam::ShardRuntime.now());
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`QuorumDir`]: the controller quorum's [`DurableDir`] over a real directory,
 //! `<log.dirs>/__cluster_metadata-0/` (Kafka's name for the metadata log's partition), with
-//! `std::fs` calls on glommio's blocking thread pool so that the shard never blocks on them.
+//! `std::fs` calls on the executor's blocking thread pool (`crate::rt::spawn_blocking`) so that the shard never blocks on them.
 //!
 //! Durability, per call (what `FileRaftStorage`'s crash argument relies on):
 //! - [`DurableDir::append`]: write, then `fdatasync` the file; a file created by this append
@@ -64,7 +64,7 @@ impl QuorumDir {
 
 /// Runs `f` on the executor's blocking thread pool.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    glommio::executor().spawn_blocking(f).await
+    crate::rt::spawn_blocking(f).await
 }
 
 impl DurableDir for QuorumDir {
@@ -125,7 +125,7 @@ mod tests {
     fn read_append_replace() {
         let data = tempfile::tempdir().expect("temp dir");
         let root = data.path().to_path_buf();
-        glommio::LocalExecutorBuilder::default()
+        crate::rt::LocalExecutorBuilder::default()
             .spawn(move || async move {
                 let mut dir = QuorumDir::open(&root).await.expect("open");
                 assert_eq!(dir.path(), root.join(QUORUM_DIR_NAME));

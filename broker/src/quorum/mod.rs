@@ -2,7 +2,7 @@
 //! node's voter of `replication::raft::QuorumNode` on the current shard, over
 //! - [`transport::TcpTransport`], TCP between the voters of `controller.quorum.voters`;
 //! - `FileRaftStorage` in [`dir::QuorumDir`], `<log.dirs>/__cluster_metadata-0/`;
-//! - the glommio runtime seam ([`crate::seam::GlommioRuntime`]).
+//! - the replication runtime seam ([`crate::seam::ShardRuntime`]).
 //!
 //! Modules: `wire` (the hello and frame bytes), `queue` (the bounded frame queues),
 //! `transport`, `dir`. The state machine (the metadata image) is the caller's.
@@ -64,7 +64,7 @@ fn quorum_config(config: &BrokerConfig) -> QuorumConfig {
 /// 100,000 ISRs about 14 MiB. Well inside the voter frame limit (`MESSAGE_BYTES_MAX`).
 pub const METADATA_ENTRY_BYTES_MAX: usize = 16 << 20;
 
-/// Starts this node's voter of the controller quorum on the current glommio executor and
+/// Starts this node's voter of the controller quorum on the current shard executor and
 /// returns its handle; `state_machine` receives the committed entries (and snapshots).
 ///
 /// Reads `node.id`, `controller.quorum.voters` (none: a one-voter quorum of this node, with
@@ -104,7 +104,7 @@ pub async fn start<M: StateMachine + 'static>(
         quorum,
         storage,
         transport,
-        crate::seam::GlommioRuntime,
+        crate::seam::ShardRuntime,
         state_machine,
     )
     .await?;

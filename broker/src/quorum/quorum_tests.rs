@@ -1,5 +1,5 @@
 //! The quorum on real sockets and directories: three voters in one process, each on its own
-//! glommio executor thread, on loopback ports, with temp dirs; and the transport against
+//! shard executor thread, on loopback ports, with temp dirs; and the transport against
 //! strangers and malformed input.
 //!
 //! What these check: election, the order and completeness of committed entries on every
@@ -81,7 +81,7 @@ impl Voter {
             .map_or((None, None), |(handoff, addr, closer)| {
                 (Some((handoff, addr)), Some(closer))
             });
-        let handle = glommio::LocalExecutorBuilder::default()
+        let handle = crate::rt::LocalExecutorBuilder::default()
             .name(&format!("voter-{}", config.node_id))
             .spawn(move || async move {
                 let recorder = Recorder {
@@ -94,7 +94,7 @@ impl Voter {
                     match inbox.try_recv() {
                         Ok(Command::Propose(entry, reply)) => {
                             let proposal = node.propose(Bytes::from(entry));
-                            glommio::spawn_local(async move {
+                            crate::rt::spawn_local(async move {
                                 let _ = reply.send(proposal.await);
                             })
                             .detach();
@@ -104,17 +104,17 @@ impl Voter {
                         }
                         Ok(Command::Stop) | Err(mpsc::TryRecvError::Disconnected) => break,
                         Err(mpsc::TryRecvError::Empty) => {
-                            glommio::timer::sleep(Duration::from_millis(2)).await;
+                            crate::rt::sleep(Duration::from_millis(2)).await;
                         }
                     }
                 }
                 node.stop();
                 while node.status().stopped.is_none() {
-                    glommio::timer::sleep(Duration::from_millis(2)).await;
+                    crate::rt::sleep(Duration::from_millis(2)).await;
                 }
                 // The driver dropped its transport: let the cancelled tasks close their sockets,
                 // and close the listener, as a stopping broker does.
-                glommio::timer::sleep(Duration::from_millis(50)).await;
+                crate::rt::sleep(Duration::from_millis(50)).await;
                 if let Some(closer) = closer {
                     closer.close();
                 }
@@ -346,20 +346,16 @@ fn a_lone_voter_commits_without_a_listener() {
     }
 }
 
-/// Runs `test` on a fresh glommio executor.
+/// Runs `test` on a fresh shard executor.
 fn on_executor<F>(test: impl FnOnce() -> F + Send + 'static)
 where
     F: std::future::Future<Output = ()> + 'static,
 {
-    glommio::LocalExecutorBuilder::default()
-        .spawn(test)
-        .expect("executor")
-        .join()
-        .expect("test ran");
+    crate::rt::on_executor(test);
 }
 
 /// Whether the peer closed `stream` (read gives 0 bytes or an error) within [`WAIT`].
-async fn closed_by_peer(stream: &mut glommio::net::TcpStream) -> bool {
+async fn closed_by_peer(stream: &mut crate::rt::TcpStream) -> bool {
     let read = async {
         let mut buf = [0; 64];
         loop {
@@ -370,7 +366,7 @@ async fn closed_by_peer(stream: &mut glommio::net::TcpStream) -> bool {
         }
     };
     future::or(read, async {
-        glommio::timer::sleep(WAIT).await;
+        crate::rt::sleep(WAIT).await;
         false
     })
     .await
@@ -408,7 +404,7 @@ fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
             Some((h2, two)),
             &BTreeMap::from([(NodeId(1), one)]),
         );
-        let connect = || glommio::net::TcpStream::connect(one);
+        let connect = || crate::rt::TcpStream::connect(one);
 
         let mut hello = wire::encode_hello(NodeId(2)).to_vec();
         let mut bad_frame = hello.clone();
@@ -503,7 +499,7 @@ fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
         let deadline = Instant::now() + WAIT;
         while connect().await.is_ok() {
             assert!(Instant::now() < deadline, "the listener stays open");
-            glommio::timer::sleep(Duration::from_millis(10)).await;
+            crate::rt::sleep(Duration::from_millis(10)).await;
         }
         drop(stream);
     });

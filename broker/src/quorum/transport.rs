@@ -1,4 +1,4 @@
-//! [`TcpTransport`]: the controller quorum's [`Transport`] over TCP on glommio — opaque
+//! [`TcpTransport`]: the controller quorum's [`Transport`] over TCP on the shard runtime (`crate::rt`) — opaque
 //! frames between the voters of `controller.quorum.voters` (the raft codec inside them is
 //! checked by the `QuorumNode`, not here).
 //!
@@ -31,11 +31,11 @@
 use super::queue::FrameQueue;
 use super::wire::{self, FRAME_BYTES_MAX};
 use crate::listener::{Handoff, Incoming};
+use crate::rt::JoinHandle;
+use crate::rt::TcpStream;
 use bytes::Bytes;
 use futures_lite::io::{BufReader, BufWriter};
 use futures_lite::{future, AsyncWriteExt};
-use glommio::net::TcpStream;
-use glommio::task::JoinHandle;
 use replication::runtime::{LocalBoxFuture, NodeId, Transport, TransportError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -113,7 +113,7 @@ pub struct TcpTransport {
 }
 
 impl TcpTransport {
-    /// Starts the transport of voter `this` on the current glommio executor: serves the
+    /// Starts the transport of voter `this` on the current shard executor: serves the
     /// connections of `listen` (this node's voter listener, bound before the executors started,
     /// see `crate::listener`, with its address; `None`: no listener, for a quorum of this node
     /// alone) and sends to `peers`, the other voters by node id with their addresses; only
@@ -139,13 +139,13 @@ impl TcpTransport {
                 inbox.clone(),
                 Rc::downgrade(&tasks),
             );
-            let handle = glommio::spawn_local(accept).detach();
+            let handle = crate::rt::spawn_local(accept).detach();
             tasks.borrow_mut().fixed.push(handle);
         }
         let mut queues = BTreeMap::new();
         for (&to, &addr) in peers {
             let queue = FrameQueue::new(OUTBOUND_FRAMES_MAX, OUTBOUND_BYTES_MAX);
-            let handle = glommio::spawn_local(write_loop(this, to, addr, queue.clone())).detach();
+            let handle = crate::rt::spawn_local(write_loop(this, to, addr, queue.clone())).detach();
             tasks.borrow_mut().fixed.push(handle);
             queues.insert(to, queue);
         }
@@ -224,7 +224,7 @@ async fn accept_loop(
         let number = registry.next_reader;
         registry.next_reader += 1;
         let (voters, inbox, weak) = (voters.clone(), inbox.clone(), Rc::downgrade(&tasks));
-        let handle = glommio::spawn_local(async move {
+        let handle = crate::rt::spawn_local(async move {
             let peer = stream.peer_addr().ok();
             let on_hello = |from| {
                 if let Some(tasks) = weak.upgrade() {
@@ -273,7 +273,7 @@ async fn read_connection(
 ) -> Result<(), InboundError> {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let hello = future::or(async { Some(wire::read_hello(&mut reader).await) }, async {
-        glommio::timer::sleep(HELLO_TIMEOUT).await;
+        crate::rt::sleep(HELLO_TIMEOUT).await;
         None
     })
     .await;
@@ -318,14 +318,14 @@ async fn write_loop(this: NodeId, to: NodeId, addr: SocketAddr, queue: FrameQueu
                     }
                     // Invariant 4: what waited for this voter is stale by the next attempt.
                     queue.clear();
-                    glommio::timer::sleep(backoff).await;
+                    crate::rt::sleep(backoff).await;
                     backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
                     continue;
                 }
             },
         };
         let written = future::or(write_queued(writer, frame, &queue), async {
-            glommio::timer::sleep(WRITE_TIMEOUT).await;
+            crate::rt::sleep(WRITE_TIMEOUT).await;
             Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!("writing took longer than {WRITE_TIMEOUT:?}"),

@@ -5,10 +5,10 @@ use super::FETCHER_SHARD;
 use crate::metadata::{broker_endpoint, ClusterMetadata};
 use crate::partitions::service::call_replica;
 use crate::partitions::{PartitionOp, PartitionReply};
+use crate::rt::TcpStream;
 use crate::shard::Shard;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::TcpStream;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::fetch_request::{
     FetchPartition, FetchRequest, FetchTopic, ReplicaState,
@@ -128,7 +128,7 @@ pub fn reconcile(shard: &Rc<Shard>) {
     for leader in leaders {
         shard.replica_fetchers.start_if_absent(leader, || {
             tracing::info!(leader, "starting replica fetcher");
-            glommio::spawn_local(run(shard.clone(), leader))
+            crate::rt::spawn_local(run(shard.clone(), leader))
         });
     }
 }
@@ -591,7 +591,7 @@ async fn round_trip(
         Ok(Bytes::from(body))
     };
     let timeout = async {
-        glommio::timer::sleep(REPLICA_SOCKET_TIMEOUT).await;
+        crate::rt::sleep(REPLICA_SOCKET_TIMEOUT).await;
         Err(FetcherError::TimedOut {
             leader,
             timeout: REPLICA_SOCKET_TIMEOUT,
@@ -609,12 +609,11 @@ async fn connect(shard: &Shard, leader: i32) -> Result<TcpStream, FetcherError> 
         Ok(ip) => Some(SocketAddr::new(ip, port)),
         Err(_) => {
             let lookup = (host.clone(), port);
-            glommio::executor()
-                .spawn_blocking(move || {
-                    use std::net::ToSocketAddrs;
-                    lookup.to_socket_addrs().ok()?.next()
-                })
-                .await
+            crate::rt::spawn_blocking(move || {
+                use std::net::ToSocketAddrs;
+                lookup.to_socket_addrs().ok()?.next()
+            })
+            .await
         }
     };
     let addr = addr.ok_or_else(|| FetcherError::Unresolved {

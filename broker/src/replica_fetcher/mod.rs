@@ -47,7 +47,7 @@ pub const FETCHER_SHARD: usize = 0;
 #[derive(Default)]
 pub struct ReplicaFetchers {
     /// Dropping a fetcher's task ends it.
-    running: RefCell<HashMap<i32, glommio::Task<()>>>,
+    running: RefCell<HashMap<i32, crate::rt::Task<()>>>,
 }
 
 impl ReplicaFetchers {
@@ -59,7 +59,7 @@ impl ReplicaFetchers {
     }
 
     /// Starts the fetcher of `leader` with `start` unless one runs.
-    pub fn start_if_absent(&self, leader: i32, start: impl FnOnce() -> glommio::Task<()>) {
+    pub fn start_if_absent(&self, leader: i32, start: impl FnOnce() -> crate::rt::Task<()>) {
         self.running
             .borrow_mut()
             .entry(leader)

@@ -383,20 +383,18 @@ async fn blocking_dir_op(
     f: impl FnOnce(&Path) -> std::io::Result<()> + Send + 'static,
 ) -> Result<()> {
     let owned = path.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || f(&owned))
+    crate::io::spawn_blocking(move || f(&owned))
         .await
         .map_err(|e| StorageError::io(op, path, e))
 }
 
 async fn list_dir(dir: &Path) -> Result<Vec<String>> {
     let owned = dir.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<Vec<String>> {
-            std::fs::read_dir(&owned)?
-                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
-                .collect()
-        })
-        .await
-        .map_err(|e| StorageError::io("listing", dir, e))
+    crate::io::spawn_blocking(move || -> std::io::Result<Vec<String>> {
+        std::fs::read_dir(&owned)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect()
+    })
+    .await
+    .map_err(|e| StorageError::io("listing", dir, e))
 }
