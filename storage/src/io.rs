@@ -423,6 +423,23 @@ impl DirectFile {
             .await
             .map_err(|e| StorageError::glommio("closing", &path, e))
     }
+
+    /// Closes a file already unlinked (a retired segment) so that its last close, which frees
+    /// its blocks, runs on the blocking pool: freeing a preallocated segment's extents takes
+    /// milliseconds per file on ext4, and a close on the executor stalled every partition of
+    /// the shard (measured: ~190 ms when a clean retired 16 segments of 64 MiB). A duplicate
+    /// of the descriptor keeps the file open while the runtime closes its own; the pool then
+    /// closes the duplicate, the last reference.
+    pub async fn close_retired(self) -> Result<()> {
+        // SAFETY: dup(2) of a descriptor this file owns; the new one is closed below.
+        let dup = unsafe { libc::dup(self.file.as_raw_fd()) };
+        self.close().await?;
+        if dup >= 0 {
+            // SAFETY: `dup` is ours alone and closed exactly once.
+            spawn_blocking(move || unsafe { libc::close(dup) }).await;
+        }
+        Ok(())
+    }
 }
 
 fn pread_full(fd: i32, buf: &mut [u8], pos: u64) -> std::io::Result<usize> {
@@ -557,10 +574,10 @@ impl StorageError {
     }
 }
 
-/// Yields to other tasks of the executor if the current task queue has used its time slice
-/// (a long background pass, such as the cleaner's, stays preemptible).
-pub async fn yield_if_needed() {
-    glommio::yield_if_needed().await;
+/// Yields the current task queue at once, so the executor runs its other queues (the cleaner's
+/// slices, `log/compact.rs`).
+pub async fn yield_queue_now() {
+    glommio::executor().yield_task_queue_now().await;
 }
 
 /// Sleeps on the current executor's timer.
@@ -569,9 +586,13 @@ pub async fn sleep(d: std::time::Duration) {
 }
 
 /// Removes a file (used for deleted segments: readers that hold the open descriptor keep
-/// reading until they drop it, as POSIX unlink allows).
+/// reading until they drop it, as POSIX unlink allows), on the blocking pool: unlinking a
+/// preallocated segment frees its extents, milliseconds each on ext4, which on the executor
+/// stalled every partition of the shard (measured: a clean's 48 unlinks held the latency
+/// profile's p99 at ~180 ms).
 pub async fn remove_file(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
+    let owned = path.to_path_buf();
+    match spawn_blocking(move || std::fs::remove_file(owned)).await {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(StorageError::io("removing", path, e)),

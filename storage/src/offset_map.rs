@@ -9,8 +9,11 @@
 //! the caller stops at a batch boundary and cleans only the offsets it covers
 //! ([`OffsetMap::covers_below`]); the next pass continues from there, as Kafka's cleaner does.
 //!
-//! Keys are stored as 128-bit hashes, never as bytes (Kafka stores an MD5 of each key). Two
-//! keys with the same 128-bit hash would be treated as one; Kafka accepts the same risk.
+//! Keys are stored as 120-bit hashes, never as bytes (Kafka stores an MD5 of each key); the
+//! slot's 16th byte is the generation that put it, so emptying the map between passes touches
+//! no slot (the shard's cleaner must not stall its produce and fetch work on a memset of the
+//! whole budget). Two keys with the same 120-bit hash would be treated as one; Kafka accepts
+//! the same risk at 128 bits.
 //! Owned by the shard that owns the partition; no locks.
 
 use crate::types::Offset;
@@ -30,7 +33,8 @@ pub enum OffsetMapError {
 /// A fixed-size open-addressing hash table from key hash to the latest offset seen.
 #[derive(Debug)]
 pub struct OffsetMap {
-    /// Key hashes; `[0; 16]` marks an empty slot (a real key hashing to zero is remapped).
+    /// Key hashes, their last byte replaced by the generation that put them: a slot whose
+    /// last byte is not [`OffsetMap::generation`] is empty (so `clear` touches no slot).
     hashes: Vec<[u8; 16]>,
     /// `offsets[i]` belongs to `hashes[i]`; meaningless where the slot is empty.
     offsets: Vec<i64>,
@@ -39,6 +43,9 @@ pub struct OffsetMap {
     keys_max: usize,
     /// One past the highest offset put: every dirty record below it has been seen.
     end: Option<Offset>,
+    /// The current generation, never 0 (the byte of a zeroed slot): `clear` moves to the next
+    /// one and zeroes the slots only when the byte wraps, once every 255 clears.
+    generation: u8,
 }
 
 impl OffsetMap {
@@ -66,6 +73,7 @@ impl OffsetMap {
             keys: 0,
             keys_max,
             end: None,
+            generation: 1,
         }
     }
 
@@ -98,9 +106,9 @@ impl OffsetMap {
     /// # Errors
     /// [`OffsetMapError::Full`] when `key` is new and the map is at its load factor.
     pub fn put(&mut self, key: &[u8], offset: Offset) -> Result<(), OffsetMapError> {
-        let hash = key_hash(key);
+        let hash = self.stamped(key);
         let slot = self.find(&hash);
-        if self.hashes[slot] == [0; 16] {
+        if self.hashes[slot] != hash {
             if self.keys == self.keys_max {
                 return Err(OffsetMapError::Full {
                     keys: self.keys,
@@ -125,16 +133,23 @@ impl OffsetMap {
 
     /// The latest offset put for `key`, if any.
     pub fn get(&self, key: &[u8]) -> Option<Offset> {
-        let hash = key_hash(key);
+        let hash = self.stamped(key);
         let slot = self.find(&hash);
-        (self.hashes[slot] != [0; 16]).then(|| Offset(self.offsets[slot]))
+        (self.hashes[slot] == hash).then(|| Offset(self.offsets[slot]))
     }
 
     /// Empties the map for the next pass, keeping its memory.
     pub fn clear(&mut self) {
-        self.hashes.fill([0; 16]);
         self.keys = 0;
         self.end = None;
+        // O(1): the slots of older generations read as empty. A full zeroing (one pass over
+        // the whole budget) only when the generation byte wraps.
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.hashes.fill([0; 16]);
+            self.generation = 1;
+        }
+        assert_ne!(self.generation, 0, "generation 0 is a zeroed slot's");
     }
 
     /// The slot holding `hash`, or the empty slot where it would go (linear probing; ends
@@ -146,12 +161,21 @@ impl OffsetMap {
         let mut slot = start;
         loop {
             let here = &self.hashes[slot];
-            if here == hash || *here == [0; 16] {
+            if here == hash || here[15] != self.generation {
                 return slot;
             }
             slot = (slot + 1) % slots;
             assert!(slot != start, "offset map has an empty slot");
         }
+    }
+}
+
+impl OffsetMap {
+    /// `key`'s hash with its last byte set to the current generation.
+    fn stamped(&self, key: &[u8]) -> [u8; 16] {
+        let mut hash = key_hash(key);
+        hash[15] = self.generation;
+        hash
     }
 }
 
@@ -162,7 +186,7 @@ fn first_half(hash: &[u8; 16]) -> [u8; 8] {
 }
 
 /// 128-bit key hash: two SipHash-1-3 runs with fixed, distinct keys (std's `DefaultHasher` is
-/// deterministic when made with `new`), never the all-zero empty marker.
+/// deterministic when made with `new`); the map keeps its first 120 bits.
 fn key_hash(key: &[u8]) -> [u8; 16] {
     let half = |salt: u8| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -173,9 +197,6 @@ fn key_hash(key: &[u8]) -> [u8; 16] {
     let mut out = [0; 16];
     out[..8].copy_from_slice(&half(0).to_le_bytes());
     out[8..].copy_from_slice(&half(1).to_le_bytes());
-    if out == [0; 16] {
-        out[0] = 1;
-    }
     out
 }
 
@@ -207,6 +228,25 @@ mod tests {
             "the offset put last, as Kafka's map"
         );
         assert_eq!(map.covers_below(), Some(Offset(6)));
+    }
+
+    #[test]
+    fn a_clear_empties_through_generations_and_their_wrap() {
+        let mut map = OffsetMap::with_budget(16 * SLOT_BYTES);
+        for pass in 0..600i64 {
+            assert!(map.is_empty());
+            assert_eq!(
+                map.get(b"k"),
+                None,
+                "pass {pass}: nothing of an older pass is seen"
+            );
+            map.put(b"k", Offset(pass)).unwrap();
+            map.put(format!("only-{pass}").as_bytes(), Offset(pass))
+                .unwrap();
+            assert_eq!(map.get(b"k"), Some(Offset(pass)));
+            assert_eq!(map.len(), 2);
+            map.clear();
+        }
     }
 
     #[test]

@@ -138,7 +138,15 @@ struct Throttle {
     started: Instant,
     read_bytes: u64,
     written_bytes: u64,
+    /// When the cleaner last yielded its task queue.
+    slice_started: Instant,
 }
+
+/// Longest stretch the cleaner runs before it yields its task queue to the shard's produce
+/// and fetch queues. glommio's own slice (its preemption timer) is 100 ms, which a clean
+/// would fill: measured, the latency profile's p99 went from 7.7 to 97 ms while the same
+/// shard cleaned 1 GiB with only `yield_if_needed`.
+const CLEANER_SLICE: Duration = Duration::from_micros(500);
 
 impl Throttle {
     fn new(bytes_per_second: Option<f64>) -> Throttle {
@@ -147,6 +155,15 @@ impl Throttle {
             started: Instant::now(),
             read_bytes: 0,
             written_bytes: 0,
+            slice_started: Instant::now(),
+        }
+    }
+
+    /// Yields the task queue once the cleaner has run [`CLEANER_SLICE`] since it last did.
+    async fn tick(&mut self) {
+        if self.slice_started.elapsed() >= CLEANER_SLICE {
+            crate::io::yield_queue_now().await;
+            self.slice_started = Instant::now();
         }
     }
 
@@ -175,7 +192,7 @@ impl Throttle {
                 crate::io::sleep((due - elapsed).min(MAX_PACE_SLEEP)).await;
             }
         }
-        crate::io::yield_if_needed().await;
+        self.tick().await;
     }
 }
 
@@ -511,6 +528,7 @@ impl PartitionLog {
             }
             let mut stream = BatchStream::new(segment.clone(), buffers.io_buffer_bytes);
             while let Some((_, batch)) = stream.next(&mut throttle).await? {
+                throttle.tick().await;
                 let header = BatchHeader::parse(&batch)?;
                 if header.last_offset() < first_dirty {
                     continue;
@@ -523,6 +541,12 @@ impl PartitionLog {
             }
             covered_end = covered_end.max(*next);
         }
+        tracing::debug!(
+            dir = %self.shared.dir.display(),
+            ms = started.elapsed().as_millis(),
+            covered_end = covered_end.0,
+            "cleaner: offset map filled"
+        );
         if covered_end == first_dirty {
             return Err(StorageError::CleanerBufferTooSmall {
                 keys: buffers.map.free_keys(),
@@ -605,6 +629,7 @@ impl PartitionLog {
             for (segment, _) in group {
                 let mut stream = BatchStream::new(segment.clone(), out.io_buffer_bytes);
                 while let Some((_, batch)) = stream.next(throttle).await? {
+                    throttle.tick().await;
                     let header = BatchHeader::parse(&batch)?;
                     match clean_batch(&batch, rules, keep.kept_even_empty(&header))? {
                         Cleaned::Unchanged => out.push(&batch, throttle).await?,
@@ -616,6 +641,7 @@ impl PartitionLog {
             out.finish(throttle).await
         }
         .await;
+        tracing::debug!(dir = %dir.display(), base = base.0, "cleaner: group written and synced");
         let (cleaned, size) = match written {
             Ok(done) => done,
             Err(e) => {
@@ -631,6 +657,7 @@ impl PartitionLog {
         self.acquire_busy().await?;
         let result = self.swap_group(group, cleaned).await;
         self.release_busy();
+        tracing::debug!(dir = %dir.display(), base = base.0, "cleaner: group swapped");
         match result {
             Ok(true) => {
                 let next = group.last().map_or(base, |(_, next)| *next);
@@ -679,7 +706,9 @@ impl PartitionLog {
         }
         let mut st = self.shared.state.borrow_mut();
         for base in &bases {
-            st.segments.remove(base);
+            if let Some(old) = st.segments.remove(base) {
+                super::dispose_retired(old);
+            }
         }
         st.segments.insert(bases[0], Rc::new(cleaned));
         Ok(true)

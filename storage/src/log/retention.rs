@@ -368,7 +368,9 @@ impl PartitionLog {
             .is_some_and(|(oldest, next)| Rc::ptr_eq(&oldest, segment) && next == next_base);
         if still_oldest {
             let mut st = self.shared.state.borrow_mut();
-            st.segments.remove(&segment.base_offset);
+            if let Some(old) = st.segments.remove(&segment.base_offset) {
+                super::dispose_retired(old);
+            }
             st.log_start = st.log_start.max(next_base);
             st.high_watermark = st.high_watermark.max(st.log_start);
         }
