@@ -222,138 +222,171 @@ fn log2_histogram(labels: Labels, counts: &[u64]) -> HistogramRow {
 
 impl Collector for Snapshots {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        self.encode_traffic(&mut enc)?;
+        self.encode_cleaner(&mut enc)?;
+        self.encode_shard_gauges(&mut enc)?;
+        self.encode_latencies(&mut enc)?;
+        self.encode_high_watermarks(&mut enc)?;
+        self.encode_group_lag(&mut enc)
+    }
+}
+
+impl Snapshots {
+    /// Request, byte, write and cache counters per shard.
+    fn encode_traffic(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
         let per_shard = |f: fn(&ShardSnapshot) -> u64| -> Vec<(Labels, u64)> {
             self.0.iter().map(|s| (shard_label(s), f(s))).collect()
         };
         counter(
-            &mut enc,
+            enc,
             "produce_requests",
             "Produce requests handled.",
             &per_shard(|s| s.produce_requests),
         )?;
         counter(
-            &mut enc,
+            enc,
             "produce_bytes",
             "Record bytes produced (batches as received), bytes.",
             &per_shard(|s| s.produce_bytes),
         )?;
         counter(
-            &mut enc,
+            enc,
             "fetch_requests",
             "Fetch requests handled.",
             &per_shard(|s| s.fetch_requests),
         )?;
         counter(
-            &mut enc,
+            enc,
             "fetch_bytes",
             "Record bytes returned by fetches, bytes.",
             &per_shard(|s| s.fetch_bytes),
         )?;
         counter(
-            &mut enc,
+            enc,
             "cross_shard_messages",
             "Messages sent to other shards.",
             &per_shard(|s| s.cross_shard_messages),
         )?;
         counter(
-            &mut enc,
+            enc,
             "log_writes",
             "O_DIRECT writes of partition logs completed (group-committed: one per burst).",
             &per_shard(|s| s.log_writes),
         )?;
         counter(
-            &mut enc,
+            enc,
             "log_write_bytes",
             "Bytes written by those writes (aligned blocks, tail rewrites included), bytes.",
             &per_shard(|s| s.log_write_bytes),
         )?;
         counter(
-            &mut enc,
+            enc,
             "batch_cache_hits",
             "Reads answered from the batch cache.",
             &per_shard(|s| s.cache_hits),
         )?;
         counter(
-            &mut enc,
+            enc,
             "batch_cache_misses",
             "Reads the batch cache could not answer.",
             &per_shard(|s| s.cache_misses),
         )?;
+        Ok(())
+    }
+
+    /// The log cleaner's counters and gauges per shard (Kafka's cleaner metrics).
+    fn encode_cleaner(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let per_shard = |f: fn(&ShardSnapshot) -> u64| -> Vec<(Labels, u64)> {
+            self.0.iter().map(|s| (shard_label(s), f(s))).collect()
+        };
         let gauges = |f: fn(&ShardSnapshot) -> i64| -> Vec<(Labels, i64)> {
             self.0.iter().map(|s| (shard_label(s), f(s))).collect()
         };
         counter(
-            &mut enc,
+            enc,
             "log_cleaner_passes",
             "Log cleaner passes completed.",
             &per_shard(|s| s.cleaner.passes),
         )?;
         counter(
-            &mut enc,
+            enc,
             "log_cleaner_dirty_bytes_cleaned",
             "Bytes the log cleaner read, bytes.",
             &per_shard(|s| s.cleaner.dirty_bytes_cleaned),
         )?;
         counter(
-            &mut enc,
+            enc,
             "log_cleaner_bytes_reclaimed",
             "Bytes compaction removed from the logs, bytes.",
             &per_shard(|s| s.cleaner.bytes_reclaimed),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "log_cleaner_max_clean_time_secs",
             "Wall time of the cleaner's last pass, seconds (Kafka's max-clean-time-secs).",
             &gauges(|s| i64::try_from(s.cleaner.last_clean_time_ms / 1000).unwrap_or(i64::MAX)),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "log_cleaner_cleaner_recopy_percent",
             "Bytes the last pass wrote as a percent of those it replaced.",
             &gauges(|s| i64::try_from(s.cleaner.recopy_percent).unwrap_or(i64::MAX)),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "log_cleaner_max_dirty_percent",
             "Highest dirty ratio of the shard's compacted logs, percent.",
             &gauges(|s| s.cleaner.max_dirty_percent),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "log_cleaner_max_compaction_delay_secs",
             "Longest wait past max.compaction.lag.ms among the shard's compacted logs, seconds.",
             &gauges(|s| s.cleaner.max_compaction_delay_secs),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "log_cleaner_uncleanable_partitions_count",
             "Compacted partitions the cleaner skips after a failed pass.",
             &gauges(|s| i64::try_from(s.cleaner.uncleanable_partitions).unwrap_or(i64::MAX)),
         )?;
+        Ok(())
+    }
+
+    /// Parked fetches, connections, partitions and cache bytes per shard.
+    fn encode_shard_gauges(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let gauges = |f: fn(&ShardSnapshot) -> i64| -> Vec<(Labels, i64)> {
+            self.0.iter().map(|s| (shard_label(s), f(s))).collect()
+        };
         gauge(
-            &mut enc,
+            enc,
             "parked_fetches",
             "Fetches waiting for data on this shard.",
             &gauges(|s| s.parked_fetches),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "connections",
             "Open client connections.",
             &gauges(|s| i64::try_from(s.connections).unwrap_or(i64::MAX)),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "partitions_owned",
             "Partitions this shard owns.",
             &gauges(|s| i64::try_from(s.partitions.len()).unwrap_or(i64::MAX)),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "batch_cache_used_bytes",
             "Bytes held by the batch cache.",
             &gauges(|s| i64::try_from(s.cache_used_bytes).unwrap_or(i64::MAX)),
         )?;
+        Ok(())
+    }
+
+    /// Request, flush and write latency histograms per shard.
+    fn encode_latencies(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
         let latency: Vec<_> = self
             .0
             .iter()
@@ -378,7 +411,7 @@ impl Collector for Snapshots {
             })
             .collect();
         histogram(
-            &mut enc,
+            enc,
             "request_latency_seconds",
             "Time from request decoded to response ready.",
             &latency,
@@ -390,35 +423,43 @@ impl Collector for Snapshots {
                 .collect()
         };
         histogram(
-            &mut enc,
+            enc,
             "flush_latency_seconds",
             "Log fdatasync latency (sum approximated from buckets).",
             &log2_rows(|s| &s.sync_latency_us_log2),
         )?;
         histogram(
-            &mut enc,
+            enc,
             "write_latency_seconds",
             "Log O_DIRECT write latency, submission to completion (sum approximated from buckets).",
             &log2_rows(|s| &s.write_latency_us_log2),
         )?;
-        {
-            let mut offsets = enc.encode_descriptor(
-                "partition_high_watermark",
-                "High watermark per partition (offset).",
-                None,
-                MetricType::Gauge,
-            )?;
-            for s in &self.0 {
-                for p in &s.partitions {
-                    let labels: Labels = vec![
-                        ("shard".into(), s.shard.to_string()),
-                        ("topic".into(), p.topic.clone()),
-                        ("partition".into(), p.partition.to_string()),
-                    ];
-                    ConstGauge::new(p.high_watermark).encode(offsets.encode_family(&labels)?)?;
-                }
+        Ok(())
+    }
+
+    /// The high watermark of every partition.
+    fn encode_high_watermarks(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let mut offsets = enc.encode_descriptor(
+            "partition_high_watermark",
+            "High watermark per partition (offset).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for s in &self.0 {
+            for p in &s.partitions {
+                let labels: Labels = vec![
+                    ("shard".into(), s.shard.to_string()),
+                    ("topic".into(), p.topic.clone()),
+                    ("partition".into(), p.partition.to_string()),
+                ];
+                ConstGauge::new(p.high_watermark).encode(offsets.encode_family(&labels)?)?;
             }
         }
+        Ok(())
+    }
+
+    /// Each group's lag per partition it committed.
+    fn encode_group_lag(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
         // Lag joins each committed offset with its partition's high watermark, which may live
         // on another shard than the group.
         let high_watermarks: std::collections::HashMap<(&str, i32), i64> = self

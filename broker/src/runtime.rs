@@ -169,53 +169,13 @@ async fn shard_main(
         .map_err(|e| anyhow::anyhow!("shard {id}: joining the channel mesh failed: {e}"))?;
     let listen = config.listen;
     let admin_listen = config.admin_listen;
-    let settings = config.shard_settings(config.cores[id]);
-    let queues = TaskQueues::create(&settings)?;
-    let shard = Shard::new(
-        id,
-        Rc::new(config),
-        &settings,
-        queues,
-        metadata.clone(),
-        senders,
-        flags.log_dir.clone(),
-        crate::partition_lifecycle::open_partition_boxed,
-    )
-    .into_rc();
+    let shard = new_shard(id, config, metadata.clone(), senders, &flags)?;
     crate::partition_lifecycle::apply_metadata(&shard, metadata).await;
     if let Some(startup) = startup {
         start_controller(&shard, startup, listeners.voter).await?;
-        let stopping = shard.clone();
-        let stop = stop.clone();
-        crate::rt::spawn_local(async move {
-            while !signal.load(Ordering::SeqCst) {
-                crate::rt::sleep(crate::shutdown::STOP_POLL).await;
-            }
-            if crate::controller::has_other_live_brokers(&stopping) {
-                let agreed = crate::controller::controlled_shutdown(&stopping).await;
-                tracing::info!(
-                    agreed,
-                    "controlled shutdown: leaderships moved to other replicas"
-                );
-            }
-            stop.store(true, Ordering::SeqCst);
-        })
-        .detach();
+        spawn_shutdown_watcher(&shard, signal, stop.clone());
     }
-    let opened: Vec<bool> = shard
-        .partitions
-        .borrow()
-        .values()
-        .map(|p| p.log().stats().opened_clean)
-        .collect();
-    let clean = opened.iter().filter(|c| **c).count();
-    tracing::info!(
-        shard = id,
-        partitions = opened.len(),
-        clean,
-        recovered = opened.len() - clean,
-        "opened partition logs (clean: after a clean shutdown, only the tail was read)"
-    );
+    log_opened_partitions(&shard, id);
     let watcher = shard.stop.clone();
     crate::rt::spawn_local(async move { watcher.watch(stop).await }).detach();
     for (_, receiver) in receivers.streams() {
@@ -232,6 +192,119 @@ async fn shard_main(
         })
         .detach();
     }
+    spawn_background_loops(&shard);
+    // A shard with `listen = false` gets no connections: the accept thread hands them to the
+    // shards that listen in turn, and this one serves only forwarded partition work.
+    // Clients are accepted once this broker is a registered, unfenced member of the cluster
+    // (before, Metadata would list no broker and CreateTopics find none to place replicas
+    // on). Shard 0 says so when the controller has unfenced it.
+    wait_for_membership(&shard, id, &flags.member).await;
+    let (mut incoming, closer) = match listeners.kafka {
+        Some((handoff, closer)) if !shard.stop.is_requested() => {
+            (Some(handoff.incoming()), Some(closer))
+        }
+        _ => (None, None),
+    };
+    // This shard has opened its logs and bound its listener.
+    let serving = flags.serving.clone();
+    serving.fetch_add(1, Ordering::AcqRel);
+    if id == 0 {
+        spawn_admin(&shard, listeners.admin);
+        spawn_announcer(&shard, serving, listen, admin_listen);
+    }
+    if let Some(connections) = incoming.as_mut() {
+        accept_connections(&shard, id, connections).await;
+    }
+    // Stop accepting before the drain: nothing may queue in a backlog nobody will serve.
+    if let Some(closer) = closer {
+        closer.close();
+    }
+    drop(incoming);
+    stop_shard(&shard, id).await;
+    Ok(())
+}
+
+/// Once the shard is asked to stop: the controller stops, connections drain (within
+/// [`crate::shutdown::DRAIN_TIMEOUT`]) and the partitions close.
+async fn stop_shard(shard: &Shard, id: usize) {
+    shard.stop.requested().await;
+    if let Some(controller) = shard.controller.get() {
+        controller.stop();
+    }
+    let lingering = shard.stop.drained(crate::shutdown::DRAIN_TIMEOUT).await;
+    let closed = shard.close_partitions().await;
+    tracing::info!(
+        shard = id,
+        closed,
+        lingering_connections = lingering,
+        "shard stopped"
+    );
+}
+
+/// Shard `id`'s context: its settings and task queues from `config`, its senders into the mesh.
+fn new_shard(
+    id: usize,
+    config: BrokerConfig,
+    metadata: Arc<ClusterMetadata>,
+    senders: crate::rt::Senders<ShardMsg>,
+    flags: &Flags,
+) -> anyhow::Result<Rc<Shard>> {
+    let settings = config.shard_settings(config.cores[id]);
+    let queues = TaskQueues::create(&settings)?;
+    Ok(Shard::new(
+        id,
+        Rc::new(config),
+        &settings,
+        queues,
+        metadata,
+        senders,
+        flags.log_dir.clone(),
+        crate::partition_lifecycle::open_partition_boxed,
+    )
+    .into_rc())
+}
+
+/// Shard 0 of a broker with a controller: on SIGTERM/SIGINT, a controlled shutdown (when
+/// other brokers can take the leaderships), then `stop` for every shard.
+fn spawn_shutdown_watcher(shard: &Rc<Shard>, signal: Arc<AtomicBool>, stop: Arc<AtomicBool>) {
+    let stopping = shard.clone();
+    crate::rt::spawn_local(async move {
+        while !signal.load(Ordering::SeqCst) {
+            crate::rt::sleep(crate::shutdown::STOP_POLL).await;
+        }
+        if crate::controller::has_other_live_brokers(&stopping) {
+            let agreed = crate::controller::controlled_shutdown(&stopping).await;
+            tracing::info!(
+                agreed,
+                "controlled shutdown: leaderships moved to other replicas"
+            );
+        }
+        stop.store(true, Ordering::SeqCst);
+    })
+    .detach();
+}
+
+/// Logs how many partition logs the shard opened, and how many after a clean shutdown.
+fn log_opened_partitions(shard: &Shard, id: usize) {
+    let opened: Vec<bool> = shard
+        .partitions
+        .borrow()
+        .values()
+        .map(|p| p.log().stats().opened_clean)
+        .collect();
+    let clean = opened.iter().filter(|c| **c).count();
+    tracing::info!(
+        shard = id,
+        partitions = opened.len(),
+        clean,
+        recovered = opened.len() - clean,
+        "opened partition logs (clean: after a clean shutdown, only the tail was read)"
+    );
+}
+
+/// The shard's background loops: retention, high-watermark checkpoints, the log cleaner, ISR
+/// expiration, and the group coordinator's deadlines, loads and offset expiry.
+fn spawn_background_loops(shard: &Rc<Shard>) {
     let background = shard.clone();
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         background.retention_loop().await
@@ -260,14 +333,14 @@ async fn shard_main(
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         crate::groups::service::expiry_loop(&expirer).await
     });
-    // A shard with `listen = false` gets no connections: the accept thread hands them to the
-    // shards that listen in turn, and this one serves only forwarded partition work.
-    // Clients are accepted once this broker is a registered, unfenced member of the cluster
-    // (before, Metadata would list no broker and CreateTopics find none to place replicas
-    // on). Shard 0 says so when the controller has unfenced it.
+}
+
+/// Waits until this broker is a registered, unfenced member (shard 0 watches the controller
+/// and says so to every shard through `member`), or the shard stops.
+async fn wait_for_membership(shard: &Rc<Shard>, id: usize, member: &Arc<AtomicBool>) {
     if id == 0 {
         let watcher = shard.clone();
-        let member = flags.member.clone();
+        let member = member.clone();
         crate::rt::spawn_local(async move {
             while !crate::controller::serving(&watcher) {
                 if watcher.sleep_unless_stopped(SERVING_CHECK_INTERVAL).await {
@@ -278,52 +351,58 @@ async fn shard_main(
         })
         .detach();
     }
-    while !flags.member.load(Ordering::Acquire) {
+    while !member.load(Ordering::Acquire) {
         if shard.sleep_unless_stopped(SERVING_CHECK_INTERVAL).await {
             break;
         }
     }
-    let (mut incoming, closer) = match listeners.kafka {
-        Some((handoff, closer)) if !shard.stop.is_requested() => {
-            (Some(handoff.incoming()), Some(closer))
-        }
-        _ => (None, None),
-    };
-    // This shard has opened its logs and bound its listener.
-    let serving = flags.serving.clone();
-    serving.fetch_add(1, Ordering::AcqRel);
-    if id == 0 {
-        if let Some(admin) = listeners.admin {
-            let admin = admin.incoming();
-            crate::rt::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone()))))
-                .detach();
-        }
-        // "listening" means every shard serves (it is a registered, unfenced member, see
-        // above): said once the others have bound too (a start-up wait, checked every
-        // millisecond), while this shard already accepts.
-        let announcer = shard.clone();
-        crate::rt::spawn_local(async move {
-            while serving.load(Ordering::Acquire) < announcer.shards {
-                if announcer
-                    .sleep_unless_stopped(SERVING_CHECK_INTERVAL)
-                    .await
-                {
-                    return;
-                }
-            }
-            // A shutdown during start-up bound no listener: nothing serves.
-            if announcer.stop.is_requested() {
+}
+
+/// Shard 0: serves the admin HTTP listener, if it has one.
+fn spawn_admin(shard: &Rc<Shard>, admin: Option<Handoff>) {
+    if let Some(admin) = admin {
+        let admin = admin.incoming();
+        crate::rt::spawn_local(crate::admin::serve(admin, Rc::new(Admin(shard.clone())))).detach();
+    }
+}
+
+/// Shard 0: says "listening" once every shard serves (`serving` counts them).
+fn spawn_announcer(
+    shard: &Rc<Shard>,
+    serving: Arc<AtomicUsize>,
+    listen: std::net::SocketAddr,
+    admin_listen: std::net::SocketAddr,
+) {
+    // "listening" means every shard serves (it is a registered, unfenced member, see
+    // above): said once the others have bound too (a start-up wait, checked every
+    // millisecond), while this shard already accepts.
+    let announcer = shard.clone();
+    crate::rt::spawn_local(async move {
+        while serving.load(Ordering::Acquire) < announcer.shards {
+            if announcer
+                .sleep_unless_stopped(SERVING_CHECK_INTERVAL)
+                .await
+            {
                 return;
             }
-            tracing::info!(%listen, %admin_listen, shards = announcer.shards, "sluice serving Kafka clients");
-            eprintln!(
-                "sluice: listening on {listen} (admin {admin_listen}), {} shard(s)",
-                announcer.shards
-            );
-        })
-        .detach();
-    }
-    while let Some(connections) = incoming.as_mut() {
+        }
+        // A shutdown during start-up bound no listener: nothing serves.
+        if announcer.stop.is_requested() {
+            return;
+        }
+        tracing::info!(%listen, %admin_listen, shards = announcer.shards, "sluice serving Kafka clients");
+        eprintln!(
+            "sluice: listening on {listen} (admin {admin_listen}), {} shard(s)",
+            announcer.shards
+        );
+    })
+    .detach();
+}
+
+/// Serves each connection `connections` hands this shard, until the shard stops or the
+/// accept thread ends.
+async fn accept_connections(shard: &Rc<Shard>, id: usize, connections: &mut listener::Incoming) {
+    loop {
         let accepted =
             futures_lite::future::or(async { Some(connections.accept().await) }, async {
                 shard.stop.requested().await;
@@ -347,24 +426,6 @@ async fn shard_main(
             }
         }
     }
-    // Stop accepting before the drain: nothing may queue in a backlog nobody will serve.
-    if let Some(closer) = closer {
-        closer.close();
-    }
-    drop(incoming);
-    shard.stop.requested().await;
-    if let Some(controller) = shard.controller.get() {
-        controller.stop();
-    }
-    let lingering = shard.stop.drained(crate::shutdown::DRAIN_TIMEOUT).await;
-    let closed = shard.close_partitions().await;
-    tracing::info!(
-        shard = id,
-        closed,
-        lingering_connections = lingering,
-        "shard stopped"
-    );
-    Ok(())
 }
 
 /// The process-wide flags of a broker's life: `member` set by shard 0 once the controller

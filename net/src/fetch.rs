@@ -175,11 +175,7 @@ pub fn encode_fetch_response(
     correlation_id: i32,
     response: &FetchResponseData,
 ) -> Result<Vec<Bytes>, NetError> {
-    let encode_error = |detail: String| NetError::Encode {
-        api_key: ApiKey::Fetch,
-        api_version,
-        detail,
-    };
+    let encode_error = |detail: String| encode_error(api_version, detail);
     if !(FETCH_FRAMER_VERSIONS.min..=FETCH_FRAMER_VERSIONS.max).contains(&api_version) {
         return Err(encode_error(format!(
             "the fetch framer supports versions {}..={}",
@@ -218,105 +214,19 @@ pub fn encode_fetch_response(
         }
         put_array_len(&mut fields, topic.partitions.len(), flexible)?;
         for partition in &topic.partitions {
-            fields.put_i32(partition.partition_index);
-            fields.put_i16(partition.error_code);
-            fields.put_i64(partition.high_watermark);
-            fields.put_i64(partition.last_stable_offset);
-            if api_version >= 5 {
-                fields.put_i64(partition.log_start_offset);
-            }
-            match &partition.aborted_transactions {
-                None if flexible => put_uvarint(&mut fields, 0),
-                None => fields.put_i32(-1),
-                Some(aborted) => {
-                    put_array_len(&mut fields, aborted.len(), flexible)?;
-                    for transaction in aborted {
-                        fields.put_i64(transaction.producer_id);
-                        fields.put_i64(transaction.first_offset);
-                        if flexible {
-                            put_empty_tagged_fields(&mut fields);
-                        }
-                    }
-                }
-            }
-            if api_version >= 11 {
-                fields.put_i32(partition.preferred_read_replica);
-            } else if partition.preferred_read_replica != -1 {
-                return Err(encode_error(
-                    "preferred_read_replica needs version 11 or later".to_owned(),
-                ));
-            }
-
-            let records_bytes = partition
-                .records
-                .iter()
-                .try_fold(0usize, |sum, batch| sum.checked_add(batch.len()))
-                .ok_or_else(|| too_large("partition records length overflows usize"))?;
-            if flexible {
-                put_compact_len(&mut fields, records_bytes)?;
-            } else {
-                fields.put_i32(i32::try_from(records_bytes).map_err(|_| {
-                    too_large(format!(
-                        "partition {} records of {records_bytes} bytes exceed i32::MAX",
-                        partition.partition_index
-                    ))
-                })?);
-            }
-            if records_bytes > 0 {
-                cuts.push((fields.len(), &partition.records));
-                records_total_bytes = records_total_bytes
-                    .checked_add(records_bytes)
-                    .ok_or_else(|| too_large("records length overflows usize"))?;
-            }
-            let current_leader = partition
-                .current_leader
-                .filter(|leader| *leader != FetchCurrentLeader::UNKNOWN);
-            if !flexible {
-                if partition.diverging_epoch.is_some() || current_leader.is_some() {
-                    return Err(encode_error(
-                        "diverging_epoch and current_leader need version 12 or later".to_owned(),
-                    ));
-                }
-                continue;
-            }
-            let tagged = u32::from(partition.diverging_epoch.is_some())
-                + u32::from(current_leader.is_some());
-            put_uvarint(&mut fields, tagged);
-            if let Some(diverging) = partition.diverging_epoch {
-                put_uvarint(&mut fields, 0); // Tag 0, diverging_epoch.
-                put_uvarint(&mut fields, EPOCH_END_OFFSET_BYTES);
-                fields.put_i32(diverging.epoch);
-                fields.put_i64(diverging.end_offset);
-                put_empty_tagged_fields(&mut fields);
-            }
-            if let Some(leader) = current_leader {
-                put_uvarint(&mut fields, 1); // Tag 1, current_leader.
-                put_uvarint(&mut fields, LEADER_ID_AND_EPOCH_BYTES);
-                fields.put_i32(leader.leader_id);
-                fields.put_i32(leader.leader_epoch);
-                put_empty_tagged_fields(&mut fields);
-            }
+            encode_partition(
+                api_version,
+                &mut fields,
+                partition,
+                &mut cuts,
+                &mut records_total_bytes,
+            )?;
         }
         if flexible {
             put_empty_tagged_fields(&mut fields);
         }
     }
-    if api_version >= FIRST_NODE_ENDPOINTS_VERSION && !response.node_endpoints.is_empty() {
-        let mut endpoints = BytesMut::new();
-        put_node_endpoints(&mut endpoints, &response.node_endpoints)?;
-        let endpoints_bytes = u32::try_from(endpoints.len())
-            .map_err(|_| too_large("node_endpoints exceed u32::MAX bytes"))?;
-        put_uvarint(&mut fields, 1); // One tagged field:
-        put_uvarint(&mut fields, 0); // tag 0, node_endpoints.
-        put_uvarint(&mut fields, endpoints_bytes);
-        fields.put_slice(&endpoints);
-    } else if !response.node_endpoints.is_empty() {
-        return Err(encode_error(
-            "node_endpoints need version 16 or later".to_owned(),
-        ));
-    } else if flexible {
-        put_empty_tagged_fields(&mut fields);
-    }
+    put_response_tagged_fields(api_version, &mut fields, &response.node_endpoints)?;
 
     let frame_bytes = (fields.len() - FRAME_SIZE_PREFIX_BYTES)
         .checked_add(records_total_bytes)
@@ -324,7 +234,161 @@ pub fn encode_fetch_response(
         .ok_or_else(|| too_large("response frame exceeds i32::MAX bytes"))?;
     fields[..FRAME_SIZE_PREFIX_BYTES].copy_from_slice(&frame_bytes.to_be_bytes());
 
-    let fields = fields.freeze();
+    Ok(split_at_cuts(fields.freeze(), cuts))
+}
+
+/// One partition of a Fetch response: its fields into `fields`, and where its records go
+/// (`cuts`, `records_total_bytes`) when it has any.
+fn encode_partition<'a>(
+    api_version: i16,
+    fields: &mut BytesMut,
+    partition: &'a FetchPartitionData,
+    cuts: &mut Vec<(usize, &'a [Bytes])>,
+    records_total_bytes: &mut usize,
+) -> Result<(), NetError> {
+    let flexible = api_version >= FIRST_FLEXIBLE_VERSION;
+    fields.put_i32(partition.partition_index);
+    fields.put_i16(partition.error_code);
+    fields.put_i64(partition.high_watermark);
+    fields.put_i64(partition.last_stable_offset);
+    if api_version >= 5 {
+        fields.put_i64(partition.log_start_offset);
+    }
+    put_aborted_transactions(fields, partition.aborted_transactions.as_deref(), flexible)?;
+    if api_version >= 11 {
+        fields.put_i32(partition.preferred_read_replica);
+    } else if partition.preferred_read_replica != -1 {
+        return Err(encode_error(
+            api_version,
+            "preferred_read_replica needs version 11 or later".to_owned(),
+        ));
+    }
+
+    let records_bytes = partition
+        .records
+        .iter()
+        .try_fold(0usize, |sum, batch| sum.checked_add(batch.len()))
+        .ok_or_else(|| too_large("partition records length overflows usize"))?;
+    if flexible {
+        put_compact_len(fields, records_bytes)?;
+    } else {
+        fields.put_i32(i32::try_from(records_bytes).map_err(|_| {
+            too_large(format!(
+                "partition {} records of {records_bytes} bytes exceed i32::MAX",
+                partition.partition_index
+            ))
+        })?);
+    }
+    if records_bytes > 0 {
+        cuts.push((fields.len(), &partition.records));
+        *records_total_bytes = records_total_bytes
+            .checked_add(records_bytes)
+            .ok_or_else(|| too_large("records length overflows usize"))?;
+    }
+    put_partition_tagged_fields(api_version, fields, partition)
+}
+
+/// A partition's tagged fields (v12+): diverging_epoch and current_leader; below v12 neither
+/// may be set.
+fn put_partition_tagged_fields(
+    api_version: i16,
+    fields: &mut BytesMut,
+    partition: &FetchPartitionData,
+) -> Result<(), NetError> {
+    let flexible = api_version >= FIRST_FLEXIBLE_VERSION;
+    let current_leader = partition
+        .current_leader
+        .filter(|leader| *leader != FetchCurrentLeader::UNKNOWN);
+    if !flexible {
+        if partition.diverging_epoch.is_some() || current_leader.is_some() {
+            return Err(encode_error(
+                api_version,
+                "diverging_epoch and current_leader need version 12 or later".to_owned(),
+            ));
+        }
+        return Ok(());
+    }
+    let tagged =
+        u32::from(partition.diverging_epoch.is_some()) + u32::from(current_leader.is_some());
+    put_uvarint(fields, tagged);
+    if let Some(diverging) = partition.diverging_epoch {
+        put_uvarint(fields, 0); // Tag 0, diverging_epoch.
+        put_uvarint(fields, EPOCH_END_OFFSET_BYTES);
+        fields.put_i32(diverging.epoch);
+        fields.put_i64(diverging.end_offset);
+        put_empty_tagged_fields(fields);
+    }
+    if let Some(leader) = current_leader {
+        put_uvarint(fields, 1); // Tag 1, current_leader.
+        put_uvarint(fields, LEADER_ID_AND_EPOCH_BYTES);
+        fields.put_i32(leader.leader_id);
+        fields.put_i32(leader.leader_epoch);
+        put_empty_tagged_fields(fields);
+    }
+    Ok(())
+}
+
+/// A partition's aborted transactions: a (compact) nullable array.
+fn put_aborted_transactions(
+    fields: &mut BytesMut,
+    aborted: Option<&[FetchAbortedTransaction]>,
+    flexible: bool,
+) -> Result<(), NetError> {
+    match aborted {
+        None if flexible => put_uvarint(fields, 0),
+        None => fields.put_i32(-1),
+        Some(aborted) => {
+            put_array_len(fields, aborted.len(), flexible)?;
+            for transaction in aborted {
+                fields.put_i64(transaction.producer_id);
+                fields.put_i64(transaction.first_offset);
+                if flexible {
+                    put_empty_tagged_fields(fields);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The response's tagged fields (v12+): node_endpoints (v16+, only when there are any).
+fn put_response_tagged_fields(
+    api_version: i16,
+    fields: &mut BytesMut,
+    node_endpoints: &[FetchNodeEndpoint],
+) -> Result<(), NetError> {
+    let flexible = api_version >= FIRST_FLEXIBLE_VERSION;
+    if api_version >= FIRST_NODE_ENDPOINTS_VERSION && !node_endpoints.is_empty() {
+        let mut endpoints = BytesMut::new();
+        put_node_endpoints(&mut endpoints, node_endpoints)?;
+        let endpoints_bytes = u32::try_from(endpoints.len())
+            .map_err(|_| too_large("node_endpoints exceed u32::MAX bytes"))?;
+        put_uvarint(fields, 1); // One tagged field:
+        put_uvarint(fields, 0); // tag 0, node_endpoints.
+        put_uvarint(fields, endpoints_bytes);
+        fields.put_slice(&endpoints);
+    } else if !node_endpoints.is_empty() {
+        return Err(encode_error(
+            api_version,
+            "node_endpoints need version 16 or later".to_owned(),
+        ));
+    } else if flexible {
+        put_empty_tagged_fields(fields);
+    }
+    Ok(())
+}
+
+/// An encoding error of a Fetch response of `api_version`.
+fn encode_error(api_version: i16, detail: String) -> NetError {
+    NetError::Encode {
+        api_key: ApiKey::Fetch,
+        api_version,
+        detail,
+    }
+}
+
+/// The encoded fields cut where each partition's records go, with the records in between.
+fn split_at_cuts(fields: Bytes, cuts: Vec<(usize, &[Bytes])>) -> Vec<Bytes> {
     let mut chunks = Vec::with_capacity(1 + 2 * cuts.len() + records_chunk_count(&cuts));
     let mut start = 0;
     for (cut, batches) in cuts {
@@ -337,7 +401,7 @@ pub fn encode_fetch_response(
     if fields.len() > start {
         chunks.push(fields.slice(start..));
     }
-    Ok(chunks)
+    chunks
 }
 
 /// `node_endpoints` as a compact array of `NodeEndpoint` (node id i32, host compact string,

@@ -252,9 +252,16 @@ pub struct Group {
     /// When the group entered `state`, ms since the epoch (Kafka's `currentStateTimestamp`:
     /// an Empty group's offsets expire `offsets.retention.minutes` after it).
     state_timestamp_ms: i64,
+    /// Invariant: only grows on a group instance (bumped by one per completed join, asserted
+    /// in [`Group::complete_join`]; queued records in [`Group::take_to_persist`]).
     generation: i32,
     protocol_type: Option<String>,
     protocol_name: Option<String>,
+    /// Invariant: in CompletingRebalance the leader is a member — [`Group::complete_join`]
+    /// picks it among the members that rejoined, a replaced static leader hands it to its new
+    /// id, and every removal leaves CompletingRebalance (asserted where SyncGroup and a
+    /// repeated JoinGroup read it, [`Group::assert_leader_is_member`]). A restored group's
+    /// leader is disk input and is not asserted until a join of ours sets it.
     leader: Option<String>,
     members: BTreeMap<String, Member>,
     /// Ids handed out with `MEMBER_ID_REQUIRED`, until their join or their session timeout.
@@ -296,6 +303,10 @@ impl Group {
 
     /// The group as its stored metadata record left it (on load): Stable with its members,
     /// whose sessions start now, or Empty.
+    ///
+    /// No assertion on the generation or the leader here: `stored` is disk input (a replay
+    /// builds its groups apart from the live ones, so there is no generation in memory to
+    /// compare with; a later record in the log simply wins).
     pub fn restore(&mut self, stored: StoredGroup, now: Instant) {
         self.generation = stored.generation;
         self.protocol_type = Some(stored.protocol_type).filter(|t| !t.is_empty());
@@ -369,7 +380,40 @@ impl Group {
 
     /// Membership records the coordinator must append, oldest first.
     pub fn take_to_persist(&mut self) -> Vec<StoredGroup> {
-        std::mem::take(&mut self.to_persist)
+        let pending = std::mem::take(&mut self.to_persist);
+        assert!(
+            pending
+                .windows(2)
+                .all(|w| w[0].generation <= w[1].generation),
+            "a group's generation only grows: its queued records are in generation order"
+        );
+        pending
+    }
+
+    /// Queues the group's current membership record for the coordinator to append.
+    fn queue_persist(&mut self) {
+        let record = self.stored();
+        assert!(
+            self.to_persist
+                .last()
+                .is_none_or(|last| last.generation <= record.generation),
+            "a group's generation only grows: a queued record never goes back"
+        );
+        self.to_persist.push(record);
+    }
+
+    /// Asserts the invariant on [`Group::leader`] in CompletingRebalance: the group has a
+    /// leader and it is one of its members.
+    fn assert_leader_is_member(&self) {
+        assert_eq!(self.state, GroupState::CompletingRebalance);
+        let leader = self
+            .leader
+            .as_ref()
+            .expect("a CompletingRebalance group has a leader");
+        assert!(
+            self.members.contains_key(leader),
+            "a CompletingRebalance group's leader is among its members"
+        );
     }
 
     /// Marks the group deleted (DeleteGroups): it stays Dead until dropped.
@@ -550,20 +594,17 @@ impl Group {
             self.leader = Some(new_id.clone());
         }
         self.members.insert(new_id.clone(), member);
+        assert!(
+            self.leader.as_deref() != Some(old_id),
+            "a replaced static member is not the leader any more"
+        );
+        assert!(
+            self.leader.as_deref() != Some(new_id.as_str()) || self.members.contains_key(&new_id),
+            "a replaced static leader's new id is among the members"
+        );
         match self.state {
             GroupState::Stable if unchanged => {
-                self.to_persist.push(self.stored());
-                let is_leader = self.leader.as_deref() == Some(new_id.as_str());
-                let mut answer = self.current_generation_answer(&new_id, is_leader);
-                if is_leader && !p.supports_skip_assignment {
-                    // Before KIP-814 (JoinGroup v9) a rejoined static leader cannot be told
-                    // to keep the assignment, so Kafka names its old id as the leader: it
-                    // acts as a follower and its SyncGroup gets the stored assignment.
-                    answer.leader = old_id.to_string();
-                    answer.members.clear();
-                    answer.skip_assignment = false;
-                }
-                Answer::Now(answer)
+                Answer::Now(self.rejoined_static_answer(old_id, &new_id, &p))
             }
             GroupState::PreparingRebalance => {
                 let (tx, rx) = oneshot::channel();
@@ -583,6 +624,23 @@ impl Group {
                 Answer::Later(rx)
             }
         }
+    }
+
+    /// A static member that came back to a Stable group it still matches: the membership
+    /// is stored again and the member gets the current generation, no rebalance.
+    fn rejoined_static_answer(&mut self, old_id: &str, new_id: &str, p: &JoinParams) -> JoinResult {
+        self.queue_persist();
+        let is_leader = self.leader.as_deref() == Some(new_id);
+        let mut answer = self.current_generation_answer(new_id, is_leader);
+        if is_leader && !p.supports_skip_assignment {
+            // Before KIP-814 (JoinGroup v9) a rejoined static leader cannot be told
+            // to keep the assignment, so Kafka names its old id as the leader: it
+            // acts as a follower and its SyncGroup gets the stored assignment.
+            answer.leader = old_id.to_string();
+            answer.members.clear();
+            answer.skip_assignment = false;
+        }
+        answer
     }
 
     fn add_member_and_rebalance(
@@ -680,6 +738,9 @@ impl Group {
     }
 
     fn current_generation_answer(&self, member_id: &str, is_leader: bool) -> JoinResult {
+        if self.state == GroupState::CompletingRebalance {
+            self.assert_leader_is_member();
+        }
         JoinResult {
             error: None,
             generation: self.generation,
@@ -790,12 +851,17 @@ impl Group {
             self.rebalance_deadline = Some(now + timeout);
             return;
         }
+        let previous = self.generation;
         self.generation += 1;
+        assert!(
+            self.generation > previous,
+            "a group's generation only grows"
+        );
         if self.members.is_empty() {
             self.enter(GroupState::Empty);
             self.protocol_name = None;
             self.leader = None;
-            self.to_persist.push(self.stored());
+            self.queue_persist();
             return;
         }
         self.protocol_name = self.select_protocol();
@@ -803,7 +869,18 @@ impl Group {
         if !self.leader.as_ref().is_some_and(|l| rejoined.contains(l)) {
             self.leader = rejoined.first().cloned();
         }
+        assert!(
+            self.leader.as_ref().is_some_and(|l| rejoined.contains(l)),
+            "a new generation's leader is a member that rejoined it"
+        );
         self.enter(GroupState::CompletingRebalance);
+        self.answer_rejoined(rejoined, now);
+    }
+
+    /// Sends each member that rejoined its JoinGroup answer for the new generation (the
+    /// leader's lists every member) and renews its session.
+    fn answer_rejoined(&mut self, rejoined: Vec<String>, now: Instant) {
+        self.assert_leader_is_member();
         let leader = self.leader.clone().unwrap_or_default();
         let everyone = self.member_list();
         for id in rejoined {
@@ -878,6 +955,11 @@ impl Group {
         if self.leader.as_deref() == Some(id) {
             self.leader = None;
         }
+        assert!(!self.members.contains_key(id), "a dropped member is gone");
+        assert!(
+            self.leader.as_deref() != Some(id),
+            "a dropped member is not the leader: the leader is among the members"
+        );
     }
 
     /// Removes a member (LeaveGroup, session timeout) and rebalances the rest.
@@ -926,6 +1008,7 @@ impl Group {
                 SyncOutcome::Answer(Answer::Now(self.assignment_answer(member)))
             }
             GroupState::CompletingRebalance => {
+                self.assert_leader_is_member();
                 let is_leader = self.leader.as_deref() == Some(p.member_id.as_str());
                 let (tx, rx) = oneshot::channel();
                 if let Some(m) = self.members.get_mut(&p.member_id) {

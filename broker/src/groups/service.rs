@@ -186,45 +186,8 @@ async fn run_group_op_inner(
     let now = Instant::now();
     let cfg = shard.groups.config;
     match op {
-        GroupOp::Join(params) => {
-            let answer = try_with_group(shard, group_id, true, |g| g.join(params, now, &cfg));
-            persist_membership(shard, partition, group_id).await;
-            GroupReply::Join(match answer {
-                Some(Answer::Now(r)) => r,
-                Some(Answer::Later(rx)) => rx
-                    .await
-                    .unwrap_or_else(|_| JoinResult::error(GroupError::CoordinatorNotAvailable, "")),
-                None => JoinResult::error(GroupError::UnknownMemberId, ""),
-            })
-        }
-        GroupOp::Sync(params) => {
-            let outcome = try_with_group(shard, group_id, false, |g| g.sync(params, now));
-            let rx = match outcome {
-                None => return sync_error(GroupError::UnknownMemberId),
-                Some(SyncOutcome::Answer(Answer::Now(r))) => return GroupReply::Sync(r),
-                Some(SyncOutcome::Answer(Answer::Later(rx))) => rx,
-                Some(SyncOutcome::Persist {
-                    generation,
-                    record,
-                    answer,
-                }) => {
-                    let stored = OffsetsRecord::Group {
-                        group: group_id.to_string(),
-                        value: Some(record),
-                    };
-                    let result = append_offsets_records(shard, partition, &[stored]).await;
-                    try_with_group(shard, group_id, false, |g| {
-                        g.finish_sync(generation, result, Instant::now(), &cfg);
-                    });
-                    persist_membership(shard, partition, group_id).await;
-                    answer
-                }
-            };
-            GroupReply::Sync(
-                rx.await
-                    .unwrap_or_else(|_| SyncResult::error(GroupError::RebalanceInProgress)),
-            )
-        }
+        GroupOp::Join(params) => join_group(shard, partition, group_id, params, now).await,
+        GroupOp::Sync(params) => sync_group(shard, partition, group_id, params, now).await,
         GroupOp::Heartbeat {
             member_id,
             group_instance_id,
@@ -262,44 +225,111 @@ async fn run_group_op_inner(
             )
             .await
         }
-        GroupOp::FetchOffsets { partitions } => {
-            let groups = shard.groups.groups.borrow();
-            let group = groups.get(group_id);
-            let offsets = match partitions {
-                Some(wanted) => wanted
-                    .into_iter()
-                    .flat_map(|(topic, ps)| ps.into_iter().map(move |p| (topic.clone(), p)))
-                    .map(|(topic, p)| {
-                        let c = group.and_then(|g| g.offsets.get(&(topic.clone(), p)));
-                        (topic, p, c.cloned())
-                    })
-                    .collect(),
-                None => group.map_or_else(Vec::new, |g| {
-                    g.offsets
-                        .iter()
-                        .map(|((t, p), c)| (t.clone(), *p, Some(c.clone())))
-                        .collect()
-                }),
-            };
-            GroupReply::Offsets(offsets)
-        }
-        GroupOp::Describe => {
-            let groups = shard.groups.groups.borrow();
-            GroupReply::Described(match groups.get(group_id) {
-                Some(g) => describe(g),
-                None => GroupDescription {
-                    state: GroupState::Dead.name(),
-                    protocol_type: String::new(),
-                    protocol: String::new(),
-                    members: Vec::new(),
-                },
-            })
-        }
+        GroupOp::FetchOffsets { partitions } => fetch_offsets(shard, group_id, partitions),
+        GroupOp::Describe => describe_local(shard, group_id),
         GroupOp::Delete => delete_group(shard, partition, group_id).await,
         GroupOp::DeleteOffsets { partitions } => {
             delete_offsets(shard, partition, group_id, partitions).await
         }
     }
+}
+
+/// JoinGroup: the group answers now or once the join completes; what it queued is appended.
+async fn join_group(
+    shard: &Shard,
+    partition: i32,
+    group_id: &str,
+    params: group::JoinParams,
+    now: Instant,
+) -> GroupReply {
+    let cfg = shard.groups.config;
+    let answer = try_with_group(shard, group_id, true, |g| g.join(params, now, &cfg));
+    persist_membership(shard, partition, group_id).await;
+    GroupReply::Join(match answer {
+        Some(Answer::Now(r)) => r,
+        Some(Answer::Later(rx)) => rx
+            .await
+            .unwrap_or_else(|_| JoinResult::error(GroupError::CoordinatorNotAvailable, "")),
+        None => JoinResult::error(GroupError::UnknownMemberId, ""),
+    })
+}
+
+/// SyncGroup: the leader's assignment is appended before the members get it.
+async fn sync_group(
+    shard: &Shard,
+    partition: i32,
+    group_id: &str,
+    params: group::SyncParams,
+    now: Instant,
+) -> GroupReply {
+    let cfg = shard.groups.config;
+    let outcome = try_with_group(shard, group_id, false, |g| g.sync(params, now));
+    let rx = match outcome {
+        None => return sync_error(GroupError::UnknownMemberId),
+        Some(SyncOutcome::Answer(Answer::Now(r))) => return GroupReply::Sync(r),
+        Some(SyncOutcome::Answer(Answer::Later(rx))) => rx,
+        Some(SyncOutcome::Persist {
+            generation,
+            record,
+            answer,
+        }) => {
+            let stored = OffsetsRecord::Group {
+                group: group_id.to_string(),
+                value: Some(record),
+            };
+            let result = append_offsets_records(shard, partition, &[stored]).await;
+            try_with_group(shard, group_id, false, |g| {
+                g.finish_sync(generation, result, Instant::now(), &cfg);
+            });
+            persist_membership(shard, partition, group_id).await;
+            answer
+        }
+    };
+    GroupReply::Sync(
+        rx.await
+            .unwrap_or_else(|_| SyncResult::error(GroupError::RebalanceInProgress)),
+    )
+}
+
+/// OffsetFetch: the committed offsets of `partitions` (`None`: all of the group's).
+fn fetch_offsets(
+    shard: &Shard,
+    group_id: &str,
+    partitions: Option<Vec<(String, Vec<i32>)>>,
+) -> GroupReply {
+    let groups = shard.groups.groups.borrow();
+    let group = groups.get(group_id);
+    let offsets = match partitions {
+        Some(wanted) => wanted
+            .into_iter()
+            .flat_map(|(topic, ps)| ps.into_iter().map(move |p| (topic.clone(), p)))
+            .map(|(topic, p)| {
+                let c = group.and_then(|g| g.offsets.get(&(topic.clone(), p)));
+                (topic, p, c.cloned())
+            })
+            .collect(),
+        None => group.map_or_else(Vec::new, |g| {
+            g.offsets
+                .iter()
+                .map(|((t, p), c)| (t.clone(), *p, Some(c.clone())))
+                .collect()
+        }),
+    };
+    GroupReply::Offsets(offsets)
+}
+
+/// DescribeGroups: the group here, or Dead when there is none.
+fn describe_local(shard: &Shard, group_id: &str) -> GroupReply {
+    let groups = shard.groups.groups.borrow();
+    GroupReply::Described(match groups.get(group_id) {
+        Some(g) => describe(g),
+        None => GroupDescription {
+            state: GroupState::Dead.name(),
+            protocol_type: String::new(),
+            protocol: String::new(),
+            members: Vec::new(),
+        },
+    })
 }
 
 /// Runs `f` on the group (creating it when `create`); `None` when it does not exist.

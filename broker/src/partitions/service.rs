@@ -131,109 +131,9 @@ async fn run(
             records,
             acks,
             timeout,
-        } => {
-            let now_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            let records = match shard.topic_configs.borrow().get(tp) {
-                Some(config) => crate::produce_checks::prepare(records, config, now_ms)?,
-                // Closed while the request was on its way (the log refuses it too).
-                None => return Err(PartitionOpError::UnknownTopicOrPartition),
-            };
-            let appended = partition
-                .append(records, acks, timeout)
-                .await
-                .inspect_err(|e| note_dir_failure(shard, e))?;
-            Ok(PartitionReply::Produced {
-                base_offset: appended.base_offset.0,
-                log_start_offset: appended.log_start_offset.0,
-                log_append_time_ms: appended.log_append_time.map_or(-1, |t| t.0),
-            })
-        }
-        PartitionOp::Fetch {
-            offset,
-            max_bytes,
-            min_bytes,
-            deadline,
-            cancel,
-        } => {
-            let parked = &shard.metrics.parked_fetches;
-            parked.set(parked.get() + 1);
-            let cancelled = async {
-                let _ = cancel.await;
-            };
-            let read = partition
-                .fetch(offset, max_bytes, min_bytes, deadline, cancelled)
-                .await;
-            parked.set(parked.get() - 1);
-            let still_here = shard
-                .partitions
-                .borrow()
-                .get(tp)
-                .is_some_and(|p| Rc::ptr_eq(p, &partition));
-            let read = if still_here {
-                read?
-            } else {
-                // Closed while parked (topic deleted, shard stopping): answer as a read
-                // arriving now would.
-                owned_partition(shard, tp)
-                    .await?
-                    .read(offset, max_bytes, replication::Isolation::HighWatermark)
-                    .await?
-            };
-            Ok(PartitionReply::Read {
-                high_watermark: read.high_watermark.0,
-                log_start_offset: read.log_start_offset.0,
-                batches: read.batches,
-            })
-        }
-        PartitionOp::ReplicaFetch {
-            replica,
-            fetch_offset,
-            last_fetched_epoch,
-            broker_epoch,
-            max_bytes,
-            min_bytes,
-            deadline,
-            cancel,
-        } => {
-            let cancelled = async {
-                let _ = cancel.await;
-            };
-            // KIP-903: the epoch the image registers for the follower while it is not fenced.
-            let alive_epoch = shard
-                .metadata()
-                .image
-                .brokers
-                .get(&replica.0)
-                .filter(|b| !b.fenced)
-                .map(|b| b.broker_epoch);
-            let isr_eligible =
-                replication::check_follower_broker_epoch(replica, broker_epoch, alive_epoch)
-                    .map_err(replication::PartitionError::from)?;
-            let read = partition
-                .replica_fetch_parked(
-                    replica,
-                    fetch_offset,
-                    last_fetched_epoch,
-                    broker_epoch,
-                    max_bytes,
-                    min_bytes,
-                    deadline,
-                    cancelled,
-                )
-                .await?;
-            let candidate = read.expand_candidate.filter(|_| isr_eligible);
-            if let (Some(candidate), Some(shard)) = (candidate, shard.rc()) {
-                super::isr_changes::maybe_expand(&shard, tp, &partition, candidate);
-            }
-            Ok(PartitionReply::ReplicaRead {
-                high_watermark: read.high_watermark.0,
-                log_start_offset: read.log_start_offset.0,
-                batches: read.batches,
-                diverging_epoch: read.diverging_epoch,
-            })
-        }
+        } => produce(shard, tp, &partition, records, acks, timeout).await,
+        op @ PartitionOp::Fetch { .. } => fetch(shard, tp, partition, op).await,
+        op @ PartitionOp::ReplicaFetch { .. } => replica_fetch(shard, tp, &partition, op).await,
         PartitionOp::FollowerPosition => {
             if partition.leader() == partition_node(shard) {
                 return Err(PartitionOpError::NotLeaderOrFollower);
@@ -288,6 +188,141 @@ async fn run(
             })
         }
     }
+}
+
+/// Produce: the batches checked against the topic's config, then appended.
+async fn produce(
+    shard: &Shard,
+    tp: &TopicPartition,
+    partition: &Rc<LocalPartition>,
+    records: bytes::Bytes,
+    acks: replication::Acks,
+    timeout: std::time::Duration,
+) -> Result<PartitionReply, PartitionOpError> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let records = match shard.topic_configs.borrow().get(tp) {
+        Some(config) => crate::produce_checks::prepare(records, config, now_ms)?,
+        // Closed while the request was on its way (the log refuses it too).
+        None => return Err(PartitionOpError::UnknownTopicOrPartition),
+    };
+    let appended = partition
+        .append(records, acks, timeout)
+        .await
+        .inspect_err(|e| note_dir_failure(shard, e))?;
+    Ok(PartitionReply::Produced {
+        base_offset: appended.base_offset.0,
+        log_start_offset: appended.log_start_offset.0,
+        log_append_time_ms: appended.log_append_time.map_or(-1, |t| t.0),
+    })
+}
+
+/// A consumer's Fetch (`op`, as [`run`] passes only a Fetch), parked until `min_bytes` or
+/// its deadline.
+async fn fetch(
+    shard: &Shard,
+    tp: &TopicPartition,
+    partition: Rc<LocalPartition>,
+    op: PartitionOp,
+) -> Result<PartitionReply, PartitionOpError> {
+    let PartitionOp::Fetch {
+        offset,
+        max_bytes,
+        min_bytes,
+        deadline,
+        cancel,
+    } = op
+    else {
+        unreachable!("run passes only a Fetch to fetch");
+    };
+    let parked = &shard.metrics.parked_fetches;
+    parked.set(parked.get() + 1);
+    let cancelled = async {
+        let _ = cancel.await;
+    };
+    let read = partition
+        .fetch(offset, max_bytes, min_bytes, deadline, cancelled)
+        .await;
+    parked.set(parked.get() - 1);
+    let still_here = shard
+        .partitions
+        .borrow()
+        .get(tp)
+        .is_some_and(|p| Rc::ptr_eq(p, &partition));
+    let read = if still_here {
+        read?
+    } else {
+        // Closed while parked (topic deleted, shard stopping): answer as a read
+        // arriving now would.
+        owned_partition(shard, tp)
+            .await?
+            .read(offset, max_bytes, replication::Isolation::HighWatermark)
+            .await?
+    };
+    Ok(PartitionReply::Read {
+        high_watermark: read.high_watermark.0,
+        log_start_offset: read.log_start_offset.0,
+        batches: read.batches,
+    })
+}
+
+/// A follower's Fetch (`op`, as [`run`] passes only a ReplicaFetch): its broker epoch
+/// checked (KIP-903), parked like a consumer's, and the ISR expanded when it caught up.
+async fn replica_fetch(
+    shard: &Shard,
+    tp: &TopicPartition,
+    partition: &Rc<LocalPartition>,
+    op: PartitionOp,
+) -> Result<PartitionReply, PartitionOpError> {
+    let PartitionOp::ReplicaFetch {
+        replica,
+        fetch_offset,
+        last_fetched_epoch,
+        broker_epoch,
+        max_bytes,
+        min_bytes,
+        deadline,
+        cancel,
+    } = op
+    else {
+        unreachable!("run passes only a ReplicaFetch to replica_fetch");
+    };
+    let cancelled = async {
+        let _ = cancel.await;
+    };
+    // KIP-903: the epoch the image registers for the follower while it is not fenced.
+    let alive_epoch = shard
+        .metadata()
+        .image
+        .brokers
+        .get(&replica.0)
+        .filter(|b| !b.fenced)
+        .map(|b| b.broker_epoch);
+    let isr_eligible = replication::check_follower_broker_epoch(replica, broker_epoch, alive_epoch)
+        .map_err(replication::PartitionError::from)?;
+    let read = partition
+        .replica_fetch_parked(
+            replica,
+            fetch_offset,
+            last_fetched_epoch,
+            broker_epoch,
+            max_bytes,
+            min_bytes,
+            deadline,
+            cancelled,
+        )
+        .await?;
+    let candidate = read.expand_candidate.filter(|_| isr_eligible);
+    if let (Some(candidate), Some(shard)) = (candidate, shard.rc()) {
+        super::isr_changes::maybe_expand(&shard, tp, partition, candidate);
+    }
+    Ok(PartitionReply::ReplicaRead {
+        high_watermark: read.high_watermark.0,
+        log_start_offset: read.log_start_offset.0,
+        batches: read.batches,
+        diverging_epoch: read.diverging_epoch,
+    })
 }
 
 /// This broker as the partitions know it.
