@@ -390,7 +390,7 @@ thread_local! {
     /// This shard's retired segments waiting to be closed, oldest first, and whether its
     /// reaper task runs. Bounded by the segments the shard's logs retire (each is listed
     /// once, when the log drops it from its segment map).
-    static RETIRED: RefCell<(VecDeque<Rc<Segment>>, bool)> = RefCell::new((VecDeque::new(), false));
+    static RETIRED: RefCell<(VecDeque<Rc<Segment>>, bool)> = const { RefCell::new((VecDeque::new(), false)) };
 }
 
 /// Closes a segment the log no longer lists and whose files are (or are about to be)
