@@ -140,3 +140,23 @@ def consume_all(bootstrap, topic, partitions, expected=None, timeout=60):
             f"(expected {expected}), EOF on partitions {sorted(eof)}")
     finally:
         c.close()
+
+
+def read_partition(bootstrap, topic, partition=0, timeout=60):
+    """Every record of `topic`'s `partition` from its log start to its end, in order:
+    [(offset, key, value)]."""
+    c = consumer(bootstrap)
+    c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    out = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == KafkaError._PARTITION_EOF:
+                break
+            raise AssertionError(m.error())
+        out.append((m.offset(), m.key(), m.value()))
+    c.close()
+    return out

@@ -11,9 +11,9 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 
-from compat_util import consumer, create_topic, producer, wait_until
+from compat_util import consumer, create_topic, producer, read_partition, wait_until
 from conftest import TARGET
 
 FAST_CLEANER = {"log.cleaner.backoff.ms": 200, "log.retention.check.interval.ms": 500}
@@ -22,25 +22,6 @@ COMPACTED = {
     "segment.ms": "300",
     "min.cleanable.dirty.ratio": "0.01",
 }
-
-
-def read_all(bootstrap, topic):
-    """Every record of partition 0 from the log start: [(offset, key, value)]."""
-    c = consumer(bootstrap)
-    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    out = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        m = c.poll(1.0)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == KafkaError._PARTITION_EOF:
-                break
-            raise AssertionError(m.error())
-        out.append((m.offset(), m.key(), m.value()))
-    c.close()
-    return out
 
 
 def produce_sync(p, topic, key, value):
@@ -63,7 +44,7 @@ def wait_compacted(bootstrap, topic, p, done, what):
         produce_sync(p, topic, b"filler", b"f%d" % filler[0])
         filler[0] += 1
         time.sleep(0.5)
-        records = read_all(bootstrap, topic)
+        records = read_partition(bootstrap, topic)
         return [records] if done(records) else None
     return wait_until(check, 90, interval=0.1, what=what)[0]
 
@@ -80,7 +61,7 @@ def test_the_latest_value_of_every_key_stays_at_its_offset(broker, compression):
         key = b"k%d" % (i % 20)
         p.produce("latest", key=key, value=b"v%d" % i, partition=0)
     assert p.flush(30) == 0
-    for offset, key, value in read_all(b, "latest"):
+    for offset, key, value in read_partition(b, "latest"):
         latest[key] = (offset, value)
     assert len(latest) == 20
 
@@ -154,7 +135,7 @@ def test_compact_delete_also_applies_retention(broker):
     produce_sync(p, "both", b"new", b"kept")
 
     def retention_ran():
-        records = read_all(b, "both")
+        records = read_partition(b, "both")
         return records and records[0][0] > 0 and b"old" not in {r[1] for r in records}
     wait_until(retention_ran, 60, interval=0.5, what="retention to delete the first segment")
     c = consumer(b)

@@ -24,9 +24,9 @@ import os
 import time
 
 import pytest
-from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from compat_util import admin, consumer, create_topic
+from compat_util import admin, create_topic, read_partition
 from conftest import TARGET, BrokerError
 
 STEPS = int(os.environ.get("SLUICE_CLEAN_CRASH_STEPS", "15"))
@@ -78,24 +78,6 @@ def produce_until_death(broker, topic, sent, acked, timeout_s=60):
     p.purge()
     p.flush(1)
     assert not broker.alive(), f"no crash point was reached in {timeout_s} s"
-
-
-def read_all(bootstrap, topic):
-    c = consumer(bootstrap)
-    c.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        m = c.poll(1.0)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == KafkaError._PARTITION_EOF:
-                break
-            raise AssertionError(m.error())
-        out.append((m.offset(), m.key(), m.value()))
-    c.close()
-    return out
 
 
 def start_expecting_crash(broker, point):
@@ -153,7 +135,7 @@ def test_sigkill_at_every_swap_step_and_in_recovery_loses_nothing(broker):
         assert acked, f"step {step}: nothing acknowledged before the kill"
         recovery_cuts += start_expecting_crash(broker, f"clean.recover:{1 + step % 2}")
         broker.start()
-        check_log(read_all(broker.bootstrap, topic), sent, acked, step)
+        check_log(read_partition(broker.bootstrap, topic), sent, acked, step)
         # The next cycle's crash point must cut that cycle's topic's swap, not this one's.
         a = admin(broker.bootstrap)  # kept alive until the future completes
         a.delete_topics([topic])[topic].result(30)
