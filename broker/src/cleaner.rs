@@ -1,7 +1,11 @@
 //! The log cleaner of one shard (issue #27; Kafka's `LogCleaner`, here one cleaner per shard
-//! whatever `log.cleaner.threads` says, except that 0 runs none). It compacts the compacted partitions this shard owns — leaders
-//! and followers alike, each replica its own log, as Kafka — in the shard's background task
-//! queue, so produce and fetch work is served first.
+//! whatever `log.cleaner.threads` says, except that 0 runs none). It compacts the compacted
+//! partitions this shard owns — leaders and followers alike, each replica its own log, as
+//! Kafka — in the shard's background task queue. It runs in the time produce and fetch leave
+//! idle: after each 0.2 ms slice it waits for a moment when nothing else runs, and each of its
+//! device requests (at most 128 KiB) waits until no log data write is in flight
+//! (`storage::log::compact`'s `Throttle`), so a produce that arrives while it cleans waits at
+//! most one slice and queues on the device behind at most one request of it.
 //!
 //! Each round, as Kafka's `LogCleanerManager.grabFilthiestCompactedLog`: roll the active
 //! segment of every compacted log whose first append is older than `segment.ms` (else an

@@ -72,6 +72,8 @@ thread_local! {
     static ZERO_BUFFER: RefCell<Option<(usize, Rc<DmaBuffer>)>> = const { RefCell::new(None) };
     /// The executor id and its zero writes in flight (at most [`ZERO_WRITES_IN_FLIGHT_MAX`]).
     static ZERO_WRITES_IN_FLIGHT: Cell<(usize, usize)> = const { Cell::new((usize::MAX, 0)) };
+    /// Log data writes (produce's and followers') in flight on this thread's executor.
+    static FOREGROUND_WRITES_IN_FLIGHT: Cell<usize> = const { Cell::new(0) };
     /// The executor id and its storage background task queue.
     static BACKGROUND_QUEUE: Cell<Option<(usize, TaskQueueHandle)>> = const { Cell::new(None) };
 }
@@ -272,10 +274,12 @@ impl DirectFile {
     }
 
     /// Writes the whole `buf` at aligned byte position `pos`, then returns `buf` to the
-    /// executor's write-buffer pool.
+    /// executor's write-buffer pool. Counted in [`foreground_writes_in_flight`] while it runs.
     pub async fn write_pooled(&self, buf: WriteBuffer, pos: u64) -> Result<()> {
         let len = buf.len();
+        let counted = ForegroundWrite::start();
         let result = self.file.write_rc_at(buf.buf.clone(), pos).await;
+        drop(counted);
         // glommio dropped its reference when the write completed, so `buf` is unique again.
         let id = glommio::executor().id();
         WRITE_BUFFER_POOL.with(|p| p.borrow_mut().for_executor(id).give(buf.buf));
@@ -574,10 +578,43 @@ impl StorageError {
     }
 }
 
-/// Yields the current task queue at once, so the executor runs its other queues (the cleaner's
-/// slices, `log/compact.rs`).
-pub async fn yield_queue_now() {
-    glommio::executor().yield_task_queue_now().await;
+/// How long [`yield_to_reactor`] parks the calling task.
+const REACTOR_YIELD: std::time::Duration = std::time::Duration::from_micros(10);
+
+/// Log data writes in flight on the calling thread's executor: the appends that acks wait for.
+/// Background I/O (the cleaner) waits for none to be in flight before it starts a request, so
+/// a produce's write never queues on the device behind more than one request of it.
+pub fn foreground_writes_in_flight() -> usize {
+    FOREGROUND_WRITES_IN_FLIGHT.with(Cell::get)
+}
+
+/// One log data write in flight, counted until dropped (so a cancelled write is uncounted too).
+struct ForegroundWrite;
+
+impl ForegroundWrite {
+    fn start() -> ForegroundWrite {
+        FOREGROUND_WRITES_IN_FLIGHT.with(|n| n.set(n.get() + 1));
+        ForegroundWrite
+    }
+}
+
+impl Drop for ForegroundWrite {
+    fn drop(&mut self) {
+        FOREGROUND_WRITES_IN_FLIGHT.with(|n| {
+            assert!(n.get() > 0, "a foreground write is uncounted twice");
+            n.set(n.get() - 1);
+        });
+    }
+}
+
+/// Parks the calling task for [`REACTOR_YIELD`], so the executor polls its rings (network and
+/// disk completions) and runs every queue with work before this task goes on (the cleaner's
+/// slices, `log/compact.rs`). glommio's `yield_task_queue_now` is not enough for that: when no
+/// other queue has a runnable task *yet* — a produce request still sits unread in the ring —
+/// the executor runs the yielding queue again without polling, until its 100 ms preemption
+/// timer fires.
+pub async fn yield_to_reactor() {
+    glommio::timer::sleep(REACTOR_YIELD).await;
 }
 
 /// Sleeps on the current executor's timer.
