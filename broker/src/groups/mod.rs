@@ -10,6 +10,7 @@
 //! offsets survive restarts and the loss of the coordinator's broker.
 
 pub mod coordinator;
+mod engine;
 pub mod error;
 pub mod expiry;
 pub mod group;
