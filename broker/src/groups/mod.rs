@@ -10,6 +10,8 @@
 //! offsets survive restarts and the loss of the coordinator's broker.
 
 pub mod coordinator;
+#[cfg(test)]
+mod coordinator_sim_tests;
 mod engine;
 pub mod error;
 pub mod expiry;
