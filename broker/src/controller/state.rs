@@ -4,6 +4,7 @@
 //! current block. The controller service (`super`) runs the changes; the shard only holds
 //! this.
 
+use super::lifecycle::BrokerLifecycle;
 use crate::rt::{Permit, Semaphore};
 use replication::metadata::{BrokerHeartbeats, ControllerError, MetadataView};
 use replication::raft::{QuorumNode, RaftIndex, Role};
@@ -45,15 +46,8 @@ pub struct Controller {
     /// (a broker that has installed it is caught up and may be unfenced); unknown after a
     /// failover, then 0.
     pub(super) registered_at: RefCell<BTreeMap<i32, RaftIndex>>,
-    /// This process's incarnation (KRaft's incarnation id): random per start.
-    pub(super) incarnation_id: Uuid,
-    /// This broker's registration epoch, once registered.
-    pub(super) broker_epoch: Cell<Option<i64>>,
-    /// Whether the controller's last heartbeat answer said this broker is fenced.
-    pub(super) fenced: Cell<bool>,
-    /// Whether the controller agreed to take this broker's replicas offline after its log
-    /// directory failed (`crate::log_dir`; logged once).
-    pub(super) replicas_offline: Cell<bool>,
+    /// This broker's side of the lifecycle (registration, fenced or not).
+    pub(super) broker: BrokerLifecycle,
     /// Registered host names of other brokers, resolved (forwarding reaches them).
     pub(super) resolved: RefCell<std::collections::HashMap<(String, u16), std::net::SocketAddr>>,
 }
@@ -86,10 +80,7 @@ impl Controller {
             heartbeats: RefCell::new(BrokerHeartbeats::new()),
             heard: RefCell::new(BTreeSet::new()),
             registered_at: RefCell::new(BTreeMap::new()),
-            incarnation_id: Uuid::new_v4(),
-            broker_epoch: Cell::new(None),
-            fenced: Cell::new(true),
-            replicas_offline: Cell::new(false),
+            broker: BrokerLifecycle::new(Uuid::new_v4()),
             resolved: RefCell::new(std::collections::HashMap::new()),
         }
     }
@@ -120,7 +111,7 @@ impl Controller {
 
     /// Whether this broker is registered and unfenced: it serves as a member of the cluster.
     pub fn serving(&self) -> bool {
-        self.broker_epoch.get().is_some() && !self.fenced.get()
+        self.broker.serving()
     }
 
     /// Stops the voter (at shutdown).
