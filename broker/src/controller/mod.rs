@@ -31,6 +31,8 @@ mod channel;
 mod fencing;
 pub mod forward;
 mod lifecycle;
+#[cfg(test)]
+mod lifecycle_sim_tests;
 pub mod state;
 
 pub use active::{has_other_live_brokers, serving};
