@@ -6,48 +6,15 @@
 //! leads nothing (bounded by the session timeout). The controller side is [`super::fencing`].
 
 use super::channel::{call_answer, unexpected};
-use super::state::Controller;
+use super::state::{BrokerLifecycle, Controller};
 use crate::metadata::SECURITY_PROTOCOL_PLAINTEXT;
 use crate::shard::Shard;
 use replication::metadata::{
     BrokerEndpoint, ControllerAnswer, ControllerError, ControllerOp, ControllerReply,
     ControllerRequest,
 };
-use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
-use uuid::Uuid;
-
-/// This broker's side of the lifecycle, as the controller last answered it (shard 0 holds it
-/// in its [`Controller`]).
-pub struct BrokerLifecycle {
-    /// This process's incarnation (KRaft's incarnation id): random per start.
-    pub(super) incarnation_id: Uuid,
-    /// This broker's registration epoch, once registered.
-    pub(super) broker_epoch: Cell<Option<i64>>,
-    /// Whether the controller's last heartbeat answer said this broker is fenced.
-    pub(super) fenced: Cell<bool>,
-    /// Whether the controller agreed to take this broker's replicas offline after its log
-    /// directory failed (`crate::log_dir`; logged once).
-    pub(super) replicas_offline: Cell<bool>,
-}
-
-impl BrokerLifecycle {
-    /// Not registered yet (fenced), incarnation `incarnation_id`.
-    pub fn new(incarnation_id: Uuid) -> BrokerLifecycle {
-        BrokerLifecycle {
-            incarnation_id,
-            broker_epoch: Cell::new(None),
-            fenced: Cell::new(true),
-            replicas_offline: Cell::new(false),
-        }
-    }
-
-    /// Whether this broker is registered and unfenced: it serves as a member of the cluster.
-    pub fn serving(&self) -> bool {
-        self.broker_epoch.get().is_some() && !self.fenced.get()
-    }
-}
 
 /// What the broker side of the lifecycle needs from the world: the active controller (here
 /// or forwarded), the timers, the stop signal and the broker's own state. The shard

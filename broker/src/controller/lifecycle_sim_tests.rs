@@ -39,7 +39,8 @@
 //! directory (`replicas_offline` stays false).
 
 use super::fencing::{heartbeat_change, HeartbeatChange};
-use super::lifecycle::{controlled_shutdown_on, run_broker_on, BrokerLifecycle, LifecycleHost};
+use super::lifecycle::{controlled_shutdown_on, run_broker_on, LifecycleHost};
+use super::state::BrokerLifecycle;
 use replication::metadata::{
     leaderships, propose, BrokerHeartbeats, ControllerAnswer, ControllerError, ControllerOp,
     ControllerReply, ControllerRequest, MetadataImage, ProposeContext,

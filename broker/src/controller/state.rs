@@ -4,7 +4,6 @@
 //! current block. The controller service (`super`) runs the changes; the shard only holds
 //! this.
 
-use super::lifecycle::BrokerLifecycle;
 use crate::rt::{Permit, Semaphore};
 use replication::metadata::{BrokerHeartbeats, ControllerError, MetadataView};
 use replication::raft::{QuorumNode, RaftIndex, Role};
@@ -117,5 +116,36 @@ impl Controller {
     /// Stops the voter (at shutdown).
     pub fn stop(&self) {
         self.quorum.stop();
+    }
+}
+
+/// This broker's side of the lifecycle, as the controller last answered it (shard 0 holds it
+/// in its [`Controller`]; `super::lifecycle` runs it).
+pub struct BrokerLifecycle {
+    /// This process's incarnation (KRaft's incarnation id): random per start.
+    pub(super) incarnation_id: Uuid,
+    /// This broker's registration epoch, once registered.
+    pub(super) broker_epoch: Cell<Option<i64>>,
+    /// Whether the controller's last heartbeat answer said this broker is fenced.
+    pub(super) fenced: Cell<bool>,
+    /// Whether the controller agreed to take this broker's replicas offline after its log
+    /// directory failed (`crate::log_dir`; logged once).
+    pub(super) replicas_offline: Cell<bool>,
+}
+
+impl BrokerLifecycle {
+    /// Not registered yet (fenced), incarnation `incarnation_id`.
+    pub fn new(incarnation_id: Uuid) -> BrokerLifecycle {
+        BrokerLifecycle {
+            incarnation_id,
+            broker_epoch: Cell::new(None),
+            fenced: Cell::new(true),
+            replicas_offline: Cell::new(false),
+        }
+    }
+
+    /// Whether this broker is registered and unfenced: it serves as a member of the cluster.
+    pub fn serving(&self) -> bool {
+        self.broker_epoch.get().is_some() && !self.fenced.get()
     }
 }
