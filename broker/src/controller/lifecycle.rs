@@ -4,6 +4,10 @@
 //! `broker.heartbeat.interval.ms`, registering again when the controller no longer knows the
 //! epoch; [`controlled_shutdown`] asks to shut down at SIGTERM and waits until this broker
 //! leads nothing (bounded by the session timeout). The controller side is [`super::fencing`].
+//!
+//! Both loops run over a [`LifecycleHost`] (the controller's call and request, timers, the
+//! stop signal, this broker's [`BrokerLifecycle`]): shard 0 in production
+//! ([`ShardLifecycle`]), the deterministic simulation in `lifecycle_sim_tests`.
 
 use super::channel::{call_answer, unexpected};
 use super::state::{BrokerLifecycle, Controller};
