@@ -11,8 +11,8 @@ use super::state::Controller;
 use crate::seam::ShardRuntime;
 use crate::shard::Shard;
 use replication::metadata::{
-    ControllerAnswer, ControllerError, ControllerOp, ControllerReply, ControllerRequest,
-    PRODUCER_ID_BLOCK_SIZE,
+    BrokerRegistration, ControllerAnswer, ControllerError, ControllerOp, ControllerReply,
+    ControllerRequest, PRODUCER_ID_BLOCK_SIZE,
 };
 use replication::runtime::{Clock, NodeId};
 use std::rc::Rc;
@@ -113,7 +113,10 @@ async fn heartbeat(
     // A heartbeat that changes nothing is answered without the lock: a slow change must not
     // hold up the renewal of every session (and then fence everyone).
     let mut should_shut_down = false;
-    if want_shut_down {
+    let change = heartbeat_change(&registration, want_shut_down, || {
+        caught_up_with_registration(controller, broker_id, metadata_offset)
+    });
+    if change == HeartbeatChange::ControlledShutdown {
         let _permit = controller.lock().await?;
         let op = ControllerOp::ControlledShutdown {
             broker_id,
@@ -137,9 +140,7 @@ async fn heartbeat(
             )
             .await?;
         }
-    } else if registration.fenced
-        && caught_up_with_registration(controller, broker_id, metadata_offset)
-    {
+    } else if change == HeartbeatChange::Unfence {
         let _permit = controller.lock().await?;
         let op = ControllerOp::UnfenceBroker {
             broker_id,
@@ -154,6 +155,37 @@ async fn heartbeat(
         is_fenced,
         should_shut_down,
     })
+}
+
+/// What a heartbeat changes besides renewing the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HeartbeatChange {
+    None,
+    /// It asks to shut down: move its leaderships (then fence it once it leads nothing).
+    ControlledShutdown,
+    /// It is fenced, has caught up with its registration, and is not shutting down.
+    Unfence,
+}
+
+/// What a heartbeat of a broker registered as `registration` changes (`caught_up`: whether
+/// it has installed the metadata up to its registration, asked only for a fenced broker). A
+/// broker in controlled shutdown is never unfenced by a heartbeat: only a new registration
+/// takes it out of that state. (Its plain heartbeats race the shutdown's — both loops run on
+/// shard 0 — and one sent before the shutdown began used to arrive after the shutdown had
+/// fenced it, and unfence it: found by `lifecycle_sim_tests`. Kafka's broker sends one
+/// heartbeat at a time, and its controller keeps a broker in controlled shutdown there.)
+pub(super) fn heartbeat_change(
+    registration: &BrokerRegistration,
+    want_shut_down: bool,
+    caught_up: impl FnOnce() -> bool,
+) -> HeartbeatChange {
+    if want_shut_down {
+        HeartbeatChange::ControlledShutdown
+    } else if registration.fenced && !registration.in_controlled_shutdown && caught_up() {
+        HeartbeatChange::Unfence
+    } else {
+        HeartbeatChange::None
+    }
 }
 
 /// Whether broker `broker_id`, which has installed the metadata up to `metadata_offset`, has

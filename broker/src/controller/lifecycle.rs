@@ -4,9 +4,13 @@
 //! `broker.heartbeat.interval.ms`, registering again when the controller no longer knows the
 //! epoch; [`controlled_shutdown`] asks to shut down at SIGTERM and waits until this broker
 //! leads nothing (bounded by the session timeout). The controller side is [`super::fencing`].
+//!
+//! Both loops run over a [`LifecycleHost`] (the controller's call and request, timers, the
+//! stop signal, this broker's [`BrokerLifecycle`]): shard 0 in production
+//! ([`ShardLifecycle`]), the deterministic simulation in `lifecycle_sim_tests`.
 
-use super::channel::{call_answer, request, unexpected};
-use super::state::Controller;
+use super::channel::{call_answer, unexpected};
+use super::state::{BrokerLifecycle, Controller};
 use crate::metadata::SECURITY_PROTOCOL_PLAINTEXT;
 use crate::shard::Shard;
 use replication::metadata::{
@@ -15,6 +19,105 @@ use replication::metadata::{
 };
 use std::rc::Rc;
 use std::time::Duration;
+
+/// What the broker side of the lifecycle needs from the world: the active controller (here
+/// or forwarded), the timers, the stop signal and the broker's own state. The shard
+/// ([`ShardLifecycle`]) is the host in production; `lifecycle_sim_tests.rs` hosts the same
+/// loop on `replication::sim`'s clock with a simulated controller.
+pub(crate) trait LifecycleHost {
+    /// This broker's id (`node.id`).
+    fn broker_id(&self) -> i32;
+    /// The broker's side of the lifecycle.
+    fn lifecycle(&self) -> &BrokerLifecycle;
+    /// This broker's registration (a [`ControllerOp::RegisterBroker`] for its incarnation).
+    fn registration(&self) -> ControllerOp;
+    /// `broker.heartbeat.interval.ms`.
+    fn heartbeat_interval(&self) -> Duration;
+    /// `broker.session.timeout.ms`.
+    fn session_timeout(&self) -> Duration;
+    /// Whether this broker's replicas are to be taken offline (its log directory failed and
+    /// another broker can take them).
+    fn replicas_offline(&self) -> bool;
+    /// The metadata offset this broker's shards have installed.
+    fn published_offset(&self) -> u64;
+    /// A heartbeat answer arrived: wake what waits for this broker to serve.
+    fn heartbeat_answered(&self);
+    /// Runs `op` on the active controller and returns its answer.
+    async fn call_answer(&self, op: ControllerOp) -> Result<ControllerAnswer, ControllerError>;
+    /// Sends `request` to the active controller.
+    async fn request(&self, request: ControllerRequest)
+        -> Result<ControllerReply, ControllerError>;
+    /// Completes after `duration`.
+    async fn sleep(&self, duration: Duration);
+    /// Sleeps `duration`; `true` (at once) when the broker stops meanwhile.
+    async fn sleep_unless_stopped(&self, duration: Duration) -> bool;
+}
+
+/// Shard 0 as the lifecycle's host.
+struct ShardLifecycle<'a> {
+    shard: &'a Rc<Shard>,
+    controller: &'a Controller,
+}
+
+impl LifecycleHost for ShardLifecycle<'_> {
+    fn broker_id(&self) -> i32 {
+        self.shard.config.node_id
+    }
+
+    fn lifecycle(&self) -> &BrokerLifecycle {
+        &self.controller.broker
+    }
+
+    fn registration(&self) -> ControllerOp {
+        ControllerOp::RegisterBroker {
+            broker_id: self.shard.config.node_id,
+            incarnation_id: self.controller.broker.incarnation_id,
+            end_points: end_points(self.shard),
+            rack: self.shard.config.broker_rack.clone(),
+        }
+    }
+
+    fn heartbeat_interval(&self) -> Duration {
+        Duration::from_millis(self.shard.config.broker_heartbeat_interval_ms)
+    }
+
+    fn session_timeout(&self) -> Duration {
+        Duration::from_millis(self.shard.config.broker_session_timeout_ms)
+    }
+
+    fn replicas_offline(&self) -> bool {
+        // A failed log directory takes this broker's replicas offline: the controller
+        // moves its leaderships and takes it out of the ISRs (crate::log_dir).
+        self.shard.log_dir.failed() && super::active::has_other_live_brokers(self.shard)
+    }
+
+    fn published_offset(&self) -> u64 {
+        self.controller.published.get().0
+    }
+
+    fn heartbeat_answered(&self) {
+        self.controller.published_changed.notify_all();
+    }
+
+    async fn call_answer(&self, op: ControllerOp) -> Result<ControllerAnswer, ControllerError> {
+        call_answer(self.shard, op).await
+    }
+
+    async fn request(
+        &self,
+        request: ControllerRequest,
+    ) -> Result<ControllerReply, ControllerError> {
+        super::channel::request(self.shard, request).await
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        crate::rt::sleep(duration).await;
+    }
+
+    async fn sleep_unless_stopped(&self, duration: Duration) -> bool {
+        self.shard.sleep_unless_stopped(duration).await
+    }
+}
 
 /// This broker's endpoints as registered.
 fn end_points(shard: &Shard) -> Vec<BrokerEndpoint> {
@@ -33,54 +136,55 @@ pub(crate) async fn run_broker(shard: &Rc<Shard>) {
     let Some(controller) = shard.controller.get() else {
         return;
     };
-    let interval = Duration::from_millis(shard.config.broker_heartbeat_interval_ms);
+    run_broker_on(&ShardLifecycle { shard, controller }).await;
+}
+
+/// [`run_broker`] on `host`.
+pub(crate) async fn run_broker_on<H: LifecycleHost>(host: &H) {
+    let state = host.lifecycle();
+    let interval = host.heartbeat_interval();
     // Retries come faster than heartbeats at start, so that a one-node broker serves at once.
     let retry = interval.min(Duration::from_millis(100));
-    let broker_id = shard.config.node_id;
     loop {
-        let op = ControllerOp::RegisterBroker {
-            broker_id,
-            incarnation_id: controller.incarnation_id,
-            end_points: end_points(shard),
-            rack: shard.config.broker_rack.clone(),
-        };
-        let broker_epoch = match call_answer(shard, op).await {
+        let broker_epoch = match host.call_answer(host.registration()).await {
             Ok(ControllerAnswer::Registered { broker_epoch }) => broker_epoch,
             Ok(other) => {
                 tracing::warn!(answer = ?other, "unexpected answer to the broker registration");
-                if shard.sleep_unless_stopped(retry).await {
+                if host.sleep_unless_stopped(retry).await {
                     return;
                 }
                 continue;
             }
             Err(e) => {
                 tracing::debug!(error = %e, "broker registration; retrying");
-                if shard.sleep_unless_stopped(retry).await {
+                if host.sleep_unless_stopped(retry).await {
                     return;
                 }
                 continue;
             }
         };
-        controller.broker_epoch.set(Some(broker_epoch));
-        tracing::info!(broker_id, broker_epoch, "registered with the controller");
+        state.broker_epoch.set(Some(broker_epoch));
+        tracing::info!(
+            broker_id = host.broker_id(),
+            broker_epoch,
+            "registered with the controller"
+        );
         let mut wait = Duration::ZERO;
         loop {
-            if shard.sleep_unless_stopped(wait).await {
+            if host.sleep_unless_stopped(wait).await {
                 return;
             }
-            // A failed log directory takes this broker's replicas offline: the controller
-            // moves its leaderships and takes it out of the ISRs (crate::log_dir).
-            let offline = shard.log_dir.failed() && super::active::has_other_live_brokers(shard);
-            match send_heartbeat(shard, controller, broker_epoch, offline).await {
+            let offline = host.replicas_offline();
+            match send_heartbeat(host, broker_epoch, offline).await {
                 Ok((is_fenced, moved)) => {
-                    if offline && moved && !controller.replicas_offline.replace(true) {
+                    if offline && moved && !state.replicas_offline.replace(true) {
                         tracing::warn!(
                             "the log directory failed: the controller moved this broker's \
                              leaderships and took it out of the in-sync replicas"
                         );
                     }
-                    controller.fenced.set(is_fenced);
-                    controller.published_changed.notify_all();
+                    state.fenced.set(is_fenced);
+                    host.heartbeat_answered();
                     // A fenced broker heartbeats at the retry pace until unfenced.
                     wait = if is_fenced { retry } else { interval };
                 }
@@ -88,7 +192,7 @@ pub(crate) async fn run_broker(shard: &Rc<Shard>) {
                     ControllerError::StaleBrokerEpoch { .. }
                     | ControllerError::UnknownBroker { .. },
                 ) => {
-                    controller.broker_epoch.set(None);
+                    state.broker_epoch.set(None);
                     break;
                 }
                 Err(e) => {
@@ -106,24 +210,23 @@ pub(crate) async fn run_broker(shard: &Rc<Shard>) {
 /// controller fenced this broker after `broker.session.timeout.ms` (found by the network
 /// partition harness, docs/partition-findings.md). Errors: the controller's, or
 /// [`ControllerError::Unavailable`] past the bound.
-async fn send_heartbeat(
-    shard: &Rc<Shard>,
-    controller: &Controller,
+async fn send_heartbeat<H: LifecycleHost>(
+    host: &H,
     broker_epoch: i64,
     want_shut_down: bool,
 ) -> Result<(bool, bool), ControllerError> {
     let heartbeat = ControllerRequest::Heartbeat {
-        broker_id: shard.config.node_id,
+        broker_id: host.broker_id(),
         broker_epoch,
-        metadata_offset: controller.published.get().0,
+        metadata_offset: host.published_offset(),
         want_shut_down,
     };
-    let bound = heartbeat_attempt_bound(&shard.config, want_shut_down);
+    let bound = heartbeat_attempt_bound(host, want_shut_down);
     let timeout = async {
-        crate::rt::sleep(bound).await;
+        host.sleep(bound).await;
         Err(ControllerError::Unavailable)
     };
-    match futures_lite::future::or(request(shard, heartbeat), timeout).await? {
+    match futures_lite::future::or(host.request(heartbeat), timeout).await? {
         ControllerReply::Heartbeat {
             is_fenced,
             should_shut_down,
@@ -135,16 +238,12 @@ async fn send_heartbeat(
 /// How long one heartbeat may take: a plain one `broker.heartbeat.interval.ms` (at least
 /// 100 ms; several then fit in a session), one asking to shut down — a metadata change the
 /// controller commits — `broker.session.timeout.ms`.
-fn heartbeat_attempt_bound(
-    config: &tuning::config::BrokerConfig,
-    want_shut_down: bool,
-) -> Duration {
-    let ms = if want_shut_down {
-        config.broker_session_timeout_ms
+fn heartbeat_attempt_bound<H: LifecycleHost>(host: &H, want_shut_down: bool) -> Duration {
+    if want_shut_down {
+        host.session_timeout()
     } else {
-        config.broker_heartbeat_interval_ms.max(100)
-    };
-    Duration::from_millis(ms)
+        host.heartbeat_interval().max(Duration::from_millis(100))
+    }
 }
 
 /// On shard 0 at SIGTERM: asks the active controller to move this broker's leaderships to the
@@ -155,23 +254,28 @@ pub async fn controlled_shutdown(shard: &Rc<Shard>) -> bool {
     let Some(controller) = shard.controller.get() else {
         return false;
     };
-    let Some(broker_epoch) = controller.broker_epoch.get() else {
+    controlled_shutdown_on(&ShardLifecycle { shard, controller }).await
+}
+
+/// [`controlled_shutdown`] on `host`.
+pub(crate) async fn controlled_shutdown_on<H: LifecycleHost>(host: &H) -> bool {
+    let Some(broker_epoch) = host.lifecycle().broker_epoch.get() else {
         return false;
     };
-    let bound = Duration::from_millis(shard.config.broker_session_timeout_ms);
-    let retry = Duration::from_millis(shard.config.broker_heartbeat_interval_ms.min(100));
+    let bound = host.session_timeout();
+    let retry = host.heartbeat_interval().min(Duration::from_millis(100));
     let ask = async {
         loop {
-            match send_heartbeat(shard, controller, broker_epoch, true).await {
+            match send_heartbeat(host, broker_epoch, true).await {
                 Ok((_, true)) => return true,
                 Ok((_, false)) => {}
                 Err(e) => tracing::debug!(error = %e, "controlled shutdown request"),
             }
-            crate::rt::sleep(retry).await;
+            host.sleep(retry).await;
         }
     };
     let timeout = async {
-        crate::rt::sleep(bound).await;
+        host.sleep(bound).await;
         false
     };
     futures_lite::future::or(ask, timeout).await

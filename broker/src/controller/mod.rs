@@ -20,7 +20,9 @@
 //! controller, here or over the network); [`active`] is the active controller's side (commit
 //! an op's records, the producer-id blocks); [`fencing`] its broker-lifecycle ops (heartbeats,
 //! fencing); [`lifecycle`] the broker side of those (registration, heartbeats, controlled
-//! shutdown: Kafka's BrokerLifecycleManager); [`bootstrap`] a new metadata log's first
+//! shutdown: Kafka's BrokerLifecycleManager; over a host trait, so that
+//! `lifecycle_sim_tests` runs it under the simulation); [`state`] shard 0's controller state,
+//! the broker's side of the lifecycle included; [`bootstrap`] a new metadata log's first
 //! records; [`forward`] the wire of a forwarded request. The metadata publisher, which drives
 //! the data plane from the applied image, sits above in `crate::publisher`; the runtime starts
 //! all of it (`crate::runtime`).
@@ -31,6 +33,8 @@ mod channel;
 mod fencing;
 pub mod forward;
 mod lifecycle;
+#[cfg(test)]
+mod lifecycle_sim_tests;
 pub mod state;
 
 pub use active::{has_other_live_brokers, serving};

@@ -45,15 +45,8 @@ pub struct Controller {
     /// (a broker that has installed it is caught up and may be unfenced); unknown after a
     /// failover, then 0.
     pub(super) registered_at: RefCell<BTreeMap<i32, RaftIndex>>,
-    /// This process's incarnation (KRaft's incarnation id): random per start.
-    pub(super) incarnation_id: Uuid,
-    /// This broker's registration epoch, once registered.
-    pub(super) broker_epoch: Cell<Option<i64>>,
-    /// Whether the controller's last heartbeat answer said this broker is fenced.
-    pub(super) fenced: Cell<bool>,
-    /// Whether the controller agreed to take this broker's replicas offline after its log
-    /// directory failed (`crate::log_dir`; logged once).
-    pub(super) replicas_offline: Cell<bool>,
+    /// This broker's side of the lifecycle (registration, fenced or not).
+    pub(super) broker: BrokerLifecycle,
     /// Registered host names of other brokers, resolved (forwarding reaches them).
     pub(super) resolved: RefCell<std::collections::HashMap<(String, u16), std::net::SocketAddr>>,
 }
@@ -86,10 +79,7 @@ impl Controller {
             heartbeats: RefCell::new(BrokerHeartbeats::new()),
             heard: RefCell::new(BTreeSet::new()),
             registered_at: RefCell::new(BTreeMap::new()),
-            incarnation_id: Uuid::new_v4(),
-            broker_epoch: Cell::new(None),
-            fenced: Cell::new(true),
-            replicas_offline: Cell::new(false),
+            broker: BrokerLifecycle::new(Uuid::new_v4()),
             resolved: RefCell::new(std::collections::HashMap::new()),
         }
     }
@@ -120,11 +110,42 @@ impl Controller {
 
     /// Whether this broker is registered and unfenced: it serves as a member of the cluster.
     pub fn serving(&self) -> bool {
-        self.broker_epoch.get().is_some() && !self.fenced.get()
+        self.broker.serving()
     }
 
     /// Stops the voter (at shutdown).
     pub fn stop(&self) {
         self.quorum.stop();
+    }
+}
+
+/// This broker's side of the lifecycle, as the controller last answered it (shard 0 holds it
+/// in its [`Controller`]; `super::lifecycle` runs it).
+pub struct BrokerLifecycle {
+    /// This process's incarnation (KRaft's incarnation id): random per start.
+    pub(super) incarnation_id: Uuid,
+    /// This broker's registration epoch, once registered.
+    pub(super) broker_epoch: Cell<Option<i64>>,
+    /// Whether the controller's last heartbeat answer said this broker is fenced.
+    pub(super) fenced: Cell<bool>,
+    /// Whether the controller agreed to take this broker's replicas offline after its log
+    /// directory failed (`crate::log_dir`; logged once).
+    pub(super) replicas_offline: Cell<bool>,
+}
+
+impl BrokerLifecycle {
+    /// Not registered yet (fenced), incarnation `incarnation_id`.
+    pub fn new(incarnation_id: Uuid) -> BrokerLifecycle {
+        BrokerLifecycle {
+            incarnation_id,
+            broker_epoch: Cell::new(None),
+            fenced: Cell::new(true),
+            replicas_offline: Cell::new(false),
+        }
+    }
+
+    /// Whether this broker is registered and unfenced: it serves as a member of the cluster.
+    pub fn serving(&self) -> bool {
+        self.broker_epoch.get().is_some() && !self.fenced.get()
     }
 }

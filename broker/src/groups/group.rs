@@ -358,6 +358,11 @@ impl Group {
         self.generation
     }
 
+    #[cfg(test)]
+    pub fn leader(&self) -> Option<&str> {
+        self.leader.as_deref()
+    }
+
     pub fn protocol_type(&self) -> Option<&str> {
         self.protocol_type.as_deref()
     }

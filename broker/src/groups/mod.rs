@@ -8,8 +8,15 @@
 //! coordinator of a partition's groups moves with the partition's leadership: the new leader
 //! replays its replica of the log before it serves them ([`coordinator`]), so committed
 //! offsets survive restarts and the loss of the coordinator's broker.
+//!
+//! The ops, the load and the deadline check are `engine`'s, over a host trait
+//! (`engine::GroupsHost`): the shard in production ([`service`]), the deterministic
+//! simulation in `coordinator_sim_tests`.
 
 pub mod coordinator;
+#[cfg(test)]
+mod coordinator_sim_tests;
+mod engine;
 pub mod error;
 pub mod expiry;
 pub mod group;

@@ -5,31 +5,31 @@
 //! [`super::GroupCoordinator::on_election`]), and makes commits and membership changes
 //! durable as `acks=all` appends to the group's offsets partition before they are
 //! acknowledged (Kafka's `offsets.commit.required.acks = -1`: replicated to the ISR).
+//!
+//! The ops themselves, the load and the deadline check are [`super::engine`]'s, over the
+//! shard as their [`GroupsHost`]; this file routes, checks that this shard coordinates the
+//! group's partition, and gives the engine the shard's clock and offsets partitions.
 
-use super::coordinator::{self, LoadId};
+use super::coordinator::LoadId;
+use super::engine::{self, GroupsHost};
 use super::error::GroupError;
 use super::expiry::Expiry;
-use super::group::GroupState;
-use super::group::{self, Answer, Group, JoinResult, SyncOutcome, SyncResult};
-use super::offsets_log::{CommittedOffset, OffsetsRecord};
-use super::ops::{
-    DescribedMember, GroupDescription, GroupOp, GroupReply, ListedGroup, OffsetCommitEntry,
-};
+use super::group::{self, GroupState};
+use super::offsets_log::OffsetsRecord;
+use super::ops::{GroupOp, GroupReply, ListedGroup};
 use super::{
-    partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT,
-    OFFSET_METADATA_MAX_BYTES, REPLAY_READ_BYTES,
+    partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT, REPLAY_READ_BYTES,
 };
 use crate::messages::ShardMsg;
 use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
-use bytes::Bytes;
 use futures_channel::oneshot;
 use replication::metadata::{ControllerError, ControllerOp};
 use replication::Acks;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
-use storage::{Offset, TimestampMs, TopicPartition};
+use storage::{Offset, TopicPartition};
 
 /// Runs `op` on the shard coordinating `group_id`, creating `__consumer_offsets` first if
 /// this is the cluster's first group.
@@ -150,25 +150,6 @@ fn offsets_replication_factor(shard: &Shard) -> Result<i16, GroupError> {
 
 /// Runs `op` here, where `partition` of `__consumer_offsets` is owned.
 pub async fn run_op(shard: &Rc<Shard>, partition: i32, group_id: &str, op: GroupOp) -> GroupReply {
-    let reply = run_group_op_inner(shard, partition, group_id, op).await;
-    // A refused join or commit must not leave an empty group behind.
-    drop_if_vacant(shard, group_id);
-    reply
-}
-
-fn drop_if_vacant(shard: &Shard, group_id: &str) {
-    let mut groups = shard.groups.groups.borrow_mut();
-    if groups.get(group_id).is_some_and(Group::is_vacant) {
-        groups.remove(group_id);
-    }
-}
-
-async fn run_group_op_inner(
-    shard: &Rc<Shard>,
-    partition: i32,
-    group_id: &str,
-    op: GroupOp,
-) -> GroupReply {
     if let Err(error) = coordinating(shard, partition) {
         if error == GroupError::CoordinatorLoadInProgress {
             // A log that failed to open at start gets no role, so no election, until it is
@@ -183,383 +164,39 @@ async fn run_group_op_inner(
         }
         return GroupReply::Error(error);
     }
-    let now = Instant::now();
-    let cfg = shard.groups.config;
-    match op {
-        GroupOp::Join(params) => join_group(shard, partition, group_id, params, now).await,
-        GroupOp::Sync(params) => sync_group(shard, partition, group_id, params, now).await,
-        GroupOp::Heartbeat {
-            member_id,
-            group_instance_id,
-            generation,
-        } => {
-            let error = try_with_group(shard, group_id, false, |g| {
-                g.heartbeat(&member_id, group_instance_id.as_deref(), generation, now)
-            });
-            match error.unwrap_or(Err(GroupError::UnknownMemberId)) {
-                Ok(()) => GroupReply::Done,
-                Err(error) => GroupReply::Error(error),
-            }
-        }
-        GroupOp::Leave { members } => {
-            let errors = try_with_group(shard, group_id, false, |g| g.leave(&members, now, &cfg));
-            persist_membership(shard, partition, group_id).await;
-            GroupReply::Leave(
-                errors.unwrap_or_else(|| vec![Err(GroupError::UnknownMemberId); members.len()]),
-            )
-        }
-        GroupOp::Commit {
-            member_id,
-            group_instance_id,
-            generation,
-            offsets,
-        } => {
-            commit_offsets(
-                shard,
-                partition,
-                group_id,
-                &member_id,
-                group_instance_id.as_deref(),
-                generation,
-                offsets,
-            )
-            .await
-        }
-        GroupOp::FetchOffsets { partitions } => fetch_offsets(shard, group_id, partitions),
-        GroupOp::Describe => describe_local(shard, group_id),
-        GroupOp::Delete => delete_group(shard, partition, group_id).await,
-        GroupOp::DeleteOffsets { partitions } => {
-            delete_offsets(shard, partition, group_id, partitions).await
-        }
-    }
+    engine::run(&**shard, partition, group_id, op).await
 }
 
-/// JoinGroup: the group answers now or once the join completes; what it queued is appended.
-async fn join_group(
-    shard: &Shard,
-    partition: i32,
-    group_id: &str,
-    params: group::JoinParams,
-    now: Instant,
-) -> GroupReply {
-    let cfg = shard.groups.config;
-    let answer = try_with_group(shard, group_id, true, |g| g.join(params, now, &cfg));
-    persist_membership(shard, partition, group_id).await;
-    GroupReply::Join(match answer {
-        Some(Answer::Now(r)) => r,
-        Some(Answer::Later(rx)) => rx
-            .await
-            .unwrap_or_else(|_| JoinResult::error(GroupError::CoordinatorNotAvailable, "")),
-        None => JoinResult::error(GroupError::UnknownMemberId, ""),
-    })
-}
+/// The shard is the group coordinator's host: its clock, its `__consumer_offsets`
+/// partitions (appended `acks=all` through the partition service, replayed from the log).
+impl GroupsHost for Shard {
+    fn coordinator(&self) -> &super::GroupCoordinator {
+        &self.groups
+    }
 
-/// SyncGroup: the leader's assignment is appended before the members get it.
-async fn sync_group(
-    shard: &Shard,
-    partition: i32,
-    group_id: &str,
-    params: group::SyncParams,
-    now: Instant,
-) -> GroupReply {
-    let cfg = shard.groups.config;
-    let outcome = try_with_group(shard, group_id, false, |g| g.sync(params, now));
-    let rx = match outcome {
-        None => return sync_error(GroupError::UnknownMemberId),
-        Some(SyncOutcome::Answer(Answer::Now(r))) => return GroupReply::Sync(r),
-        Some(SyncOutcome::Answer(Answer::Later(rx))) => rx,
-        Some(SyncOutcome::Persist {
-            generation,
-            record,
-            answer,
-        }) => {
-            let stored = OffsetsRecord::Group {
-                group: group_id.to_string(),
-                value: Some(record),
-            };
-            let result = append_offsets_records(shard, partition, &[stored]).await;
-            try_with_group(shard, group_id, false, |g| {
-                g.finish_sync(generation, result, Instant::now(), &cfg);
-            });
-            persist_membership(shard, partition, group_id).await;
-            answer
-        }
-    };
-    GroupReply::Sync(
-        rx.await
-            .unwrap_or_else(|_| SyncResult::error(GroupError::RebalanceInProgress)),
-    )
-}
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
 
-/// OffsetFetch: the committed offsets of `partitions` (`None`: all of the group's).
-fn fetch_offsets(
-    shard: &Shard,
-    group_id: &str,
-    partitions: Option<Vec<(String, Vec<i32>)>>,
-) -> GroupReply {
-    let groups = shard.groups.groups.borrow();
-    let group = groups.get(group_id);
-    let offsets = match partitions {
-        Some(wanted) => wanted
-            .into_iter()
-            .flat_map(|(topic, ps)| ps.into_iter().map(move |p| (topic.clone(), p)))
-            .map(|(topic, p)| {
-                let c = group.and_then(|g| g.offsets.get(&(topic.clone(), p)));
-                (topic, p, c.cloned())
-            })
-            .collect(),
-        None => group.map_or_else(Vec::new, |g| {
-            g.offsets
-                .iter()
-                .map(|((t, p), c)| (t.clone(), *p, Some(c.clone())))
-                .collect()
-        }),
-    };
-    GroupReply::Offsets(offsets)
-}
+    fn epoch_ms(&self) -> i64 {
+        group::epoch_ms()
+    }
 
-/// DescribeGroups: the group here, or Dead when there is none.
-fn describe_local(shard: &Shard, group_id: &str) -> GroupReply {
-    let groups = shard.groups.groups.borrow();
-    GroupReply::Described(match groups.get(group_id) {
-        Some(g) => describe(g),
-        None => GroupDescription {
-            state: GroupState::Dead.name(),
-            protocol_type: String::new(),
-            protocol: String::new(),
-            members: Vec::new(),
-        },
-    })
-}
+    fn offsets_partition_count(&self) -> usize {
+        Shard::offsets_partition_count(self)
+    }
 
-/// Runs `f` on the group (creating it when `create`); `None` when it does not exist.
-fn try_with_group<T>(
-    shard: &Shard,
-    group_id: &str,
-    create: bool,
-    f: impl FnOnce(&mut Group) -> T,
-) -> Option<T> {
-    let mut groups = shard.groups.groups.borrow_mut();
-    if create && !groups.contains_key(group_id) {
-        groups.insert(group_id.to_string(), Group::new(group_id));
+    async fn append(&self, partition: i32, records: &[OffsetsRecord]) -> Result<(), GroupError> {
+        append_offsets_records(self, partition, records).await
     }
-    groups.get_mut(group_id).map(f)
-}
 
-/// Appends the membership records the group queued (a rebalance that emptied it, a
-/// static member replaced); failures are logged: the next change writes it again.
-async fn persist_membership(shard: &Shard, partition: i32, group_id: &str) {
-    let pending =
-        try_with_group(shard, group_id, false, Group::take_to_persist).unwrap_or_default();
-    let Some(latest) = pending.into_iter().last() else {
-        return;
-    };
-    let record = OffsetsRecord::Group {
-        group: group_id.to_string(),
-        value: Some(latest),
-    };
-    if let Err(error) = append_offsets_records(shard, partition, &[record]).await {
-        tracing::warn!(group = group_id, %error, "could not store group membership");
+    async fn replay(
+        &self,
+        partition: i32,
+        apply: &mut dyn FnMut(OffsetsRecord),
+    ) -> Result<(), GroupError> {
+        replay(self, partition, apply).await
     }
-}
-
-async fn commit_offsets(
-    shard: &Shard,
-    partition: i32,
-    group_id: &str,
-    member_id: &str,
-    instance: Option<&str>,
-    generation: i32,
-    offsets: Vec<OffsetCommitEntry>,
-) -> GroupReply {
-    let now = Instant::now();
-    // Kafka: a member's commit (generation ≥ 0) to a group that does not exist is stale;
-    // a simple commit (generation < 0) creates the group.
-    let exists = shard.groups.groups.borrow().contains_key(group_id);
-    let allowed = if !exists && generation >= 0 {
-        Err(GroupError::IllegalGeneration)
-    } else {
-        try_with_group(shard, group_id, true, |g| {
-            let allowed = g.check_commit(member_id, instance, generation, now);
-            if allowed.is_ok() {
-                g.commits_in_flight += 1;
-            }
-            allowed
-        })
-        .unwrap_or(Err(GroupError::CoordinatorNotAvailable))
-    };
-    if let Err(error) = allowed {
-        return GroupReply::PartitionErrors(
-            offsets
-                .iter()
-                .map(|o| (o.topic.clone(), o.partition, Err(error)))
-                .collect(),
-        );
-    }
-    let commit_timestamp_ms = group::epoch_ms();
-    let mut records = Vec::new();
-    let mut results = Vec::new();
-    for o in &offsets {
-        let metadata = o.metadata.clone().unwrap_or_default();
-        if metadata.len() > OFFSET_METADATA_MAX_BYTES {
-            results.push((
-                o.topic.clone(),
-                o.partition,
-                Err(GroupError::OffsetMetadataTooLarge),
-            ));
-            continue;
-        }
-        results.push((o.topic.clone(), o.partition, Ok(())));
-        records.push(OffsetsRecord::Offset {
-            group: group_id.to_string(),
-            topic: o.topic.clone(),
-            partition: o.partition,
-            value: Some(CommittedOffset {
-                offset: o.offset,
-                leader_epoch: o.leader_epoch,
-                metadata,
-                commit_timestamp_ms,
-            }),
-        });
-    }
-    let appended = if records.is_empty() {
-        Ok(())
-    } else {
-        append_offsets_records(shard, partition, &records).await
-    };
-    // A DeleteGroups that ran during the append wrote its tombstones after this commit:
-    // the group stays deleted (not re-created), as the log will replay it.
-    try_with_group(shard, group_id, false, |g| {
-        g.commits_in_flight = g.commits_in_flight.saturating_sub(1);
-        if appended.is_err() {
-            return;
-        }
-        for record in records {
-            if let OffsetsRecord::Offset {
-                topic,
-                partition,
-                value: Some(value),
-                ..
-            } = record
-            {
-                g.offsets.insert((topic, partition), value);
-            }
-        }
-    });
-    if let Err(error) = appended {
-        for r in results.iter_mut().filter(|r| r.2.is_ok()) {
-            r.2 = Err(error);
-        }
-    }
-    GroupReply::PartitionErrors(results)
-}
-
-async fn delete_group(shard: &Shard, partition: i32, group_id: &str) -> GroupReply {
-    let tombstones = {
-        let groups = shard.groups.groups.borrow();
-        let Some(g) = groups.get(group_id) else {
-            return GroupReply::Error(GroupError::GroupIdNotFound);
-        };
-        if g.state() == GroupState::Dead {
-            return GroupReply::Error(GroupError::GroupIdNotFound);
-        }
-        if g.state() != GroupState::Empty || !g.is_empty() {
-            return GroupReply::Error(GroupError::NonEmptyGroup);
-        }
-        let mut records: Vec<OffsetsRecord> = g
-            .offsets
-            .keys()
-            .map(|(topic, p)| OffsetsRecord::Offset {
-                group: group_id.to_string(),
-                topic: topic.clone(),
-                partition: *p,
-                value: None,
-            })
-            .collect();
-        records.push(OffsetsRecord::Group {
-            group: group_id.to_string(),
-            value: None,
-        });
-        records
-    };
-    // Dead while the tombstones are written: joins and commits meanwhile are refused.
-    try_with_group(shard, group_id, false, Group::mark_dead);
-    match append_offsets_records(shard, partition, &tombstones).await {
-        Ok(()) => {
-            shard.groups.groups.borrow_mut().remove(group_id);
-            GroupReply::Done
-        }
-        Err(error) => {
-            // Not deleted after all: the group stays as it was (Empty, offsets kept).
-            let mut groups = shard.groups.groups.borrow_mut();
-            if let Some(g) = groups.remove(group_id) {
-                let mut revived = Group::new(group_id);
-                revived.offsets = g.offsets;
-                groups.insert(group_id.to_string(), revived);
-            }
-            GroupReply::Error(error)
-        }
-    }
-}
-
-async fn delete_offsets(
-    shard: &Shard,
-    partition: i32,
-    group_id: &str,
-    partitions: Vec<(String, Vec<i32>)>,
-) -> GroupReply {
-    let (subscribed, state, is_consumer) = {
-        let groups = shard.groups.groups.borrow();
-        let Some(g) = groups.get(group_id) else {
-            return GroupReply::Error(GroupError::GroupIdNotFound);
-        };
-        (
-            g.subscribed_topics(),
-            g.state(),
-            g.protocol_type() == Some("consumer"),
-        )
-    };
-    if state == GroupState::Dead {
-        return GroupReply::Error(GroupError::GroupIdNotFound);
-    }
-    if state != GroupState::Empty && !is_consumer {
-        // Kafka: without the consumer protocol the subscriptions cannot be known.
-        return GroupReply::Error(GroupError::NonEmptyGroup);
-    }
-    let mut results = Vec::new();
-    let mut tombstones = Vec::new();
-    for (topic, ps) in partitions {
-        for p in ps {
-            // KIP-496: offsets of a topic the active group consumes stay.
-            if state != GroupState::Empty && subscribed.contains(&topic) {
-                results.push((topic.clone(), p, Err(GroupError::GroupSubscribedToTopic)));
-                continue;
-            }
-            results.push((topic.clone(), p, Ok(())));
-            tombstones.push(OffsetsRecord::Offset {
-                group: group_id.to_string(),
-                topic: topic.clone(),
-                partition: p,
-                value: None,
-            });
-        }
-    }
-    if !tombstones.is_empty() {
-        if let Err(error) = append_offsets_records(shard, partition, &tombstones).await {
-            return GroupReply::Error(error);
-        }
-        try_with_group(shard, group_id, false, |g| {
-            for t in &tombstones {
-                if let OffsetsRecord::Offset {
-                    topic, partition, ..
-                } = t
-                {
-                    g.offsets.remove(&(topic.clone(), *partition));
-                }
-            }
-        });
-    }
-    GroupReply::PartitionErrors(results)
 }
 
 /// Appends `records` to `__consumer_offsets` partition `partition` (which this shard
@@ -573,13 +210,7 @@ async fn append_offsets_records(
     partition: i32,
     records: &[OffsetsRecord],
 ) -> Result<(), GroupError> {
-    let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-        records.iter().map(OffsetsRecord::encode).collect();
-    let kv: Vec<storage::KeyValue<'_>> = encoded
-        .iter()
-        .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
-        .collect();
-    let batch = storage::build_batch_kv(TimestampMs(group::epoch_ms()), &kv);
+    let batch = engine::offsets_batch(records, group::epoch_ms());
     let tp = TopicPartition {
         topic: OFFSETS_TOPIC.to_string(),
         partition,
@@ -613,7 +244,6 @@ async fn append_offsets_records(
         .map(|_| ())
         .map_err(GroupError::from)
 }
-
 /// Whether this shard may serve the groups of offsets `partition` now. Errors:
 /// `CoordinatorLoadInProgress` while it loads, and while the installed metadata already names
 /// this broker its leader but the shard has not applied that role yet (the shard elects the
@@ -642,41 +272,19 @@ pub async fn load_loop(shard: &Rc<Shard>) {
     }
 }
 
-/// Runs `load` of offsets `partition`: replays its log, then installs its groups unless the
-/// partition was resigned meanwhile.
+/// Runs `load` of offsets `partition` ([`engine::load`]).
 async fn load_partition(shard: &Rc<Shard>, partition: i32, load: LoadId) {
-    match replay(shard, partition).await {
-        Ok(loaded) => {
-            if !shard
-                .groups
-                .partitions
-                .borrow_mut()
-                .finish_load(partition, load)
-            {
-                tracing::info!(partition, "dropping a load whose partition moved meanwhile");
-                return;
-            }
-            let count = loaded.len();
-            let mut groups = shard.groups.groups.borrow_mut();
-            // Nothing of this partition may be left over (module invariant); unload it anyway.
-            coordinator::unload_partition(&mut groups, partition, shard.offsets_partition_count());
-            groups.extend(loaded);
-            tracing::info!(partition, groups = count, "loaded consumer groups");
-        }
-        Err(error) => {
-            shard
-                .groups
-                .partitions
-                .borrow_mut()
-                .fail_load(partition, load);
-            tracing::warn!(partition, %error, "cannot load consumer groups");
-        }
-    }
+    engine::load(&**shard, partition, load).await;
 }
 
-/// The groups stored in offsets `partition` (which this shard owns), read from its log start
-/// to its log end. Errors: `COORDINATOR_NOT_AVAILABLE` when its log cannot be read.
-async fn replay(shard: &Shard, partition: i32) -> Result<HashMap<String, Group>, GroupError> {
+/// Hands the records stored in offsets `partition` (which this shard owns), read from its log
+/// start to its log end, to `apply`. Errors: `COORDINATOR_NOT_AVAILABLE` when its log cannot
+/// be read.
+async fn replay(
+    shard: &Shard,
+    partition: i32,
+    apply: &mut dyn FnMut(OffsetsRecord),
+) -> Result<(), GroupError> {
     let tp = TopicPartition {
         topic: OFFSETS_TOPIC.to_string(),
         partition,
@@ -688,8 +296,6 @@ async fn replay(shard: &Shard, partition: i32) -> Result<HashMap<String, Group>,
     let log = owned.log();
     let end = log.log_end_offset();
     let mut at = log.log_start_offset();
-    let now = Instant::now();
-    let mut groups = HashMap::new();
     while at < end {
         let batches = log
             .read(at, REPLAY_READ_BYTES, end)
@@ -700,27 +306,11 @@ async fn replay(shard: &Shard, partition: i32) -> Result<HashMap<String, Group>,
         };
         let next: Offset = last.header().last_offset().plus(1);
         for batch in batches {
-            let bytes = batch.to_vec();
-            let records = match storage::records_of(&bytes) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(%tp, error = %e, "skipping unreadable batch");
-                    continue;
-                }
-            };
-            for r in records {
-                let Some(key) = r.key else { continue };
-                match OffsetsRecord::decode(key, r.value) {
-                    Ok(Some(record)) => coordinator::apply_record(&mut groups, record, now),
-                    Ok(None) => {}
-                    Err(why) => tracing::warn!(%tp, offset = r.offset.0, %why,
-                        "skipping unreadable record"),
-                }
-            }
+            engine::replay_batch(&batch.to_vec(), partition, apply);
         }
         at = next;
     }
-    Ok(groups)
+    Ok(())
 }
 
 /// This shard's groups (ListGroups). Errors: `CoordinatorLoadInProgress` while an offsets
@@ -788,26 +378,10 @@ pub async fn list_all(shard: &Rc<Shard>) -> Result<Vec<ListedGroup>, GroupError>
 pub async fn deadline_loop(shard: &Rc<Shard>) {
     loop {
         if shard.sleep_unless_stopped(DEADLINE_CHECK_INTERVAL).await {
-            for g in shard.groups.groups.borrow_mut().values_mut() {
-                g.unload();
-            }
-            shard.groups.stop_loads();
+            engine::unload_all(&shard.groups);
             return;
         }
-        let now = Instant::now();
-        let cfg = shard.groups.config;
-        let mut changed = Vec::new();
-        for (id, g) in shard.groups.groups.borrow_mut().iter_mut() {
-            if g.has_deadlines() {
-                g.tick(now, &cfg);
-                changed.push(id.clone());
-            }
-        }
-        let partitions = shard.offsets_partition_count();
-        for id in changed {
-            persist_membership(shard, partition_for(&id, partitions), &id).await;
-            drop_if_vacant(shard, &id);
-        }
+        engine::tick_deadlines(&**shard).await;
     }
 }
 
@@ -838,102 +412,20 @@ pub async fn expiry_loop(shard: &Rc<Shard>) {
             match decision {
                 Expiry::Keep => {}
                 Expiry::Group => {
-                    if let GroupReply::Error(error) = delete_group(shard, partition, &id).await {
+                    if let GroupReply::Error(error) =
+                        engine::delete_group(&**shard, partition, &id).await
+                    {
                         tracing::warn!(group = %id, ?error, "could not remove an expired group");
                     } else {
                         tracing::info!(group = %id, "removed an expired empty group");
                     }
                 }
-                Expiry::Offsets(keys) => expire_offsets(shard, partition, &id, keys).await,
+                Expiry::Offsets(keys) => {
+                    engine::expire_offsets(&**shard, partition, &id, keys).await
+                }
             }
         }
     }
-}
-
-/// Tombstones `keys` of `group_id` (their retention passed) and forgets those no commit has
-/// replaced meanwhile; a failed append leaves them for the next check.
-async fn expire_offsets(shard: &Shard, partition: i32, group_id: &str, keys: Vec<(String, i32)>) {
-    let expired: Vec<((String, i32), i64)> = {
-        let groups = shard.groups.groups.borrow();
-        let Some(g) = groups.get(group_id) else {
-            return;
-        };
-        keys.into_iter()
-            .filter_map(|k| {
-                g.offsets
-                    .get(&k)
-                    .map(|o| o.commit_timestamp_ms)
-                    .map(|t| (k, t))
-            })
-            .collect()
-    };
-    let tombstones: Vec<OffsetsRecord> = expired
-        .iter()
-        .map(|((topic, p), _)| OffsetsRecord::Offset {
-            group: group_id.to_string(),
-            topic: topic.clone(),
-            partition: *p,
-            value: None,
-        })
-        .collect();
-    if let Err(error) = append_offsets_records(shard, partition, &tombstones).await {
-        tracing::warn!(group = group_id, ?error, "could not expire offsets");
-        return;
-    }
-    tracing::info!(
-        group = group_id,
-        offsets = expired.len(),
-        "expired committed offsets"
-    );
-    try_with_group(shard, group_id, false, |g| {
-        for (key, committed_at_ms) in &expired {
-            // A commit that landed meanwhile was appended after the tombstone: it stays.
-            if g.offsets
-                .get(key)
-                .is_some_and(|o| o.commit_timestamp_ms == *committed_at_ms)
-            {
-                g.offsets.remove(key);
-            }
-        }
-    });
-}
-
-fn describe(g: &Group) -> GroupDescription {
-    let stable = g.state() == GroupState::Stable;
-    GroupDescription {
-        state: g.state().name(),
-        protocol_type: g.protocol_type().unwrap_or_default().to_string(),
-        protocol: if stable {
-            g.protocol_name().unwrap_or_default().to_string()
-        } else {
-            String::new()
-        },
-        members: g
-            .members()
-            .into_iter()
-            .map(|m| DescribedMember {
-                member_id: m.id.clone(),
-                group_instance_id: m.group_instance_id.clone(),
-                client_id: m.client_id.clone(),
-                client_host: m.client_host.clone(),
-                // Kafka shows member metadata and assignments only once they are settled.
-                metadata: if stable {
-                    g.member_metadata(m)
-                } else {
-                    Bytes::new()
-                },
-                assignment: if stable {
-                    m.assignment.clone()
-                } else {
-                    Bytes::new()
-                },
-            })
-            .collect(),
-    }
-}
-
-fn sync_error(error: GroupError) -> GroupReply {
-    GroupReply::Sync(SyncResult::error(error))
 }
 
 #[cfg(test)]
