@@ -190,7 +190,13 @@ async fn run(
     }
 }
 
-/// Produce: the batches checked against the topic's config, then appended.
+/// Produce: the record set split and checked once ([`storage::ValidatedBatches`]: lengths,
+/// magic, counts, CRC-32C; CORRUPT_MESSAGE and the like when it fails), then checked against
+/// the topic's config (`produce_checks`), then appended — the log takes the checked set and
+/// checks nothing again. Here, on the owning shard, rather than in the handler: the topic's
+/// config and the log are here, so is every other way in (the group coordinator's
+/// `__consumer_offsets` appends), and a remote partition's checks cost its own shard, not
+/// the connection's.
 async fn produce(
     shard: &Shard,
     tp: &TopicPartition,
@@ -202,13 +208,13 @@ async fn produce(
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let records = match shard.topic_configs.borrow().get(tp) {
-        Some(config) => crate::produce_checks::prepare(records, config, now_ms)?,
+    let batches = match shard.topic_configs.borrow().get(tp) {
+        Some(config) => check_produce(&records, config, now_ms)?,
         // Closed while the request was on its way (the log refuses it too).
         None => return Err(PartitionOpError::UnknownTopicOrPartition),
     };
     let appended = partition
-        .append(records, acks, timeout)
+        .append(batches, acks, timeout)
         .await
         .inspect_err(|e| note_dir_failure(shard, e))?;
     Ok(PartitionReply::Produced {
@@ -216,6 +222,21 @@ async fn produce(
         log_start_offset: appended.log_start_offset.0,
         log_append_time_ms: appended.log_append_time.map_or(-1, |t| t.0),
     })
+}
+
+/// The one pass over a produced record set before its append: split and CRC-checked
+/// ([`storage::ValidatedBatches::validate`]), then the topic's checks
+/// ([`crate::produce_checks::prepare`]). Errors: an invalid batch as the log's
+/// [`storage::StorageError::InvalidBatch`] (CORRUPT_MESSAGE, INVALID_RECORD for a wrong record
+/// count), then the produce checks' refusals.
+pub(crate) fn check_produce(
+    records: &bytes::Bytes,
+    config: &tuning::config::TopicConfig,
+    now_ms: i64,
+) -> Result<storage::ValidatedBatches, PartitionOpError> {
+    let batches = storage::ValidatedBatches::validate(records)
+        .map_err(|e| replication::PartitionError::from(storage::StorageError::from(e)))?;
+    Ok(crate::produce_checks::prepare(batches, config, now_ms)?)
 }
 
 /// A consumer's Fetch (`op`, as [`run`] passes only a Fetch), parked until `min_bytes` or
