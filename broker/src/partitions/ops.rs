@@ -46,6 +46,9 @@ pub enum PartitionOp {
         /// The follower's broker epoch (Fetch v15+ `ReplicaState.ReplicaEpoch`, KIP-903;
         /// `None`: -1 or an older Fetch), checked against the one the metadata registers.
         broker_epoch: Option<i64>,
+        /// The broker epoch the request's metadata snapshot registers for `replica` while it
+        /// is not fenced (`None`: not registered, or fenced), resolved once by the handler.
+        alive_epoch: Option<i64>,
         max_bytes: usize,
         min_bytes: usize,
         deadline: MonotonicTime,

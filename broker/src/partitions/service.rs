@@ -1,31 +1,43 @@
 //! Routing and handling of partition operations: [`call`] runs an op on the partition's
-//! owning shard (here, or over the mesh as `ShardMsg::Partition`); [`run_here`] runs it on
+//! owning shard (here, or over the mesh as `ShardMsg::Partition`), [`call_placed`] with the
+//! placement the handler resolved from its request's one metadata snapshot; [`run_here`] runs it on
 //! this shard's [`replication::Partition`], with the produce checks before an append;
 //! [`owned_partition`] finds the open partition an op runs on (Kafka's
 //! `ReplicaManager.getPartitionOrError`), reopening a log that failed to open earlier.
 
 use super::ops::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::messages::ShardMsg;
+use crate::metadata::Placement;
 use crate::shard::{LocalPartition, Shard};
 use futures_channel::oneshot;
 use std::rc::Rc;
 use storage::TopicPartition;
 
-/// Runs `op` on the partition's owning shard: here, or over the mesh. Errors:
+/// Runs `op` on the partition's owning shard: here, or over the mesh, as the current
+/// metadata snapshot places it ([`call_placed`]).
+pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> PartitionReply {
+    let placement = shard.metadata().placement_of(&tp.topic, tp.partition);
+    call_placed(shard, tp, placement, op).await
+}
+
+/// Runs `op` on the partition's owning shard, here or over the mesh, as `placement` — the
+/// partition resolved once from the request's metadata snapshot
+/// ([`crate::metadata::ClusterMetadata::placement`]; `None`: no such partition) — says: no
+/// lookup here. Errors: [`PartitionOpError::UnknownTopicOrPartition`] without a placement,
 /// [`PartitionOpError::NotLeaderOrFollower`] when the partition exists but this broker does
 /// not lead it (every op here is a leader's: produce, fetch, offsets, record deletion).
-pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> PartitionReply {
-    let meta = shard.metadata();
-    if meta.partition(&tp.topic, tp.partition).is_none() {
+pub async fn call_placed(
+    shard: &Rc<Shard>,
+    tp: TopicPartition,
+    placement: Option<Placement>,
+    op: PartitionOp,
+) -> PartitionReply {
+    let Some(placement) = placement else {
         return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
-    }
-    let (Some(owner), true) = (
-        meta.owner(&tp.topic, tp.partition),
-        meta.leads(&tp.topic, tp.partition),
-    ) else {
+    };
+    let (Some(owner), true) = (placement.owner, placement.leads) else {
         return PartitionReply::Error(PartitionOpError::NotLeaderOrFollower);
     };
-    drop(meta);
     on_owner(shard, owner, tp, op).await
 }
 
@@ -301,6 +313,7 @@ async fn replica_fetch(
         fetch_offset,
         last_fetched_epoch,
         broker_epoch,
+        alive_epoch,
         max_bytes,
         min_bytes,
         deadline,
@@ -312,14 +325,8 @@ async fn replica_fetch(
     let cancelled = async {
         let _ = cancel.await;
     };
-    // KIP-903: the epoch the image registers for the follower while it is not fenced.
-    let alive_epoch = shard
-        .metadata()
-        .image
-        .brokers
-        .get(&replica.0)
-        .filter(|b| !b.fenced)
-        .map(|b| b.broker_epoch);
+    // KIP-903: against the epoch the image registers for the follower while it is not fenced
+    // (resolved with the request's topics, no lookup here).
     let isr_eligible = replication::check_follower_broker_epoch(replica, broker_epoch, alive_epoch)
         .map_err(replication::PartitionError::from)?;
     let read = partition
