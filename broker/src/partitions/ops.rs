@@ -12,7 +12,8 @@ use storage::{LeaderEpoch, Offset, RecordBatch};
 /// An operation on one partition, run by its owning shard on its [`replication::Partition`].
 #[derive(Debug)]
 pub enum PartitionOp {
-    /// Check (`produce_checks`) and append a produce request's record set, answering as
+    /// Check once (split and CRC-32C, `storage::ValidatedBatches`; then `produce_checks`) and
+    /// append a produce request's record set, answering as
     /// `acks` asks (see [`replication::Partition::append`]) or with `REQUEST_TIMED_OUT` after
     /// `timeout` (the request's `timeout_ms`).
     Produce {

@@ -194,23 +194,13 @@ impl SimLog {
         Ok(())
     }
 
-    fn out_of_range(st: &State, offset: Offset) -> StorageError {
-        StorageError::OffsetOutOfRange {
-            offset,
-            log_start: st.log_start,
-            log_end: st.log_end,
-        }
-    }
-}
-
-impl crate::PartitionStore for SimLog {
-    async fn append(
+    /// The leader's append into the simulated tail, as `PartitionLog`'s: offsets and the
+    /// epoch stamped, nothing written yet.
+    fn append_in_memory(
         &self,
-        batches: ValidatedBatches,
+        batches: &ValidatedBatches,
         leader_epoch: LeaderEpoch,
-        until: AppendUntil,
-    ) -> Result<AppendInfo> {
-        self.closed()?;
+    ) -> AppendInfo {
         let mut st = self.state.borrow_mut();
         let base_offset = st.log_end;
         let mut max_timestamp = TimestampMs(i64::MIN);
@@ -233,7 +223,7 @@ impl crate::PartitionStore for SimLog {
         if flush_due {
             st.unflushed_records = 0;
         }
-        let mut info = AppendInfo {
+        AppendInfo {
             base_offset,
             last_offset: st.log_end.plus(-1),
             max_timestamp,
@@ -243,8 +233,27 @@ impl crate::PartitionStore for SimLog {
             sync_needed: flush_due,
             written_offset: st.written_offset,
             log_start_offset: st.log_start,
-        };
-        drop(st);
+        }
+    }
+
+    fn out_of_range(st: &State, offset: Offset) -> StorageError {
+        StorageError::OffsetOutOfRange {
+            offset,
+            log_start: st.log_start,
+            log_end: st.log_end,
+        }
+    }
+}
+
+impl crate::PartitionStore for SimLog {
+    async fn append(
+        &self,
+        batches: ValidatedBatches,
+        leader_epoch: LeaderEpoch,
+        until: AppendUntil,
+    ) -> Result<AppendInfo> {
+        self.closed()?;
+        let mut info = self.append_in_memory(&batches, leader_epoch);
         self.start_writer();
         if until == AppendUntil::Written {
             self.wait_acknowledgeable(&mut info).await?;
