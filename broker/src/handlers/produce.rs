@@ -1,8 +1,8 @@
 //! Produce (key 0): each partition's record set goes to its owning shard (here or over the
 //! mesh, as `Bytes`, never copied), all partitions concurrently, routed by the placement
-//! resolved from the request's one metadata snapshot (one lookup per topic); the answer per partition is
-//! its base offset or Kafka's error code, given once the owner's write of its batches has
-//! completed (`acks=1`/`all`, DESIGN.md §3). acks=0 gets no response (the caller drops it).
+//! resolved from the request's one metadata snapshot (one lookup per topic); the answer per
+//! partition is its base offset or Kafka's error code, given once the owner's write of its
+//! batches has completed (`acks=1`/`all`, DESIGN.md §3). acks=0 gets no response (the caller drops it).
 //! `acks=all` waits for the partition's high watermark; the leader refuses it with
 //! NOT_ENOUGH_REPLICAS while the ISR is below `min.insync.replicas` (capped by the replica
 //! count, Kafka's `effectiveMinIsr`; see [`replication::LeaderIsr`]).

@@ -1,7 +1,8 @@
 //! Routing and handling of partition operations: [`call`] runs an op on the partition's
 //! owning shard (here, or over the mesh as `ShardMsg::Partition`), [`call_placed`] with the
-//! placement the handler resolved from its request's one metadata snapshot; [`run_here`] runs it on
-//! this shard's [`replication::Partition`], with the produce checks before an append;
+//! placement the handler resolved from its request's one metadata snapshot; [`run_here`]
+//! runs it on this shard's [`replication::Partition`], with the produce's one validation
+//! pass and checks before an append ([`check_produce`]);
 //! [`owned_partition`] finds the open partition an op runs on (Kafka's
 //! `ReplicaManager.getPartitionOrError`), reopening a log that failed to open earlier.
 

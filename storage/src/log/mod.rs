@@ -32,8 +32,9 @@
 //! Files, by concern (each adds an `impl PartitionLog` block; shared state, accessors and the
 //! maintenance lock live here):
 //! - `open`: open and recovery of the active segment's tail, discard, clean close.
-//! - `append`: `max.message.bytes`, sequences and offset assignment, the group-committed write path (`pump`),
-//!   `wait_written`, `flush_to` (shared `fdatasync`), disk reservation and segment roll.
+//! - `append`: `max.message.bytes`, sequences and offset assignment, the group-committed
+//!   write path (`pump`), `wait_written`, `flush_to` (shared `fdatasync`), disk reservation
+//!   and segment roll.
 //! - `read`: fetch reads from the batch cache, the write queue or DMA reads; lookups by time.
 //! - `retention`: `truncate_to`, DeleteRecords, `retention.ms` / `retention.bytes`.
 //! - `compact`: log compaction — dirtiness, the cleaning pass, its swap and the recovery of
