@@ -32,6 +32,18 @@ pub struct ClusterMetadata {
     shards: usize,
 }
 
+/// A partition as this broker's image places it ([`ClusterMetadata::placement`]): what
+/// routing an op to its owner and KIP-320's epoch check need, resolved once per request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The owning shard, when this broker is one of the partition's replicas.
+    pub owner: Option<usize>,
+    /// Whether this broker leads the partition.
+    pub leads: bool,
+    /// The partition's leader epoch in the image.
+    pub leader_epoch: i32,
+}
+
 /// The controller id Metadata and DescribeCluster give clients: the active controller when it
 /// is among the `live` brokers, else the first live broker (which forwards), else -1. Kafka's
 /// KRaft brokers name a random live broker; a client (Java's AdminClient) that is told a
@@ -114,6 +126,26 @@ impl ClusterMetadata {
     pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionImage> {
         let t = self.image.topics.get(topic)?;
         t.partitions.get(usize::try_from(partition).ok()?)
+    }
+
+    /// Where partition `partition` of `topic` (a topic of this image, looked up once by the
+    /// request) is served on this broker; `None` when the topic has no such partition. A
+    /// handler resolves each partition so, from the one snapshot it took for the request,
+    /// and routes with it (`partitions::service::call_placed`): no second lookup.
+    pub fn placement(&self, topic: &TopicImage, partition: i32) -> Option<Placement> {
+        let index = usize::try_from(partition).ok()?;
+        let p = topic.partitions.get(index)?;
+        let hosted = p.replicas.contains(&self.node_id);
+        Some(Placement {
+            owner: hosted.then(|| shard_for(topic.id, index, self.shards)),
+            leads: p.leader == self.node_id,
+            leader_epoch: p.leader_epoch,
+        })
+    }
+
+    /// [`ClusterMetadata::placement`] of topic `topic` by name (one lookup of the topic).
+    pub fn placement_of(&self, topic: &str, partition: i32) -> Option<Placement> {
+        self.placement(self.image.topics.get(topic)?, partition)
     }
 
     /// Owning shard of `topic`/`partition`, if it exists and this broker is one of its

@@ -9,10 +9,12 @@
 //! the records). Record bytes are never
 //! re-encoded: recompression rewrites only the compressed stream and the header fields it
 //! covers (attributes, length, CRC).
+//!
+//! The batches come split and CRC-checked once ([`ValidatedBatches`], on the owning shard
+//! before these checks); the log appends what [`prepare`] returns without checking it again.
 
 use crate::compression::{compress, decompress};
-use bytes::{Bytes, BytesMut};
-use storage::{count_records, records_of, replace_records, split_batches, BATCH_HEADER_BYTES};
+use storage::{count_records, records_of, replace_records, ValidatedBatches, BATCH_HEADER_BYTES};
 use tuning::config::{TimestampType, TopicConfig};
 
 /// Why [`prepare`] refused a record set (mapped to Kafka codes in `crate::errors`).
@@ -47,29 +49,28 @@ fn check_keys(batch: &[u8]) -> Result<(), ProduceCheckError> {
     }
 }
 
-/// Checks `records` against the topic's config at `now_ms` and recompresses it if the topic
-/// asks; returns the record set to append (the same `Bytes` when nothing changed). Errors:
-/// [`ProduceCheckError::Corrupt`] (a compressed batch that does not decompress),
-/// [`ProduceCheckError::RecordCount`] (its record count is wrong),
+/// Checks `batches` (split and CRC-checked once, where the produce reached the partition's
+/// owning shard: [`ValidatedBatches::validate`]) against the topic's config at `now_ms` and
+/// recompresses them if the topic asks; returns the set to append (the same batches when
+/// nothing changed; a recompressed batch gets its CRC-32C from storage, with no new pass over
+/// the others). Errors: [`ProduceCheckError::Corrupt`] (a compressed batch that does not
+/// decompress), [`ProduceCheckError::RecordCount`] (its record count is wrong),
 /// [`ProduceCheckError::Timestamp`], [`ProduceCheckError::KeylessRecord`] (compacted topics
-/// only). A set that does not even split into batches is passed
-/// through for the log to refuse with its own typed error.
+/// only).
 pub fn prepare(
-    records: Bytes,
+    mut batches: ValidatedBatches,
     config: &TopicConfig,
     now_ms: i64,
-) -> Result<Bytes, ProduceCheckError> {
-    let Ok(batches) = split_batches(&records) else {
-        return Ok(records);
-    };
+) -> Result<ValidatedBatches, ProduceCheckError> {
     let target = config.compression_type.codec();
     let before_max = i64::try_from(config.message_timestamp_before_max_ms).unwrap_or(i64::MAX);
     let after_max = i64::try_from(config.message_timestamp_after_max_ms).unwrap_or(i64::MAX);
     let check_time = config.message_timestamp_type() == TimestampType::CreateTime;
     let check_keys_of = config.log.cleanup_policy.compacts();
-    let corrupt = || ProduceCheckError::Corrupt;
-    // The batches to append, made only once one changes (none does in the common case).
-    let mut out: Option<Vec<Bytes>> = None;
+    let corrupt = |_| ProduceCheckError::Corrupt;
+    // The batches to recompress, found first: the set is changed only after every batch
+    // passed (none is, in the common case).
+    let mut recompress: Vec<(usize, u8, Vec<u8>)> = Vec::new();
     for (i, (header, bytes)) in batches.iter().enumerate() {
         if check_time {
             let off = |ts: i64| {
@@ -85,13 +86,10 @@ pub fn prepare(
             check_keys(bytes)?;
         }
         if codec == 0 && recompress_to.is_none() {
-            if let Some(out) = &mut out {
-                out.push(bytes.clone());
-            }
             continue;
         }
         let section = &bytes[BATCH_HEADER_BYTES..];
-        let raw = decompress(codec, section).map_err(|_| corrupt())?;
+        let raw = decompress(codec, section).map_err(corrupt)?;
         if codec != 0 && count_records(&raw) != Some(i64::from(header.records_count)) {
             // Kafka answers INVALID_RECORD ("inner record count does not match").
             return Err(ProduceCheckError::RecordCount);
@@ -99,39 +97,43 @@ pub fn prepare(
         if codec != 0 && check_keys_of {
             // The decompressed records under the batch's header, to walk them (a copy, made
             // only on compacted topics).
-            let plain = replace_records(bytes, 0, &raw).map_err(|_| corrupt())?;
+            let plain = replace_records(bytes, 0, &raw).map_err(|_| ProduceCheckError::Corrupt)?;
             check_keys(&plain)?;
         }
-        match recompress_to {
-            Some(to) => {
-                let packed = compress(to, &raw).map_err(|_| corrupt())?;
-                let replaced = replace_records(bytes, to, &packed).map_err(|_| corrupt())?;
-                out.get_or_insert_with(|| batches[..i].iter().map(|(_, b)| b.clone()).collect())
-                    .push(replaced);
-            }
-            None => {
-                if let Some(out) = &mut out {
-                    out.push(bytes.clone());
-                }
-            }
+        if let Some(to) = recompress_to {
+            let packed = compress(to, &raw).map_err(corrupt)?;
+            recompress.push((i, to, packed));
         }
     }
-    let Some(out) = out else {
-        return Ok(records);
-    };
-    let mut joined = BytesMut::with_capacity(out.iter().map(Bytes::len).sum());
-    for b in out {
-        joined.extend_from_slice(&b);
+    for (i, to, packed) in recompress {
+        batches
+            .replace_records(i, to, &packed)
+            .map_err(|_| ProduceCheckError::Corrupt)?;
     }
-    Ok(joined.freeze())
+    Ok(batches)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::errors::{code, produce_check_error_code};
+    use bytes::Bytes;
     use net::kafka_protocol::error::ResponseError;
     use storage::{build_batch, validate_batch, TimestampMs};
+
+    /// `records` checked, as the owning shard checks a produce before [`prepare`].
+    fn checked(records: &Bytes) -> ValidatedBatches {
+        ValidatedBatches::validate(records).expect("valid batches")
+    }
+
+    /// [`prepare`] of `records`, as one record set.
+    fn prepare_bytes(
+        records: Bytes,
+        config: &TopicConfig,
+        now_ms: i64,
+    ) -> Result<Bytes, ProduceCheckError> {
+        prepare(checked(&records), config, now_ms).map(|b| b.to_bytes())
+    }
 
     /// One uncompressed batch of records with `keys` (`None`: no key), value `v` each.
     fn keyed_batch(keys: &[Option<&[u8]>]) -> Bytes {
@@ -146,13 +148,13 @@ mod tests {
         let keyless = keyed_batch(&[Some(b"k"), None]);
         let keyed = keyed_batch(&[Some(b"k"), Some(b"j")]);
         assert!(
-            prepare(keyless.clone(), &config, 1_000).is_ok(),
+            prepare_bytes(keyless.clone(), &config, 1_000).is_ok(),
             "delete: no check"
         );
         for policy in ["compact", "compact,delete"] {
             config.set("cleanup.policy", policy).unwrap();
-            assert!(prepare(keyed.clone(), &config, 1_000).is_ok());
-            let err = prepare(keyless.clone(), &config, 1_000).unwrap_err();
+            assert!(prepare_bytes(keyed.clone(), &config, 1_000).is_ok());
+            let err = prepare_bytes(keyless.clone(), &config, 1_000).unwrap_err();
             assert_eq!(err, ProduceCheckError::KeylessRecord { batch_index: 1 });
             assert_eq!(
                 produce_check_error_code(&err),
@@ -163,16 +165,16 @@ mod tests {
         let gzipped = compress(crate::compression::GZIP, &keyless[BATCH_HEADER_BYTES..]).unwrap();
         let packed = replace_records(&keyless, crate::compression::GZIP, &gzipped).unwrap();
         assert_eq!(
-            prepare(packed, &config, 1_000),
+            prepare_bytes(packed, &config, 1_000),
             Err(ProduceCheckError::KeylessRecord { batch_index: 1 })
         );
         let gzipped = compress(crate::compression::GZIP, &keyed[BATCH_HEADER_BYTES..]).unwrap();
         let packed = replace_records(&keyed, crate::compression::GZIP, &gzipped).unwrap();
-        assert!(prepare(packed, &config, 1_000).is_ok());
+        assert!(prepare_bytes(packed, &config, 1_000).is_ok());
         // build_batch's records have no key.
         let plain = build_batch(TimestampMs(1_000), &[b"a"]);
         assert_eq!(
-            prepare(plain, &config, 1_000),
+            prepare_bytes(plain, &config, 1_000),
             Err(ProduceCheckError::KeylessRecord { batch_index: 0 })
         );
     }
@@ -182,13 +184,13 @@ mod tests {
         let plain = build_batch(TimestampMs(1_000), &[b"a", b"bb", b"ccc"]);
         let mut config = TopicConfig::default();
         assert_eq!(
-            prepare(plain.clone(), &config, 1_000).unwrap(),
+            prepare_bytes(plain.clone(), &config, 1_000).unwrap(),
             plain,
             "nothing to do"
         );
 
         config.set("compression.type", "zstd").unwrap();
-        let packed = prepare(plain.clone(), &config, 1_000).unwrap();
+        let packed = prepare_bytes(plain.clone(), &config, 1_000).unwrap();
         let header = validate_batch(&packed).expect("valid batch");
         assert_eq!(header.compression(), crate::compression::ZSTD);
         assert_eq!(header.records_count, 3);
@@ -201,20 +203,23 @@ mod tests {
 
         // Back to uncompressed from zstd, and a compressed batch with a wrong count is refused.
         config.set("compression.type", "uncompressed").unwrap();
-        assert_eq!(prepare(packed.clone(), &config, 1_000).unwrap(), plain);
+        assert_eq!(
+            prepare_bytes(packed.clone(), &config, 1_000).unwrap(),
+            plain
+        );
         let fewer = build_batch(TimestampMs(1_000), &[b"a", b"bb"]);
         let gzipped_two = compress(crate::compression::GZIP, &fewer[BATCH_HEADER_BYTES..]).unwrap();
         // Header of the 3-record batch over the compressed records of the 2-record one.
         let lying = replace_records(&plain, crate::compression::GZIP, &gzipped_two).unwrap();
         config.set("compression.type", "producer").unwrap();
         assert_eq!(
-            prepare(lying, &config, 1_000).map_err(|e| produce_check_error_code(&e)),
+            prepare_bytes(lying, &config, 1_000).map_err(|e| produce_check_error_code(&e)),
             Err(code(ResponseError::InvalidRecord))
         );
 
         // Kafka's default refuses more than an hour ahead of the broker's clock.
         assert_eq!(
-            prepare(plain.clone(), &TopicConfig::default(), 1_000 - 3_600_001)
+            prepare_bytes(plain.clone(), &TopicConfig::default(), 1_000 - 3_600_001)
                 .map_err(|e| produce_check_error_code(&e)),
             Err(code(ResponseError::InvalidTimestamp))
         );
@@ -222,15 +227,15 @@ mod tests {
             .set("message.timestamp.before.max.ms", "60000")
             .unwrap();
         config.set("message.timestamp.after.max.ms", "100").unwrap();
-        assert!(prepare(plain.clone(), &config, 30_000).is_ok());
-        assert!(prepare(plain.clone(), &config, 990).is_ok());
+        assert!(prepare_bytes(plain.clone(), &config, 30_000).is_ok());
+        assert!(prepare_bytes(plain.clone(), &config, 990).is_ok());
         assert_eq!(
-            prepare(plain.clone(), &config, 800).map_err(|e| produce_check_error_code(&e)),
+            prepare_bytes(plain.clone(), &config, 800).map_err(|e| produce_check_error_code(&e)),
             Err(code(ResponseError::InvalidTimestamp)),
             "after.max.ms"
         );
         assert_eq!(
-            prepare(plain, &config, 1_000_000).map_err(|e| produce_check_error_code(&e)),
+            prepare_bytes(plain, &config, 1_000_000).map_err(|e| produce_check_error_code(&e)),
             Err(code(ResponseError::InvalidTimestamp)),
             "before.max.ms"
         );

@@ -165,6 +165,7 @@ pub fn validate_stored_batch(batch: &[u8]) -> Result<BatchHeader, BatchError> {
             last_offset_delta: header.last_offset_delta,
         });
     }
+    count_validation_pass();
     let computed = batch_crc(batch);
     if computed != header.crc {
         return Err(BatchError::Crc {
@@ -183,6 +184,28 @@ pub fn validate_stored_batch(batch: &[u8]) -> Result<BatchHeader, BatchError> {
     }
     Ok(header)
 }
+
+#[cfg(any(test, feature = "validation-count"))]
+thread_local! {
+    /// CRC-32C checks of a batch made on this thread (see [`validation_passes`]).
+    static VALIDATION_PASSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many batches this thread has checked ([`validate_stored_batch`], under
+/// [`validate_batch`] too: one CRC-32C pass each) — for tests that count the passes of a
+/// produce (feature `validation-count`; never in the `sluice` binary).
+#[cfg(any(test, feature = "validation-count"))]
+pub fn validation_passes() -> u64 {
+    VALIDATION_PASSES.with(std::cell::Cell::get)
+}
+
+#[cfg(any(test, feature = "validation-count"))]
+fn count_validation_pass() {
+    VALIDATION_PASSES.with(|n| n.set(n.get() + 1));
+}
+
+#[cfg(not(any(test, feature = "validation-count")))]
+fn count_validation_pass() {}
 
 /// Counts the length-prefixed records of an uncompressed record section; `None` when the
 /// lengths do not tile it exactly. (Compressed sections are checked by the broker, which holds

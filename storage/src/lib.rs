@@ -27,6 +27,7 @@ mod offset_map;
 mod producer_state;
 mod segment;
 mod types;
+mod validated;
 mod writer;
 
 pub use batch::{
@@ -44,6 +45,12 @@ pub use error::{BatchError, Result, StorageError};
 pub use io::Notify;
 pub use log::compact::{CleanReport, CleanerBuffers, Dirtiness};
 pub use log::epochs::{EpochEntry, LeaderEpochCache};
-pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS};
+pub use log::{
+    AppendInfo, AppendUntil, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS,
+};
 pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
+pub use validated::ValidatedBatches;
+
+#[cfg(feature = "validation-count")]
+pub use batch::validation_passes;

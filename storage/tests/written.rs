@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use storage::{LeaderEpoch, LogConfig, Offset};
+use storage::{AppendUntil, LeaderEpoch, LogConfig, Offset};
 
 #[test]
 fn wait_written_returns_once_the_write_completed_and_caps_the_high_watermark() {
@@ -95,6 +95,44 @@ fn appends_made_before_the_write_task_runs_leave_in_one_write() {
             log.size_bytes().div_ceil(4096) * 4096,
             "{stats:?}"
         );
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn append_until_written_returns_the_written_and_log_start_offsets_from_the_one_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, LogConfig::default(), 1 << 20).await;
+        let checked = |b| storage::ValidatedBatches::validate(&b).expect("valid");
+        let tail = log
+            .append_validated(
+                checked(batch(0, 2, 100)),
+                LeaderEpoch(0),
+                AppendUntil::InMemory,
+            )
+            .await
+            .unwrap();
+        assert_eq!((tail.base_offset, tail.last_offset), (Offset(0), Offset(1)));
+        assert_eq!(tail.written_offset, Offset(0), "in the tail only");
+        let written = log
+            .append_validated(
+                checked(batch(1, 3, 100)),
+                LeaderEpoch(0),
+                AppendUntil::Written,
+            )
+            .await
+            .unwrap();
+        assert_eq!(written.base_offset, Offset(2));
+        assert_eq!(
+            written.written_offset,
+            Offset(5),
+            "written, the earlier append too"
+        );
+        assert_eq!(written.written_offset, log.written_offset());
+        assert_eq!(written.log_start_offset, log.log_start_offset());
+        assert!(!written.sync_needed, "flush.messages is not set");
         log.close().await.unwrap();
     });
 }

@@ -1,5 +1,5 @@
-//! The produce path's batch validation on arbitrary record sets: `storage::split_batches`
-//! (the batches' framing, CRC and record count) then the broker's `produce_checks::prepare`
+//! The produce path's batch validation on arbitrary record sets:
+//! `storage::ValidatedBatches::validate` (the batches' framing, CRC and record count) then the broker's `produce_checks::prepare`
 //! (decompressing each batch to check its record count, the CreateTime window, recompressing
 //! to the topic's `compression.type`), then the log's own check of what `prepare` returns.
 //! Each must answer `Ok` or a typed error, never panic or abort.
@@ -13,7 +13,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use storage::{batch_crc, split_batches, BATCH_HEADER_BYTES};
+use storage::{batch_crc, split_batches, ValidatedBatches, BATCH_HEADER_BYTES};
 use tuning::config::TopicConfig;
 
 /// Byte offsets in a RecordBatch v2 header (docs/storage-format.md).
@@ -86,10 +86,12 @@ fuzz_target!(|data: &[u8]| {
         fix_crcs(&mut records);
     }
     let records = Bytes::from(records);
-    // What the produce handler runs: the framing checks, then the topic's.
-    let _ = split_batches(&records);
-    if let Ok(prepared) = sluice_broker::prepare_produce(records, &config, now_ms) {
+    // What the owning shard runs: the one split and CRC pass, then the topic's checks.
+    let Ok(batches) = ValidatedBatches::validate(&records) else {
+        return;
+    };
+    if let Ok(prepared) = sluice_broker::prepare_produce(batches, &config, now_ms) {
         // A set `prepare` changed (recompressed) must still be whole, valid batches.
-        let _ = split_batches(&prepared);
+        let _ = split_batches(&prepared.to_bytes());
     }
 });

@@ -43,7 +43,7 @@
 
 use super::leader_hints::LeaderHints;
 use crate::errors::{code, partition_op_error_code};
-use crate::metadata::ClusterMetadata;
+use crate::metadata::{ClusterMetadata, Placement};
 use crate::metrics::ShardMetrics;
 use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
 use crate::response::Response;
@@ -84,10 +84,16 @@ struct Follower {
     replica: NodeId,
     /// Its broker epoch (v15+, KIP-903); `None`: -1 or an older version.
     broker_epoch: Option<i64>,
+    /// The broker epoch the image registers for it while it is not fenced (`None`: not
+    /// registered, or fenced), resolved with the request's topics (see [`resolve`]).
+    alive_epoch: Option<i64>,
 }
 
 struct Wanted {
     tp: TopicPartition,
+    /// Where the request's metadata snapshot places the partition (`None`: no such
+    /// partition).
+    placement: Option<Placement>,
     offset: i64,
     max_bytes: usize,
     /// KIP-320's `current_leader_epoch` (v9+; negative: no check).
@@ -108,39 +114,8 @@ pub async fn handle(
     let deadline = ShardRuntime.now() + Duration::from_millis(wait_ms);
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
-    // v13+ names topics by id (KIP-516): each is resolved against this broker's image, as
-    // Kafka's `metadataCache.topicIdsToNames`; `None`: an id the image does not know.
-    let names: Vec<Option<String>> = {
-        let meta = shard.metadata();
-        req.topics
-            .iter()
-            .map(|topic| {
-                if version >= FIRST_TOPIC_ID_VERSION {
-                    meta.topic_by_id(topic.topic_id)
-                        .map(|(name, _)| name.to_owned())
-                } else {
-                    Some(topic.topic.0.to_string())
-                }
-            })
-            .collect()
-    };
-    let mut wanted = Vec::new();
-    for (topic, name) in req.topics.iter().zip(&names) {
-        let Some(name) = name else { continue };
-        for p in &topic.partitions {
-            wanted.push(Wanted {
-                tp: TopicPartition {
-                    topic: name.clone(),
-                    partition: p.partition,
-                },
-                offset: p.fetch_offset,
-                max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
-                current_leader_epoch: p.current_leader_epoch,
-                last_fetched_epoch: p.last_fetched_epoch,
-            });
-        }
-    }
     let follower = follower(&req, version);
+    let (names, wanted, follower) = resolve(shard, &req, version, follower);
     let replies = fetch_all(shard, wanted, follower, min_bytes, deadline).await;
     let mut budget_left = max_bytes;
     let mut first_batch = true;
@@ -181,7 +156,8 @@ pub async fn handle(
             partitions: partitions_out,
         });
     }
-    let node_endpoints = if version >= LEADER_HINTS_VERSION {
+    // The hints are the image's after the wait, looked up only for answers that carry them.
+    let node_endpoints = if version >= LEADER_HINTS_VERSION && hinted_answers(&topics) {
         add_leader_hints(&shard.metadata(), &names, &mut topics)
     } else {
         Vec::new()
@@ -213,6 +189,61 @@ pub async fn handle(
     }
 }
 
+/// The request resolved against one metadata snapshot — its one lookup of each topic and of
+/// the follower: each topic's name (v13+ names topics by id, KIP-516, resolved as Kafka's
+/// `metadataCache.topicIdsToNames`; `None`: an id the image does not know), each partition
+/// to fetch with its placement (owner shard, leadership, leader epoch), which the routing and
+/// KIP-320's check use as they are, and the follower with the broker epoch the image
+/// registers for it while it is not fenced (KIP-903).
+fn resolve(
+    shard: &Shard,
+    req: &FetchRequest,
+    version: i16,
+    follower: Option<Follower>,
+) -> (Vec<Option<String>>, Vec<Wanted>, Option<Follower>) {
+    let meta = shard.metadata();
+    let mut names = Vec::with_capacity(req.topics.len());
+    let mut wanted = Vec::new();
+    for topic in &req.topics {
+        let resolved = if version >= FIRST_TOPIC_ID_VERSION {
+            meta.topic_by_id(topic.topic_id)
+                .map(|(name, image)| (name.to_owned(), Some(image)))
+        } else {
+            let name = topic.topic.0.to_string();
+            let image = meta.topics.get(&name);
+            Some((name, image))
+        };
+        let Some((name, image)) = resolved else {
+            names.push(None);
+            continue;
+        };
+        for p in &topic.partitions {
+            wanted.push(Wanted {
+                tp: TopicPartition {
+                    topic: name.clone(),
+                    partition: p.partition,
+                },
+                placement: image.and_then(|t| meta.placement(t, p.partition)),
+                offset: p.fetch_offset,
+                max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
+                current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
+            });
+        }
+        names.push(Some(name));
+    }
+    let follower = follower.map(|f| Follower {
+        alive_epoch: meta
+            .image
+            .brokers
+            .get(&f.replica.0)
+            .filter(|b| !b.fenced)
+            .map(|b| b.broker_epoch),
+        ..f
+    });
+    (names, wanted, follower)
+}
+
 /// The follower a Fetch comes from (Kafka's `FetchRequest.replicaId`/`replicaEpoch`): ≤ v14
 /// `replica_id`, v15+ `ReplicaState` (KIP-903) with its broker epoch (`None`: -1); `None` for
 /// a consumer (a negative id).
@@ -228,7 +259,26 @@ fn follower(req: &FetchRequest, version: i16) -> Option<Follower> {
     (replica_id >= 0).then_some(Follower {
         replica: NodeId(replica_id),
         broker_epoch: (broker_epoch != -1).then_some(broker_epoch),
+        alive_epoch: None,
     })
+}
+
+/// The error codes whose answers carry KIP-951's hints (Fetch v16+).
+fn hinted_codes() -> [i16; 2] {
+    [
+        code(ResponseError::NotLeaderOrFollower),
+        code(ResponseError::FencedLeaderEpoch),
+    ]
+}
+
+/// Whether some partition is answered with an error that carries hints (only then is the
+/// image read for them).
+fn hinted_answers(topics: &[FetchTopicData]) -> bool {
+    let hinted = hinted_codes();
+    topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .any(|p| hinted.contains(&p.error_code))
 }
 
 /// KIP-951's hints, as Kafka's `KafkaApis.handleFetchRequest` gives them from v16 (see
@@ -240,10 +290,7 @@ fn add_leader_hints(
     names: &[Option<String>],
     topics: &mut [FetchTopicData],
 ) -> Vec<FetchNodeEndpoint> {
-    let hinted = [
-        code(ResponseError::NotLeaderOrFollower),
-        code(ResponseError::FencedLeaderEpoch),
-    ];
+    let hinted = hinted_codes();
     let mut hints = LeaderHints::new(meta);
     for (topic, name) in topics.iter_mut().zip(names) {
         let Some(name) = name else { continue };
@@ -318,6 +365,7 @@ async fn fetch_all(
                 last_fetched_epoch: (w.last_fetched_epoch >= 0)
                     .then_some(LeaderEpoch(w.last_fetched_epoch)),
                 broker_epoch: follower.broker_epoch,
+                alive_epoch: follower.alive_epoch,
                 max_bytes: w.max_bytes,
                 min_bytes,
                 deadline,
@@ -332,7 +380,10 @@ async fn fetch_all(
             },
         };
         let epoch = replication::fetch_requested_leader_epoch(w.current_leader_epoch);
-        fetches.push(async move { (i, epoch_check::call_checked(shard, w.tp, epoch, op).await) });
+        fetches.push(async move {
+            let reply = epoch_check::call_checked_placed(shard, w.tp, w.placement, epoch, op);
+            (i, reply.await)
+        });
     }
     let mut replies: Vec<Option<PartitionReply>> = (0..n).map(|_| None).collect();
     let mut answered_bytes = 0usize;

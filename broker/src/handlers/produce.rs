@@ -1,7 +1,8 @@
 //! Produce (key 0): each partition's record set goes to its owning shard (here or over the
-//! mesh, as `Bytes`, never copied), all partitions concurrently; the answer per partition is
-//! its base offset or Kafka's error code, given once the owner's write of its batches has
-//! completed (`acks=1`/`all`, DESIGN.md §3). acks=0 gets no response (the caller drops it).
+//! mesh, as `Bytes`, never copied), all partitions concurrently, routed by the placement
+//! resolved from the request's one metadata snapshot (one lookup per topic); the answer per
+//! partition is its base offset or Kafka's error code, given once the owner's write of its
+//! batches has completed (`acks=1`/`all`, DESIGN.md §3). acks=0 gets no response (the caller drops it).
 //! `acks=all` waits for the partition's high watermark; the leader refuses it with
 //! NOT_ENOUGH_REPLICAS while the ISR is below `min.insync.replicas` (capped by the replica
 //! count, Kafka's `effectiveMinIsr`; see [`replication::LeaderIsr`]).
@@ -34,7 +35,7 @@ use net::kafka_protocol::messages::produce_response::{
 };
 use net::kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use net::kafka_protocol::protocol::StrBytes;
-use replication::metadata::{check_not_internal, TopicOperation};
+use replication::metadata::{check_topic_not_internal, TopicOperation};
 use replication::Acks;
 use std::rc::Rc;
 use std::time::Duration;
@@ -91,8 +92,11 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
     let mut appends = Vec::new();
     for topic in req.topic_data {
         let name: &str = &topic.name.0;
+        // The request's one lookup of each topic: its internal flag and every partition's
+        // placement (owner shard, leadership) come from it, and the routing looks nothing up.
+        let image = metadata.topics.get(name);
         // Only the broker writes an internal topic (Kafka refuses too).
-        let internal = check_not_internal(&metadata, name, TopicOperation::Produce)
+        let internal = check_topic_not_internal(image, name, TopicOperation::Produce)
             .err()
             .map(|e| controller_error(&e).0);
         let mut answer = TopicProduceResponse::default();
@@ -102,6 +106,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
                 topic: name.to_owned(),
                 partition: p.index,
             };
+            let placement = image.and_then(|t| metadata.placement(t, p.index));
             let task = async move {
                 let Some(acks) = acks else {
                     return Err(code(ResponseError::InvalidRequiredAcks).into());
@@ -121,7 +126,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
                     acks,
                     timeout,
                 };
-                match crate::partitions::service::call(shard, tp, op).await {
+                match crate::partitions::service::call_placed(shard, tp, placement, op).await {
                     PartitionReply::Error(e) => Err(Refusal::of(&e)),
                     reply => Ok(reply),
                 }

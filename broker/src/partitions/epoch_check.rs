@@ -1,11 +1,11 @@
 //! KIP-320's check of a request's current leader epoch, before the request is routed to the
 //! partition's owning shard ([`call_checked`]; Fetch v9+, ListOffsets v4+ and
 //! OffsetForLeaderEpoch). The current leader epoch is the metadata image's, which every shard
-//! holds, so the check needs no message; a request naming no epoch costs nothing more than
-//! before: no lookup.
+//! holds, so the check needs no message; it reads the partition's placement the request
+//! resolved once from its snapshot (`crate::metadata::Placement`), no lookup of its own.
 
 use super::ops::{PartitionOp, PartitionOpError, PartitionReply};
-use crate::metadata::ClusterMetadata;
+use crate::metadata::Placement;
 use crate::shard::Shard;
 use replication::check_current_leader_epoch;
 use std::rc::Rc;
@@ -13,48 +13,56 @@ use storage::{LeaderEpoch, TopicPartition};
 
 /// [`super::service::call`] after KIP-320's check of the request's current leader epoch
 /// (`None`: no check; see [`replication::requested_leader_epoch`] and
-/// [`replication::fetch_requested_leader_epoch`] for the wire's values). As Kafka's
-/// `Partition.getLocalLog`, the check comes first for a partition this broker hosts, leader
-/// or follower: an epoch older than the partition's
-/// answers FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, and only a matching epoch
-/// reaches the leader check (NOT_LEADER_OR_FOLLOWER on a follower); a partition not hosted
-/// here gets `call`'s answer (NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION).
+/// [`replication::fetch_requested_leader_epoch`] for the wire's values), the partition placed
+/// from one metadata snapshot ([`call_checked_placed`]).
 pub async fn call_checked(
     shard: &Rc<Shard>,
     tp: TopicPartition,
     current_leader_epoch: Option<LeaderEpoch>,
     op: PartitionOp,
 ) -> PartitionReply {
-    if let Some(requested) = current_leader_epoch {
-        if let Err(e) = check_hosted(&shard.metadata(), &tp, requested) {
+    let placement = shard.metadata().placement_of(&tp.topic, tp.partition);
+    call_checked_placed(shard, tp, placement, current_leader_epoch, op).await
+}
+
+/// [`super::service::call_placed`] after KIP-320's check of `current_leader_epoch` against
+/// `placement`'s (the partition as the request's one metadata snapshot placed it). As
+/// Kafka's `Partition.getLocalLog`, the check comes first for a partition this broker hosts,
+/// leader or follower: an epoch older than the partition's answers FENCED_LEADER_EPOCH, a
+/// newer one UNKNOWN_LEADER_EPOCH, and only a matching epoch reaches the leader check
+/// (NOT_LEADER_OR_FOLLOWER on a follower); a partition not hosted here gets the routing's
+/// answer (NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION).
+pub async fn call_checked_placed(
+    shard: &Rc<Shard>,
+    tp: TopicPartition,
+    placement: Option<Placement>,
+    current_leader_epoch: Option<LeaderEpoch>,
+    op: PartitionOp,
+) -> PartitionReply {
+    if let (Some(requested), Some(placement)) = (current_leader_epoch, placement) {
+        if let Err(e) = check_hosted(placement, requested) {
             return PartitionReply::Error(e);
         }
     }
-    super::service::call(shard, tp, op).await
+    super::service::call_placed(shard, tp, placement, op).await
 }
 
-/// The check of `requested` against the image's leader epoch of `tp`, when this broker is
-/// one of its replicas (else `Ok`: the routing answers).
-fn check_hosted(
-    meta: &ClusterMetadata,
-    tp: &TopicPartition,
-    requested: LeaderEpoch,
-) -> Result<(), PartitionOpError> {
-    if meta.owner(&tp.topic, tp.partition).is_none() {
+/// The check of `requested` against the leader epoch of a partition placed so, when this
+/// broker is one of its replicas (else `Ok`: the routing answers).
+fn check_hosted(placement: Placement, requested: LeaderEpoch) -> Result<(), PartitionOpError> {
+    if placement.owner.is_none() {
         return Ok(());
     }
-    match meta.partition(&tp.topic, tp.partition) {
-        Some(p) => Ok(check_current_leader_epoch(
-            Some(requested),
-            LeaderEpoch(p.leader_epoch),
-        )?),
-        None => Ok(()),
-    }
+    Ok(check_current_leader_epoch(
+        Some(requested),
+        LeaderEpoch(placement.leader_epoch),
+    )?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metadata::ClusterMetadata;
     use replication::metadata::{MetadataImage, PartitionImage, TopicImage};
     use replication::LeaderEpochError;
 
@@ -87,8 +95,20 @@ mod tests {
         }
     }
 
+    /// The check as a request for `tp` resolved against broker `node`'s image makes it.
+    fn check_in(
+        meta: &ClusterMetadata,
+        tp: &TopicPartition,
+        requested: i32,
+    ) -> Result<(), PartitionOpError> {
+        match meta.placement_of(&tp.topic, tp.partition) {
+            Some(placement) => check_hosted(placement, LeaderEpoch(requested)),
+            None => Ok(()),
+        }
+    }
+
     fn check(node: i32, requested: i32) -> Result<(), PartitionOpError> {
-        check_hosted(&metadata(node), &tp(), LeaderEpoch(requested))
+        check_in(&metadata(node), &tp(), requested)
     }
 
     #[test]
@@ -129,6 +149,6 @@ mod tests {
             topic: "t".to_string(),
             partition: 1,
         };
-        assert!(check_hosted(&metadata(1), &other, LeaderEpoch(0)).is_ok());
+        assert!(check_in(&metadata(1), &other, 0).is_ok());
     }
 }

@@ -9,6 +9,8 @@ pub mod epoch_check;
 pub mod isr_changes;
 pub mod leader_epoch;
 pub mod ops;
+#[cfg(test)]
+mod produce_tests;
 pub mod service;
 
 pub use ops::{PartitionOp, PartitionOpError, PartitionReply};

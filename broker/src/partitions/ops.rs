@@ -12,7 +12,8 @@ use storage::{LeaderEpoch, Offset, RecordBatch};
 /// An operation on one partition, run by its owning shard on its [`replication::Partition`].
 #[derive(Debug)]
 pub enum PartitionOp {
-    /// Check (`produce_checks`) and append a produce request's record set, answering as
+    /// Check once (split and CRC-32C, `storage::ValidatedBatches`; then `produce_checks`) and
+    /// append a produce request's record set, answering as
     /// `acks` asks (see [`replication::Partition::append`]) or with `REQUEST_TIMED_OUT` after
     /// `timeout` (the request's `timeout_ms`).
     Produce {
@@ -46,6 +47,9 @@ pub enum PartitionOp {
         /// The follower's broker epoch (Fetch v15+ `ReplicaState.ReplicaEpoch`, KIP-903;
         /// `None`: -1 or an older Fetch), checked against the one the metadata registers.
         broker_epoch: Option<i64>,
+        /// The broker epoch the request's metadata snapshot registers for `replica` while it
+        /// is not fenced (`None`: not registered, or fenced), resolved once by the handler.
+        alive_epoch: Option<i64>,
         max_bytes: usize,
         min_bytes: usize,
         deadline: MonotonicTime,

@@ -1,31 +1,44 @@
 //! Routing and handling of partition operations: [`call`] runs an op on the partition's
-//! owning shard (here, or over the mesh as `ShardMsg::Partition`); [`run_here`] runs it on
-//! this shard's [`replication::Partition`], with the produce checks before an append;
+//! owning shard (here, or over the mesh as `ShardMsg::Partition`), [`call_placed`] with the
+//! placement the handler resolved from its request's one metadata snapshot; [`run_here`]
+//! runs it on this shard's [`replication::Partition`], with the produce's one validation
+//! pass and checks before an append ([`check_produce`]);
 //! [`owned_partition`] finds the open partition an op runs on (Kafka's
 //! `ReplicaManager.getPartitionOrError`), reopening a log that failed to open earlier.
 
 use super::ops::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::messages::ShardMsg;
+use crate::metadata::Placement;
 use crate::shard::{LocalPartition, Shard};
 use futures_channel::oneshot;
 use std::rc::Rc;
 use storage::TopicPartition;
 
-/// Runs `op` on the partition's owning shard: here, or over the mesh. Errors:
+/// Runs `op` on the partition's owning shard: here, or over the mesh, as the current
+/// metadata snapshot places it ([`call_placed`]).
+pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> PartitionReply {
+    let placement = shard.metadata().placement_of(&tp.topic, tp.partition);
+    call_placed(shard, tp, placement, op).await
+}
+
+/// Runs `op` on the partition's owning shard, here or over the mesh, as `placement` — the
+/// partition resolved once from the request's metadata snapshot
+/// ([`crate::metadata::ClusterMetadata::placement`]; `None`: no such partition) — says: no
+/// lookup here. Errors: [`PartitionOpError::UnknownTopicOrPartition`] without a placement,
 /// [`PartitionOpError::NotLeaderOrFollower`] when the partition exists but this broker does
 /// not lead it (every op here is a leader's: produce, fetch, offsets, record deletion).
-pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> PartitionReply {
-    let meta = shard.metadata();
-    if meta.partition(&tp.topic, tp.partition).is_none() {
+pub async fn call_placed(
+    shard: &Rc<Shard>,
+    tp: TopicPartition,
+    placement: Option<Placement>,
+    op: PartitionOp,
+) -> PartitionReply {
+    let Some(placement) = placement else {
         return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
-    }
-    let (Some(owner), true) = (
-        meta.owner(&tp.topic, tp.partition),
-        meta.leads(&tp.topic, tp.partition),
-    ) else {
+    };
+    let (Some(owner), true) = (placement.owner, placement.leads) else {
         return PartitionReply::Error(PartitionOpError::NotLeaderOrFollower);
     };
-    drop(meta);
     on_owner(shard, owner, tp, op).await
 }
 
@@ -190,7 +203,13 @@ async fn run(
     }
 }
 
-/// Produce: the batches checked against the topic's config, then appended.
+/// Produce: the record set split and checked once ([`storage::ValidatedBatches`]: lengths,
+/// magic, counts, CRC-32C; CORRUPT_MESSAGE and the like when it fails), then checked against
+/// the topic's config (`produce_checks`), then appended — the log takes the checked set and
+/// checks nothing again. Here, on the owning shard, rather than in the handler: the topic's
+/// config and the log are here, so is every other way in (the group coordinator's
+/// `__consumer_offsets` appends), and a remote partition's checks cost its own shard, not
+/// the connection's.
 async fn produce(
     shard: &Shard,
     tp: &TopicPartition,
@@ -202,13 +221,13 @@ async fn produce(
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let records = match shard.topic_configs.borrow().get(tp) {
-        Some(config) => crate::produce_checks::prepare(records, config, now_ms)?,
+    let batches = match shard.topic_configs.borrow().get(tp) {
+        Some(config) => check_produce(&records, config, now_ms)?,
         // Closed while the request was on its way (the log refuses it too).
         None => return Err(PartitionOpError::UnknownTopicOrPartition),
     };
     let appended = partition
-        .append(records, acks, timeout)
+        .append(batches, acks, timeout)
         .await
         .inspect_err(|e| note_dir_failure(shard, e))?;
     Ok(PartitionReply::Produced {
@@ -216,6 +235,21 @@ async fn produce(
         log_start_offset: appended.log_start_offset.0,
         log_append_time_ms: appended.log_append_time.map_or(-1, |t| t.0),
     })
+}
+
+/// The one pass over a produced record set before its append: split and CRC-checked
+/// ([`storage::ValidatedBatches::validate`]), then the topic's checks
+/// ([`crate::produce_checks::prepare`]). Errors: an invalid batch as the log's
+/// [`storage::StorageError::InvalidBatch`] (CORRUPT_MESSAGE, INVALID_RECORD for a wrong record
+/// count), then the produce checks' refusals.
+pub(crate) fn check_produce(
+    records: &bytes::Bytes,
+    config: &tuning::config::TopicConfig,
+    now_ms: i64,
+) -> Result<storage::ValidatedBatches, PartitionOpError> {
+    let batches = storage::ValidatedBatches::validate(records)
+        .map_err(|e| replication::PartitionError::from(storage::StorageError::from(e)))?;
+    Ok(crate::produce_checks::prepare(batches, config, now_ms)?)
 }
 
 /// A consumer's Fetch (`op`, as [`run`] passes only a Fetch), parked until `min_bytes` or
@@ -280,6 +314,7 @@ async fn replica_fetch(
         fetch_offset,
         last_fetched_epoch,
         broker_epoch,
+        alive_epoch,
         max_bytes,
         min_bytes,
         deadline,
@@ -291,14 +326,8 @@ async fn replica_fetch(
     let cancelled = async {
         let _ = cancel.await;
     };
-    // KIP-903: the epoch the image registers for the follower while it is not fenced.
-    let alive_epoch = shard
-        .metadata()
-        .image
-        .brokers
-        .get(&replica.0)
-        .filter(|b| !b.fenced)
-        .map(|b| b.broker_epoch);
+    // KIP-903: against the epoch the image registers for the follower while it is not fenced
+    // (resolved with the request's topics, no lookup here).
     let isr_eligible = replication::check_follower_broker_epoch(replica, broker_epoch, alive_epoch)
         .map_err(replication::PartitionError::from)?;
     let read = partition

@@ -39,8 +39,8 @@ pub use op::{
     PRODUCER_ID_BLOCK_SIZE, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use propose::{
-    check_not_internal, elect_leaders, is_internal, leaderships, place_replicas, propose,
-    validate_topic_name,
+    check_not_internal, check_topic_not_internal, elect_leaders, is_internal, leaderships,
+    place_replicas, propose, validate_topic_name,
 };
 pub use raft_machine::{
     apply_entry, decode_entry, decode_snapshot, encode_entry, encode_snapshot, recover_image,

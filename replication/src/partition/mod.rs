@@ -72,7 +72,10 @@ use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
-use storage::{BatchHeader, LeaderEpoch, Notify, Offset, PartitionLog, RecordBatch, TimestampMs};
+use storage::{
+    AppendUntil, BatchHeader, LeaderEpoch, Notify, Offset, PartitionLog, RecordBatch, TimestampMs,
+    ValidatedBatches,
+};
 
 /// `replica.lag.time.max.ms`'s default, in milliseconds (Kafka's).
 pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;
@@ -436,7 +439,12 @@ impl<S: PartitionStore + 'static> Partition<S> {
     /// the log's high watermark is the ISR state's. Wakes the parked waiters when it moved.
     /// Nothing on a follower (its high watermark follows the leader's).
     fn advance_high_watermark(&self) {
-        let written = self.log.written_offset();
+        self.advance_high_watermark_to(self.log.written_offset());
+    }
+
+    /// [`Partition::advance_high_watermark`] with `written`, the log's written offset now
+    /// (as an append that waited for its write returned it).
+    fn advance_high_watermark_to(&self, written: Offset) {
         let high_watermark = match &mut *self.role.borrow_mut() {
             Role::Leader(isr) => {
                 if written > isr.leader_log_end_offset() {

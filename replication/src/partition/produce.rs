@@ -6,23 +6,25 @@
 use super::*;
 
 impl<S: PartitionStore + 'static> Partition<S> {
-    /// Appends `records` (whole RecordBatch v2, already checked by the caller) on this leader
-    /// at its leader epoch and answers as `acks` asks: [`Acks::None`] once they are in the
-    /// log's tail, [`Acks::Leader`] once their write has completed (and been synced where
-    /// `flush.messages` is reached), as Kafka's synchronous local append; [`Acks::All`] is
-    /// first refused when the committed ISR is below `min.insync.replicas`, then, after the
-    /// local write, waits until the high watermark passes the records, at most `timeout` from
-    /// there (Kafka's `DelayedProduce`: a one-replica ISR completes at once, without a timer;
-    /// a zero timeout answers at once). Whatever the answer, the high watermark follows the
-    /// write. An idempotent retry of a batch still in flight waits for the original's write
-    /// (and sync) and gets its offsets. Errors: [`PartitionError::Storage`] (invalid batch,
-    /// producer state, I/O, closed), [`PartitionError::NotLeaderOrFollower`] on a follower
-    /// or when the leadership is lost while waiting, [`PartitionError::Isr`]
-    /// (`NotEnoughReplicas`, nothing appended), [`PartitionError::RequestTimedOut`] and
-    /// [`PartitionError::NotEnoughReplicasAfterAppend`] (the records stay appended).
+    /// Appends `batches` (checked once by the caller, [`storage::ValidatedBatches`]) on this
+    /// leader at its leader epoch and answers as `acks` asks: [`Acks::None`] once they are in
+    /// the log's tail, [`Acks::Leader`] once their write has completed (and been synced where
+    /// `flush.messages` is reached), as Kafka's synchronous local append — one call to the
+    /// log ([`PartitionStore::append`]) appends, waits and returns the written offset;
+    /// [`Acks::All`] is first refused when the committed ISR is below `min.insync.replicas`,
+    /// then, after the local write, waits until the high watermark passes the records, at most
+    /// `timeout` from there (Kafka's `DelayedProduce`: a one-replica ISR completes at once,
+    /// without a timer; a zero timeout answers at once). Whatever the answer, the high
+    /// watermark follows the write. An idempotent retry of a batch still in flight waits for
+    /// the original's write (and sync) and gets its offsets. Errors:
+    /// [`PartitionError::Storage`] (too large, producer state, I/O, closed),
+    /// [`PartitionError::NotLeaderOrFollower`] on a follower or when the leadership is lost
+    /// while waiting, [`PartitionError::Isr`] (`NotEnoughReplicas`, nothing appended),
+    /// [`PartitionError::RequestTimedOut`] and [`PartitionError::NotEnoughReplicasAfterAppend`]
+    /// (the records stay appended).
     pub async fn append(
         self: &Rc<Self>,
-        records: Bytes,
+        batches: ValidatedBatches,
         acks: Acks,
         timeout: Duration,
     ) -> Result<Appended, PartitionError> {
@@ -35,21 +37,33 @@ impl<S: PartitionStore + 'static> Partition<S> {
             }
             Role::Follower { leader, .. } => return Err(not_leader(*leader)),
         };
-        let info = self.log.append(records, leader_epoch).await?;
-        self.assert_offsets();
+        let until = match acks {
+            Acks::None => AppendUntil::InMemory,
+            Acks::Leader | Acks::All => AppendUntil::Written,
+        };
+        let info = match self.log.append(batches, leader_epoch, until).await {
+            Ok(info) => info,
+            Err(e) => {
+                // The records may be appended and only their write failed: the high
+                // watermark follows whatever was written.
+                self.advance_high_watermark();
+                return Err(e.into());
+            }
+        };
         let appended = Appended {
             base_offset: info.base_offset,
-            log_start_offset: self.log.log_start_offset(),
+            log_start_offset: info.log_start_offset,
             log_append_time: info.log_append_time,
         };
         let end = info.last_offset.plus(1);
-        // A retry of a batch still being synced waits for that sync as the original does.
-        let synced = info.flush_due || (info.duplicate && self.log.flush_messages_enabled());
         if acks == Acks::None {
-            self.follow_write(end, synced);
+            self.assert_offsets();
+            self.follow_write(end, info.sync_needed);
             return Ok(appended);
         }
-        self.await_written(end, synced).await?;
+        // Written (invariant 2; the log asserts it where it waited), with no await since:
+        // the ISR state's leader log end offset moves to the offset the call returned.
+        self.advance_high_watermark_to(info.written_offset);
         if acks == Acks::All {
             self.await_replicated(end, timeout).await?;
         }

@@ -4,15 +4,22 @@
 
 use bytes::Bytes;
 use storage::{
-    AppendInfo, LeaderEpoch, Offset, PartitionLog, RecordBatch, Result, TimestampMatch, TimestampMs,
+    AppendInfo, AppendUntil, LeaderEpoch, Offset, PartitionLog, RecordBatch, Result,
+    TimestampMatch, TimestampMs, ValidatedBatches,
 };
 
 /// The log under a partition. Offsets obey `log_start ≤ high_watermark ≤ written ≤ log_end`.
 #[allow(async_fn_in_trait)] // Used generically on one thread: the futures need not be `Send`.
 pub trait PartitionStore {
-    /// Appends whole RecordBatch v2 bytes stamped with `leader_epoch`; returns once they are
-    /// in the in-memory tail (see [`PartitionLog::append`]).
-    async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo>;
+    /// Appends the checked `batches` stamped with `leader_epoch`; returns once `until` holds,
+    /// with the assigned offsets and the written and log start offsets then — the leader's
+    /// one call per produce (see [`PartitionLog::append_validated`]).
+    async fn append(
+        &self,
+        batches: ValidatedBatches,
+        leader_epoch: LeaderEpoch,
+        until: AppendUntil,
+    ) -> Result<AppendInfo>;
     /// Waits until every record below `target` is written (survives a process crash).
     async fn wait_written(&self, target: Offset) -> Result<Offset>;
     /// Waits until every record below `target` is written and synced (survives power loss).
@@ -26,8 +33,6 @@ pub trait PartitionStore {
     fn latest_leader_epoch(&self) -> Option<LeaderEpoch>;
     /// The largest epoch ≤ `requested` and its end offset (`OffsetForLeaderEpoch`'s answer).
     fn end_offset_for_leader_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)>;
-    /// Whether `flush.messages` is set (a retried batch then waits for a sync too).
-    fn flush_messages_enabled(&self) -> bool;
     /// Batches from `offset`, at most `max_bytes` (first batch whole), below `upper_bound`.
     async fn read(
         &self,
@@ -61,8 +66,13 @@ pub trait PartitionStore {
 }
 
 impl PartitionStore for PartitionLog {
-    async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo> {
-        PartitionLog::append(self, records, leader_epoch).await
+    async fn append(
+        &self,
+        batches: ValidatedBatches,
+        leader_epoch: LeaderEpoch,
+        until: AppendUntil,
+    ) -> Result<AppendInfo> {
+        PartitionLog::append_validated(self, batches, leader_epoch, until).await
     }
     async fn wait_written(&self, target: Offset) -> Result<Offset> {
         PartitionLog::wait_written(self, target).await
@@ -81,9 +91,6 @@ impl PartitionStore for PartitionLog {
     }
     fn end_offset_for_leader_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
         PartitionLog::end_offset_for_leader_epoch(self, requested)
-    }
-    fn flush_messages_enabled(&self) -> bool {
-        self.config().flush_messages != u64::MAX
     }
     async fn read(
         &self,

@@ -19,8 +19,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 use storage::{
-    split_batches, AppendInfo, LeaderEpoch, LeaderEpochCache, Notify, Offset, RecordBatch, Result,
-    StorageError, TimestampMatch, TimestampMs,
+    split_batches, AppendInfo, AppendUntil, LeaderEpoch, LeaderEpochCache, Notify, Offset,
+    RecordBatch, Result, StorageError, TimestampMatch, TimestampMs, ValidatedBatches,
 };
 
 /// Longest simulated write or fsync, in µs.
@@ -179,24 +179,33 @@ impl SimLog {
         }
     }
 
-    fn out_of_range(st: &State, offset: Offset) -> StorageError {
-        StorageError::OffsetOutOfRange {
-            offset,
-            log_start: st.log_start,
-            log_end: st.log_end,
+    /// As `PartitionLog`'s: waits until `info`'s records are written (and synced when
+    /// `sync_needed`), then sets its written and log start offsets to the log's.
+    async fn wait_acknowledgeable(&self, info: &mut AppendInfo) -> Result<()> {
+        let end = info.last_offset.plus(1);
+        if info.sync_needed {
+            crate::PartitionStore::flush_to(self, end).await?;
+        } else {
+            crate::PartitionStore::wait_written(self, end).await?;
         }
+        let st = self.state.borrow();
+        info.written_offset = st.written_offset;
+        info.log_start_offset = st.log_start;
+        Ok(())
     }
-}
 
-impl crate::PartitionStore for SimLog {
-    async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo> {
-        self.closed()?;
-        let batches = split_batches(&records)?;
+    /// The leader's append into the simulated tail, as `PartitionLog`'s: offsets and the
+    /// epoch stamped, nothing written yet.
+    fn append_in_memory(
+        &self,
+        batches: &ValidatedBatches,
+        leader_epoch: LeaderEpoch,
+    ) -> AppendInfo {
         let mut st = self.state.borrow_mut();
         let base_offset = st.log_end;
         let mut max_timestamp = TimestampMs(i64::MIN);
         let mut records_appended = 0u64;
-        for (header, bytes) in batches {
+        for (header, bytes) in batches.iter() {
             // Stamp baseOffset and partitionLeaderEpoch, as the log does (outside the CRC).
             let mut stamped = BytesMut::from(&bytes[..]);
             stamped[0..8].copy_from_slice(&st.log_end.0.to_be_bytes());
@@ -214,16 +223,41 @@ impl crate::PartitionStore for SimLog {
         if flush_due {
             st.unflushed_records = 0;
         }
-        let info = AppendInfo {
+        AppendInfo {
             base_offset,
             last_offset: st.log_end.plus(-1),
             max_timestamp,
             log_append_time: None,
             flush_due,
             duplicate: false,
-        };
-        drop(st);
+            sync_needed: flush_due,
+            written_offset: st.written_offset,
+            log_start_offset: st.log_start,
+        }
+    }
+
+    fn out_of_range(st: &State, offset: Offset) -> StorageError {
+        StorageError::OffsetOutOfRange {
+            offset,
+            log_start: st.log_start,
+            log_end: st.log_end,
+        }
+    }
+}
+
+impl crate::PartitionStore for SimLog {
+    async fn append(
+        &self,
+        batches: ValidatedBatches,
+        leader_epoch: LeaderEpoch,
+        until: AppendUntil,
+    ) -> Result<AppendInfo> {
+        self.closed()?;
+        let mut info = self.append_in_memory(&batches, leader_epoch);
         self.start_writer();
+        if until == AppendUntil::Written {
+            self.wait_acknowledgeable(&mut info).await?;
+        }
         Ok(info)
     }
 
@@ -253,7 +287,7 @@ impl crate::PartitionStore for SimLog {
     async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo> {
         self.closed()?;
         let batches = split_batches(&records)?;
-        let info = {
+        let mut info = {
             let mut st = self.state.borrow_mut();
             // Check every batch before appending any, as the log does.
             let mut expected = st.log_end;
@@ -292,15 +326,13 @@ impl crate::PartitionStore for SimLog {
                 log_append_time: None,
                 flush_due,
                 duplicate: false,
+                sync_needed: flush_due,
+                written_offset: st.written_offset,
+                log_start_offset: st.log_start,
             }
         };
         self.start_writer();
-        let end = info.last_offset.plus(1);
-        if info.flush_due {
-            self.flush_to(end).await?;
-        } else {
-            self.wait_written(end).await?;
-        }
+        self.wait_acknowledgeable(&mut info).await?;
         Ok(info)
     }
 
@@ -324,10 +356,6 @@ impl crate::PartitionStore for SimLog {
     fn end_offset_for_leader_epoch(&self, requested: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
         let st = self.state.borrow();
         st.epochs.end_offset_for(requested, st.log_end)
-    }
-
-    fn flush_messages_enabled(&self) -> bool {
-        self.flush_messages != u64::MAX
     }
 
     async fn read(

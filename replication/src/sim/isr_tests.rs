@@ -627,7 +627,11 @@ async fn produce(
         &slices,
     );
     let result = p
-        .append(batch, acks, Duration::from_micros(PRODUCE_TIMEOUT_US))
+        .append(
+            storage::ValidatedBatches::validate(&batch).expect("a valid batch"),
+            acks,
+            Duration::from_micros(PRODUCE_TIMEOUT_US),
+        )
         .await;
     (values, result)
 }

@@ -44,7 +44,11 @@ async fn produce(leader: &Rc<SimPartition>, first: u64, n: u64) {
         let value = v.to_be_bytes();
         let batch = build_batch(TimestampMs(0), &[value.as_slice()]);
         leader
-            .append(batch, Acks::Leader, Duration::from_secs(1))
+            .append(
+                storage::ValidatedBatches::validate(&batch).expect("a valid batch"),
+                Acks::Leader,
+                Duration::from_secs(1),
+            )
             .await
             .expect("leader append");
     }
@@ -258,7 +262,8 @@ async fn straddling(rt: SimRuntime) {
         let slices: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
         leader
             .append(
-                build_batch(TimestampMs(0), &slices),
+                storage::ValidatedBatches::validate(&build_batch(TimestampMs(0), &slices))
+                    .expect("a valid batch"),
                 Acks::Leader,
                 Duration::from_secs(1),
             )

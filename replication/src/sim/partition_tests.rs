@@ -121,6 +121,7 @@ async fn append(
     let acks = [Acks::None, Acks::Leader, Acks::All][usize::try_from(rt.random(0..3)).unwrap_or(0)];
     let timeout =
         Duration::from_micros([0, 300, 20_000][usize::try_from(rt.random(0..3)).unwrap_or(0)]);
+    let batch = storage::ValidatedBatches::validate(&batch).expect("a valid batch");
     let result = p.append(batch, acks, timeout).await;
     (acks, values, result)
 }

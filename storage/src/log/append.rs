@@ -1,13 +1,14 @@
-//! The append path and the group-committed write path: validate and assign offsets, stamp the
+//! The append path and the group-committed write path: check sizes and sequences (the batches
+//! come validated, [`ValidatedBatches`]) and assign offsets, stamp the
 //! batches into the in-memory tail and the batch cache, submit O_DIRECT writes (`pump`), wait
 //! for them (`wait_written`) or also for a shared `fdatasync` (`flush_to`); disk reservation
 //! and segment roll.
 
 use super::{
-    blocking_dir_op, reservation_target, sync_dir, AppendInfo, PartitionLog, Shared,
+    blocking_dir_op, reservation_target, sync_dir, AppendInfo, AppendUntil, PartitionLog, Shared,
     NEW_SEGMENT_EXT, SYNC_LATENCY_BUCKETS,
 };
-use crate::batch::{split_batches, stamp_batch, BatchHeader, RecordBatch};
+use crate::batch::{stamp_batch, BatchHeader, RecordBatch};
 use crate::cache::CachedBatch;
 use crate::error::{BatchError, Result, StorageError};
 use crate::io::{
@@ -17,6 +18,7 @@ use crate::io::{
 use crate::producer_state::{ProducerState, SequenceCheck};
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
+use crate::validated::ValidatedBatches;
 use crate::writer::{WriteOp, Writer, ZeroOp};
 use bytes::Bytes;
 use std::rc::Rc;
@@ -46,19 +48,39 @@ impl PartitionLog {
     }
 
     /// Appends `records` — one or more whole RecordBatch v2, as a produce request carries them
-    /// for one partition — stamping `leader_epoch`. All or nothing: any invalid batch refuses
-    /// the whole set with [`StorageError::InvalidBatch`]. Returns once the batches are in the
-    /// in-memory tail: before acknowledging them call [`PartitionLog::wait_written`] (the write
-    /// completed) or [`PartitionLog::flush_to`] (also synced). Waits only while a
-    /// roll runs or while more than `unwritten_bytes_max` bytes wait for the disk, and behind
-    /// earlier calls that wait: appends take offsets in call order (invariant 5).
-    /// Errors: invalid batch, [`StorageError::DiskFull`] when a needed roll finds no space
-    /// (nothing is appended; later appends retry), a sticky write error, closed log.
+    /// for one partition — stamping `leader_epoch`: [`ValidatedBatches::validate`] then
+    /// [`PartitionLog::append_validated`] until [`AppendUntil::InMemory`]. For callers that
+    /// hold bytes (tests, tools); the broker checks a produce once on its own and appends the
+    /// checked set. Errors: an invalid batch ([`StorageError::InvalidBatch`], nothing
+    /// appended), else as `append_validated`.
+    pub async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo> {
+        let batches = ValidatedBatches::validate(&records)?;
+        self.append_validated(batches, leader_epoch, AppendUntil::InMemory)
+            .await
+    }
+
+    /// Appends `batches` (checked once by [`ValidatedBatches::validate`]; not checked again),
+    /// stamping `leader_epoch`, and returns, with what the caller acknowledges, once `until`
+    /// holds: the batches are in the in-memory tail, or also written (and synced when
+    /// [`AppendInfo::sync_needed`]) — one call to append and learn the written offset. All or
+    /// nothing: a batch over `max.message.bytes` refuses the whole set with
+    /// [`StorageError::InvalidBatch`]. Waits only while a roll runs or while more than
+    /// `unwritten_bytes_max` bytes wait for the disk, and behind earlier calls that wait:
+    /// appends take offsets in call order (invariant 5).
+    /// Errors: too large, producer sequences, [`StorageError::DiskFull`] when a needed roll
+    /// finds no space (nothing is appended; later appends retry), a sticky write error, closed
+    /// log; with [`AppendUntil::Written`] also the write's or sync's error (the records stay
+    /// appended).
     /// A `leader_epoch` newer than the leader-epoch cache's latest is assigned to it, starting
     /// at the first batch's base offset (the checkpoint is written in the background; see
     /// [`PartitionLog::leader_epochs`]).
-    pub async fn append(&self, records: Bytes, leader_epoch: LeaderEpoch) -> Result<AppendInfo> {
-        let batches = split_batches(&records)?;
+    pub async fn append_validated(
+        &self,
+        batches: ValidatedBatches,
+        leader_epoch: LeaderEpoch,
+        until: AppendUntil,
+    ) -> Result<AppendInfo> {
+        let batches = batches.into_batches();
         let max_message_bytes = self.shared.config.borrow().max_message_bytes;
         for (_, bytes) in &batches {
             if bytes.len() > max_message_bytes {
@@ -69,8 +91,34 @@ impl PartitionLog {
                 .into());
             }
         }
-        self.append_batches(batches, Origin::Leader(leader_epoch))
-            .await
+        let mut info = self
+            .append_batches(batches, Origin::Leader(leader_epoch))
+            .await?;
+        if until == AppendUntil::Written {
+            self.wait_acknowledgeable(&mut info).await?;
+        }
+        Ok(info)
+    }
+
+    /// Waits until the records of `info` are written — and synced when
+    /// [`AppendInfo::sync_needed`] — then sets its written and log start offsets to the log's.
+    pub(super) async fn wait_acknowledgeable(&self, info: &mut AppendInfo) -> Result<()> {
+        let end = info.last_offset.plus(1);
+        if info.sync_needed {
+            self.flush_to(end).await?;
+        } else {
+            self.wait_written(end).await?;
+        }
+        let st = self.shared.state.borrow();
+        info.written_offset = st.writer.written_offset;
+        info.log_start_offset = st.log_start;
+        // Both waits return only once every record below `end` (capped at the log end) is
+        // written, and a truncation since then moves the log end back too.
+        assert!(
+            info.written_offset >= end.min(st.log_end),
+            "acknowledged records are written"
+        );
+        Ok(())
     }
 
     /// The append path shared by the leader's [`PartitionLog::append`] and the follower's
@@ -141,6 +189,7 @@ impl PartitionLog {
             }
         };
         if let Some(original) = duplicate {
+            let st = self.shared.state.borrow();
             return Ok(AppendInfo {
                 base_offset: original.base_offset,
                 last_offset: original.last_offset,
@@ -148,6 +197,11 @@ impl PartitionLog {
                 log_append_time: None,
                 flush_due: false,
                 duplicate: true,
+                // A retry of a batch still being synced waits for that sync as the original
+                // does.
+                sync_needed: self.shared.config.borrow().flush_messages != u64::MAX,
+                written_offset: st.writer.written_offset,
+                log_start_offset: st.log_start,
             });
         }
         Ok(self.append_in_memory(batches, origin))
@@ -272,6 +326,9 @@ impl PartitionLog {
             log_append_time,
             flush_due,
             duplicate: false,
+            sync_needed: flush_due,
+            written_offset: st.writer.written_offset,
+            log_start_offset: st.log_start,
         };
         if epochs_changed {
             st.epochs_dirty = true;

@@ -1,6 +1,7 @@
 //! `PartitionLog`: the log of one partition, owned by one shard (single-threaded, no locks).
 //!
-//! Data flow of an append: validate every batch (CRC-32C, magic, lengths, counts) → wait only
+//! Data flow of an append: the batches come checked once ([`crate::ValidatedBatches`]: CRC-32C,
+//! magic, lengths, counts; a follower's are checked on entry) → wait only
 //! if a roll is under way or too many bytes are unwritten → assign offsets, stamp `baseOffset`
 //! and `partitionLeaderEpoch` → insert into the segment's in-memory index, the write queue and
 //! the shard's batch cache → return. Background tasks copy the queued bytes into aligned DMA
@@ -31,8 +32,9 @@
 //! Files, by concern (each adds an `impl PartitionLog` block; shared state, accessors and the
 //! maintenance lock live here):
 //! - `open`: open and recovery of the active segment's tail, discard, clean close.
-//! - `append`: validation and offset assignment, the group-committed write path (`pump`),
-//!   `wait_written`, `flush_to` (shared `fdatasync`), disk reservation and segment roll.
+//! - `append`: `max.message.bytes`, sequences and offset assignment, the group-committed
+//!   write path (`pump`), `wait_written`, `flush_to` (shared `fdatasync`), disk reservation
+//!   and segment roll.
 //! - `read`: fetch reads from the batch cache, the write queue or DMA reads; lookups by time.
 //! - `retention`: `truncate_to`, DeleteRecords, `retention.ms` / `retention.bytes`.
 //! - `compact`: log compaction — dirtiness, the cleaning pass, its swap and the recovery of
@@ -96,6 +98,26 @@ pub struct AppendInfo {
     /// The batch was a retry of one already in the log (idempotent producer): nothing was
     /// appended, and the offsets are the original ones.
     pub duplicate: bool,
+    /// An acknowledgement of these records waits for [`PartitionLog::flush_to`], not only
+    /// [`PartitionLog::wait_written`]: `flush_due`, or a retry while `flush.messages` is set
+    /// (its original may still be syncing). What [`AppendUntil::Written`] waited for.
+    pub sync_needed: bool,
+    /// The log's written offset when the call returned: after [`AppendUntil::Written`], at
+    /// least `last_offset + 1` (invariant 1: at most the log end offset).
+    pub written_offset: Offset,
+    /// The log start offset when the call returned (the produce answer's `log_start_offset`).
+    pub log_start_offset: Offset,
+}
+
+/// How far [`PartitionLog::append_validated`] goes before it returns, so that a caller learns
+/// what it acknowledges from the one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendUntil {
+    /// The batches are in the in-memory tail (a produce with `acks=0`).
+    InMemory,
+    /// Their O_DIRECT write has completed — and the shared `fdatasync` after it when
+    /// [`AppendInfo::sync_needed`] — as an acknowledgement needs (DESIGN.md §3).
+    Written,
 }
 
 /// The first batch holding a record with timestamp ≥ the target, from

@@ -46,13 +46,8 @@ impl PartitionLog {
     pub async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo> {
         let batches = split_stored_batches(&records)?;
         check_follower_batches(&batches)?;
-        let info = self.append_batches(batches, Origin::Follower).await?;
-        let end = info.last_offset.plus(1);
-        if info.flush_due {
-            self.flush_to(end).await?;
-        } else {
-            self.wait_written(end).await?;
-        }
+        let mut info = self.append_batches(batches, Origin::Follower).await?;
+        self.wait_acknowledgeable(&mut info).await?;
         Ok(info)
     }
 

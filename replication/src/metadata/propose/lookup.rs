@@ -7,10 +7,13 @@ use crate::metadata::op::*;
 /// Whether topic `name` is internal: its flag when it exists, else whether the name is
 /// reserved for one ([`INTERNAL_TOPIC_NAMES`]).
 pub fn is_internal(image: &MetadataImage, name: &str) -> bool {
-    image
-        .topics
-        .get(name)
-        .map_or_else(|| INTERNAL_TOPIC_NAMES.contains(&name), |t| t.internal)
+    is_internal_topic(image.topics.get(name), name)
+}
+
+/// [`is_internal`] of topic `name` already looked up (`topic`: `None` when the image has
+/// none).
+fn is_internal_topic(topic: Option<&TopicImage>, name: &str) -> bool {
+    topic.map_or_else(|| INTERNAL_TOPIC_NAMES.contains(&name), |t| t.internal)
 }
 
 /// The one check of every client operation a topic's internal flag forbids. Errors:
@@ -20,7 +23,17 @@ pub fn check_not_internal(
     name: &str,
     operation: TopicOperation,
 ) -> Result<(), ControllerError> {
-    if is_internal(image, name) {
+    check_topic_not_internal(image.topics.get(name), name, operation)
+}
+
+/// [`check_not_internal`] of topic `name` already looked up in the image (`topic`: `None`
+/// when it has none), for a request that resolves each topic once.
+pub fn check_topic_not_internal(
+    topic: Option<&TopicImage>,
+    name: &str,
+    operation: TopicOperation,
+) -> Result<(), ControllerError> {
+    if is_internal_topic(topic, name) {
         return Err(ControllerError::InternalTopic {
             topic: name.to_string(),
             operation,

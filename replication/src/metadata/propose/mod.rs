@@ -31,7 +31,7 @@ mod topics;
 
 pub use brokers::leaderships;
 pub use elections::elect_leaders;
-pub use lookup::{check_not_internal, is_internal};
+pub use lookup::{check_not_internal, check_topic_not_internal, is_internal};
 pub use topics::{place_replicas, validate_topic_name};
 
 use super::image::MetadataImage;
