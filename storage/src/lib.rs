@@ -4,7 +4,8 @@
 //! `flush.messages`/`flush.ms` durability with group-committed `fdatasync`, retention, and a
 //! per-shard batch cache. For replication (DESIGN.md §9): the leader-epoch
 //! cache and its checkpoint, the follower's append of the leader's batches, and the
-//! high-watermark checkpoint.
+//! high-watermark checkpoint. For transactions (KIP-98, issue #28): markers, producers' open
+//! transactions, the last stable offset and the per-segment aborted-transaction index.
 //!
 //! Everything here runs on one executor and is owned by one shard: `Rc`/`RefCell`,
 //! no locks. Record bytes are `bytes::Bytes`: an append copies a batch twice (once to stamp
@@ -26,6 +27,7 @@ mod log;
 mod offset_map;
 mod producer_state;
 mod segment;
+mod txn;
 mod types;
 mod writer;
 
@@ -46,4 +48,9 @@ pub use log::compact::{CleanReport, CleanerBuffers, Dirtiness};
 pub use log::epochs::{EpochEntry, LeaderEpochCache};
 pub use log::{AppendInfo, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS};
 pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
+pub use producer_state::CompletedTxn;
+pub use txn::{
+    build_marker_batch, parse_marker, AbortedTxn, AbortedTxnEntry, TxnMarker, TxnResult,
+    ABORTED_TXN_BYTES, CONTROL_BIT, TRANSACTIONAL_BIT,
+};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};

@@ -200,6 +200,7 @@ impl PartitionLog {
             // the file by then.
             self.leader_epochs_written().await?;
             active.save_index().await?;
+            active.save_txn_index().await?;
             active.file.truncate(active.size_bytes.get()).await?;
             active.file.fdatasync().await?;
             let marker = self.shared.dir.join(CLEAN_SHUTDOWN_FILE);
