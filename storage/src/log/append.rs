@@ -88,11 +88,16 @@ impl PartitionLog {
         batches: Vec<(BatchHeader, Bytes)>,
         origin: Origin,
     ) -> Result<AppendInfo> {
-        // Each control batch's marker, parsed before anything is appended (KIP-98).
-        let markers = batches
-            .iter()
-            .map(|(h, b)| h.is_control().then(|| parse_marker(b)).transpose())
-            .collect::<std::result::Result<Vec<_>, BatchError>>()?;
+        // Each control batch's marker, parsed before anything is appended (KIP-98); empty
+        // (no allocation on the produce path) when there is no control batch.
+        let markers = if batches.iter().any(|(h, _)| h.is_control()) {
+            batches
+                .iter()
+                .map(|(h, b)| h.is_control().then(|| parse_marker(b)).transpose())
+                .collect::<std::result::Result<Vec<_>, BatchError>>()?
+        } else {
+            Vec::new()
+        };
         let total_bytes: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
         let total_records: i64 = batches
             .iter()
@@ -192,15 +197,18 @@ impl PartitionLog {
     }
 
     /// Appends validated and checked `batches` (with `markers[i]` the marker of control batch
-    /// `i`) to the in-memory tail; producer state and the active segment's aborted-transaction
-    /// index follow each batch.
+    /// `i`; `markers` is empty when no batch is a control batch) to the in-memory tail;
+    /// producer state and the active segment's aborted-transaction index follow each batch.
     fn append_in_memory(
         &self,
         batches: Vec<(BatchHeader, Bytes)>,
         markers: &[Option<TxnMarker>],
         origin: Origin,
     ) -> AppendInfo {
-        assert_eq!(batches.len(), markers.len(), "one marker slot per batch");
+        assert!(
+            markers.is_empty() || markers.len() == batches.len(),
+            "one marker slot per batch, or none"
+        );
         let shared = &self.shared;
         let interval = shared.config.borrow().index_interval_bytes;
         let mut st = shared.state.borrow_mut();
@@ -223,7 +231,8 @@ impl PartitionLog {
                 epochs_changed = st.epochs.assign(epoch, first_base);
             }
         }
-        for ((header, bytes), marker) in batches.into_iter().zip(markers) {
+        for (i, (header, bytes)) in batches.into_iter().enumerate() {
+            let marker = markers.get(i).copied().flatten();
             // A follower keeps the leader's offsets, gaps of compaction included.
             let base = match origin {
                 Origin::Leader(_) => st.log_end,
@@ -605,12 +614,13 @@ fn check_sequences(
         }
     };
     let check =
-        |state: &ProducerState, header: &BatchHeader, marker: &Option<TxnMarker>| match marker {
+        |state: &ProducerState, header: &BatchHeader, marker: Option<&TxnMarker>| match marker {
             Some(marker) => state.check_marker(marker),
             None => state.check(header),
         };
-    if let ([(header, _)], [marker]) = (batches, markers) {
-        return match check(producers, header, marker) {
+    let marker_of = |i: usize| markers.get(i).and_then(Option::as_ref);
+    if let [(header, _)] = batches {
+        return match check(producers, header, marker_of(0)) {
             SequenceCheck::Append => Ok(None),
             SequenceCheck::Duplicate(original) => Ok(Some(original)),
             other => Err(refuse(header, other)),
@@ -624,14 +634,14 @@ fn check_sequences(
     }
     let mut tentative = producers.clone();
     let mut next = log_end;
-    for ((header, _), marker) in batches.iter().zip(markers) {
+    for (i, (header, _)) in batches.iter().enumerate() {
         let header = BatchHeader {
             base_offset: next,
             ..*header
         };
-        match check(&tentative, &header, marker) {
+        match check(&tentative, &header, marker_of(i)) {
             SequenceCheck::Append => {
-                tentative.record(&header, marker.as_ref());
+                tentative.record(&header, marker_of(i));
                 next = header.last_offset().plus(1);
             }
             other => return Err(refuse(&header, other)),

@@ -195,12 +195,14 @@ impl PartitionLog {
     pub async fn close(&self) -> Result<()> {
         self.exclusive(async || {
             let active = self.shared.state.borrow().writer.segment.clone();
+            // Before the snapshot: recovery from that snapshot takes every entry before it
+            // from this file (docs/storage-format.md §5.4).
+            active.save_txn_index().await?;
             self.snapshot_producer_state().await?;
             // The next open scans only past the last index entry: every epoch entry must be in
             // the file by then.
             self.leader_epochs_written().await?;
             active.save_index().await?;
-            active.save_txn_index().await?;
             active.file.truncate(active.size_bytes.get()).await?;
             active.file.fdatasync().await?;
             let marker = self.shared.dir.join(CLEAN_SHUTDOWN_FILE);
