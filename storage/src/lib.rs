@@ -38,8 +38,9 @@ pub use batch::{
 };
 pub use cache::{BatchCache, CacheStats};
 pub use clean::codec::{NoCodec, RecordsCodec};
-pub use clean::filter::{clean_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT};
+pub use clean::filter::{clean_batch, discard_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT};
 pub use clean::swap::{recovery_steps, swap_steps, FsStep};
+pub use clean::txn::AbortedTxnWalk;
 pub use clean::{clean_section, fill_map};
 pub use config::{CleanerConfig, CleanupPolicy, CompactionConfig, LogConfig};
 pub use error::{BatchError, Result, StorageError};

@@ -246,11 +246,7 @@ impl Segment {
             return Ok(());
         }
         let path = Segment::path(&self.dir, self.base_offset, "txnindex");
-        let bytes = read_small_file(&path).await?;
-        let (entries, whole) = decode_txn_index(&bytes);
-        if !whole {
-            tracing::warn!(path = %path.display(), kept = entries.len(), "damaged txnindex; keeping its valid prefix");
-        }
+        let entries = read_txn_index(&path).await?;
         if self.aborted.borrow().is_none() {
             *self.aborted.borrow_mut() = Some(entries);
         }
@@ -278,6 +274,30 @@ impl Segment {
         {
             entries.push(entry);
         }
+    }
+
+    /// Replaces the entries (a cleaned segment takes those of the segments it replaces).
+    pub fn set_aborted(&self, entries: Vec<AbortedTxnEntry>) {
+        assert!(
+            entries
+                .windows(2)
+                .all(|w| w[0].last_offset < w[1].last_offset),
+            "entries ascend by marker offset"
+        );
+        *self.aborted.borrow_mut() = Some(entries);
+    }
+
+    /// Adds `extra` entries (an orphaned `.txnindex` of a segment this one replaced), in
+    /// marker order, one per marker.
+    ///
+    /// # Panics
+    /// When the index is not loaded.
+    pub fn merge_aborted(&self, extra: Vec<AbortedTxnEntry>) {
+        let mut guard = self.aborted.borrow_mut();
+        let entries = guard.as_mut().expect("loaded before a merge");
+        entries.extend(extra);
+        entries.sort_by_key(|e| e.last_offset);
+        entries.dedup_by_key(|e| e.last_offset);
     }
 
     /// Drops the entries whose marker is at or after `from` (truncation, and recovery before
@@ -425,6 +445,17 @@ fn push_time_entry(index: &mut SegmentIndex, base: Offset, max: Option<(Timestam
             });
         }
     }
+}
+
+/// Reads a `.txnindex` file: a missing file is empty; a damaged one keeps its longest valid
+/// prefix (with a warning). Errors: I/O.
+pub async fn read_txn_index(path: &Path) -> Result<Vec<AbortedTxnEntry>> {
+    let bytes = read_small_file(path).await?;
+    let (entries, whole) = decode_txn_index(&bytes);
+    if !whole {
+        tracing::warn!(path = %path.display(), kept = entries.len(), "damaged txnindex; keeping its valid prefix");
+    }
+    Ok(entries)
 }
 
 /// Reads a whole small file (an index) with aligned direct reads; a missing file is empty.

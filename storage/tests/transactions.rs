@@ -546,3 +546,182 @@ fn a_follower_rebuilds_open_transactions_and_aborts_from_replicated_batches() {
         leader.close().await.unwrap();
     });
 }
+
+/// A transactional batch of keyed records (`build_batch_kv`) for producer `pid`, epoch 0.
+fn txn_kv(pid: i64, seq: i32, records: &[(&str, &str)]) -> Bytes {
+    let kvs: Vec<storage::KeyValue<'_>> = records
+        .iter()
+        .map(|(k, v)| (Some(k.as_bytes()), Some(v.as_bytes())))
+        .collect();
+    let mut b = storage::build_batch_kv(storage::TimestampMs(1_000), &kvs).to_vec();
+    b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+    b[43..51].copy_from_slice(&pid.to_be_bytes());
+    b[51..53].copy_from_slice(&0i16.to_be_bytes());
+    b[53..57].copy_from_slice(&seq.to_be_bytes());
+    let crc = batch_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
+/// Every batch of the log: (header, records as (key, value) when it is a data batch).
+async fn all_batches(log: &PartitionLog) -> Vec<(storage::BatchHeader, Vec<(String, String)>)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    let end = log.log_end_offset();
+    while offset < end {
+        let batches = log.read(offset, 1 << 20, end).await.unwrap();
+        let Some(last) = batches.last() else { break };
+        offset = last.header().last_offset().plus(1);
+        for b in &batches {
+            let header = b.header();
+            let bytes = b.to_vec();
+            let records = if header.is_control() {
+                Vec::new()
+            } else {
+                storage::records_of(&bytes)
+                    .unwrap()
+                    .iter()
+                    .map(|r| {
+                        let text =
+                            |v: Option<&[u8]>| String::from_utf8(v.unwrap().to_vec()).unwrap();
+                        (text(r.key), text(r.value))
+                    })
+                    .collect()
+            };
+            out.push((header, records));
+        }
+    }
+    out
+}
+
+#[test]
+fn compaction_drops_aborted_batches_keeps_markers_and_never_lets_an_aborted_value_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let config = LogConfig {
+            segment_bytes: 4 << 10,
+            index_interval_bytes: 256,
+            cleanup_policy: storage::CleanupPolicy::Compact,
+            compaction: storage::CompactionConfig {
+                min_cleanable_dirty_ratio: 0.0,
+                ..storage::CompactionConfig::default()
+            },
+            retention_ms: None,
+            ..LogConfig::default()
+        };
+        let log = open(&path, config.clone(), 1 << 20).await;
+        let filler = |i: usize| {
+            // Two keys: cleaned segments shrink and merge.
+            let key = format!("f{}", i % 2);
+            let value = "v".repeat(400);
+            storage::build_batch_kv(
+                storage::TimestampMs(1_000),
+                &[(Some(key.as_bytes()), Some(value.as_bytes()))],
+            )
+        };
+        log.append(txn_kv(1, 0, &[("k", "committed")]), EPOCH)
+            .await
+            .unwrap(); // 0
+        log.append(txn_kv(2, 0, &[("k", "aborted"), ("x", "aborted")]), EPOCH)
+            .await
+            .unwrap(); // 1..2
+        log.append_txn_marker(marker(1, 0, TxnResult::Commit, 0), EPOCH)
+            .await
+            .unwrap(); // 3
+        log.append(txn_kv(2, 2, &[("y", "aborted")]), EPOCH)
+            .await
+            .unwrap(); // 4
+                       // The abort marker opens a segment of its own: its `.txnindex` moves into the
+                       // cleaned segment of the group that starts at 0.
+        log.roll().await.unwrap();
+        assert!(path.join("00000000000000000005.log").exists());
+        log.append_txn_marker(marker(2, 0, TxnResult::Abort, 0), EPOCH)
+            .await
+            .unwrap(); // 5
+        for i in 0..2 {
+            log.append(filler(i), EPOCH).await.unwrap();
+        }
+        // Two small segments: one cleaning group.
+        log.roll().await.unwrap();
+        for i in 0..20 {
+            log.append(filler(i), EPOCH).await.unwrap();
+        }
+        // Producer 3's transaction stays open: nothing from its first offset on is cleaned.
+        let open_at = log
+            .append(txn_kv(3, 0, &[("f0", "open")]), EPOCH)
+            .await
+            .unwrap()
+            .base_offset;
+        for i in 0..20 {
+            log.append(filler(i), EPOCH).await.unwrap();
+        }
+        log.roll().await.unwrap();
+        replicate(&log).await;
+        assert!(log.segment_count() > 4);
+        let mut buffers = storage::CleanerBuffers {
+            map: storage::OffsetMap::with_budget(1 << 20),
+            io_buffer_bytes: 8 << 10,
+            io_max_bytes_per_second: None,
+            codec: std::rc::Rc::new(storage::NoCodec),
+        };
+        let report = log
+            .clean(storage::TimestampMs(10_000), &mut buffers)
+            .await
+            .unwrap()
+            .expect("a pass ran");
+        assert!(report.cleaned_to <= open_at, "{report:?}");
+        assert!(report.segments_after < report.segments_before, "{report:?}");
+        assert!(!path.join("00000000000000000005.log").exists(), "merged");
+
+        let check = async |log: &PartitionLog| {
+            let batches = all_batches(log).await;
+            // The committed value survives: the aborted one at a later offset never entered
+            // the offset map.
+            let k: Vec<&(String, String)> = batches
+                .iter()
+                .flat_map(|(_, r)| r)
+                .filter(|(key, _)| key == "k")
+                .collect();
+            assert_eq!(k, [&("k".to_string(), "committed".to_string())]);
+            // Producer 2's aborted batches are gone; its last batch stays, empty (sequences).
+            let p2: Vec<(i64, i32)> = batches
+                .iter()
+                .filter(|(h, _)| h.producer_id == 2 && !h.is_control())
+                .map(|(h, r)| (h.base_offset.0, r.len() as i32))
+                .collect();
+            assert_eq!(p2, [(4, 0)]);
+            // Both markers stay, and the abort's index entry with its marker.
+            let markers: Vec<i64> = batches
+                .iter()
+                .filter(|(h, _)| h.is_control())
+                .map(|(h, _)| h.base_offset.0)
+                .collect();
+            assert_eq!(markers, [3, 5]);
+            let listed = log
+                .aborted_transactions(Offset(0), log.log_end_offset())
+                .await
+                .unwrap();
+            assert_eq!(listed, [aborted(2, 1)]);
+            // The open transaction's batch is untouched.
+            assert!(batches
+                .iter()
+                .any(|(h, r)| h.producer_id == 3 && r.len() == 1));
+            assert_eq!(log.first_unstable_offset(), Some(open_at));
+        };
+        check(&log).await;
+        // No `.txnindex` outlives its `.log`, and the entry is in the file.
+        for e in std::fs::read_dir(&path).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".txnindex") {
+                assert!(path.join(format!("{stem}.log")).exists(), "{name} orphaned");
+            }
+        }
+        assert_eq!(txnindex_files(&path).0, ABORTED_TXN_BYTES as u64);
+        log.close().await.unwrap();
+        let log = open(&path, config, 1 << 20).await;
+        log.set_high_watermark(log.log_end_offset());
+        check(&log).await;
+        log.close().await.unwrap();
+    });
+}

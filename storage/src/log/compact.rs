@@ -16,6 +16,11 @@
 //!    [`recover_clean_swap`] at the next open (`docs/storage-format.md` §6.8).
 //! 4. **Checkpoint.** The new first dirty offset is written to `cleaner-offset-checkpoint`.
 //!
+//! Transactions (KIP-98): the cleanable segments also end at the first unstable offset;
+//! batches of aborted transactions are neither mapped nor kept ([`AbortedTxnWalk`]); markers are
+//! kept, and the cleaned segment takes its group's `.txnindex` entries (written after the
+//! swap's commit point; an interrupted merge is finished by `open`).
+//!
 //! Offsets never change; readers that hold a replaced segment finish from its open file. The
 //! pass reads and writes `log.cleaner.io.buffer.size` bytes at a time, at most
 //! `log.cleaner.io.max.bytes.per.second`, and yields to the shard's other work between
@@ -26,8 +31,9 @@ use crate::batch::{validate_stored_batch, BatchHeader, BATCH_HEADER_BYTES};
 use crate::checkpoint;
 use crate::clean::codec::RecordsCodec;
 use crate::clean::fill_map;
-use crate::clean::filter::{clean_batch, CleanRules, Cleaned};
+use crate::clean::filter::{clean_batch, discard_batch, CleanRules, Cleaned};
 use crate::clean::swap::{recovery_steps, swap_steps, FsStep};
+use crate::clean::txn::AbortedTxnWalk;
 use crate::error::{Result, StorageError};
 use crate::index::SegmentIndex;
 use crate::io::{align_down, align_up, remove_file, DirectFile, BLOCK_USIZE};
@@ -380,7 +386,13 @@ impl PartitionLog {
         let (all, hw, active_base) = {
             let st = self.shared.state.borrow();
             let all: Vec<Rc<Segment>> = st.segments.values().cloned().collect();
-            (all, st.high_watermark, st.writer.segment.base_offset)
+            // Kafka's `firstUncleanableDirtyOffset`: an open transaction's batches are not
+            // cleaned before its marker says whether they count (KIP-98).
+            let bound = st
+                .producers
+                .first_unstable_offset()
+                .map_or(st.high_watermark, |f| f.min(st.high_watermark));
+            (all, bound, st.writer.segment.base_offset)
         };
         let mut out = Vec::new();
         for pair in all.windows(2) {
@@ -522,6 +534,13 @@ impl PartitionLog {
         // the cleaning round, kept even when it ends up empty (Kafka's `cleanInto`), so a
         // reader's position after it is a batch's end, never a gap with nothing after it.
         let mut round_last_end = first_dirty;
+        let section_end = segments.last().map_or(first_dirty, |(_, next)| *next);
+        // Records of aborted transactions never enter the map (KIP-98: an aborted value must
+        // not shadow a committed one).
+        let mut fill_walk = AbortedTxnWalk::new(
+            self.aborted_entries_overlapping(first_dirty, section_end)
+                .await?,
+        );
         'fill: for (segment, next) in &segments {
             if *next <= first_dirty {
                 continue;
@@ -533,7 +552,8 @@ impl PartitionLog {
                 if header.last_offset() < first_dirty {
                     continue;
                 }
-                if fill_map(&mut buffers.map, [&batch[..]], &*buffers.codec)? == 0 {
+                let aborted = fill_walk.is_aborted(&header);
+                if !aborted && fill_map(&mut buffers.map, [&batch[..]], &*buffers.codec)? == 0 {
                     break 'fill;
                 }
                 covered_end = header.last_offset().plus(1);
@@ -566,6 +586,11 @@ impl PartitionLog {
             .into_iter()
             .filter(|(segment, _)| segment.base_offset < covered_end)
             .collect();
+        let clean_from = in_reach.first().map_or(first_dirty, |(s, _)| s.base_offset);
+        let mut walk = AbortedTxnWalk::new(
+            self.aborted_entries_overlapping(clean_from, covered_end)
+                .await?,
+        );
         for group in group_by_size(&in_reach, config.segment_bytes) {
             let before: u64 = group.iter().map(|(s, _)| s.size_bytes.get()).sum();
             let written = self
@@ -576,6 +601,7 @@ impl PartitionLog {
                         last_batches: &last_batches,
                         round_last_end,
                     },
+                    &mut walk,
                     &mut throttle,
                     buffers.io_buffer_bytes,
                 )
@@ -618,6 +644,7 @@ impl PartitionLog {
         group: &[(Rc<Segment>, Offset)],
         rules: CleanRules<'_>,
         keep: Keep<'_>,
+        walk: &mut AbortedTxnWalk,
         throttle: &mut Throttle,
         io_buffer_bytes: usize,
     ) -> Result<Option<u64>> {
@@ -631,7 +658,13 @@ impl PartitionLog {
                 while let Some((_, batch)) = stream.next(throttle).await? {
                     throttle.tick().await;
                     let header = BatchHeader::parse(&batch)?;
-                    match clean_batch(&batch, rules, keep.kept_even_empty(&header))? {
+                    let keep_if_empty = keep.kept_even_empty(&header);
+                    let fate = if walk.is_aborted(&header) {
+                        discard_batch(&batch, keep_if_empty)?
+                    } else {
+                        clean_batch(&batch, rules, keep_if_empty)?
+                    };
+                    match fate {
                         Cleaned::Unchanged => out.push(&batch, throttle).await?,
                         Cleaned::Rewritten(bytes) => out.push(&bytes, throttle).await?,
                         Cleaned::Removed => {}
@@ -651,9 +684,16 @@ impl PartitionLog {
         };
         // Old segments' indexes in memory before any file is renamed: a reader holding one
         // must never load the new segment's index under the old segment's name.
+        let mut aborted = Vec::new();
         for (segment, _) in group {
             segment.ensure_index().await?;
+            // Markers are kept whole, so the cleaned segment holds every abort marker of the
+            // group: it takes all their `.txnindex` entries (Kafka keeps an entry with its
+            // retained marker).
+            segment.ensure_txn_index().await?;
+            aborted.extend(segment.aborted_entries().unwrap_or_default());
         }
+        cleaned.set_aborted(aborted);
         self.acquire_busy().await?;
         let result = self.swap_group(group, cleaned).await;
         self.release_busy();
@@ -704,13 +744,25 @@ impl PartitionLog {
                 run_step(&dir, step).await?;
             }
         }
-        let mut st = self.shared.state.borrow_mut();
-        for base in &bases {
-            if let Some(old) = st.segments.remove(base) {
-                super::dispose_retired(old);
+        let cleaned = Rc::new(cleaned);
+        {
+            let mut st = self.shared.state.borrow_mut();
+            for base in &bases {
+                if let Some(old) = st.segments.remove(base) {
+                    super::dispose_retired(old);
+                }
             }
+            st.segments.insert(bases[0], cleaned.clone());
         }
-        st.segments.insert(bases[0], Rc::new(cleaned));
+        // After the commit point: the cleaned segment's `.txnindex` (the group's entries),
+        // then the other old segments' files go. A crash in between leaves those files
+        // without their `.log`: open merges them into the segment covering their base
+        // (`docs/storage-format.md` §6.8).
+        cleaned.save_txn_index().await?;
+        for base in &bases[1..] {
+            remove_file(&Segment::path(&dir, *base, "txnindex")).await?;
+        }
+        blocking_dir_op(&dir, "syncing", sync_dir).await?;
         Ok(true)
     }
 }

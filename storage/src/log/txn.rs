@@ -18,7 +18,7 @@ use super::{AppendInfo, PartitionLog};
 use crate::batch::BatchHeader;
 use crate::error::Result;
 use crate::segment::Segment;
-use crate::txn::{build_marker_batch, collect_aborted, AbortedTxn, TxnMarker};
+use crate::txn::{build_marker_batch, collect_aborted, AbortedTxn, AbortedTxnEntry, TxnMarker};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use std::rc::Rc;
 
@@ -103,6 +103,39 @@ impl PartitionLog {
             if collect_aborted(&entries, from, upto, &mut out) {
                 break;
             }
+        }
+        Ok(out)
+    }
+}
+
+impl PartitionLog {
+    /// Every `.txnindex` entry of the log whose transaction may have batches in
+    /// `[from, upto)` (marker at or after `from`, first offset before `upto`), from every
+    /// segment: what the cleaner's [`crate::clean::txn::AbortedTxnWalk`] needs over a section.
+    /// Errors: I/O loading a closed segment's file.
+    pub(super) async fn aborted_entries_overlapping(
+        &self,
+        from: Offset,
+        upto: Offset,
+    ) -> Result<Vec<AbortedTxnEntry>> {
+        let segments: Vec<Rc<Segment>> = self
+            .shared
+            .state
+            .borrow()
+            .segments
+            .values()
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for segment in segments {
+            segment.ensure_txn_index().await?;
+            out.extend(
+                segment
+                    .aborted_entries()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|e| e.last_offset >= from && e.first_offset < upto),
+            );
         }
         Ok(out)
     }
