@@ -719,7 +719,18 @@ fn compaction_drops_aborted_batches_keeps_markers_and_never_lets_an_aborted_valu
         }
         assert_eq!(txnindex_files(&path).0, ABORTED_TXN_BYTES as u64);
         log.close().await.unwrap();
+        let log = open(&path, config.clone(), 1 << 20).await;
+        log.set_high_watermark(log.log_end_offset());
+        check(&log).await;
+        log.close().await.unwrap();
+
+        // A crash after the swap's commit point, before the merge: the entry is still in the
+        // replaced segment's file, whose `.log` is gone. Open merges it into segment 0.
+        let merged = path.join("00000000000000000000.txnindex");
+        let orphan = path.join("00000000000000000005.txnindex");
+        std::fs::rename(&merged, &orphan).unwrap();
         let log = open(&path, config, 1 << 20).await;
+        assert!(!orphan.exists() && merged.exists());
         log.set_high_watermark(log.log_end_offset());
         check(&log).await;
         log.close().await.unwrap();
