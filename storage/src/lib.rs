@@ -38,9 +38,11 @@ pub use batch::{
 };
 pub use cache::{BatchCache, CacheStats};
 pub use clean::codec::{NoCodec, RecordsCodec};
-pub use clean::filter::{clean_batch, discard_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT};
+pub use clean::filter::{
+    clean_batch, clean_marker, discard_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT,
+};
 pub use clean::swap::{recovery_steps, swap_steps, FsStep};
-pub use clean::txn::AbortedTxnWalk;
+pub use clean::txn::{AbortedTxnWalk, TxnRole};
 pub use clean::{clean_section, fill_map};
 pub use config::{CleanerConfig, CleanupPolicy, CompactionConfig, LogConfig};
 pub use error::{BatchError, Result, StorageError};

@@ -736,3 +736,153 @@ fn compaction_drops_aborted_batches_keeps_markers_and_never_lets_an_aborted_valu
         log.close().await.unwrap();
     });
 }
+
+/// An idempotent, non-transactional keyed batch.
+fn idempotent_kv(pid: i64, seq: i32, key: &str, value: &str) -> Bytes {
+    let mut b = storage::build_batch_kv(
+        storage::TimestampMs(1_000),
+        &[(Some(key.as_bytes()), Some(value.as_bytes()))],
+    )
+    .to_vec();
+    b[43..51].copy_from_slice(&pid.to_be_bytes());
+    b[51..53].copy_from_slice(&0i16.to_be_bytes());
+    b[53..57].copy_from_slice(&seq.to_be_bytes());
+    let crc = batch_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
+#[test]
+fn compaction_removes_markers_after_their_delete_horizon_once_their_batches_are_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let config = LogConfig {
+            segment_bytes: 4 << 10,
+            index_interval_bytes: 256,
+            cleanup_policy: storage::CleanupPolicy::Compact,
+            compaction: storage::CompactionConfig {
+                min_cleanable_dirty_ratio: 0.0,
+                delete_retention: std::time::Duration::from_millis(100),
+                ..storage::CompactionConfig::default()
+            },
+            retention_ms: None,
+            ..LogConfig::default()
+        };
+        let log = open(&path, config.clone(), 1 << 20).await;
+        log.append(txn_kv(2, 0, &[("a", "aborted")]), EPOCH)
+            .await
+            .unwrap(); // 0
+        log.append_txn_marker(marker(2, 0, TxnResult::Abort, 0), EPOCH)
+            .await
+            .unwrap(); // 1
+        log.append(idempotent_kv(2, 1, "p2", "x"), EPOCH)
+            .await
+            .unwrap(); // 2
+        log.append(txn_kv(1, 0, &[("c", "committed")]), EPOCH)
+            .await
+            .unwrap(); // 3
+        log.append_txn_marker(marker(1, 0, TxnResult::Commit, 0), EPOCH)
+            .await
+            .unwrap(); // 4
+        log.append(idempotent_kv(1, 1, "c", "newer"), EPOCH)
+            .await
+            .unwrap(); // 5
+        let mut buffers = storage::CleanerBuffers {
+            map: storage::OffsetMap::with_budget(1 << 20),
+            io_buffer_bytes: 8 << 10,
+            io_max_bytes_per_second: None,
+            codec: std::rc::Rc::new(storage::NoCodec),
+        };
+        // Each pass gets fresh dirty data to clean.
+        let pass = async |log: &PartitionLog, buffers: &mut storage::CleanerBuffers, now: i64| {
+            for i in 0..3 {
+                log.append(idempotent_kv(-1, -1, &format!("f{i}"), "v"), EPOCH)
+                    .await
+                    .unwrap();
+            }
+            log.roll().await.unwrap();
+            replicate(log).await;
+            log.clean(storage::TimestampMs(now), buffers)
+                .await
+                .unwrap()
+                .expect("a pass ran");
+        };
+        let markers = async |log: &PartitionLog| -> Vec<(i64, bool)> {
+            all_batches(log)
+                .await
+                .iter()
+                .filter(|(h, _)| h.is_control())
+                .map(|(h, _)| {
+                    (
+                        h.base_offset.0,
+                        h.attributes & storage::DELETE_HORIZON_BIT != 0,
+                    )
+                })
+                .collect()
+        };
+        let data_at = async |log: &PartitionLog| -> Vec<i64> {
+            all_batches(log)
+                .await
+                .iter()
+                .filter(|(h, _)| !h.is_control() && h.base_offset.0 < 6)
+                .map(|(h, _)| h.base_offset.0)
+                .collect()
+        };
+        // 1. The aborted batch and the superseded committed one go; their markers stay (the
+        //    pass met their batches), with the abort's index entry.
+        pass(&log, &mut buffers, 10_000).await;
+        assert_eq!(data_at(&log).await, [2, 5]);
+        assert_eq!(markers(&log).await, [(1, false), (4, false)]);
+        assert_eq!(
+            log.aborted_transactions(Offset(0), log.log_end_offset())
+                .await
+                .unwrap(),
+            [aborted(2, 0)]
+        );
+        // 2. No batch of theirs is left: the markers get their delete horizon.
+        pass(&log, &mut buffers, 20_000).await;
+        assert_eq!(markers(&log).await, [(1, true), (4, true)]);
+        // 3. Past it, they go, and the abort's entry with them.
+        pass(&log, &mut buffers, 20_050).await;
+        assert_eq!(
+            markers(&log).await,
+            [(1, true), (4, true)],
+            "horizon not reached"
+        );
+        pass(&log, &mut buffers, 20_100).await;
+        assert!(markers(&log).await.is_empty());
+        assert_eq!(data_at(&log).await, [2, 5], "producers' last batches stay");
+        let listed = log
+            .aborted_transactions(Offset(0), log.log_end_offset())
+            .await
+            .unwrap();
+        assert!(listed.is_empty());
+        assert_eq!(txnindex_files(&path), (0, 0));
+        log.close().await.unwrap();
+        let log = open(&path, config.clone(), 1 << 20).await;
+        assert!(markers(&log).await.is_empty());
+        assert_eq!(log.first_unstable_offset(), None);
+        log.close().await.unwrap();
+
+        // A crash inside a swap's `.txnindex` window: the first segment's file still names
+        // the removed abort marker, and the repair marker is there. Open drops the entry.
+        let stale = storage::AbortedTxnEntry {
+            producer_id: 2,
+            first_offset: Offset(0),
+            last_offset: Offset(1),
+            last_stable_offset: Offset(2),
+        };
+        std::fs::write(path.join("00000000000000000000.txnindex"), stale.encode()).unwrap();
+        std::fs::write(path.join("txnindex-repair"), b"").unwrap();
+        let log = open(&path, config, 1 << 20).await;
+        assert!(!path.join("txnindex-repair").exists());
+        let listed = log
+            .aborted_transactions(Offset(0), log.log_end_offset())
+            .await
+            .unwrap();
+        assert!(listed.is_empty(), "{listed:?}");
+        assert_eq!(txnindex_files(&path), (0, 0));
+        log.close().await.unwrap();
+    });
+}

@@ -164,6 +164,46 @@ pub fn discard_batch(batch: &[u8], keep_if_empty: bool) -> Result<Cleaned, Batch
     Ok(Cleaned::Rewritten(rewrite(batch, &plain, &[], None)?))
 }
 
+/// The fate of a marker (Kafka's `isBatchRetained` for control batches with KIP-534): kept
+/// as it is while `retain` (a batch of its transaction is still in the log, or it must stay as
+/// the round's last batch); otherwise its delete horizon is set at the first clean
+/// (`now + delete.retention.ms`, `attributes` bit 6, the horizon in `baseTimestamp`) and it is
+/// removed by a clean at or after the horizon.
+///
+/// # Errors
+/// [`BatchError`] when the batch or its record does not parse.
+pub fn clean_marker(
+    batch: &[u8],
+    retain: bool,
+    now: TimestampMs,
+    delete_retention_ms: i64,
+) -> Result<Cleaned, BatchError> {
+    let header = BatchHeader::parse(batch)?;
+    assert!(
+        header.attributes & CONTROL_BIT != 0,
+        "a marker is a control batch"
+    );
+    if retain {
+        return Ok(Cleaned::Unchanged);
+    }
+    if header.attributes & DELETE_HORIZON_BIT != 0 {
+        return Ok(if now.0 >= header.base_timestamp.0 {
+            Cleaned::Removed
+        } else {
+            Cleaned::Unchanged
+        });
+    }
+    let records = raw_records(batch, &header)?;
+    let all: Vec<&RawRecord<'_>> = records.iter().collect();
+    let horizon = now.0.saturating_add(delete_retention_ms);
+    Ok(Cleaned::Rewritten(rewrite(
+        batch,
+        &header,
+        &all,
+        Some(horizon),
+    )?))
+}
+
 /// The batch with only `kept`, re-based on `new_horizon` when one is set.
 fn rewrite(
     batch: &[u8],

@@ -4,21 +4,36 @@
 //! committed one) nor kept by the clean (read_committed consumers skip them anyway; read_uncommitted
 //! ones lose nothing Kafka's cleaner would keep).
 //!
-//! Markers are always kept here, with their `.txnindex` entries: Kafka also removes a marker
-//! once no batch of its transaction is left and its delete horizon has passed — not done yet
-//! (`docs/storage-format.md` §6.8).
+//! A marker is kept while a batch of its transaction was met in the same walk (the clean may
+//! drop them, but the next pass must still know they were aborted); once none is, the clean
+//! sets its delete horizon and a later clean past it removes the marker with its `.txnindex`
+//! entry (`filter::clean_marker`, KIP-534 for control batches).
 
 use crate::batch::BatchHeader;
 use crate::txn::AbortedTxnEntry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// What a batch is to the walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnRole {
+    /// A data batch outside any aborted transaction.
+    Data,
+    /// A data batch of an aborted transaction.
+    AbortedData,
+    /// A marker; `batches_seen`: a data batch of the transaction it ends was met in this walk.
+    Marker { batches_seen: bool },
+}
 
 /// Aborted transactions met while walking batches in offset order.
 #[derive(Debug, Default)]
 pub struct AbortedTxnWalk {
     /// Aborted transactions not reached yet, ascending by first offset.
     pending: VecDeque<AbortedTxnEntry>,
-    /// Producers whose aborted transaction the walk is inside: producer id → its entry.
-    inside: HashMap<i64, AbortedTxnEntry>,
+    /// Producers whose aborted transaction the walk is inside: producer id → its entry, and
+    /// whether a batch of it was met.
+    inside: HashMap<i64, (AbortedTxnEntry, bool)>,
+    /// Producers with a (not aborted) transactional data batch met since their last marker.
+    committed_seen: HashSet<i64>,
 }
 
 impl AbortedTxnWalk {
@@ -29,13 +44,21 @@ impl AbortedTxnWalk {
         AbortedTxnWalk {
             pending: aborted.into(),
             inside: HashMap::new(),
+            committed_seen: HashSet::new(),
         }
     }
 
     /// Whether the batch `header` (the next one in offset order) holds records of an aborted
-    /// transaction: a transactional data batch of a producer inside one. A control batch of
-    /// such a producer is its abort marker and ends it (kept: see the module doc).
+    /// transaction: [`AbortedTxnWalk::next`] is [`TxnRole::AbortedData`].
     pub fn is_aborted(&mut self, header: &BatchHeader) -> bool {
+        self.next(header) == TxnRole::AbortedData
+    }
+
+    /// The role of the batch `header`, the next one in offset order (Kafka's
+    /// `CleanedTransactionMetadata.onBatchRead`): a transactional data batch of a producer
+    /// inside an aborted transaction is aborted data; a control batch is its producer's
+    /// marker, ending its transaction.
+    pub fn next(&mut self, header: &BatchHeader) -> TxnRole {
         while self
             .pending
             .front()
@@ -45,19 +68,35 @@ impl AbortedTxnWalk {
             // A transaction whose marker lies before this batch ended before the walk got
             // here (the section started after it).
             if entry.last_offset >= header.base_offset {
-                self.inside.insert(entry.producer_id, entry);
+                self.inside.insert(entry.producer_id, (entry, false));
             }
         }
-        if header.producer_id < 0 {
-            return false;
+        let pid = header.producer_id;
+        if pid < 0 {
+            return TxnRole::Data;
         }
         if header.is_control() {
             // The producer's next marker after an aborted transaction's first batch is its
             // abort marker (at the entry's last offset).
-            self.inside.remove(&header.producer_id);
-            return false;
+            let batches_seen = match self.inside.remove(&pid) {
+                Some((_, seen)) => seen,
+                None => self.committed_seen.remove(&pid),
+            };
+            return TxnRole::Marker { batches_seen };
         }
-        header.is_transactional() && self.inside.contains_key(&header.producer_id)
+        if !header.is_transactional() {
+            return TxnRole::Data;
+        }
+        match self.inside.get_mut(&pid) {
+            Some((_, seen)) => {
+                *seen = true;
+                TxnRole::AbortedData
+            }
+            None => {
+                self.committed_seen.insert(pid);
+                TxnRole::Data
+            }
+        }
     }
 }
 
@@ -107,5 +146,30 @@ mod tests {
         assert!(walk.is_aborted(&header(1, 8, txn)));
         assert!(!walk.is_aborted(&header(1, 9, marker)));
         assert!(!walk.is_aborted(&header(1, 10, txn)), "a later transaction");
+        // Markers say whether their transaction still had batches in the walk.
+        let mut walk = AbortedTxnWalk::new(vec![entry(1, 2, 5)]);
+        assert_eq!(
+            walk.next(&header(1, 0, marker)),
+            TxnRole::Marker {
+                batches_seen: false
+            }
+        );
+        assert_eq!(walk.next(&header(2, 1, txn)), TxnRole::Data);
+        assert_eq!(
+            walk.next(&header(1, 5, marker)),
+            TxnRole::Marker {
+                batches_seen: false
+            }
+        );
+        assert_eq!(
+            walk.next(&header(2, 6, marker)),
+            TxnRole::Marker { batches_seen: true }
+        );
+        let mut walk = AbortedTxnWalk::new(vec![entry(1, 2, 5)]);
+        assert_eq!(walk.next(&header(1, 2, txn)), TxnRole::AbortedData);
+        assert_eq!(
+            walk.next(&header(1, 5, marker)),
+            TxnRole::Marker { batches_seen: true }
+        );
     }
 }

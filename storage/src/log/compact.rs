@@ -17,9 +17,10 @@
 //! 4. **Checkpoint.** The new first dirty offset is written to `cleaner-offset-checkpoint`.
 //!
 //! Transactions (KIP-98): the cleanable segments also end at the first unstable offset;
-//! batches of aborted transactions are neither mapped nor kept ([`AbortedTxnWalk`]); markers are
-//! kept, and the cleaned segment takes its group's `.txnindex` entries (written after the
-//! swap's commit point; an interrupted merge is finished by `open`).
+//! batches of aborted transactions are neither mapped nor kept ([`AbortedTxnWalk`]); a marker
+//! stays while its transaction still had batches in the pass, then gets a delete horizon and
+//! goes after it; the cleaned segment takes its group's `.txnindex` entries of the markers it
+//! keeps (written after the swap's commit point; an interrupted merge is finished by `open`).
 //!
 //! Offsets never change; readers that hold a replaced segment finish from its open file. The
 //! pass reads and writes `log.cleaner.io.buffer.size` bytes at a time, at most
@@ -31,9 +32,9 @@ use crate::batch::{validate_stored_batch, BatchHeader, BATCH_HEADER_BYTES};
 use crate::checkpoint;
 use crate::clean::codec::RecordsCodec;
 use crate::clean::fill_map;
-use crate::clean::filter::{clean_batch, discard_batch, CleanRules, Cleaned};
+use crate::clean::filter::{clean_batch, clean_marker, discard_batch, CleanRules, Cleaned};
 use crate::clean::swap::{recovery_steps, swap_steps, FsStep};
-use crate::clean::txn::AbortedTxnWalk;
+use crate::clean::txn::{AbortedTxnWalk, TxnRole};
 use crate::error::{Result, StorageError};
 use crate::index::SegmentIndex;
 use crate::io::{align_down, align_up, remove_file, DirectFile, BLOCK_USIZE};
@@ -652,6 +653,8 @@ impl PartitionLog {
         let base = group[0].0.base_offset;
         let interval = self.shared.config.borrow().index_interval_bytes;
         let mut out = CleanedWriter::create(&dir, base, io_buffer_bytes, interval).await?;
+        // Markers this clean removes: their `.txnindex` entries go with them.
+        let mut removed_markers = BTreeSet::new();
         let written = async {
             for (segment, _) in group {
                 let mut stream = BatchStream::new(segment.clone(), out.io_buffer_bytes);
@@ -659,11 +662,19 @@ impl PartitionLog {
                     throttle.tick().await;
                     let header = BatchHeader::parse(&batch)?;
                     let keep_if_empty = keep.kept_even_empty(&header);
-                    let fate = if walk.is_aborted(&header) {
-                        discard_batch(&batch, keep_if_empty)?
-                    } else {
-                        clean_batch(&batch, rules, keep_if_empty)?
+                    let fate = match walk.next(&header) {
+                        TxnRole::AbortedData => discard_batch(&batch, keep_if_empty)?,
+                        TxnRole::Marker { batches_seen } => clean_marker(
+                            &batch,
+                            batches_seen || keep_if_empty,
+                            rules.now,
+                            rules.delete_retention_ms,
+                        )?,
+                        TxnRole::Data => clean_batch(&batch, rules, keep_if_empty)?,
                     };
+                    if fate == Cleaned::Removed && header.is_control() {
+                        removed_markers.insert(header.base_offset);
+                    }
                     match fate {
                         Cleaned::Unchanged => out.push(&batch, throttle).await?,
                         Cleaned::Rewritten(bytes) => out.push(&bytes, throttle).await?,
@@ -685,17 +696,38 @@ impl PartitionLog {
         // Old segments' indexes in memory before any file is renamed: a reader holding one
         // must never load the new segment's index under the old segment's name.
         let mut aborted = Vec::new();
+        let mut had_entries = false;
         for (segment, _) in group {
             segment.ensure_index().await?;
-            // Markers are kept whole, so the cleaned segment holds every abort marker of the
-            // group: it takes all their `.txnindex` entries (Kafka keeps an entry with its
-            // retained marker).
+            // The cleaned segment takes the `.txnindex` entries of the abort markers it keeps
+            // (Kafka keeps an entry with its retained marker).
             segment.ensure_txn_index().await?;
-            aborted.extend(segment.aborted_entries().unwrap_or_default());
+            let entries = segment.aborted_entries().unwrap_or_default();
+            had_entries |= !entries.is_empty();
+            aborted.extend(
+                entries
+                    .into_iter()
+                    .filter(|e| !removed_markers.contains(&e.last_offset)),
+            );
         }
         cleaned.set_aborted(aborted);
+        // From the swap's commit point until its `.txnindex` files are written, they may
+        // hold entries of removed markers: a crash then has open check them against the log.
+        let repair_marker = dir.join(super::txn::TXN_INDEX_REPAIR_FILE);
+        if had_entries {
+            blocking_dir_op(&repair_marker, "writing", |p| std::fs::write(p, b"")).await?;
+            blocking_dir_op(&dir, "syncing", sync_dir).await?;
+        }
         self.acquire_busy().await?;
-        let result = self.swap_group(group, cleaned).await;
+        let mut result = self.swap_group(group, cleaned).await;
+        if had_entries && result.is_ok() {
+            result = async {
+                remove_file(&repair_marker).await?;
+                blocking_dir_op(&dir, "syncing", sync_dir).await
+            }
+            .await
+            .map(|()| result.unwrap_or(false));
+        }
         self.release_busy();
         tracing::debug!(dir = %dir.display(), base = base.0, "cleaner: group swapped");
         match result {

@@ -100,7 +100,6 @@ impl PartitionLog {
         active.file.fdatasync().await?;
         let log_end = scan.next_offset;
         segments.insert(last_base, active.clone());
-        merge_orphan_txn_indexes(dir, &listing, &segments).await?;
         let first_base = *bases.first().expect("at least one segment");
         let log_start = checkpoint_start
             .map_or(first_base, |c| c.max(first_base))
@@ -161,6 +160,7 @@ impl PartitionLog {
                 stats: Cell::new(stats),
             }),
         };
+        log.repair_txn_indexes(&listing).await?;
         log.rebuild_producer_state().await?;
         log.recover_leader_epochs(epochs_loaded, &scan.epoch_starts)
             .await?;
@@ -215,42 +215,6 @@ impl PartitionLog {
         })
         .await
     }
-}
-
-/// Merges every `.txnindex` whose segment is gone into the segment that now covers its base
-/// (a compaction swap committed before its old segments' `.txnindex` files were merged,
-/// `log/compact.rs`), or removes it when no segment does (retention or truncation unlinked
-/// the `.log` first). Durable before it returns. Errors: I/O.
-async fn merge_orphan_txn_indexes(
-    dir: &Path,
-    listing: &[String],
-    segments: &BTreeMap<Offset, Rc<Segment>>,
-) -> Result<()> {
-    let mut merged = false;
-    for name in listing {
-        let Some(base) = name
-            .strip_suffix(".txnindex")
-            .and_then(|stem| stem.parse::<i64>().ok())
-            .map(Offset)
-        else {
-            continue;
-        };
-        if segments.contains_key(&base) {
-            continue;
-        }
-        let path = dir.join(name);
-        if let Some((_, owner)) = segments.range(..base).next_back() {
-            owner.ensure_txn_index().await?;
-            owner.merge_aborted(crate::segment::read_txn_index(&path).await?);
-            owner.save_txn_index().await?;
-        }
-        remove_file(&path).await?;
-        merged = true;
-    }
-    if merged {
-        blocking_dir_op(dir, "syncing", sync_dir).await?;
-    }
-    Ok(())
 }
 
 /// The leader-epoch checkpoint's cache: `None` when the file is missing or unreadable (a torn

@@ -14,9 +14,10 @@
 //!    marker, in this partition; a marker's abort entry lands in the segment holding the marker.
 
 use super::append::Origin;
-use super::{AppendInfo, PartitionLog};
+use super::{blocking_dir_op, sync_dir, AppendInfo, PartitionLog};
 use crate::batch::BatchHeader;
 use crate::error::Result;
+use crate::io::remove_file;
 use crate::segment::Segment;
 use crate::txn::{build_marker_batch, collect_aborted, AbortedTxn, AbortedTxnEntry, TxnMarker};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
@@ -138,6 +139,109 @@ impl PartitionLog {
             );
         }
         Ok(out)
+    }
+}
+
+/// Marker file: a compaction swap's `.txnindex` writes may be incomplete (created durably
+/// before a swap of segments holding aborted transactions, removed durably after its
+/// `.txnindex` files are written; docs/storage-format.md §6.8).
+pub(super) const TXN_INDEX_REPAIR_FILE: &str = "txnindex-repair";
+
+impl PartitionLog {
+    /// Whether the log holds, at `entry.last_offset`, its producer's marker.
+    async fn has_marker_at(&self, entry: &AbortedTxnEntry) -> Result<bool> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if entry.last_offset < start || entry.last_offset >= end {
+            return Ok(false);
+        }
+        let batches = self.read(entry.last_offset, 1, end).await?;
+        Ok(batches.first().is_some_and(|b| {
+            let h = b.header();
+            h.base_offset == entry.last_offset
+                && h.is_control()
+                && h.producer_id == entry.producer_id
+        }))
+    }
+
+    /// The entries of `entries` whose marker is in the log.
+    async fn entries_with_markers(
+        &self,
+        entries: Vec<AbortedTxnEntry>,
+    ) -> Result<Vec<AbortedTxnEntry>> {
+        let mut kept = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if self.has_marker_at(&entry).await? {
+                kept.push(entry);
+            }
+        }
+        Ok(kept)
+    }
+
+    /// At open, before producer state is rebuilt: finishes what a crash left of a compaction
+    /// swap's `.txnindex` work. Every `.txnindex` whose segment is gone (`listing` holds it,
+    /// the segment map does not) is merged into the segment covering its base, or removed
+    /// when none does; and when [`TXN_INDEX_REPAIR_FILE`] exists, every segment's entries are
+    /// checked against the log. Merged and checked entries are kept only where their marker
+    /// is in the log (a clean may have removed it). Durable before it returns. Errors: I/O.
+    pub(super) async fn repair_txn_indexes(&self, listing: &[String]) -> Result<()> {
+        let dir = self.shared.dir.clone();
+        let repair = listing.iter().any(|n| n == TXN_INDEX_REPAIR_FILE);
+        let mut changed = false;
+        for name in listing {
+            let Some(base) = name
+                .strip_suffix(".txnindex")
+                .and_then(|stem| stem.parse::<i64>().ok())
+                .map(Offset)
+            else {
+                continue;
+            };
+            let owner = {
+                let st = self.shared.state.borrow();
+                if st.segments.contains_key(&base) {
+                    continue;
+                }
+                st.segments
+                    .range(..base)
+                    .next_back()
+                    .map(|(_, s)| s.clone())
+            };
+            let path = dir.join(name);
+            if let Some(owner) = owner {
+                let entries = crate::segment::read_txn_index(&path).await?;
+                let kept = self.entries_with_markers(entries).await?;
+                owner.ensure_txn_index().await?;
+                owner.merge_aborted(kept);
+                owner.save_txn_index().await?;
+            }
+            remove_file(&path).await?;
+            changed = true;
+        }
+        if repair {
+            let segments: Vec<Rc<Segment>> = self
+                .shared
+                .state
+                .borrow()
+                .segments
+                .values()
+                .cloned()
+                .collect();
+            for segment in segments {
+                segment.ensure_txn_index().await?;
+                let entries = segment.aborted_entries().unwrap_or_default();
+                let count = entries.len();
+                let kept = self.entries_with_markers(entries).await?;
+                if kept.len() != count {
+                    segment.set_aborted(kept);
+                    segment.save_txn_index().await?;
+                }
+            }
+            remove_file(&dir.join(TXN_INDEX_REPAIR_FILE)).await?;
+            changed = true;
+        }
+        if changed {
+            blocking_dir_op(&dir, "syncing", sync_dir).await?;
+        }
+        Ok(())
     }
 }
 
