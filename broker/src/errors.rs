@@ -124,6 +124,11 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         StorageError::DuplicateSequence { .. } => ResponseError::DuplicateSequenceNumber,
+        StorageError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        StorageError::TransactionCoordinatorFenced { .. } => {
+            ResponseError::TransactionCoordinatorFenced
+        }
+        StorageError::ControlBatchFromClient { .. } => ResponseError::InvalidRecord,
         // Only a follower's own fetcher appends replicated batches; no client request gets these.
         StorageError::UnexpectedAppendOffset { .. } | StorageError::MissingLeaderEpoch { .. } => {
             ResponseError::UnknownServerError

@@ -71,6 +71,16 @@ impl BatchHeader {
         self.attributes & 0x08 != 0
     }
 
+    /// Whether `attributes` bit 4 says the batch belongs to a transaction (KIP-98).
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & crate::txn::TRANSACTIONAL_BIT != 0
+    }
+
+    /// Whether `attributes` bit 5 says the batch is a control batch (a transaction marker).
+    pub fn is_control(&self) -> bool {
+        self.attributes & crate::txn::CONTROL_BIT != 0
+    }
+
     /// Parses the fixed header from the start of `buf`. Checks only that 61 bytes exist and
     /// that `batchLength` is at least the header's remainder; see [`validate_batch`] for the rest.
     pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {

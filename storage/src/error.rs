@@ -90,6 +90,24 @@ pub enum StorageError {
         current: i16,
         got: i16,
     },
+    /// A transactional batch without a producer id, or a non-transactional batch from a
+    /// producer whose transaction is open (KIP-98; Kafka's INVALID_TXN_STATE). Nothing was
+    /// appended.
+    #[error("producer {producer_id}: {why}")]
+    InvalidTxnState { producer_id: i64, why: &'static str },
+    /// A transaction marker from a coordinator epoch older than the producer's last marker's
+    /// (KIP-98; Kafka's TRANSACTION_COORDINATOR_FENCED). Nothing was appended.
+    #[error("producer {producer_id}: coordinator epoch {got} is older than {current}")]
+    TransactionCoordinatorFenced {
+        producer_id: i64,
+        current: i32,
+        got: i32,
+    },
+    /// A produce carried a control batch: only the partition leader writes markers, through
+    /// [`crate::PartitionLog::append_txn_marker`] (Kafka's INVALID_RECORD). Nothing was
+    /// appended.
+    #[error("control batch at base offset {base_offset} from a client")]
+    ControlBatchFromClient { base_offset: Offset },
     /// A multi-batch append holds a retried batch beside new ones.
     #[error("producer {producer_id}: a duplicate batch among new ones")]
     DuplicateSequence { producer_id: i64 },

@@ -4,7 +4,8 @@
 //! `flush.messages`/`flush.ms` durability with group-committed `fdatasync`, retention, and a
 //! per-shard batch cache. For replication (DESIGN.md §9): the leader-epoch
 //! cache and its checkpoint, the follower's append of the leader's batches, and the
-//! high-watermark checkpoint.
+//! high-watermark checkpoint. For transactions (KIP-98, issue #28): markers, producers' open
+//! transactions, the last stable offset and the per-segment aborted-transaction index.
 //!
 //! Everything here runs on one executor and is owned by one shard: `Rc`/`RefCell`,
 //! no locks. Record bytes are `bytes::Bytes`: an append copies a batch twice (once to stamp
@@ -26,6 +27,7 @@ mod log;
 mod offset_map;
 mod producer_state;
 mod segment;
+mod txn;
 mod types;
 mod validated;
 mod writer;
@@ -37,8 +39,11 @@ pub use batch::{
 };
 pub use cache::{BatchCache, CacheStats};
 pub use clean::codec::{NoCodec, RecordsCodec};
-pub use clean::filter::{clean_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT};
+pub use clean::filter::{
+    clean_batch, clean_marker, discard_batch, CleanRules, Cleaned, DELETE_HORIZON_BIT,
+};
 pub use clean::swap::{recovery_steps, swap_steps, FsStep};
+pub use clean::txn::{AbortedTxnWalk, TxnRole};
 pub use clean::{clean_section, fill_map};
 pub use config::{CleanerConfig, CleanupPolicy, CompactionConfig, LogConfig};
 pub use error::{BatchError, Result, StorageError};
@@ -49,6 +54,11 @@ pub use log::{
     AppendInfo, AppendUntil, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS,
 };
 pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
+pub use producer_state::CompletedTxn;
+pub use txn::{
+    build_marker_batch, parse_marker, AbortedTxn, AbortedTxnEntry, TxnMarker, TxnResult,
+    ABORTED_TXN_BYTES, CONTROL_BIT, TRANSACTIONAL_BIT,
+};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
 pub use validated::ValidatedBatches;
 

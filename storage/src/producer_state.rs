@@ -1,17 +1,30 @@
-//! Idempotent-producer state of one partition (KIP-98): per producer id, its epoch and the
-//! sequence ranges and offsets of its last [`BATCHES_KEPT`] batches, so a retried batch is
-//! answered with its original offsets instead of being appended twice, a gap is refused, and
-//! an old epoch is fenced. Snapshotted at every roll and clean close (`<offset>.snapshot`, a
-//! CRC-guarded checkpoint) and rebuilt on open from the newest snapshot plus the batches after
-//! it.
+//! Idempotent- and transactional-producer state of one partition (KIP-98): per producer id,
+//! its epoch and the sequence ranges and offsets of its last [`BATCHES_KEPT`] batches, so a
+//! retried batch is answered with its original offsets instead of being appended twice, a gap
+//! is refused, and an old epoch is fenced; and for transactions (Kafka's
+//! `ProducerStateManager`), the producer's open transaction (the offset of its first
+//! transactional batch since its last marker) and the coordinator epoch of its last marker.
+//! The open transactions, ordered by first offset, give the last stable offset.
+//! Snapshotted at every roll and clean close (`<offset>.snapshot`, a CRC-guarded checkpoint)
+//! and rebuilt on open from the newest snapshot plus the batches (markers included) after it.
+//!
+//! Invariant: `ongoing` holds exactly the producers whose `current_txn_first_offset` is set,
+//! keyed by that offset.
 
 use crate::batch::BatchHeader;
+use crate::txn::{AbortedTxnEntry, TxnMarker, TxnResult};
 use crate::types::Offset;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// Batches remembered per producer (Kafka keeps 5, matching
 /// `max.in.flight.requests.per.connection` ≤ 5 for idempotent producers).
 pub const BATCHES_KEPT: usize = 5;
+
+/// First value of a version-1 snapshot encoding (a version-0 encoding starts with the
+/// producer count, never negative).
+const SNAPSHOT_V1: i64 = -1;
+/// Kafka's "no coordinator epoch yet" (`RecordBatch.NO_PARTITION_LEADER_EPOCH`).
+const NO_COORDINATOR_EPOCH: i32 = -1;
 
 /// One remembered batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,10 +36,26 @@ pub struct BatchMeta {
 }
 
 /// One producer id's state.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchMeta>,
+    /// Coordinator epoch of the producer's last marker ([`NO_COORDINATOR_EPOCH`] before one):
+    /// a marker from an older coordinator is fenced (KIP-98).
+    pub coordinator_epoch: i32,
+    /// First offset of the producer's open transaction in this partition, if one is open.
+    pub current_txn_first_offset: Option<Offset>,
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        ProducerEntry {
+            epoch: 0,
+            batches: VecDeque::new(),
+            coordinator_epoch: NO_COORDINATOR_EPOCH,
+            current_txn_first_offset: None,
+        }
+    }
 }
 
 /// How an incoming batch relates to its producer's state.
@@ -40,12 +69,46 @@ pub enum SequenceCheck {
     OutOfOrder { expected: i32, got: i32 },
     /// The producer epoch is older than the one already seen.
     StaleEpoch { current: i16, got: i16 },
+    /// A transactional batch without a producer id, or a non-transactional batch from a
+    /// producer whose transaction is open (Kafka's `InvalidTxnStateException`).
+    InvalidTxnState(&'static str),
+    /// A marker from a transaction coordinator older than the last one seen for the producer
+    /// (Kafka's `TransactionCoordinatorFencedException`).
+    CoordinatorFenced { current: i32, got: i32 },
+}
+
+/// A transaction a marker ended, as [`ProducerState::record`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: Offset,
+    /// The marker's offset.
+    pub last_offset: Offset,
+    pub result: TxnResult,
+    /// The last stable offset once this transaction is complete: the first offset of the
+    /// oldest transaction still open, else the marker's offset + 1 (Kafka's
+    /// `ProducerStateManager.lastStableOffset(CompletedTxn)`).
+    pub last_stable_offset: Offset,
+}
+
+impl CompletedTxn {
+    /// The `.txnindex` entry of an aborted transaction; `None` for a committed one.
+    pub fn aborted_entry(&self) -> Option<AbortedTxnEntry> {
+        (self.result == TxnResult::Abort).then_some(AbortedTxnEntry {
+            producer_id: self.producer_id,
+            first_offset: self.first_offset,
+            last_offset: self.last_offset,
+            last_stable_offset: self.last_stable_offset,
+        })
+    }
 }
 
 /// Producer states of one partition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProducerState {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: first offset → producer id (see the module's invariant).
+    ongoing: BTreeMap<Offset, i64>,
 }
 
 /// Sequence after `seq`, wrapping at `i32::MAX` as Kafka does.
@@ -64,9 +127,16 @@ fn last_seq(header: &BatchHeader) -> i32 {
 }
 
 impl ProducerState {
-    /// Checks `header` (producer id −1: not idempotent) against the state.
+    /// Checks a data batch's `header` (producer id −1: not idempotent) against the state.
+    /// Markers are checked by [`ProducerState::check_marker`].
     pub fn check(&self, header: &BatchHeader) -> SequenceCheck {
+        debug_assert!(!header.is_control(), "markers go through check_marker");
         if header.producer_id < 0 {
+            if header.is_transactional() {
+                return SequenceCheck::InvalidTxnState(
+                    "a transactional batch without a producer id",
+                );
+            }
             return SequenceCheck::Append;
         }
         let first = header.base_sequence;
@@ -85,6 +155,11 @@ impl ProducerState {
                 current: entry.epoch,
                 got: header.producer_epoch,
             };
+        }
+        if !header.is_transactional() && entry.current_txn_first_offset.is_some() {
+            return SequenceCheck::InvalidTxnState(
+                "a non-transactional batch while the producer's transaction is open",
+            );
         }
         if header.producer_epoch > entry.epoch {
             return if first == 0 {
@@ -115,24 +190,98 @@ impl ProducerState {
         }
     }
 
+    /// Checks a marker a leader is asked to append (Kafka's `ProducerAppendInfo
+    /// .appendEndTxnMarker` for a coordinator's write): an epoch older than the producer's is
+    /// [`SequenceCheck::StaleEpoch`] (INVALID_PRODUCER_EPOCH), a coordinator epoch older than
+    /// the producer's last marker's is [`SequenceCheck::CoordinatorFenced`]
+    /// (TRANSACTION_COORDINATOR_FENCED); otherwise [`SequenceCheck::Append`]. A marker with no
+    /// open transaction is appended too (Kafka: it changes neither the LSO nor the index).
+    pub fn check_marker(&self, marker: &TxnMarker) -> SequenceCheck {
+        let Some(entry) = self.producers.get(&marker.producer_id) else {
+            return SequenceCheck::Append;
+        };
+        if marker.producer_epoch < entry.epoch {
+            return SequenceCheck::StaleEpoch {
+                current: entry.epoch,
+                got: marker.producer_epoch,
+            };
+        }
+        if marker.coordinator_epoch < entry.coordinator_epoch {
+            return SequenceCheck::CoordinatorFenced {
+                current: entry.coordinator_epoch,
+                got: marker.coordinator_epoch,
+            };
+        }
+        SequenceCheck::Append
+    }
+
     /// The base offset of every producer's last batch in the log: the batches the cleaner
     /// keeps, empty if need be, so sequence state survives compaction (Kafka's rule).
-    pub fn last_batch_bases(&self) -> std::collections::BTreeMap<i64, Offset> {
+    pub fn last_batch_bases(&self) -> BTreeMap<i64, Offset> {
         self.producers
             .iter()
             .filter_map(|(id, entry)| Some((*id, entry.batches.back()?.base_offset)))
             .collect()
     }
 
-    /// Records an appended batch (with its assigned offsets).
-    pub fn record(&mut self, header: &BatchHeader) {
+    /// First offset of the oldest open transaction (Kafka's `firstUnstableOffset`).
+    pub fn first_unstable_offset(&self) -> Option<Offset> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// The open transactions as (producer id, first offset), oldest first.
+    pub fn ongoing_transactions(&self) -> Vec<(i64, Offset)> {
+        self.ongoing.iter().map(|(o, p)| (*p, *o)).collect()
+    }
+
+    /// Records an appended batch (with its assigned offsets). `marker` is the parsed marker
+    /// of a control batch and `None` for a data batch. A transactional data batch opens its
+    /// producer's transaction if none is open; a marker closes it and returns it (`None`
+    /// when no transaction was open: Kafka's empty transaction, which changes nothing).
+    ///
+    /// # Panics
+    /// When `marker` does not match `header` (control bit, producer id): the caller parsed
+    /// the marker out of this very batch.
+    pub fn record(
+        &mut self,
+        header: &BatchHeader,
+        marker: Option<&TxnMarker>,
+    ) -> Option<CompletedTxn> {
+        assert_eq!(
+            header.is_control(),
+            marker.is_some(),
+            "a marker for each control batch"
+        );
         if header.producer_id < 0 {
-            return;
+            return None;
         }
         let entry = self.producers.entry(header.producer_id).or_default();
         if header.producer_epoch != entry.epoch {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
+        }
+        if let Some(marker) = marker {
+            assert_eq!(
+                marker.producer_id, header.producer_id,
+                "marker of this batch"
+            );
+            entry.coordinator_epoch = marker.coordinator_epoch;
+            let first = entry.current_txn_first_offset.take()?;
+            let removed = self.ongoing.remove(&first);
+            assert_eq!(
+                removed,
+                Some(header.producer_id),
+                "ongoing mirrors the entries"
+            );
+            let last_offset = header.base_offset;
+            let last_stable_offset = self.first_unstable_offset().unwrap_or(last_offset.plus(1));
+            return Some(CompletedTxn {
+                producer_id: header.producer_id,
+                first_offset: first,
+                last_offset,
+                result: marker.result,
+                last_stable_offset,
+            });
         }
         entry.batches.push_back(BatchMeta {
             first_seq: header.base_sequence,
@@ -143,12 +292,22 @@ impl ProducerState {
         while entry.batches.len() > BATCHES_KEPT {
             entry.batches.pop_front();
         }
+        if header.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(header.base_offset);
+            let clash = self.ongoing.insert(header.base_offset, header.producer_id);
+            assert!(clash.is_none(), "one transaction starts at an offset");
+        }
+        None
     }
 
-    /// Encodes the state as checkpoint values: producer count, then per producer
-    /// `id, epoch, batches, (first_seq, last_seq, base_offset, last_offset)*`.
+    /// Encodes the state as checkpoint values, version 1: `-1`, producer count, then per
+    /// producer `id, epoch, coordinator epoch, open transaction's first offset (-1: none),
+    /// batches, (first_seq, last_seq, base_offset, last_offset)*`.
     pub fn encode(&self) -> Vec<i64> {
-        let mut out = vec![i64::try_from(self.producers.len()).unwrap_or(0)];
+        let mut out = vec![
+            SNAPSHOT_V1,
+            i64::try_from(self.producers.len()).unwrap_or(0),
+        ];
         let mut ids: Vec<&i64> = self.producers.keys().collect();
         ids.sort();
         for id in ids {
@@ -156,6 +315,8 @@ impl ProducerState {
             out.extend([
                 *id,
                 i64::from(e.epoch),
+                i64::from(e.coordinator_epoch),
+                e.current_txn_first_offset.map_or(-1, |o| o.0),
                 i64::try_from(e.batches.len()).unwrap_or(0),
             ]);
             for b in &e.batches {
@@ -170,14 +331,22 @@ impl ProducerState {
         out
     }
 
-    /// Decodes [`ProducerState::encode`]'s values; `None` when they are malformed.
+    /// Decodes [`ProducerState::encode`]'s values, version 1, or version 0 (no transaction
+    /// fields: written before transactions existed, so none was open); `None` when they are
+    /// malformed.
     pub fn decode(values: &[i64]) -> Option<ProducerState> {
-        let mut it = values.iter().copied();
+        let mut it = values.iter().copied().peekable();
+        let v1 = it.next_if_eq(&SNAPSHOT_V1).is_some();
         let count = usize::try_from(it.next()?).ok()?;
-        let mut producers = HashMap::new();
+        let mut state = ProducerState::default();
         for _ in 0..count {
             let id = it.next()?;
             let epoch = i16::try_from(it.next()?).ok()?;
+            let (coordinator_epoch, txn_first) = if v1 {
+                (i32::try_from(it.next()?).ok()?, it.next()?)
+            } else {
+                (NO_COORDINATOR_EPOCH, -1)
+            };
             let n = usize::try_from(it.next()?).ok()?;
             if n > BATCHES_KEPT {
                 return None;
@@ -191,9 +360,23 @@ impl ProducerState {
                     last_offset: Offset(it.next()?),
                 });
             }
-            producers.insert(id, ProducerEntry { epoch, batches });
+            let current_txn_first_offset = (txn_first >= 0).then_some(Offset(txn_first));
+            if let Some(first) = current_txn_first_offset {
+                if state.ongoing.insert(first, id).is_some() {
+                    return None;
+                }
+            }
+            let entry = ProducerEntry {
+                epoch,
+                batches,
+                coordinator_epoch,
+                current_txn_first_offset,
+            };
+            if state.producers.insert(id, entry).is_some() {
+                return None;
+            }
         }
-        it.next().is_none().then_some(ProducerState { producers })
+        it.next().is_none().then_some(state)
     }
 }
 
@@ -233,7 +416,7 @@ mod tests {
         ));
         let first = header(7, 0, 0, 3, 10);
         assert_eq!(s.check(&first), SequenceCheck::Append);
-        s.record(&first);
+        s.record(&first, None);
         assert!(
             matches!(s.check(&header(7, 0, 0, 3, 99)), SequenceCheck::Duplicate(b) if b.base_offset == Offset(10))
         );
@@ -246,11 +429,11 @@ mod tests {
         ));
         let second = header(7, 0, 3, 2, 13);
         assert_eq!(s.check(&second), SequenceCheck::Append);
-        s.record(&second);
+        s.record(&second, None);
         // A new epoch starts at 0; an old one is fenced.
         let bumped = header(7, 1, 0, 1, 15);
         assert_eq!(s.check(&bumped), SequenceCheck::Append);
-        s.record(&bumped);
+        s.record(&bumped, None);
         assert!(matches!(
             s.check(&header(7, 0, 5, 1, 0)),
             SequenceCheck::StaleEpoch { current: 1, got: 0 }
@@ -260,7 +443,7 @@ mod tests {
         assert!(ProducerState::decode(&[1, 7]).is_none());
         // Only the last five batches are remembered.
         for i in 1..8 {
-            s.record(&header(7, 1, i, 1, 15 + i64::from(i)));
+            s.record(&header(7, 1, i, 1, 15 + i64::from(i)), None);
         }
         assert!(matches!(
             s.check(&header(7, 1, 0, 1, 0)),
@@ -270,5 +453,96 @@ mod tests {
             s.check(&header(7, 1, 7, 1, 0)),
             SequenceCheck::Duplicate(_)
         ));
+    }
+
+    fn txn(pid: i64, epoch: i16, seq: i32, records: i32, base: i64) -> BatchHeader {
+        BatchHeader {
+            attributes: crate::txn::TRANSACTIONAL_BIT,
+            ..header(pid, epoch, seq, records, base)
+        }
+    }
+
+    fn marker_header(pid: i64, epoch: i16, base: i64) -> BatchHeader {
+        BatchHeader {
+            attributes: crate::txn::TRANSACTIONAL_BIT | crate::txn::CONTROL_BIT,
+            base_sequence: -1,
+            ..header(pid, epoch, -1, 1, base)
+        }
+    }
+
+    #[test]
+    fn transactions_open_close_order_and_fence() {
+        let mut s = ProducerState::default();
+        let m = |pid, epoch, result, coordinator_epoch| TxnMarker {
+            producer_id: pid,
+            producer_epoch: epoch,
+            result,
+            coordinator_epoch,
+        };
+        assert_eq!(s.record(&txn(1, 0, 0, 2, 10), None), None);
+        assert_eq!(s.record(&txn(2, 0, 0, 1, 12), None), None);
+        assert_eq!(s.record(&txn(1, 0, 2, 1, 13), None), None);
+        assert_eq!(s.first_unstable_offset(), Some(Offset(10)));
+        assert_eq!(
+            s.ongoing_transactions(),
+            vec![(1, Offset(10)), (2, Offset(12))]
+        );
+        assert!(matches!(
+            s.check(&header(1, 0, 3, 1, 0)),
+            SequenceCheck::InvalidTxnState(_)
+        ));
+        assert!(matches!(
+            s.check(&txn(-1, -1, -1, 1, 0)),
+            SequenceCheck::InvalidTxnState(_)
+        ));
+        // Snapshot round trip keeps the open transactions.
+        assert_eq!(ProducerState::decode(&s.encode()).as_ref(), Some(&s));
+        let abort = m(1, 0, TxnResult::Abort, 5);
+        assert_eq!(s.check_marker(&abort), SequenceCheck::Append);
+        let done = s
+            .record(&marker_header(1, 0, 14), Some(&abort))
+            .expect("closed");
+        assert_eq!(
+            done.aborted_entry(),
+            Some(AbortedTxnEntry {
+                producer_id: 1,
+                first_offset: Offset(10),
+                last_offset: Offset(14),
+                last_stable_offset: Offset(12),
+            })
+        );
+        assert_eq!(s.first_unstable_offset(), Some(Offset(12)));
+        assert!(matches!(
+            s.check_marker(&m(1, 0, TxnResult::Commit, 4)),
+            SequenceCheck::CoordinatorFenced { current: 5, got: 4 }
+        ));
+        let commit = m(2, 0, TxnResult::Commit, 0);
+        let done = s
+            .record(&marker_header(2, 0, 15), Some(&commit))
+            .expect("closed");
+        assert_eq!(
+            (done.aborted_entry(), done.last_stable_offset),
+            (None, Offset(16))
+        );
+        assert_eq!(s.first_unstable_offset(), None);
+        // An epoch bump fences markers of the old epoch; an empty transaction's marker
+        // completes nothing.
+        s.record(&txn(2, 1, 0, 1, 16), None);
+        assert!(matches!(
+            s.check_marker(&m(2, 0, TxnResult::Abort, 1)),
+            SequenceCheck::StaleEpoch { current: 1, got: 0 }
+        ));
+        assert_eq!(
+            s.record(
+                &marker_header(3, 0, 17),
+                Some(&m(3, 0, TxnResult::Abort, 0))
+            ),
+            None
+        );
+        // Version 0 snapshots (no transaction fields) still decode.
+        let v0 = [1, 7, 0, 1, 0, 2, 10, 12];
+        let old = ProducerState::decode(&v0).expect("v0");
+        assert_eq!(old.first_unstable_offset(), None);
+        assert_eq!(old.last_batch_bases().get(&7), Some(&Offset(10)));
     }
 }

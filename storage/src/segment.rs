@@ -1,13 +1,19 @@
-//! One segment of a partition log: `<base>.log` plus its sparse `.index` and `.timeindex`.
+//! One segment of a partition log: `<base>.log` plus its sparse `.index` and `.timeindex`, and
+//! `.txnindex`, the aborted transactions whose abort markers are in the segment (KIP-98,
+//! Kafka's `TransactionIndex`).
 //!
-//! The active (last) segment keeps its index in memory and writes it whole at roll and at clean
-//! shutdown; closed segments load theirs lazily on first lookup, so opening a log reads nothing
-//! from closed segments (their size comes from the file length, fixed at roll).
+//! The active (last) segment keeps its indexes in memory and writes them whole at roll and at
+//! clean shutdown (the `.txnindex` also at a truncation into it); closed segments load theirs
+//! lazily on first lookup, so opening a log reads nothing from closed segments (their size
+//! comes from the file length, fixed at roll). The active segment's `.txnindex` entries after
+//! the producer-state snapshot that recovery starts from are rebuilt by its replay
+//! (`log/snapshots.rs`).
 
 use crate::batch::{validate_stored_batch, BatchHeader, BATCH_HEADER_BYTES};
 use crate::error::{Result, StorageError};
 use crate::index::{relative, OffsetEntry, SegmentIndex, TimeEntry};
 use crate::io::{align_down, DirectFile, BLOCK_BYTES, BLOCK_USIZE};
+use crate::txn::{decode_txn_index, encode_txn_index, AbortedTxnEntry};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
@@ -35,6 +41,10 @@ pub struct Segment {
     pub reserved_bytes: Cell<u64>,
     /// `None` until loaded (closed segments load lazily).
     index: RefCell<Option<SegmentIndex>>,
+    /// Aborted transactions whose markers are in this segment, ascending by marker offset
+    /// (`.txnindex`). `None` until loaded; the active segment's is always loaded, since
+    /// appends add to it without awaiting.
+    aborted: RefCell<Option<Vec<AbortedTxnEntry>>>,
     /// Largest batch max timestamp in the segment and the base offset of its batch.
     max_timestamp: Cell<Option<(TimestampMs, Offset)>>,
     bytes_since_index: Cell<u64>,
@@ -84,6 +94,7 @@ impl Segment {
             size_bytes: Cell::new(size_bytes),
             reserved_bytes: Cell::new(0),
             index: RefCell::new(index),
+            aborted: RefCell::new(None),
             max_timestamp: Cell::new(None),
             bytes_since_index: Cell::new(0),
             first_append: Cell::new(None),
@@ -223,6 +234,101 @@ impl Segment {
         Ok(())
     }
 
+    /// Starts an empty aborted-transaction index (a new segment, which has no `.txnindex`).
+    pub fn start_empty_txn_index(&self) {
+        *self.aborted.borrow_mut() = Some(Vec::new());
+    }
+
+    /// Loads `.txnindex` the first time it is needed: a missing file is empty; a damaged one
+    /// keeps its longest valid prefix (with a warning). Errors: I/O.
+    pub async fn ensure_txn_index(&self) -> Result<()> {
+        if self.aborted.borrow().is_some() {
+            return Ok(());
+        }
+        let path = Segment::path(&self.dir, self.base_offset, "txnindex");
+        let entries = read_txn_index(&path).await?;
+        if self.aborted.borrow().is_none() {
+            *self.aborted.borrow_mut() = Some(entries);
+        }
+        Ok(())
+    }
+
+    /// Adds the entry of a transaction aborted by a marker in this segment, unless an entry
+    /// for that marker is already there (a replay over entries loaded from the file).
+    ///
+    /// # Panics
+    /// When the index is not loaded (the active segment's always is), or the marker lies
+    /// before this segment.
+    pub fn push_aborted(&self, entry: AbortedTxnEntry) {
+        assert!(
+            entry.last_offset >= self.base_offset,
+            "marker in this segment"
+        );
+        let mut guard = self.aborted.borrow_mut();
+        let entries = guard
+            .as_mut()
+            .expect("the txn index of a segment being appended to is loaded");
+        if entries
+            .last()
+            .is_none_or(|last| entry.last_offset > last.last_offset)
+        {
+            entries.push(entry);
+        }
+    }
+
+    /// Replaces the entries (a cleaned segment takes those of the segments it replaces).
+    pub fn set_aborted(&self, entries: Vec<AbortedTxnEntry>) {
+        assert!(
+            entries
+                .windows(2)
+                .all(|w| w[0].last_offset < w[1].last_offset),
+            "entries ascend by marker offset"
+        );
+        *self.aborted.borrow_mut() = Some(entries);
+    }
+
+    /// Adds `extra` entries (an orphaned `.txnindex` of a segment this one replaced), in
+    /// marker order, one per marker.
+    ///
+    /// # Panics
+    /// When the index is not loaded.
+    pub fn merge_aborted(&self, extra: Vec<AbortedTxnEntry>) {
+        let mut guard = self.aborted.borrow_mut();
+        let entries = guard.as_mut().expect("loaded before a merge");
+        entries.extend(extra);
+        entries.sort_by_key(|e| e.last_offset);
+        entries.dedup_by_key(|e| e.last_offset);
+    }
+
+    /// Drops the entries whose marker is at or after `from` (truncation, and recovery before
+    /// it replays from `from`). No-op when not loaded.
+    pub fn truncate_txn_index(&self, from: Offset) {
+        if let Some(entries) = self.aborted.borrow_mut().as_mut() {
+            entries.retain(|e| e.last_offset < from);
+        }
+    }
+
+    /// A copy of the loaded entries (`None`: not loaded).
+    pub fn aborted_entries(&self) -> Option<Vec<AbortedTxnEntry>> {
+        self.aborted.borrow().clone()
+    }
+
+    /// Writes `.txnindex` whole and syncs it, or removes it when there is no entry (Kafka
+    /// creates the file only for segments with aborted transactions). No-op when not loaded.
+    pub async fn save_txn_index(&self) -> Result<()> {
+        let Some(bytes) = self.aborted.borrow().as_deref().map(encode_txn_index) else {
+            return Ok(());
+        };
+        let path = Segment::path(&self.dir, self.base_offset, "txnindex");
+        if bytes.is_empty() {
+            return crate::io::remove_file(&path).await;
+        }
+        let file = DirectFile::open(&path, true).await?;
+        file.write_whole(&bytes).await?;
+        file.fdatasync().await?;
+        file.close().await
+    }
+
     /// Scans batches from `from_pos` (a batch boundary whose batch has base offset
     /// `from_offset`) up to `limit_pos`, re-adding index entries after the last one kept, and
     /// stops at the first batch that is torn, fails its CRC, is zero-filled, or does not start
@@ -339,6 +445,17 @@ fn push_time_entry(index: &mut SegmentIndex, base: Offset, max: Option<(Timestam
             });
         }
     }
+}
+
+/// Reads a `.txnindex` file: a missing file is empty; a damaged one keeps its longest valid
+/// prefix (with a warning). Errors: I/O.
+pub async fn read_txn_index(path: &Path) -> Result<Vec<AbortedTxnEntry>> {
+    let bytes = read_small_file(path).await?;
+    let (entries, whole) = decode_txn_index(&bytes);
+    if !whole {
+        tracing::warn!(path = %path.display(), kept = entries.len(), "damaged txnindex; keeping its valid prefix");
+    }
+    Ok(entries)
 }
 
 /// Reads a whole small file (an index) with aligned direct reads; a missing file is empty.

@@ -141,6 +141,10 @@ impl From<StorageError> for GroupError {
             | StorageError::OutOfOrderSequence { .. }
             | StorageError::InvalidProducerEpoch { .. }
             | StorageError::DuplicateSequence { .. }
+            // The coordinator writes plain batches: these need a producer id or a marker.
+            | StorageError::InvalidTxnState { .. }
+            | StorageError::TransactionCoordinatorFenced { .. }
+            | StorageError::ControlBatchFromClient { .. }
             | StorageError::UnexpectedAppendOffset { .. }
             | StorageError::MissingLeaderEpoch { .. }
             | StorageError::CleanerBufferTooSmall { .. } => GroupError::CoordinatorNotAvailable,

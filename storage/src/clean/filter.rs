@@ -16,7 +16,8 @@
 //!
 //! A compressed batch is decompressed through [`CleanRules::codec`], filtered as above, and
 //! its kept records compressed again with the batch's own codec (Kafka's `filterTo`). Control
-//! batches are kept whole; transactional rules wait for the transactions issue.
+//! batches are kept whole. A batch of an aborted transaction goes whole
+//! ([`discard_batch`]; the caller knows which, `clean::txn`).
 
 use super::codec::{recompressed, uncompressed, RecordsCodec};
 use crate::batch::{varint, BatchHeader, BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES};
@@ -25,8 +26,7 @@ use crate::offset_map::OffsetMap;
 use crate::types::TimestampMs;
 use bytes::{Bytes, BytesMut};
 
-/// `attributes` bit of a control batch (transaction marker).
-const CONTROL_BIT: i16 = 0x20;
+use crate::txn::CONTROL_BIT;
 /// `attributes` bit 6 (KIP-534): `baseTimestamp` holds the batch's delete horizon.
 pub const DELETE_HORIZON_BIT: i16 = 0x40;
 const ATTRIBUTES_AT: usize = 21;
@@ -139,6 +139,68 @@ pub fn clean_batch(
         &header,
         &kept,
         new_horizon,
+    )?))
+}
+
+/// The fate of a batch of an aborted transaction (KIP-98): removed, or kept with no record
+/// when `keep_if_empty` (its producer's last batch: sequence state survives, as Kafka's
+/// `RETAIN_EMPTY`). The empty batch is uncompressed whatever the original codec.
+///
+/// # Errors
+/// [`BatchError`] when the header does not parse.
+pub fn discard_batch(batch: &[u8], keep_if_empty: bool) -> Result<Cleaned, BatchError> {
+    let header = BatchHeader::parse(batch)?;
+    assert!(
+        header.attributes & CONTROL_BIT == 0,
+        "markers are never discarded here"
+    );
+    if !keep_if_empty {
+        return Ok(Cleaned::Removed);
+    }
+    let plain = BatchHeader {
+        attributes: header.attributes & !0x07,
+        ..header
+    };
+    Ok(Cleaned::Rewritten(rewrite(batch, &plain, &[], None)?))
+}
+
+/// The fate of a marker (Kafka's `isBatchRetained` for control batches with KIP-534): kept
+/// as it is while `retain` (a batch of its transaction is still in the log, or it must stay as
+/// the round's last batch); otherwise its delete horizon is set at the first clean
+/// (`now + delete.retention.ms`, `attributes` bit 6, the horizon in `baseTimestamp`) and it is
+/// removed by a clean at or after the horizon.
+///
+/// # Errors
+/// [`BatchError`] when the batch or its record does not parse.
+pub fn clean_marker(
+    batch: &[u8],
+    retain: bool,
+    now: TimestampMs,
+    delete_retention_ms: i64,
+) -> Result<Cleaned, BatchError> {
+    let header = BatchHeader::parse(batch)?;
+    assert!(
+        header.attributes & CONTROL_BIT != 0,
+        "a marker is a control batch"
+    );
+    if retain {
+        return Ok(Cleaned::Unchanged);
+    }
+    if header.attributes & DELETE_HORIZON_BIT != 0 {
+        return Ok(if now.0 >= header.base_timestamp.0 {
+            Cleaned::Removed
+        } else {
+            Cleaned::Unchanged
+        });
+    }
+    let records = raw_records(batch, &header)?;
+    let all: Vec<&RawRecord<'_>> = records.iter().collect();
+    let horizon = now.0.saturating_add(delete_retention_ms);
+    Ok(Cleaned::Rewritten(rewrite(
+        batch,
+        &header,
+        &all,
+        Some(horizon),
     )?))
 }
 

@@ -7,12 +7,17 @@
 //!    only the offsets below [`OffsetMap::covers_below`], and the next pass continues there.
 //! 2. [`clean_section`] runs every batch below that point through [`filter::clean_batch`].
 //!
+//! Transactions (KIP-98): [`txn::AbortedTxnWalk`] says which batches belong to aborted
+//! transactions; the log skips them in step 1 and drops them in step 2
+//! ([`filter::discard_batch`]).
+//!
 //! Both are pure functions of bytes: which segments are cleanable (never the active one), the
 //! files, the swap and its crash safety belong to the log (`log/compact.rs`).
 
 pub mod codec;
 pub mod filter;
 pub mod swap;
+pub mod txn;
 
 use crate::batch::{BatchHeader, BATCH_HEADER_BYTES};
 use crate::error::BatchError;

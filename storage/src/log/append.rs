@@ -17,6 +17,7 @@ use crate::io::{
 };
 use crate::producer_state::{ProducerState, SequenceCheck};
 use crate::segment::Segment;
+use crate::txn::{parse_marker, TxnMarker};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use crate::validated::ValidatedBatches;
 use crate::writer::{WriteOp, Writer, ZeroOp};
@@ -82,6 +83,12 @@ impl PartitionLog {
     ) -> Result<AppendInfo> {
         let batches = batches.into_batches();
         let max_message_bytes = self.shared.config.borrow().max_message_bytes;
+        // Kafka's LogValidator: markers come from the transaction coordinator only.
+        if let Some((header, _)) = batches.iter().find(|(h, _)| h.is_control()) {
+            return Err(StorageError::ControlBatchFromClient {
+                base_offset: header.base_offset,
+            });
+        }
         for (_, bytes) in &batches {
             if bytes.len() > max_message_bytes {
                 return Err(BatchError::TooLarge {
@@ -129,6 +136,16 @@ impl PartitionLog {
         batches: Vec<(BatchHeader, Bytes)>,
         origin: Origin,
     ) -> Result<AppendInfo> {
+        // Each control batch's marker, parsed before anything is appended (KIP-98); empty
+        // (no allocation on the produce path) when there is no control batch.
+        let markers = if batches.iter().any(|(h, _)| h.is_control()) {
+            batches
+                .iter()
+                .map(|(h, b)| h.is_control().then(|| parse_marker(b)).transpose())
+                .collect::<std::result::Result<Vec<_>, BatchError>>()?
+        } else {
+            Vec::new()
+        };
         let total_bytes: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
         let total_records: i64 = batches
             .iter()
@@ -173,7 +190,9 @@ impl PartitionLog {
         let duplicate = {
             let st = self.shared.state.borrow();
             match origin {
-                Origin::Leader(_) => check_sequences(&st.producers, st.log_end, &batches)?,
+                Origin::Leader(_) => {
+                    check_sequences(&st.producers, st.log_end, &batches, &markers)?
+                }
                 // The leader checked the sequences; a follower takes its batches as they are
                 // (Kafka's REPLICATION origin), and only where they continue the log.
                 Origin::Follower => {
@@ -204,7 +223,7 @@ impl PartitionLog {
                 log_start_offset: st.log_start,
             });
         }
-        Ok(self.append_in_memory(batches, origin))
+        Ok(self.append_in_memory(batches, &markers, origin))
     }
 
     /// Reserves disk so that the active segment can hold `needed` bytes (one fallocate, a
@@ -231,7 +250,19 @@ impl PartitionLog {
         result
     }
 
-    fn append_in_memory(&self, batches: Vec<(BatchHeader, Bytes)>, origin: Origin) -> AppendInfo {
+    /// Appends validated and checked `batches` (with `markers[i]` the marker of control batch
+    /// `i`; `markers` is empty when no batch is a control batch) to the in-memory tail;
+    /// producer state and the active segment's aborted-transaction index follow each batch.
+    fn append_in_memory(
+        &self,
+        batches: Vec<(BatchHeader, Bytes)>,
+        markers: &[Option<TxnMarker>],
+        origin: Origin,
+    ) -> AppendInfo {
+        assert!(
+            markers.is_empty() || markers.len() == batches.len(),
+            "one marker slot per batch, or none"
+        );
         let shared = &self.shared;
         let interval = shared.config.borrow().index_interval_bytes;
         let mut st = shared.state.borrow_mut();
@@ -254,7 +285,8 @@ impl PartitionLog {
                 epochs_changed = st.epochs.assign(epoch, first_base);
             }
         }
-        for (header, bytes) in batches {
+        for (i, (header, bytes)) in batches.into_iter().enumerate() {
+            let marker = markers.get(i).copied().flatten();
             // A follower keeps the leader's offsets, gaps of compaction included.
             let base = match origin {
                 Origin::Leader(_) => st.log_end,
@@ -290,8 +322,12 @@ impl PartitionLog {
                     (RecordBatch::from_contiguous(bytes), header)
                 }
             };
-            st.producers.record(&header);
+            let completed = st.producers.record(&header, marker.as_ref());
             let seg = st.writer.segment.clone();
+            if let Some(entry) = completed.and_then(|c| c.aborted_entry()) {
+                // The marker is in the active segment: its index is loaded.
+                seg.push_aborted(entry);
+            }
             let pos = seg.size_bytes.get();
             seg.note_batch(&header, pos, interval);
             seg.size_bytes.set(pos + stamped.len() as u64);
@@ -438,6 +474,7 @@ impl PartitionLog {
             }
             old.finish_time_index();
             old.save_index().await?;
+            old.save_txn_index().await?;
             old.file.truncate(old.size_bytes.get()).await?;
             old.file.fdatasync().await?;
             // Producer state as of the new segment's base: a restart replays at most the
@@ -457,6 +494,7 @@ impl PartitionLog {
                 Some(Default::default()),
             ));
             segment.reserved_bytes.set(reserve);
+            segment.start_empty_txn_index();
             let mut st = self.shared.state.borrow_mut();
             st.segments.insert(base, segment.clone());
             st.writer = Writer::new(segment, 0, base, Vec::new());
@@ -604,6 +642,7 @@ fn check_sequences(
     producers: &ProducerState,
     log_end: Offset,
     batches: &[(BatchHeader, Bytes)],
+    markers: &[Option<TxnMarker>],
 ) -> Result<Option<crate::producer_state::BatchMeta>> {
     let refuse = |h: &BatchHeader, check: SequenceCheck| match check {
         SequenceCheck::Append | SequenceCheck::Duplicate(_) => StorageError::DuplicateSequence {
@@ -619,27 +658,47 @@ fn check_sequences(
             current,
             got,
         },
+        SequenceCheck::InvalidTxnState(why) => StorageError::InvalidTxnState {
+            producer_id: h.producer_id,
+            why,
+        },
+        SequenceCheck::CoordinatorFenced { current, got } => {
+            StorageError::TransactionCoordinatorFenced {
+                producer_id: h.producer_id,
+                current,
+                got,
+            }
+        }
     };
+    let check =
+        |state: &ProducerState, header: &BatchHeader, marker: Option<&TxnMarker>| match marker {
+            Some(marker) => state.check_marker(marker),
+            None => state.check(header),
+        };
+    let marker_of = |i: usize| markers.get(i).and_then(Option::as_ref);
     if let [(header, _)] = batches {
-        return match producers.check(header) {
+        return match check(producers, header, marker_of(0)) {
             SequenceCheck::Append => Ok(None),
             SequenceCheck::Duplicate(original) => Ok(Some(original)),
             other => Err(refuse(header, other)),
         };
     }
-    if batches.iter().all(|(h, _)| h.producer_id < 0) {
+    if batches
+        .iter()
+        .all(|(h, _)| h.producer_id < 0 && !h.is_transactional())
+    {
         return Ok(None);
     }
     let mut tentative = producers.clone();
     let mut next = log_end;
-    for (header, _) in batches {
+    for (i, (header, _)) in batches.iter().enumerate() {
         let header = BatchHeader {
             base_offset: next,
             ..*header
         };
-        match tentative.check(&header) {
+        match check(&tentative, &header, marker_of(i)) {
             SequenceCheck::Append => {
-                tentative.record(&header);
+                tentative.record(&header, marker_of(i));
                 next = header.last_offset().plus(1);
             }
             other => return Err(refuse(&header, other)),

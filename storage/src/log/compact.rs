@@ -16,6 +16,12 @@
 //!    [`recover_clean_swap`] at the next open (`docs/storage-format.md` §6.8).
 //! 4. **Checkpoint.** The new first dirty offset is written to `cleaner-offset-checkpoint`.
 //!
+//! Transactions (KIP-98): the cleanable segments also end at the first unstable offset;
+//! batches of aborted transactions are neither mapped nor kept ([`AbortedTxnWalk`]); a marker
+//! stays while its transaction still had batches in the pass, then gets a delete horizon and
+//! goes after it; the cleaned segment takes its group's `.txnindex` entries of the markers it
+//! keeps (written after the swap's commit point; an interrupted merge is finished by `open`).
+//!
 //! Offsets never change; readers that hold a replaced segment finish from its open file. The
 //! pass reads and writes `log.cleaner.io.buffer.size` bytes at a time, at most
 //! `log.cleaner.io.max.bytes.per.second`, and yields to the shard's other work between
@@ -26,8 +32,9 @@ use crate::batch::{validate_stored_batch, BatchHeader, BATCH_HEADER_BYTES};
 use crate::checkpoint;
 use crate::clean::codec::RecordsCodec;
 use crate::clean::fill_map;
-use crate::clean::filter::{clean_batch, CleanRules, Cleaned};
+use crate::clean::filter::{clean_batch, clean_marker, discard_batch, CleanRules, Cleaned};
 use crate::clean::swap::{recovery_steps, swap_steps, FsStep};
+use crate::clean::txn::{AbortedTxnWalk, TxnRole};
 use crate::error::{Result, StorageError};
 use crate::index::SegmentIndex;
 use crate::io::{align_down, align_up, remove_file, DirectFile, BLOCK_USIZE};
@@ -434,7 +441,13 @@ impl PartitionLog {
         let (all, hw, active_base) = {
             let st = self.shared.state.borrow();
             let all: Vec<Rc<Segment>> = st.segments.values().cloned().collect();
-            (all, st.high_watermark, st.writer.segment.base_offset)
+            // Kafka's `firstUncleanableDirtyOffset`: an open transaction's batches are not
+            // cleaned before its marker says whether they count (KIP-98).
+            let bound = st
+                .producers
+                .first_unstable_offset()
+                .map_or(st.high_watermark, |f| f.min(st.high_watermark));
+            (all, bound, st.writer.segment.base_offset)
         };
         let mut out = Vec::new();
         for pair in all.windows(2) {
@@ -576,6 +589,13 @@ impl PartitionLog {
         // the cleaning round, kept even when it ends up empty (Kafka's `cleanInto`), so a
         // reader's position after it is a batch's end, never a gap with nothing after it.
         let mut round_last_end = first_dirty;
+        let section_end = segments.last().map_or(first_dirty, |(_, next)| *next);
+        // Records of aborted transactions never enter the map (KIP-98: an aborted value must
+        // not shadow a committed one).
+        let mut fill_walk = AbortedTxnWalk::new(
+            self.aborted_entries_overlapping(first_dirty, section_end)
+                .await?,
+        );
         'fill: for (segment, next) in &segments {
             if *next <= first_dirty {
                 continue;
@@ -587,7 +607,8 @@ impl PartitionLog {
                 if header.last_offset() < first_dirty {
                     continue;
                 }
-                if fill_map(&mut buffers.map, [&batch[..]], &*buffers.codec)? == 0 {
+                let aborted = fill_walk.is_aborted(&header);
+                if !aborted && fill_map(&mut buffers.map, [&batch[..]], &*buffers.codec)? == 0 {
                     break 'fill;
                 }
                 covered_end = header.last_offset().plus(1);
@@ -620,6 +641,11 @@ impl PartitionLog {
             .into_iter()
             .filter(|(segment, _)| segment.base_offset < covered_end)
             .collect();
+        let clean_from = in_reach.first().map_or(first_dirty, |(s, _)| s.base_offset);
+        let mut walk = AbortedTxnWalk::new(
+            self.aborted_entries_overlapping(clean_from, covered_end)
+                .await?,
+        );
         for group in group_by_size(&in_reach, config.segment_bytes) {
             let before: u64 = group.iter().map(|(s, _)| s.size_bytes.get()).sum();
             let written = self
@@ -630,6 +656,7 @@ impl PartitionLog {
                         last_batches: &last_batches,
                         round_last_end,
                     },
+                    &mut walk,
                     &mut throttle,
                     buffers.io_buffer_bytes,
                 )
@@ -672,6 +699,7 @@ impl PartitionLog {
         group: &[(Rc<Segment>, Offset)],
         rules: CleanRules<'_>,
         keep: Keep<'_>,
+        walk: &mut AbortedTxnWalk,
         throttle: &mut Throttle,
         io_buffer_bytes: usize,
     ) -> Result<Option<u64>> {
@@ -679,13 +707,29 @@ impl PartitionLog {
         let base = group[0].0.base_offset;
         let interval = self.shared.config.borrow().index_interval_bytes;
         let mut out = CleanedWriter::create(&dir, base, io_buffer_bytes, interval).await?;
+        // Markers this clean removes: their `.txnindex` entries go with them.
+        let mut removed_markers = BTreeSet::new();
         let written = async {
             for (segment, _) in group {
                 let mut stream = BatchStream::new(segment.clone(), out.io_buffer_bytes);
                 while let Some((_, batch)) = stream.next(throttle).await? {
                     throttle.tick().await;
                     let header = BatchHeader::parse(&batch)?;
-                    match clean_batch(&batch, rules, keep.kept_even_empty(&header))? {
+                    let keep_if_empty = keep.kept_even_empty(&header);
+                    let fate = match walk.next(&header) {
+                        TxnRole::AbortedData => discard_batch(&batch, keep_if_empty)?,
+                        TxnRole::Marker { batches_seen } => clean_marker(
+                            &batch,
+                            batches_seen || keep_if_empty,
+                            rules.now,
+                            rules.delete_retention_ms,
+                        )?,
+                        TxnRole::Data => clean_batch(&batch, rules, keep_if_empty)?,
+                    };
+                    if fate == Cleaned::Removed && header.is_control() {
+                        removed_markers.insert(header.base_offset);
+                    }
+                    match fate {
                         Cleaned::Unchanged => out.push(&batch, throttle).await?,
                         Cleaned::Rewritten(bytes) => out.push(&bytes, throttle).await?,
                         Cleaned::Removed => {}
@@ -705,11 +749,39 @@ impl PartitionLog {
         };
         // Old segments' indexes in memory before any file is renamed: a reader holding one
         // must never load the new segment's index under the old segment's name.
+        let mut aborted = Vec::new();
+        let mut had_entries = false;
         for (segment, _) in group {
             segment.ensure_index().await?;
+            // The cleaned segment takes the `.txnindex` entries of the abort markers it keeps
+            // (Kafka keeps an entry with its retained marker).
+            segment.ensure_txn_index().await?;
+            let entries = segment.aborted_entries().unwrap_or_default();
+            had_entries |= !entries.is_empty();
+            aborted.extend(
+                entries
+                    .into_iter()
+                    .filter(|e| !removed_markers.contains(&e.last_offset)),
+            );
+        }
+        cleaned.set_aborted(aborted);
+        // From the swap's commit point until its `.txnindex` files are written, they may
+        // hold entries of removed markers: a crash then has open check them against the log.
+        let repair_marker = dir.join(super::txn::TXN_INDEX_REPAIR_FILE);
+        if had_entries {
+            blocking_dir_op(&repair_marker, "writing", |p| std::fs::write(p, b"")).await?;
+            blocking_dir_op(&dir, "syncing", sync_dir).await?;
         }
         self.acquire_busy().await?;
-        let result = self.swap_group(group, cleaned).await;
+        let mut result = self.swap_group(group, cleaned).await;
+        if had_entries && result.is_ok() {
+            result = async {
+                remove_file(&repair_marker).await?;
+                blocking_dir_op(&dir, "syncing", sync_dir).await
+            }
+            .await
+            .map(|()| result.unwrap_or(false));
+        }
         self.release_busy();
         tracing::debug!(dir = %dir.display(), base = base.0, "cleaner: group swapped");
         match result {
@@ -758,13 +830,25 @@ impl PartitionLog {
                 run_step(&dir, step).await?;
             }
         }
-        let mut st = self.shared.state.borrow_mut();
-        for base in &bases {
-            if let Some(old) = st.segments.remove(base) {
-                super::dispose_retired(old);
+        let cleaned = Rc::new(cleaned);
+        {
+            let mut st = self.shared.state.borrow_mut();
+            for base in &bases {
+                if let Some(old) = st.segments.remove(base) {
+                    super::dispose_retired(old);
+                }
             }
+            st.segments.insert(bases[0], cleaned.clone());
         }
-        st.segments.insert(bases[0], Rc::new(cleaned));
+        // After the commit point: the cleaned segment's `.txnindex` (the group's entries),
+        // then the other old segments' files go. A crash in between leaves those files
+        // without their `.log`: open merges them into the segment covering their base
+        // (`docs/storage-format.md` §6.8).
+        cleaned.save_txn_index().await?;
+        for base in &bases[1..] {
+            remove_file(&Segment::path(&dir, *base, "txnindex")).await?;
+        }
+        blocking_dir_op(&dir, "syncing", sync_dir).await?;
         Ok(true)
     }
 }

@@ -39,7 +39,10 @@
 //! - `retention`: `truncate_to`, DeleteRecords, `retention.ms` / `retention.bytes`.
 //! - `compact`: log compaction — dirtiness, the cleaning pass, its swap and the recovery of
 //!   an interrupted swap (issue #27).
-//! - `snapshots`: producer-state snapshots and their rebuild on open and truncation.
+//! - `snapshots`: producer-state snapshots and their rebuild on open and truncation (open
+//!   transactions and the active segment's `.txnindex` entries included).
+//! - `txn`: transactions (KIP-98) — the marker append, the last stable offset, the aborted
+//!   transactions of a read_committed fetch.
 //! - `epochs`: the leader-epoch cache (pure); `replica`: what replication needs of the log —
 //!   `append_as_follower`, the leader-epoch checkpoint kept in step with the cache, the
 //!   high-watermark checkpoint.
@@ -52,6 +55,7 @@ mod read;
 mod replica;
 mod retention;
 mod snapshots;
+mod txn;
 
 use crate::batch::{BatchHeader, RecordBatch};
 use crate::cache::{BatchCache, LogId};
@@ -166,7 +170,7 @@ pub struct LogStats {
 struct State {
     segments: BTreeMap<Offset, Rc<Segment>>,
     writer: Writer,
-    /// Idempotent producers' sequences (KIP-98).
+    /// Idempotent producers' sequences and transactional producers' open transactions (KIP-98).
     producers: ProducerState,
     /// The leader-epoch cache (KIP-101). Every entry whose start offset lies in a closed
     /// segment, or before the active segment's last index entry after a clean close, is in

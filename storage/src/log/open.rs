@@ -160,6 +160,7 @@ impl PartitionLog {
                 stats: Cell::new(stats),
             }),
         };
+        log.repair_txn_indexes(&listing).await?;
         log.rebuild_producer_state().await?;
         log.recover_leader_epochs(epochs_loaded, &scan.epoch_starts)
             .await?;
@@ -195,6 +196,9 @@ impl PartitionLog {
     pub async fn close(&self) -> Result<()> {
         self.exclusive(async || {
             let active = self.shared.state.borrow().writer.segment.clone();
+            // Before the snapshot: recovery from that snapshot takes every entry before it
+            // from this file (docs/storage-format.md §5.4).
+            active.save_txn_index().await?;
             self.snapshot_producer_state().await?;
             // The next open scans only past the last index entry: every epoch entry must be in
             // the file by then.

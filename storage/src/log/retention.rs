@@ -100,8 +100,15 @@ impl PartitionLog {
                 )
                 .await?;
             }
-            // Batches past the cut are gone: rebuild from a snapshot at or below it.
+            // Batches past the cut are gone: rebuild from a snapshot at or below it (open
+            // transactions, and the target's `.txnindex` entries, from the replay).
+            target.ensure_txn_index().await?;
+            target.truncate_txn_index(cut.1);
             self.rebuild_producer_state().await?;
+            // The target's file loses its entries past the cut before anything is appended
+            // after it (recovery also drops entries past its replay start).
+            target.save_txn_index().await?;
+            blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await?;
             // After the data: a crash before this write leaves entries past the log end in
             // the file, which recovery cuts.
             self.truncate_leader_epochs_from_end(cut.1).await?;
@@ -206,6 +213,7 @@ impl PartitionLog {
             Some(Default::default()),
         ));
         reserve_after_recovery(&segment, 0, &self.config()).await?;
+        segment.start_empty_txn_index();
         blocking_dir_op(&dir, "syncing", sync_dir).await?;
         {
             let mut st = self.shared.state.borrow_mut();
@@ -388,7 +396,7 @@ impl PartitionLog {
     }
 
     async fn remove_segment_files(&self, base: Offset) -> Result<()> {
-        for ext in ["log", "index", "timeindex"] {
+        for ext in ["log", "index", "timeindex", "txnindex"] {
             remove_file(&Segment::path(&self.shared.dir, base, ext)).await?;
         }
         Ok(())

@@ -1,14 +1,20 @@
-//! Producer-state snapshots (KIP-98 sequences): `<offset>.snapshot` files written at each roll
-//! and at close, and the rebuild of producer state from the newest usable one plus the batches
-//! after it.
+//! Producer-state snapshots (KIP-98 sequences and open transactions): `<offset>.snapshot`
+//! files written at each roll and at close, and the rebuild of producer state from the newest
+//! usable one plus the batches after it — markers included, so the replay also rebuilds the
+//! `.txnindex` entries of the aborts it passes (the active segment's are written only at
+//! roll, clean close and truncation; after a crash they are found again here).
 
 use super::{list_dir, PartitionLog};
 use crate::checkpoint;
 use crate::error::Result;
+use crate::error::{BatchError, StorageError};
 use crate::io::remove_file;
 use crate::producer_state::ProducerState;
+use crate::segment::Segment;
+use crate::txn::parse_marker;
 use crate::types::Offset;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 /// Extension of producer-state snapshots, named by the offset they were taken at.
 const SNAPSHOT_EXT: &str = "snapshot";
@@ -59,12 +65,46 @@ impl PartitionLog {
                 }
             }
         }
+        // The replayed range's aborts are added again: entries at or after `from` that a
+        // `.txnindex` file holds may describe batches a crash or truncation took away.
+        let replayed: Vec<Rc<Segment>> = {
+            let st = self.shared.state.borrow();
+            let first = st
+                .segments
+                .range(..=from)
+                .next_back()
+                .map_or(from, |(base, _)| *base);
+            st.segments.range(first..).map(|(_, s)| s.clone()).collect()
+        };
+        for segment in &replayed {
+            segment.ensure_txn_index().await?;
+            segment.truncate_txn_index(from);
+        }
         let mut offset = from;
         while offset < log_end {
             let batches = self.read(offset, 1 << 20, log_end).await?;
             let Some(last) = batches.last() else { break };
             for b in &batches {
-                state.record(&b.header());
+                let header = b.header();
+                let marker = if header.is_control() {
+                    // Markers are few: copying one out of its chunks is cheap.
+                    let bytes = b.to_vec();
+                    match parse_marker(&bytes) {
+                        Ok(m) => Some(m),
+                        Err(e) => return Err(self.corrupt_batch(header.base_offset, e)),
+                    }
+                } else {
+                    None
+                };
+                let completed = state.record(&header, marker.as_ref());
+                if let Some(entry) = completed.and_then(|c| c.aborted_entry()) {
+                    let segment = replayed
+                        .iter()
+                        .rev()
+                        .find(|s| s.base_offset <= entry.last_offset)
+                        .expect("the replayed segments hold every replayed marker");
+                    segment.push_aborted(entry);
+                }
             }
             offset = last.header().last_offset().plus(1);
         }
@@ -79,6 +119,15 @@ impl PartitionLog {
             remove_file(&self.snapshot_path(at)).await?;
         }
         Ok(())
+    }
+
+    /// A stored control batch whose marker does not parse: the log holds bytes the leader
+    /// could not have written.
+    fn corrupt_batch(&self, base_offset: Offset, e: BatchError) -> StorageError {
+        StorageError::Corrupt {
+            path: self.shared.dir.clone(),
+            why: format!("control batch at offset {base_offset}: {e}"),
+        }
     }
 
     fn snapshot_path(&self, offset: Offset) -> PathBuf {
