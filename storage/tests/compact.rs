@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use storage::{
-    batch_crc, build_batch_kv, records_of, swap_steps, CleanerBuffers, CleanupPolicy,
+    batch_crc, build_batch_kv, cut_at, records_of, swap_steps, CleanerBuffers, CleanupPolicy,
     CompactionConfig, FsStep, LeaderEpoch, LogConfig, Offset, OffsetMap, PartitionLog,
     StorageError, TimestampMs,
 };
@@ -546,6 +546,48 @@ fn a_truncation_into_a_gap_ends_the_log_at_the_target() {
         let gap = 5;
         log.truncate_to(Offset(gap)).await.unwrap();
         assert_eq!(log.log_end_offset(), Offset(gap));
+        log.close().await.unwrap();
+    });
+}
+
+/// The recovery of a swap cut after its commit point rebuilds the cleaned segment's indexes
+/// from its log; the time index must end with the segment's max timestamp, as the cleaner's
+/// and a roll's do, since a closed segment's max timestamp is read back from that last entry
+/// (found by `compact_model.rs`: without it every lookup by timestamp skipped the segment).
+#[test]
+fn a_recovered_swap_keeps_the_segments_max_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, compact_config(), 1 << 20).await;
+        for i in 0..12i64 {
+            let key = format!("k{}", i % 3);
+            let batch = build_batch_kv(
+                TimestampMs(NOW.0 + i),
+                &[(Some(key.as_bytes()), Some(b"v"))],
+            );
+            log.append(batch, LeaderEpoch(1)).await.unwrap();
+        }
+        fill(&log, 0, 0).await;
+        // Cut before the fourth file step: the three `.cleaned` files are `.swap`, committed.
+        cut_at(Some(("clean.swap", 4)));
+        let cut = log.clean(NOW, &mut buffers(1 << 20)).await;
+        cut_at(None);
+        assert!(cut.is_err(), "the swap was cut");
+        drop(log);
+        let log = open(&path, compact_config(), 1 << 20).await;
+        assert!(
+            log.stats().open_swap_steps > 0,
+            "the open finished the swap"
+        );
+        let kept: Vec<i64> = all_records(&log).await.keys().copied().collect();
+        assert_eq!(kept, [9, 10, 11]);
+        let found = log
+            .find_offset_by_timestamp(TimestampMs(NOW.0 + 11))
+            .await
+            .unwrap()
+            .expect("the newest record is found by its timestamp");
+        assert_eq!(found.header.base_offset, Offset(11));
         log.close().await.unwrap();
     });
 }

@@ -700,7 +700,7 @@ impl PartitionLog {
         let dir = self.shared.dir.clone();
         for step in swap_steps(&bases) {
             if !matches!(step, FsStep::Write(_)) {
-                crate::crash_point::reach("clean.swap");
+                crate::crash_point::reach("clean.swap", &dir)?;
                 run_step(&dir, step).await?;
             }
         }
@@ -802,7 +802,11 @@ pub(super) async fn recover_clean_swap(dir: &Path, index_interval_bytes: u64) ->
         // The committed swap's indexes, from its log: the index renames of step 2 share one
         // directory sync with the log's, so after a power loss an index `.swap` could be
         // missing while the old segment's index still has the final name (storage-format.md
-        // §6.8). Written whole and synced before any step renames them.
+        // §6.8). Written whole and synced before any step renames them. The time index ends
+        // with the segment's max timestamp, as a roll's and the cleaner's do: a closed
+        // segment's max timestamp is read back from that last entry, and without it lookups
+        // by timestamp would skip the segment.
+        segment.finish_time_index();
         segment.save_index_as(".swap").await?;
         swap_indexes.extend([
             format!("{stem}.index.swap"),
@@ -814,7 +818,7 @@ pub(super) async fn recover_clean_swap(dir: &Path, index_interval_bytes: u64) ->
     let count = steps.len();
     tracing::warn!(dir = %dir.display(), steps = count, "finishing an interrupted compaction swap");
     for step in steps {
-        crate::crash_point::reach("clean.recover");
+        crate::crash_point::reach("clean.recover", dir)?;
         run_step(dir, step).await?;
     }
     Ok(count)
