@@ -550,6 +550,37 @@ fn a_truncation_into_a_gap_ends_the_log_at_the_target() {
     });
 }
 
+/// A batch cleaning emptied (kept as its producer's last) keeps the max timestamp of records
+/// that are gone: a lookup by timestamp passes over it to the first batch with a record, as
+/// Kafka's `searchForTimestamp` does (found by `compact_model.rs`: ListOffsets answered the
+/// empty batch's offset and the timestamp of a removed record).
+#[test]
+fn a_lookup_by_timestamp_passes_over_a_batch_cleaning_emptied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, compact_config(), 1 << 20).await;
+        // Producer 7's only batch (at NOW) loses its record to a later value of its key.
+        log.append(idempotent("a", "0", 7, 0), LeaderEpoch(1))
+            .await
+            .unwrap();
+        let later = build_batch_kv(TimestampMs(NOW.0 + 10), &[(Some(b"a"), Some(b"1"))]);
+        log.append(later, LeaderEpoch(1)).await.unwrap();
+        fill(&log, 0, 0).await;
+        log.clean(NOW, &mut buffers(1 << 20))
+            .await
+            .unwrap()
+            .unwrap();
+        let kept = log.read(Offset(0), 1, log.log_end_offset()).await.unwrap();
+        assert_eq!(kept[0].header().base_offset, Offset(0));
+        assert_eq!(kept[0].header().records_count, 0, "kept empty");
+        let found = log.find_offset_by_timestamp(NOW).await.unwrap().unwrap();
+        assert_eq!(found.header.base_offset, Offset(1));
+        assert_eq!(found.header.max_timestamp, TimestampMs(NOW.0 + 10));
+        log.close().await.unwrap();
+    });
+}
+
 /// The recovery of a swap cut after its commit point rebuilds the cleaned segment's indexes
 /// from its log; the time index must end with the segment's max timestamp, as the cleaner's
 /// and a roll's do, since a closed segment's max timestamp is read back from that last entry
