@@ -622,3 +622,54 @@ fn a_recovered_swap_keeps_the_segments_max_timestamp() {
         log.close().await.unwrap();
     });
 }
+
+/// A group whose every batch cleaning removes still ends its cleaned segment with its last
+/// batch (kept empty): recovery of a swap cut after its commit point replaces every old segment
+/// based up to the cleaned segment's last offset, so a cleaned segment ending early would leave
+/// the group's later segments in the log beside it (found by `compact_model.rs`: superseded
+/// records came back, and the next swap failed on a retired index file).
+#[test]
+fn a_swap_cut_after_its_commit_replaces_a_whole_emptied_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, compact_config(), 1 << 20).await;
+        // Segments [0: k0], [1: k1], [2: k1 (large), 3: k0]: the first two make one group
+        // (the third is too large to join it), and cleaning removes both their records.
+        log.append(kv("k0", Some("a")), LeaderEpoch(1))
+            .await
+            .unwrap();
+        log.roll().await.unwrap();
+        log.append(kv("k1", Some("b")), LeaderEpoch(1))
+            .await
+            .unwrap();
+        log.roll().await.unwrap();
+        let large = "c".repeat(4000);
+        let last = build_batch_kv(
+            NOW,
+            &[
+                (Some(b"k1"), Some(large.as_bytes())),
+                (Some(b"k0"), Some(b"d")),
+            ],
+        );
+        log.append(last, LeaderEpoch(1)).await.unwrap();
+        fill(&log, 0, 0).await;
+        // Cut before the fifth file step: committed, no old segment retired yet.
+        cut_at(Some(("clean.swap", 5)));
+        let cut = log.clean(NOW, &mut buffers(1 << 20)).await;
+        cut_at(None);
+        assert!(cut.is_err(), "the swap was cut");
+        drop(log);
+        let log = open(&path, compact_config(), 1 << 20).await;
+        let kept: Vec<i64> = all_records(&log).await.keys().copied().collect();
+        assert_eq!(kept, [2, 3], "the whole first group replaced");
+        // The next pass swaps again without tripping over the first group's files.
+        log.set_high_watermark(log.log_end_offset());
+        log.clean(NOW, &mut buffers(1 << 20)).await.unwrap();
+        assert_eq!(
+            all_records(&log).await.keys().copied().collect::<Vec<_>>(),
+            [2, 3]
+        );
+        log.close().await.unwrap();
+    });
+}

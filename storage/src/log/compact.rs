@@ -115,7 +115,8 @@ pub struct CleanReport {
     pub elapsed: Duration,
 }
 
-/// The batches a pass keeps even when cleaning empties them.
+/// The batches a pass keeps even when cleaning empties them (besides each group's last,
+/// which `clean_group` keeps).
 #[derive(Clone, Copy)]
 struct Keep<'a> {
     /// Base offset of each producer's last batch: its sequence state (Kafka's rule).
@@ -305,6 +306,25 @@ impl CleanedWriter {
             io_buffer_bytes: io_buffer_bytes.max(BLOCK_USIZE),
             index_interval_bytes,
         })
+    }
+
+    /// Cleans `batch` (its group's last when `last_of_group`: kept even if emptied) and
+    /// appends what remains of it.
+    async fn clean_and_push(
+        &mut self,
+        batch: &[u8],
+        rules: CleanRules<'_>,
+        keep: Keep<'_>,
+        last_of_group: bool,
+        throttle: &mut Throttle,
+    ) -> Result<()> {
+        let header = BatchHeader::parse(batch)?;
+        let keep_if_empty = last_of_group || keep.kept_even_empty(&header);
+        match clean_batch(batch, rules, keep_if_empty)? {
+            Cleaned::Unchanged => self.push(batch, throttle).await,
+            Cleaned::Rewritten(bytes) => self.push(&bytes, throttle).await,
+            Cleaned::Removed => Ok(()),
+        }
     }
 
     async fn push(&mut self, batch: &[u8], throttle: &mut Throttle) -> Result<()> {
@@ -626,17 +646,24 @@ impl PartitionLog {
         let interval = self.shared.config.borrow().index_interval_bytes;
         let mut out = CleanedWriter::create(&dir, base, io_buffer_bytes, interval).await?;
         let written = async {
+            // Each batch is cleaned once the next one is read, so the group's last is known:
+            // it is kept even when cleaning empties it. The cleaned segment then ends at or
+            // after the base of the group's last segment, which is how the recovery of a
+            // committed swap tells which old segments it replaced (storage-format.md §6.8).
+            let mut held: Option<Bytes> = None;
             for (segment, _) in group {
                 let mut stream = BatchStream::new(segment.clone(), out.io_buffer_bytes);
                 while let Some((_, batch)) = stream.next(throttle).await? {
                     throttle.tick().await;
-                    let header = BatchHeader::parse(&batch)?;
-                    match clean_batch(&batch, rules, keep.kept_even_empty(&header))? {
-                        Cleaned::Unchanged => out.push(&batch, throttle).await?,
-                        Cleaned::Rewritten(bytes) => out.push(&bytes, throttle).await?,
-                        Cleaned::Removed => {}
+                    if let Some(previous) = held.replace(batch) {
+                        out.clean_and_push(&previous, rules, keep, false, throttle)
+                            .await?;
                     }
                 }
+            }
+            if let Some(last) = held {
+                out.clean_and_push(&last, rules, keep, true, throttle)
+                    .await?;
             }
             out.finish(throttle).await
         }
