@@ -3,7 +3,8 @@
 //! rolls, clock advances, cleaning passes (offset maps small enough that a pass often covers
 //! only part of the dirty section), cleans whose swap is cut after a random file step (and
 //! sometimes the next open's recovery cut too) followed by a reopen without a clean close,
-//! plain crashes and clean reopens, on a real [`PartitionLog`] in a temp directory. A failure
+//! plain crashes, clean reopens and reopens without producer-state snapshots (producer state
+//! rebuilt from the cleaned log alone), on a real [`PartitionLog`] in a temp directory. A failure
 //! prints the shrunk operation sequence (proptest); each assertion names its step.
 //!
 //! The reference holds every record ever appended (offset, key, value, timestamp), which of
@@ -126,6 +127,9 @@ enum Op {
     Crash,
     /// Close cleanly, reopen.
     Reopen,
+    /// Close cleanly, delete the producer-state snapshots, reopen: producer state is rebuilt
+    /// from the (cleaned) log alone, as a replica copying it rebuilds it.
+    LoseSnapshots,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -140,6 +144,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(map, steps, recover_cut)| Op::CutClean { map, steps, recover_cut }),
         1 => Just(Op::Crash),
         1 => Just(Op::Reopen),
+        1 => Just(Op::LoseSnapshots),
     ]
 }
 
@@ -681,7 +686,10 @@ async fn check_producers(log: &PartitionLog, model: &Model, step: usize) {
             continue;
         };
         let id = PRODUCER_ID_BASE + i as i64;
-        let retry = log.append(last.clone(), LeaderEpoch(1)).await.unwrap();
+        let retry = log
+            .append(last.clone(), LeaderEpoch(1))
+            .await
+            .unwrap_or_else(|e| panic!("step {step}: producer {id}'s retry refused: {e}"));
         assert!(
             retry.duplicate,
             "step {step}: producer {id}'s retry appended"
@@ -808,6 +816,17 @@ async fn run_ops(ops: Vec<Op>) {
             Op::Reopen => {
                 log.close().await.unwrap();
                 drop(log);
+                log = reopen(&dir).await;
+            }
+            Op::LoseSnapshots => {
+                log.close().await.unwrap();
+                drop(log);
+                for entry in std::fs::read_dir(&dir).unwrap() {
+                    let path = entry.unwrap().path();
+                    if path.extension().is_some_and(|e| e == "snapshot") {
+                        std::fs::remove_file(path).unwrap();
+                    }
+                }
                 log = reopen(&dir).await;
             }
         }
