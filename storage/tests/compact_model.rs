@@ -58,8 +58,8 @@ use storage::{
     PartitionLog, StorageError, TimestampMs, DELETE_HORIZON_BIT, SLOT_BYTES,
 };
 
-/// Keys `k0`..`k5`.
-const KEYS: u8 = 6;
+/// Keys `k0`..`k3`: few, so cleaning often empties whole batches and segments.
+const KEYS: u8 = 4;
 /// Idempotent producers (ids `PRODUCER_ID_BASE + i`); appends name one more, the
 /// non-idempotent producer (id −1).
 const PRODUCERS: usize = 3;
