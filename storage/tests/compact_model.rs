@@ -25,6 +25,8 @@
 //!   it is a tombstone whose batch's delete horizon the clock has reached, and then no older
 //!   record of its key is;
 //! - below the first dirty offset (which equals the reference's) at most one record per key;
+//! - the directory holds no `.cleaned`, `.swap` or `.deleted` file, and every closed segment
+//!   has its `.index` and `.timeindex`;
 //! - each pass's new first dirty offset equals the predicted reach of its map, and it makes the
 //!   predicted number of groups;
 //! - after a swap cut after any file step, and its recovery (itself cut or not), the log holds
@@ -624,7 +626,36 @@ async fn cut_clean(
     log
 }
 
-async fn check(log: &PartitionLog, model: &Model, step: usize) {
+/// The directory holds no file of an unfinished swap, and every closed segment has both index
+/// files (written when it was closed or cleaned): a segment without them is one a swap's
+/// recovery left behind.
+fn check_dir(dir: &Path, step: usize) {
+    let files: BTreeSet<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for file in &files {
+        assert!(
+            [".cleaned", ".swap", ".deleted"]
+                .iter()
+                .all(|suffix| !file.ends_with(suffix)),
+            "step {step}: {file} left in the directory: {files:?}"
+        );
+    }
+    for segment in closed_segments(dir) {
+        for ext in ["index", "timeindex"] {
+            let name = format!("{:020}.{ext}", segment.base);
+            assert!(
+                files.contains(&name),
+                "step {step}: closed segment {} without its {ext}: {files:?}",
+                segment.base
+            );
+        }
+    }
+}
+
+async fn check(log: &PartitionLog, dir: &Path, model: &Model, step: usize) {
+    check_dir(dir, step);
     assert_eq!(log.log_start_offset().0, 0, "step {step}: log start");
     assert_eq!(
         log.log_end_offset().0,
@@ -831,7 +862,7 @@ async fn run_ops(ops: Vec<Op>) {
             }
         }
         settle(&log, &model).await;
-        check(&log, &model, step).await;
+        check(&log, &dir, &model, step).await;
     }
     log.close().await.unwrap();
 }
