@@ -461,15 +461,13 @@ fn with_producer(batch: &[u8], producer: i64, epoch: i16, seq: i32) -> Bytes {
     Bytes::from(b)
 }
 
-async fn append(log: &PartitionLog, model: &mut Model, op: &Op, step: usize) {
-    let Op::Append {
-        producer,
-        records,
-        new_epoch,
-    } = op
-    else {
-        unreachable!()
-    };
+/// Appends one batch of `records` from `producer` (see [`Op::Append`]) and records it.
+async fn append(
+    log: &PartitionLog,
+    model: &mut Model,
+    (producer, records, new_epoch): (usize, &[(u8, Option<u8>)], bool),
+    step: usize,
+) {
     let base = model.log_end;
     let kvs: Vec<(Vec<u8>, Option<Vec<u8>>)> = records
         .iter()
@@ -489,13 +487,13 @@ async fn append(log: &PartitionLog, model: &mut Model, op: &Op, step: usize) {
         .collect();
     let plain = build_batch_kv(TimestampMs(model.now), &refs);
     let n = records.len() as i64;
-    let (bytes, producer_id) = if *producer < PRODUCERS {
-        let p = &mut model.producers[*producer];
-        if *new_epoch && p.last.is_some() {
+    let (bytes, producer_id) = if producer < PRODUCERS {
+        let p = &mut model.producers[producer];
+        if new_epoch && p.last.is_some() {
             p.epoch += 1;
             p.next_seq = 0;
         }
-        let id = PRODUCER_ID_BASE + *producer as i64;
+        let id = PRODUCER_ID_BASE + producer as i64;
         let bytes = with_producer(&plain, id, p.epoch, p.next_seq);
         p.next_seq += i32::try_from(n).unwrap();
         p.last = Some((bytes.clone(), base, base + n - 1));
@@ -798,7 +796,11 @@ async fn run_ops(ops: Vec<Op>) {
     let mut model = Model::new();
     for (step, op) in ops.iter().enumerate() {
         match op {
-            Op::Append { .. } => append(&log, &mut model, op, step).await,
+            Op::Append {
+                producer,
+                records,
+                new_epoch,
+            } => append(&log, &mut model, (*producer, records, *new_epoch), step).await,
             Op::Roll => log.roll().await.unwrap(),
             Op::Advance { ms } => model.now += ms,
             Op::Clean { map } => {
