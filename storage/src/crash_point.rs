@@ -11,7 +11,15 @@
 //!
 //! The points: `clean.swap` (before each file step of a clean's swap, `log/compact.rs`) and
 //! `clean.recover` (before each step of the recovery of an interrupted swap).
+//!
+//! In-process tests cut instead of killing: [`cut_at`] arms, for the calling thread (a shard's
+//! executor), a cut at the `n`-th reach of a point; the step there is not run and the
+//! operation fails with an I/O error, as if the process had died before it. The test then
+//! drops the log without closing it and reopens the directory (`storage/tests/compact_model.rs`).
 
+use crate::error::{Result, StorageError};
+use std::cell::Cell;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -34,14 +42,52 @@ fn target() -> Option<&'static (String, u64)> {
 /// Times the process reached the targeted point so far.
 static REACHED: AtomicU64 = AtomicU64::new(0);
 
-/// Marks crash point `point`: the process is SIGKILLed here when [`CRASH_AT_VAR`] names this
-/// point and this is its `n`-th time.
-pub(crate) fn reach(point: &str) {
+thread_local! {
+    /// The cut [`cut_at`] armed on this thread: the point, and how many more reaches of it
+    /// run their step (the next one after those is cut).
+    static CUT: Cell<Option<(&'static str, u64)>> = const { Cell::new(None) };
+}
+
+/// Test hook: the `n`-th time (1-based) this thread reaches crash point `point` from now on, the
+/// step there is not run and [`reach`] fails (the steps before it stay done, as a SIGKILL would
+/// leave them); the cut then disarms itself. `None` disarms. Only the swap of a clean and the
+/// recovery of an interrupted one reach crash points, never the produce or fetch path.
+///
+/// # Panics
+/// When `n` is 0.
+pub fn cut_at(cut: Option<(&'static str, u64)>) {
+    if let Some((_, n)) = cut {
+        assert!(n > 0, "crash point counts are 1-based");
+    }
+    CUT.with(|c| c.set(cut.map(|(point, n)| (point, n - 1))));
+}
+
+/// Marks crash point `point`, before a step on `dir`: the process is SIGKILLed here when
+/// [`CRASH_AT_VAR`] names this point and this is its `n`-th time.
+///
+/// # Errors
+/// [`StorageError::Io`] when a cut armed by [`cut_at`] falls here: the step must not run.
+pub(crate) fn reach(point: &str, dir: &Path) -> Result<()> {
+    let cut_here = CUT.with(|c| match c.get() {
+        Some((armed, 0)) if armed == point => {
+            c.set(None);
+            true
+        }
+        Some((armed, left)) if armed == point => {
+            c.set(Some((armed, left - 1)));
+            false
+        }
+        _ => false,
+    });
+    if cut_here {
+        let cut = std::io::Error::other(format!("cut at crash point {point}"));
+        return Err(StorageError::io("stopping at a crash point in", dir, cut));
+    }
     let Some((target, n)) = target() else {
-        return;
+        return Ok(());
     };
     if target != point {
-        return;
+        return Ok(());
     }
     let count = REACHED.fetch_add(1, Ordering::Relaxed) + 1;
     if count == *n {
@@ -55,4 +101,5 @@ pub(crate) fn reach(point: &str) {
             libc::kill(libc::getpid(), libc::SIGKILL);
         }
     }
+    Ok(())
 }

@@ -46,6 +46,7 @@ pub use clean::swap::{recovery_steps, swap_steps, FsStep};
 pub use clean::txn::{AbortedTxnWalk, TxnRole};
 pub use clean::{clean_section, fill_map};
 pub use config::{CleanerConfig, CleanupPolicy, CompactionConfig, LogConfig};
+pub use crash_point::cut_at;
 pub use error::{BatchError, Result, StorageError};
 pub use io::Notify;
 pub use log::compact::{CleanReport, CleanerBuffers, Dirtiness};

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use storage::{
-    batch_crc, build_batch_kv, records_of, swap_steps, CleanerBuffers, CleanupPolicy,
+    batch_crc, build_batch_kv, cut_at, records_of, swap_steps, CleanerBuffers, CleanupPolicy,
     CompactionConfig, FsStep, LeaderEpoch, LogConfig, Offset, OffsetMap, PartitionLog,
     StorageError, TimestampMs,
 };
@@ -546,6 +546,130 @@ fn a_truncation_into_a_gap_ends_the_log_at_the_target() {
         let gap = 5;
         log.truncate_to(Offset(gap)).await.unwrap();
         assert_eq!(log.log_end_offset(), Offset(gap));
+        log.close().await.unwrap();
+    });
+}
+
+/// A batch cleaning emptied (kept as its producer's last) keeps the max timestamp of records
+/// that are gone: a lookup by timestamp passes over it to the first batch with a record, as
+/// Kafka's `searchForTimestamp` does (found by `compact_model.rs`: ListOffsets answered the
+/// empty batch's offset and the timestamp of a removed record).
+#[test]
+fn a_lookup_by_timestamp_passes_over_a_batch_cleaning_emptied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, compact_config(), 1 << 20).await;
+        // Producer 7's only batch (at NOW) loses its record to a later value of its key.
+        log.append(idempotent("a", "0", 7, 0), LeaderEpoch(1))
+            .await
+            .unwrap();
+        let later = build_batch_kv(TimestampMs(NOW.0 + 10), &[(Some(b"a"), Some(b"1"))]);
+        log.append(later, LeaderEpoch(1)).await.unwrap();
+        fill(&log, 0, 0).await;
+        log.clean(NOW, &mut buffers(1 << 20))
+            .await
+            .unwrap()
+            .unwrap();
+        let kept = log.read(Offset(0), 1, log.log_end_offset()).await.unwrap();
+        assert_eq!(kept[0].header().base_offset, Offset(0));
+        assert_eq!(kept[0].header().records_count, 0, "kept empty");
+        let found = log.find_offset_by_timestamp(NOW).await.unwrap().unwrap();
+        assert_eq!(found.header.base_offset, Offset(1));
+        assert_eq!(found.header.max_timestamp, TimestampMs(NOW.0 + 10));
+        log.close().await.unwrap();
+    });
+}
+
+/// The recovery of a swap cut after its commit point rebuilds the cleaned segment's indexes
+/// from its log; the time index must end with the segment's max timestamp, as the cleaner's
+/// and a roll's do, since a closed segment's max timestamp is read back from that last entry
+/// (found by `compact_model.rs`: without it every lookup by timestamp skipped the segment).
+#[test]
+fn a_recovered_swap_keeps_the_segments_max_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, compact_config(), 1 << 20).await;
+        for i in 0..12i64 {
+            let key = format!("k{}", i % 3);
+            let batch = build_batch_kv(
+                TimestampMs(NOW.0 + i),
+                &[(Some(key.as_bytes()), Some(b"v"))],
+            );
+            log.append(batch, LeaderEpoch(1)).await.unwrap();
+        }
+        fill(&log, 0, 0).await;
+        // Cut before the fourth file step: the three `.cleaned` files are `.swap`, committed.
+        cut_at(Some(("clean.swap", 4)));
+        let cut = log.clean(NOW, &mut buffers(1 << 20)).await;
+        cut_at(None);
+        assert!(cut.is_err(), "the swap was cut");
+        drop(log);
+        let log = open(&path, compact_config(), 1 << 20).await;
+        assert!(
+            log.stats().open_swap_steps > 0,
+            "the open finished the swap"
+        );
+        let kept: Vec<i64> = all_records(&log).await.keys().copied().collect();
+        assert_eq!(kept, [9, 10, 11]);
+        let found = log
+            .find_offset_by_timestamp(TimestampMs(NOW.0 + 11))
+            .await
+            .unwrap()
+            .expect("the newest record is found by its timestamp");
+        assert_eq!(found.header.base_offset, Offset(11));
+        log.close().await.unwrap();
+    });
+}
+
+/// A group whose every batch cleaning removes still ends its cleaned segment with its last
+/// batch (kept empty): recovery of a swap cut after its commit point replaces every old segment
+/// based up to the cleaned segment's last offset, so a cleaned segment ending early would leave
+/// the group's later segments in the log beside it (found by `compact_model.rs`: superseded
+/// records came back, and the next swap failed on a retired index file).
+#[test]
+fn a_swap_cut_after_its_commit_replaces_a_whole_emptied_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, compact_config(), 1 << 20).await;
+        // Segments [0: k0], [1: k1], [2: k1 (large), 3: k0]: the first two make one group
+        // (the third is too large to join it), and cleaning removes both their records.
+        log.append(kv("k0", Some("a")), LeaderEpoch(1))
+            .await
+            .unwrap();
+        log.roll().await.unwrap();
+        log.append(kv("k1", Some("b")), LeaderEpoch(1))
+            .await
+            .unwrap();
+        log.roll().await.unwrap();
+        let large = "c".repeat(4000);
+        let last = build_batch_kv(
+            NOW,
+            &[
+                (Some(b"k1"), Some(large.as_bytes())),
+                (Some(b"k0"), Some(b"d")),
+            ],
+        );
+        log.append(last, LeaderEpoch(1)).await.unwrap();
+        fill(&log, 0, 0).await;
+        // Cut before the fifth file step: committed, no old segment retired yet.
+        cut_at(Some(("clean.swap", 5)));
+        let cut = log.clean(NOW, &mut buffers(1 << 20)).await;
+        cut_at(None);
+        assert!(cut.is_err(), "the swap was cut");
+        drop(log);
+        let log = open(&path, compact_config(), 1 << 20).await;
+        let kept: Vec<i64> = all_records(&log).await.keys().copied().collect();
+        assert_eq!(kept, [2, 3], "the whole first group replaced");
+        // The next pass swaps again without tripping over the first group's files.
+        log.set_high_watermark(log.log_end_offset());
+        log.clean(NOW, &mut buffers(1 << 20)).await.unwrap();
+        assert_eq!(
+            all_records(&log).await.keys().copied().collect::<Vec<_>>(),
+            [2, 3]
+        );
         log.close().await.unwrap();
     });
 }

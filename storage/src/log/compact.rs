@@ -122,7 +122,8 @@ pub struct CleanReport {
     pub elapsed: Duration,
 }
 
-/// The batches a pass keeps even when cleaning empties them.
+/// The batches a pass keeps even when cleaning empties them (besides each group's last,
+/// which `clean_group` keeps).
 #[derive(Clone, Copy)]
 struct Keep<'a> {
     /// Base offset of each producer's last batch: its sequence state (Kafka's rule).
@@ -332,6 +333,13 @@ impl BatchStream {
     }
 }
 
+/// A group's walk through its transactions, and the markers the clean removed (their
+/// `.txnindex` entries go with them).
+struct MarkerTrack<'w> {
+    walk: &'w mut AbortedTxnWalk,
+    removed: BTreeSet<Offset>,
+}
+
 /// A cleaned segment being written: `<base>.log.cleaned` plus the in-memory index.
 struct CleanedWriter {
     segment: Segment,
@@ -358,6 +366,40 @@ impl CleanedWriter {
             io_buffer_bytes: io_buffer_bytes.max(BLOCK_USIZE),
             index_interval_bytes,
         })
+    }
+
+    /// Cleans `batch` (its group's last when `last_of_group`: kept even if emptied) by its
+    /// role in a transaction — aborted data discarded, a marker kept while its transaction's
+    /// batches may remain, other data by key — and appends what remains of it.
+    async fn clean_and_push(
+        &mut self,
+        batch: &[u8],
+        rules: CleanRules<'_>,
+        keep: Keep<'_>,
+        markers: &mut MarkerTrack<'_>,
+        last_of_group: bool,
+        throttle: &mut Throttle,
+    ) -> Result<()> {
+        let header = BatchHeader::parse(batch)?;
+        let keep_if_empty = last_of_group || keep.kept_even_empty(&header);
+        let fate = match markers.walk.next(&header) {
+            TxnRole::AbortedData => discard_batch(batch, keep_if_empty)?,
+            TxnRole::Marker { batches_seen } => clean_marker(
+                batch,
+                batches_seen || keep_if_empty,
+                rules.now,
+                rules.delete_retention_ms,
+            )?,
+            TxnRole::Data => clean_batch(batch, rules, keep_if_empty)?,
+        };
+        if fate == Cleaned::Removed && header.is_control() {
+            markers.removed.insert(header.base_offset);
+        }
+        match fate {
+            Cleaned::Unchanged => self.push(batch, throttle).await,
+            Cleaned::Rewritten(bytes) => self.push(&bytes, throttle).await,
+            Cleaned::Removed => Ok(()),
+        }
     }
 
     async fn push(&mut self, batch: &[u8], throttle: &mut Throttle) -> Result<()> {
@@ -708,33 +750,29 @@ impl PartitionLog {
         let interval = self.shared.config.borrow().index_interval_bytes;
         let mut out = CleanedWriter::create(&dir, base, io_buffer_bytes, interval).await?;
         // Markers this clean removes: their `.txnindex` entries go with them.
-        let mut removed_markers = BTreeSet::new();
+        let mut markers = MarkerTrack {
+            walk,
+            removed: BTreeSet::new(),
+        };
         let written = async {
+            // Each batch is cleaned once the next one is read, so the group's last is known:
+            // it is kept even when cleaning empties it. The cleaned segment then ends at or
+            // after the base of the group's last segment, which is how the recovery of a
+            // committed swap tells which old segments it replaced (storage-format.md §6.8).
+            let mut held: Option<Bytes> = None;
             for (segment, _) in group {
                 let mut stream = BatchStream::new(segment.clone(), out.io_buffer_bytes);
                 while let Some((_, batch)) = stream.next(throttle).await? {
                     throttle.tick().await;
-                    let header = BatchHeader::parse(&batch)?;
-                    let keep_if_empty = keep.kept_even_empty(&header);
-                    let fate = match walk.next(&header) {
-                        TxnRole::AbortedData => discard_batch(&batch, keep_if_empty)?,
-                        TxnRole::Marker { batches_seen } => clean_marker(
-                            &batch,
-                            batches_seen || keep_if_empty,
-                            rules.now,
-                            rules.delete_retention_ms,
-                        )?,
-                        TxnRole::Data => clean_batch(&batch, rules, keep_if_empty)?,
-                    };
-                    if fate == Cleaned::Removed && header.is_control() {
-                        removed_markers.insert(header.base_offset);
-                    }
-                    match fate {
-                        Cleaned::Unchanged => out.push(&batch, throttle).await?,
-                        Cleaned::Rewritten(bytes) => out.push(&bytes, throttle).await?,
-                        Cleaned::Removed => {}
+                    if let Some(previous) = held.replace(batch) {
+                        out.clean_and_push(&previous, rules, keep, &mut markers, false, throttle)
+                            .await?;
                     }
                 }
+            }
+            if let Some(last) = held {
+                out.clean_and_push(&last, rules, keep, &mut markers, true, throttle)
+                    .await?;
             }
             out.finish(throttle).await
         }
@@ -761,7 +799,7 @@ impl PartitionLog {
             aborted.extend(
                 entries
                     .into_iter()
-                    .filter(|e| !removed_markers.contains(&e.last_offset)),
+                    .filter(|e| !markers.removed.contains(&e.last_offset)),
             );
         }
         cleaned.set_aborted(aborted);
@@ -826,7 +864,7 @@ impl PartitionLog {
         let dir = self.shared.dir.clone();
         for step in swap_steps(&bases) {
             if !matches!(step, FsStep::Write(_)) {
-                crate::crash_point::reach("clean.swap");
+                crate::crash_point::reach("clean.swap", &dir)?;
                 run_step(&dir, step).await?;
             }
         }
@@ -940,7 +978,11 @@ pub(super) async fn recover_clean_swap(dir: &Path, index_interval_bytes: u64) ->
         // The committed swap's indexes, from its log: the index renames of step 2 share one
         // directory sync with the log's, so after a power loss an index `.swap` could be
         // missing while the old segment's index still has the final name (storage-format.md
-        // §6.8). Written whole and synced before any step renames them.
+        // §6.8). Written whole and synced before any step renames them. The time index ends
+        // with the segment's max timestamp, as a roll's and the cleaner's do: a closed
+        // segment's max timestamp is read back from that last entry, and without it lookups
+        // by timestamp would skip the segment.
+        segment.finish_time_index();
         segment.save_index_as(".swap").await?;
         swap_indexes.extend([
             format!("{stem}.index.swap"),
@@ -952,7 +994,7 @@ pub(super) async fn recover_clean_swap(dir: &Path, index_interval_bytes: u64) ->
     let count = steps.len();
     tracing::warn!(dir = %dir.display(), steps = count, "finishing an interrupted compaction swap");
     for step in steps {
-        crate::crash_point::reach("clean.recover");
+        crate::crash_point::reach("clean.recover", dir)?;
         run_step(dir, step).await?;
     }
     Ok(count)

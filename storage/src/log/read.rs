@@ -171,9 +171,9 @@ impl PartitionLog {
         Ok(out)
     }
 
-    /// The first batch whose max timestamp is ≥ `target` (ListOffsets by timestamp), found via
-    /// the segments' max timestamps and time indexes, then a short scan; `None` when no record
-    /// is that recent.
+    /// The first batch holding a record and whose max timestamp is ≥ `target` (ListOffsets by
+    /// timestamp), found via the segments' max timestamps and time indexes, then a short scan;
+    /// `None` when no record is that recent.
     pub async fn find_offset_by_timestamp(
         &self,
         target: TimestampMs,
@@ -201,7 +201,10 @@ impl PartitionLog {
                 }
                 for batch in batches {
                     let header = batch.header();
-                    if header.max_timestamp >= target {
+                    // A batch cleaning emptied (kept as its producer's last, or the round's)
+                    // keeps the max timestamp of records that are gone: no record of it can
+                    // match (Kafka's `searchForTimestamp` looks at records, and finds none).
+                    if header.max_timestamp >= target && header.records_count > 0 {
                         return Ok(Some(TimestampMatch { batch, header }));
                     }
                     offset = header.last_offset().plus(1);
