@@ -29,6 +29,11 @@ const RECORDS_COUNT_AT: usize = 57;
 const LEADER_EPOCH_AT: usize = 12;
 const BATCH_LENGTH_AT: usize = 8;
 
+/// `attributes` bit 4: the batch belongs to a transaction (KIP-98).
+pub const TRANSACTIONAL_BIT: i16 = 0x10;
+/// `attributes` bit 5: a control batch (a transaction marker, KIP-98).
+pub const CONTROL_BIT: i16 = 0x20;
+
 /// The parsed fixed header of one RecordBatch v2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -73,12 +78,12 @@ impl BatchHeader {
 
     /// Whether `attributes` bit 4 says the batch belongs to a transaction (KIP-98).
     pub fn is_transactional(&self) -> bool {
-        self.attributes & crate::txn::TRANSACTIONAL_BIT != 0
+        self.attributes & TRANSACTIONAL_BIT != 0
     }
 
     /// Whether `attributes` bit 5 says the batch is a control batch (a transaction marker).
     pub fn is_control(&self) -> bool {
-        self.attributes & crate::txn::CONTROL_BIT != 0
+        self.attributes & CONTROL_BIT != 0
     }
 
     /// Parses the fixed header from the start of `buf`. Checks only that 61 bytes exist and

@@ -35,7 +35,7 @@ mod writer;
 pub use batch::{
     batch_crc, build_batch, build_batch_kv, count_records, records_of, replace_records,
     split_batches, split_stored_batches, validate_batch, validate_stored_batch, varint,
-    BatchHeader, KeyValue, Record, RecordBatch, BATCH_HEADER_BYTES,
+    BatchHeader, KeyValue, Record, RecordBatch, BATCH_HEADER_BYTES, CONTROL_BIT, TRANSACTIONAL_BIT,
 };
 pub use cache::{BatchCache, CacheStats};
 pub use clean::codec::{NoCodec, RecordsCodec};
@@ -58,7 +58,7 @@ pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
 pub use producer_state::CompletedTxn;
 pub use txn::{
     build_marker_batch, parse_marker, AbortedTxn, AbortedTxnEntry, TxnMarker, TxnResult,
-    ABORTED_TXN_BYTES, CONTROL_BIT, TRANSACTIONAL_BIT,
+    ABORTED_TXN_BYTES,
 };
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
 pub use validated::ValidatedBatches;

@@ -457,14 +457,14 @@ mod tests {
 
     fn txn(pid: i64, epoch: i16, seq: i32, records: i32, base: i64) -> BatchHeader {
         BatchHeader {
-            attributes: crate::txn::TRANSACTIONAL_BIT,
+            attributes: crate::batch::TRANSACTIONAL_BIT,
             ..header(pid, epoch, seq, records, base)
         }
     }
 
     fn marker_header(pid: i64, epoch: i16, base: i64) -> BatchHeader {
         BatchHeader {
-            attributes: crate::txn::TRANSACTIONAL_BIT | crate::txn::CONTROL_BIT,
+            attributes: crate::batch::TRANSACTIONAL_BIT | crate::batch::CONTROL_BIT,
             base_sequence: -1,
             ..header(pid, epoch, -1, 1, base)
         }

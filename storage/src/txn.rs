@@ -14,15 +14,14 @@
 //! offset of the oldest other open transaction, else the marker's offset + 1), which lets a
 //! reader stop scanning later entries (Kafka's `TxnIndexSearchResult.isComplete`).
 
-use crate::batch::{batch_crc, varint, BatchHeader, BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES};
+use crate::batch::{
+    batch_crc, varint, BatchHeader, BATCH_HEADER_BYTES, CONTROL_BIT, LOG_OVERHEAD_BYTES,
+    TRANSACTIONAL_BIT,
+};
 use crate::error::BatchError;
 use crate::types::{Offset, TimestampMs};
 use bytes::Bytes;
 
-/// `attributes` bit 4: the batch belongs to a transaction (KIP-98).
-pub const TRANSACTIONAL_BIT: i16 = 0x10;
-/// `attributes` bit 5: a control batch (a transaction marker).
-pub const CONTROL_BIT: i16 = 0x20;
 /// Bytes of one `.txnindex` entry (Kafka's `AbortedTxn.TOTAL_SIZE`).
 pub const ABORTED_TXN_BYTES: usize = 34;
 /// The only `.txnindex` entry version (Kafka's `AbortedTxn.CURRENT_VERSION`).

@@ -26,7 +26,7 @@ use crate::offset_map::OffsetMap;
 use crate::types::TimestampMs;
 use bytes::{Bytes, BytesMut};
 
-use crate::txn::CONTROL_BIT;
+use crate::batch::CONTROL_BIT;
 /// `attributes` bit 6 (KIP-534): `baseTimestamp` holds the batch's delete horizon.
 pub const DELETE_HORIZON_BIT: i16 = 0x40;
 const ATTRIBUTES_AT: usize = 21;

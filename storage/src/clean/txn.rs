@@ -103,7 +103,7 @@ impl AbortedTxnWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::{CONTROL_BIT, TRANSACTIONAL_BIT};
+    use crate::batch::{CONTROL_BIT, TRANSACTIONAL_BIT};
     use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
     fn header(pid: i64, base: i64, attributes: i16) -> BatchHeader {
