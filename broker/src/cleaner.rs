@@ -20,7 +20,7 @@
 //! `log.cleaner.io.buffer.size`; I/O capped at `log.cleaner.io.max.bytes.per.second`.
 
 use crate::metrics::CleanerGauges;
-use crate::shard::Shard;
+use crate::shard::{LocalPartition, Shard};
 use std::collections::BTreeSet;
 use std::rc::Rc;
 use storage::{CleanerBuffers, OffsetMap, StorageError, TimestampMs, TopicPartition};
@@ -48,79 +48,11 @@ pub async fn cleaner_loop(shard: &Rc<Shard>) {
         let now = wall_clock_ms();
         let owned = shard.owned_partitions();
         uncleanable.retain(|tp| owned.iter().any(|(t, _)| t == tp));
-        let mut gauges = shard.metrics.cleaner.get();
-        gauges.max_dirty_percent = 0;
-        gauges.max_compaction_delay_secs = 0;
-        gauges.uncleanable_partitions = uncleanable.len();
-        // (overdue, ratio) of the filthiest cleanable log.
-        let mut filthiest: Option<((bool, f64), TopicPartition, storage::PartitionLog)> = None;
-        for (tp, partition) in &owned {
-            if uncleanable.contains(tp) {
-                continue;
-            }
-            let log = partition.log();
-            if let Err(e) = log.roll_if_aged().await {
-                tracing::warn!(%tp, error = %e, "rolling an aged compacted segment");
-            }
-            let dirtiness = match log.dirtiness(now).await {
-                Ok(Some(d)) => d,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(%tp, error = %e, "measuring a compacted log");
-                    continue;
-                }
-            };
-            // Ratios are within [0, 1]: their percent fits.
-            #[allow(clippy::cast_possible_truncation)]
-            let percent = (dirtiness.ratio() * 100.0).round() as i64;
-            gauges.max_dirty_percent = gauges.max_dirty_percent.max(percent);
-            gauges.max_compaction_delay_secs = gauges
-                .max_compaction_delay_secs
-                .max(dirtiness.compaction_delay_ms / 1000);
-            let min_ratio = log.config().compaction.min_cleanable_dirty_ratio;
-            if !dirtiness.is_cleanable(min_ratio) {
-                continue;
-            }
-            let rank = (dirtiness.compaction_delay_ms > 0, dirtiness.ratio());
-            if filthiest.as_ref().is_none_or(|(best, _, _)| rank > *best) {
-                filthiest = Some((rank, tp.clone(), log.clone()));
-            }
-        }
-        shard.metrics.cleaner.set(gauges);
-        let cleaned = match filthiest {
+        let cleaned = match filthiest_log(shard, &owned, &uncleanable, now).await {
             None => false,
-            Some((_, tp, log)) => {
-                let buffers = buffers.get_or_insert_with(|| {
-                    let share = config.dedupe_buffer_bytes / shard.shards.max(1) as u64;
-                    let bytes = share.max(MIN_DEDUPE_BUFFER_BYTES);
-                    CleanerBuffers {
-                        map: OffsetMap::with_budget(usize::try_from(bytes).unwrap_or(usize::MAX)),
-                        io_buffer_bytes: config.io_buffer_bytes,
-                        io_max_bytes_per_second: config.io_max_bytes_per_second,
-                        codec: Rc::new(crate::compression::Codecs),
-                    }
-                });
-                match log.clean(now, buffers).await {
-                    Ok(Some(report)) => {
-                        tracing::info!(
-                            %tp,
-                            from = report.first_dirty.0,
-                            to = report.cleaned_to.0,
-                            bytes_before = report.bytes_before,
-                            bytes_after = report.bytes_after,
-                            ms = report.elapsed.as_millis(),
-                            "cleaned"
-                        );
-                        shard.metrics.update_cleaner(|g| g.record_pass(&report));
-                        true
-                    }
-                    Ok(None) | Err(StorageError::Closed) => false,
-                    Err(e) => {
-                        tracing::error!(%tp, error = %e, "log cleaning failed; the partition is uncleanable until it moves");
-                        uncleanable.insert(tp);
-                        false
-                    }
-                }
+            Some((tp, log)) => {
+                let buffers = buffers.get_or_insert_with(|| cleaner_buffers(shard));
+                clean_log(shard, tp, &log, now, buffers, &mut uncleanable).await
             }
         };
         let pause = if cleaned {
@@ -130,6 +62,104 @@ pub async fn cleaner_loop(shard: &Rc<Shard>) {
         };
         if shard.sleep_unless_stopped(pause).await {
             return;
+        }
+    }
+}
+
+/// The filthiest cleanable log of `owned` (not `uncleanable`): one overdue by
+/// `max.compaction.lag.ms` first, then the highest dirty ratio. Rolls each aged active segment
+/// on the way, and sets the cleaner gauges.
+async fn filthiest_log(
+    shard: &Shard,
+    owned: &[(TopicPartition, Rc<LocalPartition>)],
+    uncleanable: &BTreeSet<TopicPartition>,
+    now: TimestampMs,
+) -> Option<(TopicPartition, storage::PartitionLog)> {
+    let mut gauges = shard.metrics.cleaner.get();
+    gauges.max_dirty_percent = 0;
+    gauges.max_compaction_delay_secs = 0;
+    gauges.uncleanable_partitions = uncleanable.len();
+    // (overdue, ratio) of the filthiest cleanable log.
+    let mut filthiest: Option<((bool, f64), TopicPartition, storage::PartitionLog)> = None;
+    for (tp, partition) in owned {
+        if uncleanable.contains(tp) {
+            continue;
+        }
+        let log = partition.log();
+        if let Err(e) = log.roll_if_aged().await {
+            tracing::warn!(%tp, error = %e, "rolling an aged compacted segment");
+        }
+        let dirtiness = match log.dirtiness(now).await {
+            Ok(Some(d)) => d,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(%tp, error = %e, "measuring a compacted log");
+                continue;
+            }
+        };
+        // Ratios are within [0, 1]: their percent fits.
+        #[allow(clippy::cast_possible_truncation)]
+        let percent = (dirtiness.ratio() * 100.0).round() as i64;
+        gauges.max_dirty_percent = gauges.max_dirty_percent.max(percent);
+        gauges.max_compaction_delay_secs = gauges
+            .max_compaction_delay_secs
+            .max(dirtiness.compaction_delay_ms / 1000);
+        let min_ratio = log.config().compaction.min_cleanable_dirty_ratio;
+        if !dirtiness.is_cleanable(min_ratio) {
+            continue;
+        }
+        let rank = (dirtiness.compaction_delay_ms > 0, dirtiness.ratio());
+        if filthiest.as_ref().is_none_or(|(best, _, _)| rank > *best) {
+            filthiest = Some((rank, tp.clone(), log.clone()));
+        }
+    }
+    shard.metrics.cleaner.set(gauges);
+    filthiest.map(|(_, tp, log)| (tp, log))
+}
+
+/// The shard's cleaner buffers: an offset map of its share of `log.cleaner.dedupe.buffer.size`
+/// (at least [`MIN_DEDUPE_BUFFER_BYTES`]) and the I/O settings.
+fn cleaner_buffers(shard: &Shard) -> CleanerBuffers {
+    let config = shard.config.cleaner;
+    let share = config.dedupe_buffer_bytes / shard.shards.max(1) as u64;
+    let bytes = share.max(MIN_DEDUPE_BUFFER_BYTES);
+    CleanerBuffers {
+        map: OffsetMap::with_budget(usize::try_from(bytes).unwrap_or(usize::MAX)),
+        io_buffer_bytes: config.io_buffer_bytes,
+        io_max_bytes_per_second: config.io_max_bytes_per_second,
+        codec: Rc::new(crate::compression::Codecs),
+    }
+}
+
+/// One cleaning pass over `log`; true when it cleaned something. A pass that fails marks the
+/// partition uncleanable.
+async fn clean_log(
+    shard: &Shard,
+    tp: TopicPartition,
+    log: &storage::PartitionLog,
+    now: TimestampMs,
+    buffers: &mut CleanerBuffers,
+    uncleanable: &mut BTreeSet<TopicPartition>,
+) -> bool {
+    match log.clean(now, buffers).await {
+        Ok(Some(report)) => {
+            tracing::info!(
+                %tp,
+                from = report.first_dirty.0,
+                to = report.cleaned_to.0,
+                bytes_before = report.bytes_before,
+                bytes_after = report.bytes_after,
+                ms = report.elapsed.as_millis(),
+                "cleaned"
+            );
+            shard.metrics.update_cleaner(|g| g.record_pass(&report));
+            true
+        }
+        Ok(None) | Err(StorageError::Closed) => false,
+        Err(e) => {
+            tracing::error!(%tp, error = %e, "log cleaning failed; the partition is uncleanable until it moves");
+            uncleanable.insert(tp);
+            false
         }
     }
 }

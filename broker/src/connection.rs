@@ -12,15 +12,15 @@
 
 use crate::handlers;
 use crate::response::Response;
-use crate::rt::local_channel;
+use crate::rt::local_channel::{self, LocalReceiver};
 use crate::rt::JoinHandle;
 use crate::rt::TcpStream;
 use crate::shard::Shard;
 use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use net::kafka_protocol::messages::ApiKey;
 use net::{decode_frame, decode_request, FrameStatus, NetError};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
 /// Requests decoded but not yet answered, per connection.
@@ -72,46 +72,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         .map_or_else(String::new, |p| format!("/{}", p.ip()))
         .into();
     let fd = stream.as_raw_fd();
-    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (mut reader, writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
-    let write_side = crate::rt::spawn_local(async move {
-        // Every response that is ready leaves in one vectored send.
-        let mut chunks: Vec<Bytes> = Vec::new();
-        let mut waiting: Option<PendingResponse> = None;
-        let mut closing = false;
-        while !closing {
-            let task = match waiting.take() {
-                Some(task) => task,
-                None => match pending.recv().await {
-                    Some(task) => task,
-                    None => break,
-                },
-            };
-            closing = !take_response(task.await, &mut chunks);
-            while !closing {
-                // The next responses, as far as their handlers have already finished.
-                let Some(Some(mut task)) = futures_lite::future::poll_once(pending.recv()).await
-                else {
-                    break;
-                };
-                match futures_lite::future::poll_once(&mut task).await {
-                    Some(response) => closing = !take_response(response, &mut chunks),
-                    None => {
-                        waiting = Some(task);
-                        break;
-                    }
-                }
-            }
-            if crate::send::send_chunks(fd, &mut writer, &chunks)
-                .await
-                .is_err()
-            {
-                return;
-            }
-            chunks.clear();
-        }
-        let _ = writer.close().await;
-    });
+    let write_side = crate::rt::spawn_local(write_responses(fd, writer, pending));
     let max_frame = shard.config.socket_request_max_bytes;
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     // The socket is read into this buffer, kept for the connection's life, and what arrived is
@@ -163,6 +126,51 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     }
     drop(queue);
     let _ = write_side.await;
+}
+
+/// The write side: takes the handler tasks in request order and writes each response; every
+/// response that is ready leaves in one vectored send. Ends when the read side is done and
+/// every response is out, or when the connection must close.
+async fn write_responses<W: AsyncWrite + Unpin>(
+    fd: RawFd,
+    mut writer: W,
+    pending: LocalReceiver<PendingResponse>,
+) {
+    // Every response that is ready leaves in one vectored send.
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut waiting: Option<PendingResponse> = None;
+    let mut closing = false;
+    while !closing {
+        let task = match waiting.take() {
+            Some(task) => task,
+            None => match pending.recv().await {
+                Some(task) => task,
+                None => break,
+            },
+        };
+        closing = !take_response(task.await, &mut chunks);
+        while !closing {
+            // The next responses, as far as their handlers have already finished.
+            let Some(Some(mut task)) = futures_lite::future::poll_once(pending.recv()).await else {
+                break;
+            };
+            match futures_lite::future::poll_once(&mut task).await {
+                Some(response) => closing = !take_response(response, &mut chunks),
+                None => {
+                    waiting = Some(task);
+                    break;
+                }
+            }
+        }
+        if crate::send::send_chunks(fd, &mut writer, &chunks)
+            .await
+            .is_err()
+        {
+            return;
+        }
+        chunks.clear();
+    }
+    let _ = writer.close().await;
 }
 
 /// Adds a finished handler's response frame to `chunks`; `false` when the connection must

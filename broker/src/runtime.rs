@@ -33,9 +33,13 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
     let shards = config.cores.len();
     anyhow::ensure!(shards > 0, "no cores to run on");
     let (mut per_shard, closers) = bind_listeners(&config)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let member = Arc::new(AtomicBool::new(false));
-    let log_dir = Arc::new(crate::log_dir::LogDir::default());
+    let flags = Flags {
+        member: Arc::new(AtomicBool::new(false)),
+        signal,
+        stop: Arc::new(AtomicBool::new(false)),
+        serving: Arc::new(AtomicUsize::new(0)),
+        log_dir: Arc::new(crate::log_dir::LogDir::default()),
+    };
     let mesh = MeshBuilder::<ShardMsg, _>::full(shards, SHARD_CHANNEL_CAPACITY);
     let metadata = Arc::new(ClusterMetadata::new(
         startup.image.clone(),
@@ -45,17 +49,12 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
     let config = Arc::new(config);
     let mut handles = Vec::new();
     let mut startup = Some(startup);
-    let serving = Arc::new(AtomicUsize::new(0));
     for (id, &cpu) in config.cores.iter().enumerate() {
-        let (mesh, metadata, config, stop, serving, signal, member, log_dir) = (
+        let (mesh, metadata, config, flags) = (
             mesh.clone(),
             metadata.clone(),
             config.clone(),
-            stop.clone(),
-            serving.clone(),
-            signal.clone(),
-            member.clone(),
-            log_dir.clone(),
+            flags.clone(),
         );
         let startup = startup.take();
         let listeners = std::mem::take(&mut per_shard[id]);
@@ -64,13 +63,6 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
             .name(&format!("sluice-shard-{id}"))
             .io_memory(io_memory)
             .spawn(move || async move {
-                let flags = Flags {
-                    member,
-                    signal,
-                    stop,
-                    serving,
-                    log_dir,
-                };
                 shard_main(
                     id,
                     (*config).clone(),
@@ -85,9 +77,20 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
             .map_err(|e| anyhow::anyhow!("starting shard {id} on cpu {cpu}: {e}"))?;
         handles.push(handle);
     }
+    let joined = join_shards(handles.into_iter().map(|handle| handle.join()));
+    for closer in closers {
+        closer.close();
+    }
+    joined
+}
+
+/// Takes each shard's end in shard order; the first error any reported, or that stopped one.
+fn join_shards<E: std::fmt::Debug>(
+    ends: impl Iterator<Item = Result<anyhow::Result<()>, E>>,
+) -> anyhow::Result<()> {
     let mut first_error = None;
-    for (id, handle) in handles.into_iter().enumerate() {
-        match handle.join() {
+    for (id, end) in ends.enumerate() {
+        match end {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 first_error.get_or_insert(e);
@@ -96,9 +99,6 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
                 first_error.get_or_insert(anyhow::anyhow!("shard {id} stopped: {e:?}"));
             }
         }
-    }
-    for closer in closers {
-        closer.close();
     }
     first_error.map_or(Ok(()), Err)
 }
@@ -433,6 +433,7 @@ async fn accept_connections(shard: &Rc<Shard>, id: usize, connections: &mut list
 /// SIGTERM/SIGINT (watched by shard 0); `stop` set by shard 0 once the controlled shutdown is
 /// over (watched by every shard); `serving` counts the shards that take their connections;
 /// `log_dir` is the log directory's state (set by any shard, read by shard 0's heartbeats).
+#[derive(Clone)]
 struct Flags {
     member: Arc<AtomicBool>,
     signal: Arc<AtomicBool>,

@@ -51,164 +51,40 @@ fn main() -> ExitCode {
 fn run_all(cli: &Cli) -> anyhow::Result<bool> {
     let params = Params::resolve(cli)?;
     let scenario = cli.scenario.name().to_string();
-    let json_path = cli
-        .json
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("loadgen-out/{scenario}.json")));
-    let out_dir = json_path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let stem = json_path
-        .file_stem()
-        .map_or_else(|| scenario.clone(), |s| s.to_string_lossy().into_owned());
+    let paths = OutputPaths::resolve(cli, &scenario)?;
     let load_avg_1m_start = report::load_avg_1m();
 
-    // The local broker and the CPU split.
     let available = CpuSet::available()?;
-    let mut local = None;
-    let (broker_cpus, loadgen_cpus) = if cli.bootstrap.is_none() {
-        let (default_broker, default_loadgen) = available.split();
-        let broker_cpus = cli.broker_cpus.as_deref().map(CpuSet::parse).transpose()?;
-        let broker_cpus = broker_cpus.unwrap_or(default_broker);
-        let loadgen_cpus = cli.loadgen_cpus.as_deref().map(CpuSet::parse).transpose()?;
-        let loadgen_cpus = loadgen_cpus.or(default_loadgen);
-        let settings = cli
-            .broker_set
-            .iter()
-            .map(|kv| parse_key_value("--broker-set", kv))
-            .collect::<anyhow::Result<_>>()?;
-        let options = LocalOptions {
-            binary: broker_proc::find_sluice(cli.sluice_bin.as_deref())?,
-            cpus: Some(broker_cpus.clone()),
-            settings,
-            data_parent: cli.data_parent.clone().unwrap_or_else(std::env::temp_dir),
-        };
-        let broker = LocalBroker::start(&options)?;
-        eprintln!("sluice-loadgen: started {}", broker.command);
-        local = Some(broker);
-        (Some(broker_cpus), loadgen_cpus)
-    } else {
-        let broker_cpus = cli.broker_cpus.as_deref().map(CpuSet::parse).transpose()?;
-        let loadgen_cpus = cli.loadgen_cpus.as_deref().map(CpuSet::parse).transpose()?;
-        (broker_cpus, loadgen_cpus)
-    };
+    let (mut local, broker_cpus, loadgen_cpus) = start_local_broker(cli, &available)?;
     if let Some(cpus) = &loadgen_cpus {
         cpus.pin_current_thread()
             .with_context(|| format!("pinning loadgen to CPUs {cpus}"))?;
     }
-
-    let baselines = (!cli.no_baselines).then(|| {
-        let disk_dir = match &local {
-            Some(broker) => broker.data_dir(),
-            None => cli.disk_dir.clone().unwrap_or_else(|| PathBuf::from(".")),
-        };
-        eprintln!(
-            "sluice-loadgen: measuring baselines (TCP loopback, disk in {})",
-            disk_dir.display()
-        );
-        baseline::measure(&disk_dir, broker_cpus.as_ref())
-    });
-
-    // (label, bootstrap) of each broker, in run order.
-    let mut targets: Vec<(String, String)> = match (&local, &cli.bootstrap) {
-        (Some(broker), _) => vec![("sluice (local)".into(), broker.bootstrap.clone())],
-        (None, Some(bootstrap)) => vec![(bootstrap.clone(), bootstrap.clone())],
-        (None, None) => anyhow::bail!("no broker: give --bootstrap HOST:PORT"),
-    };
-    if let Some(compare) = &cli.compare {
-        // Labels name the output files: keep them distinct even for one broker twice.
-        let label = if targets.iter().any(|(l, _)| l == compare) {
-            format!("{compare} (2)")
-        } else {
-            compare.clone()
-        };
-        targets.push((label, compare.clone()));
-    }
-
-    // The process to sample for each target that loadgen did not start.
-    let external_pid = |i: usize| {
-        if i == 0 {
-            cli.bootstrap_pid
-        } else {
-            cli.compare_pid
-        }
+    let baselines =
+        (!cli.no_baselines).then(|| measure_baselines(cli, local.as_ref(), broker_cpus.as_ref()));
+    let targets = targets(cli, local.as_ref())?;
+    let machine = MachineStart {
+        cpus: available.len(),
+        broker_cpus,
+        loadgen_cpus,
+        load_avg_1m_start,
     };
 
     if cli.scenario == cli::ScenarioName::Sweep {
-        let rates = if cli.sweep_rates.is_empty() {
-            sweep::DEFAULT_RATES.to_vec()
-        } else {
-            cli.sweep_rates.clone()
-        };
-        if rates.contains(&0) {
-            anyhow::bail!("--sweep-rates: every rate must be above 0");
-        }
-        let sweep_targets = targets
-            .iter()
-            .enumerate()
-            .map(|(i, (label, bootstrap))| {
-                let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
-                sweep::SweepTarget {
-                    label: label.clone(),
-                    bootstrap: bootstrap.clone(),
-                    local: if is_local { local.take() } else { None },
-                    pid: external_pid(i),
-                }
-            })
-            .collect();
-        let output = sweep::SweepOutput {
-            json_path: &json_path,
-            out_dir: &out_dir,
-            stem: &stem,
-        };
-        let (file, complete) = sweep::sweep(
-            &params,
-            &rates,
-            sweep_targets,
-            || {
-                sweep::machine(
-                    available.len(),
-                    broker_cpus.map(|c| c.to_string()),
-                    loadgen_cpus.map(|c| c.to_string()),
-                    load_avg_1m_start,
-                )
-            },
-            &output,
-            |i| identity(cli, &scenario, i),
-        )?;
-        sweep::print_table(&file);
-        println!(
-            "\nwrote {}, {} and the HdrHistogram log of each step beside them",
-            json_path.display(),
-            out_dir.join(format!("{stem}.svg")).display()
+        return run_sweep(
+            cli, &params, &scenario, &targets, &mut local, &paths, machine,
         );
-        return Ok(complete);
     }
-
-    let mut results = Vec::new();
-    let mut histograms = Vec::new();
-    for (i, (label, bootstrap)) in targets.iter().enumerate() {
-        let identity = identity(cli, &scenario, i);
-        let hlog_path = out_dir.join(format!("{stem}.{}.hlog", run::slug(label)));
-        let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
-        let broker = if is_local { local.take() } else { None };
-        let (result, latency) = run_target(
-            label,
-            bootstrap,
-            &params,
-            &identity,
-            &hlog_path,
-            broker,
-            external_pid(i),
-            baselines.as_ref(),
-        )?;
-        results.push(result);
-        histograms.push((label.clone(), latency));
-    }
-
-    let plot_path = out_dir.join(format!("{stem}.svg"));
+    let (results, histograms) = run_each_target(
+        cli,
+        &params,
+        &scenario,
+        &targets,
+        &mut local,
+        &paths,
+        baselines.as_ref(),
+    )?;
+    let plot_path = paths.out_dir.join(format!("{}.svg", paths.stem));
     let series: Vec<(String, &hdrhistogram::Histogram<u64>)> =
         histograms.iter().map(|(l, h)| (l.clone(), h)).collect();
     plot::write_svg(
@@ -225,26 +101,243 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         schema: report::SCHEMA,
         scenario,
         params,
-        machine: Machine {
-            cpus: available.len(),
-            broker_cpus: broker_cpus.map(|c| c.to_string()),
-            loadgen_cpus: loadgen_cpus.map(|c| c.to_string()),
-            load_avg_1m_start,
-            load_avg_1m_end: report::load_avg_1m(),
-            date_utc: report::utc_now(),
-        },
+        machine: machine.finish(),
         baselines,
         brokers: results,
         comparison,
     };
-    report::write_json(&json_path, &result)?;
+    report::write_json(&paths.json_path, &result)?;
     report::print_table(&result);
     println!(
         "\nwrote {}, {} and the HdrHistogram log(s) beside them",
-        json_path.display(),
+        paths.json_path.display(),
         plot_path.display()
     );
     Ok(complete)
+}
+
+/// Where a run's files go: the JSON result, the directory that holds it, and the stem that the
+/// SVG and the HdrHistogram logs beside it share.
+struct OutputPaths {
+    json_path: PathBuf,
+    out_dir: PathBuf,
+    stem: String,
+}
+
+impl OutputPaths {
+    /// The paths from `--json` (default `loadgen-out/<scenario>.json`); creates the directory.
+    fn resolve(cli: &Cli, scenario: &str) -> anyhow::Result<Self> {
+        let json_path = cli
+            .json
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("loadgen-out/{scenario}.json")));
+        let out_dir = json_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        std::fs::create_dir_all(&out_dir)
+            .with_context(|| format!("creating {}", out_dir.display()))?;
+        let stem = json_path.file_stem().map_or_else(
+            || scenario.to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        Ok(Self {
+            json_path,
+            out_dir,
+            stem,
+        })
+    }
+}
+
+/// The machine as loadgen found it at the start; `finish` adds the end of the run.
+struct MachineStart {
+    cpus: usize,
+    broker_cpus: Option<CpuSet>,
+    loadgen_cpus: Option<CpuSet>,
+    load_avg_1m_start: Option<f64>,
+}
+
+impl MachineStart {
+    /// The machine section of the result file, with the load average and date at the end.
+    fn finish(self) -> Machine {
+        sweep::machine(
+            self.cpus,
+            self.broker_cpus.map(|c| c.to_string()),
+            self.loadgen_cpus.map(|c| c.to_string()),
+            self.load_avg_1m_start,
+        )
+    }
+}
+
+/// The CPU split and, with no `--bootstrap`, the local broker started on its share: returns
+/// (local broker, broker CPUs, loadgen CPUs).
+fn start_local_broker(
+    cli: &Cli,
+    available: &CpuSet,
+) -> anyhow::Result<(Option<LocalBroker>, Option<CpuSet>, Option<CpuSet>)> {
+    if cli.bootstrap.is_some() {
+        let broker_cpus = cli.broker_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        let loadgen_cpus = cli.loadgen_cpus.as_deref().map(CpuSet::parse).transpose()?;
+        return Ok((None, broker_cpus, loadgen_cpus));
+    }
+    let (default_broker, default_loadgen) = available.split();
+    let broker_cpus = cli.broker_cpus.as_deref().map(CpuSet::parse).transpose()?;
+    let broker_cpus = broker_cpus.unwrap_or(default_broker);
+    let loadgen_cpus = cli.loadgen_cpus.as_deref().map(CpuSet::parse).transpose()?;
+    let loadgen_cpus = loadgen_cpus.or(default_loadgen);
+    let settings = cli
+        .broker_set
+        .iter()
+        .map(|kv| parse_key_value("--broker-set", kv))
+        .collect::<anyhow::Result<_>>()?;
+    let options = LocalOptions {
+        binary: broker_proc::find_sluice(cli.sluice_bin.as_deref())?,
+        cpus: Some(broker_cpus.clone()),
+        settings,
+        data_parent: cli.data_parent.clone().unwrap_or_else(std::env::temp_dir),
+    };
+    let broker = LocalBroker::start(&options)?;
+    eprintln!("sluice-loadgen: started {}", broker.command);
+    Ok((Some(broker), Some(broker_cpus), loadgen_cpus))
+}
+
+/// The loopback TCP and disk baselines, the disk one in the local broker's data directory
+/// (else `--disk-dir`, else here).
+fn measure_baselines(
+    cli: &Cli,
+    local: Option<&LocalBroker>,
+    broker_cpus: Option<&CpuSet>,
+) -> baseline::Baselines {
+    let disk_dir = match local {
+        Some(broker) => broker.data_dir(),
+        None => cli.disk_dir.clone().unwrap_or_else(|| PathBuf::from(".")),
+    };
+    eprintln!(
+        "sluice-loadgen: measuring baselines (TCP loopback, disk in {})",
+        disk_dir.display()
+    );
+    baseline::measure(&disk_dir, broker_cpus)
+}
+
+/// (label, bootstrap) of each broker, in run order: the local or `--bootstrap` one, then any
+/// `--compare`.
+fn targets(cli: &Cli, local: Option<&LocalBroker>) -> anyhow::Result<Vec<(String, String)>> {
+    let mut targets: Vec<(String, String)> = match (local, &cli.bootstrap) {
+        (Some(broker), _) => vec![("sluice (local)".into(), broker.bootstrap.clone())],
+        (None, Some(bootstrap)) => vec![(bootstrap.clone(), bootstrap.clone())],
+        (None, None) => anyhow::bail!("no broker: give --bootstrap HOST:PORT"),
+    };
+    if let Some(compare) = &cli.compare {
+        // Labels name the output files: keep them distinct even for one broker twice.
+        let label = if targets.iter().any(|(l, _)| l == compare) {
+            format!("{compare} (2)")
+        } else {
+            compare.clone()
+        };
+        targets.push((label, compare.clone()));
+    }
+    Ok(targets)
+}
+
+/// The process to sample for target `i` when loadgen did not start it.
+fn external_pid(cli: &Cli, i: usize) -> Option<u32> {
+    if i == 0 {
+        cli.bootstrap_pid
+    } else {
+        cli.compare_pid
+    }
+}
+
+/// The `sweep` scenario: every rate on every target; writes and prints the sweep's outputs.
+fn run_sweep(
+    cli: &Cli,
+    params: &Params,
+    scenario: &str,
+    targets: &[(String, String)],
+    local: &mut Option<LocalBroker>,
+    paths: &OutputPaths,
+    machine: MachineStart,
+) -> anyhow::Result<bool> {
+    let rates = if cli.sweep_rates.is_empty() {
+        sweep::DEFAULT_RATES.to_vec()
+    } else {
+        cli.sweep_rates.clone()
+    };
+    if rates.contains(&0) {
+        anyhow::bail!("--sweep-rates: every rate must be above 0");
+    }
+    let sweep_targets = targets
+        .iter()
+        .enumerate()
+        .map(|(i, (label, bootstrap))| {
+            let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
+            sweep::SweepTarget {
+                label: label.clone(),
+                bootstrap: bootstrap.clone(),
+                local: if is_local { local.take() } else { None },
+                pid: external_pid(cli, i),
+            }
+        })
+        .collect();
+    let output = sweep::SweepOutput {
+        json_path: &paths.json_path,
+        out_dir: &paths.out_dir,
+        stem: &paths.stem,
+    };
+    let (file, complete) = sweep::sweep(
+        params,
+        &rates,
+        sweep_targets,
+        || machine.finish(),
+        &output,
+        |i| identity(cli, scenario, i),
+    )?;
+    sweep::print_table(&file);
+    println!(
+        "\nwrote {}, {} and the HdrHistogram log of each step beside them",
+        paths.json_path.display(),
+        paths.out_dir.join(format!("{}.svg", paths.stem)).display()
+    );
+    Ok(complete)
+}
+
+/// One run per target in turn; returns each broker's result and its latency histogram.
+#[allow(clippy::type_complexity)]
+fn run_each_target(
+    cli: &Cli,
+    params: &Params,
+    scenario: &str,
+    targets: &[(String, String)],
+    local: &mut Option<LocalBroker>,
+    paths: &OutputPaths,
+    baselines: Option<&baseline::Baselines>,
+) -> anyhow::Result<(
+    Vec<BrokerResult>,
+    Vec<(String, hdrhistogram::Histogram<u64>)>,
+)> {
+    let mut results = Vec::new();
+    let mut histograms = Vec::new();
+    for (i, (label, bootstrap)) in targets.iter().enumerate() {
+        let identity = identity(cli, scenario, i);
+        let hlog_path = paths
+            .out_dir
+            .join(format!("{}.{}.hlog", paths.stem, run::slug(label)));
+        let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
+        let broker = if is_local { local.take() } else { None };
+        let (result, latency) = run_target(
+            label,
+            bootstrap,
+            params,
+            &identity,
+            &hlog_path,
+            broker,
+            external_pid(cli, i),
+            baselines,
+        )?;
+        results.push(result);
+        histograms.push((label.clone(), latency));
+    }
+    Ok((results, histograms))
 }
 
 /// One broker's run: RSS and CPU sampled around it (CPU only for an `external_pid`, a broker

@@ -261,6 +261,15 @@ pub fn print_table(result: &ResultFile) {
         p.groups,
         p.consumers_per_group,
     );
+    print_figures(result);
+    print_broker_notes(result);
+    if let Some(base) = &result.baselines {
+        print_baselines(base, &result.brokers);
+    }
+}
+
+/// The figures: one column per broker, and a ratio column with two brokers.
+fn print_figures(result: &ResultFile) {
     let mut header = format!("{:<14}", "figure");
     for b in &result.brokers {
         header += &format!(" {:>22}", truncate(&b.label, 22));
@@ -290,6 +299,10 @@ pub fn print_table(result: &ResultFile) {
         }
         println!("{line}");
     }
+}
+
+/// Each broker's catch-up figures, and a line for each incomplete run.
+fn print_broker_notes(result: &ResultFile) {
     for b in &result.brokers {
         if let Some(c) = &b.catchup {
             println!(
@@ -309,43 +322,45 @@ pub fn print_table(result: &ResultFile) {
             );
         }
     }
-    if let Some(base) = &result.baselines {
-        println!("\nbaselines (same run):");
-        match &base.tcp {
-            Some(t) => println!(
-                "  loopback TCP round trip, 1 KiB: p50 {:.1} µs, p99 {:.1} µs",
-                t.p50_us, t.p99_us
-            ),
-            None => println!("  loopback TCP round trip: not measured"),
-        }
-        match &base.disk {
-            Some(d) => println!(
-                "  disk ({}): O_DIRECT sequential write {:.0} MB/s; 4 KiB write p50 {:.1} / p99 {:.1} µs; 4 KiB write + fdatasync p50 {:.1} / p99 {:.1} µs",
-                d.dir.display(),
-                d.write_mb_per_sec,
-                d.write_4k_p50_us,
-                d.write_4k_p99_us,
-                d.write_fdatasync_4k_p50_us,
-                d.write_fdatasync_4k_p99_us
-            ),
-            None => println!("  disk: not measured"),
-        }
-        for note in &base.notes {
-            println!("  note: {note}");
-        }
-        for b in &result.brokers {
-            if let Some(r) = &b.vs_baseline {
-                println!(
-                    "  {}: p50 = {} TCP RTT p50; p99 = {} TCP RTT p99 = {} write+fdatasync p99; {} MB/s = {} of disk write bandwidth",
-                    b.label,
-                    fmt_ratio(r.p50_vs_tcp_rtt_p50),
-                    fmt_ratio(r.p99_vs_tcp_rtt_p99),
-                    fmt_ratio(r.p99_vs_write_fdatasync_p99),
-                    fmt_value(Some(b.mb_per_sec)),
-                    r.mb_per_sec_vs_disk_write
-                        .map_or("-".into(), |x| format!("{:.1} %", x * 100.0)),
-                );
-            }
+}
+
+/// The baselines, and each broker's figures as ratios to them.
+fn print_baselines(base: &Baselines, brokers: &[BrokerResult]) {
+    println!("\nbaselines (same run):");
+    match &base.tcp {
+        Some(t) => println!(
+            "  loopback TCP round trip, 1 KiB: p50 {:.1} µs, p99 {:.1} µs",
+            t.p50_us, t.p99_us
+        ),
+        None => println!("  loopback TCP round trip: not measured"),
+    }
+    match &base.disk {
+        Some(d) => println!(
+            "  disk ({}): O_DIRECT sequential write {:.0} MB/s; 4 KiB write p50 {:.1} / p99 {:.1} µs; 4 KiB write + fdatasync p50 {:.1} / p99 {:.1} µs",
+            d.dir.display(),
+            d.write_mb_per_sec,
+            d.write_4k_p50_us,
+            d.write_4k_p99_us,
+            d.write_fdatasync_4k_p50_us,
+            d.write_fdatasync_4k_p99_us
+        ),
+        None => println!("  disk: not measured"),
+    }
+    for note in &base.notes {
+        println!("  note: {note}");
+    }
+    for b in brokers {
+        if let Some(r) = &b.vs_baseline {
+            println!(
+                "  {}: p50 = {} TCP RTT p50; p99 = {} TCP RTT p99 = {} write+fdatasync p99; {} MB/s = {} of disk write bandwidth",
+                b.label,
+                fmt_ratio(r.p50_vs_tcp_rtt_p50),
+                fmt_ratio(r.p99_vs_tcp_rtt_p99),
+                fmt_ratio(r.p99_vs_write_fdatasync_p99),
+                fmt_value(Some(b.mb_per_sec)),
+                r.mb_per_sec_vs_disk_write
+                    .map_or("-".into(), |x| format!("{:.1} %", x * 100.0)),
+            );
         }
     }
 }

@@ -109,6 +109,21 @@ struct Shared {
     consume_errors: AtomicU64,
 }
 
+impl Shared {
+    /// Nothing seen yet by any of the `groups` consumer groups.
+    fn new(groups: u32) -> Self {
+        Self {
+            stop: AtomicBool::new(false),
+            window: OnceLock::new(),
+            probes: (0..groups).map(|_| AtomicU64::new(0)).collect(),
+            received: (0..groups).map(|_| AtomicU64::new(0)).collect(),
+            first_receipt_ns: (0..groups).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            last_receipt_ns: (0..groups).map(|_| AtomicU64::new(0)).collect(),
+            consume_errors: AtomicU64::new(0),
+        }
+    }
+}
+
 /// When a producer stops.
 #[derive(Clone, Copy)]
 enum SendPlan {
@@ -176,28 +191,8 @@ pub fn run(
     let clock = Clock::start();
     let hlog = HdrLog::create(hlog_path, label, SystemTime::now())?;
     let counts = Arc::new(DeliveryCounts::new(clock));
-    let producers = (0..params.producers)
-        .map(|_| {
-            let producer = client::producer(bootstrap, params, counts.clone())?;
-            // Connects and learns the leaders before the clock starts.
-            producer
-                .client()
-                .fetch_metadata(Some(topic), params.drain_timeout)
-                .with_context(|| format!("Metadata for {topic} from {bootstrap}"))?;
-            Ok(producer)
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let shared = Arc::new(Shared {
-        stop: AtomicBool::new(false),
-        window: OnceLock::new(),
-        probes: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
-        received: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
-        first_receipt_ns: (0..params.groups)
-            .map(|_| AtomicU64::new(u64::MAX))
-            .collect(),
-        last_receipt_ns: (0..params.groups).map(|_| AtomicU64::new(0)).collect(),
-        consume_errors: AtomicU64::new(0),
-    });
+    let producers = connected_producers(bootstrap, topic, params, &counts)?;
+    let shared = Arc::new(Shared::new(params.groups));
     let (histograms, histograms_rx) = sync_channel(HISTOGRAM_CHANNEL_BOUND);
     let mut monitor = Monitor::new(
         clock,
@@ -245,6 +240,27 @@ pub fn run(
         reports: monitor.reports,
         catchup: outcome.catchup,
     })
+}
+
+/// The run's `params.producers` producers, each connected and knowing the leaders of `topic`
+/// (before the clock starts).
+fn connected_producers(
+    bootstrap: &str,
+    topic: &str,
+    params: &Params,
+    counts: &Arc<DeliveryCounts>,
+) -> anyhow::Result<Vec<ThreadedProducer<CountingContext>>> {
+    (0..params.producers)
+        .map(|_| {
+            let producer = client::producer(bootstrap, params, counts.clone())?;
+            // Connects and learns the leaders before the clock starts.
+            producer
+                .client()
+                .fetch_metadata(Some(topic), params.drain_timeout)
+                .with_context(|| format!("Metadata for {topic} from {bootstrap}"))?;
+            Ok(producer)
+        })
+        .collect()
 }
 
 /// catchup: produce the whole backlog with nobody reading, then read it from offset 0.

@@ -75,22 +75,41 @@ const CATCHUP_BYTES: u64 = 1 << 30;
 const SEGMENT_BYTES: u64 = 256 << 20;
 const PARTITIONS_SEGMENT_BYTES: u64 = 2 << 20;
 
+/// The scenario whose profile each run follows: `soak` runs `--soak-of`, each `sweep` step is
+/// the latency profile at another rate.
+fn profiled_scenario(cli: &Cli) -> anyhow::Result<ScenarioName> {
+    let scenario = match cli.scenario {
+        ScenarioName::Soak => cli.soak_of,
+        // Each sweep step is the latency profile at another rate.
+        ScenarioName::Sweep => ScenarioName::Latency,
+        other => other,
+    };
+    if matches!(scenario, ScenarioName::Soak | ScenarioName::Sweep) {
+        bail!(
+            "--soak-of {}: pick the scenario to soak (latency, throughput, …)",
+            scenario.name()
+        );
+    }
+    Ok(scenario)
+}
+
+/// The default run duration and progress-report interval, in seconds, of a soak, a sweep step
+/// or any other run.
+fn default_duration_and_report_s(soak: bool, sweep: bool) -> (f64, Option<f64>) {
+    if soak {
+        (SOAK_DURATION_S, Some(SOAK_REPORT_EVERY_S))
+    } else if sweep {
+        (SWEEP_STEP_DURATION_S, None)
+    } else {
+        (DURATION_S, None)
+    }
+}
+
 impl Params {
     pub fn resolve(cli: &Cli) -> anyhow::Result<Params> {
         let soak = cli.scenario == ScenarioName::Soak;
         let sweep = cli.scenario == ScenarioName::Sweep;
-        let scenario = match cli.scenario {
-            ScenarioName::Soak => cli.soak_of,
-            // Each sweep step is the latency profile at another rate.
-            ScenarioName::Sweep => ScenarioName::Latency,
-            other => other,
-        };
-        if matches!(scenario, ScenarioName::Soak | ScenarioName::Sweep) {
-            bail!(
-                "--soak-of {}: pick the scenario to soak (latency, throughput, …)",
-                scenario.name()
-            );
-        }
+        let scenario = profiled_scenario(cli)?;
         let batching = matches!(
             scenario,
             ScenarioName::Throughput | ScenarioName::Catchup | ScenarioName::Partitions
@@ -100,13 +119,7 @@ impl Params {
             _ => LATENCY_RATE_PER_SEC,
         };
         let rate = cli.rate.unwrap_or(rate_default);
-        let (duration_default_s, report_default_s) = if soak {
-            (SOAK_DURATION_S, Some(SOAK_REPORT_EVERY_S))
-        } else if sweep {
-            (SWEEP_STEP_DURATION_S, None)
-        } else {
-            (DURATION_S, None)
-        };
+        let (duration_default_s, report_default_s) = default_duration_and_report_s(soak, sweep);
         let params = Params {
             scenario,
             soak,

@@ -108,50 +108,14 @@ pub fn sweep(
     let mut series = Vec::new();
     let mut run_index = 0;
     for target in targets {
-        let pid = target
-            .local
-            .as_ref()
-            .and_then(LocalBroker::pid)
-            .or(target.pid);
-        let mut steps = Vec::new();
-        for &rate in rates {
-            let mut step_params = params.clone();
-            step_params.rate_per_sec = Some(rate);
-            let hlog = output.out_dir.join(format!(
-                "{}.{}.{rate}.hlog",
-                output.stem,
-                run::slug(&target.label)
-            ));
-            eprintln!("sluice-loadgen: sweep {}: {rate} msg/s", target.label);
-            let step = run_step(
-                &target,
-                &step_params,
-                rate,
-                pid,
-                &identity(run_index),
-                &hlog,
-            )?;
-            run_index += 1;
-            let held = step.held;
-            steps.push(step);
-            if !held {
-                break;
-            }
-        }
-        if let Some(broker) = target.local {
-            let status = broker.stop()?;
-            eprintln!("sluice-loadgen: stopped the local sluice ({status})");
-        }
-        series.push(SweepSeries {
-            knee_msgs_per_sec: steps
-                .iter()
-                .take_while(|s| s.held)
-                .map(|s| s.target_msgs_per_sec)
-                .last(),
-            label: target.label,
-            bootstrap: target.bootstrap,
-            steps,
-        });
+        series.push(sweep_target(
+            params,
+            rates,
+            target,
+            output,
+            &identity,
+            &mut run_index,
+        )?);
     }
     let complete = series.iter().all(|s| s.steps.iter().all(|st| st.complete));
     let file = SweepFile {
@@ -163,7 +127,70 @@ pub fn sweep(
         machine: machine(),
         brokers: series,
     };
-    let json = serde_json::to_string_pretty(&file)?;
+    write_outputs(&file, output)?;
+    Ok((file, complete))
+}
+
+/// One target's series: the rates in turn until one is not held (`run_index` numbers the runs
+/// across targets); a local broker is stopped after its last step.
+fn sweep_target(
+    params: &Params,
+    rates: &[u64],
+    target: SweepTarget,
+    output: &SweepOutput<'_>,
+    identity: &impl Fn(usize) -> RunIdentity,
+    run_index: &mut usize,
+) -> anyhow::Result<SweepSeries> {
+    let pid = target
+        .local
+        .as_ref()
+        .and_then(LocalBroker::pid)
+        .or(target.pid);
+    let mut steps = Vec::new();
+    for &rate in rates {
+        let mut step_params = params.clone();
+        step_params.rate_per_sec = Some(rate);
+        let hlog = output.out_dir.join(format!(
+            "{}.{}.{rate}.hlog",
+            output.stem,
+            run::slug(&target.label)
+        ));
+        eprintln!("sluice-loadgen: sweep {}: {rate} msg/s", target.label);
+        let step = run_step(
+            &target,
+            &step_params,
+            rate,
+            pid,
+            &identity(*run_index),
+            &hlog,
+        )?;
+        *run_index += 1;
+        let held = step.held;
+        steps.push(step);
+        if !held {
+            break;
+        }
+    }
+    if let Some(broker) = target.local {
+        let status = broker.stop()?;
+        eprintln!("sluice-loadgen: stopped the local sluice ({status})");
+    }
+    Ok(SweepSeries {
+        knee_msgs_per_sec: steps
+            .iter()
+            .take_while(|s| s.held)
+            .map(|s| s.target_msgs_per_sec)
+            .last(),
+        label: target.label,
+        bootstrap: target.bootstrap,
+        steps,
+    })
+}
+
+/// Writes the sweep's JSON file and its SVG (p99 against the achieved rate, one line per
+/// broker).
+fn write_outputs(file: &SweepFile, output: &SweepOutput<'_>) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(file)?;
     std::fs::write(output.json_path, json + "\n")
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", output.json_path.display()))?;
     let lines: Vec<(String, Vec<(f64, f64)>)> = file
@@ -183,8 +210,7 @@ pub fn sweep(
         &output.out_dir.join(format!("{}.svg", output.stem)),
         "sluice-loadgen sweep: p99 end-to-end latency against the achieved rate",
         &lines,
-    )?;
-    Ok((file, complete))
+    )
 }
 
 fn run_step(

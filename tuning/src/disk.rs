@@ -386,26 +386,8 @@ impl ProbeRun {
     async fn run(self) -> Result<DiskReport, TuneError> {
         let start = Instant::now();
         let deadline = start + self.budget;
-
-        // iopoll workaround: this must be the first DMA file the executor opens.
-        let probe = DmaFile::open(&self.iopoll_path)
-            .await
-            .map_err(|e| TuneError::glommio("opening", &self.iopoll_path, e))?;
-        let _ = probe.close().await;
-
         let path = self.data_path.clone();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .dma_open(&path)
-            .await
-            .map_err(|e| TuneError::glommio("creating", &path, e))?;
-        file.pre_allocate(self.file_bytes, false)
-            .await
-            .map_err(|e| TuneError::glommio("preallocating", &path, e))?;
-        let file = Rc::new(file);
+        let file = self.create_data_file().await?;
 
         let fill_deadline = start + self.budget.mul_f64(FILL_BUDGET_FRACTION);
         let fill_start = Instant::now();
@@ -413,34 +395,7 @@ impl ProbeRun {
         let fill_elapsed = fill_start.elapsed();
         let fill_mib_per_sec = mib_per_sec(region_bytes, fill_elapsed);
 
-        let mut cells = Vec::with_capacity(SLICES - 1);
-        let mut slices_left = SLICES;
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(std::process::id());
-        for &block_bytes in &BLOCK_SIZES_BYTES {
-            for &depth in &QUEUE_DEPTHS {
-                for kind in [IoKind::Write, IoKind::Read] {
-                    let slice = deadline
-                        .saturating_duration_since(Instant::now())
-                        .checked_div(u32::try_from(slices_left).unwrap_or(u32::MAX))
-                        .unwrap_or_default();
-                    slices_left -= 1;
-                    seed = splitmix64(&mut seed);
-                    let spec = CellSpec {
-                        kind,
-                        block_bytes,
-                        depth,
-                        region_bytes,
-                        deadline: Instant::now() + slice,
-                        ops_max: self
-                            .cell_ops_max
-                            .min(self.cell_bytes_max / block_bytes as u64)
-                            .max(depth as u64),
-                        seed,
-                    };
-                    cells.push(run_cell(&file, &path, spec).await?);
-                }
-            }
-        }
+        let cells = self.run_cells(&file, region_bytes, deadline).await?;
         let fsync_deadline = deadline.max(Instant::now() + Duration::from_millis(10));
         let fsync = fsync_test(
             &file,
@@ -469,6 +424,69 @@ impl ProbeRun {
             loadavg_1m: (None, None),
             other_cpu_cores: None,
         })
+    }
+
+    /// Opens the iopoll probe file first (the iopoll workaround: it must be the first DMA file
+    /// the executor opens), then creates and preallocates the data file.
+    async fn create_data_file(&self) -> Result<Rc<DmaFile>, TuneError> {
+        let probe = DmaFile::open(&self.iopoll_path)
+            .await
+            .map_err(|e| TuneError::glommio("opening", &self.iopoll_path, e))?;
+        let _ = probe.close().await;
+
+        let path = &self.data_path;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .dma_open(path)
+            .await
+            .map_err(|e| TuneError::glommio("creating", path, e))?;
+        file.pre_allocate(self.file_bytes, false)
+            .await
+            .map_err(|e| TuneError::glommio("preallocating", path, e))?;
+        Ok(Rc::new(file))
+    }
+
+    /// Every cell of the grid (block size × queue depth × write/read) in turn, each in an equal
+    /// slice of the time left before `deadline`.
+    async fn run_cells(
+        &self,
+        file: &Rc<DmaFile>,
+        region_bytes: u64,
+        deadline: Instant,
+    ) -> Result<Vec<CellResult>, TuneError> {
+        let path = &self.data_path;
+        let mut cells = Vec::with_capacity(SLICES - 1);
+        let mut slices_left = SLICES;
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(std::process::id());
+        for &block_bytes in &BLOCK_SIZES_BYTES {
+            for &depth in &QUEUE_DEPTHS {
+                for kind in [IoKind::Write, IoKind::Read] {
+                    let slice = deadline
+                        .saturating_duration_since(Instant::now())
+                        .checked_div(u32::try_from(slices_left).unwrap_or(u32::MAX))
+                        .unwrap_or_default();
+                    slices_left -= 1;
+                    seed = splitmix64(&mut seed);
+                    let spec = CellSpec {
+                        kind,
+                        block_bytes,
+                        depth,
+                        region_bytes,
+                        deadline: Instant::now() + slice,
+                        ops_max: self
+                            .cell_ops_max
+                            .min(self.cell_bytes_max / block_bytes as u64)
+                            .max(depth as u64),
+                        seed,
+                    };
+                    cells.push(run_cell(file, path, spec).await?);
+                }
+            }
+        }
+        Ok(cells)
     }
 }
 
@@ -611,30 +629,9 @@ async fn run_cell(
                 let pos = (splitmix64(&mut rng) % blocks) * spec.block_bytes as u64;
                 match spec.kind {
                     IoKind::Write => {
-                        let mut buf = file.alloc_dma_buffer(spec.block_bytes);
-                        // Cheap non-zero, non-constant-per-op content.
-                        buf.as_bytes_mut().fill((n & 0xff) as u8 | 1);
-                        let t0 = Instant::now();
-                        let got = file
-                            .write_at(buf, pos)
-                            .await
-                            .map_err(|e| TuneError::glommio("writing", &path, e))?;
-                        record(&mut h, t0.elapsed());
-                        if got != spec.block_bytes {
-                            return Err(short("writing", &path, got, spec.block_bytes));
-                        }
+                        timed_write(&file, &path, pos, spec.block_bytes, n, &mut h).await?;
                     }
-                    IoKind::Read => {
-                        let t0 = Instant::now();
-                        let got = file
-                            .read_at_aligned(pos, spec.block_bytes)
-                            .await
-                            .map_err(|e| TuneError::glommio("reading", &path, e))?;
-                        record(&mut h, t0.elapsed());
-                        if got.len() != spec.block_bytes {
-                            return Err(short("reading", &path, got.len(), spec.block_bytes));
-                        }
-                    }
+                    IoKind::Read => timed_read(&file, &path, pos, spec.block_bytes, &mut h).await?,
                 }
             }
         }));
@@ -656,6 +653,51 @@ async fn run_cell(
         mib_per_sec: mib_per_sec(bytes, elapsed),
         latency: LatencySummary::from_histogram_ns(&total),
     })
+}
+
+/// One write of `block_bytes` at `pos`, its latency recorded in `h`; the operation number `n`
+/// varies the content.
+async fn timed_write(
+    file: &DmaFile,
+    path: &Path,
+    pos: u64,
+    block_bytes: usize,
+    n: u64,
+    h: &mut Histogram<u64>,
+) -> Result<(), TuneError> {
+    let mut buf = file.alloc_dma_buffer(block_bytes);
+    // Cheap non-zero, non-constant-per-op content.
+    buf.as_bytes_mut().fill((n & 0xff) as u8 | 1);
+    let t0 = Instant::now();
+    let got = file
+        .write_at(buf, pos)
+        .await
+        .map_err(|e| TuneError::glommio("writing", path, e))?;
+    record(h, t0.elapsed());
+    if got != block_bytes {
+        return Err(short("writing", path, got, block_bytes));
+    }
+    Ok(())
+}
+
+/// One read of `block_bytes` at `pos`, its latency recorded in `h`.
+async fn timed_read(
+    file: &DmaFile,
+    path: &Path,
+    pos: u64,
+    block_bytes: usize,
+    h: &mut Histogram<u64>,
+) -> Result<(), TuneError> {
+    let t0 = Instant::now();
+    let got = file
+        .read_at_aligned(pos, block_bytes)
+        .await
+        .map_err(|e| TuneError::glommio("reading", path, e))?;
+    record(h, t0.elapsed());
+    if got.len() != block_bytes {
+        return Err(short("reading", path, got.len(), block_bytes));
+    }
+    Ok(())
 }
 
 /// A 4 KiB write then `fdatasync`, repeated until `deadline` or `ops_max` (at least once).

@@ -398,6 +398,15 @@ pub fn write_pattern_reasoning(disk: &DiskReport) -> Vec<String> {
         out.push("No probed cell has the same bytes in flight; cannot judge.".to_owned());
         return out;
     }
+    out.push(same_in_flight_verdict(&same, peak_bw));
+    out.extend(large_write_depth_note(writes()));
+    out.extend(small_write_latency_note(disk));
+    out
+}
+
+/// The cells with the log's bytes in flight as % of the peak write bandwidth `peak_bw`, and
+/// whether they support the log's write pattern.
+fn same_in_flight_verdict(same: &[&CellResult], peak_bw: f64) -> String {
     let desc: Vec<String> = same
         .iter()
         .map(|c| {
@@ -421,41 +430,43 @@ pub fn write_pattern_reasoning(disk: &DiskReport) -> Vec<String> {
     } else {
         "the figures do not support 256 KiB × 16 (it stays under 80 % of peak)"
     };
-    out.push(format!(
+    format!(
         "Cells with the same bytes in flight, % of peak: {}: {verdict}.",
         desc.join(", ")
-    ));
-    // Large writes that get slower with depth: more in flight than the registered pool holds.
-    let big: Vec<&CellResult> = writes().filter(|c| c.block_bytes == 1 << 20).collect();
-    if let Some(best) = big
+    )
+}
+
+/// A note when 1 MiB writes get slower with depth: more in flight than the registered pool
+/// holds.
+fn large_write_depth_note<'a>(writes: impl Iterator<Item = &'a CellResult>) -> Option<String> {
+    let big: Vec<&CellResult> = writes.filter(|c| c.block_bytes == 1 << 20).collect();
+    let best = big
         .iter()
-        .max_by(|a, b| a.mib_per_sec.total_cmp(&b.mib_per_sec))
-    {
-        if let Some(deep) = big
-            .iter()
-            .filter(|c| c.depth > best.depth && c.mib_per_sec < 0.8 * best.mib_per_sec)
-            .min_by_key(|c| c.depth)
-        {
-            out.push(format!(
-                "1 MiB writes peak at depth {} ({:.0} MiB/s) and fall to {:.0} MiB/s at depth {}: \
-                 beyond glommio's {} of registered I/O memory buffers come from the heap, so \
-                 more bytes in flight than that does not pay.",
-                best.depth,
-                best.mib_per_sec,
-                deep.mib_per_sec,
-                deep.depth,
-                human_bytes(GLOMMIO_IO_MEMORY_BYTES as u64)
-            ));
-        }
-    }
-    if let Some(c) = disk.cell(IoKind::Write, 4 << 10, 1) {
-        if c.latency.p99_us > 1000.0 {
-            out.push(format!(
-                "4 KiB write at depth 1 has p99 {:.1} ms: above the 1 ms budget without fsync \
-                 (DESIGN.md §5); check machine load and the disk before trusting latency targets.",
-                c.latency.p99_us / 1000.0
-            ));
-        }
-    }
-    out
+        .max_by(|a, b| a.mib_per_sec.total_cmp(&b.mib_per_sec))?;
+    let deep = big
+        .iter()
+        .filter(|c| c.depth > best.depth && c.mib_per_sec < 0.8 * best.mib_per_sec)
+        .min_by_key(|c| c.depth)?;
+    Some(format!(
+        "1 MiB writes peak at depth {} ({:.0} MiB/s) and fall to {:.0} MiB/s at depth {}: \
+         beyond glommio's {} of registered I/O memory buffers come from the heap, so \
+         more bytes in flight than that does not pay.",
+        best.depth,
+        best.mib_per_sec,
+        deep.mib_per_sec,
+        deep.depth,
+        human_bytes(GLOMMIO_IO_MEMORY_BYTES as u64)
+    ))
+}
+
+/// A warning when a 4 KiB write at depth 1 has a p99 above the 1 ms budget.
+fn small_write_latency_note(disk: &DiskReport) -> Option<String> {
+    let c = disk.cell(IoKind::Write, 4 << 10, 1)?;
+    (c.latency.p99_us > 1000.0).then(|| {
+        format!(
+            "4 KiB write at depth 1 has p99 {:.1} ms: above the 1 ms budget without fsync \
+             (DESIGN.md §5); check machine load and the disk before trusting latency targets.",
+            c.latency.p99_us / 1000.0
+        )
+    })
 }

@@ -14,7 +14,7 @@ use replication::metadata::{
     BrokerRegistration, ControllerAnswer, ControllerError, ControllerOp, ControllerReply,
     ControllerRequest, PRODUCER_ID_BLOCK_SIZE,
 };
-use replication::runtime::{Clock, NodeId};
+use replication::runtime::{Clock, MonotonicTime, NodeId};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -84,21 +84,7 @@ async fn heartbeat(
     want_shut_down: bool,
 ) -> Result<ControllerReply, ControllerError> {
     let now = ShardRuntime.now();
-    {
-        let image = controller.view.borrow().image();
-        let Some(registration) = image.brokers.get(&broker_id) else {
-            return Err(ControllerError::UnknownBroker { broker_id });
-        };
-        let mut heartbeats = controller.heartbeats.borrow_mut();
-        heartbeats.follow(&image, now);
-        if !heartbeats.heartbeat(broker_id, broker_epoch, now) {
-            return Err(ControllerError::StaleBrokerEpoch {
-                broker_id,
-                broker_epoch,
-                current: registration.broker_epoch,
-            });
-        }
-    }
+    renew_session(controller, broker_id, broker_epoch, now)?;
     controller.heard.borrow_mut().insert(broker_id);
     let registration = controller
         .view
@@ -117,29 +103,7 @@ async fn heartbeat(
         caught_up_with_registration(controller, broker_id, metadata_offset)
     });
     if change == HeartbeatChange::ControlledShutdown {
-        let _permit = controller.lock().await?;
-        let op = ControllerOp::ControlledShutdown {
-            broker_id,
-            broker_epoch,
-        };
-        let (before, after) = commit(shard, controller, &op, broker_id).await?;
-        if let ControllerAnswer::ControlledShutdown {
-            should_shut_down: done,
-        } = op.answer(&before, &after)
-        {
-            should_shut_down = done;
-        }
-        if should_shut_down && !after.brokers.get(&broker_id).is_none_or(|b| b.fenced) {
-            // Done: the broker is fenced now (as Kafka does on SHUTDOWN_NOW), so it is listed
-            // no more and its next start registers at once.
-            commit(
-                shard,
-                controller,
-                &ControllerOp::FenceBroker { broker_id },
-                broker_id,
-            )
-            .await?;
-        }
+        should_shut_down = controlled_shutdown(shard, controller, broker_id, broker_epoch).await?;
     } else if change == HeartbeatChange::Unfence {
         let _permit = controller.lock().await?;
         let op = ControllerOp::UnfenceBroker {
@@ -155,6 +119,64 @@ async fn heartbeat(
         is_fenced,
         should_shut_down,
     })
+}
+
+/// Renews broker `broker_id`'s session if `broker_epoch` is its current one (following the
+/// image's brokers first).
+fn renew_session(
+    controller: &Controller,
+    broker_id: i32,
+    broker_epoch: i64,
+    now: MonotonicTime,
+) -> Result<(), ControllerError> {
+    let image = controller.view.borrow().image();
+    let Some(registration) = image.brokers.get(&broker_id) else {
+        return Err(ControllerError::UnknownBroker { broker_id });
+    };
+    let mut heartbeats = controller.heartbeats.borrow_mut();
+    heartbeats.follow(&image, now);
+    if !heartbeats.heartbeat(broker_id, broker_epoch, now) {
+        return Err(ControllerError::StaleBrokerEpoch {
+            broker_id,
+            broker_epoch,
+            current: registration.broker_epoch,
+        });
+    }
+    Ok(())
+}
+
+/// Runs a controlled shutdown step for `broker_id` under the controller lock: moves its
+/// leaderships; once it leads nothing (the answer is true), fences it.
+async fn controlled_shutdown(
+    shard: &Shard,
+    controller: &Controller,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<bool, ControllerError> {
+    let _permit = controller.lock().await?;
+    let op = ControllerOp::ControlledShutdown {
+        broker_id,
+        broker_epoch,
+    };
+    let (before, after) = commit(shard, controller, &op, broker_id).await?;
+    let should_shut_down = match op.answer(&before, &after) {
+        ControllerAnswer::ControlledShutdown {
+            should_shut_down: done,
+        } => done,
+        _ => false,
+    };
+    if should_shut_down && !after.brokers.get(&broker_id).is_none_or(|b| b.fenced) {
+        // Done: the broker is fenced now (as Kafka does on SHUTDOWN_NOW), so it is listed
+        // no more and its next start registers at once.
+        commit(
+            shard,
+            controller,
+            &ControllerOp::FenceBroker { broker_id },
+            broker_id,
+        )
+        .await?;
+    }
+    Ok(should_shut_down)
 }
 
 /// What a heartbeat changes besides renewing the session.

@@ -73,92 +73,122 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
         if !answered.insert(name.clone()) {
             continue;
         }
-        let mut result = CreatableTopicResult::default();
-        result.name = topic_name(&name);
-        if seen.get(&name).copied().unwrap_or(0) > 1 {
-            result.error_code = code(ResponseError::InvalidRequest);
-            result.error_message = Some(str_bytes(format!(
-                "CreateTopics names topic '{name}' more than once"
-            )));
-            result.num_partitions = -1;
-            result.replication_factor = -1;
-            response.topics.push(result);
-            continue;
-        }
-        let shape = if topic.assignments.is_empty() {
-            let partitions = if topic.num_partitions == -1 {
-                shard.config.num_partitions
-            } else {
-                topic.num_partitions
-            };
-            // The controller checks it against the live brokers (INVALID_REPLICATION_FACTOR).
-            let replication = if topic.replication_factor == -1 {
-                shard.config.default_replication_factor
-            } else {
-                topic.replication_factor
-            };
-            Ok((partitions, replication))
+        let result = if seen.get(&name).copied().unwrap_or(0) > 1 {
+            duplicate_result(&name)
         } else {
-            let brokers: Vec<i32> = shard.metadata().brokers.keys().copied().collect();
-            manual_shape(&topic.assignments, &topic, &brokers)
+            create_topic(shard, &topic, &name, req.validate_only).await
         };
-        // The manual replica lists by partition index (their shape is checked above).
-        let assignment = (!topic.assignments.is_empty()).then(|| {
-            let mut lists: Vec<(i32, Vec<i32>)> = topic
-                .assignments
-                .iter()
-                .map(|a| {
-                    (
-                        a.partition_index,
-                        a.broker_ids.iter().map(|b| b.0).collect(),
-                    )
-                })
-                .collect();
-            lists.sort_by_key(|(p, _)| *p);
-            lists.into_iter().map(|(_, l)| l).collect()
-        });
-        let (partitions, replication) = shape.clone().unwrap_or((-1, -1));
-        let outcome = if let Err(refusal) = shape {
-            Err(refusal)
-        } else if let Err(e) = check_not_internal(&shard.metadata(), &name, TopicOperation::Create)
-        {
-            Err(controller_error(&e))
-        } else {
-            let mut overrides = std::collections::BTreeMap::new();
-            for c in &topic.configs {
-                if let Some(value) = &c.value {
-                    overrides.insert(c.name.to_string(), value.to_string());
-                }
-            }
-            let op = ControllerOp::CreateTopic {
-                assignment,
-                name: name.clone(),
-                partitions,
-                replication_factor: replication,
-                overrides,
-                internal: false,
-                validate_only: req.validate_only,
-            };
-            crate::controller::call(shard, op)
-                .await
-                .map_err(|e| controller_error(&e))
-        };
-        match outcome {
-            Ok(()) => {
-                result.num_partitions = partitions;
-                result.replication_factor = replication;
-                if let Some(t) = shard.metadata().topics.get(&name) {
-                    result.topic_id = t.id;
-                }
-            }
-            Err((error, message)) => {
-                result.error_code = error;
-                result.error_message = Some(str_bytes(message));
-                result.num_partitions = -1;
-                result.replication_factor = -1;
-            }
-        }
         response.topics.push(result);
     }
     response
+}
+
+/// The answer to a topic named more than once in the request (INVALID_REQUEST).
+fn duplicate_result(name: &str) -> CreatableTopicResult {
+    let mut result = CreatableTopicResult::default();
+    result.name = topic_name(name);
+    result.error_code = code(ResponseError::InvalidRequest);
+    result.error_message = Some(str_bytes(format!(
+        "CreateTopics names topic '{name}' more than once"
+    )));
+    result.num_partitions = -1;
+    result.replication_factor = -1;
+    result
+}
+
+/// Checks and creates one topic through the controller (or only checks it, `validate_only`).
+async fn create_topic(
+    shard: &Rc<Shard>,
+    topic: &CreatableTopic,
+    name: &str,
+    validate_only: bool,
+) -> CreatableTopicResult {
+    let mut result = CreatableTopicResult::default();
+    result.name = topic_name(name);
+    let shape = requested_shape(shard, topic);
+    let assignment = manual_assignment(topic);
+    let (partitions, replication) = shape.clone().unwrap_or((-1, -1));
+    let outcome = if let Err(refusal) = shape {
+        Err(refusal)
+    } else if let Err(e) = check_not_internal(&shard.metadata(), name, TopicOperation::Create) {
+        Err(controller_error(&e))
+    } else {
+        let mut overrides = std::collections::BTreeMap::new();
+        for c in &topic.configs {
+            if let Some(value) = &c.value {
+                overrides.insert(c.name.to_string(), value.to_string());
+            }
+        }
+        let op = ControllerOp::CreateTopic {
+            assignment,
+            name: name.to_string(),
+            partitions,
+            replication_factor: replication,
+            overrides,
+            internal: false,
+            validate_only,
+        };
+        crate::controller::call(shard, op)
+            .await
+            .map_err(|e| controller_error(&e))
+    };
+    match outcome {
+        Ok(()) => {
+            result.num_partitions = partitions;
+            result.replication_factor = replication;
+            if let Some(t) = shard.metadata().topics.get(name) {
+                result.topic_id = t.id;
+            }
+        }
+        Err((error, message)) => {
+            result.error_code = error;
+            result.error_message = Some(str_bytes(message));
+            result.num_partitions = -1;
+            result.replication_factor = -1;
+        }
+    }
+    result
+}
+
+/// (partitions, replication factor) of `topic`: the request's, -1 meaning the broker default,
+/// or those of its manual assignment.
+fn requested_shape(
+    shard: &Shard,
+    topic: &CreatableTopic,
+) -> Result<(i32, i16), replica_assignment::Refusal> {
+    if !topic.assignments.is_empty() {
+        let brokers: Vec<i32> = shard.metadata().brokers.keys().copied().collect();
+        return manual_shape(&topic.assignments, topic, &brokers);
+    }
+    let partitions = if topic.num_partitions == -1 {
+        shard.config.num_partitions
+    } else {
+        topic.num_partitions
+    };
+    // The controller checks it against the live brokers (INVALID_REPLICATION_FACTOR).
+    let replication = if topic.replication_factor == -1 {
+        shard.config.default_replication_factor
+    } else {
+        topic.replication_factor
+    };
+    Ok((partitions, replication))
+}
+
+/// The manual replica lists by partition index (their shape is checked by [`manual_shape`]);
+/// none when the request gives no assignment.
+fn manual_assignment(topic: &CreatableTopic) -> Option<Vec<Vec<i32>>> {
+    (!topic.assignments.is_empty()).then(|| {
+        let mut lists: Vec<(i32, Vec<i32>)> = topic
+            .assignments
+            .iter()
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.iter().map(|b| b.0).collect(),
+                )
+            })
+            .collect();
+        lists.sort_by_key(|(p, _)| *p);
+        lists.into_iter().map(|(_, l)| l).collect()
+    })
 }

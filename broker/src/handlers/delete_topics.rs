@@ -32,15 +32,36 @@ pub async fn handle(
     req: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
-    // Kafka refuses a name given twice in one request (INVALID_REQUEST for each copy).
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    for name in &req.topic_names {
-        *seen.entry(name.0.to_string()).or_default() += 1;
-    }
     let names: Vec<String> = req.topic_names.iter().map(|n| n.0.to_string()).collect();
+    let outcomes: Rc<RefCell<Vec<Option<Outcome>>>> =
+        Rc::new(RefCell::new(refused_outright(shard, &names)));
+    let deleted = spawn_deletions(shard, &names, &outcomes);
+    let deleted = async {
+        let _ = deleted.await;
+    };
+    let triggered_only = match u64::try_from(req.timeout_ms) {
+        Ok(ms) if ms > 0 => {
+            let timeout = crate::rt::sleep(Duration::from_millis(ms));
+            futures_lite::future::or(deleted, timeout).await;
+            false
+        }
+        _ => true,
+    };
+    let outcomes = outcomes.borrow();
+    answer(&names, &outcomes, triggered_only, version)
+}
+
+/// The outcome of each of `names` refused outright (given twice, internal, unknown); none for
+/// a name to delete.
+fn refused_outright(shard: &Shard, names: &[String]) -> Vec<Option<Outcome>> {
+    // Kafka refuses a name given twice in one request (INVALID_REQUEST for each copy).
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for name in names {
+        *seen.entry(name.as_str()).or_default() += 1;
+    }
     let metadata = shard.metadata();
     let refused = |name: &String| -> Option<Outcome> {
-        if seen.get(name).copied().unwrap_or(0) > 1 {
+        if seen.get(name.as_str()).copied().unwrap_or(0) > 1 {
             Some(Err((
                 code(ResponseError::InvalidRequest),
                 format!("topic '{name}' is named more than once in the request"),
@@ -57,39 +78,46 @@ pub async fn handle(
             None
         }
     };
-    let outcomes: Rc<RefCell<Vec<Option<Outcome>>>> =
-        Rc::new(RefCell::new(names.iter().map(refused).collect()));
+    names.iter().map(refused).collect()
+}
+
+/// Deletes, one at a time through the controller, each of `names` whose outcome is still none,
+/// in a detached task (the deletions go on after a timed-out answer); the receiver completes
+/// when all are done.
+fn spawn_deletions(
+    shard: &Rc<Shard>,
+    names: &[String],
+    outcomes: &Rc<RefCell<Vec<Option<Outcome>>>>,
+) -> futures_channel::oneshot::Receiver<()> {
     let (done, deleted) = futures_channel::oneshot::channel::<()>();
-    {
-        let (shard, names, outcomes) = (shard.clone(), names.clone(), outcomes.clone());
-        // Detached: the deletions go on after a timed-out answer.
-        crate::rt::spawn_local(async move {
-            for (i, name) in names.into_iter().enumerate() {
-                if outcomes.borrow()[i].is_some() {
-                    continue;
-                }
-                let outcome = crate::controller::call(&shard, ControllerOp::DeleteTopic { name })
-                    .await
-                    .map_err(|e| controller_error(&e));
-                outcomes.borrow_mut()[i] = Some(outcome);
+    let (shard, names, outcomes) = (shard.clone(), names.to_vec(), outcomes.clone());
+    // Detached: the deletions go on after a timed-out answer.
+    crate::rt::spawn_local(async move {
+        for (i, name) in names.into_iter().enumerate() {
+            if outcomes.borrow()[i].is_some() {
+                continue;
             }
-            let _ = done.send(());
-        })
-        .detach();
-    }
-    let deleted = async {
-        let _ = deleted.await;
-    };
-    let triggered_only = match u64::try_from(req.timeout_ms) {
-        Ok(ms) if ms > 0 => {
-            let timeout = crate::rt::sleep(Duration::from_millis(ms));
-            futures_lite::future::or(deleted, timeout).await;
-            false
+            let outcome = crate::controller::call(&shard, ControllerOp::DeleteTopic { name })
+                .await
+                .map_err(|e| controller_error(&e));
+            outcomes.borrow_mut()[i] = Some(outcome);
         }
-        _ => true,
-    };
+        let _ = done.send(());
+    })
+    .detach();
+    deleted
+}
+
+/// The answer: each topic's outcome; one still deleting is a success when the request only
+/// triggered the deletions (`triggered_only`), else REQUEST_TIMED_OUT.
+fn answer(
+    names: &[String],
+    outcomes: &[Option<Outcome>],
+    triggered_only: bool,
+    version: i16,
+) -> DeleteTopicsResponse {
     let mut response = DeleteTopicsResponse::default();
-    for (name, outcome) in names.iter().zip(outcomes.borrow().iter()) {
+    for (name, outcome) in names.iter().zip(outcomes.iter()) {
         let outcome = match outcome.clone() {
             Some(outcome) => outcome,
             None if triggered_only => Ok(()),

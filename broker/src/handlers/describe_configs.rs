@@ -29,7 +29,7 @@ use net::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsRespo
 use net::kafka_protocol::protocol::StrBytes;
 use std::rc::Rc;
 use tuning::config::{BrokerConfig, ConfigSource};
-use tuning::kafka_keys::{topic_key_for_broker_synonym, ConfigType, TOPIC_KEYS};
+use tuning::kafka_keys::{topic_key_for_broker_synonym, ConfigType, TopicKey, TOPIC_KEYS};
 
 /// Kafka's `ConfigResource.Type` codes.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -80,7 +80,7 @@ struct Entry {
     read_only: bool,
     source: ConfigSource,
     config_type: Option<ConfigType>,
-    synonyms: Vec<(String, String, ConfigSource)>,
+    synonyms: Vec<Synonym>,
 }
 
 impl Entry {
@@ -144,74 +144,106 @@ fn describe_topic(
         .filter_map(|key| {
             let value = config.get(key.name)?;
             let on_topic = config.is_set(key.name);
-            // See the module doc: Kafka consults the broker synonyms of a many-synonym
-            // property only when its first one is set.
-            let consult_broker = key.synonyms.len() <= 1
-                || key
-                    .synonyms
-                    .first()
-                    .is_some_and(|s| broker.is_set(s.name) || dynamic.lookup(s.name).is_some());
-            // Dynamic broker values, then start-up ones (Kafka's synonym order).
-            let dynamic_synonyms = key.synonyms.iter().filter_map(|s| {
-                dynamic
-                    .lookup(s.name)
-                    .map(|(v, source)| (s.name.to_string(), v.to_string(), source))
-            });
-            let broker_synonyms: Vec<(String, String, ConfigSource)> = if consult_broker {
-                dynamic_synonyms
-                    .chain(key.synonyms.iter().filter_map(|s| {
-                        broker.given(s.name).map(|v| {
-                            (
-                                s.name.to_string(),
-                                v.to_string(),
-                                ConfigSource::StaticBrokerConfig,
-                            )
-                        })
-                    }))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let source = if on_topic {
-                ConfigSource::TopicConfig
-            } else if let Some((_, _, source)) = broker_synonyms.first() {
-                *source
-            } else {
-                ConfigSource::DefaultConfig
-            };
-            let mut synonyms = Vec::new();
-            if include_synonyms {
-                if on_topic {
-                    synonyms.push((
-                        key.name.to_string(),
-                        value.clone(),
-                        ConfigSource::TopicConfig,
-                    ));
-                }
-                if consult_broker {
-                    synonyms.extend(broker_synonyms);
-                    for s in key.synonyms {
-                        if let Some(d) = s.default {
-                            synonyms.push((
-                                s.name.to_string(),
-                                d.to_string(),
-                                ConfigSource::DefaultConfig,
-                            ));
-                        }
-                    }
-                }
-            }
-            Some(Entry {
-                name: key.name.to_string(),
+            Some(topic_entry(
+                key,
                 value,
-                read_only: false,
-                source,
-                config_type: Some(key.config_type),
-                synonyms,
-            })
+                on_topic,
+                broker,
+                &dynamic,
+                include_synonyms,
+            ))
         })
         .collect();
     Ok(entries)
+}
+
+/// A synonym as listed: (name, value, source).
+type Synonym = (String, String, ConfigSource);
+
+/// Topic property `key` with its effective `value` (`on_topic`: set on the topic), its source
+/// and, with `include_synonyms`, its synonyms in Kafka's order.
+fn topic_entry(
+    key: &TopicKey,
+    value: String,
+    on_topic: bool,
+    broker: &BrokerConfig,
+    dynamic: &DynamicBrokerConfigs<'_>,
+    include_synonyms: bool,
+) -> Entry {
+    // See the module doc: Kafka consults the broker synonyms of a many-synonym
+    // property only when its first one is set.
+    let consult_broker = key.synonyms.len() <= 1
+        || key
+            .synonyms
+            .first()
+            .is_some_and(|s| broker.is_set(s.name) || dynamic.lookup(s.name).is_some());
+    let broker_synonyms = if consult_broker {
+        broker_synonyms(key, broker, dynamic)
+    } else {
+        Vec::new()
+    };
+    let source = if on_topic {
+        ConfigSource::TopicConfig
+    } else if let Some((_, _, source)) = broker_synonyms.first() {
+        *source
+    } else {
+        ConfigSource::DefaultConfig
+    };
+    let mut synonyms = Vec::new();
+    if include_synonyms {
+        if on_topic {
+            synonyms.push((
+                key.name.to_string(),
+                value.clone(),
+                ConfigSource::TopicConfig,
+            ));
+        }
+        if consult_broker {
+            synonyms.extend(broker_synonyms);
+            for s in key.synonyms {
+                if let Some(d) = s.default {
+                    synonyms.push((
+                        s.name.to_string(),
+                        d.to_string(),
+                        ConfigSource::DefaultConfig,
+                    ));
+                }
+            }
+        }
+    }
+    Entry {
+        name: key.name.to_string(),
+        value,
+        read_only: false,
+        source,
+        config_type: Some(key.config_type),
+        synonyms,
+    }
+}
+
+/// The broker-level synonyms of topic property `key` that are set: dynamic broker values,
+/// then start-up ones (Kafka's synonym order).
+fn broker_synonyms(
+    key: &TopicKey,
+    broker: &BrokerConfig,
+    dynamic: &DynamicBrokerConfigs<'_>,
+) -> Vec<Synonym> {
+    let dynamic_synonyms = key.synonyms.iter().filter_map(|s| {
+        dynamic
+            .lookup(s.name)
+            .map(|(v, source)| (s.name.to_string(), v.to_string(), source))
+    });
+    dynamic_synonyms
+        .chain(key.synonyms.iter().filter_map(|s| {
+            broker.given(s.name).map(|v| {
+                (
+                    s.name.to_string(),
+                    v.to_string(),
+                    ConfigSource::StaticBrokerConfig,
+                )
+            })
+        }))
+        .collect()
 }
 
 fn describe_broker(
@@ -248,52 +280,72 @@ fn describe_broker(
         .into_iter()
         .filter(|(key, _)| wanted(&resource.configuration_keys, key))
         .map(|(key, value)| {
-            // A topic default appears under its broker-level name; it was set explicitly if
-            // the broker config set it under either name (or a coarser unit).
-            let topic = topic_key_for_broker_synonym(key).map(|(t, _)| t);
-            let explicit = start_up.is_set(key)
-                || topic.is_some_and(|t| start_up.topic_defaults.is_set(t.name));
-            let start_up_source = if explicit {
-                ConfigSource::StaticBrokerConfig
-            } else {
-                ConfigSource::DefaultConfig
-            };
-            let dynamic_value = dynamic.lookup(key);
-            let source = dynamic_value.map_or(start_up_source, |(_, s)| s);
-            let synonyms = if include_synonyms {
-                let mut synonyms: Vec<(String, String, ConfigSource)> = [
-                    dynamic
-                        .broker
-                        .get(key)
-                        .map(|v| (v, ConfigSource::DynamicBrokerConfig)),
-                    dynamic
-                        .cluster_default
-                        .get(key)
-                        .map(|v| (v, ConfigSource::DynamicDefaultBrokerConfig)),
-                ]
-                .into_iter()
-                .flatten()
-                .map(|(v, s)| (key.to_string(), v.clone(), s))
-                .collect();
-                let start_up_value = start_up_values
-                    .get(key)
-                    .map_or_else(|| value.clone(), Clone::clone);
-                synonyms.push((key.to_string(), start_up_value, start_up_source));
-                synonyms
-            } else {
-                Vec::new()
-            };
-            Entry {
-                name: key.to_string(),
+            broker_entry(
+                key,
                 value,
-                read_only: !crate::dynamic_config::is_dynamic(key),
-                source,
-                config_type: topic.map_or_else(|| broker_config_type(key), |t| Some(t.config_type)),
-                synonyms,
-            }
+                start_up,
+                &start_up_values,
+                &dynamic,
+                include_synonyms,
+            )
         })
         .collect();
     Ok(entries)
+}
+
+/// Broker property `key` with its effective `value`, its source and, with
+/// `include_synonyms`, its synonyms: dynamic values first, then the start-up one.
+fn broker_entry(
+    key: &str,
+    value: String,
+    start_up: &BrokerConfig,
+    start_up_values: &std::collections::BTreeMap<&str, String>,
+    dynamic: &DynamicBrokerConfigs<'_>,
+    include_synonyms: bool,
+) -> Entry {
+    // A topic default appears under its broker-level name; it was set explicitly if
+    // the broker config set it under either name (or a coarser unit).
+    let topic = topic_key_for_broker_synonym(key).map(|(t, _)| t);
+    let explicit =
+        start_up.is_set(key) || topic.is_some_and(|t| start_up.topic_defaults.is_set(t.name));
+    let start_up_source = if explicit {
+        ConfigSource::StaticBrokerConfig
+    } else {
+        ConfigSource::DefaultConfig
+    };
+    let dynamic_value = dynamic.lookup(key);
+    let source = dynamic_value.map_or(start_up_source, |(_, s)| s);
+    let synonyms = if include_synonyms {
+        let mut synonyms: Vec<Synonym> = [
+            dynamic
+                .broker
+                .get(key)
+                .map(|v| (v, ConfigSource::DynamicBrokerConfig)),
+            dynamic
+                .cluster_default
+                .get(key)
+                .map(|v| (v, ConfigSource::DynamicDefaultBrokerConfig)),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|(v, s)| (key.to_string(), v.clone(), s))
+        .collect();
+        let start_up_value = start_up_values
+            .get(key)
+            .map_or_else(|| value.clone(), Clone::clone);
+        synonyms.push((key.to_string(), start_up_value, start_up_source));
+        synonyms
+    } else {
+        Vec::new()
+    };
+    Entry {
+        name: key.to_string(),
+        value,
+        read_only: !crate::dynamic_config::is_dynamic(key),
+        source,
+        config_type: topic.map_or_else(|| broker_config_type(key), |t| Some(t.config_type)),
+        synonyms,
+    }
 }
 
 /// Kafka's declared type of broker property `key` (`KafkaConfig`); `sluice.*` keys by value.

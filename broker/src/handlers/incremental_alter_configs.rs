@@ -14,13 +14,16 @@ use crate::errors::{code, controller_error};
 use crate::metadata::topic_config;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
-use net::kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
+use net::kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use net::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use net::kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use replication::metadata::{check_not_internal, ControllerOp, TopicOperation};
 use std::rc::Rc;
+use tuning::config::TopicConfig;
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -54,7 +57,6 @@ async fn alter_topic(
     validate_only: bool,
 ) -> Result<(), (i16, String)> {
     let name = resource.resource_name.to_string();
-    let invalid_config = |m: String| (code(ResponseError::InvalidConfig), m);
     check_unique(resource.configs.iter().map(|c| c.name.as_str()))?;
     let metadata = shard.metadata();
     let Some(topic) = metadata.topics.get(&name) else {
@@ -73,44 +75,7 @@ async fn alter_topic(
     let mut effective = topic_config(topic, defaults);
     let mut changes = Vec::with_capacity(resource.configs.len());
     for c in &resource.configs {
-        let key = c.name.as_str();
-        // `reset` fails only for an unknown key (with the closest known one as suggestion).
-        effective
-            .clone()
-            .reset(key, defaults)
-            .map_err(|e| invalid_config(e.to_string()))?;
-        match c.config_operation {
-            OP_SET => {
-                let Some(value) = &c.value else {
-                    return Err(invalid_config(format!("SET of `{key}` has no value")));
-                };
-                effective
-                    .set(key, value.as_str())
-                    .map_err(|e| invalid_config(e.to_string()))?;
-                changes.push((key.to_string(), Some(value.to_string())));
-            }
-            OP_DELETE => {
-                effective
-                    .reset(key, defaults)
-                    .map_err(|e| invalid_config(e.to_string()))?;
-                changes.push((key.to_string(), None));
-            }
-            op @ (OP_APPEND | OP_SUBTRACT) => {
-                let current = effective.get(key).unwrap_or_default();
-                let value = c.value.as_ref().map(|v| v.as_str());
-                let new = list_op(RESOURCE_TOPIC, key, is_topic_list(key), op, &current, value)?;
-                effective
-                    .set(key, &new)
-                    .map_err(|e| invalid_config(e.to_string()))?;
-                changes.push((key.to_string(), Some(new)));
-            }
-            other => {
-                return Err((
-                    code(ResponseError::InvalidRequest),
-                    format!("unknown config operation {other} for `{key}`"),
-                ));
-            }
-        }
+        changes.push(topic_change(&mut effective, defaults, c)?);
     }
     crate::controller::call(
         shard,
@@ -122,4 +87,51 @@ async fn alter_topic(
     )
     .await
     .map_err(|e| controller_error(&e))
+}
+
+/// One config operation of a topic resource, checked by applying it to `effective` (`reset`
+/// needs the topic `defaults`); returns the override it makes: (key, new value, or none to
+/// delete the override).
+fn topic_change(
+    effective: &mut TopicConfig,
+    defaults: &TopicConfig,
+    c: &AlterableConfig,
+) -> Result<(String, Option<String>), (i16, String)> {
+    let invalid_config = |m: String| (code(ResponseError::InvalidConfig), m);
+    let key = c.name.as_str();
+    // `reset` fails only for an unknown key (with the closest known one as suggestion).
+    effective
+        .clone()
+        .reset(key, defaults)
+        .map_err(|e| invalid_config(e.to_string()))?;
+    match c.config_operation {
+        OP_SET => {
+            let Some(value) = &c.value else {
+                return Err(invalid_config(format!("SET of `{key}` has no value")));
+            };
+            effective
+                .set(key, value.as_str())
+                .map_err(|e| invalid_config(e.to_string()))?;
+            Ok((key.to_string(), Some(value.to_string())))
+        }
+        OP_DELETE => {
+            effective
+                .reset(key, defaults)
+                .map_err(|e| invalid_config(e.to_string()))?;
+            Ok((key.to_string(), None))
+        }
+        op @ (OP_APPEND | OP_SUBTRACT) => {
+            let current = effective.get(key).unwrap_or_default();
+            let value = c.value.as_ref().map(|v| v.as_str());
+            let new = list_op(RESOURCE_TOPIC, key, is_topic_list(key), op, &current, value)?;
+            effective
+                .set(key, &new)
+                .map_err(|e| invalid_config(e.to_string()))?;
+            Ok((key.to_string(), Some(new)))
+        }
+        other => Err((
+            code(ResponseError::InvalidRequest),
+            format!("unknown config operation {other} for `{key}`"),
+        )),
+    }
 }

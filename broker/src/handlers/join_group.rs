@@ -5,7 +5,7 @@
 
 use super::wire::str_bytes;
 use crate::errors::code;
-use crate::groups::group::JoinParams;
+use crate::groups::group::{JoinParams, JoinedMember};
 use crate::groups::{GroupOp, GroupReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
@@ -29,27 +29,7 @@ pub async fn handle(
         response.error_code = code(ResponseError::InvalidGroupId);
         return response;
     }
-    let instance = req.group_instance_id.as_ref().map(|i| i.to_string());
-    let params = JoinParams {
-        member_id: req.member_id.to_string(),
-        require_known_member_id: version >= 4 && instance.is_none(),
-        supports_skip_assignment: version >= 9,
-        group_instance_id: instance,
-        client_id: client_id.to_string(),
-        client_host: client_host.to_string(),
-        session_timeout_ms: req.session_timeout_ms,
-        rebalance_timeout_ms: if version >= 1 {
-            req.rebalance_timeout_ms
-        } else {
-            req.session_timeout_ms
-        },
-        protocol_type: req.protocol_type.to_string(),
-        protocols: req
-            .protocols
-            .iter()
-            .map(|p| (p.name.to_string(), p.metadata.clone()))
-            .collect(),
-    };
+    let params = join_params(&req, version, client_id, client_host);
     let result = match crate::groups::service::call(shard, &group_id, GroupOp::Join(params)).await {
         GroupReply::Join(r) => r,
         GroupReply::Error(e) => {
@@ -76,17 +56,50 @@ pub async fn handle(
     response.members = result
         .members
         .into_iter()
-        .map(|m| {
-            let mut member = JoinGroupResponseMember::default();
-            member.member_id = str_bytes(m.member_id);
-            member.group_instance_id = if version >= 5 {
-                m.group_instance_id.map(str_bytes)
-            } else {
-                None
-            };
-            member.metadata = m.metadata;
-            member
-        })
+        .map(|m| member_response(m, version))
         .collect();
     response
+}
+
+/// The coordinator's join parameters from the request, as `version` defines them.
+fn join_params(
+    req: &JoinGroupRequest,
+    version: i16,
+    client_id: &str,
+    client_host: &str,
+) -> JoinParams {
+    let instance = req.group_instance_id.as_ref().map(|i| i.to_string());
+    JoinParams {
+        member_id: req.member_id.to_string(),
+        require_known_member_id: version >= 4 && instance.is_none(),
+        supports_skip_assignment: version >= 9,
+        group_instance_id: instance,
+        client_id: client_id.to_string(),
+        client_host: client_host.to_string(),
+        session_timeout_ms: req.session_timeout_ms,
+        rebalance_timeout_ms: if version >= 1 {
+            req.rebalance_timeout_ms
+        } else {
+            req.session_timeout_ms
+        },
+        protocol_type: req.protocol_type.to_string(),
+        protocols: req
+            .protocols
+            .iter()
+            .map(|p| (p.name.to_string(), p.metadata.clone()))
+            .collect(),
+    }
+}
+
+/// One member of the new generation, as the leader gets it (`group.instance.id` from v5).
+fn member_response(m: JoinedMember, version: i16) -> JoinGroupResponseMember {
+    let mut member = JoinGroupResponseMember::default();
+    member.member_id = str_bytes(m.member_id);
+    member.group_instance_id = if version >= 5 {
+        m.group_instance_id.map(str_bytes)
+    } else {
+        None
+    };
+    member.metadata = m.metadata;
+    member
 }

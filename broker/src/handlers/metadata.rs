@@ -7,13 +7,17 @@
 use super::authorized_operations;
 use super::wire::{str_bytes, topic_name};
 use crate::errors::{code, controller_error};
+use crate::metadata::LiveBroker;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use net::kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
-use replication::metadata::{is_internal, validate_topic_name, ControllerError, ControllerOp};
+use replication::metadata::{
+    is_internal, validate_topic_name, ControllerError, ControllerOp, PartitionImage,
+};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 /// First Metadata version whose partitions carry the leader epoch.
@@ -31,37 +35,10 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
     });
     let allow_create =
         shard.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
-    let mut create_errors = std::collections::HashMap::new();
-    if let (Some(names), true) = (&requested, allow_create) {
-        for name in names {
-            let current = shard.metadata();
-            if current.topics.contains_key(name) {
-                continue;
-            }
-            if is_internal(&current, name) {
-                // The offsets topic: created as the coordinator needs it (as Kafka does).
-                if let Err(error) = crate::groups::service::ensure_offsets_topic(shard).await {
-                    create_errors.insert(name.clone(), crate::errors::group_error_code(error));
-                }
-                continue;
-            }
-            let op = ControllerOp::CreateTopic {
-                assignment: None,
-                name: name.clone(),
-                partitions: shard.config.num_partitions,
-                replication_factor: -1,
-                overrides: Default::default(),
-                internal: false,
-                validate_only: false,
-            };
-            match crate::controller::call(shard, op).await {
-                Ok(()) | Err(ControllerError::TopicAlreadyExists { .. }) => {}
-                Err(e) => {
-                    create_errors.insert(name.clone(), controller_error(&e).0);
-                }
-            }
-        }
-    }
+    let create_errors = match (&requested, allow_create) {
+        (Some(names), true) => auto_create(shard, names).await,
+        _ => HashMap::new(),
+    };
     let meta = shard.metadata();
     let live = crate::metadata::live_brokers(&meta, &shard.config);
     let names: Vec<String> = requested.unwrap_or_else(|| meta.topics.keys().cloned().collect());
@@ -82,29 +59,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
                         .partitions
                         .iter()
                         .enumerate()
-                        .map(|(p, image)| {
-                            let mut partition = MetadataResponsePartition::default();
-                            partition.partition_index =
-                                i32::try_from(p).expect("partition counts fit i32");
-                            partition.leader_id = BrokerId(image.leader);
-                            if image.leader < 0 {
-                                partition.error_code = code(ResponseError::LeaderNotAvailable);
-                            }
-                            if version >= LEADER_EPOCH_VERSION {
-                                partition.leader_epoch = image.leader_epoch;
-                            }
-                            partition.replica_nodes =
-                                image.replicas.iter().copied().map(BrokerId).collect();
-                            partition.isr_nodes = image.isr.iter().copied().map(BrokerId).collect();
-                            partition.offline_replicas = image
-                                .replicas
-                                .iter()
-                                .filter(|r| !live.iter().any(|b| b.id == **r))
-                                .copied()
-                                .map(BrokerId)
-                                .collect();
-                            partition
-                        })
+                        .map(|(p, image)| partition_response(p, image, version, &live))
                         .collect();
                 }
                 None => {
@@ -121,21 +76,84 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
         })
         .collect();
     let mut response = MetadataResponse::default();
-    response.brokers = live
-        .iter()
-        .map(|b| {
-            let mut broker = MetadataResponseBroker::default();
-            broker.node_id = BrokerId(b.id);
-            broker.host = str_bytes(b.host.clone());
-            broker.port = i32::from(b.port);
-            broker.rack = b.rack.clone().map(str_bytes);
-            broker
-        })
-        .collect();
+    response.brokers = live.iter().map(broker_response).collect();
     response.cluster_id = Some(str_bytes(meta.cluster_id.clone()));
     response.controller_id = BrokerId(crate::metadata::controller_for_clients(&meta, &live));
     response.topics = topics;
     response.cluster_authorized_operations =
         authorized_operations::reported(include_cluster_operations, authorized_operations::CLUSTER);
     response
+}
+
+/// Creates each of `names` that does not exist yet (the offsets topic as the coordinator needs
+/// it); returns the error code of each creation that failed.
+async fn auto_create(shard: &Rc<Shard>, names: &[String]) -> HashMap<String, i16> {
+    let mut create_errors = HashMap::new();
+    for name in names {
+        let current = shard.metadata();
+        if current.topics.contains_key(name) {
+            continue;
+        }
+        if is_internal(&current, name) {
+            // The offsets topic: created as the coordinator needs it (as Kafka does).
+            if let Err(error) = crate::groups::service::ensure_offsets_topic(shard).await {
+                create_errors.insert(name.clone(), crate::errors::group_error_code(error));
+            }
+            continue;
+        }
+        let op = ControllerOp::CreateTopic {
+            assignment: None,
+            name: name.clone(),
+            partitions: shard.config.num_partitions,
+            replication_factor: -1,
+            overrides: Default::default(),
+            internal: false,
+            validate_only: false,
+        };
+        match crate::controller::call(shard, op).await {
+            Ok(()) | Err(ControllerError::TopicAlreadyExists { .. }) => {}
+            Err(e) => {
+                create_errors.insert(name.clone(), controller_error(&e).0);
+            }
+        }
+    }
+    create_errors
+}
+
+/// Partition `p` of a topic as the image has it; its offline replicas are those not in `live`.
+fn partition_response(
+    p: usize,
+    image: &PartitionImage,
+    version: i16,
+    live: &[LiveBroker],
+) -> MetadataResponsePartition {
+    let mut partition = MetadataResponsePartition::default();
+    partition.partition_index = i32::try_from(p).expect("partition counts fit i32");
+    partition.leader_id = BrokerId(image.leader);
+    if image.leader < 0 {
+        partition.error_code = code(ResponseError::LeaderNotAvailable);
+    }
+    if version >= LEADER_EPOCH_VERSION {
+        partition.leader_epoch = image.leader_epoch;
+    }
+    partition.replica_nodes = image.replicas.iter().copied().map(BrokerId).collect();
+    partition.isr_nodes = image.isr.iter().copied().map(BrokerId).collect();
+    partition.offline_replicas = image
+        .replicas
+        .iter()
+        .filter(|r| !live.iter().any(|b| b.id == **r))
+        .copied()
+        .map(BrokerId)
+        .collect();
+    partition
+}
+
+/// One live broker's entry.
+fn broker_response(b: &LiveBroker) -> MetadataResponseBroker {
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = BrokerId(b.id);
+    broker.host = str_bytes(b.host.clone());
+    broker.port = i32::from(b.port);
+    broker.rack = b.rack.clone().map(str_bytes);
+    broker
 }

@@ -16,19 +16,7 @@ use net::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use std::rc::Rc;
 
 pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommitResponse {
-    let offsets: Vec<OffsetCommitEntry> = req
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions.iter().map(|p| OffsetCommitEntry {
-                topic: t.name.0.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-            })
-        })
-        .collect();
+    let offsets = requested_offsets(&req);
     // Kafka refuses commits for partitions that do not exist in the cluster (hosted by this
     // broker or not: the coordinator stores offsets of any partition).
     let metadata = shard.metadata();
@@ -43,31 +31,7 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommit
             .map(|o| (o.topic.clone(), o.partition, error))
             .collect()
     } else {
-        let fallback: Vec<(String, i32)> = offsets
-            .iter()
-            .map(|o| (o.topic.clone(), o.partition))
-            .collect();
-        let op = GroupOp::Commit {
-            member_id: req.member_id.to_string(),
-            group_instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
-            generation: req.generation_id_or_member_epoch,
-            offsets,
-        };
-        match crate::groups::service::call(shard, &group_id, op).await {
-            GroupReply::PartitionErrors(results) => results
-                .into_iter()
-                .map(|(t, p, r)| (t, p, crate::errors::group_result_code(r)))
-                .collect(),
-            GroupReply::Error(e) => {
-                let e = crate::errors::group_error_code(e);
-                fallback.into_iter().map(|(t, p)| (t, p, e)).collect()
-            }
-            other => {
-                tracing::error!(?other, "unexpected reply to OffsetCommit");
-                let e = code(ResponseError::UnknownServerError);
-                fallback.into_iter().map(|(t, p)| (t, p, e)).collect()
-            }
-        }
+        commit(shard, &req, &group_id, offsets).await
     };
     let unknown_error = code(ResponseError::UnknownTopicOrPartition);
     results.extend(
@@ -78,22 +42,76 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommit
     let mut response = OffsetCommitResponse::default();
     response.topics = group_by_topic(results)
         .into_iter()
-        .map(|(name, partitions)| {
-            let mut t = OffsetCommitResponseTopic::default();
-            t.name = topic_name(&name);
-            t.partitions = partitions
-                .into_iter()
-                .map(|(index, error)| {
-                    let mut p = OffsetCommitResponsePartition::default();
-                    p.partition_index = index;
-                    p.error_code = error;
-                    p
-                })
-                .collect();
-            t
-        })
+        .map(|(name, partitions)| topic_response(&name, partitions))
         .collect();
     response
+}
+
+/// Every partition's offset in the request, in request order.
+fn requested_offsets(req: &OffsetCommitRequest) -> Vec<OffsetCommitEntry> {
+    req.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| OffsetCommitEntry {
+                topic: t.name.0.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            })
+        })
+        .collect()
+}
+
+/// Commits `offsets` to group `group_id` through its coordinator; returns (topic, partition,
+/// error code) for each, the group's error for all when the commit as a whole fails.
+async fn commit(
+    shard: &Rc<Shard>,
+    req: &OffsetCommitRequest,
+    group_id: &str,
+    offsets: Vec<OffsetCommitEntry>,
+) -> Vec<(String, i32, i16)> {
+    let fallback: Vec<(String, i32)> = offsets
+        .iter()
+        .map(|o| (o.topic.clone(), o.partition))
+        .collect();
+    let op = GroupOp::Commit {
+        member_id: req.member_id.to_string(),
+        group_instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
+        generation: req.generation_id_or_member_epoch,
+        offsets,
+    };
+    match crate::groups::service::call(shard, group_id, op).await {
+        GroupReply::PartitionErrors(results) => results
+            .into_iter()
+            .map(|(t, p, r)| (t, p, crate::errors::group_result_code(r)))
+            .collect(),
+        GroupReply::Error(e) => {
+            let e = crate::errors::group_error_code(e);
+            fallback.into_iter().map(|(t, p)| (t, p, e)).collect()
+        }
+        other => {
+            tracing::error!(?other, "unexpected reply to OffsetCommit");
+            let e = code(ResponseError::UnknownServerError);
+            fallback.into_iter().map(|(t, p)| (t, p, e)).collect()
+        }
+    }
+}
+
+/// One topic's answer: (partition index, error code) of each of its partitions.
+fn topic_response(name: &str, partitions: Vec<(i32, i16)>) -> OffsetCommitResponseTopic {
+    let mut t = OffsetCommitResponseTopic::default();
+    t.name = topic_name(name);
+    t.partitions = partitions
+        .into_iter()
+        .map(|(index, error)| {
+            let mut p = OffsetCommitResponsePartition::default();
+            p.partition_index = index;
+            p.error_code = error;
+            p
+        })
+        .collect();
+    t
 }
 
 /// `(topic, partition, x)` triples grouped by topic, topics in first-seen order.

@@ -13,6 +13,7 @@ use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::fetch_request::{
     FetchPartition, FetchRequest, FetchTopic, ReplicaState,
 };
+use net::kafka_protocol::messages::fetch_response::PartitionData;
 use net::kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use net::kafka_protocol::messages::{
     ApiKey, BrokerId, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, RequestHeader,
@@ -245,33 +246,7 @@ async fn run(shard: Rc<Shard>, leader: i32) {
         let followed = followed_partitions(&shard.metadata(), node, leader);
         positions.retain(|tp, p| followed.get(tp) == Some(&p.followed));
         delays.until.retain(|tp, _| followed.contains_key(tp));
-        let now = Instant::now();
-        for (tp, now_followed) in &followed {
-            if positions.contains_key(tp) || delays.is_delayed(tp, now) {
-                continue;
-            }
-            match call_replica(&shard, tp.clone(), PartitionOp::FollowerPosition).await {
-                PartitionReply::FollowerPosition {
-                    fetch_offset,
-                    last_fetched_epoch,
-                    log_start_offset,
-                } => {
-                    positions.insert(
-                        tp.clone(),
-                        Position {
-                            fetch_offset,
-                            last_fetched_epoch,
-                            log_start_offset,
-                            followed: *now_followed,
-                        },
-                    );
-                }
-                other => {
-                    tracing::debug!(%tp, leader, reply = ?other, "follower position unavailable");
-                    delays.delay(tp.clone(), Instant::now());
-                }
-            }
-        }
+        take_positions(&shard, leader, &followed, &mut positions, &mut delays).await;
         if positions.is_empty() {
             // Nothing to fetch now: wait for the first delayed partition (or a new image).
             let wait = delays.next_due(Instant::now()).unwrap_or(BACKOFF_MAX);
@@ -285,33 +260,16 @@ async fn run(shard: Rc<Shard>, leader: i32) {
             Ok(response) => {
                 let out_of_range =
                     apply_response(&shard, leader, &mut positions, &mut delays, response).await;
-                for (tp, position) in out_of_range {
-                    // Two exchanges: the ids after the last one used.
-                    let first_id = correlation_id.wrapping_add(1);
-                    correlation_id = correlation_id.wrapping_add(2);
-                    let reset = reset_out_of_range(
-                        &shard,
-                        leader,
-                        &mut connection,
-                        first_id,
-                        &tp,
-                        position,
-                    )
-                    .await;
-                    match reset {
-                        Ok(position) => {
-                            positions.insert(tp, position);
-                        }
-                        Err(e) => {
-                            tracing::warn!(%tp, leader, error = %e, "out-of-range fetch offset not reset");
-                            if e.breaks_connection() {
-                                connection = None;
-                            }
-                            positions.remove(&tp);
-                            delays.delay(tp, Instant::now());
-                        }
-                    }
-                }
+                reset_all_out_of_range(
+                    &shard,
+                    leader,
+                    &mut connection,
+                    &mut correlation_id,
+                    &mut positions,
+                    &mut delays,
+                    out_of_range,
+                )
+                .await;
                 connection_backoff = BACKOFF_MIN;
             }
             Err(e) => {
@@ -321,6 +279,77 @@ async fn run(shard: Rc<Shard>, leader: i32) {
                     return;
                 }
                 connection_backoff = (connection_backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// Asks the owning shard the follower position of each of `followed` that has none and is
+/// not delayed; a partition whose position is unavailable is delayed.
+async fn take_positions(
+    shard: &Rc<Shard>,
+    leader: i32,
+    followed: &HashMap<TopicPartition, Followed>,
+    positions: &mut HashMap<TopicPartition, Position>,
+    delays: &mut Delays,
+) {
+    let now = Instant::now();
+    for (tp, now_followed) in followed {
+        if positions.contains_key(tp) || delays.is_delayed(tp, now) {
+            continue;
+        }
+        match call_replica(shard, tp.clone(), PartitionOp::FollowerPosition).await {
+            PartitionReply::FollowerPosition {
+                fetch_offset,
+                last_fetched_epoch,
+                log_start_offset,
+            } => {
+                positions.insert(
+                    tp.clone(),
+                    Position {
+                        fetch_offset,
+                        last_fetched_epoch,
+                        log_start_offset,
+                        followed: *now_followed,
+                    },
+                );
+            }
+            other => {
+                tracing::debug!(%tp, leader, reply = ?other, "follower position unavailable");
+                delays.delay(tp.clone(), Instant::now());
+            }
+        }
+    }
+}
+
+/// Resets each partition of `out_of_range` from the leader ([`reset_out_of_range`], two
+/// exchanges each over `connection`); one that cannot be reset loses its position and is
+/// delayed.
+async fn reset_all_out_of_range(
+    shard: &Rc<Shard>,
+    leader: i32,
+    connection: &mut Option<TcpStream>,
+    correlation_id: &mut i32,
+    positions: &mut HashMap<TopicPartition, Position>,
+    delays: &mut Delays,
+    out_of_range: Vec<(TopicPartition, Position)>,
+) {
+    for (tp, position) in out_of_range {
+        // Two exchanges: the ids after the last one used.
+        let first_id = correlation_id.wrapping_add(1);
+        *correlation_id = correlation_id.wrapping_add(2);
+        let reset = reset_out_of_range(shard, leader, connection, first_id, &tp, position).await;
+        match reset {
+            Ok(position) => {
+                positions.insert(tp, position);
+            }
+            Err(e) => {
+                tracing::warn!(%tp, leader, error = %e, "out-of-range fetch offset not reset");
+                if e.breaks_connection() {
+                    *connection = None;
+                }
+                positions.remove(&tp);
+                delays.delay(tp, Instant::now());
             }
         }
     }
@@ -369,22 +398,7 @@ async fn apply_response(
                 delays.delay(tp, Instant::now());
                 continue;
             }
-            let op = if data.diverging_epoch.epoch >= 0 {
-                tracing::info!(%tp, leader, epoch = data.diverging_epoch.epoch,
-                    end_offset = data.diverging_epoch.end_offset, "diverging epoch: truncating");
-                PartitionOp::TruncateToDivergingEpoch {
-                    fetched_at: position.followed.leader_epoch,
-                    epoch: LeaderEpoch(data.diverging_epoch.epoch),
-                    end_offset: Offset(data.diverging_epoch.end_offset),
-                }
-            } else {
-                PartitionOp::AppendAsFollower {
-                    fetched_at: position.followed.leader_epoch,
-                    records: data.records.unwrap_or_default(),
-                    leader_high_watermark: Offset(data.high_watermark),
-                    leader_log_start_offset: Offset(data.log_start_offset),
-                }
-            };
+            let op = follower_op(&tp, leader, &position, data);
             ops.push((tp, position, op));
         }
     }
@@ -394,31 +408,70 @@ async fn apply_response(
         .unzip();
     let replies = futures_util::future::join_all(calls).await;
     for ((tp, position), reply) in answered.into_iter().zip(replies) {
-        match reply {
-            PartitionReply::FollowerPosition {
-                fetch_offset,
-                last_fetched_epoch,
-                log_start_offset,
-            } => {
-                delays.clear(&tp);
-                positions.insert(
-                    tp,
-                    Position {
-                        fetch_offset,
-                        last_fetched_epoch,
-                        log_start_offset,
-                        followed: position.followed,
-                    },
-                );
-            }
-            other => {
-                tracing::warn!(%tp, leader, reply = ?other, "follower append failed");
-                positions.remove(&tp);
-                delays.delay(tp, Instant::now());
-            }
-        }
+        take_reply(leader, positions, delays, tp, position, reply);
     }
     out_of_range
+}
+
+/// What the owning shard does with a partition's fetched `data`: truncate to a diverging
+/// epoch, or append the records as the follower.
+fn follower_op(
+    tp: &TopicPartition,
+    leader: i32,
+    position: &Position,
+    data: PartitionData,
+) -> PartitionOp {
+    if data.diverging_epoch.epoch >= 0 {
+        tracing::info!(%tp, leader, epoch = data.diverging_epoch.epoch,
+            end_offset = data.diverging_epoch.end_offset, "diverging epoch: truncating");
+        PartitionOp::TruncateToDivergingEpoch {
+            fetched_at: position.followed.leader_epoch,
+            epoch: LeaderEpoch(data.diverging_epoch.epoch),
+            end_offset: Offset(data.diverging_epoch.end_offset),
+        }
+    } else {
+        PartitionOp::AppendAsFollower {
+            fetched_at: position.followed.leader_epoch,
+            records: data.records.unwrap_or_default(),
+            leader_high_watermark: Offset(data.high_watermark),
+            leader_log_start_offset: Offset(data.log_start_offset),
+        }
+    }
+}
+
+/// Takes the owning shard's `reply` to a fetched partition: its next position, or (the append
+/// failed) no position and a delay.
+fn take_reply(
+    leader: i32,
+    positions: &mut HashMap<TopicPartition, Position>,
+    delays: &mut Delays,
+    tp: TopicPartition,
+    position: Position,
+    reply: PartitionReply,
+) {
+    match reply {
+        PartitionReply::FollowerPosition {
+            fetch_offset,
+            last_fetched_epoch,
+            log_start_offset,
+        } => {
+            delays.clear(&tp);
+            positions.insert(
+                tp,
+                Position {
+                    fetch_offset,
+                    last_fetched_epoch,
+                    log_start_offset,
+                    followed: position.followed,
+                },
+            );
+        }
+        other => {
+            tracing::warn!(%tp, leader, reply = ?other, "follower append failed");
+            positions.remove(&tp);
+            delays.delay(tp, Instant::now());
+        }
+    }
 }
 
 /// Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate` for `tp`, whose fetch at

@@ -132,6 +132,29 @@ pub fn decode(voters: &Voters<'_>, sender: NodeId, frame: &Bytes) -> Result<Mess
     if !voters.voters.contains(&sender) {
         return Err(FrameError::NotAVoter { sender });
     }
+    let payload = checked_payload(frame)?;
+    let message =
+        Message::parse_from_carllerche_bytes(&payload).map_err(|e| FrameError::Malformed {
+            reason: e.to_string(),
+        })?;
+    if raft_id(sender) != Some(message.from) {
+        return Err(FrameError::WrongSender {
+            sender,
+            from: message.from,
+        });
+    }
+    if message.to != voters.this {
+        return Err(FrameError::WrongRecipient {
+            to: message.to,
+            this: voters.this,
+        });
+    }
+    refuse_local_types(message)
+}
+
+/// The payload of `frame` once its header checks out: magic, version, length within
+/// [`MESSAGE_BYTES_MAX`] and equal to the frame's, CRC.
+fn checked_payload(frame: &Bytes) -> Result<Bytes, FrameError> {
     let bad_length = |payload_bytes: u64| FrameError::BadLength {
         frame_bytes: frame.len(),
         payload_bytes,
@@ -163,22 +186,12 @@ pub fn decode(voters: &Voters<'_>, sender: NodeId, frame: &Bytes) -> Result<Mess
     if stored != computed {
         return Err(FrameError::BadCrc { stored, computed });
     }
-    let message =
-        Message::parse_from_carllerche_bytes(&payload).map_err(|e| FrameError::Malformed {
-            reason: e.to_string(),
-        })?;
-    if raft_id(sender) != Some(message.from) {
-        return Err(FrameError::WrongSender {
-            sender,
-            from: message.from,
-        });
-    }
-    if message.to != voters.this {
-        return Err(FrameError::WrongRecipient {
-            to: message.to,
-            this: voters.this,
-        });
-    }
+    Ok(payload)
+}
+
+/// `message` if its type is one voters send each other; raft-rs's local messages (a node's
+/// own ticks, proposals, reports) are refused.
+fn refuse_local_types(message: Message) -> Result<Message, FrameError> {
     match message.get_msg_type() {
         MessageType::MsgAppend
         | MessageType::MsgAppendResponse

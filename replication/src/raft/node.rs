@@ -39,7 +39,9 @@
 //! the codec keeps out every other sender and every corrupted frame.
 
 use super::codec::{self, Voters};
-use super::storage::{check_recovered, LogCache, Persist, RaftStorage, RaftStorageError};
+use super::storage::{
+    check_recovered, LogCache, Persist, RaftStorage, RaftStorageError, Recovered,
+};
 use super::types::{RaftIndex, RaftTerm, StateMachine};
 use crate::runtime::{MonotonicTime, NodeId, Runtime, Transport};
 use bytes::Bytes;
@@ -360,6 +362,111 @@ struct Shared {
     wake: Rc<Notify>,
 }
 
+/// A fresh store gets the configured voters; a recovered one must hold exactly them (as
+/// `raft_voters`, sorted) and no learners.
+async fn establish_voters<S: RaftStorage>(
+    storage: &mut S,
+    recovered: &mut Recovered,
+    raft_voters: &[u64],
+    snapshot_index: u64,
+) -> Result<(), StartError> {
+    if recovered.conf_state == ConfState::default() {
+        if snapshot_index != 0 || !recovered.entries.is_empty() {
+            return Err(StartError::Storage(RaftStorageError::Corrupt {
+                reason: "entries or a snapshot but no voters".into(),
+            }));
+        }
+        let conf_state = ConfState {
+            voters: raft_voters.to_vec(),
+            ..ConfState::default()
+        };
+        storage
+            .persist(Persist {
+                conf_state: Some(&conf_state),
+                ..Persist::default()
+            })
+            .await?;
+        recovered.conf_state = conf_state;
+    } else {
+        let mut stored = recovered.conf_state.voters.clone();
+        stored.sort_unstable();
+        if stored != raft_voters || !recovered.conf_state.learners.is_empty() {
+            let node_ids = |ids: &[u64]| -> Vec<i32> {
+                ids.iter()
+                    .filter_map(|&id| codec::node_id(id))
+                    .map(|n| n.0)
+                    .collect()
+            };
+            return Err(StartError::VotersChanged {
+                stored: node_ids(&stored),
+                configured: node_ids(raft_voters),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// raft-rs's configuration of voter `this`, which has applied up to `snapshot_index`.
+fn raft_config(config: &QuorumConfig, this: u64, snapshot_index: u64) -> raft::Config {
+    raft::Config {
+        id: this,
+        election_tick: config.election_ticks,
+        heartbeat_tick: config.heartbeat_ticks,
+        applied: snapshot_index,
+        max_size_per_msg: APPEND_BYTES_MAX,
+        max_inflight_msgs: APPENDS_IN_FLIGHT_MAX,
+        check_quorum: true,
+        pre_vote: true,
+        max_uncommitted_size: UNCOMMITTED_BYTES_MAX,
+        ..raft::Config::default()
+    }
+}
+
+/// raft-rs's node of voter `this` over `cache`; a one-voter quorum has campaigned already.
+fn new_raw_node(
+    config: &QuorumConfig,
+    this: u64,
+    snapshot_index: u64,
+    cache: LogCache,
+) -> Result<RawNode<LogCache>, StartError> {
+    let raft_config = raft_config(config, this, snapshot_index);
+    let logger = slog::Logger::root(slog::Discard, slog::o!());
+    let mut raw = RawNode::new(&raft_config, cache, &logger).map_err(|e| StartError::Raft {
+        reason: e.to_string(),
+    })?;
+    if is_single_voter(config) {
+        // A one-voter quorum elects itself at once instead of after an election timeout.
+        raw.campaign().map_err(|e| StartError::Raft {
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(raw)
+}
+
+impl Shared {
+    /// A follower's state at start: nothing queued, `commit` and `applied` as recovered.
+    fn new(config: QuorumConfig, term: RaftTerm, commit: RaftIndex, applied: RaftIndex) -> Self {
+        Shared {
+            queue: RefCell::new(VecDeque::new()),
+            in_flight: Cell::new(0),
+            status: RefCell::new(QuorumStatus {
+                role: Role::Follower,
+                leader: None,
+                term,
+                commit_index: commit,
+                commit_term: RaftTerm(0),
+                applied_index: applied,
+                frames_refused: 0,
+                commits_beyond_log: 0,
+                stopped: None,
+            }),
+            stop_requested: Cell::new(false),
+            wake: Rc::new(Notify::default()),
+            config,
+        }
+    }
+}
+
 /// One voter of the controller quorum (cheap to clone: a handle to the running node).
 #[derive(Clone)]
 pub struct QuorumNode {
@@ -388,39 +495,7 @@ impl QuorumNode {
         let mut recovered = storage.recover().await?;
         check_recovered(&recovered)?;
         let snapshot_index = recovered.snapshot.get_metadata().index;
-        if recovered.conf_state == ConfState::default() {
-            if snapshot_index != 0 || !recovered.entries.is_empty() {
-                return Err(StartError::Storage(RaftStorageError::Corrupt {
-                    reason: "entries or a snapshot but no voters".into(),
-                }));
-            }
-            let conf_state = ConfState {
-                voters: raft_voters.clone(),
-                ..ConfState::default()
-            };
-            storage
-                .persist(Persist {
-                    conf_state: Some(&conf_state),
-                    ..Persist::default()
-                })
-                .await?;
-            recovered.conf_state = conf_state;
-        } else {
-            let mut stored = recovered.conf_state.voters.clone();
-            stored.sort_unstable();
-            if stored != raft_voters || !recovered.conf_state.learners.is_empty() {
-                let node_ids = |ids: &[u64]| -> Vec<i32> {
-                    ids.iter()
-                        .filter_map(|&id| codec::node_id(id))
-                        .map(|n| n.0)
-                        .collect()
-                };
-                return Err(StartError::VotersChanged {
-                    stored: node_ids(&stored),
-                    configured: node_ids(&raft_voters),
-                });
-            }
-        }
+        establish_voters(&mut storage, &mut recovered, &raft_voters, snapshot_index).await?;
         // A snapshot holds committed state only: its index is committed even when the
         // durable commit index lagged behind the compaction.
         let commit = recovered.hard_state.commit.max(snapshot_index);
@@ -436,48 +511,14 @@ impl QuorumNode {
         let this = codec::raft_id(config.node).ok_or_else(|| StartError::InvalidConfig {
             reason: format!("node {:?} has a negative id", config.node),
         })?;
-        let raft_config = raft::Config {
-            id: this,
-            election_tick: config.election_ticks,
-            heartbeat_tick: config.heartbeat_ticks,
-            applied: snapshot_index,
-            max_size_per_msg: APPEND_BYTES_MAX,
-            max_inflight_msgs: APPENDS_IN_FLIGHT_MAX,
-            check_quorum: true,
-            pre_vote: true,
-            max_uncommitted_size: UNCOMMITTED_BYTES_MAX,
-            ..raft::Config::default()
-        };
         let cache = LogCache::new(recovered);
-        let logger = slog::Logger::root(slog::Discard, slog::o!());
-        let mut raw =
-            RawNode::new(&raft_config, cache.clone(), &logger).map_err(|e| StartError::Raft {
-                reason: e.to_string(),
-            })?;
-        if is_single_voter(&config) {
-            // A one-voter quorum elects itself at once instead of after an election timeout.
-            raw.campaign().map_err(|e| StartError::Raft {
-                reason: e.to_string(),
-            })?;
-        }
-        let shared = Rc::new(Shared {
-            queue: RefCell::new(VecDeque::new()),
-            in_flight: Cell::new(0),
-            status: RefCell::new(QuorumStatus {
-                role: Role::Follower,
-                leader: None,
-                term: RaftTerm(raw.raft.term),
-                commit_index: RaftIndex(commit),
-                commit_term: RaftTerm(0),
-                applied_index: RaftIndex(snapshot_index),
-                frames_refused: 0,
-                commits_beyond_log: 0,
-                stopped: None,
-            }),
-            stop_requested: Cell::new(false),
-            wake: Rc::new(Notify::default()),
+        let raw = new_raw_node(&config, this, snapshot_index, cache.clone())?;
+        let shared = Rc::new(Shared::new(
             config,
-        });
+            RaftTerm(raw.raft.term),
+            RaftIndex(commit),
+            RaftIndex(snapshot_index),
+        ));
         let next_tick = runtime.now() + shared.config.tick_interval;
         let mut driver = Driver {
             rng: fastrand::Rng::with_seed(shared.config.election_seed),

@@ -466,83 +466,99 @@ fn typed_key(name: &str) -> Option<&'static TypedKey> {
 /// (probed against the real broker with IncrementalAlterConfigs `validate_only`).
 fn normalise_stored(key: &'static TopicKey, value: &str) -> Result<String, ConfigError> {
     let name = key.name;
-    let v = value.trim();
-    let int_range = |min: i64, max: i64| parse_ranged(name, value, min, max).map(|n| n.to_string());
     match key.config_type {
-        ConfigType::Boolean => {
-            let b = parse_bool(name, value)?;
-            if b && name == "remote.storage.enable" {
-                // Kafka too refuses it while the broker's tiered storage is off.
+        ConfigType::Boolean => normalise_stored_bool(name, value),
+        ConfigType::Double => normalise_stored_ratio(name, value),
+        ConfigType::List => normalise_replica_list(name, value),
+        ConfigType::Int | ConfigType::Long | ConfigType::String => {
+            normalise_stored_number(name, value)
+        }
+    }
+}
+
+/// A stored boolean; `remote.storage.enable=true` is refused.
+fn normalise_stored_bool(name: &'static str, value: &str) -> Result<String, ConfigError> {
+    let b = parse_bool(name, value)?;
+    if b && name == "remote.storage.enable" {
+        // Kafka too refuses it while the broker's tiered storage is off.
+        return Err(invalid(
+            name,
+            value,
+            "tiered storage (remote log storage) is not supported by Sluice",
+        ));
+    }
+    Ok(b.to_string())
+}
+
+/// A stored double, which must lie between 0 and 1.
+fn normalise_stored_ratio(name: &'static str, value: &str) -> Result<String, ConfigError> {
+    let d: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(name, value, "not a number"))?;
+    if !(0.0..=1.0).contains(&d) {
+        return Err(invalid(name, value, "must be between 0 and 1"));
+    }
+    Ok(d.to_string())
+}
+
+/// The replication throttles: `*` or `partition:broker,...` (Kafka's
+/// ThrottledReplicaListValidator); empty means none.
+fn normalise_replica_list(name: &'static str, value: &str) -> Result<String, ConfigError> {
+    let items: Vec<&str> = value
+        .trim()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let pair = |s: &str| {
+        s.split_once(':').is_some_and(|(p, b)| {
+            !p.is_empty()
+                && !b.is_empty()
+                && p.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        })
+    };
+    if items == ["*"] || items.iter().all(|s| pair(s)) {
+        Ok(items.join(","))
+    } else {
+        Err(invalid(
+            name,
+            value,
+            format!(
+                "{name} must be the literal '*' or a list of replicas \
+                 [partitionId]:[brokerId],..."
+            ),
+        ))
+    }
+}
+
+/// A stored int, long or string key: each name with its own range.
+fn normalise_stored_number(name: &'static str, value: &str) -> Result<String, ConfigError> {
+    let int_range = |min: i64, max: i64| parse_ranged(name, value, min, max).map(|n| n.to_string());
+    match name {
+        "compression.gzip.level" => {
+            let n = parse_ranged(name, value, -1, 9)?;
+            if n == 0 {
                 return Err(invalid(
                     name,
                     value,
-                    "tiered storage (remote log storage) is not supported by Sluice",
+                    "must be between 1 and 9 or equal to -1",
                 ));
             }
-            Ok(b.to_string())
+            Ok(n.to_string())
         }
-        ConfigType::Double => {
-            let d: f64 = v
-                .parse()
-                .map_err(|_| invalid(name, value, "not a number"))?;
-            if !(0.0..=1.0).contains(&d) {
-                return Err(invalid(name, value, "must be between 0 and 1"));
-            }
-            Ok(d.to_string())
+        "compression.lz4.level" => int_range(1, 17),
+        "compression.zstd.level" => int_range(-131_072, 22),
+        "max.decompressed.message.bytes" => int_range(1, i64::from(i32::MAX)),
+        "segment.index.bytes" => int_range(4, i64::from(i32::MAX)),
+        "local.retention.bytes" | "local.retention.ms" => {
+            parse_long_min(name, value, -2).map(|n| n.to_string())
         }
-        ConfigType::List => {
-            // The replication throttles: `*` or `partition:broker,...` (Kafka's
-            // ThrottledReplicaListValidator); empty means none.
-            let items: Vec<&str> = v
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .collect();
-            let pair = |s: &str| {
-                s.split_once(':').is_some_and(|(p, b)| {
-                    !p.is_empty()
-                        && !b.is_empty()
-                        && p.bytes().all(|c| c.is_ascii_digit())
-                        && b.bytes().all(|c| c.is_ascii_digit())
-                })
-            };
-            if items == ["*"] || items.iter().all(|s| pair(s)) {
-                Ok(items.join(","))
-            } else {
-                Err(invalid(
-                    name,
-                    value,
-                    format!(
-                        "{name} must be the literal '*' or a list of replicas \
-                         [partitionId]:[brokerId],..."
-                    ),
-                ))
-            }
-        }
-        ConfigType::Int | ConfigType::Long | ConfigType::String => match name {
-            "compression.gzip.level" => {
-                let n = parse_ranged(name, value, -1, 9)?;
-                if n == 0 {
-                    return Err(invalid(
-                        name,
-                        value,
-                        "must be between 1 and 9 or equal to -1",
-                    ));
-                }
-                Ok(n.to_string())
-            }
-            "compression.lz4.level" => int_range(1, 17),
-            "compression.zstd.level" => int_range(-131_072, 22),
-            "max.decompressed.message.bytes" => int_range(1, i64::from(i32::MAX)),
-            "segment.index.bytes" => int_range(4, i64::from(i32::MAX)),
-            "local.retention.bytes" | "local.retention.ms" => {
-                parse_long_min(name, value, -2).map(|n| n.to_string())
-            }
-            "remote.copy.lag.bytes" => parse_long_min(name, value, -1).map(|n| n.to_string()),
-            "remote.copy.lag.ms" => parse_long_min(name, value, i64::MIN).map(|n| n.to_string()),
-            // file.delete.delay.ms, segment.jitter.ms.
-            _ => parse_long_min(name, value, 0).map(|n| n.to_string()),
-        },
+        "remote.copy.lag.bytes" => parse_long_min(name, value, -1).map(|n| n.to_string()),
+        "remote.copy.lag.ms" => parse_long_min(name, value, i64::MIN).map(|n| n.to_string()),
+        // file.delete.delay.ms, segment.jitter.ms.
+        _ => parse_long_min(name, value, 0).map(|n| n.to_string()),
     }
 }
 
