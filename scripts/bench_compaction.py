@@ -96,7 +96,7 @@ class Sluice:
         return f"127.0.0.1:{self.port}"
 
     def start(self, extra=None):
-        binary = ROOT / "target" / "release" / "sluice"
+        binary = Path(os.environ.get("SLUICE_BIN", ROOT / "target" / "release" / "sluice"))
         cmd = [str(binary), "--listen", self.bootstrap,
                "--admin-listen", f"127.0.0.1:{self.admin_port}",
                "--data-dir", str(self.data), "--smp", "1"]
