@@ -51,7 +51,8 @@ pub use io::Notify;
 pub use log::compact::{CleanReport, CleanerBuffers, Dirtiness};
 pub use log::epochs::{EpochEntry, LeaderEpochCache};
 pub use log::{
-    AppendInfo, AppendUntil, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS,
+    AppendInfo, AppendUntil, LogStats, PartitionLog, ProducerSummary, TimestampMatch,
+    SYNC_LATENCY_BUCKETS,
 };
 pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
 pub use producer_state::CompletedTxn;

@@ -224,6 +224,11 @@ impl ProducerState {
             .collect()
     }
 
+    /// Every producer's id and state, in no particular order (DescribeProducers).
+    pub fn entries(&self) -> impl Iterator<Item = (i64, &ProducerEntry)> {
+        self.producers.iter().map(|(id, entry)| (*id, entry))
+    }
+
     /// First offset of the oldest open transaction (Kafka's `firstUnstableOffset`).
     pub fn first_unstable_offset(&self) -> Option<Offset> {
         self.ongoing.keys().next().copied()

@@ -23,6 +23,21 @@ use crate::txn::{build_marker_batch, collect_aborted, AbortedTxn, AbortedTxnEntr
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use std::rc::Rc;
 
+/// One producer as [`PartitionLog::active_producers`] describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence of its last remembered batch; -1 when none is remembered.
+    pub last_sequence: i32,
+    /// The base offset of its last remembered batch (its timestamp is read from the log).
+    pub last_batch_base: Option<Offset>,
+    /// The coordinator epoch of its last marker; -1 before one.
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction here, if one is open.
+    pub current_txn_first_offset: Option<Offset>,
+}
+
 impl PartitionLog {
     /// Appends the marker ending `marker.producer_id`'s transaction as a control batch (what a
     /// partition leader does for `WriteTxnMarkers`), stamped with `leader_epoch` like
@@ -72,6 +87,26 @@ impl PartitionLog {
     /// (DescribeProducers' `current_txn_start_offset`).
     pub fn ongoing_transactions(&self) -> Vec<(i64, Offset)> {
         self.shared.state.borrow().producers.ongoing_transactions()
+    }
+
+    /// The producers the log knows, by producer id (DescribeProducers, Kafka's
+    /// `UnifiedLog.activeProducers`).
+    pub fn active_producers(&self) -> Vec<ProducerSummary> {
+        let st = self.shared.state.borrow();
+        let mut out: Vec<ProducerSummary> = st
+            .producers
+            .entries()
+            .map(|(producer_id, entry)| ProducerSummary {
+                producer_id,
+                epoch: entry.epoch,
+                last_sequence: entry.batches.back().map_or(-1, |b| b.last_seq),
+                last_batch_base: entry.batches.back().map(|b| b.base_offset),
+                coordinator_epoch: entry.coordinator_epoch,
+                current_txn_first_offset: entry.current_txn_first_offset,
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.producer_id);
+        out
     }
 
     /// The aborted transactions that may have records in `[from, upto)` — an abort marker at
