@@ -106,7 +106,12 @@ impl GroupsHost for SimHost {
 
     async fn append(&self, _partition: i32, records: &[OffsetsRecord]) -> Result<(), GroupError> {
         let batch = engine::offsets_batch(records, self.epoch_ms());
-        let info = self.log.append(batch, self.leader_epoch).await?;
+        let batches =
+            storage::ValidatedBatches::validate(&batch).map_err(storage::StorageError::from)?;
+        let info = self
+            .log
+            .append(batches, self.leader_epoch, storage::AppendUntil::Written)
+            .await?;
         self.log.flush_to(info.last_offset.plus(1)).await?;
         Ok(())
     }
