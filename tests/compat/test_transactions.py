@@ -9,6 +9,8 @@ read_uncommitted sees everything; a parked read_committed fetch is woken by the 
 marker; DescribeProducers (API 61, v0) shows the producers and their open transactions;
 WriteTxnMarkers' and Produce's per-partition errors are Kafka's.
 
+DescribeProducers of an idempotent producer, by raw wire and by `kafka-transactions.sh
+describe-producers` (Kafka 4.4's TransactionsCommand), runs against Kafka too. The others are
 Sluice-only (the `sluice_only` marker): the transaction coordinator is not built yet, so these
 tests play its part by writing the markers themselves with WriteTxnMarkers under a producer id
 from an idempotent InitProducerId. Against Apache Kafka 4.4 that cannot be done: Kafka verifies
@@ -18,6 +20,7 @@ and WriteTxnMarkers is an inter-broker API (CLUSTER_ACTION). The same consumer-s
 against Kafka need the coordinator (a transactional producer), which comes with the rest of
 issue #28."""
 
+import re
 import struct
 import threading
 import time
@@ -27,10 +30,12 @@ from confluent_kafka import KafkaError, TopicPartition
 
 import kafka_wire as kw
 from compat_util import consumer, create_topic
+from jvm import check_java, run_java
 
-pytestmark = pytest.mark.sluice_only(
+SLUICE_ONLY = pytest.mark.sluice_only(
     "no transaction coordinator yet: the test writes the markers itself with WriteTxnMarkers "
     "(see the module docstring)")
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 
 API_INIT_PRODUCER_ID = 22
 API_WRITE_TXN_MARKERS = 27
@@ -200,14 +205,18 @@ def values_read(bootstrap, topic, isolation, expected, settle_s=1.5, timeout=30)
 
 # ---- tests -----------------------------------------------------------------------------------
 
+@SLUICE_ONLY
 def test_api_versions_advertise_write_txn_markers_and_describe_producers(broker):
+    """Kafka 4.4 serves WriteTxnMarkers v1-v2 (v2: KIP-1228's transaction version, for its
+    coordinator's TV2 markers); Sluice v1, which its own coordinator will use."""
     sock = kw.connect(broker.bootstrap)
     _, err, apis = kw.parse_api_versions_v0(kw.request(sock, kw.api_versions_v0(1)))
     assert err == 0
-    assert apis[API_WRITE_TXN_MARKERS] == (1, 1)
+    assert apis[API_WRITE_TXN_MARKERS] == (1, 1)  # Kafka 4.4: (1, 2)
     assert apis[API_DESCRIBE_PRODUCERS] == (0, 0)
 
 
+@SLUICE_ONLY
 def test_read_committed_sees_committed_only_and_stops_at_the_lso(broker):
     topic = "txn-rc"
     create_topic(broker.bootstrap, topic, 1)
@@ -270,6 +279,7 @@ def test_read_committed_sees_committed_only_and_stops_at_the_lso(broker):
     assert all(p["current_txn_start_offset"] == -1 for p in producers)
 
 
+@SLUICE_ONLY
 def test_parked_read_committed_fetch_is_woken_by_the_commit_marker(broker):
     topic = "txn-park"
     create_topic(broker.bootstrap, topic, 1)
@@ -294,10 +304,13 @@ def test_parked_read_committed_fetch_is_woken_by_the_commit_marker(broker):
     t.join(30)
     answer = result["answer"]
     assert result["waited"] < 10, "woken by the marker, not the 20 s deadline"
-    assert answer["last_stable_offset"] == 2
+    # Woken when the marker is appended: the LSO is past the record (at the marker once that
+    # is written).
+    assert answer["last_stable_offset"] in (1, 2)
     assert [h["base_offset"] for h in kw.batch_headers(answer["records"])][:1] == [0]
 
 
+@SLUICE_ONLY
 def test_write_txn_markers_and_produce_errors(broker):
     topic = "txn-errors"
     create_topic(broker.bootstrap, topic, 1)
@@ -324,3 +337,50 @@ def test_write_txn_markers_and_produce_errors(broker):
     assert produce(sock, 10, topic, control)[0] == INVALID_RECORD
     rc = fetch(sock, 11, topic, 0, READ_COMMITTED)
     assert rc["last_stable_offset"] == 4 and rc["aborted_transactions"] == [(pid, 2)]
+
+
+def test_describe_producers_of_an_idempotent_producer(broker, java_classpath):
+    """DescribeProducers (raw v0, and `kafka-transactions.sh describe-producers`) of a producer
+    with two idempotent batches: its id, epoch 0, last sequence 2, a last timestamp, no
+    coordinator epoch and no open transaction. Runs against Kafka too."""
+    topic = "txn-describe"
+    create_topic(broker.bootstrap, topic, 1)
+    sock = kw.connect(broker.bootstrap)
+    pid, epoch = init_producer_id(sock, 1)
+    before_ms = int(time.time() * 1000) - 60_000
+    assert produce(sock, 2, topic, txn_batch([b"i1", b"i2"], pid, epoch, 0, attributes=0),
+                   transactional_id=None) == (0, 0)
+    assert produce(sock, 3, topic, txn_batch([b"i3"], pid, epoch, 2, attributes=0),
+                   transactional_id=None) == (0, 2)
+    err, producers = describe_producers(sock, 4, topic)[0]
+    assert err == 0
+    [p] = [p for p in producers if p["producer_id"] == pid]
+    assert (p["producer_epoch"], p["last_sequence"], p["coordinator_epoch"],
+            p["current_txn_start_offset"]) == (epoch, 2, -1, -1)
+    assert p["last_timestamp"] >= before_ms
+    assert describe_producers(sock, 5, topic, partitions=(9,))[9][0] == UNKNOWN_TOPIC_OR_PARTITION
+
+    run = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                   ["--bootstrap-server", broker.bootstrap, "describe-producers", "--topic",
+                    topic, "--partition", "0"], timeout=90)
+    out = check_java(run)
+    # ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp
+    # CurrentTransactionStartOffset
+    assert re.search(rf"^{pid}\s+{epoch}\s+(-1|None)\s+2\s+\d+\s+(-1|None)\s*$", out, re.M), out
+
+
+@SLUICE_ONLY
+def test_kafka_transactions_describe_producers_shows_an_open_transaction(broker, java_classpath):
+    """`kafka-transactions.sh describe-producers` shows a transaction's start offset while it
+    is open (Sluice-only: the transaction is opened by raw wire, see the module docstring)."""
+    topic = "txn-describe-open"
+    create_topic(broker.bootstrap, topic, 1)
+    sock = kw.connect(broker.bootstrap)
+    pid, epoch = init_producer_id(sock, 1)
+    assert produce(sock, 2, topic, kw.record_batch([b"plain"]), transactional_id=None) == (0, 0)
+    assert produce(sock, 3, topic, txn_batch([b"t1"], pid, epoch, 0)) == (0, 1)
+    run = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                   ["--bootstrap-server", broker.bootstrap, "describe-producers", "--topic",
+                    topic, "--partition", "0"], timeout=90)
+    out = check_java(run)
+    assert re.search(rf"^{pid}\s+{epoch}\s+(-1|None)\s+0\s+\d+\s+1\s*$", out, re.M), out

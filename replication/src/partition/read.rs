@@ -109,8 +109,8 @@ impl<S: PartitionStore + 'static> Partition<S> {
 
     /// A consumer fetch of this partition, answered once: reads from `offset` (at most
     /// `max_bytes`, below the high watermark — or the last stable offset for
-    /// [`Isolation::LastStable`], read_committed) and, while fewer than `min_bytes` (at least
-    /// 1) came back, waits for that bound to move and reads again — until `deadline`, or
+    /// [`Isolation::LastStable`], read_committed) and, while fewer than `min_bytes` (at
+    /// least one) came back, waits for that bound to move and reads again — until `deadline`, or
     /// until `cancel` resolves (the fetch has enough from other partitions), after which it
     /// reads once more and answers with whatever is there. Errors are [`Partition::read`]'s,
     /// answered at once.
