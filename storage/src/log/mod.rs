@@ -56,7 +56,6 @@ mod replica;
 mod retention;
 mod snapshots;
 mod txn;
-pub use txn::ProducerSummary;
 
 use crate::batch::{BatchHeader, RecordBatch};
 use crate::cache::{BatchCache, LogId};

@@ -18,25 +18,11 @@ use super::{blocking_dir_op, sync_dir, AppendInfo, PartitionLog};
 use crate::batch::BatchHeader;
 use crate::error::Result;
 use crate::io::remove_file;
+use crate::producer_state::ProducerSummary;
 use crate::segment::Segment;
 use crate::txn::{build_marker_batch, collect_aborted, AbortedTxn, AbortedTxnEntry, TxnMarker};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use std::rc::Rc;
-
-/// One producer as [`PartitionLog::active_producers`] describes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProducerSummary {
-    pub producer_id: i64,
-    pub epoch: i16,
-    /// The last sequence of its last remembered batch; -1 when none is remembered.
-    pub last_sequence: i32,
-    /// The base offset of its last remembered batch (its timestamp is read from the log).
-    pub last_batch_base: Option<Offset>,
-    /// The coordinator epoch of its last marker; -1 before one.
-    pub coordinator_epoch: i32,
-    /// The first offset of its open transaction here, if one is open.
-    pub current_txn_first_offset: Option<Offset>,
-}
 
 impl PartitionLog {
     /// Appends the marker ending `marker.producer_id`'s transaction as a control batch (what a
