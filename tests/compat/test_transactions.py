@@ -9,9 +9,13 @@ read_uncommitted sees everything; a parked read_committed fetch is woken by the 
 marker; DescribeProducers (API 61, v0) shows the producers and their open transactions;
 WriteTxnMarkers' and Produce's per-partition errors are Kafka's.
 
-DescribeProducers of an idempotent producer, by raw wire and by `kafka-transactions.sh
-describe-producers` (Kafka 4.4's TransactionsCommand), runs against Kafka too. The others are
-Sluice-only (the `sluice_only` marker): the transaction coordinator is not built yet, so these
+Two tests run against Kafka too: DescribeProducers of an idempotent producer (raw wire and
+`kafka-transactions.sh describe-producers`, Kafka 4.4's TransactionsCommand), and the consumer
+side of committed, aborted and open transactions (read_committed and read_uncommitted
+consumers, the raw Fetch's LSO and aborted list, ListOffsets, DescribeProducers' open
+transaction, a parked read_committed fetch woken by the commit): there the transactions are
+written by confluent-kafka transactional producers through Kafka's coordinator
+(`ClientTxns`), on Sluice by raw wire (`RawTxns`). The others are Sluice-only (the `sluice_only` marker): the transaction coordinator is not built yet, so these
 tests play its part by writing the markers themselves with WriteTxnMarkers under a producer id
 from an idempotent InitProducerId. Against Apache Kafka 4.4 that cannot be done: Kafka verifies
 a transactional produce against its transaction coordinator (KIP-890,
@@ -29,7 +33,8 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
 import kafka_wire as kw
-from compat_util import consumer, create_topic
+from compat_util import consumer, create_topic, producer, wait_until
+from conftest import TARGET
 from jvm import check_java, run_java
 
 SLUICE_ONLY = pytest.mark.sluice_only(
@@ -384,3 +389,161 @@ def test_kafka_transactions_describe_producers_shows_an_open_transaction(broker,
                     topic, "--partition", "0"], timeout=90)
     out = check_java(run)
     assert re.search(rf"^{pid}\s+{epoch}\s+(-1|None)\s+0\s+\d+\s+1\s*$", out, re.M), out
+
+
+# ---- the same transactions on either target -------------------------------------------------
+
+class RawTxns:
+    """Sluice: transactions by raw wire, the test writing the markers as the coordinator
+    will (producer ids from idempotent InitProducerId)."""
+
+    def __init__(self, bootstrap, topic):
+        self.sock = kw.connect(bootstrap)
+        self.topic = topic
+        self.corr = 1000
+
+    def _next(self):
+        self.corr += 1
+        return self.corr
+
+    def producer(self, _name):
+        pid, epoch = init_producer_id(self.sock, self._next())
+        return {"pid": pid, "epoch": epoch, "seq": 0}
+
+    def send(self, h, values):
+        """Appends `values` to `h`'s transaction (opening it) -> the first value's offset."""
+        batch = txn_batch(values, h["pid"], h["epoch"], h["seq"])
+        err, base = produce(self.sock, self._next(), self.topic, batch)
+        assert err == 0
+        h["seq"] += len(values)
+        return base
+
+    def end(self, h, commit):
+        assert marker(self.sock, self._next(), self.topic, h["pid"], h["epoch"], commit) == 0
+
+    def pid(self, h):
+        return h["pid"]
+
+    def close(self):
+        self.sock.close()
+
+
+class ClientTxns:
+    """Kafka: confluent-kafka transactional producers through Kafka's transaction
+    coordinator."""
+
+    def __init__(self, bootstrap, topic):
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.producers = []
+
+    def producer(self, name):
+        p = producer(self.bootstrap, **{"transactional.id": f"{self.topic}-{name}",
+                                        "enable.idempotence": True, "linger.ms": 50})
+        p.init_transactions(30)
+        self.producers.append(p)
+        return {"p": p, "open": False}
+
+    def send(self, h, values):
+        if not h["open"]:
+            h["p"].begin_transaction()
+            h["open"] = True
+        offsets = []
+
+        def delivered(err, msg):
+            assert err is None, err
+            offsets.append(msg.offset())
+
+        for v in values:
+            h["p"].produce(self.topic, v, partition=0, on_delivery=delivered)
+        assert h["p"].flush(30) == 0
+        return min(offsets)
+
+    def end(self, h, commit):
+        if commit:
+            h["p"].commit_transaction(30)
+        else:
+            h["p"].abort_transaction(30)
+        h["open"] = False
+
+    def pid(self, _h):
+        return None  # librdkafka does not tell
+
+    def close(self):
+        for p in self.producers:
+            p.flush(5)
+
+
+def end_and_wait(txns, sock, topic, h, commit):
+    """Ends `h`'s transaction and waits until its marker is below the high watermark (Kafka
+    writes markers after EndTxn answers)."""
+    before = list_latest(sock, 900, topic, READ_UNCOMMITTED)
+    txns.end(h, commit)
+    wait_until(lambda: list_latest(sock, 901, topic, READ_UNCOMMITTED) > before, 30,
+               what="the transaction marker")
+
+
+def test_consumers_see_committed_aborted_and_open_transactions(broker):
+    """read_committed sees committed records only and stops at the open transaction (the
+    LSO); read_uncommitted sees everything; the raw Fetch and ListOffsets answer the LSO and
+    the aborted transaction; DescribeProducers shows the open transaction; the commit lets
+    read_committed through. Against Kafka too (transactions by confluent-kafka there)."""
+    topic = "txn-consumers"
+    create_topic(broker.bootstrap, topic, 1)
+    sock = kw.connect(broker.bootstrap)
+    txns = (ClientTxns if TARGET == "kafka" else RawTxns)(broker.bootstrap, topic)
+    try:
+        a, b, c = txns.producer("a"), txns.producer("b"), txns.producer("c")
+        plain = producer(broker.bootstrap)
+        plain.produce(topic, b"p0", partition=0)
+        assert plain.flush(30) == 0
+        txns.send(a, [b"a1", b"a2"])
+        end_and_wait(txns, sock, topic, a, commit=True)
+        b_offset = txns.send(b, [b"b1"])
+        end_and_wait(txns, sock, topic, b, commit=False)
+        c_offset = txns.send(c, [b"c1"])
+        txns.send(a, [b"a3"])
+        end_and_wait(txns, sock, topic, a, commit=True)
+        high_watermark = list_latest(sock, 1, topic, READ_UNCOMMITTED)
+
+        assert list_latest(sock, 2, topic, READ_COMMITTED) == c_offset
+        rc = fetch(sock, 3, topic, 0, READ_COMMITTED)
+        assert (rc["high_watermark"], rc["last_stable_offset"]) == (high_watermark, c_offset)
+        assert [first for _, first in rc["aborted_transactions"]] == [b_offset]
+        if txns.pid(b) is not None:
+            assert rc["aborted_transactions"] == [(txns.pid(b), b_offset)]
+        assert max(h["last_offset"] for h in kw.batch_headers(rc["records"])) < c_offset
+        ru = fetch(sock, 4, topic, 0, READ_UNCOMMITTED)
+        assert ru["aborted_transactions"] is None and ru["last_stable_offset"] == c_offset
+        err, producers = describe_producers(sock, 5, topic)[0]
+        assert err == 0
+        assert [p["current_txn_start_offset"] for p in producers
+                if p["current_txn_start_offset"] >= 0] == [c_offset]
+
+        assert values_read(broker.bootstrap, topic, "read_committed", 3) == [b"p0", b"a1", b"a2"]
+        assert values_read(broker.bootstrap, topic, "read_uncommitted", 6) == \
+            [b"p0", b"a1", b"a2", b"b1", b"c1", b"a3"]
+
+        # A read_committed fetch parked at the LSO is woken by c's commit.
+        result = {}
+
+        def parked():
+            s = kw.connect(broker.bootstrap)
+            started = time.monotonic()
+            result["answer"] = fetch(s, 6, topic, c_offset, READ_COMMITTED, max_wait_ms=20_000)
+            result["waited"] = time.monotonic() - started
+
+        t = threading.Thread(target=parked)
+        t.start()
+        time.sleep(1.0)
+        assert "answer" not in result, "a read_committed fetch is parked at the LSO"
+        txns.end(c, commit=True)
+        t.join(30)
+        assert result["waited"] < 10, "woken by the commit, not the 20 s deadline"
+        assert kw.batch_headers(result["answer"]["records"])[0]["base_offset"] == c_offset
+        wait_until(lambda: list_latest(sock, 7, topic, READ_COMMITTED) > high_watermark, 30,
+                   what="the LSO past c's marker")
+        assert values_read(broker.bootstrap, topic, "read_committed", 5) == \
+            [b"p0", b"a1", b"a2", b"c1", b"a3"]
+    finally:
+        txns.close()
