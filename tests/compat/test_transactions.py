@@ -547,3 +547,106 @@ def test_consumers_see_committed_aborted_and_open_transactions(broker):
             [b"p0", b"a1", b"a2", b"c1", b"a3"]
     finally:
         txns.close()
+
+
+# ---- a three-node cluster: markers wait for the ISR, followers keep the transactions --------
+
+NOT_ENOUGH_REPLICAS = 19
+CLUSTER_SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
+
+
+@pytest.fixture
+def cluster(sluice_bin, tmp_path):
+    from conftest import _die_with_parent
+    from sluice_cluster import SluiceCluster
+    c = SluiceCluster(sluice_bin, tmp_path / "cluster", nodes=3, settings=CLUSTER_SETTINGS,
+                      preexec_fn=_die_with_parent)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def partition_state(bootstrap, topic):
+    """(leader, replicas, isr) of partition 0, or None."""
+    from confluent_kafka import KafkaException
+    from compat_util import admin
+    try:
+        t = admin(bootstrap).list_topics(timeout=10).topics.get(topic)
+    except KafkaException:
+        return None  # e.g. while a new controller is elected
+    if t is None or t.error is not None or 0 not in t.partitions:
+        return None
+    p = t.partitions[0]
+    return p.leader, list(p.replicas), list(p.isrs)
+
+
+@SLUICE_ONLY
+def test_markers_wait_for_the_isr_and_a_new_leader_keeps_the_transactions(cluster):
+    """RF 3, min.insync.replicas 3: a marker is refused NOT_ENOUGH_REPLICAS while a follower
+    is out of the ISR (Kafka writes markers with acks=all) and the transaction stays open (LSO
+    at its start); once the follower is back in the ISR the commit is written; after the
+    leader's SIGKILL the new leader, elected from the ISR, has the marker and the aborted
+    transaction: once the old leader is back in the ISR (its high watermark waits for
+    min.insync.replicas), its read_committed fetch lists the abort and its LSO is past both."""
+    topic = "txn-cluster"
+    from confluent_kafka.admin import NewTopic
+    from compat_util import admin
+    a = admin(cluster.bootstrap())  # alive until the future completes
+    a.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=3,
+                  config={"min.insync.replicas": "3"})],
+        operation_timeout=20, request_timeout=20)[topic].result()
+    leader, replicas, _ = wait_until(
+        lambda: (lambda s: s if s and s[0] >= 0 and len(s[2]) == 3 else None)(
+            partition_state(cluster.bootstrap(), topic)), 30, what="the topic's full ISR")
+    sock = kw.connect(cluster.nodes[leader].bootstrap)
+    a, ea = init_producer_id(sock, 1)
+    b, eb = init_producer_id(sock, 2)
+    assert produce(sock, 3, topic, txn_batch([b"b1"], b, eb, 0)) == (0, 0)
+    assert marker(sock, 4, topic, b, eb, commit=False) == 0                       # offset 1
+    assert produce(sock, 5, topic, txn_batch([b"a1"], a, ea, 0)) == (0, 2)
+
+    controller = admin(cluster.bootstrap()).list_topics(timeout=10).controller_id
+    victim = next(r for r in replicas if r not in (leader, controller))
+    cluster.kill(victim)
+    wait_until(lambda: victim not in (partition_state(cluster.bootstrap(exclude={victim}),
+                                                      topic) or (0, [], [victim]))[2],
+               30, what="the killed follower out of the ISR")
+    time.sleep(1.0)  # the leader learns the committed ISR from the controller's answer
+    assert marker(sock, 6, topic, a, ea, commit=True) == NOT_ENOUGH_REPLICAS
+    assert fetch(sock, 7, topic, 0, READ_COMMITTED)["last_stable_offset"] == 2
+
+    cluster.start_node(victim)
+    wait_until(lambda: len((partition_state(cluster.bootstrap(), topic) or (0, [], []))[2]) == 3,
+               60, what="the follower back in the ISR")
+    assert marker(sock, 8, topic, a, ea, commit=True) == 0                        # offset 3
+    rc = fetch(sock, 9, topic, 0, READ_COMMITTED)
+    assert (rc["high_watermark"], rc["last_stable_offset"]) == (4, 4)
+
+    # (When the leader is also the active controller, the quorum elects another too.)
+    cluster.kill(leader)
+    new_leader = wait_until(
+        lambda: (lambda s: s[0] if s and s[0] not in (-1, leader) else None)(
+            partition_state(cluster.bootstrap(exclude={leader}), topic)),
+        60, interval=0.5, what="a new leader")
+    s2 = kw.connect(cluster.nodes[new_leader].bootstrap)
+    # With two of three replicas the ISR is below min.insync.replicas and the new leader's high
+    # watermark stays put (as Kafka's, KIP-966): the old leader comes back as a follower.
+    cluster.start_node(leader)
+
+    seen = []
+
+    def committed_read():
+        r = fetch(s2, 10, topic, 0, READ_COMMITTED)
+        seen[:] = [r, partition_state(cluster.bootstrap(exclude={leader}), topic)]
+        return r if r["error"] == 0 and r["last_stable_offset"] == 4 else None
+
+    try:
+        rc = wait_until(committed_read, 60, interval=0.5, what="the new leader's LSO past the commit")
+    except AssertionError:
+        raise AssertionError(f"last answer {seen}")
+    assert rc["aborted_transactions"] == [(b, 0)]
+    assert [h["base_offset"] for h in kw.batch_headers(rc["records"])] == [0, 1, 2, 3]
+    assert list_latest(s2, 11, topic, READ_COMMITTED) == 4
