@@ -534,6 +534,22 @@ mod tests {
     use net::kafka_protocol::protocol::StrBytes;
 
     #[test]
+    fn only_aborted_transactions_starting_below_the_batches_kept_are_listed() {
+        let aborted = |producer_id, first| storage::AbortedTxn {
+            producer_id,
+            first_offset: Offset(first),
+        };
+        let read = [aborted(1, 4), aborted(2, 9), aborted(3, 12)];
+        let listed = aborted_in(&read, Some(Offset(10)));
+        let wire = |producer_id, first_offset| FetchAbortedTransaction {
+            producer_id,
+            first_offset,
+        };
+        assert_eq!(listed, vec![wire(1, 4), wire(2, 9)]);
+        assert!(aborted_in(&read, None).is_empty(), "no batch kept");
+    }
+
+    #[test]
     fn the_follower_is_replica_id_before_v15_and_replica_state_from_v15() {
         let old = FetchRequest::default().with_replica_id(BrokerId(2));
         let f = follower(&old, 14).unwrap();
