@@ -55,7 +55,7 @@ pub use log::{
     AppendInfo, AppendUntil, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS,
 };
 pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
-pub use producer_state::CompletedTxn;
+pub use producer_state::{CompletedTxn, ProducerSummary};
 pub use txn::{
     build_marker_batch, parse_marker, AbortedTxn, AbortedTxnEntry, TxnMarker, TxnResult,
     ABORTED_TXN_BYTES,

@@ -58,6 +58,21 @@ impl Default for ProducerEntry {
     }
 }
 
+/// One producer as `PartitionLog::active_producers` describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence of its last remembered batch; -1 when none is remembered.
+    pub last_sequence: i32,
+    /// The base offset of its last remembered batch (its timestamp is read from the log).
+    pub last_batch_base: Option<Offset>,
+    /// The coordinator epoch of its last marker; -1 before one.
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction here, if one is open.
+    pub current_txn_first_offset: Option<Offset>,
+}
+
 /// How an incoming batch relates to its producer's state.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SequenceCheck {
@@ -222,6 +237,11 @@ impl ProducerState {
             .iter()
             .filter_map(|(id, entry)| Some((*id, entry.batches.back()?.base_offset)))
             .collect()
+    }
+
+    /// Every producer's id and state, in no particular order (DescribeProducers).
+    pub fn entries(&self) -> impl Iterator<Item = (i64, &ProducerEntry)> {
+        self.producers.iter().map(|(id, entry)| (*id, entry))
     }
 
     /// First offset of the oldest open transaction (Kafka's `firstUnstableOffset`).

@@ -13,10 +13,21 @@
 //! stored at every version, zstd below v10 too — Kafka 4.4 answers a Fetch v4 of a
 //! `compression.type=zstd` topic with its zstd batches and no error (Kafka 3's
 //! UNSUPPORTED_COMPRESSION_TYPE went with down-conversion, KIP-724; checked against Kafka 4.4 by
-//! tests/compat/test_fetch_produce_versions.py); up to v5 KAFKA_STORAGE_ERROR is answered as NOT_LEADER_OR_FOLLOWER; read_committed (v4+) gets an
-//! empty aborted-transactions list, read_uncommitted none; `last_stable_offset` (v4+) is the
-//! high watermark, `log_start_offset` is written from v5, `preferred_read_replica` (-1) from
-//! v11 (by `net::encode_fetch_response`). v13+ name topics by id (KIP-516), resolved against
+//! tests/compat/test_fetch_produce_versions.py); up to v5 KAFKA_STORAGE_ERROR is answered as
+//! NOT_LEADER_OR_FOLLOWER; `log_start_offset` is written from v5, `preferred_read_replica` (-1)
+//! from v11 (by `net::encode_fetch_response`).
+//!
+//! Transactions (KIP-98, v4+): `isolation_level` 1 (read_committed) reads below the partition's
+//! last stable offset (LSO) instead of the high watermark, is parked until the LSO (not the
+//! HW) moves — a marker appended wakes it — and lists the aborted transactions whose records
+//! may be among the batches returned (Kafka's `UnifiedLog.collectAbortedTransactions`: abort
+//! marker at or after the fetch offset, first offset below the end of the last batch
+//! returned; an empty list when none, `null` for read_uncommitted and for errors, as Kafka's
+//! `FetchDataInfo.abortedTransactions`). The client drops the aborted records and the control
+//! batches. Every consumer answer's `last_stable_offset` is the LSO, whatever its isolation
+//! level, as Kafka's `LogReadResult`; a follower's is the high watermark (followers read
+//! everything and ignore it). There are no fetch sessions (KIP-227: `session_id` is always 0,
+//! every fetch is full), so no per-partition state is cached between fetches. v13+ name topics by id (KIP-516), resolved against
 //! this broker's image; an unknown id answers UNKNOWN_TOPIC_ID for each of its partitions, as
 //! Kafka's `KafkaApis.handleFetchRequest` does, and the response carries the requested id.
 //! v14 only adds an error this broker never gives (tiered storage, KIP-405). v15+ name the
@@ -54,10 +65,11 @@ use futures_util::StreamExt;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{ApiKey, FetchRequest};
 use net::{
-    FetchCurrentLeader, FetchEpochEndOffset, FetchNodeEndpoint, FetchPartitionData,
-    FetchResponseData, FetchTopicData,
+    FetchAbortedTransaction, FetchCurrentLeader, FetchEpochEndOffset, FetchNodeEndpoint,
+    FetchPartitionData, FetchResponseData, FetchTopicData,
 };
 use replication::runtime::{Clock, MonotonicTime, NodeId};
+use replication::Isolation;
 use std::rc::Rc;
 use std::time::Duration;
 use storage::{LeaderEpoch, Offset, RecordBatch, TopicPartition};
@@ -116,7 +128,12 @@ pub async fn handle(
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
     let follower = follower(&req, version);
     let (names, wanted, follower) = resolve(shard, &req, version, follower);
-    let replies = fetch_all(shard, wanted, follower, min_bytes, deadline).await;
+    let isolation = if req.isolation_level == READ_COMMITTED {
+        Isolation::LastStable
+    } else {
+        Isolation::HighWatermark
+    };
+    let replies = fetch_all(shard, wanted, follower, min_bytes, isolation, deadline).await;
     let mut budget_left = max_bytes;
     let mut first_batch = true;
     let mut replies = replies.into_iter();
@@ -143,9 +160,10 @@ pub async fn handle(
             {
                 data.error_code = code(ResponseError::NotLeaderOrFollower);
             }
-            // Without transactions nothing is aborted; read_committed gets the (empty) list,
-            // read_uncommitted none, as Kafka (`FetchDataInfo.abortedTransactions`).
-            if read_committed && data.error_code == 0 {
+            // read_committed gets the list (maybe empty), read_uncommitted none, as Kafka.
+            if !read_committed || data.error_code != 0 {
+                data.aborted_transactions = None;
+            } else if data.aborted_transactions.is_none() {
                 data.aborted_transactions = Some(Vec::new());
             }
             partitions_out.push(data);
@@ -348,6 +366,7 @@ async fn fetch_all(
     wanted: Vec<Wanted>,
     follower: Option<Follower>,
     min_bytes: usize,
+    isolation: Isolation,
     deadline: MonotonicTime,
 ) -> Vec<Option<PartitionReply>> {
     let n = wanted.len();
@@ -375,6 +394,7 @@ async fn fetch_all(
                 offset: Offset(w.offset),
                 max_bytes: w.max_bytes,
                 min_bytes,
+                isolation,
                 deadline,
                 cancel,
             },
@@ -442,13 +462,16 @@ fn partition_data(
         }
         PartitionReply::Read {
             high_watermark,
+            last_stable_offset,
             log_start_offset,
             batches,
+            aborted,
         } => {
             data.high_watermark = high_watermark;
-            data.last_stable_offset = high_watermark;
+            data.last_stable_offset = last_stable_offset;
             data.log_start_offset = log_start_offset;
-            take_batches(&mut data, batches, budget_left, first_batch);
+            let end = take_batches(&mut data, batches, budget_left, first_batch);
+            data.aborted_transactions = aborted.map(|aborted| aborted_in(&aborted, end));
         }
         PartitionReply::Error(error) => data.error_code = partition_op_error_code(&error),
         other => {
@@ -459,23 +482,48 @@ fn partition_data(
     data
 }
 
+/// The aborted transactions of `aborted` (read with the partition's batches) that may have
+/// records among the batches kept within the response's budget, which end at `end`: those
+/// whose first offset is below it (Kafka bounds its search by the bytes it returns); none
+/// when no batch was kept.
+fn aborted_in(
+    aborted: &[storage::AbortedTxn],
+    end: Option<Offset>,
+) -> Vec<FetchAbortedTransaction> {
+    let Some(end) = end else {
+        return Vec::new();
+    };
+    aborted
+        .iter()
+        .filter(|t| t.first_offset < end)
+        .map(|t| FetchAbortedTransaction {
+            producer_id: t.producer_id,
+            first_offset: t.first_offset.0,
+        })
+        .collect()
+}
+
 /// Puts `batches` into `data` within the response's `budget_left` bytes, the response's first
 /// batch whole (KIP-74). Batches go out as stored whatever the Fetch version, zstd below v10
-/// too, as Kafka 4.4 (see the module docs).
+/// too, as Kafka 4.4 (see the module docs). Returns the offset after the last batch kept.
 fn take_batches(
     data: &mut FetchPartitionData,
     batches: Vec<RecordBatch>,
     budget_left: &mut usize,
     first_batch: &mut bool,
-) {
-    for batch in batches {
+) -> Option<Offset> {
+    let mut kept = 0usize;
+    for batch in &batches {
         if !*first_batch && batch.len() > *budget_left {
             break;
         }
         *budget_left = budget_left.saturating_sub(batch.len());
         *first_batch = false;
         data.records.extend(batch.chunks().into_iter().cloned());
+        kept += 1;
     }
+    let last = batches.get(kept.checked_sub(1)?)?;
+    Some(last.header().last_offset().plus(1))
 }
 
 #[cfg(test)]
@@ -484,6 +532,22 @@ mod tests {
     use net::kafka_protocol::messages::fetch_request::ReplicaState;
     use net::kafka_protocol::messages::{BrokerId, TopicName};
     use net::kafka_protocol::protocol::StrBytes;
+
+    #[test]
+    fn only_aborted_transactions_starting_below_the_batches_kept_are_listed() {
+        let aborted = |producer_id, first| storage::AbortedTxn {
+            producer_id,
+            first_offset: Offset(first),
+        };
+        let read = [aborted(1, 4), aborted(2, 9), aborted(3, 12)];
+        let listed = aborted_in(&read, Some(Offset(10)));
+        let wire = |producer_id, first_offset| FetchAbortedTransaction {
+            producer_id,
+            first_offset,
+        };
+        assert_eq!(listed, vec![wire(1, 4), wire(2, 9)]);
+        assert!(aborted_in(&read, None).is_empty(), "no batch kept");
+    }
 
     #[test]
     fn the_follower_is_replica_id_before_v15_and_replica_state_from_v15() {

@@ -1,8 +1,10 @@
 //! InitProducerId (key 22): a new idempotent-producer id with epoch 0, or — when the client
 //! names its current id and epoch (v3+, KIP-360) — the same id with the epoch bumped, which
-//! fences the older epoch. Transactions are not supported: a request with a transactional id
-//! is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a non-retriable error, so clients
-//! fail at once rather than retrying), and the transaction APIs are not advertised.
+//! fences the older epoch. There is no transaction coordinator yet: a request with a
+//! transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a non-retriable
+//! error, so clients fail at once rather than retrying), and the coordinator's APIs
+//! (AddPartitionsToTxn, EndTxn, ...) are not advertised; the partition side (transactional
+//! batches, WriteTxnMarkers, read_committed, DescribeProducers) is served.
 
 use crate::errors::{code, controller_error};
 use crate::shard::Shard;

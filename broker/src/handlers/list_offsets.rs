@@ -4,6 +4,10 @@
 //! each with the leader epoch of the offset (v4+), after KIP-320's check of the request's
 //! current leader epoch; OFFSET_NOT_AVAILABLE (v5+, else LEADER_NOT_AVAILABLE) while a new
 //! leader's high watermark is below its epoch's start (see `crate::partitions::leader_epoch`).
+//!
+//! `isolation_level` 1 (read_committed, v2+, KIP-98) bounds a client's answers by the last
+//! stable offset instead of the high watermark, as Kafka's `fetchOffsetForTimestamp`: latest
+//! is the LSO, and a timestamp's or the max timestamp's offset at or past the LSO is -1.
 
 use super::wire::topic_name;
 use crate::errors::{code, partition_op_error_code};
@@ -32,7 +36,7 @@ pub async fn handle(
     version: i16,
 ) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
-    let isolation = isolation_of(req.replica_id.0);
+    let isolation = isolation_of(req.replica_id.0, req.isolation_level);
     for topic in req.topics {
         let name = topic.name.0.to_string();
         let mut out = ListOffsetsTopicResponse::default();
@@ -99,13 +103,15 @@ pub async fn handle(
 /// any other's — a broker's (≥ 0: a follower asking its leader's range, Kafka's
 /// `ReplicaFetcherThread` after OFFSET_OUT_OF_RANGE) or Kafka's debugging id (-2) — up to the
 /// log end offset, as Kafka's `KafkaApis` gives only client requests (`replicaId ==
-/// CONSUMER_REPLICA_ID`) an isolation level.
-fn isolation_of(replica_id: i32) -> Isolation {
+/// CONSUMER_REPLICA_ID`) an isolation level; a client's read_committed (`isolation_level` 1)
+/// reads up to the last stable offset.
+fn isolation_of(replica_id: i32, isolation_level: i8) -> Isolation {
     const CONSUMER_REPLICA_ID: i32 = -1;
-    if replica_id == CONSUMER_REPLICA_ID {
-        Isolation::HighWatermark
-    } else {
-        Isolation::LogEnd
+    const READ_COMMITTED: i8 = 1;
+    match (replica_id, isolation_level) {
+        (CONSUMER_REPLICA_ID, READ_COMMITTED) => Isolation::LastStable,
+        (CONSUMER_REPLICA_ID, _) => Isolation::HighWatermark,
+        _ => Isolation::LogEnd,
     }
 }
 
@@ -130,13 +136,18 @@ mod tests {
 
     #[test]
     fn only_a_clients_request_is_bounded_by_the_high_watermark() {
-        assert_eq!(isolation_of(-1), Isolation::HighWatermark);
+        assert_eq!(isolation_of(-1, 0), Isolation::HighWatermark);
+        assert_eq!(isolation_of(-1, 1), Isolation::LastStable, "read_committed");
         assert_eq!(
-            isolation_of(-2),
+            isolation_of(-2, 0),
             Isolation::LogEnd,
             "Kafka's debugging replica id"
         );
-        assert_eq!(isolation_of(0), Isolation::LogEnd);
-        assert_eq!(isolation_of(3), Isolation::LogEnd);
+        assert_eq!(isolation_of(0, 0), Isolation::LogEnd);
+        assert_eq!(
+            isolation_of(3, 1),
+            Isolation::LogEnd,
+            "a replica reads everything"
+        );
     }
 }

@@ -19,6 +19,7 @@ mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod describe_producers;
 mod elect_leaders;
 mod fetch;
 mod find_coordinator;
@@ -40,6 +41,7 @@ mod produce;
 mod replica_assignment;
 mod sync_group;
 mod wire;
+mod write_txn_markers;
 
 use crate::response::Response;
 use crate::shard::Shard;
@@ -147,6 +149,8 @@ registry! {
     OffsetForLeaderEpoch 2..=4 => |shard, req, _call| {
         offset_for_leader_epoch::handle(shard, req).await
     },
+    WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
+    DescribeProducers 0..=0 => |shard, req, _call| describe_producers::handle(shard, req).await,
 }
 
 /// What a handler is told about its request besides the body.

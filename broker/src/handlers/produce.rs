@@ -17,6 +17,15 @@
 //! Kafka's `KafkaApis.handleProduceRequest` does, so a client can go to the new leader
 //! without a metadata refresh. Only answers with that error pay for it.
 //!
+//! Transactions (KIP-98): transactional batches are appended and tracked by the partition's
+//! producer state (the open transaction holds back the last stable offset until its marker,
+//! written by WriteTxnMarkers). As Kafka's `KafkaApis.handleProduceRequest`, a request with
+//! transactional batches but no `transactional_id` is refused whole with
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no ACLs here: any transactional id is allowed). A
+//! control batch (a marker) from a client is refused with INVALID_RECORD, as Kafka's
+//! `LogValidator`. Not checked yet: KIP-890's verification that the partition was added to the
+//! transaction (it needs the transaction coordinator).
+//!
 //! A record without a key on a compacted topic is refused as Kafka's LogValidator refuses it:
 //! INVALID_RECORD, with the record's index in `record_errors` and Kafka's summary in
 //! `error_message` ("... Compacted topic cannot accept message without key in topic partition
@@ -71,8 +80,14 @@ impl Refusal {
 pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> ProduceResponse {
     let acks = Acks::from_wire(req.acks);
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
-    // Transactions are not supported (see init_producer_id.rs): refuse, never hang.
-    let transactional = req.transactional_id.is_some();
+    // Kafka's check: transactional batches need a transactional id (authorized, were there
+    // ACLs).
+    let unauthorized_transactional = req.transactional_id.is_none()
+        && req
+            .topic_data
+            .iter()
+            .flat_map(|t| &t.partition_data)
+            .any(|p| p.records.as_deref().is_some_and(is_transactional));
     let metrics = &shard.metrics;
     ShardMetrics::add(&metrics.produce_requests, 1);
     let bytes: usize = req
@@ -111,7 +126,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
                 let Some(acks) = acks else {
                     return Err(code(ResponseError::InvalidRequiredAcks).into());
                 };
-                if transactional {
+                if unauthorized_transactional {
                     return Err(code(ResponseError::TransactionalIdAuthorizationFailed).into());
                 }
                 if let Some(error) = internal {
@@ -173,6 +188,18 @@ const LOG_OVERHEAD: usize = 12;
 const FIRST_ZSTD_VERSION: i16 = 7;
 /// Compression codec id of zstd in a batch's attributes.
 const ZSTD_CODEC: u8 = 4;
+
+/// `attributes` bit 4 of a batch: transactional (KIP-98).
+const TRANSACTIONAL_ATTRIBUTE: u8 = 0x10;
+
+/// Whether a partition's records start with a transactional batch (Kafka's
+/// `ProduceRequest.hasTransactionalRecords` looks at each partition's first batch; a request
+/// holds exactly one batch per partition, else INVALID_RECORD).
+fn is_transactional(records: &[u8]) -> bool {
+    records
+        .get(ATTRIBUTES_AT + 1)
+        .is_some_and(|attributes| attributes & TRANSACTIONAL_ATTRIBUTE != 0)
+}
 
 /// Kafka's per-version rules for a partition's records (`ProduceRequest.validateRecords`):
 /// exactly one batch, of magic 2 (every version served is v3+), else INVALID_RECORD; a zstd

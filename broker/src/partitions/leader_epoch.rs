@@ -37,7 +37,9 @@ pub async fn list_offsets(
     let log = partition.log();
     let current = current_leader_epoch(shard, tp);
     let epoch_start = match isolation {
-        Isolation::HighWatermark => current.and_then(|e| log.leader_epoch_start_offset(e)),
+        Isolation::HighWatermark | Isolation::LastStable => {
+            current.and_then(|e| log.leader_epoch_start_offset(e))
+        }
         Isolation::LogEnd => None,
     };
     let leader_epoch = list_offsets_leader_epoch(

@@ -12,5 +12,7 @@ pub mod ops;
 #[cfg(test)]
 mod produce_tests;
 pub mod service;
+#[cfg(test)]
+mod txn_tests;
 
 pub use ops::{PartitionOp, PartitionOpError, PartitionReply};

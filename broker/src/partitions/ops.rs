@@ -25,11 +25,15 @@ pub enum PartitionOp {
     /// [`replication::Partition::fetch`]): batches from `offset`, at most `max_bytes` (first
     /// batch whole, KIP-74), below the high watermark, as soon as at least `min_bytes` are
     /// there, at `deadline`, or — with whatever is there — when the fetch that asked drops
-    /// `cancel` (it has enough from other partitions).
+    /// `cancel` (it has enough from other partitions). `isolation` is
+    /// [`Isolation::LastStable`] for a read_committed fetch (below the last stable offset,
+    /// woken when it moves, with the aborted transactions read), else
+    /// [`Isolation::HighWatermark`].
     Fetch {
         offset: Offset,
         max_bytes: usize,
         min_bytes: usize,
+        isolation: Isolation,
         deadline: MonotonicTime,
         cancel: oneshot::Receiver<()>,
     },
@@ -108,6 +112,16 @@ pub enum PartitionOp {
     /// DeleteRecords (KIP-107): move the log start offset to `before` (`None`: the high
     /// watermark); answered with [`PartitionReply::LogStart`].
     DeleteRecordsBefore { before: Option<Offset> },
+    /// WriteTxnMarkers (KIP-98): append `marker` on this leader and answer once the high
+    /// watermark passes it, at most `timeout` (see [`replication::Partition::append_txn_marker`]);
+    /// answered with [`PartitionReply::MarkerWritten`].
+    WriteTxnMarker {
+        marker: storage::TxnMarker,
+        timeout: Duration,
+    },
+    /// DescribeProducers (KIP-664): the producers this leader's log knows, answered with
+    /// [`PartitionReply::Producers`].
+    DescribeProducers,
 }
 
 /// The owning shard's answer to a [`PartitionOp`].
@@ -121,8 +135,12 @@ pub enum PartitionReply {
     },
     Read {
         high_watermark: i64,
+        /// The last stable offset (KIP-98) when read.
+        last_stable_offset: i64,
         log_start_offset: i64,
         batches: Vec<RecordBatch>,
+        /// A read_committed fetch's aborted transactions in the range read; `None` otherwise.
+        aborted: Option<Vec<storage::AbortedTxn>>,
     },
     /// The answer to a [`PartitionOp::ReplicaFetch`].
     ReplicaRead {
@@ -152,8 +170,28 @@ pub enum PartitionReply {
     },
     /// The log start offset after a DeleteRecords (Kafka's "low watermark").
     LogStart { log_start_offset: i64 },
+    /// A transaction marker appended at `offset`, below the high watermark.
+    MarkerWritten { offset: i64 },
+    /// The producers of a partition (DescribeProducers).
+    Producers(Vec<ActiveProducer>),
     /// The operation failed; [`crate::errors::partition_op_error_code`] gives its Kafka code.
     Error(PartitionOpError),
+}
+
+/// One producer as DescribeProducers describes it (Kafka's
+/// `DescribeProducersResponseData.ProducerState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// -1 when no batch of it is remembered.
+    pub last_sequence: i32,
+    /// The max timestamp of its last remembered batch; -1 when none.
+    pub last_timestamp: i64,
+    /// -1 before its first marker.
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction; -1 when none is open.
+    pub current_txn_start_offset: i64,
 }
 
 /// Why a [`PartitionOp`] failed.

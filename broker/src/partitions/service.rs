@@ -200,7 +200,52 @@ async fn run(
                 log_start_offset: log_start.0,
             })
         }
+        PartitionOp::WriteTxnMarker { marker, timeout } => {
+            let appended = partition
+                .append_txn_marker(marker, timeout)
+                .await
+                .inspect_err(|e| note_dir_failure(shard, e))?;
+            Ok(PartitionReply::MarkerWritten {
+                offset: appended.base_offset.0,
+            })
+        }
+        PartitionOp::DescribeProducers => describe_producers(shard, &partition).await,
     }
+}
+
+/// DescribeProducers on the leader (Kafka's `Partition.activeProducerState`): every producer
+/// the log knows, its last timestamp read from its last remembered batch (-1 when that batch
+/// is gone or none is remembered; Kafka also counts a marker's timestamp, not kept here).
+async fn describe_producers(
+    shard: &Shard,
+    partition: &crate::shard::LocalPartition,
+) -> Result<PartitionReply, PartitionOpError> {
+    if partition.leader() != partition_node(shard) {
+        return Err(PartitionOpError::NotLeaderOrFollower);
+    }
+    let log = partition.log();
+    let mut out = Vec::new();
+    for p in log.active_producers() {
+        let last_timestamp = match p.last_batch_base {
+            Some(base) if base >= log.log_start_offset() && base < log.log_end_offset() => log
+                .read(base, 1, log.log_end_offset())
+                .await
+                .ok()
+                .and_then(|batches| batches.first().map(|b| b.header()))
+                .filter(|h| h.base_offset == base)
+                .map_or(-1, |h| h.max_timestamp.0),
+            _ => -1,
+        };
+        out.push(super::ops::ActiveProducer {
+            producer_id: p.producer_id,
+            producer_epoch: p.epoch,
+            last_sequence: p.last_sequence,
+            last_timestamp,
+            coordinator_epoch: p.coordinator_epoch,
+            current_txn_start_offset: p.current_txn_first_offset.map_or(-1, |o| o.0),
+        });
+    }
+    Ok(PartitionReply::Producers(out))
 }
 
 /// Produce: the record set split and checked once ([`storage::ValidatedBatches`]: lengths,
@@ -264,6 +309,7 @@ async fn fetch(
         offset,
         max_bytes,
         min_bytes,
+        isolation,
         deadline,
         cancel,
     } = op
@@ -276,7 +322,7 @@ async fn fetch(
         let _ = cancel.await;
     };
     let read = partition
-        .fetch(offset, max_bytes, min_bytes, deadline, cancelled)
+        .fetch(offset, max_bytes, min_bytes, isolation, deadline, cancelled)
         .await;
     parked.set(parked.get() - 1);
     let still_here = shard
@@ -291,13 +337,15 @@ async fn fetch(
         // arriving now would.
         owned_partition(shard, tp)
             .await?
-            .read(offset, max_bytes, replication::Isolation::HighWatermark)
+            .read(offset, max_bytes, isolation)
             .await?
     };
     Ok(PartitionReply::Read {
         high_watermark: read.high_watermark.0,
+        last_stable_offset: read.last_stable_offset.0,
         log_start_offset: read.log_start_offset.0,
         batches: read.batches,
+        aborted: read.aborted,
     })
 }
 

@@ -114,8 +114,11 @@ impl Acks {
 /// Up to where a read may go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isolation {
-    /// Below the high watermark: what consumers see.
+    /// Below the high watermark: what consumers see (`read_uncommitted`).
     HighWatermark,
+    /// Below the last stable offset (KIP-98): what a `read_committed` consumer sees, with the
+    /// aborted transactions of the range read.
+    LastStable,
     /// Below the log end offset: what a follower replicates.
     LogEnd,
 }
@@ -133,8 +136,13 @@ pub struct Appended {
 #[derive(Debug)]
 pub struct Read {
     pub high_watermark: Offset,
+    /// The last stable offset (KIP-98) when read.
+    pub last_stable_offset: Offset,
     pub log_start_offset: Offset,
     pub batches: Vec<RecordBatch>,
+    /// For [`Isolation::LastStable`], the aborted transactions that may have records among
+    /// `batches` (Kafka's `FetchDataInfo.abortedTransactions`); `None` for other reads.
+    pub aborted: Option<Vec<storage::AbortedTxn>>,
 }
 
 impl Read {
@@ -196,7 +204,8 @@ pub struct Partition<S = PartitionLog> {
     /// This broker.
     node: NodeId,
     role: RefCell<Role>,
-    /// Fired whenever the high watermark moves or the partition closes (invariant 3).
+    /// Fired whenever the high watermark moves, a transaction marker is appended (the last
+    /// stable offset may move) or the partition closes (invariant 3).
     high_watermark_moved: Rc<Notify>,
     /// Fired when a leader with followers has written more (parked follower fetches wake);
     /// never fired for a leader that is its only replica.

@@ -70,6 +70,49 @@ impl<S: PartitionStore + 'static> Partition<S> {
         Ok(appended)
     }
 
+    /// Appends a transaction marker (what a partition leader does for `WriteTxnMarkers`,
+    /// KIP-98) at this leader's epoch and answers once the high watermark passes it, as Kafka
+    /// appends markers with `acks=all` (`ReplicaManager.appendRecords` with required acks -1
+    /// from the coordinator): refused with `NotEnoughReplicas` while the committed ISR is below
+    /// `min.insync.replicas`, then the local write (and sync where `flush.messages` is due),
+    /// then the wait for the ISR, at most `timeout`. Appending the marker completes its
+    /// producer's open transaction: the last stable offset may move at once, so the parked
+    /// waiters (read_committed fetches) are woken. Errors: [`PartitionError::Storage`] (a
+    /// stale producer epoch, a fenced coordinator epoch, I/O, closed),
+    /// [`PartitionError::NotLeaderOrFollower`], [`PartitionError::Isr`],
+    /// [`PartitionError::RequestTimedOut`] and [`PartitionError::NotEnoughReplicasAfterAppend`]
+    /// (the marker stays appended).
+    pub async fn append_txn_marker(
+        &self,
+        marker: storage::TxnMarker,
+        timeout: Duration,
+    ) -> Result<Appended, PartitionError> {
+        let leader_epoch = match &*self.role.borrow() {
+            Role::Leader(isr) => {
+                isr.produce_check()?;
+                isr.leader_epoch()
+            }
+            Role::Follower { leader, .. } => return Err(not_leader(*leader)),
+        };
+        let info = match self.log.append_txn_marker(marker, leader_epoch).await {
+            Ok(info) => info,
+            Err(e) => {
+                self.advance_high_watermark();
+                return Err(e.into());
+            }
+        };
+        // The producer's transaction is complete: the LSO may have moved without the HW.
+        self.high_watermark_moved.notify_all();
+        let end = info.last_offset.plus(1);
+        self.await_written(end, info.sync_needed).await?;
+        self.await_replicated(end, timeout).await?;
+        Ok(Appended {
+            base_offset: info.base_offset,
+            log_start_offset: info.log_start_offset,
+            log_append_time: None,
+        })
+    }
+
     /// Waits until the high watermark reaches `end` (Kafka's `DelayedProduce` over
     /// `checkEnoughReplicasReachOffset`), at most `timeout`. With the leader its own only ISR
     /// member the written records are already below the high watermark: no timer is made.

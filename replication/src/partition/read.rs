@@ -4,9 +4,23 @@
 use super::*;
 
 impl<S: PartitionStore + 'static> Partition<S> {
+    /// Where reads under `isolation` stop: the high watermark, the last stable offset
+    /// (KIP-98) or the log end offset.
+    pub fn upper_bound(&self, isolation: Isolation) -> Offset {
+        match isolation {
+            Isolation::HighWatermark => self.log.high_watermark(),
+            Isolation::LastStable => self.log.last_stable_offset(),
+            Isolation::LogEnd => self.log.log_end_offset(),
+        }
+    }
+
     /// Batches from `from`, at most `max_bytes` (the first batch whole, KIP-74), below the
-    /// high watermark or the log end as `isolation` says. Errors: `from` below the log start
-    /// or above the log end ([`storage::StorageError::OffsetOutOfRange`]), I/O.
+    /// high watermark, the last stable offset or the log end as `isolation` says; under
+    /// [`Isolation::LastStable`] with the aborted transactions that may have records among
+    /// them (Kafka's `UnifiedLog.read` with `TXN_COMMITTED`: those whose abort marker is at or
+    /// after `from` and whose first offset is below the end of the last batch read). Errors:
+    /// `from` below the log start or above the log end
+    /// ([`storage::StorageError::OffsetOutOfRange`]), I/O.
     pub async fn read(
         &self,
         from: Offset,
@@ -14,15 +28,23 @@ impl<S: PartitionStore + 'static> Partition<S> {
         isolation: Isolation,
     ) -> Result<Read, PartitionError> {
         self.assert_offsets();
-        let upper_bound = match isolation {
-            Isolation::HighWatermark => self.log.high_watermark(),
-            Isolation::LogEnd => self.log.log_end_offset(),
-        };
+        let upper_bound = self.upper_bound(isolation);
         let batches = self.log.read(from, max_bytes, upper_bound).await?;
+        let aborted = match isolation {
+            Isolation::LastStable => {
+                let upto = batches
+                    .last()
+                    .map_or(from, |b| b.header().last_offset().plus(1));
+                Some(self.log.aborted_transactions(from, upto).await?)
+            }
+            Isolation::HighWatermark | Isolation::LogEnd => None,
+        };
         Ok(Read {
             high_watermark: self.log.high_watermark(),
+            last_stable_offset: self.log.last_stable_offset(),
             log_start_offset: self.log.log_start_offset(),
             batches,
+            aborted,
         })
     }
 
@@ -34,10 +56,24 @@ impl<S: PartitionStore + 'static> Partition<S> {
         deadline: MonotonicTime,
         cancel: impl Future<Output = ()>,
     ) -> WaitOutcome {
+        self.wait_for_bound(Isolation::HighWatermark, offset, deadline, cancel)
+            .await
+    }
+
+    /// Waits until the bound of `isolation` ([`Partition::upper_bound`]) passes `offset`,
+    /// `deadline` comes, `cancel` resolves, or the partition closes, whichever is first.
+    /// Every move of the high watermark and every marker append wakes it to look again.
+    pub async fn wait_for_bound(
+        &self,
+        isolation: Isolation,
+        offset: Offset,
+        deadline: MonotonicTime,
+        cancel: impl Future<Output = ()>,
+    ) -> WaitOutcome {
         let mut cancel = pin!(cancel);
         loop {
             let woken = self.high_watermark_moved.notified();
-            if self.log.high_watermark() > offset {
+            if self.upper_bound(isolation) > offset {
                 return WaitOutcome::Passed;
             }
             if self.closed.get() {
@@ -72,8 +108,9 @@ impl<S: PartitionStore + 'static> Partition<S> {
     }
 
     /// A consumer fetch of this partition, answered once: reads from `offset` (at most
-    /// `max_bytes`, below the high watermark) and, while fewer than `min_bytes` (at least 1)
-    /// came back, waits for the high watermark to move and reads again — until `deadline`, or
+    /// `max_bytes`, below the high watermark — or the last stable offset for
+    /// [`Isolation::LastStable`], read_committed) and, while fewer than `min_bytes` (at
+    /// least one) came back, waits for that bound to move and reads again — until `deadline`, or
     /// until `cancel` resolves (the fetch has enough from other partitions), after which it
     /// reads once more and answers with whatever is there. Errors are [`Partition::read`]'s,
     /// answered at once.
@@ -82,28 +119,27 @@ impl<S: PartitionStore + 'static> Partition<S> {
         offset: Offset,
         max_bytes: usize,
         min_bytes: usize,
+        isolation: Isolation,
         deadline: MonotonicTime,
         cancel: impl Future<Output = ()>,
     ) -> Result<Read, PartitionError> {
         let mut cancel = pin!(cancel);
         loop {
-            let high_watermark = self.log.high_watermark();
-            let read = self
-                .read(offset, max_bytes, Isolation::HighWatermark)
-                .await?;
+            let bound = self.upper_bound(isolation);
+            let read = self.read(offset, max_bytes, isolation).await?;
             if read.bytes() >= min_bytes.max(1) {
                 return Ok(read);
             }
             match self
-                .wait_for_offset(high_watermark, deadline, &mut cancel)
+                .wait_for_bound(isolation, bound, deadline, &mut cancel)
                 .await
             {
                 WaitOutcome::Passed => {}
                 WaitOutcome::DeadlinePassed | WaitOutcome::Cancelled | WaitOutcome::Closed => {
-                    if self.log.high_watermark() == high_watermark {
+                    if self.upper_bound(isolation) == bound {
                         return Ok(read); // Nothing new to read.
                     }
-                    return self.read(offset, max_bytes, Isolation::HighWatermark).await;
+                    return self.read(offset, max_bytes, isolation).await;
                 }
             }
         }
@@ -111,7 +147,8 @@ impl<S: PartitionStore + 'static> Partition<S> {
 
     /// ListOffsets, bounded as Kafka's `fetchOffsetForTimestamp`: for a client
     /// ([`Isolation::HighWatermark`]) by the high watermark, so an offset whose write has not
-    /// completed is never handed out; for a replica ([`Isolation::LogEnd`], Kafka's follower
+    /// completed is never handed out; for a read_committed client ([`Isolation::LastStable`])
+    /// by the last stable offset, so latest is the LSO; for a replica ([`Isolation::LogEnd`], Kafka's follower
     /// asking its leader's range after OFFSET_OUT_OF_RANGE) by the log end offset, so latest
     /// is the log end offset. Errors: I/O.
     pub async fn list_offsets(
@@ -119,10 +156,7 @@ impl<S: PartitionStore + 'static> Partition<S> {
         spec: OffsetSpec,
         isolation: Isolation,
     ) -> Result<ListedOffset, PartitionError> {
-        let upper_bound = match isolation {
-            Isolation::HighWatermark => self.log.high_watermark(),
-            Isolation::LogEnd => self.log.log_end_offset(),
-        };
+        let upper_bound = self.upper_bound(isolation);
         match spec {
             OffsetSpec::Latest => Ok(ListedOffset {
                 offset: Some(upper_bound),

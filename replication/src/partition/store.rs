@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 use storage::{
-    AppendInfo, AppendUntil, LeaderEpoch, Offset, PartitionLog, RecordBatch, Result,
-    TimestampMatch, TimestampMs, ValidatedBatches,
+    AbortedTxn, AppendInfo, AppendUntil, LeaderEpoch, Offset, PartitionLog, RecordBatch, Result,
+    TimestampMatch, TimestampMs, TxnMarker, ValidatedBatches,
 };
 
 /// The log under a partition. Offsets obey `log_start ≤ high_watermark ≤ written ≤ log_end`.
@@ -63,6 +63,24 @@ pub trait PartitionStore {
     fn high_watermark(&self) -> Offset;
     /// Moves the high watermark, clamped to `[log_start, written]`.
     fn set_high_watermark(&self, high_watermark: Offset);
+    /// The last stable offset (KIP-98, see [`PartitionLog::last_stable_offset`]); a log that
+    /// does not track transactions answers the high watermark.
+    fn last_stable_offset(&self) -> Offset {
+        self.high_watermark()
+    }
+    /// The aborted transactions that may have records in `[from, upto)` (see
+    /// [`PartitionLog::aborted_transactions`]); none for a log that does not track them.
+    async fn aborted_transactions(&self, from: Offset, upto: Offset) -> Result<Vec<AbortedTxn>> {
+        let _ = (from, upto);
+        Ok(Vec::new())
+    }
+    /// Appends a transaction marker stamped with `leader_epoch`, in the log's tail (see
+    /// [`PartitionLog::append_txn_marker`]); await [`PartitionStore::wait_written`] after.
+    async fn append_txn_marker(
+        &self,
+        marker: TxnMarker,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<AppendInfo>;
 }
 
 impl PartitionStore for PartitionLog {
@@ -132,5 +150,18 @@ impl PartitionStore for PartitionLog {
     }
     fn set_high_watermark(&self, high_watermark: Offset) {
         PartitionLog::set_high_watermark(self, high_watermark)
+    }
+    fn last_stable_offset(&self) -> Offset {
+        PartitionLog::last_stable_offset(self)
+    }
+    async fn aborted_transactions(&self, from: Offset, upto: Offset) -> Result<Vec<AbortedTxn>> {
+        PartitionLog::aborted_transactions(self, from, upto).await
+    }
+    async fn append_txn_marker(
+        &self,
+        marker: TxnMarker,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<AppendInfo> {
+        PartitionLog::append_txn_marker(self, marker, leader_epoch).await
     }
 }

@@ -261,6 +261,21 @@ impl crate::PartitionStore for SimLog {
         Ok(info)
     }
 
+    /// The marker batch appended like a produce's (the simulated log tracks no transactions:
+    /// its last stable offset is the high watermark).
+    async fn append_txn_marker(
+        &self,
+        marker: storage::TxnMarker,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<AppendInfo> {
+        self.closed()?;
+        let bytes = storage::build_marker_batch(&marker, TimestampMs(0));
+        let batches = ValidatedBatches::validate(&bytes)?;
+        let info = self.append_in_memory(&batches, leader_epoch);
+        self.start_writer();
+        Ok(info)
+    }
+
     async fn wait_written(&self, target: Offset) -> Result<Offset> {
         loop {
             let notified = self.notify.notified();

@@ -273,7 +273,14 @@ fn run(seed: u64) -> Result<(), String> {
                         }
                     };
                     let read = fetcher
-                        .fetch(from, 1 << 20, min_bytes, deadline, cancel)
+                        .fetch(
+                            from,
+                            1 << 20,
+                            min_bytes,
+                            Isolation::HighWatermark,
+                            deadline,
+                            cancel,
+                        )
                         .await;
                     (read, clock.now())
                 };

@@ -18,6 +18,7 @@ use super::{blocking_dir_op, sync_dir, AppendInfo, PartitionLog};
 use crate::batch::BatchHeader;
 use crate::error::Result;
 use crate::io::remove_file;
+use crate::producer_state::ProducerSummary;
 use crate::segment::Segment;
 use crate::txn::{build_marker_batch, collect_aborted, AbortedTxn, AbortedTxnEntry, TxnMarker};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
@@ -72,6 +73,26 @@ impl PartitionLog {
     /// (DescribeProducers' `current_txn_start_offset`).
     pub fn ongoing_transactions(&self) -> Vec<(i64, Offset)> {
         self.shared.state.borrow().producers.ongoing_transactions()
+    }
+
+    /// The producers the log knows, by producer id (DescribeProducers, Kafka's
+    /// `UnifiedLog.activeProducers`).
+    pub fn active_producers(&self) -> Vec<ProducerSummary> {
+        let st = self.shared.state.borrow();
+        let mut out: Vec<ProducerSummary> = st
+            .producers
+            .entries()
+            .map(|(producer_id, entry)| ProducerSummary {
+                producer_id,
+                epoch: entry.epoch,
+                last_sequence: entry.batches.back().map_or(-1, |b| b.last_seq),
+                last_batch_base: entry.batches.back().map(|b| b.base_offset),
+                coordinator_epoch: entry.coordinator_epoch,
+                current_txn_first_offset: entry.current_txn_first_offset,
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.producer_id);
+        out
     }
 
     /// The aborted transactions that may have records in `[from, upto)` — an abort marker at

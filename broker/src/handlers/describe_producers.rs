@@ -1,0 +1,78 @@
+//! DescribeProducers (key 61, v0, KIP-664): each partition's active producers on its leader —
+//! producer id and epoch, last sequence, last timestamp, coordinator epoch and the first
+//! offset of its open transaction (-1 when none) — as Kafka's
+//! `ReplicaManager.activeProducerState`, asked of the partition's owning shard
+//! ([`PartitionOp::DescribeProducers`]). A partition the image does not know answers
+//! UNKNOWN_TOPIC_OR_PARTITION, one this broker does not lead NOT_LEADER_OR_FOLLOWER (Kafka
+//! also answers from a follower's log; its admin client asks the leader). Kafka authorizes
+//! READ on the topic; this broker has no ACLs yet. `kafka-transactions.sh describe-producers`
+//! uses it.
+
+use super::wire::topic_name;
+use crate::errors::{code, partition_op_error_code};
+use crate::partitions::{PartitionOp, PartitionReply};
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use net::kafka_protocol::messages::{
+    DescribeProducersRequest, DescribeProducersResponse, ProducerId,
+};
+use std::rc::Rc;
+use storage::TopicPartition;
+
+pub async fn handle(shard: &Rc<Shard>, req: DescribeProducersRequest) -> DescribeProducersResponse {
+    let metadata = shard.metadata();
+    let mut asks = Vec::new();
+    let mut response = DescribeProducersResponse::default();
+    for topic in &req.topics {
+        let name: &str = &topic.name.0;
+        let image = metadata.topics.get(name);
+        let mut out = TopicResponse::default();
+        out.name = topic_name(name);
+        for &index in &topic.partition_indexes {
+            let mut p = PartitionResponse::default();
+            p.partition_index = index;
+            out.partitions.push(p);
+            let tp = TopicPartition {
+                topic: name.to_owned(),
+                partition: index,
+            };
+            let placement = image.and_then(|t| metadata.placement(t, index));
+            let op = PartitionOp::DescribeProducers;
+            asks.push(crate::partitions::service::call_placed(
+                shard, tp, placement, op,
+            ));
+        }
+        response.topics.push(out);
+    }
+    drop(metadata);
+    let replies = futures_util::future::join_all(asks).await;
+    let slots = response.topics.iter_mut().flat_map(|t| &mut t.partitions);
+    for (slot, reply) in slots.zip(replies) {
+        match reply {
+            PartitionReply::Producers(producers) => {
+                slot.active_producers = producers
+                    .into_iter()
+                    .map(|p| {
+                        let mut s = ProducerState::default();
+                        s.producer_id = ProducerId(p.producer_id);
+                        s.producer_epoch = i32::from(p.producer_epoch);
+                        s.last_sequence = p.last_sequence;
+                        s.last_timestamp = p.last_timestamp;
+                        s.coordinator_epoch = p.coordinator_epoch;
+                        s.current_txn_start_offset = p.current_txn_start_offset;
+                        s
+                    })
+                    .collect();
+            }
+            PartitionReply::Error(e) => slot.error_code = partition_op_error_code(&e),
+            other => {
+                tracing::error!(?other, "unexpected reply to describe producers");
+                slot.error_code = code(ResponseError::UnknownServerError);
+            }
+        }
+    }
+    response
+}

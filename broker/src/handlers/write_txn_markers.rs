@@ -1,0 +1,101 @@
+//! WriteTxnMarkers (key 27, v1 — Kafka 4 serves only v1, KIP-896): the transaction
+//! coordinator asks each partition leader to end a producer's transaction with a commit or
+//! abort marker (KIP-98). Each partition's marker goes to its owning shard
+//! ([`PartitionOp::WriteTxnMarker`]), all partitions of all markers concurrently, and is
+//! answered once the high watermark passes it: Kafka appends markers with `acks=all`
+//! (`ReplicaManager.appendRecords`, required acks -1, origin COORDINATOR, internal topics
+//! allowed) and times out after `request.timeout.ms` (30 s, Kafka's default), so a leader
+//! whose ISR is below `min.insync.replicas` answers NOT_ENOUGH_REPLICAS.
+//!
+//! Per-partition errors, as Kafka's `KafkaApis.handleWriteTxnMarkersRequest`: a partition the
+//! image does not know answers UNKNOWN_TOPIC_OR_PARTITION, one this broker does not lead
+//! NOT_LEADER_OR_FOLLOWER, a producer epoch older than the partition's INVALID_PRODUCER_EPOCH,
+//! a coordinator epoch older than the producer's last marker's TRANSACTION_COORDINATOR_FENCED,
+//! a full or failed disk KAFKA_STORAGE_ERROR.
+//!
+//! Kafka authorizes this inter-broker API with CLUSTER_ACTION on the cluster; this broker has
+//! no ACLs yet, so any client may call it. Not done yet: a marker on `__consumer_offsets`
+//! completes the producer's pending transactional offset commits in Kafka (TxnOffsetCommit is
+//! not served yet).
+
+use super::wire::topic_name;
+use crate::errors::{code, partition_op_error_code};
+use crate::partitions::{PartitionOp, PartitionReply};
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use net::kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
+use std::rc::Rc;
+use std::time::Duration;
+use storage::{TopicPartition, TxnMarker, TxnResult};
+
+/// How long a marker waits for the ISR (Kafka's `request.timeout.ms` default).
+const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+    let metadata = shard.metadata();
+    let mut writes = Vec::new();
+    let mut response = WriteTxnMarkersResponse::default();
+    for m in &req.markers {
+        let marker = TxnMarker {
+            producer_id: m.producer_id.0,
+            producer_epoch: m.producer_epoch,
+            result: if m.transaction_result {
+                TxnResult::Commit
+            } else {
+                TxnResult::Abort
+            },
+            coordinator_epoch: m.coordinator_epoch,
+        };
+        let mut result = WritableTxnMarkerResult::default();
+        result.producer_id = m.producer_id;
+        for topic in &m.topics {
+            let name: &str = &topic.name.0;
+            let image = metadata.topics.get(name);
+            let mut topic_result = WritableTxnMarkerTopicResult::default();
+            topic_result.name = topic_name(name);
+            for &index in &topic.partition_indexes {
+                let mut p = WritableTxnMarkerPartitionResult::default();
+                p.partition_index = index;
+                topic_result.partitions.push(p);
+                let tp = TopicPartition {
+                    topic: name.to_owned(),
+                    partition: index,
+                };
+                let placement = image.and_then(|t| metadata.placement(t, index));
+                let op = PartitionOp::WriteTxnMarker {
+                    marker,
+                    timeout: MARKER_TIMEOUT,
+                };
+                writes.push(crate::partitions::service::call_placed(
+                    shard, tp, placement, op,
+                ));
+            }
+            result.topics.push(topic_result);
+        }
+        response.markers.push(result);
+    }
+    drop(metadata);
+    let replies = futures_util::future::join_all(writes).await;
+    let slots = response
+        .markers
+        .iter_mut()
+        .flat_map(|m| &mut m.topics)
+        .flat_map(|t| &mut t.partitions);
+    for (slot, reply) in slots.zip(replies) {
+        slot.error_code = match reply {
+            PartitionReply::MarkerWritten { offset } => {
+                tracing::debug!(offset, "transaction marker written");
+                0
+            }
+            PartitionReply::Error(e) => partition_op_error_code(&e),
+            other => {
+                tracing::error!(?other, "unexpected reply to a transaction marker");
+                code(ResponseError::UnknownServerError)
+            }
+        };
+    }
+    response
+}
