@@ -134,13 +134,47 @@ pub async fn handle(
         Isolation::HighWatermark
     };
     let replies = fetch_all(shard, wanted, follower, min_bytes, isolation, deadline).await;
+    let read_committed = req.isolation_level == READ_COMMITTED;
+    let mut topics = lay_out(&req, &names, replies, max_bytes, version, read_committed);
+    // The hints are the image's after the wait, looked up only for answers that carry them.
+    let node_endpoints = if version >= LEADER_HINTS_VERSION && hinted_answers(&topics) {
+        add_leader_hints(&shard.metadata(), &names, &mut topics)
+    } else {
+        Vec::new()
+    };
+    count_response(shard, &topics);
+    let response = FetchResponseData {
+        throttle_time_ms: 0,
+        error_code: 0,
+        session_id: 0,
+        topics,
+        node_endpoints,
+    };
+    match net::encode_fetch_response(version, correlation_id, &response) {
+        Ok(chunks) => Response::Frame(chunks),
+        Err(e) => {
+            tracing::error!(api = ?ApiKey::Fetch, version, error = %e, "encoding fetch response failed");
+            Response::Close
+        }
+    }
+}
+
+/// The response's topics, laid out from the request again (its topic names shared, not
+/// copied), each partition filled from its reply in request order within `max_bytes` (the
+/// first batch whole, as Kafka).
+fn lay_out(
+    req: &FetchRequest,
+    names: &[Option<String>],
+    replies: Vec<Option<PartitionReply>>,
+    max_bytes: usize,
+    version: i16,
+    read_committed: bool,
+) -> Vec<FetchTopicData> {
     let mut budget_left = max_bytes;
     let mut first_batch = true;
     let mut replies = replies.into_iter();
-    // Laid out from the request again, its topic names shared, not copied.
     let mut topics = Vec::with_capacity(req.topics.len());
-    let read_committed = req.isolation_level == READ_COMMITTED;
-    for (topic, name) in req.topics.iter().zip(&names) {
+    for (topic, name) in req.topics.iter().zip(names) {
         let mut partitions_out = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             if name.is_none() {
@@ -174,12 +208,11 @@ pub async fn handle(
             partitions: partitions_out,
         });
     }
-    // The hints are the image's after the wait, looked up only for answers that carry them.
-    let node_endpoints = if version >= LEADER_HINTS_VERSION && hinted_answers(&topics) {
-        add_leader_hints(&shard.metadata(), &names, &mut topics)
-    } else {
-        Vec::new()
-    };
+    topics
+}
+
+/// Counts the request and the record bytes it returns in the shard's fetch metrics.
+fn count_response(shard: &Shard, topics: &[FetchTopicData]) {
     let returned: usize = topics
         .iter()
         .flat_map(|t| &t.partitions)
@@ -191,20 +224,6 @@ pub async fn handle(
         &shard.metrics.fetch_bytes,
         u64::try_from(returned).unwrap_or(u64::MAX),
     );
-    let response = FetchResponseData {
-        throttle_time_ms: 0,
-        error_code: 0,
-        session_id: 0,
-        topics,
-        node_endpoints,
-    };
-    match net::encode_fetch_response(version, correlation_id, &response) {
-        Ok(chunks) => Response::Frame(chunks),
-        Err(e) => {
-            tracing::error!(api = ?ApiKey::Fetch, version, error = %e, "encoding fetch response failed");
-            Response::Close
-        }
-    }
 }
 
 /// The request resolved against one metadata snapshot — its one lookup of each topic and of

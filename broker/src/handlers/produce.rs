@@ -80,26 +80,8 @@ impl Refusal {
 pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> ProduceResponse {
     let acks = Acks::from_wire(req.acks);
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
-    // Kafka's check: transactional batches need a transactional id (authorized, were there
-    // ACLs).
-    let unauthorized_transactional = req.transactional_id.is_none()
-        && req
-            .topic_data
-            .iter()
-            .flat_map(|t| &t.partition_data)
-            .any(|p| p.records.as_deref().is_some_and(is_transactional));
-    let metrics = &shard.metrics;
-    ShardMetrics::add(&metrics.produce_requests, 1);
-    let bytes: usize = req
-        .topic_data
-        .iter()
-        .flat_map(|t| &t.partition_data)
-        .filter_map(|p| p.records.as_ref().map(|r| r.len()))
-        .sum();
-    ShardMetrics::add(
-        &metrics.produce_bytes,
-        u64::try_from(bytes).unwrap_or(u64::MAX),
-    );
+    let unauthorized_transactional = transactional_without_id(&req);
+    count_request(shard, &req);
     let metadata = shard.metadata();
     // The response is laid out from the request (its topic names shared, not copied) and
     // filled in from every partition's append, in request order.
@@ -155,8 +137,46 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
         response.responses.push(answer);
     }
     drop(metadata);
-    // Every partition's append runs concurrently inside this task: no task spawned, and a
-    // local partition's append costs no message.
+    await_appends(&mut response, appends).await;
+    if version >= LEADER_HINTS_VERSION && not_leader_answers(&response) {
+        add_leader_hints(&shard.metadata(), &mut response);
+    }
+    response
+}
+
+/// Kafka's check: transactional batches need a transactional id (authorized, were there
+/// ACLs).
+fn transactional_without_id(req: &ProduceRequest) -> bool {
+    req.transactional_id.is_none()
+        && req
+            .topic_data
+            .iter()
+            .flat_map(|t| &t.partition_data)
+            .any(|p| p.records.as_deref().is_some_and(is_transactional))
+}
+
+/// Counts the request and its record bytes in the shard's produce metrics.
+fn count_request(shard: &Shard, req: &ProduceRequest) {
+    let metrics = &shard.metrics;
+    ShardMetrics::add(&metrics.produce_requests, 1);
+    let bytes: usize = req
+        .topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_ref().map(|r| r.len()))
+        .sum();
+    ShardMetrics::add(
+        &metrics.produce_bytes,
+        u64::try_from(bytes).unwrap_or(u64::MAX),
+    );
+}
+
+/// Runs every partition's append concurrently inside this task (no task spawned, and a local
+/// partition's append costs no message) and fills in its slot of `response`, in request order.
+async fn await_appends(
+    response: &mut ProduceResponse,
+    mut appends: Vec<impl std::future::Future<Output = Result<PartitionReply, Refusal>>>,
+) {
     let mut slots = response.responses.iter_mut().flat_map(|t| {
         let topic = &t.name.0;
         t.partition_responses.iter_mut().map(move |p| (topic, p))
@@ -171,10 +191,6 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
             fill_in(slot, topic, reply);
         }
     }
-    if version >= LEADER_HINTS_VERSION && not_leader_answers(&response) {
-        add_leader_hints(&shard.metadata(), &mut response);
-    }
-    response
 }
 
 /// Bytes of a RecordBatch before its `attributes` field (base offset, length, partition

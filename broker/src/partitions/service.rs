@@ -160,11 +160,8 @@ async fn run(
             leader_log_start_offset,
         } => {
             following_at(&partition, fetched_at)?;
-            partition
-                .append_as_follower(records, leader_high_watermark, leader_log_start_offset)
-                .await
-                .inspect_err(|e| note_dir_failure(shard, e))?;
-            follower_position(&partition).await
+            let leader = (leader_high_watermark, leader_log_start_offset);
+            append_as_follower(shard, &partition, records, leader).await
         }
         PartitionOp::HandleOutOfRange {
             fetched_at,
@@ -201,16 +198,41 @@ async fn run(
             })
         }
         PartitionOp::WriteTxnMarker { marker, timeout } => {
-            let appended = partition
-                .append_txn_marker(marker, timeout)
-                .await
-                .inspect_err(|e| note_dir_failure(shard, e))?;
-            Ok(PartitionReply::MarkerWritten {
-                offset: appended.base_offset.0,
-            })
+            write_txn_marker(shard, &partition, marker, timeout).await
         }
         PartitionOp::DescribeProducers => describe_producers(shard, &partition).await,
     }
+}
+
+/// A follower's append of the leader's batches, with the leader's (high watermark, log start
+/// offset) from the same fetch; a failed directory is noted.
+async fn append_as_follower(
+    shard: &Shard,
+    partition: &crate::shard::LocalPartition,
+    records: bytes::Bytes,
+    (leader_high_watermark, leader_log_start_offset): (storage::Offset, storage::Offset),
+) -> Result<PartitionReply, PartitionOpError> {
+    partition
+        .append_as_follower(records, leader_high_watermark, leader_log_start_offset)
+        .await
+        .inspect_err(|e| note_dir_failure(shard, e))?;
+    follower_position(partition).await
+}
+
+/// WriteTxnMarkers on the leader: the marker appended, written and replicated (or refused).
+async fn write_txn_marker(
+    shard: &Shard,
+    partition: &crate::shard::LocalPartition,
+    marker: storage::TxnMarker,
+    timeout: std::time::Duration,
+) -> Result<PartitionReply, PartitionOpError> {
+    let appended = partition
+        .append_txn_marker(marker, timeout)
+        .await
+        .inspect_err(|e| note_dir_failure(shard, e))?;
+    Ok(PartitionReply::MarkerWritten {
+        offset: appended.base_offset.0,
+    })
 }
 
 /// DescribeProducers on the leader (Kafka's `Partition.activeProducerState`): every producer
