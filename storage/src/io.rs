@@ -74,6 +74,10 @@ thread_local! {
     static ZERO_WRITES_IN_FLIGHT: Cell<(usize, usize)> = const { Cell::new((usize::MAX, 0)) };
     /// Log data writes (produce's and followers') in flight on this thread's executor.
     static FOREGROUND_WRITES_IN_FLIGHT: Cell<usize> = const { Cell::new(0) };
+    /// Moving average of those writes' latency, in ns (0: none yet), and when the last one
+    /// completed.
+    static FOREGROUND_WRITE_LATENCY: Cell<(u64, Option<std::time::Instant>)> =
+        const { Cell::new((0, None)) };
     /// The executor id and its storage background task queue.
     static BACKGROUND_QUEUE: Cell<Option<(usize, TaskQueueHandle)>> = const { Cell::new(None) };
 }
@@ -588,13 +592,34 @@ pub fn foreground_writes_in_flight() -> usize {
     FOREGROUND_WRITES_IN_FLIGHT.with(Cell::get)
 }
 
-/// One log data write in flight, counted until dropped (so a cancelled write is uncounted too).
-struct ForegroundWrite;
+/// Weight of the newest sample in [`foreground_write_latency`]'s moving average: 1/16.
+const WRITE_LATENCY_EWMA_SHIFT: u32 = 4;
+
+/// How long after the last log data write completed [`foreground_write_latency`] still
+/// answers: an average nobody renews says nothing about the device now.
+const WRITE_LATENCY_FRESH: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The moving average of the latency of this executor's log data writes (submission to
+/// completion), or `None` when none completed in the last [`WRITE_LATENCY_FRESH`]. The
+/// cleaner paces itself on it: it is how long an append's ack waits for the device.
+pub fn foreground_write_latency() -> Option<std::time::Duration> {
+    let (ewma_ns, last) = FOREGROUND_WRITE_LATENCY.with(Cell::get);
+    let fresh = last.is_some_and(|at| at.elapsed() <= WRITE_LATENCY_FRESH);
+    (fresh && ewma_ns > 0).then(|| std::time::Duration::from_nanos(ewma_ns))
+}
+
+/// One log data write in flight, counted until dropped (so a cancelled write is uncounted
+/// too); its latency goes into [`foreground_write_latency`].
+struct ForegroundWrite {
+    started: std::time::Instant,
+}
 
 impl ForegroundWrite {
     fn start() -> ForegroundWrite {
         FOREGROUND_WRITES_IN_FLIGHT.with(|n| n.set(n.get() + 1));
-        ForegroundWrite
+        ForegroundWrite {
+            started: std::time::Instant::now(),
+        }
     }
 }
 
@@ -603,6 +628,18 @@ impl Drop for ForegroundWrite {
         FOREGROUND_WRITES_IN_FLIGHT.with(|n| {
             assert!(n.get() > 0, "a foreground write is uncounted twice");
             n.set(n.get() - 1);
+        });
+        let sample_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        FOREGROUND_WRITE_LATENCY.with(|l| {
+            let (ewma_ns, _) = l.get();
+            let next = if ewma_ns == 0 {
+                sample_ns
+            } else {
+                let delta =
+                    (i128::from(sample_ns) - i128::from(ewma_ns)) >> WRITE_LATENCY_EWMA_SHIFT;
+                u64::try_from(i128::from(ewma_ns) + delta).unwrap_or(ewma_ns)
+            };
+            l.set((next.max(1), Some(std::time::Instant::now())));
         });
     }
 }

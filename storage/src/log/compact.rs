@@ -148,7 +148,23 @@ struct Throttle {
     written_bytes: u64,
     /// When the cleaner last yielded its task queue.
     slice_started: Instant,
+    /// The shard's append write latency when the pass began, before any of its I/O (`None`:
+    /// no appends then).
+    quiet_write_latency: Option<Duration>,
+    /// Pause before each device request while appends' writes are slower than
+    /// [`WRITE_LATENCY_LIMIT`] allows.
+    gap: Duration,
 }
+
+/// How much slower than before the pass appends' writes may get before the cleaner backs off:
+/// `quiet × 3/2 + 50 µs`.
+fn write_latency_limit(quiet: Duration) -> Duration {
+    quiet * 3 / 2 + Duration::from_micros(50)
+}
+
+/// Bounds of the cleaner's back-off gap ([`Throttle::before_io`]).
+const GAP_MIN: Duration = Duration::from_micros(200);
+const GAP_MAX: Duration = Duration::from_millis(50);
 
 /// Longest stretch the cleaner runs before it lets the executor poll its rings and run the
 /// shard's produce and fetch work ([`crate::io::yield_to_reactor`]). glommio's own slice (its
@@ -172,6 +188,8 @@ impl Throttle {
             read_bytes: 0,
             written_bytes: 0,
             slice_started: Instant::now(),
+            quiet_write_latency: crate::io::foreground_write_latency(),
+            gap: Duration::ZERO,
         }
     }
 
@@ -206,6 +224,25 @@ impl Throttle {
             && waiting_since.elapsed() < IDLE_WAIT_MAX
         {
             crate::io::sleep(FOREGROUND_WRITE_POLL).await;
+        }
+        // Paced on the device's answer: while appends' writes take longer than before the
+        // pass began, the gap before each request doubles; once they are back, it halves.
+        let slowed = match (
+            self.quiet_write_latency,
+            crate::io::foreground_write_latency(),
+        ) {
+            (Some(quiet), Some(now)) => now > write_latency_limit(quiet),
+            _ => false,
+        };
+        self.gap = if slowed {
+            (self.gap * 2).clamp(GAP_MIN, GAP_MAX)
+        } else if self.gap > GAP_MIN {
+            self.gap / 2
+        } else {
+            Duration::ZERO
+        };
+        if !self.gap.is_zero() {
+            crate::io::sleep(self.gap).await;
         }
     }
 
