@@ -293,19 +293,8 @@ impl PartitionLog {
         };
         let mut max_timestamp = TimestampMs(i64::MIN);
         let mut records = 0u64;
-        let log_append_time = match origin {
-            Origin::Leader(_) => shared.config.borrow().log_append_time.then(wall_clock_ms),
-            // The leader stamped the append time already.
-            Origin::Follower => None,
-        };
-        let mut epochs_changed = false;
-        if let Origin::Leader(epoch) = origin {
-            // Only a newer epoch starts an entry: the leader's own epoch is never older than
-            // the cache's latest unless the caller is fenced, which is its check to make.
-            if epoch.0 >= 0 && st.epochs.latest_epoch().is_none_or(|l| epoch > l) {
-                epochs_changed = st.epochs.assign(epoch, first_base);
-            }
-        }
+        let log_append_time = self.append_time(origin);
+        let mut epochs_changed = assign_leader_epoch(&mut st, origin, first_base);
         for (i, (header, bytes)) in batches.into_iter().enumerate() {
             let marker = markers.get(i).copied().flatten();
             // A follower keeps the leader's offsets, gaps of compaction included.
@@ -327,15 +316,8 @@ impl PartitionLog {
             records += u64::from(header.records_count.unsigned_abs());
         }
         let cfg = shared.config.borrow();
-        st.unflushed_records += records;
-        let flush_due = st.unflushed_records >= cfg.flush_messages;
-        if flush_due {
-            st.unflushed_records = 0;
-        }
-        let arm_timer = cfg.flush_ms.filter(|_| !st.flush_timer_armed && !flush_due);
-        if arm_timer.is_some() {
-            st.flush_timer_armed = true;
-        }
+        let (flush_due, arm_timer) =
+            count_unflushed(&mut st, cfg.flush_messages, cfg.flush_ms, records);
         let info = AppendInfo {
             base_offset: first_base,
             last_offset: st.log_end.plus(-1),
@@ -359,6 +341,21 @@ impl PartitionLog {
             arm_timer,
         );
         info
+    }
+
+    /// The append time the leader stamps when the topic uses it; `None` for a follower, whose
+    /// leader stamped it already.
+    fn append_time(&self, origin: Origin) -> Option<TimestampMs> {
+        match origin {
+            Origin::Leader(_) => self
+                .shared
+                .config
+                .borrow()
+                .log_append_time
+                .then(wall_clock_ms),
+            // The leader stamped the append time already.
+            Origin::Follower => None,
+        }
     }
 
     /// The work an append leaves to run after the state borrow is released: submitting the
@@ -744,6 +741,40 @@ fn stamp_leader_batch(
         ..header
     };
     (stamped, header)
+}
+
+/// The leader's `epoch` into the leader-epoch cache from `first_base`, when `origin` is the
+/// leader; whether the cache changed.
+fn assign_leader_epoch(st: &mut State, origin: Origin, first_base: Offset) -> bool {
+    let mut epochs_changed = false;
+    if let Origin::Leader(epoch) = origin {
+        // Only a newer epoch starts an entry: the leader's own epoch is never older than
+        // the cache's latest unless the caller is fenced, which is its check to make.
+        if epoch.0 >= 0 && st.epochs.latest_epoch().is_none_or(|l| epoch > l) {
+            epochs_changed = st.epochs.assign(epoch, first_base);
+        }
+    }
+    epochs_changed
+}
+
+/// Counts `records` appended towards `flush_messages`: whether a flush is due now (the count
+/// restarts), and the `flush_ms` delay when this append arms the flush timer.
+fn count_unflushed(
+    st: &mut State,
+    flush_messages: u64,
+    flush_ms: Option<std::time::Duration>,
+    records: u64,
+) -> (bool, Option<std::time::Duration>) {
+    st.unflushed_records += records;
+    let flush_due = st.unflushed_records >= flush_messages;
+    if flush_due {
+        st.unflushed_records = 0;
+    }
+    let arm_timer = flush_ms.filter(|_| !st.flush_timer_armed && !flush_due);
+    if arm_timer.is_some() {
+        st.flush_timer_armed = true;
+    }
+    (flush_due, arm_timer)
 }
 
 /// A replicated batch's epoch into the leader-epoch cache; whether the cache changed.
