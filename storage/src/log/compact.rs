@@ -123,7 +123,7 @@ pub struct CleanReport {
 }
 
 /// The batches a pass keeps even when cleaning empties them (besides each group's last,
-/// which `clean_group` keeps).
+/// which `write_cleaned_group` keeps).
 #[derive(Clone, Copy)]
 struct Keep<'a> {
     /// Base offset of each producer's last batch: its sequence state (Kafka's rule).
