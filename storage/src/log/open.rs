@@ -20,6 +20,133 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::rc::Rc;
 
+/// Name of the per-partition marker written after a clean close.
+const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
+
+impl PartitionLog {
+    /// Opens the log in `dir` (created if missing), recovering the active segment: closed
+    /// segments are opened without reading them; the active one is scanned from its last
+    /// index entry after a clean close, or from its start otherwise, and cut at the first torn,
+    /// zeroed or corrupt batch. Errors: I/O, [`crate::StorageError::DiskFull`], corrupt checkpoint.
+    pub async fn open(dir: &Path, config: LogConfig, cache: &BatchCache) -> Result<PartitionLog> {
+        blocking_dir_op(dir, "creating", |d| std::fs::create_dir_all(d)).await?;
+        let swap_steps =
+            super::compact::recover_clean_swap(dir, config.index_interval_bytes).await?;
+        let listing = list_dir(dir).await?;
+        let mut bases = segment_bases(&listing);
+        let clean = listing.iter().any(|n| n == CLEAN_SHUTDOWN_FILE);
+        for stray in listing.iter().filter(|n| n.ends_with(NEW_SEGMENT_EXT)) {
+            remove_file(&dir.join(stray)).await?;
+        }
+        let checkpoint_start = read_offset_checkpoint(&dir.join(LOG_START_CHECKPOINT_FILE)).await?;
+        if bases.is_empty() {
+            bases.push(checkpoint_start.unwrap_or_default());
+        }
+        let epochs_loaded = read_leader_epoch_checkpoint(dir).await?;
+        let clean_end = read_offset_checkpoint(&dir.join(super::compact::CLEANER_CHECKPOINT_FILE))
+            .await?
+            .unwrap_or(Offset(0));
+        let mut stats = LogStats {
+            opened_clean: clean,
+            open_swap_steps: swap_steps as u64,
+            ..LogStats::default()
+        };
+        let last_base = *bases.last().expect("at least one segment");
+        let mut segments = open_closed_segments(dir, &bases[..bases.len() - 1]).await?;
+        let (active, scan) = recover_active_segment(dir, last_base, clean, &config).await?;
+        stats.open_read_bytes += scan.bytes_read;
+        let end = scan.end_pos;
+        let log_end = scan.next_offset;
+        segments.insert(last_base, active.clone());
+        let first_base = *bases.first().expect("at least one segment");
+        let log_start = checkpoint_start
+            .map_or(first_base, |c| c.max(first_base))
+            .min(log_end);
+        let (high_watermark, hw_checkpointed) =
+            high_watermark_at_open(dir, log_start, log_end).await?;
+        if clean {
+            // Durably gone before any append, so a later crash never trusts a stale index.
+            remove_file(&dir.join(CLEAN_SHUTDOWN_FILE)).await?;
+            blocking_dir_op(dir, "syncing", sync_dir).await?;
+        }
+        let writer = Writer::new(active, end, log_end, scan.tail_block);
+        let cache_id = cache.register();
+        let state = recovered_state(
+            segments,
+            writer,
+            (log_start, log_end),
+            high_watermark,
+            hw_checkpointed,
+            clean_end,
+        );
+        let log = PartitionLog {
+            shared: Rc::new(Shared {
+                dir: dir.to_path_buf(),
+                config: RefCell::new(config),
+                cache: cache.clone(),
+                cache_id,
+                notify: Rc::new(Notify::default()),
+                state: RefCell::new(state),
+                stats: Cell::new(stats),
+            }),
+        };
+        log.repair_txn_indexes(&listing).await?;
+        log.rebuild_producer_state().await?;
+        log.recover_leader_epochs(epochs_loaded, &scan.epoch_starts)
+            .await?;
+        Ok(log)
+    }
+
+    /// Closes the log without writing anything more: for a log whose files are about to be
+    /// deleted (a deleted topic). Waits only for a running maintenance operation (a roll
+    /// creates files in the directory), not for writes. Appends, flushes and waits get
+    /// [`crate::StorageError::Closed`] from now on; writes already in flight finish on their own.
+    pub async fn discard(&self) {
+        let held = self.acquire_busy().await.is_ok();
+        let was_open = {
+            let mut st = self.shared.state.borrow_mut();
+            !std::mem::replace(&mut st.closed, true)
+        };
+        if was_open {
+            self.shared.cache.unregister(self.shared.cache_id);
+        }
+        // A checkpoint write under way finishes (no new one starts on a closed log): the
+        // caller deletes the directory next, and a late write must not land in a new one.
+        self.checkpoint_writes_idle().await;
+        if held {
+            self.release_busy();
+        } else {
+            self.shared.notify.notify_all();
+        }
+    }
+
+    /// Flushes everything, writes the active segment's index, cuts its file to size, and
+    /// leaves the clean-shutdown marker so the next open scans only the tail after the last
+    /// index entry. The log refuses every later call with [`crate::StorageError::Closed`].
+    pub async fn close(&self) -> Result<()> {
+        self.exclusive(async || {
+            let active = self.shared.state.borrow().writer.segment.clone();
+            // Before the snapshot: recovery from that snapshot takes every entry before it
+            // from this file (docs/storage-format.md §5.4).
+            active.save_txn_index().await?;
+            self.snapshot_producer_state().await?;
+            // The next open scans only past the last index entry: every epoch entry must be in
+            // the file by then.
+            self.leader_epochs_written().await?;
+            active.save_index().await?;
+            active.file.truncate(active.size_bytes.get()).await?;
+            active.file.fdatasync().await?;
+            let marker = self.shared.dir.join(CLEAN_SHUTDOWN_FILE);
+            blocking_dir_op(&marker, "writing", |p| std::fs::write(p, b"")).await?;
+            blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await?;
+            self.shared.state.borrow_mut().closed = true;
+            self.shared.cache.unregister(self.shared.cache_id);
+            Ok(())
+        })
+        .await
+    }
+}
+
 /// The base offsets of the segments in `listing` (the `<base>.log` files), in order.
 fn segment_bases(listing: &[String]) -> Vec<Offset> {
     let mut bases: Vec<Offset> = listing
@@ -151,133 +278,6 @@ async fn high_watermark_at_open(
             Ok((log_start, None))
         }
         Err(e) => Err(e),
-    }
-}
-
-/// Name of the per-partition marker written after a clean close.
-const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
-
-impl PartitionLog {
-    /// Opens the log in `dir` (created if missing), recovering the active segment: closed
-    /// segments are opened without reading them; the active one is scanned from its last
-    /// index entry after a clean close, or from its start otherwise, and cut at the first torn,
-    /// zeroed or corrupt batch. Errors: I/O, [`crate::StorageError::DiskFull`], corrupt checkpoint.
-    pub async fn open(dir: &Path, config: LogConfig, cache: &BatchCache) -> Result<PartitionLog> {
-        blocking_dir_op(dir, "creating", |d| std::fs::create_dir_all(d)).await?;
-        let swap_steps =
-            super::compact::recover_clean_swap(dir, config.index_interval_bytes).await?;
-        let listing = list_dir(dir).await?;
-        let mut bases = segment_bases(&listing);
-        let clean = listing.iter().any(|n| n == CLEAN_SHUTDOWN_FILE);
-        for stray in listing.iter().filter(|n| n.ends_with(NEW_SEGMENT_EXT)) {
-            remove_file(&dir.join(stray)).await?;
-        }
-        let checkpoint_start = read_offset_checkpoint(&dir.join(LOG_START_CHECKPOINT_FILE)).await?;
-        if bases.is_empty() {
-            bases.push(checkpoint_start.unwrap_or_default());
-        }
-        let epochs_loaded = read_leader_epoch_checkpoint(dir).await?;
-        let clean_end = read_offset_checkpoint(&dir.join(super::compact::CLEANER_CHECKPOINT_FILE))
-            .await?
-            .unwrap_or(Offset(0));
-        let mut stats = LogStats {
-            opened_clean: clean,
-            open_swap_steps: swap_steps as u64,
-            ..LogStats::default()
-        };
-        let last_base = *bases.last().expect("at least one segment");
-        let mut segments = open_closed_segments(dir, &bases[..bases.len() - 1]).await?;
-        let (active, scan) = recover_active_segment(dir, last_base, clean, &config).await?;
-        stats.open_read_bytes += scan.bytes_read;
-        let end = scan.end_pos;
-        let log_end = scan.next_offset;
-        segments.insert(last_base, active.clone());
-        let first_base = *bases.first().expect("at least one segment");
-        let log_start = checkpoint_start
-            .map_or(first_base, |c| c.max(first_base))
-            .min(log_end);
-        let (high_watermark, hw_checkpointed) =
-            high_watermark_at_open(dir, log_start, log_end).await?;
-        if clean {
-            // Durably gone before any append, so a later crash never trusts a stale index.
-            remove_file(&dir.join(CLEAN_SHUTDOWN_FILE)).await?;
-            blocking_dir_op(dir, "syncing", sync_dir).await?;
-        }
-        let writer = Writer::new(active, end, log_end, scan.tail_block);
-        let cache_id = cache.register();
-        let state = recovered_state(
-            segments,
-            writer,
-            (log_start, log_end),
-            high_watermark,
-            hw_checkpointed,
-            clean_end,
-        );
-        let log = PartitionLog {
-            shared: Rc::new(Shared {
-                dir: dir.to_path_buf(),
-                config: RefCell::new(config),
-                cache: cache.clone(),
-                cache_id,
-                notify: Rc::new(Notify::default()),
-                state: RefCell::new(state),
-                stats: Cell::new(stats),
-            }),
-        };
-        log.repair_txn_indexes(&listing).await?;
-        log.rebuild_producer_state().await?;
-        log.recover_leader_epochs(epochs_loaded, &scan.epoch_starts)
-            .await?;
-        Ok(log)
-    }
-
-    /// Closes the log without writing anything more: for a log whose files are about to be
-    /// deleted (a deleted topic). Waits only for a running maintenance operation (a roll
-    /// creates files in the directory), not for writes. Appends, flushes and waits get
-    /// [`crate::StorageError::Closed`] from now on; writes already in flight finish on their own.
-    pub async fn discard(&self) {
-        let held = self.acquire_busy().await.is_ok();
-        let was_open = {
-            let mut st = self.shared.state.borrow_mut();
-            !std::mem::replace(&mut st.closed, true)
-        };
-        if was_open {
-            self.shared.cache.unregister(self.shared.cache_id);
-        }
-        // A checkpoint write under way finishes (no new one starts on a closed log): the
-        // caller deletes the directory next, and a late write must not land in a new one.
-        self.checkpoint_writes_idle().await;
-        if held {
-            self.release_busy();
-        } else {
-            self.shared.notify.notify_all();
-        }
-    }
-
-    /// Flushes everything, writes the active segment's index, cuts its file to size, and
-    /// leaves the clean-shutdown marker so the next open scans only the tail after the last
-    /// index entry. The log refuses every later call with [`crate::StorageError::Closed`].
-    pub async fn close(&self) -> Result<()> {
-        self.exclusive(async || {
-            let active = self.shared.state.borrow().writer.segment.clone();
-            // Before the snapshot: recovery from that snapshot takes every entry before it
-            // from this file (docs/storage-format.md §5.4).
-            active.save_txn_index().await?;
-            self.snapshot_producer_state().await?;
-            // The next open scans only past the last index entry: every epoch entry must be in
-            // the file by then.
-            self.leader_epochs_written().await?;
-            active.save_index().await?;
-            active.file.truncate(active.size_bytes.get()).await?;
-            active.file.fdatasync().await?;
-            let marker = self.shared.dir.join(CLEAN_SHUTDOWN_FILE);
-            blocking_dir_op(&marker, "writing", |p| std::fs::write(p, b"")).await?;
-            blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await?;
-            self.shared.state.borrow_mut().closed = true;
-            self.shared.cache.unregister(self.shared.cache_id);
-            Ok(())
-        })
-        .await
     }
 }
 
