@@ -362,34 +362,22 @@ impl Segment {
             let mut at_end = false;
             loop {
                 let at = usize::try_from(pos - chunk_start).unwrap_or(usize::MAX);
-                if at + BATCH_HEADER_BYTES > avail {
-                    break;
-                }
-                let Ok(header) = BatchHeader::parse(&data[at..avail]) else {
-                    at_end = true;
-                    break;
+                let header = match stored_batch_at(&data[..avail], at, pos, limit_pos, expected) {
+                    BatchAt::HeaderCut => break,
+                    BatchAt::Invalid => {
+                        at_end = true;
+                        break;
+                    }
+                    BatchAt::Cut { size } => {
+                        needs_bigger_chunk = true;
+                        chunk_len = chunk_len.max(size + 2 * BLOCK_USIZE);
+                        break;
+                    }
+                    BatchAt::Valid(header) => header,
                 };
                 let size = header.size_bytes();
-                if pos + size as u64 > limit_pos
-                    || header.magic != 2
-                    || header.base_offset < expected
-                {
-                    at_end = true;
-                    break;
-                }
-                if at + size > avail {
-                    needs_bigger_chunk = true;
-                    chunk_len = chunk_len.max(size + 2 * BLOCK_USIZE);
-                    break;
-                }
-                if validate_stored_batch(&data[at..at + size]).is_err() {
-                    at_end = true;
-                    break;
-                }
                 self.note_batch(&header, pos, index_interval_bytes);
-                if epoch_starts.last().map(|(e, _)| *e) != Some(header.partition_leader_epoch) {
-                    epoch_starts.push((header.partition_leader_epoch, header.base_offset));
-                }
+                note_epoch_start(&mut epoch_starts, &header);
                 pos += size as u64;
                 expected = header.last_offset().plus(1);
                 progressed = true;
@@ -415,6 +403,51 @@ impl Segment {
             epoch_starts,
         })
     }
+}
+
+/// Adds `header`'s epoch and base offset to `epoch_starts` when its epoch differs from the
+/// last one there.
+fn note_epoch_start(epoch_starts: &mut Vec<(LeaderEpoch, Offset)>, header: &BatchHeader) {
+    if epoch_starts.last().map(|(e, _)| *e) != Some(header.partition_leader_epoch) {
+        epoch_starts.push((header.partition_leader_epoch, header.base_offset));
+    }
+}
+
+/// What a scan finds at one place in the bytes read.
+enum BatchAt {
+    /// The header is not all in the bytes read.
+    HeaderCut,
+    /// The header is, but not the whole batch of `size` bytes.
+    Cut { size: usize },
+    /// Torn, fails its CRC, zero-filled, past the limit, or not after the previous batch:
+    /// the segment's data ends here.
+    Invalid,
+    /// A whole valid batch.
+    Valid(BatchHeader),
+}
+
+/// Checks the batch at `at` in `data` (the bytes read, cut at the scan's limit), which is at
+/// `pos` in the segment, against `limit_pos` and the `expected` next offset. The checks run
+/// in this order: header present, header parses, within the limit and after the previous
+/// batch, batch present, CRC.
+fn stored_batch_at(data: &[u8], at: usize, pos: u64, limit_pos: u64, expected: Offset) -> BatchAt {
+    if at + BATCH_HEADER_BYTES > data.len() {
+        return BatchAt::HeaderCut;
+    }
+    let Ok(header) = BatchHeader::parse(&data[at..]) else {
+        return BatchAt::Invalid;
+    };
+    let size = header.size_bytes();
+    if pos + size as u64 > limit_pos || header.magic != 2 || header.base_offset < expected {
+        return BatchAt::Invalid;
+    }
+    if at + size > data.len() {
+        return BatchAt::Cut { size };
+    }
+    if validate_stored_batch(&data[at..at + size]).is_err() {
+        return BatchAt::Invalid;
+    }
+    BatchAt::Valid(header)
 }
 
 /// The bytes of `[align_down(pos), pos)` out of `data`, which starts at `data_start`.

@@ -351,11 +351,45 @@ async fn commit_offsets<H: GroupsHost>(
     generation: i32,
     offsets: Vec<OffsetCommitEntry>,
 ) -> GroupReply {
+    let allowed = admit_commit(host, group_id, member_id, instance, generation);
+    if let Err(error) = allowed {
+        return GroupReply::PartitionErrors(
+            offsets
+                .iter()
+                .map(|o| (o.topic.clone(), o.partition, Err(error)))
+                .collect(),
+        );
+    }
+    let commit_timestamp_ms = host.epoch_ms();
+    let (records, mut results) = offset_records(group_id, &offsets, commit_timestamp_ms);
+    let appended = if records.is_empty() {
+        Ok(())
+    } else {
+        host.append(partition, &records).await
+    };
+    finish_commit(host, group_id, records, appended.is_ok());
+    if let Err(error) = appended {
+        for r in results.iter_mut().filter(|r| r.2.is_ok()) {
+            r.2 = Err(error);
+        }
+    }
+    GroupReply::PartitionErrors(results)
+}
+
+/// Whether the commit may go ahead (Kafka's checks of member, instance and generation); if
+/// so, the group, created for a simple commit, counts it in flight.
+fn admit_commit<H: GroupsHost>(
+    host: &H,
+    group_id: &str,
+    member_id: &str,
+    instance: Option<&str>,
+    generation: i32,
+) -> Result<(), GroupError> {
     let now = host.now();
     // Kafka: a member's commit (generation ≥ 0) to a group that does not exist is stale;
     // a simple commit (generation < 0) creates the group.
     let exists = host.coordinator().groups.borrow().contains_key(group_id);
-    let allowed = if !exists && generation >= 0 {
+    if !exists && generation >= 0 {
         Err(GroupError::IllegalGeneration)
     } else {
         try_with_group(host, group_id, true, |g| {
@@ -366,19 +400,22 @@ async fn commit_offsets<H: GroupsHost>(
             allowed
         })
         .unwrap_or(Err(GroupError::CoordinatorNotAvailable))
-    };
-    if let Err(error) = allowed {
-        return GroupReply::PartitionErrors(
-            offsets
-                .iter()
-                .map(|o| (o.topic.clone(), o.partition, Err(error)))
-                .collect(),
-        );
     }
-    let commit_timestamp_ms = host.epoch_ms();
+}
+
+/// Each partition's result, as [`GroupReply::PartitionErrors`] carries them.
+type PartitionResults = Vec<(String, i32, Result<(), GroupError>)>;
+
+/// The records of a commit of `offsets` at `commit_timestamp_ms`, and each partition's
+/// result: an offset whose metadata is too large gets an error and no record.
+fn offset_records(
+    group_id: &str,
+    offsets: &[OffsetCommitEntry],
+    commit_timestamp_ms: i64,
+) -> (Vec<OffsetsRecord>, PartitionResults) {
     let mut records = Vec::new();
     let mut results = Vec::new();
-    for o in &offsets {
+    for o in offsets {
         let metadata = o.metadata.clone().unwrap_or_default();
         if metadata.len() > OFFSET_METADATA_MAX_BYTES {
             results.push((
@@ -401,16 +438,22 @@ async fn commit_offsets<H: GroupsHost>(
             }),
         });
     }
-    let appended = if records.is_empty() {
-        Ok(())
-    } else {
-        host.append(partition, &records).await
-    };
+    (records, results)
+}
+
+/// After a commit's append: the commit is no longer in flight, and when `appended` its
+/// `records` become the group's committed offsets.
+fn finish_commit<H: GroupsHost>(
+    host: &H,
+    group_id: &str,
+    records: Vec<OffsetsRecord>,
+    appended: bool,
+) {
     // A DeleteGroups that ran during the append wrote its tombstones after this commit:
     // the group stays deleted (not re-created), as the log will replay it.
     try_with_group(host, group_id, false, |g| {
         g.commits_in_flight = g.commits_in_flight.saturating_sub(1);
-        if appended.is_err() {
+        if !appended {
             return;
         }
         for record in records {
@@ -425,12 +468,6 @@ async fn commit_offsets<H: GroupsHost>(
             }
         }
     });
-    if let Err(error) = appended {
-        for r in results.iter_mut().filter(|r| r.2.is_ok()) {
-            r.2 = Err(error);
-        }
-    }
-    GroupReply::PartitionErrors(results)
 }
 
 pub(super) async fn delete_group<H: GroupsHost>(

@@ -6,7 +6,7 @@
 
 use super::{
     blocking_dir_op, reservation_target, sync_dir, AppendInfo, AppendUntil, PartitionLog, Shared,
-    NEW_SEGMENT_EXT, SYNC_LATENCY_BUCKETS,
+    State, NEW_SEGMENT_EXT, SYNC_LATENCY_BUCKETS,
 };
 use crate::batch::{stamp_batch, BatchHeader, RecordBatch};
 use crate::cache::CachedBatch;
@@ -136,22 +136,32 @@ impl PartitionLog {
         batches: Vec<(BatchHeader, Bytes)>,
         origin: Origin,
     ) -> Result<AppendInfo> {
-        // Each control batch's marker, parsed before anything is appended (KIP-98); empty
-        // (no allocation on the produce path) when there is no control batch.
-        let markers = if batches.iter().any(|(h, _)| h.is_control()) {
-            batches
-                .iter()
-                .map(|(h, b)| h.is_control().then(|| parse_marker(b)).transpose())
-                .collect::<std::result::Result<Vec<_>, BatchError>>()?
-        } else {
-            Vec::new()
-        };
+        let markers = control_markers(&batches)?;
         let total_bytes: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
         let total_records: i64 = batches
             .iter()
             .map(|(h, _)| i64::from(h.records_count))
             .sum();
         let turn = AppendTurn::take(&self.shared);
+        self.wait_for_room(&turn, total_bytes, total_records)
+            .await?;
+        // Checked and appended with no await in between, so no other append interleaves.
+        if let Some(original) = self.check_append(&batches, &markers, origin)? {
+            return Ok(self.duplicate_info(original, &batches));
+        }
+        Ok(self.append_in_memory(batches, &markers, origin))
+    }
+
+    /// Waits until `turn` is the oldest append under way, the log is not busy and the unwritten
+    /// bytes are within their bound, rolling the active segment when an append of
+    /// `total_bytes` and `total_records` does not fit it (size, age or offset range) and
+    /// reserving disk for it. Errors: an unusable log, a failed roll or reservation.
+    async fn wait_for_room(
+        &self,
+        turn: &AppendTurn<'_>,
+        total_bytes: u64,
+        total_records: i64,
+    ) -> Result<()> {
         loop {
             let (wait, roll, reserve) = {
                 let st = self.shared.state.borrow();
@@ -183,47 +193,58 @@ impl PartitionLog {
             } else if let Some(needed) = reserve {
                 self.reserve(needed).await?;
             } else {
-                break;
+                return Ok(());
             }
         }
-        // Checked and appended with no await in between, so no other append interleaves.
-        let duplicate = {
-            let st = self.shared.state.borrow();
-            match origin {
-                Origin::Leader(_) => {
-                    check_sequences(&st.producers, st.log_end, &batches, &markers)?
+    }
+
+    /// Checks that `batches` may go at the log end: the leader checks producers' sequences
+    /// (returning the original of a retried batch); a follower checks that they continue the
+    /// log. The caller appends with no await since.
+    fn check_append(
+        &self,
+        batches: &[(BatchHeader, Bytes)],
+        markers: &[Option<TxnMarker>],
+        origin: Origin,
+    ) -> Result<Option<crate::producer_state::BatchMeta>> {
+        let st = self.shared.state.borrow();
+        match origin {
+            Origin::Leader(_) => check_sequences(&st.producers, st.log_end, batches, markers),
+            // The leader checked the sequences; a follower takes its batches as they are
+            // (Kafka's REPLICATION origin), and only where they continue the log.
+            Origin::Follower => {
+                let got = batches[0].0.base_offset;
+                if got < st.log_end {
+                    return Err(StorageError::UnexpectedAppendOffset {
+                        expected: st.log_end,
+                        got,
+                    });
                 }
-                // The leader checked the sequences; a follower takes its batches as they are
-                // (Kafka's REPLICATION origin), and only where they continue the log.
-                Origin::Follower => {
-                    let got = batches[0].0.base_offset;
-                    if got < st.log_end {
-                        return Err(StorageError::UnexpectedAppendOffset {
-                            expected: st.log_end,
-                            got,
-                        });
-                    }
-                    None
-                }
+                Ok(None)
             }
-        };
-        if let Some(original) = duplicate {
-            let st = self.shared.state.borrow();
-            return Ok(AppendInfo {
-                base_offset: original.base_offset,
-                last_offset: original.last_offset,
-                max_timestamp: batches[0].0.max_timestamp,
-                log_append_time: None,
-                flush_due: false,
-                duplicate: true,
-                // A retry of a batch still being synced waits for that sync as the original
-                // does.
-                sync_needed: self.shared.config.borrow().flush_messages != u64::MAX,
-                written_offset: st.writer.written_offset,
-                log_start_offset: st.log_start,
-            });
         }
-        Ok(self.append_in_memory(batches, &markers, origin))
+    }
+
+    /// The answer to a retry of `original`, a batch already appended: nothing is appended.
+    fn duplicate_info(
+        &self,
+        original: crate::producer_state::BatchMeta,
+        batches: &[(BatchHeader, Bytes)],
+    ) -> AppendInfo {
+        let st = self.shared.state.borrow();
+        AppendInfo {
+            base_offset: original.base_offset,
+            last_offset: original.last_offset,
+            max_timestamp: batches[0].0.max_timestamp,
+            log_append_time: None,
+            flush_due: false,
+            duplicate: true,
+            // A retry of a batch still being synced waits for that sync as the original
+            // does.
+            sync_needed: self.shared.config.borrow().flush_messages != u64::MAX,
+            written_offset: st.writer.written_offset,
+            log_start_offset: st.log_start,
+        }
     }
 
     /// Reserves disk so that the active segment can hold `needed` bytes (one fallocate, a
@@ -272,19 +293,8 @@ impl PartitionLog {
         };
         let mut max_timestamp = TimestampMs(i64::MIN);
         let mut records = 0u64;
-        let log_append_time = match origin {
-            Origin::Leader(_) => shared.config.borrow().log_append_time.then(wall_clock_ms),
-            // The leader stamped the append time already.
-            Origin::Follower => None,
-        };
-        let mut epochs_changed = false;
-        if let Origin::Leader(epoch) = origin {
-            // Only a newer epoch starts an entry: the leader's own epoch is never older than
-            // the cache's latest unless the caller is fenced, which is its check to make.
-            if epoch.0 >= 0 && st.epochs.latest_epoch().is_none_or(|l| epoch > l) {
-                epochs_changed = st.epochs.assign(epoch, first_base);
-            }
-        }
+        let log_append_time = self.append_time(origin);
+        let mut epochs_changed = assign_leader_epoch(&mut st, origin, first_base);
         for (i, (header, bytes)) in batches.into_iter().enumerate() {
             let marker = markers.get(i).copied().flatten();
             // A follower keeps the leader's offsets, gaps of compaction included.
@@ -294,67 +304,20 @@ impl PartitionLog {
             };
             let (stamped, header) = match origin {
                 Origin::Leader(epoch) => {
-                    let stamped = stamp_batch(&bytes, base, epoch, log_append_time);
-                    let header = BatchHeader {
-                        base_offset: base,
-                        partition_leader_epoch: epoch,
-                        max_timestamp: log_append_time.unwrap_or(header.max_timestamp),
-                        ..header
-                    };
-                    (stamped, header)
+                    stamp_leader_batch(&bytes, header, base, epoch, log_append_time)
                 }
                 Origin::Follower => {
-                    // Checked by `check_follower_batches` and `append_batches` with no await
-                    // since (invariant 2: offsets stay contiguous).
-                    assert!(
-                        header.base_offset >= st.log_end,
-                        "replicated batch continues the log"
-                    );
-                    assert!(
-                        header.partition_leader_epoch.0 >= 0,
-                        "replicated batch has an epoch"
-                    );
-                    // Kafka's rules: a new epoch starts an entry; an older one removes the
-                    // entries it conflicts with.
-                    epochs_changed |= st
-                        .epochs
-                        .assign(header.partition_leader_epoch, header.base_offset);
+                    epochs_changed |= assign_follower_epoch(&mut st, &header);
                     (RecordBatch::from_contiguous(bytes), header)
                 }
             };
-            let completed = st.producers.record(&header, marker.as_ref());
-            let seg = st.writer.segment.clone();
-            if let Some(entry) = completed.and_then(|c| c.aborted_entry()) {
-                // The marker is in the active segment: its index is loaded.
-                seg.push_aborted(entry);
-            }
-            let pos = seg.size_bytes.get();
-            seg.note_batch(&header, pos, interval);
-            seg.size_bytes.set(pos + stamped.len() as u64);
-            if seg.first_append.get().is_none() {
-                seg.first_append.set(Some(Instant::now()));
-            }
-            let cached = CachedBatch {
-                base_offset: base,
-                last_offset: header.last_offset(),
-                batch: stamped,
-            };
-            shared.cache.insert(shared.cache_id, cached.clone());
-            st.writer.push(pos, cached);
-            st.log_end = header.last_offset().plus(1);
+            push_batch(shared, &mut st, base, &header, stamped, marker, interval);
             max_timestamp = max_timestamp.max(header.max_timestamp);
             records += u64::from(header.records_count.unsigned_abs());
         }
         let cfg = shared.config.borrow();
-        st.unflushed_records += records;
-        let flush_due = st.unflushed_records >= cfg.flush_messages;
-        if flush_due {
-            st.unflushed_records = 0;
-        }
-        let arm_timer = cfg.flush_ms.filter(|_| !st.flush_timer_armed && !flush_due);
-        if arm_timer.is_some() {
-            st.flush_timer_armed = true;
-        }
+        let (flush_due, arm_timer) =
+            count_unflushed(&mut st, cfg.flush_messages, cfg.flush_ms, records);
         let info = AppendInfo {
             base_offset: first_base,
             last_offset: st.log_end.plus(-1),
@@ -371,13 +334,46 @@ impl PartitionLog {
         }
         drop(cfg);
         drop(st);
-        pump(shared);
+        self.start_after_append(
+            epochs_changed,
+            flush_due,
+            info.last_offset.plus(1),
+            arm_timer,
+        );
+        info
+    }
+
+    /// The append time the leader stamps when the topic uses it; `None` for a follower, whose
+    /// leader stamped it already.
+    fn append_time(&self, origin: Origin) -> Option<TimestampMs> {
+        match origin {
+            Origin::Leader(_) => self
+                .shared
+                .config
+                .borrow()
+                .log_append_time
+                .then(wall_clock_ms),
+            // The leader stamped the append time already.
+            Origin::Follower => None,
+        }
+    }
+
+    /// The work an append leaves to run after the state borrow is released: submitting the
+    /// writes, writing the leader-epoch checkpoint when `epochs_changed`, a flush to `target`
+    /// when `flush_due`, and the flush timer when `arm_timer` is set.
+    fn start_after_append(
+        &self,
+        epochs_changed: bool,
+        flush_due: bool,
+        target: Offset,
+        arm_timer: Option<std::time::Duration>,
+    ) {
+        pump(&self.shared);
         if epochs_changed {
             self.write_leader_epochs_in_background();
         }
         if flush_due {
             let log = self.clone();
-            let target = info.last_offset.plus(1);
             spawn_detached(async move {
                 let _ = log.flush_to(target).await;
             });
@@ -391,7 +387,6 @@ impl PartitionLog {
                 let _ = log.flush_to(target).await;
             });
         }
-        info
     }
 
     /// Waits until everything appended so far is on the device; returns the durable offset.
@@ -713,6 +708,124 @@ fn wall_clock_ms() -> TimestampMs {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     TimestampMs(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Each control batch's marker, parsed before anything is appended (KIP-98); empty (no
+/// allocation on the produce path) when there is no control batch.
+fn control_markers(batches: &[(BatchHeader, Bytes)]) -> Result<Vec<Option<TxnMarker>>> {
+    let markers = if batches.iter().any(|(h, _)| h.is_control()) {
+        batches
+            .iter()
+            .map(|(h, b)| h.is_control().then(|| parse_marker(b)).transpose())
+            .collect::<std::result::Result<Vec<_>, BatchError>>()?
+    } else {
+        Vec::new()
+    };
+    Ok(markers)
+}
+
+/// The leader's copy of a batch at `base`: offsets, `epoch` and the append time (when the
+/// topic uses it) stamped into the bytes and the header.
+fn stamp_leader_batch(
+    bytes: &Bytes,
+    header: BatchHeader,
+    base: Offset,
+    epoch: LeaderEpoch,
+    log_append_time: Option<TimestampMs>,
+) -> (RecordBatch, BatchHeader) {
+    let stamped = stamp_batch(bytes, base, epoch, log_append_time);
+    let header = BatchHeader {
+        base_offset: base,
+        partition_leader_epoch: epoch,
+        max_timestamp: log_append_time.unwrap_or(header.max_timestamp),
+        ..header
+    };
+    (stamped, header)
+}
+
+/// The leader's `epoch` into the leader-epoch cache from `first_base`, when `origin` is the
+/// leader; whether the cache changed.
+fn assign_leader_epoch(st: &mut State, origin: Origin, first_base: Offset) -> bool {
+    let mut epochs_changed = false;
+    if let Origin::Leader(epoch) = origin {
+        // Only a newer epoch starts an entry: the leader's own epoch is never older than
+        // the cache's latest unless the caller is fenced, which is its check to make.
+        if epoch.0 >= 0 && st.epochs.latest_epoch().is_none_or(|l| epoch > l) {
+            epochs_changed = st.epochs.assign(epoch, first_base);
+        }
+    }
+    epochs_changed
+}
+
+/// Counts `records` appended towards `flush_messages`: whether a flush is due now (the count
+/// restarts), and the `flush_ms` delay when this append arms the flush timer.
+fn count_unflushed(
+    st: &mut State,
+    flush_messages: u64,
+    flush_ms: Option<std::time::Duration>,
+    records: u64,
+) -> (bool, Option<std::time::Duration>) {
+    st.unflushed_records += records;
+    let flush_due = st.unflushed_records >= flush_messages;
+    if flush_due {
+        st.unflushed_records = 0;
+    }
+    let arm_timer = flush_ms.filter(|_| !st.flush_timer_armed && !flush_due);
+    if arm_timer.is_some() {
+        st.flush_timer_armed = true;
+    }
+    (flush_due, arm_timer)
+}
+
+/// A replicated batch's epoch into the leader-epoch cache; whether the cache changed.
+fn assign_follower_epoch(st: &mut State, header: &BatchHeader) -> bool {
+    // Checked by `check_follower_batches` and `check_append` (`append_batches`) with no await
+    // since (invariant 2: offsets stay contiguous).
+    assert!(
+        header.base_offset >= st.log_end,
+        "replicated batch continues the log"
+    );
+    assert!(
+        header.partition_leader_epoch.0 >= 0,
+        "replicated batch has an epoch"
+    );
+    // Kafka's rules: a new epoch starts an entry; an older one removes the
+    // entries it conflicts with.
+    st.epochs
+        .assign(header.partition_leader_epoch, header.base_offset)
+}
+
+/// Puts one stamped batch at `base` into the in-memory tail and the batch cache: producer
+/// state, the active segment's indexes and size, and the log end follow it.
+fn push_batch(
+    shared: &Shared,
+    st: &mut State,
+    base: Offset,
+    header: &BatchHeader,
+    stamped: RecordBatch,
+    marker: Option<TxnMarker>,
+    interval: u64,
+) {
+    let completed = st.producers.record(header, marker.as_ref());
+    let seg = st.writer.segment.clone();
+    if let Some(entry) = completed.and_then(|c| c.aborted_entry()) {
+        // The marker is in the active segment: its index is loaded.
+        seg.push_aborted(entry);
+    }
+    let pos = seg.size_bytes.get();
+    seg.note_batch(header, pos, interval);
+    seg.size_bytes.set(pos + stamped.len() as u64);
+    if seg.first_append.get().is_none() {
+        seg.first_append.set(Some(Instant::now()));
+    }
+    let cached = CachedBatch {
+        base_offset: base,
+        last_offset: header.last_offset(),
+        batch: stamped,
+    };
+    shared.cache.insert(shared.cache_id, cached.clone());
+    st.writer.push(pos, cached);
+    st.log_end = header.last_offset().plus(1);
 }
 
 /// Who appends: the leader (offsets and `partitionLeaderEpoch` are stamped, producers'

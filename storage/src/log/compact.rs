@@ -123,7 +123,7 @@ pub struct CleanReport {
 }
 
 /// The batches a pass keeps even when cleaning empties them (besides each group's last,
-/// which `clean_group` keeps).
+/// which `write_cleaned_group` keeps).
 #[derive(Clone, Copy)]
 struct Keep<'a> {
     /// Base offset of each producer's last batch: its sequence state (Kafka's rule).
@@ -657,11 +657,67 @@ impl PartitionLog {
             return Ok(None);
         }
         let mut throttle = Throttle::new(buffers.io_max_bytes_per_second);
+        // 1. The offset map over the dirty section.
+        let (covered_end, round_last_end) = self
+            .fill_offset_map(&segments, first_dirty, buffers, &mut throttle, started)
+            .await?;
+        // 2–3. Clean and swap each group of segments below the map's reach.
+        let last_batches = self.shared.state.borrow().producers.last_batch_bases();
+        let rules = CleanRules {
+            map: &buffers.map,
+            now,
+            delete_retention_ms: i64::try_from(config.compaction.delete_retention.as_millis())
+                .unwrap_or(i64::MAX),
+            codec: &*buffers.codec,
+        };
+        let in_reach: Vec<(Rc<Segment>, Offset)> = segments
+            .into_iter()
+            .filter(|(segment, _)| segment.base_offset < covered_end)
+            .collect();
+        let clean_from = in_reach.first().map_or(first_dirty, |(s, _)| s.base_offset);
+        let mut walk = AbortedTxnWalk::new(
+            self.aborted_entries_overlapping(clean_from, covered_end)
+                .await?,
+        );
+        let keep = Keep {
+            last_batches: &last_batches,
+            round_last_end,
+        };
         let mut report = CleanReport {
             first_dirty,
-            ..CleanReport::default()
+            ..self
+                .clean_groups(
+                    group_by_size(&in_reach, config.segment_bytes),
+                    rules,
+                    keep,
+                    &mut walk,
+                    &mut throttle,
+                    buffers.io_buffer_bytes,
+                )
+                .await?
         };
-        // 1. The offset map over the dirty section.
+        // 4. Where the next pass starts.
+        report.cleaned_to = self
+            .save_first_dirty(report.groups_skipped, first_dirty, covered_end)
+            .await?;
+        report.bytes_read = throttle.read_bytes;
+        report.bytes_written = throttle.written_bytes;
+        report.elapsed = started.elapsed();
+        Ok(Some(report))
+    }
+
+    /// Step 1 of [`PartitionLog::clean`]: fills `buffers.map` from the dirty batches of
+    /// `segments` from `first_dirty` on, until the map is full. Returns where the map's reach
+    /// ends and one past the last offset of the last batch it took. Errors:
+    /// [`StorageError::CleanerBufferTooSmall`] when it took nothing, a corrupt batch, I/O.
+    async fn fill_offset_map(
+        &self,
+        segments: &[(Rc<Segment>, Offset)],
+        first_dirty: Offset,
+        buffers: &mut CleanerBuffers,
+        throttle: &mut Throttle,
+        started: Instant,
+    ) -> Result<(Offset, Offset)> {
         buffers.map.clear();
         let mut covered_end = first_dirty;
         // One past the last offset of the last batch the map took: that batch is the last of
@@ -675,12 +731,12 @@ impl PartitionLog {
             self.aborted_entries_overlapping(first_dirty, section_end)
                 .await?,
         );
-        'fill: for (segment, next) in &segments {
+        'fill: for (segment, next) in segments {
             if *next <= first_dirty {
                 continue;
             }
             let mut stream = BatchStream::new(segment.clone(), buffers.io_buffer_bytes);
-            while let Some((_, batch)) = stream.next(&mut throttle).await? {
+            while let Some((_, batch)) = stream.next(throttle).await? {
                 throttle.tick().await;
                 let header = BatchHeader::parse(&batch)?;
                 if header.last_offset() < first_dirty {
@@ -707,38 +763,25 @@ impl PartitionLog {
                 offset: first_dirty,
             });
         }
-        // 2–3. Clean and swap each group of segments below the map's reach.
-        let last_batches = self.shared.state.borrow().producers.last_batch_bases();
-        let rules = CleanRules {
-            map: &buffers.map,
-            now,
-            delete_retention_ms: i64::try_from(config.compaction.delete_retention.as_millis())
-                .unwrap_or(i64::MAX),
-            codec: &*buffers.codec,
-        };
-        let in_reach: Vec<(Rc<Segment>, Offset)> = segments
-            .into_iter()
-            .filter(|(segment, _)| segment.base_offset < covered_end)
-            .collect();
-        let clean_from = in_reach.first().map_or(first_dirty, |(s, _)| s.base_offset);
-        let mut walk = AbortedTxnWalk::new(
-            self.aborted_entries_overlapping(clean_from, covered_end)
-                .await?,
-        );
-        for group in group_by_size(&in_reach, config.segment_bytes) {
+        Ok((covered_end, round_last_end))
+    }
+
+    /// Steps 2–3 of [`PartitionLog::clean`]: cleans and swaps each of `groups` in turn. Returns
+    /// a report of the groups' bytes and segments before and after, and of those skipped.
+    async fn clean_groups(
+        &self,
+        groups: Vec<&[(Rc<Segment>, Offset)]>,
+        rules: CleanRules<'_>,
+        keep: Keep<'_>,
+        walk: &mut AbortedTxnWalk,
+        throttle: &mut Throttle,
+        io_buffer_bytes: usize,
+    ) -> Result<CleanReport> {
+        let mut report = CleanReport::default();
+        for group in groups {
             let before: u64 = group.iter().map(|(s, _)| s.size_bytes.get()).sum();
             let written = self
-                .clean_group(
-                    group,
-                    rules,
-                    Keep {
-                        last_batches: &last_batches,
-                        round_last_end,
-                    },
-                    &mut walk,
-                    &mut throttle,
-                    buffers.io_buffer_bytes,
-                )
+                .clean_group(group, rules, keep, walk, throttle, io_buffer_bytes)
                 .await?;
             match written {
                 Some(after) => {
@@ -750,10 +793,22 @@ impl PartitionLog {
                 None => report.groups_skipped += 1,
             }
         }
-        // 4. Where the next pass starts. A group skipped (retention, DeleteRecords or a
-        // truncation replaced one of its segments meanwhile) still holds superseded records
-        // the next pass's map must see again: the checkpoint stays (Kafka's aborted clean).
-        let next_dirty = if report.groups_skipped > 0 {
+        Ok(report)
+    }
+
+    /// Step 4 of [`PartitionLog::clean`]: the first dirty offset of the next pass, in memory
+    /// and in the cleaner checkpoint: `covered_end`, or `first_dirty` again when
+    /// `groups_skipped` is not 0. Returns it.
+    async fn save_first_dirty(
+        &self,
+        groups_skipped: usize,
+        first_dirty: Offset,
+        covered_end: Offset,
+    ) -> Result<Offset> {
+        // A group skipped (retention, DeleteRecords or a truncation replaced one of its
+        // segments meanwhile) still holds superseded records the next pass's map must see
+        // again: the checkpoint stays (Kafka's aborted clean).
+        let next_dirty = if groups_skipped > 0 {
             first_dirty
         } else {
             covered_end
@@ -764,11 +819,7 @@ impl PartitionLog {
             &[next_dirty.0],
         )
         .await?;
-        report.cleaned_to = next_dirty;
-        report.bytes_read = throttle.read_bytes;
-        report.bytes_written = throttle.written_bytes;
-        report.elapsed = started.elapsed();
-        Ok(Some(report))
+        Ok(next_dirty)
     }
 
     /// Cleans one group into `<base>.*.cleaned` and swaps it in; the cleaned size, or `None`
@@ -785,35 +836,13 @@ impl PartitionLog {
         let dir = self.shared.dir.clone();
         let base = group[0].0.base_offset;
         let interval = self.shared.config.borrow().index_interval_bytes;
-        let mut out = CleanedWriter::create(&dir, base, io_buffer_bytes, interval).await?;
+        let out = CleanedWriter::create(&dir, base, io_buffer_bytes, interval).await?;
         // Markers this clean removes: their `.txnindex` entries go with them.
         let mut markers = MarkerTrack {
             walk,
             removed: BTreeSet::new(),
         };
-        let written = async {
-            // Each batch is cleaned once the next one is read, so the group's last is known:
-            // it is kept even when cleaning empties it. The cleaned segment then ends at or
-            // after the base of the group's last segment, which is how the recovery of a
-            // committed swap tells which old segments it replaced (storage-format.md §6.8).
-            let mut held: Option<Bytes> = None;
-            for (segment, _) in group {
-                let mut stream = BatchStream::new(segment.clone(), out.io_buffer_bytes);
-                while let Some((_, batch)) = stream.next(throttle).await? {
-                    throttle.tick().await;
-                    if let Some(previous) = held.replace(batch) {
-                        out.clean_and_push(&previous, rules, keep, &mut markers, false, throttle)
-                            .await?;
-                    }
-                }
-            }
-            if let Some(last) = held {
-                out.clean_and_push(&last, rules, keep, &mut markers, true, throttle)
-                    .await?;
-            }
-            out.finish(throttle).await
-        }
-        .await;
+        let written = write_cleaned_group(out, group, rules, keep, &mut markers, throttle).await;
         tracing::debug!(dir = %dir.display(), base = base.0, "cleaner: group written and synced");
         let (cleaned, size) = match written {
             Ok(done) => done,
@@ -822,42 +851,8 @@ impl PartitionLog {
                 return Err(e);
             }
         };
-        // Old segments' indexes in memory before any file is renamed: a reader holding one
-        // must never load the new segment's index under the old segment's name.
-        let mut aborted = Vec::new();
-        let mut had_entries = false;
-        for (segment, _) in group {
-            segment.ensure_index().await?;
-            // The cleaned segment takes the `.txnindex` entries of the abort markers it keeps
-            // (Kafka keeps an entry with its retained marker).
-            segment.ensure_txn_index().await?;
-            let entries = segment.aborted_entries().unwrap_or_default();
-            had_entries |= !entries.is_empty();
-            aborted.extend(
-                entries
-                    .into_iter()
-                    .filter(|e| !markers.removed.contains(&e.last_offset)),
-            );
-        }
-        cleaned.set_aborted(aborted);
-        // From the swap's commit point until its `.txnindex` files are written, they may
-        // hold entries of removed markers: a crash then has open check them against the log.
-        let repair_marker = dir.join(super::txn::TXN_INDEX_REPAIR_FILE);
-        if had_entries {
-            blocking_dir_op(&repair_marker, "writing", |p| std::fs::write(p, b"")).await?;
-            blocking_dir_op(&dir, "syncing", sync_dir).await?;
-        }
-        self.acquire_busy().await?;
-        let mut result = self.swap_group(group, cleaned).await;
-        if had_entries && result.is_ok() {
-            result = async {
-                remove_file(&repair_marker).await?;
-                blocking_dir_op(&dir, "syncing", sync_dir).await
-            }
-            .await
-            .map(|()| result.unwrap_or(false));
-        }
-        self.release_busy();
+        let had_entries = load_indexes_keep_aborted(group, &cleaned, &markers.removed).await?;
+        let result = self.swap_group_marked(group, cleaned, had_entries).await?;
         tracing::debug!(dir = %dir.display(), base = base.0, "cleaner: group swapped");
         match result {
             Ok(true) => {
@@ -878,6 +873,38 @@ impl PartitionLog {
                 Err(e)
             }
         }
+    }
+
+    /// Takes the maintenance lock and swaps `cleaned` in for `group` ([`PartitionLog::swap_group`]);
+    /// when the old segments `had_entries` in their `.txnindex`, the repair marker is durable
+    /// from before the swap until after it. Errors: writing the marker, the lock (the swap not
+    /// begun); the swap's own result carries its errors.
+    async fn swap_group_marked(
+        &self,
+        group: &[(Rc<Segment>, Offset)],
+        cleaned: Segment,
+        had_entries: bool,
+    ) -> Result<Result<bool>> {
+        let dir = &self.shared.dir;
+        // From the swap's commit point until its `.txnindex` files are written, they may
+        // hold entries of removed markers: a crash then has open check them against the log.
+        let repair_marker = dir.join(super::txn::TXN_INDEX_REPAIR_FILE);
+        if had_entries {
+            blocking_dir_op(&repair_marker, "writing", |p| std::fs::write(p, b"")).await?;
+            blocking_dir_op(dir, "syncing", sync_dir).await?;
+        }
+        self.acquire_busy().await?;
+        let mut result = self.swap_group(group, cleaned).await;
+        if had_entries && result.is_ok() {
+            result = async {
+                remove_file(&repair_marker).await?;
+                blocking_dir_op(dir, "syncing", sync_dir).await
+            }
+            .await
+            .map(|()| result.unwrap_or(false));
+        }
+        self.release_busy();
+        Ok(result)
     }
 
     /// Under the maintenance lock: runs the swap's file steps if every segment of `group` is
@@ -926,6 +953,66 @@ impl PartitionLog {
         blocking_dir_op(&dir, "syncing", sync_dir).await?;
         Ok(true)
     }
+}
+
+/// Cleans every batch of `group` into `out` and finishes it (written and synced); the
+/// cleaned segment and its size.
+async fn write_cleaned_group(
+    mut out: CleanedWriter,
+    group: &[(Rc<Segment>, Offset)],
+    rules: CleanRules<'_>,
+    keep: Keep<'_>,
+    markers: &mut MarkerTrack<'_>,
+    throttle: &mut Throttle,
+) -> Result<(Segment, u64)> {
+    // Each batch is cleaned once the next one is read, so the group's last is known:
+    // it is kept even when cleaning empties it. The cleaned segment then ends at or
+    // after the base of the group's last segment, which is how the recovery of a
+    // committed swap tells which old segments it replaced (storage-format.md §6.8).
+    let mut held: Option<Bytes> = None;
+    for (segment, _) in group {
+        let mut stream = BatchStream::new(segment.clone(), out.io_buffer_bytes);
+        while let Some((_, batch)) = stream.next(throttle).await? {
+            throttle.tick().await;
+            if let Some(previous) = held.replace(batch) {
+                out.clean_and_push(&previous, rules, keep, markers, false, throttle)
+                    .await?;
+            }
+        }
+    }
+    if let Some(last) = held {
+        out.clean_and_push(&last, rules, keep, markers, true, throttle)
+            .await?;
+    }
+    out.finish(throttle).await
+}
+
+/// Loads the indexes of `group`'s segments, and gives `cleaned` their `.txnindex` entries
+/// but those of the markers in `removed`; whether any segment had an entry.
+async fn load_indexes_keep_aborted(
+    group: &[(Rc<Segment>, Offset)],
+    cleaned: &Segment,
+    removed: &BTreeSet<Offset>,
+) -> Result<bool> {
+    // Old segments' indexes in memory before any file is renamed: a reader holding one
+    // must never load the new segment's index under the old segment's name.
+    let mut aborted = Vec::new();
+    let mut had_entries = false;
+    for (segment, _) in group {
+        segment.ensure_index().await?;
+        // The cleaned segment takes the `.txnindex` entries of the abort markers it keeps
+        // (Kafka keeps an entry with its retained marker).
+        segment.ensure_txn_index().await?;
+        let entries = segment.aborted_entries().unwrap_or_default();
+        had_entries |= !entries.is_empty();
+        aborted.extend(
+            entries
+                .into_iter()
+                .filter(|e| !removed.contains(&e.last_offset)),
+        );
+    }
+    cleaned.set_aborted(aborted);
+    Ok(had_entries)
 }
 
 /// Consecutive segments whose sizes add up to at most `segment_bytes` (at least one each),

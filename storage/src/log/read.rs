@@ -9,6 +9,7 @@ use crate::error::{BatchError, Result, StorageError};
 use crate::io::{align_down, align_up, BLOCK_USIZE};
 use crate::segment::Segment;
 use crate::types::{Offset, TimestampMs};
+use bytes::Bytes;
 use std::rc::Rc;
 
 /// Smallest disk read of a cold fetch, in bytes.
@@ -106,18 +107,8 @@ impl PartitionLog {
         let mut total = 0usize;
         let mut want = max_bytes.clamp(READ_CHUNK_MIN_BYTES, READ_CHUNK_MAX_BYTES);
         while pos < readable_end && out.is_empty() {
-            let chunk_start = align_down(pos);
-            let len =
-                usize::try_from(align_up((pos + want as u64).min(readable_end)) - chunk_start)
-                    .unwrap_or(usize::MAX);
-            let data = segment.file.read_aligned(chunk_start, len).await?;
-            self.bump_stats(|s| {
-                s.dma_reads += 1;
-                s.dma_read_bytes += data.len() as u64;
-            });
-            let avail =
-                usize::try_from((chunk_start + data.len() as u64).min(readable_end) - chunk_start)
-                    .unwrap_or(0);
+            let (chunk_start, data, avail) =
+                self.read_chunk(segment, pos, want, readable_end).await?;
             let chunk_reaches_end = chunk_start + data.len() as u64 >= readable_end;
             let mut at = usize::try_from(pos - chunk_start).unwrap_or(usize::MAX);
             loop {
@@ -137,15 +128,15 @@ impl PartitionLog {
                 };
                 if !header_fits || at + size > avail {
                     if chunk_reaches_end {
-                        if at_write_frontier {
-                            return Ok(out);
-                        }
                         let have = avail - at;
-                        return Err(self.corrupt(
+                        return self.cut_batch_at_end(
                             segment,
                             pos,
-                            BatchError::Truncated { have, need: size },
-                        ));
+                            at_write_frontier,
+                            out,
+                            have,
+                            size,
+                        );
                     }
                     want = want.max(size + BLOCK_USIZE);
                     break;
@@ -169,6 +160,48 @@ impl PartitionLog {
             }
         }
         Ok(out)
+    }
+
+    /// One aligned DMA read of `segment` for [`PartitionLog::read_segment`]: about `want`
+    /// bytes from `pos`, not past `readable_end`. Returns the block-aligned start of the
+    /// read, the bytes read, and how many of them lie below `readable_end`.
+    async fn read_chunk(
+        &self,
+        segment: &Segment,
+        pos: u64,
+        want: usize,
+        readable_end: u64,
+    ) -> Result<(u64, Bytes, usize)> {
+        let chunk_start = align_down(pos);
+        let len = usize::try_from(align_up((pos + want as u64).min(readable_end)) - chunk_start)
+            .unwrap_or(usize::MAX);
+        let data = segment.file.read_aligned(chunk_start, len).await?;
+        self.bump_stats(|s| {
+            s.dma_reads += 1;
+            s.dma_read_bytes += data.len() as u64;
+        });
+        let avail =
+            usize::try_from((chunk_start + data.len() as u64).min(readable_end) - chunk_start)
+                .unwrap_or(0);
+        Ok((chunk_start, data, avail))
+    }
+
+    /// A batch at `pos` of which only `have` of `need` bytes lie before the readable end: in
+    /// the active segment (`at_write_frontier`) it is still being written, so the read ends
+    /// with `out`; at the end of a closed segment it is damage.
+    fn cut_batch_at_end(
+        &self,
+        segment: &Segment,
+        pos: u64,
+        at_write_frontier: bool,
+        out: Vec<RecordBatch>,
+        have: usize,
+        need: usize,
+    ) -> Result<Vec<RecordBatch>> {
+        if at_write_frontier {
+            return Ok(out);
+        }
+        Err(self.corrupt(segment, pos, BatchError::Truncated { have, need }))
     }
 
     /// The first batch holding a record and whose max timestamp is ≥ `target` (ListOffsets by

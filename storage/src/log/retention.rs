@@ -29,56 +29,17 @@ impl PartitionLog {
             // the leader's log, so the cache is cut at the log end even here.
             return self.truncate_leader_epochs_from_end(log_end).await;
         }
-        {
-            let st = self.shared.state.borrow();
-            if offset < st.log_start {
-                return Err(StorageError::OffsetOutOfRange {
-                    offset,
-                    log_start: st.log_start,
-                    log_end: st.log_end,
-                });
-            }
-        }
+        self.check_at_or_above_log_start(offset)?;
         self.exclusive(async || {
-            let (target, doomed) = {
-                let st = self.shared.state.borrow();
-                let (_, target) = st
-                    .segments
-                    .range(..=offset)
-                    .next_back()
-                    .expect("segment at or below offset");
-                let doomed: Vec<Rc<Segment>> = st
-                    .segments
-                    .range(target.base_offset.plus(1)..)
-                    .map(|(_, s)| s.clone())
-                    .collect();
-                (target.clone(), doomed)
-            };
+            let (target, doomed) = self.truncation_target(offset);
             let cut = self.position_of_batch_holding(&target, offset).await?;
             let interval = self.shared.config.borrow().index_interval_bytes;
             target.truncate_index(cut.1);
             let (from_pos, from_offset) = target.last_index_entry();
             let scan = target.scan(from_pos, from_offset, cut.0, interval).await?;
             assert_eq!(scan.end_pos, cut.0, "truncation point is a batch boundary");
-            // Later segments go first, newest first, durably: a crash part-way leaves a shorter
-            // suffix of whole segments, and the target, now last, is recovered as the active
-            // segment. Readers holding them keep their open files.
-            for s in doomed.iter().rev() {
-                self.remove_segment_files(s.base_offset).await?;
-            }
-            if !doomed.is_empty() {
-                blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await?;
-            }
-            let mut block = target.file.alloc_write_buffer(BLOCK_USIZE);
-            block.as_bytes_mut()[..scan.tail_block.len()].copy_from_slice(&scan.tail_block);
-            if cut.0 % BLOCK_BYTES != 0 {
-                target.file.write_at(block, align_down(cut.0)).await?;
-            }
-            target.file.truncate(align_up(cut.0)).await?;
-            let config = self.config();
-            reserve_after_recovery(&target, cut.0, &config).await?;
-            target.file.fdatasync().await?;
-            target.size_bytes.set(cut.0);
+            self.cut_segment_files(&target, &doomed, cut.0, &scan.tail_block)
+                .await?;
             {
                 let mut st = self.shared.state.borrow_mut();
                 for s in &doomed {
@@ -93,34 +54,98 @@ impl PartitionLog {
                 st.durable_offset = st.durable_offset.min(cut.1);
             }
             self.shared.cache.truncate_from(self.shared.cache_id, cut.1);
-            if self.log_start_offset() == cut.1 {
-                checkpoint::write(
-                    &self.shared.dir.join(LOG_START_CHECKPOINT_FILE),
-                    &[cut.1 .0],
-                )
-                .await?;
-            }
-            // Batches past the cut are gone: rebuild from a snapshot at or below it (open
-            // transactions, and the target's `.txnindex` entries, from the replay).
-            target.ensure_txn_index().await?;
-            target.truncate_txn_index(cut.1);
-            self.rebuild_producer_state().await?;
-            // The target's file loses its entries past the cut before anything is appended
-            // after it (recovery also drops entries past its replay start).
-            target.save_txn_index().await?;
-            blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await?;
-            // After the data: a crash before this write leaves entries past the log end in
-            // the file, which recovery cuts.
-            self.truncate_leader_epochs_from_end(cut.1).await?;
-            // Before any append past the cut: a checkpoint above it would, after a crash,
-            // count records appended after the truncation as replicated.
-            let checkpointed = self.shared.state.borrow().hw_checkpointed;
-            if checkpointed.is_some_and(|hw| hw > cut.1) {
-                self.checkpoint_high_watermark().await?;
-            }
-            Ok(())
+            self.checkpoints_after_cut(&target, cut.1).await
         })
         .await
+    }
+
+    /// Refuses a truncation to `offset` below the log start.
+    fn check_at_or_above_log_start(&self, offset: Offset) -> Result<()> {
+        let st = self.shared.state.borrow();
+        if offset < st.log_start {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: st.log_start,
+                log_end: st.log_end,
+            });
+        }
+        Ok(())
+    }
+
+    /// The segment holding `offset` (at or below it) and the segments after it, which a
+    /// truncation to `offset` removes.
+    fn truncation_target(&self, offset: Offset) -> (Rc<Segment>, Vec<Rc<Segment>>) {
+        let st = self.shared.state.borrow();
+        let (_, target) = st
+            .segments
+            .range(..=offset)
+            .next_back()
+            .expect("segment at or below offset");
+        let doomed: Vec<Rc<Segment>> = st
+            .segments
+            .range(target.base_offset.plus(1)..)
+            .map(|(_, s)| s.clone())
+            .collect();
+        (target.clone(), doomed)
+    }
+
+    /// The files of a truncation: removes `doomed`, then cuts `target` at `cut_pos` (its last
+    /// block rewritten from `tail_block`), reserves after it and syncs it.
+    async fn cut_segment_files(
+        &self,
+        target: &Rc<Segment>,
+        doomed: &[Rc<Segment>],
+        cut_pos: u64,
+        tail_block: &[u8],
+    ) -> Result<()> {
+        // Later segments go first, newest first, durably: a crash part-way leaves a shorter
+        // suffix of whole segments, and the target, now last, is recovered as the active
+        // segment. Readers holding them keep their open files.
+        for s in doomed.iter().rev() {
+            self.remove_segment_files(s.base_offset).await?;
+        }
+        if !doomed.is_empty() {
+            blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await?;
+        }
+        let mut block = target.file.alloc_write_buffer(BLOCK_USIZE);
+        block.as_bytes_mut()[..tail_block.len()].copy_from_slice(tail_block);
+        if cut_pos % BLOCK_BYTES != 0 {
+            target.file.write_at(block, align_down(cut_pos)).await?;
+        }
+        target.file.truncate(align_up(cut_pos)).await?;
+        let config = self.config();
+        reserve_after_recovery(target, cut_pos, &config).await?;
+        target.file.fdatasync().await?;
+        target.size_bytes.set(cut_pos);
+        Ok(())
+    }
+
+    /// What follows a truncation's data, in order: the log start checkpoint when the log is
+    /// empty at `cut`, producer state and `target`'s `.txnindex`, the leader-epoch cache, and
+    /// the high-watermark checkpoint where it was above `cut`.
+    async fn checkpoints_after_cut(&self, target: &Segment, cut: Offset) -> Result<()> {
+        if self.log_start_offset() == cut {
+            checkpoint::write(&self.shared.dir.join(LOG_START_CHECKPOINT_FILE), &[cut.0]).await?;
+        }
+        // Batches past the cut are gone: rebuild from a snapshot at or below it (open
+        // transactions, and the target's `.txnindex` entries, from the replay).
+        target.ensure_txn_index().await?;
+        target.truncate_txn_index(cut);
+        self.rebuild_producer_state().await?;
+        // The target's file loses its entries past the cut before anything is appended
+        // after it (recovery also drops entries past its replay start).
+        target.save_txn_index().await?;
+        blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await?;
+        // After the data: a crash before this write leaves entries past the log end in
+        // the file, which recovery cuts.
+        self.truncate_leader_epochs_from_end(cut).await?;
+        // Before any append past the cut: a checkpoint above it would, after a crash,
+        // count records appended after the truncation as replicated.
+        let checkpointed = self.shared.state.borrow().hw_checkpointed;
+        if checkpointed.is_some_and(|hw| hw > cut) {
+            self.checkpoint_high_watermark().await?;
+        }
+        Ok(())
     }
 
     /// Removes every record and starts the log, empty, at `offset` (Kafka's
@@ -166,32 +191,13 @@ impl PartitionLog {
         //    that crash as replicated (§5.2). At or below the log start it claims nothing.
         //    The high watermark in memory comes down too, so that a concurrent
         //    `checkpoint_high_watermark` cannot write the old value back meanwhile.
-        let (old_start, checkpointed) = {
-            let mut st = self.shared.state.borrow_mut();
-            st.high_watermark = st.high_watermark.min(st.log_start);
-            (st.log_start, st.hw_checkpointed)
-        };
-        if checkpointed.is_some_and(|hw| hw > old_start) {
-            self.write_high_watermark_checkpoint(Some(old_start))
-                .await?;
-        }
+        self.lower_high_watermark_to_log_start().await?;
         // 2. The producer snapshots (a crash then leaves segments without them: producer
         //    state is replayed from the log, never taken from a snapshot of removed batches),
         //    then every segment, newest first (a crash leaves a prefix of whole segments, the
         //    last recovered as the active one), durably.
         self.remove_producer_snapshots().await?;
-        let doomed: Vec<Offset> = self
-            .shared
-            .state
-            .borrow()
-            .segments
-            .keys()
-            .copied()
-            .collect();
-        for base in doomed.iter().rev() {
-            self.remove_segment_files(*base).await?;
-        }
-        blocking_dir_op(&dir, "syncing", sync_dir).await?;
+        self.remove_every_segment().await?;
         // 3. The leader-epoch cache empties (Kafka's `clearAndFlush`), durably: with no
         //    segment left, an entry the file kept would outlive its data.
         {
@@ -204,17 +210,7 @@ impl PartitionLog {
         //    log at `offset` (open takes the checkpoint as the base of its first segment).
         checkpoint::write(&dir.join(LOG_START_CHECKPOINT_FILE), &[offset.0]).await?;
         // 5. The new active segment, as open would create it; its name made durable.
-        let file = DirectFile::open(&Segment::path(&dir, offset, "log"), true).await?;
-        let segment = Rc::new(Segment::new(
-            &dir,
-            offset,
-            file,
-            0,
-            Some(Default::default()),
-        ));
-        reserve_after_recovery(&segment, 0, &self.config()).await?;
-        segment.start_empty_txn_index();
-        blocking_dir_op(&dir, "syncing", sync_dir).await?;
+        let segment = self.create_empty_segment(offset).await?;
         {
             let mut st = self.shared.state.borrow_mut();
             st.segments.clear();
@@ -235,6 +231,49 @@ impl PartitionLog {
             self.write_high_watermark_checkpoint(Some(offset)).await?;
         }
         Ok(())
+    }
+
+    /// Step 1 of [`PartitionLog::replace_with_empty_segment`]: the high watermark, in memory
+    /// and in its checkpoint where that is above, comes down to the log start.
+    async fn lower_high_watermark_to_log_start(&self) -> Result<()> {
+        let (old_start, checkpointed) = {
+            let mut st = self.shared.state.borrow_mut();
+            st.high_watermark = st.high_watermark.min(st.log_start);
+            (st.log_start, st.hw_checkpointed)
+        };
+        if checkpointed.is_some_and(|hw| hw > old_start) {
+            self.write_high_watermark_checkpoint(Some(old_start))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Removes every segment's files, newest first, then syncs the directory.
+    async fn remove_every_segment(&self) -> Result<()> {
+        let doomed: Vec<Offset> = self
+            .shared
+            .state
+            .borrow()
+            .segments
+            .keys()
+            .copied()
+            .collect();
+        for base in doomed.iter().rev() {
+            self.remove_segment_files(*base).await?;
+        }
+        blocking_dir_op(&self.shared.dir, "syncing", sync_dir).await
+    }
+
+    /// Creates an empty segment at `offset` as open would create the active one (reserved,
+    /// with an empty `.txnindex` in memory) and syncs the directory.
+    async fn create_empty_segment(&self, offset: Offset) -> Result<Rc<Segment>> {
+        let dir = &self.shared.dir;
+        let file = DirectFile::open(&Segment::path(dir, offset, "log"), true).await?;
+        let segment = Rc::new(Segment::new(dir, offset, file, 0, Some(Default::default())));
+        reserve_after_recovery(&segment, 0, &self.config()).await?;
+        segment.start_empty_txn_index();
+        blocking_dir_op(dir, "syncing", sync_dir).await?;
+        Ok(segment)
     }
 
     /// (byte position, base offset) of the batch holding `offset` in `segment`.
