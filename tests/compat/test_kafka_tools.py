@@ -181,9 +181,7 @@ def test_admin_tools_answered_as_kafka_answers(broker, java_classpath):
     assert set(sizes) == {"cli-admin-0", "cli-admin-1"} and all(v > 0 for v in sizes.values()), out
     for cls, args, api in (
             (T + "MetadataQuorumCommand", ["describe", "--status"], "DESCRIBE_QUORUM"),
-            (T + "TransactionsCommand", ["list"], "LIST_TRANSACTIONS"),
-            (T + "TransactionsCommand", ["describe-producers", "--topic", "cli-admin",
-                                         "--partition", "0"], "DESCRIBE_PRODUCERS")):
+            (T + "TransactionsCommand", ["list"], "LIST_TRANSACTIONS")):
         run = run_java(cp, cls, ["--bootstrap-server", broker.bootstrap, *args], timeout=60)
         assert run.returncode not in (0, None), run.report()
         assert f"The node does not support {api}" in run.output, run.report()
