@@ -573,7 +573,8 @@ pub fn records_of(batch: &[u8]) -> Result<Vec<Record<'_>>, BatchError> {
     Ok(out)
 }
 
-fn put_varint(out: &mut Vec<u8>, v: i64) {
+/// Appends `v` as a zig-zag varint (the record format's lengths, deltas and headers).
+pub(crate) fn put_varint(out: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     loop {
         let byte = (z & 0x7f) as u8;

@@ -15,8 +15,8 @@
 //! reader stop scanning later entries (Kafka's `TxnIndexSearchResult.isComplete`).
 
 use crate::batch::{
-    batch_crc, varint, BatchHeader, BATCH_HEADER_BYTES, CONTROL_BIT, LOG_OVERHEAD_BYTES,
-    TRANSACTIONAL_BIT,
+    batch_crc, put_varint, varint, BatchHeader, BATCH_HEADER_BYTES, CONTROL_BIT,
+    LOG_OVERHEAD_BYTES, TRANSACTIONAL_BIT,
 };
 use crate::error::BatchError;
 use crate::types::{Offset, TimestampMs};
@@ -170,19 +170,6 @@ fn take<'a>(body: &'a [u8], pos: &mut usize, len: i64) -> Option<&'a [u8]> {
 
 fn i16_be(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    loop {
-        let byte = (z & 0x7f) as u8;
-        z >>= 7;
-        if z == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
 }
 
 /// One aborted transaction as the `.txnindex` stores it (Kafka's `AbortedTxn`).

@@ -11,8 +11,8 @@ use super::state::Controller;
 use crate::seam::ShardRuntime;
 use crate::shard::Shard;
 use replication::metadata::{
-    BrokerRegistration, ControllerAnswer, ControllerError, ControllerOp, ControllerReply,
-    ControllerRequest, PRODUCER_ID_BLOCK_SIZE,
+    BrokerHeartbeats, BrokerRegistration, ControllerAnswer, ControllerError, ControllerOp,
+    ControllerReply, ControllerRequest, MetadataImage, PRODUCER_ID_BLOCK_SIZE,
 };
 use replication::runtime::{Clock, MonotonicTime, NodeId};
 use std::rc::Rc;
@@ -130,11 +130,28 @@ fn renew_session(
     now: MonotonicTime,
 ) -> Result<(), ControllerError> {
     let image = controller.view.borrow().image();
+    renew_session_in(
+        &mut controller.heartbeats.borrow_mut(),
+        &image,
+        broker_id,
+        broker_epoch,
+        now,
+    )
+}
+
+/// [`renew_session`]'s decision on `heartbeats` and `image`, free of the controller (the
+/// lifecycle simulation's controller model calls it too).
+pub(super) fn renew_session_in(
+    heartbeats: &mut BrokerHeartbeats,
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: i64,
+    now: MonotonicTime,
+) -> Result<(), ControllerError> {
     let Some(registration) = image.brokers.get(&broker_id) else {
         return Err(ControllerError::UnknownBroker { broker_id });
     };
-    let mut heartbeats = controller.heartbeats.borrow_mut();
-    heartbeats.follow(&image, now);
+    heartbeats.follow(image, now);
     if !heartbeats.heartbeat(broker_id, broker_epoch, now) {
         return Err(ControllerError::StaleBrokerEpoch {
             broker_id,

@@ -38,7 +38,7 @@
 //! expansion (no data plane here, so a fenced broker does not rejoin an ISR), a failed log
 //! directory (`replicas_offline` stays false).
 
-use super::fencing::{heartbeat_change, HeartbeatChange};
+use super::fencing::{heartbeat_change, renew_session_in, HeartbeatChange};
 use super::lifecycle::{controlled_shutdown_on, run_broker_on, LifecycleHost};
 use super::state::BrokerLifecycle;
 use replication::metadata::{
@@ -172,20 +172,16 @@ impl SimController {
         };
         let now = self.rt.now();
         let image = self.image.borrow().clone();
+        renew_session_in(
+            &mut self.heartbeats.borrow_mut(),
+            &image,
+            broker_id,
+            broker_epoch,
+            now,
+        )?;
         let Some(registration) = image.brokers.get(&broker_id) else {
             return Err(ControllerError::UnknownBroker { broker_id });
         };
-        {
-            let mut heartbeats = self.heartbeats.borrow_mut();
-            heartbeats.follow(&image, now);
-            if !heartbeats.heartbeat(broker_id, broker_epoch, now) {
-                return Err(ControllerError::StaleBrokerEpoch {
-                    broker_id,
-                    broker_epoch,
-                    current: registration.broker_epoch,
-                });
-            }
-        }
         let mut should_shut_down = false;
         let change = heartbeat_change(registration, want_shut_down, || {
             metadata_offset
