@@ -491,6 +491,9 @@ async fn start_controller(
     let fencing = shard.clone();
     crate::rt::spawn_local(async move { crate::controller::fence_expired(&fencing).await })
         .detach();
+    let balancing = shard.clone();
+    crate::rt::spawn_local(async move { crate::controller::balance_leaders(&balancing).await })
+        .detach();
     let broker = shard.clone();
     crate::rt::spawn_local(async move { crate::controller::run_broker(&broker).await }).detach();
     Ok(())

@@ -751,9 +751,11 @@ def _one_partition_led_by(cluster, topic, leader, prefix):
     return state
 
 
+@pytest.mark.parametrize("cluster", [{"auto.leader.rebalance.enable": "false"}], indirect=True)
 def test_a_preferred_election_moves_the_leadership_back_to_a_restarted_replica(cluster):
     """ElectLeaders (KIP-183/KIP-460) through the controller: a SIGKILLed preferred leader
-    comes back as a follower (leadership never returns by itself: no auto leader rebalance);
+    comes back as a follower (with auto.leader.rebalance.enable=false leadership never returns
+    by itself);
     once it is back in the ISR a PREFERRED election makes it leader again, every record
     produced before and after stays readable, and a second election is not needed."""
     from confluent_kafka import ElectionType
@@ -814,6 +816,37 @@ def test_a_preferred_election_moves_the_leadership_back_to_a_restarted_replica(c
     assert r.i16() == 0
     assert r.array(lambda r: (r.string(), r.array(lambda r: (r.i32(), r.i16(), r.string())))) \
         == [(topic, [(0, 84, "Leader election not needed for topic partition.")])]
+
+
+@pytest.mark.parametrize("cluster", [{"leader.imbalance.check.interval.seconds": 1}],
+                         indirect=True)
+def test_leadership_returns_to_a_restarted_preferred_replica_by_itself(cluster):
+    """auto.leader.rebalance.enable (Kafka's default, true): a SIGKILLed preferred leader comes
+    back as a follower; once it is back in the ISR the active controller's leader balance
+    (every leader.imbalance.check.interval.seconds, here 1) makes it leader again, with no
+    ElectLeaders; every record produced before and after stays readable."""
+    topic = "auto-balance"
+    controller = metadata(cluster.bootstrap()).controller_id
+    preferred = next(i for i in (1, 2, 3) if i != controller)
+    others = [i for i in (1, 2, 3) if i != preferred]
+    state = _one_partition_led_by(cluster, topic, preferred, b"b")
+
+    cluster.kill(preferred)
+    wait_until(lambda: (s := state({preferred})) and s[0] in others, FAILOVER_BOUND_S,
+               what="another replica leading")
+    prod = producer(cluster.bootstrap(exclude={preferred}))
+    for i in range(100, 200):
+        prod.produce(topic, value=b"b-%d" % i, partition=0)
+    assert prod.flush(30) == 0
+    cluster.start_node(preferred)
+    wait_until(lambda: (s := state()) and s[0] == preferred and sorted(s[2]) == [1, 2, 3],
+               FAILOVER_BOUND_S, what="the preferred replica leading again by itself")
+    prod = producer(cluster.bootstrap())
+    for i in range(200, 300):
+        prod.produce(topic, value=b"b-%d" % i, partition=0)
+    assert prod.flush(30) == 0
+    got = consume_all(cluster.bootstrap(), topic, 1, expected=300)
+    assert sorted(m.value() for m in got[0]) == sorted(b"b-%d" % i for i in range(300))
 
 
 def test_committed_offsets_survive_the_coordinators_sigkill(cluster):

@@ -19,7 +19,7 @@
 //! Files, one floor each: [`channel`] is what the services call (a change to run on the active
 //! controller, here or over the network); [`active`] is the active controller's side (commit
 //! an op's records, the producer-id blocks); [`fencing`] its broker-lifecycle ops (heartbeats,
-//! fencing); [`lifecycle`] the broker side of those (registration, heartbeats, controlled
+//! fencing); [`balance`] its leader balance (`auto.leader.rebalance.enable`); [`lifecycle`] the broker side of those (registration, heartbeats, controlled
 //! shutdown: Kafka's BrokerLifecycleManager; over a host trait, so that
 //! `lifecycle_sim_tests` runs it under the simulation); [`state`] shard 0's controller state,
 //! the broker's side of the lifecycle included; [`bootstrap`] a new metadata log's first
@@ -28,6 +28,7 @@
 //! all of it (`crate::runtime`).
 
 mod active;
+mod balance;
 pub mod bootstrap;
 mod channel;
 mod fencing;
@@ -38,6 +39,7 @@ mod lifecycle_sim_tests;
 pub mod state;
 
 pub use active::{has_other_live_brokers, serving};
+pub(crate) use balance::balance_leaders;
 pub use bootstrap::Startup;
 pub(crate) use channel::route;
 pub use channel::{

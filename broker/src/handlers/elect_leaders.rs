@@ -19,9 +19,10 @@
 //! reached, answers as Kafka's `ElectLeadersRequest::getErrorResponse`: the error at the top
 //! (v1+; v0 has no such field) and on every named partition.
 //!
-//! Leadership never returns to the preferred replica by itself (`auto.leader.rebalance.enable`
-//! is refused): this request, or `kafka-leader-election.sh --election-type PREFERRED`, moves
-//! it back. Limit: `timeout_ms` is not used; the controller gives up on a change after its own
+//! The active controller also runs preferred elections by itself, every
+//! `leader.imbalance.check.interval.seconds` (`crate::controller`'s leader balance,
+//! `auto.leader.rebalance.enable`); this request, or `kafka-leader-election.sh
+//! --election-type PREFERRED`, moves leaderships back at once. Limit: `timeout_ms` is not used; the controller gives up on a change after its own
 //! proposal timeout (15 s) and answers `NOT_CONTROLLER`.
 
 use super::wire::{str_bytes, topic_name};

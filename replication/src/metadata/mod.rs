@@ -40,7 +40,7 @@ pub use op::{
 };
 pub use propose::{
     check_not_internal, check_topic_not_internal, elect_leaders, is_internal, leaderships,
-    place_replicas, propose, validate_topic_name,
+    partitions_to_balance, place_replicas, propose, validate_topic_name, ELECTIONS_PER_BALANCE_MAX,
 };
 pub use raft_machine::{
     apply_entry, decode_entry, decode_snapshot, encode_entry, encode_snapshot, recover_image,

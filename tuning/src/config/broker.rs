@@ -115,6 +115,16 @@ pub struct BrokerConfig {
     /// `broker.session.timeout.ms` (KIP-631): how long the controller waits for a broker's
     /// heartbeat before it fences the broker, ms. Default 9000.
     pub broker_session_timeout_ms: u64,
+    /// `auto.leader.rebalance.enable`: whether the active controller moves leaderships back
+    /// to the preferred replica (the first of the assignment) on its own. Default true.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.per.broker.percentage`: the share of a broker's preferred
+    /// partitions it may not lead, in percent, before the controller moves them back.
+    /// Default 10; any integer, as Kafka (0 or less: any imbalance).
+    pub leader_imbalance_per_broker_percentage: i32,
+    /// `leader.imbalance.check.interval.seconds`: how often the active controller checks the
+    /// leader balance, s. Default 300; at least 1.
+    pub leader_imbalance_check_interval_seconds: u64,
     /// The log cleaner's `log.cleaner.*` settings (`enable`, `threads`, `backoff.ms`,
     /// `dedupe.buffer.size`, `io.buffer.size`, `io.max.bytes.per.second`), Kafka's defaults.
     /// One cleaner runs per shard whatever `log.cleaner.threads` says, except that 0 runs none.
@@ -164,6 +174,9 @@ impl Default for BrokerConfig {
             controller_quorum_election_timeout_ms: 1000,
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_per_broker_percentage: 10,
+            leader_imbalance_check_interval_seconds: 300,
             cleaner: CleanerConfig::default(),
             broker_rack: None,
             given: BTreeMap::new(),
@@ -638,6 +651,27 @@ mod tests {
         assert_eq!(b.cleaner.threads, 4);
         b.set("log.cleaner.threads", "0").expect("Kafka's range");
         assert_eq!(b.cleaner.threads, 0);
+    }
+
+    #[test]
+    fn leader_balance_keys_have_kafkas_defaults_and_ranges() {
+        let mut b = BrokerConfig::default();
+        assert!(b.auto_leader_rebalance_enable);
+        assert_eq!(b.leader_imbalance_per_broker_percentage, 10);
+        assert_eq!(b.leader_imbalance_check_interval_seconds, 300);
+        b.set("auto.leader.rebalance.enable", "false")
+            .expect("a boolean");
+        assert!(!b.auto_leader_rebalance_enable);
+        b.set("leader.imbalance.per.broker.percentage", "0")
+            .expect("Kafka declares no range");
+        assert_eq!(b.leader_imbalance_per_broker_percentage, 0);
+        b.set("leader.imbalance.check.interval.seconds", "1")
+            .expect("at least 1");
+        assert_eq!(b.leader_imbalance_check_interval_seconds, 1);
+        assert!(b
+            .set("leader.imbalance.check.interval.seconds", "0")
+            .is_err());
+        assert!(b.set("auto.leader.rebalance.enable", "yes").is_err());
     }
 
     #[test]

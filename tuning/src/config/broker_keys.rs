@@ -380,6 +380,31 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
         show: Some(|c| c.broker_session_timeout_ms.to_string()),
     },
     BrokerKey {
+        name: "auto.leader.rebalance.enable",
+        set: |c, key, value, _| {
+            c.auto_leader_rebalance_enable = parse_bool(key, value)?;
+            Ok(())
+        },
+        show: Some(|c| c.auto_leader_rebalance_enable.to_string()),
+    },
+    BrokerKey {
+        name: "leader.imbalance.per.broker.percentage",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, i64::from(i32::MIN), i64::from(i32::MAX))?;
+            c.leader_imbalance_per_broker_percentage = to_i32(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.leader_imbalance_per_broker_percentage.to_string()),
+    },
+    BrokerKey {
+        name: "leader.imbalance.check.interval.seconds",
+        set: |c, key, value, _| {
+            c.leader_imbalance_check_interval_seconds = parse_unsigned(key, value, 1, i64::MAX)?;
+            Ok(())
+        },
+        show: Some(|c| c.leader_imbalance_check_interval_seconds.to_string()),
+    },
+    BrokerKey {
         name: "log.cleaner.enable",
         set: |c, key, value, _| {
             c.cleaner.enable = parse_bool(key, value)?;

@@ -17,18 +17,20 @@
 //! eligible leader replicas (KIP-966).
 //!
 //! Files by concern, as KRaft's control managers: `topics` (topics, partitions, placement),
-//! `brokers` (the broker lifecycle, producer ids), `elections` (AlterPartition, ElectLeaders)
-//! and `configs`; this one dispatches an op to them. The op vocabulary is in `super::op`.
+//! `brokers` (the broker lifecycle, producer ids), `elections` (AlterPartition, ElectLeaders),
+//! `balance` (which leaders to move back, `auto.leader.rebalance.enable`) and `configs`; this one dispatches an op to them. The op vocabulary is in `super::op`.
 //!
 //! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index); racks
 //! are recorded but not used for placement.
 
+mod balance;
 mod brokers;
 mod configs;
 mod elections;
 mod lookup;
 mod topics;
 
+pub use balance::{partitions_to_balance, ELECTIONS_PER_BALANCE_MAX};
 pub use brokers::leaderships;
 pub use elections::elect_leaders;
 pub use lookup::{check_not_internal, check_topic_not_internal, is_internal};
