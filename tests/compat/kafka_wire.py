@@ -119,6 +119,35 @@ class Reader:
     def remaining(self):
         return len(self.data) - self.pos
 
+    # Flexible versions (KIP-482): compact strings and arrays, tagged fields.
+    def uvarint(self):
+        shift = value = 0
+        while True:
+            byte = self.take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def compact_string(self):
+        n = self.uvarint()
+        return None if n == 0 else self.take(n - 1).decode()
+
+    def compact_array(self, item):
+        n = self.uvarint()
+        return None if n == 0 else [item(self) for _ in range(n - 1)]
+
+    def uuid(self):
+        return self.take(16).hex()
+
+    def tagged_fields(self):
+        """Skips a tagged-field section; returns the tags seen."""
+        tags = []
+        for _ in range(self.uvarint()):
+            tags.append(self.uvarint())
+            self.take(self.uvarint())
+        return tags
+
 
 # ---- requests ---------------------------------------------------------------------------------
 
@@ -128,6 +157,13 @@ def header_v1(api_key, version, correlation_id, client_id="sluice-compat"):
 
 def header_v2(api_key, version, correlation_id, client_id="sluice-compat"):
     return header_v1(api_key, version, correlation_id, client_id) + b"\x00"  # no tagged fields
+
+
+def compact_array(items):
+    """A compact array of already-encoded `items`; None is the null array."""
+    if items is None:
+        return uvarint(0)
+    return uvarint(len(items) + 1) + b"".join(items)
 
 
 def frame(payload):

@@ -20,6 +20,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
+mod describe_topic_partitions;
 mod elect_leaders;
 mod fetch;
 mod find_coordinator;
@@ -151,6 +152,9 @@ registry! {
     },
     WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
     DescribeProducers 0..=0 => |shard, req, _call| describe_producers::handle(shard, req).await,
+    DescribeTopicPartitions 0..=0 => |shard, req, _call| {
+        describe_topic_partitions::handle(shard, &req)
+    },
 }
 
 /// What a handler is told about its request besides the body.
