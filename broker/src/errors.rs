@@ -219,7 +219,8 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         | ControllerError::NotPartitionLeader { .. }
         | ControllerError::InvalidIsr { .. } => ResponseError::InvalidRequest,
         ControllerError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
-        ControllerError::InvalidUpdateVersion { .. } => ResponseError::InvalidUpdateVersion,
+        ControllerError::InvalidUpdateVersion { .. }
+        | ControllerError::FeatureUpdateRefused { .. } => ResponseError::InvalidUpdateVersion,
         ControllerError::IneligibleReplica { .. } => ResponseError::IneligibleReplica,
         ControllerError::DuplicateBrokerRegistration { .. } => {
             ResponseError::DuplicateBrokerRegistration
@@ -370,6 +371,12 @@ mod tests {
                     partition: 0,
                     partition_epoch: 0,
                     current: 1,
+                },
+                95,
+            ),
+            (
+                ControllerError::FeatureUpdateRefused {
+                    message: "Invalid update version 2 for feature x.".into(),
                 },
                 95,
             ),

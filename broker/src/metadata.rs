@@ -27,6 +27,9 @@ pub struct ClusterMetadata {
     pub image: MetadataImage,
     /// The active controller's node id (`None`: no quorum leader known).
     pub active_controller: Option<i32>,
+    /// The metadata log index this image was published at (0 before the first): the
+    /// finalized features' epoch in ApiVersions, as Kafka's image offset.
+    pub metadata_offset: u64,
     /// This broker's `node.id`: it hosts the partitions it is a replica of.
     node_id: i32,
     shards: usize,
@@ -117,6 +120,7 @@ impl ClusterMetadata {
         ClusterMetadata {
             image,
             active_controller: None,
+            metadata_offset: 0,
             node_id,
             shards,
         }

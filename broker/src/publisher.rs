@@ -68,6 +68,7 @@ async fn publish_latest(
         let mut metadata =
             ClusterMetadata::new((*image).clone(), shard.shards, shard.config.node_id);
         metadata.active_controller = leader;
+        metadata.metadata_offset = applied.0;
         publish(shard, Arc::new(metadata)).await;
         // Every shard has set its partitions' roles: the fetchers follow the new image.
         if shard.id == crate::replica_fetcher::FETCHER_SHARD {

@@ -713,11 +713,13 @@ def test_admin_requests_work_through_a_broker_that_is_not_the_controller(cluster
 
 def test_a_client_cannot_fence_a_broker_through_the_controller_requests(cluster):
     # Brokers forward controller requests on the Kafka listener (Sluice's own API key 32000,
-    # JSON). Fencing, unfencing and unregistering are the active controller's own decisions:
-    # sent from outside, they are refused and nothing changes.
+    # JSON). Fencing and unfencing are the active controller's own decisions: sent from
+    # outside, they are refused and nothing changes. (Unregistering is Kafka's UnregisterBroker,
+    # which any client may send.)
     controller = metadata(cluster.bootstrap()).controller_id
     victim = next(i for i in (1, 2, 3) if i != controller)
-    for op in ({"FenceBroker": {"broker_id": victim}}, {"UnregisterBroker": {"broker_id": victim}}):
+    for op in ({"FenceBroker": {"broker_id": victim}},
+               {"UnfenceBroker": {"broker_id": victim, "broker_epoch": 0}}):
         request = json.dumps({"Op": {"from": victim, "op": op}}).encode()
         payload = exchange(cluster.nodes[controller].bootstrap,
                            kw.frame(kw.i16(32000) + kw.i32(5) + request))
@@ -847,6 +849,94 @@ def test_leadership_returns_to_a_restarted_preferred_replica_by_itself(cluster):
     assert prod.flush(30) == 0
     got = consume_all(cluster.bootstrap(), topic, 1, expected=300)
     assert sorted(m.value() for m in got[0]) == sorted(b"b-%d" % i for i in range(300))
+
+
+def test_kafka_metadata_quorum_describes_the_three_voters(cluster, java_classpath):
+    """DescribeQuorum (KIP-595) through any broker (one that is not the active controller
+    forwards it): `kafka-metadata-quorum.sh describe --status` names the active controller as
+    leader with the three voters and no observers; `--replication` lists each voter with its
+    log end offset, lag and fetch times; after a voter's SIGKILL the survivors describe a
+    quorum whose leader is one of them."""
+    import re
+
+    from jvm import check_java, run_java
+
+    tool = "org.apache.kafka.tools.MetadataQuorumCommand"
+
+    def describe(bootstrap, what):
+        return check_java(run_java(java_classpath, tool,
+                                   ["--bootstrap-server", bootstrap, "describe", what],
+                                   timeout=90))
+
+    controller = metadata(cluster.bootstrap()).controller_id
+    create(cluster.bootstrap(), "quorum-topic", partitions=2)
+    for node in cluster.nodes.values():
+        out = describe(node.bootstrap, "--status")
+        assert re.search(rf"LeaderId:\s+{controller}\n", out), out
+        assert re.search(r"LeaderEpoch:\s+[1-9]\d*\n", out), out
+        assert int(re.search(r"HighWatermark:\s+(\d+)", out)[1]) > 0, out
+        voters = sorted(int(v) for v in re.findall(r'\{"id": (\d+)', out.split("CurrentVoters:")[1]
+                                                              .split("\n")[0]))
+        assert voters == [1, 2, 3], out
+        assert re.search(r"CurrentObservers:\s+\[\]", out), out
+
+    def replication(bootstrap):
+        out = describe(bootstrap, "--replication")
+        rows = [l.split() for l in out.splitlines() if re.match(r"\d+\s", l)]
+        # NodeId DirectoryId LogEndOffset Lag LastFetchTimestamp LastCaughtUpTimestamp Status
+        return {int(r[0]): (int(r[2]), int(r[3]), int(r[4]), int(r[5]), r[6]) for r in rows}, out
+
+    def all_caught_up():
+        rows, _ = replication(cluster.bootstrap())
+        return rows if len(rows) == 3 and all(lag == 0 and fetched > 0
+                                              for _, lag, fetched, _, _ in rows.values()) else None
+
+    rows = wait_until(all_caught_up, FAILOVER_BOUND_S, what="every voter caught up")
+    assert sorted(rows) == [1, 2, 3], rows
+    assert [s for n, (*_, s) in sorted(rows.items()) if n == controller] == ["Leader"], rows
+    assert sorted(s for *_, s in rows.values()) == ["Follower", "Follower", "Leader"], rows
+
+    victim = next(i for i in (1, 2, 3) if i != controller)
+    cluster.kill(victim)
+    survivors = cluster.bootstrap(exclude={victim})
+    out = describe(survivors, "--status")
+    leader = int(re.search(r"LeaderId:\s+(\d+)", out)[1])
+    assert leader in (1, 2, 3) and leader != victim, out
+
+
+def test_kafka_cluster_unregister_removes_a_stopped_brokers_registration(cluster,
+                                                                         java_classpath):
+    """UnregisterBroker (API 64, KIP-631) as Kafka serves it: forwarded to the active
+    controller; a broker that is not registered is BROKER_ID_NOT_REGISTERED. A SIGKILLed
+    broker, unregistered through a survivor that is not the controller, is gone (unregistering
+    it again is refused); restarted, it registers again and serves."""
+    from jvm import run_java
+
+    tool = "org.apache.kafka.tools.ClusterTool"
+
+    def unregister(bootstrap, broker_id):
+        return run_java(java_classpath, tool,
+                        ["unregister", "--bootstrap-server", bootstrap, "--id", str(broker_id)],
+                        timeout=90)
+
+    run = unregister(cluster.bootstrap(), 9)
+    assert run.returncode != 0 and "BrokerIdNotRegisteredException" in run.output, run.report()
+
+    controller = metadata(cluster.bootstrap()).controller_id
+    victim = next(i for i in (1, 2, 3) if i != controller)
+    other = next(i for i in (1, 2, 3) if i not in (controller, victim))
+    cluster.kill(victim)
+    wait_until(lambda: victim not in metadata(cluster.nodes[other].bootstrap).brokers,
+               FAILOVER_BOUND_S, what=f"broker {victim} fenced")
+    run = unregister(cluster.nodes[other].bootstrap, victim)
+    assert run.returncode == 0 and f"Broker {victim} is no longer registered." in run.output, \
+        run.report()
+    run = unregister(cluster.nodes[other].bootstrap, victim)
+    assert run.returncode != 0 and "BrokerIdNotRegisteredException" in run.output, run.report()
+
+    cluster.start_node(victim)
+    wait_until(lambda: sorted(metadata(cluster.bootstrap()).brokers) == [1, 2, 3],
+               FAILOVER_BOUND_S, what=f"broker {victim} registered again")
 
 
 def test_committed_offsets_survive_the_coordinators_sigkill(cluster):

@@ -141,8 +141,8 @@ def test_admin_tools_answered_as_kafka_answers(broker, java_classpath):
     """The tools for what a single broker without an authorizer or quotas has: each gets
     Kafka's answer (ACLs: SECURITY_DISABLED; no reassignments; no election needed; no quotas;
     the log directory and its partitions),
-    and a tool whose API Sluice does not serve fails at once with Kafka's
-    UnsupportedVersionException instead of waiting."""
+    the metadata quorum (DescribeQuorum), and a tool whose API Sluice does not serve fails at
+    once with Kafka's UnsupportedVersionException instead of waiting."""
     cp = java_classpath
     T = "org.apache.kafka.tools."
     tool(cp, broker, TOPICS, "--create", "--topic", "cli-admin", "--partitions", "2",
@@ -179,9 +179,13 @@ def test_admin_tools_answered_as_kafka_answers(broker, java_classpath):
     assert (b["broker"], log_dir["logDir"], log_dir["error"]) == (0, str(broker.data_dir), None)
     sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
     assert set(sizes) == {"cli-admin-0", "cli-admin-1"} and all(v > 0 for v in sizes.values()), out
+    # kafka-metadata-quorum: the one-voter quorum of this node (DescribeQuorum).
+    out = tool(cp, broker, T + "MetadataQuorumCommand", "describe", "--status")
+    leader = re.search(r"LeaderId:\s+(\d+)", out)
+    assert leader and re.search(r"HighWatermark:\s+\d+", out), out
+    assert re.search(rf'CurrentVoters:\s+\[\{{"id": {leader[1]}\b', out), out
     for cls, args, api in (
-            (T + "MetadataQuorumCommand", ["describe", "--status"], "DESCRIBE_QUORUM"),
-            (T + "TransactionsCommand", ["list"], "LIST_TRANSACTIONS")):
+            (T + "TransactionsCommand", ["list"], "LIST_TRANSACTIONS"),):
         run = run_java(cp, cls, ["--bootstrap-server", broker.bootstrap, *args], timeout=60)
         assert run.returncode not in (0, None), run.report()
         assert f"The node does not support {api}" in run.output, run.report()

@@ -90,6 +90,7 @@ pub(super) async fn commit(
     let new_topic_id = Uuid::new_v4();
     let ctx = ProposeContext {
         broker_id: from,
+        controller_id: shard.config.node_id,
         broker_epoch: current.brokers.get(&from).map_or(-1, |b| b.broker_epoch),
         new_topic_id,
         check_topic_config: &check,

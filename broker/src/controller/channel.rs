@@ -13,6 +13,7 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use replication::metadata::{
     ControllerAnswer, ControllerError, ControllerOp, ControllerReply, ControllerRequest,
+    QuorumDescription,
 };
 use replication::raft::RaftIndex;
 use replication::runtime::NodeId;
@@ -29,6 +30,15 @@ pub async fn call_answer(
     let from = shard.config.node_id;
     match request(shard, ControllerRequest::Op { from, op }).await? {
         ControllerReply::Answer { answer, .. } => Ok(answer),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// The controller quorum as its leader describes it (DescribeQuorum), asked of the active
+/// controller here or over the network. Errors: as [`call_answer`].
+pub async fn describe_quorum(shard: &Rc<Shard>) -> Result<QuorumDescription, ControllerError> {
+    match request(shard, ControllerRequest::DescribeQuorum).await? {
+        ControllerReply::Quorum(description) => Ok(description),
         other => Err(unexpected(&other)),
     }
 }
@@ -96,7 +106,6 @@ pub(crate) async fn route(
             op,
             ControllerOp::FenceBroker { .. }
                 | ControllerOp::UnfenceBroker { .. }
-                | ControllerOp::UnregisterBroker { .. }
                 | ControllerOp::ControlledShutdown { .. }
         ) {
             return Err(ControllerError::NotForwardable {

@@ -72,6 +72,10 @@ pub(super) async fn handle_active(
             )
             .await
         }
+        ControllerRequest::DescribeQuorum => {
+            super::quorum_state::describe(controller, NodeId(shard.config.node_id))
+                .map(ControllerReply::Quorum)
+        }
     }
 }
 

@@ -126,6 +126,7 @@ impl SimController {
         self.next_topic_id.set(self.next_topic_id.get() + 1);
         let ctx = ProposeContext {
             broker_id: from,
+            controller_id: 0,
             broker_epoch: before.brokers.get(&from).map_or(-1, |b| b.broker_epoch),
             new_topic_id: Uuid::from_u128(self.next_topic_id.get()),
             check_topic_config: &no_topic_check,

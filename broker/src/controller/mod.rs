@@ -21,7 +21,7 @@
 //! an op's records, the producer-id blocks); [`fencing`] its broker-lifecycle ops (heartbeats,
 //! fencing); [`balance`] its leader balance (`auto.leader.rebalance.enable`); [`lifecycle`] the broker side of those (registration, heartbeats, controlled
 //! shutdown: Kafka's BrokerLifecycleManager; over a host trait, so that
-//! `lifecycle_sim_tests` runs it under the simulation); [`state`] shard 0's controller state,
+//! `lifecycle_sim_tests` runs it under the simulation); [`quorum_state`] DescribeQuorum's view of the quorum; [`state`] shard 0's controller state,
 //! the broker's side of the lifecycle included; [`bootstrap`] a new metadata log's first
 //! records; [`forward`] the wire of a forwarded request. The metadata publisher, which drives
 //! the data plane from the applied image, sits above in `crate::publisher`; the runtime starts
@@ -36,6 +36,7 @@ pub mod forward;
 mod lifecycle;
 #[cfg(test)]
 mod lifecycle_sim_tests;
+mod quorum_state;
 pub mod state;
 
 pub use active::{has_other_live_brokers, serving};
@@ -43,7 +44,8 @@ pub(crate) use balance::balance_leaders;
 pub use bootstrap::Startup;
 pub(crate) use channel::route;
 pub use channel::{
-    allocate_producer_id, allocate_producer_id_here, call, call_answer, serve_forwarded,
+    allocate_producer_id, allocate_producer_id_here, call, call_answer, describe_quorum,
+    serve_forwarded,
 };
 pub(crate) use fencing::fence_expired;
 pub use lifecycle::controlled_shutdown;

@@ -20,6 +20,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
+mod describe_quorum;
 mod describe_topic_partitions;
 mod elect_leaders;
 mod fetch;
@@ -41,6 +42,8 @@ mod offset_for_leader_epoch;
 mod produce;
 mod replica_assignment;
 mod sync_group;
+mod unregister_broker;
+mod update_features;
 mod wire;
 mod write_txn_markers;
 
@@ -112,7 +115,9 @@ registry! {
     },
     ListOffsets 1..=7 => |shard, req, call| list_offsets::handle(shard, req, call.version).await,
     Metadata 0..=12 => |shard, req, call| metadata::handle(shard, req, call.version).await,
-    ApiVersions 0..=3 => |_shard, _, _call| api_versions::handle(supported_versions()),
+    ApiVersions 0..=3 => |shard, _, _call| {
+        api_versions::handle(supported_versions(), &shard.metadata())
+    },
     CreateTopics 2..=7 => |shard, req, _call| create_topics::handle(shard, req).await,
     DeleteTopics 1..=5 => |shard, req, call| delete_topics::handle(shard, req, call.version).await,
     DescribeConfigs 1..=4 => |shard, req, call| describe_configs::handle(shard, req, call.version),
@@ -152,6 +157,13 @@ registry! {
     },
     WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
     DescribeProducers 0..=0 => |shard, req, _call| describe_producers::handle(shard, req).await,
+    DescribeQuorum 0..=2 => |shard, req, call| {
+        describe_quorum::handle(shard, &req, call.version).await
+    },
+    UnregisterBroker 0..=0 => |shard, req, _call| unregister_broker::handle(shard, &req).await,
+    UpdateFeatures 0..=2 => |shard, req, call| {
+        update_features::handle(shard, req, call.version).await
+    },
     DescribeTopicPartitions 0..=0 => |shard, req, _call| {
         describe_topic_partitions::handle(shard, &req)
     },

@@ -138,7 +138,8 @@ fn alter_refusal(e: &ControllerError) -> AlterRefusal {
         ControllerError::NotPartitionLeader { .. }
         | ControllerError::InvalidIsr { .. }
         | ControllerError::ChangeTooLarge { .. }
-        | ControllerError::NotForwardable { .. } => AlterRefusal::InvalidRequest,
+        | ControllerError::NotForwardable { .. }
+        | ControllerError::FeatureUpdateRefused { .. } => AlterRefusal::InvalidRequest,
         // NOT_CONTROLLER, STALE_BROKER_EPOCH and the rest: Kafka's default, send again.
         ControllerError::AlterPartitionEpochAhead { .. }
         | ControllerError::NotController { .. }

@@ -526,6 +526,7 @@ impl Controller {
         );
         let ctx = ProposeContext {
             broker_id: from,
+            controller_id: 0,
             broker_epoch: current.brokers.get(&from).map_or(-1, |b| b.broker_epoch),
             new_topic_id,
             check_topic_config: &any_topic_config,

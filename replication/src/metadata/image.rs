@@ -13,10 +13,10 @@
 //!    `ClusterControlManager` replay checks the same).
 
 use super::record::{
-    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FenceBrokerRecord,
-    MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord,
+    FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
+    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    UnfenceBrokerRecord, UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -91,6 +91,10 @@ pub struct MetadataImage {
     /// have been handed out.
     pub next_broker_epoch: i64,
     pub producer_ids: ProducerIdsImage,
+    /// Finalized feature levels by feature name (`FeatureLevelRecord`s; a feature at level 0
+    /// is not kept). `metadata.version` absent: the bootstrap level
+    /// ([`super::METADATA_VERSION_BOOTSTRAP`]).
+    pub features: BTreeMap<String, i16>,
 }
 
 /// A record that does not fit the image it is applied to. The proposer never produces one,
@@ -196,6 +200,17 @@ impl MetadataImage {
                 Ok(())
             }
             MetadataRecord::ClusterId(r) => self.apply_cluster_id(&r.cluster_id),
+            MetadataRecord::FeatureLevel(FeatureLevelRecord {
+                name,
+                feature_level,
+            }) => {
+                if *feature_level == 0 {
+                    self.features.remove(name);
+                } else {
+                    self.features.insert(name.clone(), *feature_level);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -407,7 +422,16 @@ impl MetadataImage {
     /// Records that rebuild this image from an empty one named [`MetadataImage::cluster_id`]:
     /// what a snapshot holds (as KRaft snapshots hold records).
     pub fn to_records(&self) -> Vec<MetadataRecord> {
-        let mut records = Vec::new();
+        let mut records: Vec<MetadataRecord> = self
+            .features
+            .iter()
+            .map(|(name, level)| {
+                MetadataRecord::FeatureLevel(FeatureLevelRecord {
+                    name: name.clone(),
+                    feature_level: *level,
+                })
+            })
+            .collect();
         if self.next_broker_epoch > 0 {
             // First: the registrations that follow only move it up to where it already is.
             records.push(MetadataRecord::NextBrokerEpoch(NextBrokerEpochRecord {

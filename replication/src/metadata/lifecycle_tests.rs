@@ -53,6 +53,7 @@ impl Cluster {
         let session_live = move |broker_id: i32| live.contains(&broker_id);
         let ctx = ProposeContext {
             broker_id: 1,
+            controller_id: 0,
             broker_epoch: 0,
             new_topic_id: Uuid::from_u128(self.next_topic_id),
             check_topic_config: &no_topic_check,

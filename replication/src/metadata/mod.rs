@@ -34,13 +34,15 @@ pub use image::{
 };
 pub use op::{
     BrokerConfigCheck, BrokerSessionLive, ControllerAnswer, ControllerError, ControllerOp,
-    ElectionError, ElectionType, ProposeContext, TopicConfigCheck, TopicElectionResults,
-    TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX,
-    PRODUCER_ID_BLOCK_SIZE, UNCLEAN_LEADER_ELECTION_ENABLE,
+    ElectionError, ElectionType, FeatureUpdate, ProposeContext, TopicConfigCheck,
+    TopicElectionResults, TopicOperation, UpgradeType, CONSUMER_OFFSETS_TOPIC,
+    INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
+    UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use propose::{
-    check_not_internal, check_topic_not_internal, elect_leaders, is_internal, leaderships,
-    partitions_to_balance, place_replicas, propose, validate_topic_name, ELECTIONS_PER_BALANCE_MAX,
+    check_not_internal, check_topic_not_internal, elect_leaders, finalized_features, is_internal,
+    leaderships, partitions_to_balance, place_replicas, propose, validate_topic_name,
+    ELECTIONS_PER_BALANCE_MAX, METADATA_VERSION, METADATA_VERSION_BOOTSTRAP, SUPPORTED_FEATURES,
 };
 pub use raft_machine::{
     apply_entry, decode_entry, decode_snapshot, encode_entry, encode_snapshot, recover_image,
@@ -49,11 +51,12 @@ pub use raft_machine::{
 };
 pub use record::{
     BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord, ConfigRecord,
-    FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
-    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
-    UnfenceBrokerRecord, UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    FeatureLevelRecord, FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord,
+    PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+    RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
+    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
-pub use request::{ControllerReply, ControllerRequest};
+pub use request::{ControllerReply, ControllerRequest, QuorumDescription, ReplicaDescription};
 pub use store::{
     decode_files, MetadataStore, Opened, StoreError, FRAME_BYTES_MAX, LOG_FILE_NAME,
     SNAPSHOT_FILE_NAME, SNAPSHOT_LOG_BYTES,

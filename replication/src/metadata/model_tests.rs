@@ -98,6 +98,7 @@ fn run_ops(ops: &[ControllerOp]) -> (Vec<Vec<MetadataRecord>>, MetadataImage) {
     for (i, op) in ops.iter().enumerate() {
         let ctx = ProposeContext {
             broker_id: 1,
+            controller_id: 0,
             broker_epoch: 0,
             new_topic_id: Uuid::from_u128(u128::try_from(i).unwrap() + 1),
             check_topic_config: &check,
@@ -261,6 +262,7 @@ proptest! {
 fn ctx(topic_id: u128) -> ProposeContext<'static> {
     ProposeContext {
         broker_id: 1,
+        controller_id: 0,
         broker_epoch: 3,
         new_topic_id: Uuid::from_u128(topic_id),
         check_topic_config: &no_check,

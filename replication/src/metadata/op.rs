@@ -5,6 +5,8 @@
 
 use super::image::ApplyError;
 use super::record::BrokerEndpoint;
+#[cfg(doc)]
+use super::record::FeatureLevelRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -166,6 +168,49 @@ pub enum ControllerOp {
         partition_epoch: i32,
         new_isr: Vec<i32>,
     },
+    /// Changes finalized feature levels (UpdateFeatures, KIP-584/KIP-778; KRaft
+    /// `FeatureControlManager::updateFeatures`): every update is checked in Kafka's order and
+    /// the first refused one refuses them all
+    /// ([`ControllerError::FeatureUpdateRefused`]); else one [`FeatureLevelRecord`] each.
+    UpdateFeatures {
+        updates: Vec<FeatureUpdate>,
+        validate_only: bool,
+    },
+}
+
+/// One feature change of [`ControllerOp::UpdateFeatures`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureUpdate {
+    pub feature: String,
+    /// The new finalized level; 0 removes the feature.
+    pub max_version_level: i16,
+    pub upgrade_type: UpgradeType,
+}
+
+/// How a [`FeatureUpdate`] may move the level (Kafka's `FeatureUpdate.UpgradeType`, the
+/// request's `upgrade_type`: 1, 2, 3; v0's `allow_downgrade` is a safe downgrade).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UpgradeType {
+    /// Up only (1).
+    Upgrade,
+    /// Down, when no metadata is lost (2).
+    SafeDowngrade,
+    /// Down, losing metadata (3).
+    UnsafeDowngrade,
+    /// Another code: refused.
+    Unknown,
+}
+
+impl UpgradeType {
+    /// The type of the wire's `upgrade_type` code.
+    pub fn from_code(code: i8) -> UpgradeType {
+        match code {
+            1 => UpgradeType::Upgrade,
+            2 => UpgradeType::SafeDowngrade,
+            3 => UpgradeType::UnsafeDowngrade,
+            _ => UpgradeType::Unknown,
+        }
+    }
 }
 
 impl ControllerOp {
@@ -177,7 +222,8 @@ impl ControllerOp {
             | ControllerOp::CreatePartitions { validate_only, .. }
             | ControllerOp::AlterTopicConfig { validate_only, .. }
             | ControllerOp::ReplaceTopicConfig { validate_only, .. }
-            | ControllerOp::AlterBrokerConfig { validate_only, .. } => *validate_only,
+            | ControllerOp::AlterBrokerConfig { validate_only, .. }
+            | ControllerOp::UpdateFeatures { validate_only, .. } => *validate_only,
             ControllerOp::DeleteTopic { .. }
             | ControllerOp::AllocateProducerIds
             | ControllerOp::RegisterBroker { .. }
@@ -360,8 +406,9 @@ pub enum ControllerError {
         entry_bytes: usize,
         entry_bytes_max: usize,
     },
-    /// A request only the active controller makes itself (fencing, unfencing, unregistering a
-    /// broker) arrived from another broker: refused (INVALID_REQUEST).
+    /// A request only the active controller makes itself (fencing, unfencing, a controlled
+    /// shutdown's move) arrived from another broker: refused (INVALID_REQUEST).
+    /// (Unregistering is also a client's request, UnregisterBroker, forwarded as Kafka's.)
     #[error("'{op}' is not accepted from another broker")]
     NotForwardable { op: String },
     /// The controller could not be reached or stopped.
@@ -408,6 +455,10 @@ pub enum ControllerError {
         partition_epoch: i32,
         current: i32,
     },
+    /// A feature update refused (Kafka's `INVALID_UPDATE_VERSION`); `message` is Kafka's
+    /// ("Invalid update version …" or "Invalid metadata.version …").
+    #[error("{message}")]
+    FeatureUpdateRefused { message: String },
     /// An ISR with a duplicate or a non-replica, or without the leader (Kafka's
     /// `INVALID_REQUEST`).
     #[error("{topic}-{partition}: invalid ISR {isr:?}: {reason}")]
@@ -446,6 +497,8 @@ pub type BrokerSessionLive<'a> = dyn Fn(i32) -> bool + 'a;
 pub struct ProposeContext<'a> {
     /// The proposing broker: the owner of producer-id blocks.
     pub broker_id: i32,
+    /// This controller's node id (named in Kafka's feature-update refusals).
+    pub controller_id: i32,
     pub broker_epoch: i64,
     /// The id of a topic the op creates (the caller picks it at random).
     pub new_topic_id: Uuid,

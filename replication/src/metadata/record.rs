@@ -44,6 +44,16 @@ pub enum MetadataRecord {
     NextBrokerEpoch(NextBrokerEpochRecord),
     /// [`ClusterIdRecord`] (the first entry of a new metadata log).
     ClusterId(ClusterIdRecord),
+    /// [`FeatureLevelRecord`].
+    FeatureLevel(FeatureLevelRecord),
+}
+
+/// A finalized feature level (KRaft `FeatureLevelRecord`, KIP-584/KIP-778): `feature_level`
+/// 0 removes the feature from the finalized set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureLevelRecord {
+    pub name: String,
+    pub feature_level: i16,
 }
 
 /// A new topic (KRaft `TopicRecord`); its partitions follow as [`PartitionRecord`]s.

@@ -21,6 +21,8 @@ pub enum ControllerRequest {
         metadata_offset: u64,
         want_shut_down: bool,
     },
+    /// The controller quorum's state as the leader sees it (DescribeQuorum, KIP-595).
+    DescribeQuorum,
 }
 
 /// What the active controller answers a [`ControllerRequest`].
@@ -40,4 +42,31 @@ pub enum ControllerReply {
         is_fenced: bool,
         should_shut_down: bool,
     },
+    /// The controller quorum's state.
+    Quorum(QuorumDescription),
+}
+
+/// The controller quorum as its leader describes it (DescribeQuorumResponse's partition).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumDescription {
+    pub leader_id: i32,
+    /// The leader's term (Kafka's leader epoch).
+    pub leader_epoch: i32,
+    /// The metadata log's committed end (Raft's commit index).
+    pub high_watermark: i64,
+    pub voters: Vec<ReplicaDescription>,
+    /// Replicas that follow without voting: none, every node is a voter.
+    pub observers: Vec<ReplicaDescription>,
+}
+
+/// One replica of the metadata log (DescribeQuorumResponse's `ReplicaState`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaDescription {
+    pub replica_id: i32,
+    /// Its log end offset as the leader knows it.
+    pub log_end_offset: i64,
+    /// When the leader last heard from it, ms since the Unix epoch; -1: not known.
+    pub last_fetch_timestamp_ms: i64,
+    /// When it last had everything the leader had, ms since the Unix epoch; -1: not known.
+    pub last_caught_up_timestamp_ms: i64,
 }

@@ -29,7 +29,7 @@ mod types;
 pub use file_storage::{replay, DurableDir, FileRaftStorage, LOG_FILE, RECORD_BYTES_MAX};
 pub use node::{
     Committed, Proposal, ProposeError, QuorumConfig, QuorumNode, QuorumStatus, Role, StartError,
-    StopReason, APPENDS_IN_FLIGHT_MAX, APPEND_BYTES_MAX, MESSAGES_PER_TURN_MAX,
+    StopReason, VoterProgress, APPENDS_IN_FLIGHT_MAX, APPEND_BYTES_MAX, MESSAGES_PER_TURN_MAX,
     UNCOMMITTED_BYTES_MAX,
 };
 #[cfg(any(test, feature = "sim"))]

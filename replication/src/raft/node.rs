@@ -278,6 +278,26 @@ pub struct QuorumStatus {
     pub commits_beyond_log: u64,
     /// Set once the driver stopped.
     pub stopped: Option<StopReason>,
+    /// This node's log end: the index of its last entry (Raft indexes start at 1, so this is
+    /// also Kafka's exclusive log end offset).
+    pub log_end: RaftIndex,
+    /// While this node leads: every voter's replication progress (this node's own first is
+    /// not guaranteed; by node id), for DescribeQuorum. Empty otherwise.
+    pub voters: Vec<VoterProgress>,
+}
+
+/// A voter's replication progress as the leader sees it (KIP-595's `ReplicaState`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoterProgress {
+    pub node: NodeId,
+    /// Its log end as the leader knows it: the index of the last entry it matched (as
+    /// [`QuorumStatus::log_end`]).
+    pub log_end: RaftIndex,
+    /// When the leader last heard from it (an append or heartbeat answer), on the
+    /// runtime's monotonic clock; the leader itself: now. `None`: not since this node leads.
+    pub last_fetch: Option<MonotonicTime>,
+    /// When it last had every entry the leader had: the leader itself, now.
+    pub last_caught_up: Option<MonotonicTime>,
 }
 
 struct Slot {
@@ -459,6 +479,8 @@ impl Shared {
                 frames_refused: 0,
                 commits_beyond_log: 0,
                 stopped: None,
+                log_end: RaftIndex(0),
+                voters: Vec::new(),
             }),
             stop_requested: Cell::new(false),
             wake: Rc::new(Notify::default()),
@@ -537,6 +559,8 @@ impl QuorumNode {
             next_tick,
             unreachable: Vec::new(),
             snapshots_sent: Vec::new(),
+            heard: BTreeMap::new(),
+            heard_term: 0,
         };
         driver.pin_election_timeout();
         runtime.spawn(Box::pin(driver.run()));
@@ -631,6 +655,11 @@ struct Driver<S, T, R, M> {
     rng: fastrand::Rng,
     /// The (term, role, leader) and timeout the last draw was made for.
     election_timeout_for: Option<((u64, StateRole, u64), usize)>,
+    /// While leading: when each other voter was last heard from and last caught up (raft id
+    /// → times); cleared when the leadership changes. Bounded by the voter count.
+    heard: BTreeMap<u64, (Option<MonotonicTime>, Option<MonotonicTime>)>,
+    /// The term `heard` is about.
+    heard_term: u64,
 }
 
 impl<S, T, R, M> Driver<S, T, R, M>
@@ -756,8 +785,15 @@ where
                     message.commit = self.raw.raft.raft_log.committed;
                     self.shared.status.borrow_mut().commits_beyond_log += 1;
                 }
+                let answer = matches!(
+                    message.get_msg_type(),
+                    MessageType::MsgAppendResponse | MessageType::MsgHeartbeatResponse
+                );
                 let _ = self.raw.step(message);
                 self.pin_election_timeout();
+                if answer {
+                    self.heard_from(from);
+                }
             }
             Err(_) => self.shared.status.borrow_mut().frames_refused += 1,
         }
@@ -951,7 +987,78 @@ where
         Ok(())
     }
 
+    /// While leading, notes that voter `from` answered now, and whether it has caught up.
+    fn heard_from(&mut self, from: NodeId) {
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader {
+            return;
+        }
+        let Some(id) = codec::raft_id(from) else {
+            return;
+        };
+        let Some(progress) = raft.prs().get(id) else {
+            return;
+        };
+        let now = self.runtime.now();
+        let caught_up = progress.matched >= raft.raft_log.last_index();
+        self.forget_heard_of_other_terms();
+        let entry = self.heard.entry(id).or_default();
+        entry.0 = Some(now);
+        if caught_up {
+            entry.1 = Some(now);
+        }
+    }
+
+    /// Clears what was heard when this node no longer leads in the term it was heard in.
+    fn forget_heard_of_other_terms(&mut self) {
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader || raft.term != self.heard_term {
+            self.heard.clear();
+            self.heard_term = raft.term;
+        }
+    }
+
+    /// Every voter's progress while this node leads (empty otherwise).
+    fn voter_progress(&mut self) -> Vec<VoterProgress> {
+        self.forget_heard_of_other_terms();
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader {
+            return Vec::new();
+        }
+        let now = self.runtime.now();
+        let mut voters: Vec<VoterProgress> = raft
+            .prs()
+            .iter()
+            .filter_map(|(&id, progress)| {
+                let node = codec::node_id(id)?;
+                let (last_fetch, last_caught_up) = if id == self.this {
+                    (Some(now), Some(now))
+                } else {
+                    self.heard.get(&id).copied().unwrap_or_default()
+                };
+                let log_end = if id == self.this {
+                    raft.raft_log.last_index()
+                } else {
+                    progress.matched
+                };
+                Some(VoterProgress {
+                    node,
+                    log_end: RaftIndex(log_end),
+                    last_fetch,
+                    last_caught_up,
+                })
+            })
+            .collect();
+        voters.sort_by_key(|v| v.node);
+        assert!(
+            voters.len() <= self.shared.config.voters.len(),
+            "progress only of configured voters"
+        );
+        voters
+    }
+
     fn report_status(&mut self) {
+        let voters = self.voter_progress();
         let raft = &self.raw.raft;
         let leader = codec::node_id(raft.leader_id);
         let term = raft.term;
@@ -969,6 +1076,8 @@ where
             status.commit_index = RaftIndex(raft.raft_log.committed);
             status.commit_term = RaftTerm(raft.raft_log.term(raft.raft_log.committed).unwrap_or(0));
             status.applied_index = RaftIndex(self.applied);
+            status.log_end = RaftIndex(raft.raft_log.last_index());
+            status.voters = voters;
         }
         if self.reported != Some((leader, term)) {
             self.reported = Some((leader, term));

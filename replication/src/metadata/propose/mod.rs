@@ -18,7 +18,8 @@
 //!
 //! Files by concern, as KRaft's control managers: `topics` (topics, partitions, placement),
 //! `brokers` (the broker lifecycle, producer ids), `elections` (AlterPartition, ElectLeaders),
-//! `balance` (which leaders to move back, `auto.leader.rebalance.enable`) and `configs`; this one dispatches an op to them. The op vocabulary is in `super::op`.
+//! `balance` (which leaders to move back, `auto.leader.rebalance.enable`), `features`
+//! (finalized features, UpdateFeatures) and `configs`; this one dispatches an op to them. The op vocabulary is in `super::op`.
 //!
 //! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index); racks
 //! are recorded but not used for placement.
@@ -27,12 +28,16 @@ mod balance;
 mod brokers;
 mod configs;
 mod elections;
+mod features;
 mod lookup;
 mod topics;
 
 pub use balance::{partitions_to_balance, ELECTIONS_PER_BALANCE_MAX};
 pub use brokers::leaderships;
 pub use elections::elect_leaders;
+pub use features::{
+    finalized_features, METADATA_VERSION, METADATA_VERSION_BOOTSTRAP, SUPPORTED_FEATURES,
+};
 pub use lookup::{check_not_internal, check_topic_not_internal, is_internal};
 pub use topics::{place_replicas, validate_topic_name};
 
@@ -129,6 +134,10 @@ pub fn propose(
             election_type,
             partitions,
         } => Ok(elect_leaders(image, *election_type, partitions.as_deref()).0),
+        ControllerOp::UpdateFeatures {
+            updates,
+            validate_only: _,
+        } => features::update_features(image, ctx.controller_id, updates),
     }
 }
 

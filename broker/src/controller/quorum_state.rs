@@ -1,0 +1,85 @@
+//! DescribeQuorum on the active controller (KIP-595; Kafka's `LeaderState.describeQuorum`):
+//! the quorum's leader, term and high watermark (Raft's commit index) and each voter's log end
+//! with when it was last heard from and last caught up, from this node's raft-rs progress
+//! (`replication::raft::QuorumStatus::voters`). Raft-rs keeps its times on the monotonic
+//! clock; they are given as wall-clock ms here, as Kafka's are.
+
+use super::active::not_active;
+use super::state::Controller;
+use crate::seam::ShardRuntime;
+use replication::metadata::{ControllerError, QuorumDescription, ReplicaDescription};
+use replication::raft::{Role, VoterProgress};
+use replication::runtime::{Clock, MonotonicTime, NodeId};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The quorum as this node, its leader, sees it. Errors: [`ControllerError::NotController`]
+/// when it does not lead.
+pub(super) fn describe(
+    controller: &Controller,
+    node: NodeId,
+) -> Result<QuorumDescription, ControllerError> {
+    let status = controller.quorum.status();
+    if status.role != Role::Leader || status.leader != Some(node) || status.stopped.is_some() {
+        return Err(not_active(controller));
+    }
+    let now = ShardRuntime.now();
+    let wall_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    let voters = status
+        .voters
+        .iter()
+        .map(|v| replica(v, now, wall_ms))
+        .collect();
+    Ok(QuorumDescription {
+        leader_id: node.0,
+        leader_epoch: i32::try_from(status.term.0).unwrap_or(i32::MAX),
+        high_watermark: i64::try_from(status.commit_index.0).unwrap_or(i64::MAX),
+        voters,
+        observers: Vec::new(),
+    })
+}
+
+/// One voter's progress, its monotonic times as wall-clock ms (`now` is `wall` on the
+/// monotonic clock).
+fn replica(v: &VoterProgress, now: MonotonicTime, wall: Duration) -> ReplicaDescription {
+    let wall_ms = |t: Option<MonotonicTime>| {
+        t.map_or(-1, |t| {
+            let at = wall.saturating_sub(now.saturating_duration_since(t));
+            i64::try_from(at.as_millis()).unwrap_or(i64::MAX)
+        })
+    };
+    ReplicaDescription {
+        replica_id: v.node.0,
+        log_end_offset: i64::try_from(v.log_end.0).unwrap_or(i64::MAX),
+        last_fetch_timestamp_ms: wall_ms(v.last_fetch),
+        last_caught_up_timestamp_ms: wall_ms(v.last_caught_up),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replication::raft::RaftIndex;
+
+    #[test]
+    fn monotonic_times_become_wall_clock_ms_and_unknown_ones_minus_one() {
+        let now = MonotonicTime(Duration::from_secs(100));
+        let wall = Duration::from_millis(1_700_000_000_000);
+        let v = VoterProgress {
+            node: NodeId(2),
+            log_end: RaftIndex(41),
+            last_fetch: Some(MonotonicTime(Duration::from_millis(99_500))),
+            last_caught_up: None,
+        };
+        assert_eq!(
+            replica(&v, now, wall),
+            ReplicaDescription {
+                replica_id: 2,
+                log_end_offset: 41,
+                last_fetch_timestamp_ms: 1_699_999_999_500,
+                last_caught_up_timestamp_ms: -1,
+            }
+        );
+    }
+}
