@@ -141,8 +141,8 @@ def test_admin_tools_answered_as_kafka_answers(broker, java_classpath):
     """The tools for what a single broker without an authorizer or quotas has: each gets
     Kafka's answer (ACLs: SECURITY_DISABLED; no reassignments; no election needed; no quotas;
     the log directory and its partitions),
-    the metadata quorum (DescribeQuorum), and a tool whose API Sluice does not serve fails at
-    once with Kafka's UnsupportedVersionException instead of waiting."""
+    and a tool whose API Sluice does not serve fails at once with Kafka's
+    UnsupportedVersionException instead of waiting."""
     cp = java_classpath
     T = "org.apache.kafka.tools."
     tool(cp, broker, TOPICS, "--create", "--topic", "cli-admin", "--partitions", "2",
@@ -179,14 +179,27 @@ def test_admin_tools_answered_as_kafka_answers(broker, java_classpath):
     assert (b["broker"], log_dir["logDir"], log_dir["error"]) == (0, str(broker.data_dir), None)
     sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
     assert set(sizes) == {"cli-admin-0", "cli-admin-1"} and all(v > 0 for v in sizes.values()), out
-    # kafka-metadata-quorum: the one-voter quorum of this node (DescribeQuorum).
-    out = tool(cp, broker, T + "MetadataQuorumCommand", "describe", "--status")
-    leader = re.search(r"LeaderId:\s+(\d+)", out)
-    assert leader and re.search(r"HighWatermark:\s+\d+", out), out
-    assert re.search(rf'CurrentVoters:\s+\[\{{"id": {leader[1]}\b', out), out
     for cls, args, api in (
             (T + "TransactionsCommand", ["list"], "LIST_TRANSACTIONS"),):
         run = run_java(cp, cls, ["--bootstrap-server", broker.bootstrap, *args], timeout=60)
         assert run.returncode not in (0, None), run.report()
         assert f"The node does not support {api}" in run.output, run.report()
         assert run.seconds < 30, run.report()
+
+
+def test_kafka_metadata_quorum_describes_the_one_voter(broker, java_classpath):
+    """kafka-metadata-quorum.sh (DescribeQuorum, KIP-595) on one node: it leads a quorum of
+    itself, with a high watermark, no observers, and its own replication row as Leader."""
+    cp = java_classpath
+    quorum = "org.apache.kafka.tools.MetadataQuorumCommand"
+    out = tool(cp, broker, quorum, "describe", "--status")
+    leader = re.search(r"LeaderId:\s+(\d+)", out)
+    assert leader and int(re.search(r"HighWatermark:\s+(\d+)", out)[1]) > 0, out
+    assert re.search(r"LeaderEpoch:\s+[1-9]", out), out
+    assert re.search(rf'CurrentVoters:\s+\[\{{"id": {leader[1]}\b', out), out
+    assert re.search(r"CurrentObservers:\s+\[\]", out), out
+    out = tool(cp, broker, quorum, "describe", "--replication")
+    rows = [l.split() for l in out.splitlines() if re.match(r"\d+\s", l)]
+    # NodeId DirectoryId LogEndOffset Lag LastFetchTimestamp LastCaughtUpTimestamp Status
+    assert [(r[0], r[3], r[6]) for r in rows] == [(leader[1], "0", "Leader")], out
+    assert int(rows[0][2]) > 0 and int(rows[0][4]) > 0 and int(rows[0][5]) > 0, out
