@@ -939,6 +939,38 @@ def test_kafka_cluster_unregister_removes_a_stopped_brokers_registration(cluster
                FAILOVER_BOUND_S, what=f"broker {victim} registered again")
 
 
+def test_update_features_goes_to_the_active_controller(cluster, java_classpath):
+    """UpdateFeatures (API 57) sent to a broker that is not the active controller is forwarded:
+    the refusal names the active controller as the local controller; an accepted update
+    (metadata.version at its finalized level) is recorded, and every broker still reports the
+    same finalized metadata.version."""
+    import re
+
+    from jvm import run_java
+
+    tool = "org.apache.kafka.tools.FeatureCommand"
+
+    def features(bootstrap, *args):
+        return run_java(java_classpath, tool, ["--bootstrap-server", bootstrap, *args],
+                        timeout=90)
+
+    controller = metadata(cluster.bootstrap()).controller_id
+    other = next(n for n in cluster.nodes.values() if n.node_id != controller).bootstrap
+    run = features(other, "upgrade", "--feature", "group.version=1")
+    assert run.returncode == 1, run.report()
+    assert (f"Invalid update version 1 for feature group.version. Local controller {controller} "
+            "does not support this feature.") in run.output, run.report()
+    run = features(other, "upgrade", "--metadata", "3.3-IV3")
+    assert run.returncode == 0 and "metadata.version was upgraded to 7." in run.output, \
+        run.report()
+    for node in cluster.nodes.values():
+        run = features(node.bootstrap, "describe")
+        assert run.returncode == 0, run.report()
+        assert re.search(r"Feature: metadata\.version\s+SupportedMinVersion: 3\.3-IV3\s+"
+                         r"SupportedMaxVersion: 3\.3-IV3\s+FinalizedVersionLevel: 3\.3-IV3",
+                         run.output), run.report()
+
+
 def test_committed_offsets_survive_the_coordinators_sigkill(cluster):
     """A group's coordinator is the leader of its `__consumer_offsets` partition (RF 3) and
     commits are acks=all appends to it: after the coordinator's SIGKILL, the new leader of
