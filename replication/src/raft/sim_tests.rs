@@ -784,6 +784,65 @@ mod api {
         assert_eq!(values, expected, "in proposal order");
     }
 
+    /// DescribeQuorum's source: the leader reports every voter's progress (its own log end,
+    /// the followers' matched ends once they answered, with when it heard from them and saw
+    /// them caught up); a follower reports none; a crashed follower's times stop moving.
+    #[test]
+    fn the_leader_reports_every_voters_progress() {
+        let (mut ex, mut cluster) = quiet(3, 3);
+        ex.run_until(async move {
+            for i in 0..3 {
+                cluster.start(i).await;
+            }
+            let leader = until_leader(&cluster).await;
+            for i in 0..5 {
+                leader
+                    .propose(Bytes::from(format!("p{i}")))
+                    .await
+                    .expect("a quorum commits");
+            }
+            // Heartbeat answers bring every follower's times.
+            cluster.rt.sleep(Duration::from_millis(500)).await;
+            let status = leader.status();
+            let ids: Vec<NodeId> = status.voters.iter().map(|v| v.node).collect();
+            assert_eq!(ids, cluster.voters);
+            for v in &status.voters {
+                assert_eq!(v.log_end, status.log_end, "{v:?} caught up");
+                assert!(
+                    v.last_fetch.is_some() && v.last_caught_up.is_some(),
+                    "{v:?}"
+                );
+            }
+            assert!(status.commit_index <= status.log_end);
+            let followers: Vec<_> = cluster
+                .nodes
+                .iter()
+                .flatten()
+                .filter(|r| r.node.status().role == Role::Follower)
+                .collect();
+            assert_eq!(followers.len(), 2);
+            assert!(followers.iter().all(|r| r.node.status().voters.is_empty()));
+            // A crashed follower is heard from no more.
+            let leader_id = leader.leader().expect("a leader");
+            let victim = (0..3)
+                .find(|&i| cluster.voters[i] != leader_id)
+                .expect("a follower");
+            let victim_id = cluster.voters[victim];
+            cluster.crash(victim);
+            let heard = |s: &crate::raft::QuorumStatus| {
+                s.voters
+                    .iter()
+                    .find(|v| v.node == victim_id)
+                    .and_then(|v| v.last_fetch)
+            };
+            let before = heard(&leader.status());
+            cluster.rt.sleep(Duration::from_millis(500)).await;
+            let after = heard(&leader.status());
+            assert!(before.is_some() && before == after, "{before:?} {after:?}");
+        })
+        .expect("the run completes");
+    }
+
     /// Immediate refusals: a follower names the leader, an empty or oversized entry, a full
     /// queue, and a stopped node.
     #[test]
