@@ -12,6 +12,7 @@
 //! is pure (no I/O, no executor) and answers a typed error, never a panic, on any input.
 
 mod admin;
+mod authz;
 mod cleaner;
 mod cli;
 mod compression;
@@ -39,6 +40,7 @@ mod rt;
 mod runtime;
 mod seam;
 mod send;
+mod session;
 mod shard;
 mod shutdown;
 

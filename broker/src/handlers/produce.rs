@@ -20,11 +20,14 @@
 //! Transactions (KIP-98): transactional batches are appended and tracked by the partition's
 //! producer state (the open transaction holds back the last stable offset until its marker,
 //! written by WriteTxnMarkers). As Kafka's `KafkaApis.handleProduceRequest`, a request with
-//! transactional batches but no `transactional_id` is refused whole with
-//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no ACLs here: any transactional id is allowed). A
+//! transactional batches but no `transactional_id`, or one the principal may not WRITE, is
+//! refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. A
 //! control batch (a marker) from a client is refused with INVALID_RECORD, as Kafka's
 //! `LogValidator`. Not checked yet: KIP-890's verification that the partition was added to the
 //! transaction (it needs the transaction coordinator).
+//!
+//! With an authorizer, a topic the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED on
+//! each of its partitions (`crate::authz`).
 //!
 //! A record without a key on a compacted topic is refused as Kafka's LogValidator refuses it:
 //! INVALID_RECORD, with the record's index in `record_errors` and Kafka's summary in
@@ -32,10 +35,12 @@
 //! t-0.").
 
 use super::leader_hints::LeaderHints;
+use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
 use crate::errors::{code, controller_error, keyless_record_index, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
 use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::produce_response::{
@@ -77,10 +82,24 @@ impl Refusal {
     }
 }
 
-pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> ProduceResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: ProduceRequest,
+    version: i16,
+) -> ProduceResponse {
     let acks = Acks::from_wire(req.acks);
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
-    let unauthorized_transactional = transactional_without_id(&req);
+    let unauthorized_transactional = transactional_without_id(&req)
+        || req.transactional_id.as_ref().is_some_and(|id| {
+            !authz::allowed(
+                shard,
+                session,
+                AclOperation::Write,
+                RESOURCE_TRANSACTIONAL_ID,
+                id,
+            )
+        });
     count_request(shard, &req);
     let metadata = shard.metadata();
     // The response is laid out from the request (its topic names shared, not copied) and
@@ -96,6 +115,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
         let internal = check_topic_not_internal(image, name, TopicOperation::Produce)
             .err()
             .map(|e| controller_error(&e).0);
+        let unauthorized = !authz::topic(shard, session, AclOperation::Write, name);
         let mut answer = TopicProduceResponse::default();
         answer.partition_responses = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
@@ -110,6 +130,9 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
                 };
                 if unauthorized_transactional {
                     return Err(code(ResponseError::TransactionalIdAuthorizationFailed).into());
+                }
+                if unauthorized {
+                    return Err(code(ResponseError::TopicAuthorizationFailed).into());
                 }
                 if let Some(error) = internal {
                     return Err(error.into());

@@ -11,12 +11,16 @@
 //!    broker's epoch only grows (a new registration), and a record that names a broker's
 //!    registration (fence, unfence, change, unregister) carries its current epoch (KRaft's
 //!    `ClusterControlManager` replay checks the same).
+//! 5. ACL ids are unique and a removal names an existing one; no two ids carry the same
+//!    binding (the proposer skips a creation of an existing binding, as `AclControlManager`).
 
+use super::acl::AclBinding;
 use super::record::{
-    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FenceBrokerRecord,
-    MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord,
+    FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
+    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveAccessControlEntryRecord,
+    RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
+    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -91,6 +95,8 @@ pub struct MetadataImage {
     /// have been handed out.
     pub next_broker_epoch: i64,
     pub producer_ids: ProducerIdsImage,
+    /// ACLs by id (invariant 5: no two ids carry the same binding).
+    pub acls: BTreeMap<Uuid, AclBinding>,
 }
 
 /// A record that does not fit the image it is applied to. The proposer never produces one,
@@ -130,6 +136,11 @@ pub enum ApplyError {
         broker_epoch: i64,
         current: i64,
     },
+    /// An ACL whose id or binding is already present (invariant 5).
+    #[error("ACL {id} (or its binding) already exists")]
+    AclExists { id: Uuid },
+    #[error("no ACL has id {id}")]
+    UnknownAcl { id: Uuid },
     #[error("next broker epoch {next_broker_epoch} is below {current}")]
     BrokerEpochBackwards {
         next_broker_epoch: i64,
@@ -176,6 +187,12 @@ impl MetadataImage {
                 .registration_mut(*broker_id, *broker_epoch)
                 .map(|b| b.fenced = false),
             MetadataRecord::BrokerRegistrationChange(r) => self.apply_registration_change(r),
+            MetadataRecord::AccessControlEntry(r) => self.apply_acl(r),
+            MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id }) => self
+                .acls
+                .remove(id)
+                .map(drop)
+                .ok_or(ApplyError::UnknownAcl { id: *id }),
             MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
                 broker_id,
                 broker_epoch,
@@ -231,6 +248,14 @@ impl MetadataImage {
         if let Some(in_controlled_shutdown) = r.in_controlled_shutdown {
             b.in_controlled_shutdown = in_controlled_shutdown;
         }
+        Ok(())
+    }
+
+    fn apply_acl(&mut self, r: &AccessControlEntryRecord) -> Result<(), ApplyError> {
+        if self.acls.contains_key(&r.id) || self.acls.values().any(|b| *b == r.binding) {
+            return Err(ApplyError::AclExists { id: r.id });
+        }
+        self.acls.insert(r.id, r.binding.clone());
         Ok(())
     }
 
@@ -455,6 +480,12 @@ impl MetadataImage {
                 next_producer_id: self.producer_ids.next_producer_id,
             }));
         }
+        records.extend(self.acls.iter().map(|(id, binding)| {
+            MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                id: *id,
+                binding: binding.clone(),
+            })
+        }));
         records
     }
 }

@@ -19,6 +19,8 @@
 //! Node-local concerns (which shard of a broker serves a partition) are not in the image:
 //! each broker derives them from it.
 
+pub mod acl;
+pub mod authorizer;
 mod heartbeats;
 mod image;
 mod op;
@@ -35,8 +37,8 @@ pub use image::{
 pub use op::{
     BrokerConfigCheck, BrokerSessionLive, ControllerAnswer, ControllerError, ControllerOp,
     ElectionError, ElectionType, ProposeContext, TopicConfigCheck, TopicElectionResults,
-    TopicOperation, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX,
-    PRODUCER_ID_BLOCK_SIZE, UNCLEAN_LEADER_ELECTION_ENABLE,
+    TopicOperation, ACL_RECORDS_PER_OP_MAX, CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES,
+    PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use propose::{
     check_not_internal, check_topic_not_internal, elect_leaders, is_internal, leaderships,
@@ -48,10 +50,11 @@ pub use raft_machine::{
     OUTCOMES_MAX,
 };
 pub use record::{
-    BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord, ConfigRecord,
-    FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
-    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
-    UnfenceBrokerRecord, UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord,
+    ConfigRecord, FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
+    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveAccessControlEntryRecord,
+    RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
+    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 pub use request::{ControllerReply, ControllerRequest};
 pub use store::{

@@ -3,6 +3,7 @@
 //! [`ElectionError`]), what the proposer needs from its caller ([`ProposeContext`]) and the
 //! limits and names ops are checked against.
 
+use super::acl::{AclBinding, AclBindingFilter, InvalidAcl};
 use super::image::ApplyError;
 use super::record::BrokerEndpoint;
 use serde::{Deserialize, Serialize};
@@ -166,7 +167,24 @@ pub enum ControllerOp {
         partition_epoch: i32,
         new_isr: Vec<i32>,
     },
+    /// CreateAcls (KRaft `AclControlManager::createAcls`): each binding is checked on its own
+    /// ([`super::acl::validate_new`]); a valid one not yet present gets an
+    /// `AccessControlEntryRecord`, its id counted up from [`ProposeContext::new_topic_id`]
+    /// past taken ones. Never refused as a whole. Answer: [`ControllerAnswer::CreateAcls`].
+    CreateAcls {
+        creations: Vec<AclBinding>,
+    },
+    /// DeleteAcls (`AclControlManager::deleteAcls`): every ACL some valid filter matches is
+    /// removed. Refused as a whole ([`ControllerError::TooManyAclRecords`]) when it would
+    /// remove more than [`ACL_RECORDS_PER_OP_MAX`]. Answer: [`ControllerAnswer::DeleteAcls`].
+    DeleteAcls {
+        filters: Vec<AclBindingFilter>,
+    },
 }
+
+/// Most ACL records one CreateAcls or DeleteAcls may write (Kafka's
+/// `MAX_RECORDS_PER_USER_OP`).
+pub const ACL_RECORDS_PER_OP_MAX: usize = 10_000;
 
 impl ControllerOp {
     /// Whether the op only checks (CreateTopics, CreatePartitions and the config APIs'
@@ -186,7 +204,9 @@ impl ControllerOp {
             | ControllerOp::ControlledShutdown { .. }
             | ControllerOp::UnregisterBroker { .. }
             | ControllerOp::AlterPartition { .. }
-            | ControllerOp::ElectLeaders { .. } => false,
+            | ControllerOp::ElectLeaders { .. }
+            | ControllerOp::CreateAcls { .. }
+            | ControllerOp::DeleteAcls { .. } => false,
         }
     }
 }
@@ -211,6 +231,16 @@ pub enum ControllerAnswer {
     },
     /// [`ControllerOp::ElectLeaders`]: the result of each partition, by topic.
     ElectLeaders { results: Vec<TopicElectionResults> },
+    /// [`ControllerOp::CreateAcls`]: per creation in request order, `Err` with Kafka's
+    /// INVALID_REQUEST message when it was refused.
+    CreateAcls {
+        results: Vec<Result<(), InvalidAcl>>,
+    },
+    /// [`ControllerOp::DeleteAcls`]: per filter in request order, the bindings it removed, or
+    /// `Err` (INVALID_REQUEST) when the filter was refused.
+    DeleteAcls {
+        results: Vec<Result<Vec<AclBinding>, InvalidAcl>>,
+    },
 }
 
 /// ElectLeaders' election types (KIP-460; the wire's `ElectionType` int8).
@@ -337,6 +367,10 @@ pub enum ControllerError {
         broker_epoch: i64,
         current: i64,
     },
+    /// A DeleteAcls would remove more than [`ACL_RECORDS_PER_OP_MAX`] ACLs (Kafka's
+    /// `BoundedListTooLongException`, answered by Kafka as UNKNOWN_SERVER_ERROR).
+    #[error("Cannot remove more than {ACL_RECORDS_PER_OP_MAX} acls in a single delete operation.")]
+    TooManyAclRecords,
     /// The proposed records do not apply to the image: a controller bug.
     #[error("proposed records do not apply: {0}")]
     Apply(#[from] ApplyError),

@@ -6,6 +6,7 @@
 //! Fields Sluice does not use yet (directories, ELR, migration flags, features) are left out;
 //! a later field is added with `#[serde(default)]` so that older records still decode.
 
+use super::acl::AclBinding;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -44,6 +45,24 @@ pub enum MetadataRecord {
     NextBrokerEpoch(NextBrokerEpochRecord),
     /// [`ClusterIdRecord`] (the first entry of a new metadata log).
     ClusterId(ClusterIdRecord),
+    /// [`AccessControlEntryRecord`].
+    AccessControlEntry(AccessControlEntryRecord),
+    /// [`RemoveAccessControlEntryRecord`].
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+}
+
+/// A new ACL (KRaft `AccessControlEntryRecord`, KIP-801): the binding and the id it is
+/// removed by.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessControlEntryRecord {
+    pub id: Uuid,
+    pub binding: AclBinding,
+}
+
+/// The removal of the ACL with `id` (KRaft `RemoveAccessControlEntryRecord`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveAccessControlEntryRecord {
+    pub id: Uuid,
 }
 
 /// A new topic (KRaft `TopicRecord`); its partitions follow as [`PartitionRecord`]s.

@@ -23,6 +23,7 @@
 //! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index); racks
 //! are recorded but not used for placement.
 
+mod acls;
 mod brokers;
 mod configs;
 mod elections;
@@ -127,6 +128,8 @@ pub fn propose(
             election_type,
             partitions,
         } => Ok(elect_leaders(image, *election_type, partitions.as_deref()).0),
+        ControllerOp::CreateAcls { creations } => Ok(acls::create_acls(image, ctx, creations)),
+        ControllerOp::DeleteAcls { filters } => acls::delete_acls(image, filters),
     }
 }
 
@@ -167,6 +170,12 @@ impl ControllerOp {
                         partition_epoch: p.partition_epoch,
                     }
                 }),
+            ControllerOp::CreateAcls { creations } => ControllerAnswer::CreateAcls {
+                results: acls::create_results(creations),
+            },
+            ControllerOp::DeleteAcls { filters } => ControllerAnswer::DeleteAcls {
+                results: acls::delete_results(before, filters),
+            },
             _ => ControllerAnswer::Done,
         }
     }
