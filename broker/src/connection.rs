@@ -93,6 +93,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                     } else {
                         frame
                     };
+                    // A client over its quota reads nothing more until its throttle ends
+                    // (KIP-219: the channel is muted).
+                    if let Some(left) = session.throttle_left() {
+                        crate::rt::sleep(left).await;
+                    }
                     let Some(task) = start_request(&shard, frame, &session, &mut group_turn) else {
                         break 'read;
                     };

@@ -34,6 +34,7 @@ mod partitions;
 mod produce_checks;
 mod publisher;
 mod quorum;
+mod quotas;
 mod replica_fetcher;
 mod response;
 mod rt;

@@ -119,6 +119,7 @@ struct Wanted {
 pub async fn handle(
     shard: &Rc<Shard>,
     session: &Session,
+    client_id: &str,
     req: FetchRequest,
     version: i16,
     correlation_id: i32,
@@ -145,9 +146,21 @@ pub async fn handle(
     } else {
         Vec::new()
     };
-    count_response(shard, &topics);
+    let returned = count_response(shard, &topics);
+    // A consumer over its `consumer_byte_rate` is throttled (`crate::quotas`); followers are not.
+    let throttle_time_ms = if follower.is_none() {
+        crate::quotas::record(
+            shard,
+            session,
+            client_id,
+            crate::quotas::Direction::Fetch,
+            returned,
+        )
+    } else {
+        0
+    };
     let response = FetchResponseData {
-        throttle_time_ms: 0,
+        throttle_time_ms,
         error_code: 0,
         session_id: 0,
         topics,
@@ -215,8 +228,9 @@ fn lay_out(
     topics
 }
 
-/// Counts the request and the record bytes it returns in the shard's fetch metrics.
-fn count_response(shard: &Shard, topics: &[FetchTopicData]) {
+/// Counts the request and the record bytes it returns in the shard's fetch metrics; returns
+/// the bytes.
+fn count_response(shard: &Shard, topics: &[FetchTopicData]) -> usize {
     let returned: usize = topics
         .iter()
         .flat_map(|t| &t.partitions)
@@ -228,6 +242,7 @@ fn count_response(shard: &Shard, topics: &[FetchTopicData]) {
         &shard.metrics.fetch_bytes,
         u64::try_from(returned).unwrap_or(u64::MAX),
     );
+    returned
 }
 
 /// The request resolved against one metadata snapshot — its one lookup of each topic and of
@@ -640,7 +655,7 @@ mod tests {
                 partitions: vec![partition(0, ResponseError::NotLeaderOrFollower)],
             },
         ];
-        let endpoints = add_leader_hints(&meta, &[Some("t".into()), None], &mut topics);
+        let endpoints = add_leader_hints(&meta, &[Ok("t".into()), Err(100)], &mut topics);
         let hints: Vec<_> = topics
             .iter()
             .flat_map(|t| &t.partitions)

@@ -3,6 +3,7 @@
 //! advertises in ApiVersions; only versions that are fully implemented are listed.
 
 mod acl_wire;
+mod alter_client_quotas;
 mod alter_configs;
 mod api_versions;
 mod authorized_operations;
@@ -101,7 +102,7 @@ macro_rules! registry {
 registry! {
     Produce 3..=10 => raw |shard, req, call| {
         let acks = req.acks;
-        let response = produce::handle(shard, call.session, req, call.version).await;
+        let response = produce::handle(shard, call.session, call.client_id, req, call.version).await;
         if acks == 0 {
             Response::None
         } else {
@@ -110,7 +111,7 @@ registry! {
     },
     InitProducerId 0..=4 => |shard, req, _call| init_producer_id::handle(shard, req).await,
     Fetch 4..=16 => raw |shard, req, call| {
-        fetch::handle(shard, call.session, req, call.version, call.correlation_id).await
+        fetch::handle(shard, call.session, call.client_id, req, call.version, call.correlation_id).await
     },
     ListOffsets 1..=7 => |shard, req, call| list_offsets::handle(shard, call.session, req, call.version).await,
     Metadata 0..=12 => |shard, req, call| metadata::handle(shard, call.session, req, call.version).await,
@@ -147,7 +148,12 @@ registry! {
     DeleteAcls 1..=3 => |shard, req, call| delete_acls::handle(shard, call.session, &req).await,
     ElectLeaders 0..=2 => |shard, req, call| elect_leaders::handle(shard, call.session, req, call.version).await,
     ListPartitionReassignments 0..=0 => |_shard, _, _call| list_partition_reassignments::handle(),
-    DescribeClientQuotas 0..=1 => |_shard, _, _call| describe_client_quotas::handle(),
+    DescribeClientQuotas 0..=1 => |shard, req, call| {
+        describe_client_quotas::handle(shard, call.session, &req)
+    },
+    AlterClientQuotas 0..=1 => |shard, req, call| {
+        alter_client_quotas::handle(shard, call.session, req).await
+    },
     DescribeLogDirs 1..=4 => |shard, req, call| describe_log_dirs::handle(shard, call.session, req).await,
     OffsetForLeaderEpoch 2..=4 => |shard, req, call| {
         offset_for_leader_epoch::handle(shard, call.session, req).await

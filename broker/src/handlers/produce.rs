@@ -33,6 +33,9 @@
 //! INVALID_RECORD, with the record's index in `record_errors` and Kafka's summary in
 //! `error_message` ("... Compacted topic cannot accept message without key in topic partition
 //! t-0.").
+//!
+//! A client over its `producer_byte_rate` quota gets `throttle_time_ms` and its connection is
+//! muted that long (`crate::quotas`).
 
 use super::leader_hints::LeaderHints;
 use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
@@ -85,6 +88,7 @@ impl Refusal {
 pub async fn handle(
     shard: &Rc<Shard>,
     session: &Session,
+    client_id: &str,
     req: ProduceRequest,
     version: i16,
 ) -> ProduceResponse {
@@ -100,7 +104,14 @@ pub async fn handle(
                 id,
             )
         });
-    count_request(shard, &req);
+    let bytes = count_request(shard, &req);
+    let throttle_time_ms = crate::quotas::record(
+        shard,
+        session,
+        client_id,
+        crate::quotas::Direction::Produce,
+        bytes,
+    );
     let metadata = shard.metadata();
     // The response is laid out from the request (its topic names shared, not copied) and
     // filled in from every partition's append, in request order.
@@ -164,11 +175,11 @@ pub async fn handle(
     if version >= LEADER_HINTS_VERSION && not_leader_answers(&response) {
         add_leader_hints(&shard.metadata(), &mut response);
     }
+    response.throttle_time_ms = throttle_time_ms;
     response
 }
 
-/// Kafka's check: transactional batches need a transactional id (authorized, were there
-/// ACLs).
+/// Kafka's check: transactional batches need a transactional id.
 fn transactional_without_id(req: &ProduceRequest) -> bool {
     req.transactional_id.is_none()
         && req
@@ -178,8 +189,8 @@ fn transactional_without_id(req: &ProduceRequest) -> bool {
             .any(|p| p.records.as_deref().is_some_and(is_transactional))
 }
 
-/// Counts the request and its record bytes in the shard's produce metrics.
-fn count_request(shard: &Shard, req: &ProduceRequest) {
+/// Counts the request and its record bytes in the shard's produce metrics; returns the bytes.
+fn count_request(shard: &Shard, req: &ProduceRequest) -> usize {
     let metrics = &shard.metrics;
     ShardMetrics::add(&metrics.produce_requests, 1);
     let bytes: usize = req
@@ -192,6 +203,7 @@ fn count_request(shard: &Shard, req: &ProduceRequest) {
         &metrics.produce_bytes,
         u64::try_from(bytes).unwrap_or(u64::MAX),
     );
+    bytes
 }
 
 /// Runs every partition's append concurrently inside this task (no task spawned, and a local

@@ -217,28 +217,28 @@ mod tests {
         let index = AclIndex::new([&allow, &deny]);
         let mut config = AuthorizerConfig::default();
         assert!(index.authorize(
-            &config,
+            config,
             ALICE,
             AclOperation::Write,
             RESOURCE_TOPIC,
             "orders-us"
         ));
         assert!(!index.authorize(
-            &config,
+            config,
             ALICE,
             AclOperation::Write,
             RESOURCE_TOPIC,
             "orders-eu"
         ));
         assert!(index.authorize(
-            &config,
+            config,
             ALICE,
             AclOperation::Read,
             RESOURCE_TOPIC,
             "orders-eu"
         ));
         assert!(!index.authorize(
-            &config,
+            config,
             ALICE,
             AclOperation::Write,
             RESOURCE_GROUP,
@@ -247,7 +247,7 @@ mod tests {
         let supers = ["User:admin".to_string(), "User:alice".to_string()];
         config.super_users = &supers;
         assert!(index.authorize(
-            &config,
+            config,
             ALICE,
             AclOperation::Write,
             RESOURCE_TOPIC,
@@ -277,7 +277,7 @@ mod tests {
         );
         let index = AclIndex::new([&alter]);
         assert!(index.authorize(
-            &config,
+            config,
             ALICE,
             AclOperation::DescribeConfigs,
             RESOURCE_TOPIC,

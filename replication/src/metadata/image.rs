@@ -15,6 +15,8 @@
 //!    binding (the proposer skips a creation of an existing binding, as `AclControlManager`).
 
 use super::acl::AclBinding;
+use super::quotas::ClientQuotas;
+use super::record::ClientQuotaRecord;
 use super::record::{
     AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord,
     FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
@@ -97,6 +99,8 @@ pub struct MetadataImage {
     pub producer_ids: ProducerIdsImage,
     /// ACLs by id (invariant 5: no two ids carry the same binding).
     pub acls: BTreeMap<Uuid, AclBinding>,
+    /// Client quota values by entity (no entity without a value).
+    pub client_quotas: ClientQuotas,
 }
 
 /// A record that does not fit the image it is applied to. The proposer never produces one,
@@ -188,6 +192,10 @@ impl MetadataImage {
                 .map(|b| b.fenced = false),
             MetadataRecord::BrokerRegistrationChange(r) => self.apply_registration_change(r),
             MetadataRecord::AccessControlEntry(r) => self.apply_acl(r),
+            MetadataRecord::ClientQuota(r) => {
+                self.apply_client_quota(r);
+                Ok(())
+            }
             MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id }) => self
                 .acls
                 .remove(id)
@@ -257,6 +265,22 @@ impl MetadataImage {
         }
         self.acls.insert(r.id, r.binding.clone());
         Ok(())
+    }
+
+    fn apply_client_quota(&mut self, r: &ClientQuotaRecord) {
+        if r.remove {
+            if let Some(values) = self.client_quotas.get_mut(&r.entity) {
+                values.remove(&r.key);
+                if values.is_empty() {
+                    self.client_quotas.remove(&r.entity);
+                }
+            }
+        } else {
+            self.client_quotas
+                .entry(r.entity.clone())
+                .or_default()
+                .insert(r.key.clone(), r.value);
+        }
     }
 
     fn apply_cluster_id(&mut self, cluster_id: &str) -> Result<(), ApplyError> {
@@ -478,6 +502,16 @@ impl MetadataImage {
                 broker_id: -1,
                 broker_epoch: -1,
                 next_producer_id: self.producer_ids.next_producer_id,
+            }));
+        }
+        for (entity, values) in &self.client_quotas {
+            records.extend(values.iter().map(|(key, value)| {
+                MetadataRecord::ClientQuota(ClientQuotaRecord {
+                    entity: entity.clone(),
+                    key: key.clone(),
+                    value: *value,
+                    remove: false,
+                })
             }));
         }
         records.extend(self.acls.iter().map(|(id, binding)| {

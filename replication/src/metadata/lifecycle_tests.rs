@@ -1572,3 +1572,59 @@ fn acls_are_created_once_deleted_by_filter_and_survive_a_snapshot() {
     let left: Vec<_> = c.image.acls.values().cloned().collect();
     assert_eq!(left, vec![b, acl("u", "User:alice", Read)]);
 }
+
+#[test]
+fn client_quotas_are_set_changed_removed_and_survive_a_snapshot() {
+    use quotas::{QuotaValue, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE};
+    let mut c = Cluster::new();
+    let alice = vec![("user".to_string(), Some("alice".to_string()))];
+    let set = |v: Option<f64>| (PRODUCER_BYTE_RATE.to_string(), v.map(QuotaValue));
+    let op = |entries| ControllerOp::AlterClientQuotas {
+        entries,
+        validate_only: false,
+    };
+    let bad = vec![("user".to_string(), Some(String::new()))];
+    let first = op(vec![
+        (alice.clone(), vec![set(Some(1024.0))]),
+        (bad, vec![set(Some(1.0))]),
+    ]);
+    assert_eq!(c.run(&first).unwrap().len(), 1);
+    match first.answer(&c.before, &c.image) {
+        ControllerAnswer::AlterClientQuotas { results } => {
+            assert!(results[0].is_ok() && results[1].is_err(), "{results:?}");
+        }
+        other => panic!("AlterClientQuotas answered {other:?}"),
+    }
+    assert!(
+        c.run(&first).unwrap().is_empty(),
+        "an unchanged value writes nothing"
+    );
+    // A refused change (a fractional byte rate) leaves the entity's other changes out too.
+    let mixed = op(vec![(
+        alice.clone(),
+        vec![
+            (REQUEST_PERCENTAGE.to_string(), Some(QuotaValue(50.0))),
+            set(Some(10.5)),
+        ],
+    )]);
+    assert!(c.run(&mixed).unwrap().is_empty());
+    c.run(&op(vec![(
+        alice.clone(),
+        vec![(REQUEST_PERCENTAGE.to_string(), Some(QuotaValue(50.0)))],
+    )]))
+    .unwrap();
+    let mut rebuilt = MetadataImage::new("c".into());
+    for r in c.image.to_records() {
+        rebuilt.apply(&r).unwrap();
+    }
+    assert_eq!(rebuilt, c.image, "snapshot records rebuild the quotas");
+    c.run(&op(vec![(
+        alice.clone(),
+        vec![set(None), (REQUEST_PERCENTAGE.to_string(), None)],
+    )]))
+    .unwrap();
+    assert!(
+        c.image.client_quotas.is_empty(),
+        "no entity is kept without a value"
+    );
+}

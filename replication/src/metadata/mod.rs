@@ -25,6 +25,7 @@ mod heartbeats;
 mod image;
 mod op;
 mod propose;
+pub mod quotas;
 mod raft_machine;
 mod record;
 mod request;

@@ -5,6 +5,7 @@
 
 use super::acl::{AclBinding, AclBindingFilter, InvalidAcl};
 use super::image::ApplyError;
+use super::quotas::QuotaChanges;
 use super::record::BrokerEndpoint;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -180,6 +181,14 @@ pub enum ControllerOp {
     DeleteAcls {
         filters: Vec<AclBindingFilter>,
     },
+    /// AlterClientQuotas (KRaft `ClientQuotaControlManager::alterClientQuotas`, KIP-546): per
+    /// entity, its changes (`Some(value)` sets a key, `None` removes it), checked on their own
+    /// ([`super::quotas::validate_entity`], [`super::quotas::validate_value`]); an entity with
+    /// a refused change changes nothing. Answer: [`ControllerAnswer::AlterClientQuotas`].
+    AlterClientQuotas {
+        entries: Vec<QuotaChanges>,
+        validate_only: bool,
+    },
 }
 
 /// Most ACL records one CreateAcls or DeleteAcls may write (Kafka's
@@ -195,7 +204,8 @@ impl ControllerOp {
             | ControllerOp::CreatePartitions { validate_only, .. }
             | ControllerOp::AlterTopicConfig { validate_only, .. }
             | ControllerOp::ReplaceTopicConfig { validate_only, .. }
-            | ControllerOp::AlterBrokerConfig { validate_only, .. } => *validate_only,
+            | ControllerOp::AlterBrokerConfig { validate_only, .. }
+            | ControllerOp::AlterClientQuotas { validate_only, .. } => *validate_only,
             ControllerOp::DeleteTopic { .. }
             | ControllerOp::AllocateProducerIds
             | ControllerOp::RegisterBroker { .. }
@@ -241,6 +251,9 @@ pub enum ControllerAnswer {
     DeleteAcls {
         results: Vec<Result<Vec<AclBinding>, InvalidAcl>>,
     },
+    /// [`ControllerOp::AlterClientQuotas`]: per entity in request order, `Err` with Kafka's
+    /// INVALID_REQUEST message when its changes were refused.
+    AlterClientQuotas { results: Vec<Result<(), String>> },
 }
 
 /// ElectLeaders' election types (KIP-460; the wire's `ElectionType` int8).

@@ -7,6 +7,7 @@
 //! a later field is added with `#[serde(default)]` so that older records still decode.
 
 use super::acl::AclBinding;
+use super::quotas::{QuotaEntity, QuotaValue};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -49,6 +50,19 @@ pub enum MetadataRecord {
     AccessControlEntry(AccessControlEntryRecord),
     /// [`RemoveAccessControlEntryRecord`].
     RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+    /// [`ClientQuotaRecord`].
+    ClientQuota(ClientQuotaRecord),
+}
+
+/// A quota value set or removed (KRaft `ClientQuotaRecord`, KIP-546).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientQuotaRecord {
+    /// Entity type → name (`None`: the type's default), sorted by type.
+    pub entity: QuotaEntity,
+    pub key: String,
+    /// The new value; ignored when `remove`.
+    pub value: QuotaValue,
+    pub remove: bool,
 }
 
 /// A new ACL (KRaft `AccessControlEntryRecord`, KIP-801): the binding and the id it is

@@ -28,6 +28,7 @@ mod brokers;
 mod configs;
 mod elections;
 mod lookup;
+mod quotas;
 mod topics;
 
 pub use brokers::leaderships;
@@ -130,6 +131,7 @@ pub fn propose(
         } => Ok(elect_leaders(image, *election_type, partitions.as_deref()).0),
         ControllerOp::CreateAcls { creations } => Ok(acls::create_acls(image, ctx, creations)),
         ControllerOp::DeleteAcls { filters } => acls::delete_acls(image, filters),
+        ControllerOp::AlterClientQuotas { entries, .. } => Ok(quotas::alter(image, entries).0),
     }
 }
 
@@ -176,6 +178,11 @@ impl ControllerOp {
             ControllerOp::DeleteAcls { filters } => ControllerAnswer::DeleteAcls {
                 results: acls::delete_results(before, filters),
             },
+            ControllerOp::AlterClientQuotas { entries, .. } => {
+                ControllerAnswer::AlterClientQuotas {
+                    results: quotas::alter(before, entries).1,
+                }
+            }
             _ => ControllerAnswer::Done,
         }
     }
