@@ -15,6 +15,7 @@ use crate::response::Response;
 use crate::rt::local_channel::{self, LocalReceiver};
 use crate::rt::JoinHandle;
 use crate::rt::TcpStream;
+use crate::session::Session;
 use crate::shard::Shard;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -71,6 +72,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let client_host: Rc<str> = peer
         .map_or_else(String::new, |p| format!("/{}", p.ip()))
         .into();
+    let session = Rc::new(Session::anonymous(client_host));
     let fd = stream.as_raw_fd();
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
@@ -91,8 +93,12 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                     } else {
                         frame
                     };
-                    let Some(task) = start_request(&shard, frame, &client_host, &mut group_turn)
-                    else {
+                    // A client over its quota reads nothing more until its throttle ends
+                    // (KIP-219: the channel is muted).
+                    if let Some(left) = session.throttle_left() {
+                        crate::rt::sleep(left).await;
+                    }
+                    let Some(task) = start_request(&shard, frame, &session, &mut group_turn) else {
                         break 'read;
                     };
                     if queue.send(task).await.is_err() {
@@ -195,7 +201,7 @@ fn take_response(response: Option<Response>, chunks: &mut Vec<Bytes>) -> bool {
 fn start_request(
     shard: &Rc<Shard>,
     frame: Bytes,
-    client_host: &Rc<str>,
+    session: &Rc<Session>,
     group_turn: &mut Option<GroupTurn>,
 ) -> Option<PendingResponse> {
     if crate::controller::forward::is_forwarded(&frame) {
@@ -208,7 +214,7 @@ fn start_request(
         Ok(request) => {
             let queue = shard.queues.for_api(request.api_key);
             let shard = shard.clone();
-            let client_host = client_host.clone();
+            let session = session.clone();
             let (previous, done) = if is_group_api(request.api_key) {
                 let (done, next_turn) = futures_channel::oneshot::channel();
                 (group_turn.replace(next_turn), Some(done))
@@ -220,7 +226,7 @@ fn start_request(
                     // Err: the previous task is gone (connection closing); go on regardless.
                     let _ = previous.await;
                 }
-                let response = handlers::handle(&shard, request, &client_host).await;
+                let response = handlers::handle(&shard, request, &session).await;
                 if let Some(done) = done {
                     let _ = done.send(());
                 }

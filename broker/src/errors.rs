@@ -234,6 +234,7 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         | ControllerError::AlterPartitionEpochAhead { .. } => ResponseError::NotController,
         ControllerError::TopicIdTaken { .. }
         | ControllerError::ProducerIdsExhausted { .. }
+        | ControllerError::TooManyAclRecords
         | ControllerError::Apply(_)
         | ControllerError::Unavailable => ResponseError::UnknownServerError,
     };

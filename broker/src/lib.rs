@@ -12,6 +12,7 @@
 //! is pure (no I/O, no executor) and answers a typed error, never a panic, on any input.
 
 mod admin;
+mod authz;
 mod cleaner;
 mod cli;
 mod compression;
@@ -33,12 +34,14 @@ mod partitions;
 mod produce_checks;
 mod publisher;
 mod quorum;
+mod quotas;
 mod replica_fetcher;
 mod response;
 mod rt;
 mod runtime;
 mod seam;
 mod send;
+mod session;
 mod shard;
 mod shutdown;
 

@@ -9,6 +9,7 @@
 //! shard opens them, so a broker restarted with another core count simply derives another
 //! placement.
 
+use replication::metadata::authorizer::AclIndex;
 use replication::metadata::{
     ConfigRecord, MetadataImage, MetadataRecord, MetadataStore, PartitionImage, PartitionRecord,
     ProducerIdsRecord, TopicImage, TopicRecord, CONFIG_RESOURCE_TOPIC, INTERNAL_TOPIC_NAMES,
@@ -33,6 +34,8 @@ pub struct ClusterMetadata {
     /// This broker's `node.id`: it hosts the partitions it is a replica of.
     node_id: i32,
     shards: usize,
+    /// The image's ACLs indexed for authorization decisions (`crate::authz`).
+    pub acl_index: AclIndex,
 }
 
 /// A partition as this broker's image places it ([`ClusterMetadata::placement`]): what
@@ -118,6 +121,7 @@ impl ClusterMetadata {
     pub fn new(image: MetadataImage, shards: usize, node_id: i32) -> ClusterMetadata {
         assert!(shards > 0, "a broker has at least one shard");
         ClusterMetadata {
+            acl_index: AclIndex::new(image.acls.values()),
             image,
             active_controller: None,
             metadata_offset: 0,

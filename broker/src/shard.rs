@@ -60,6 +60,8 @@ pub struct Shard {
     pub groups: crate::groups::GroupCoordinator,
     /// Shard [`crate::replica_fetcher::FETCHER_SHARD`] only: this broker's replica fetchers.
     pub replica_fetchers: crate::replica_fetcher::ReplicaFetchers,
+    /// The produce and fetch byte rates of the clients this shard serves (client quotas).
+    pub(crate) quota_meters: crate::quotas::QuotaMeters,
     /// Serialises the partition lifecycle's opens, so a log is never opened twice.
     pub(crate) open_lock: crate::rt::Semaphore,
     /// The partition lifecycle's open (see [`OpenPartition`]).
@@ -166,6 +168,7 @@ impl Shard {
             groups: crate::groups::GroupCoordinator::new(group_config(&config)),
             replica_fetchers: crate::replica_fetcher::ReplicaFetchers::default(),
             config,
+            quota_meters: crate::quotas::QuotaMeters::default(),
             open_lock: crate::rt::Semaphore::new(1),
             open_partition,
             this: std::cell::OnceCell::new(),

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from jvm import check_java, run_java
 
@@ -176,7 +177,11 @@ def test_admin_tools_answered_as_kafka_answers(broker, java_classpath):
     described = json.loads(next(l for l in out.splitlines() if l.startswith("{")))
     (b,) = described["brokers"]
     (log_dir,) = b["logDirs"]
-    assert (b["broker"], log_dir["logDir"], log_dir["error"]) == (0, str(broker.data_dir), None)
+    # The node id: Sluice's default 0, the Kafka reference's 1.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    node_id = admin.describe_cluster().result(30).nodes[0].id
+    assert (b["broker"], log_dir["logDir"], log_dir["error"]) == \
+        (node_id, str(broker.data_dir), None)
     sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
     assert set(sizes) == {"cli-admin-0", "cli-admin-1"} and all(v > 0 for v in sizes.values()), out
     for cls, args, api in (

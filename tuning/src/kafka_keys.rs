@@ -455,7 +455,6 @@ pub const UNSUPPORTED_BROKER_KEYS: &[(&str, &str)] = &[
     ("share.coordinator.state.topic.min.isr", "share groups are not built; remove the key"),
     ("remote.log.storage.system.enable", "tiered storage is not built; remove the key"),
     ("group.coordinator.rebalance.protocols", "Sluice serves the classic group protocol only; remove the key"),
-    ("authorizer.class.name", "Sluice has no authorizer (no ACLs); remove the key"),
     ("ssl.keystore.location", "Sluice serves only PLAINTEXT (no TLS); remove the key"),
     ("sasl.enabled.mechanisms", "Sluice has no SASL authentication; remove the key"),
 ];

@@ -12,7 +12,9 @@
 use super::config_ops::Refusal;
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
@@ -23,10 +25,22 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use tuning::config::TopicConfig;
 
-pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
     for resource in &req.resources {
+        let denied = authz::config_resource_denied(
+            shard,
+            session,
+            AclOperation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        );
         let outcome = match resource.resource_type {
+            _ if denied.is_some() => Err(denied.expect("checked")),
             RESOURCE_TOPIC => alter_topic(shard, resource, req.validate_only).await,
             RESOURCE_BROKER => match requested_overrides(resource) {
                 Ok(configs) => {

@@ -1,74 +1,92 @@
-//! KIP-430 authorized operations, as Kafka reports them without an authorizer
-//! (`AuthHelper.authorizedOperations`): every operation the resource type supports
-//! (`AclEntry.supportedOperations`), as a bit field of ACL operation codes, when the request
-//! asks for them; `i32::MIN` ("omitted") when it does not.
+//! KIP-430 authorized operations, as Kafka's `AuthHelper.authorizedOperations` reports them:
+//! of the operations the resource type supports (`AclEntry.supportedOperations`), those the
+//! principal may do (`crate::authz`; all of them without an authorizer), as a bit field of ACL
+//! operation codes, when the request asks for them; `i32::MIN` ("omitted") when it does not.
 
-/// ACL operation codes (`AclOperation`): READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7,
-/// DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-const READ: i32 = 3;
-const WRITE: i32 = 4;
-const CREATE: i32 = 5;
-const DELETE: i32 = 6;
-const ALTER: i32 = 7;
-const DESCRIBE: i32 = 8;
-const CLUSTER_ACTION: i32 = 9;
-const DESCRIBE_CONFIGS: i32 = 10;
-const ALTER_CONFIGS: i32 = 11;
-const IDEMPOTENT_WRITE: i32 = 12;
+use crate::authz::{self, AclOperation, CLUSTER_NAME, RESOURCE_CLUSTER, RESOURCE_GROUP};
+use crate::session::Session;
+use crate::shard::Shard;
+use AclOperation::{
+    Alter, AlterConfigs, ClusterAction, Create, Delete, Describe, DescribeConfigs, IdempotentWrite,
+    Read, Write,
+};
 
-const fn bits(ops: &[i32]) -> i32 {
-    let mut field = 0;
-    let mut i = 0;
-    while i < ops.len() {
-        field |= 1 << ops[i];
-        i += 1;
-    }
-    field
+/// A resource type's supported operations.
+pub struct Supported {
+    resource_type: i8,
+    ops: &'static [AclOperation],
 }
 
 /// A topic's operations.
-pub const TOPIC: i32 = bits(&[
-    READ,
-    WRITE,
-    CREATE,
-    DELETE,
-    ALTER,
-    DESCRIBE,
-    DESCRIBE_CONFIGS,
-    ALTER_CONFIGS,
-]);
+pub const TOPIC: Supported = Supported {
+    resource_type: authz::RESOURCE_TOPIC,
+    ops: &[
+        Read,
+        Write,
+        Create,
+        Delete,
+        Alter,
+        Describe,
+        DescribeConfigs,
+        AlterConfigs,
+    ],
+};
 /// The cluster's operations.
-pub const CLUSTER: i32 = bits(&[
-    CREATE,
-    ALTER,
-    DESCRIBE,
-    CLUSTER_ACTION,
-    DESCRIBE_CONFIGS,
-    ALTER_CONFIGS,
-    IDEMPOTENT_WRITE,
-]);
+pub const CLUSTER: Supported = Supported {
+    resource_type: RESOURCE_CLUSTER,
+    ops: &[
+        Create,
+        Alter,
+        Describe,
+        ClusterAction,
+        DescribeConfigs,
+        AlterConfigs,
+        IdempotentWrite,
+    ],
+};
 /// A consumer group's operations (with KIP-848's group configs, as Kafka 4 reports them).
-pub const GROUP: i32 = bits(&[READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS]);
+pub const GROUP: Supported = Supported {
+    resource_type: RESOURCE_GROUP,
+    ops: &[Read, Delete, Describe, DescribeConfigs, AlterConfigs],
+};
 
-/// The field to answer: `ops` when `requested`, else Kafka's "omitted" marker.
-pub fn reported(requested: bool, ops: i32) -> i32 {
-    if requested {
-        ops
-    } else {
-        i32::MIN
+/// The field to answer for the resource `name` of type `supported` (the cluster's name is
+/// implied): the operations `session` may do when `requested`, else Kafka's "omitted" marker.
+pub fn reported(
+    requested: bool,
+    shard: &Shard,
+    session: &Session,
+    supported: &Supported,
+    name: &str,
+) -> i32 {
+    if !requested {
+        return i32::MIN;
     }
+    let name = if supported.resource_type == RESOURCE_CLUSTER {
+        CLUSTER_NAME
+    } else {
+        name
+    };
+    supported
+        .ops
+        .iter()
+        .filter(|op| authz::allowed(shard, session, **op, supported.resource_type, name))
+        .fold(0, |field, op| field | 1 << op.code())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn all(s: &Supported) -> i32 {
+        s.ops.iter().fold(0, |field, op| field | 1 << op.code())
+    }
+
     #[test]
     fn bit_fields_match_kafkas() {
         // As a Kafka 4.4 broker without an authorizer reports them.
-        assert_eq!(TOPIC, 3576);
-        assert_eq!(CLUSTER, 8096);
-        assert_eq!(GROUP, 3400);
-        assert_eq!(reported(false, TOPIC), i32::MIN);
+        assert_eq!(all(&TOPIC), 3576);
+        assert_eq!(all(&CLUSTER), 8096);
+        assert_eq!(all(&GROUP), 3400);
     }
 }

@@ -5,7 +5,9 @@
 
 use super::replica_assignment;
 use super::wire::{str_bytes, topic_name};
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
@@ -52,7 +54,11 @@ fn check_assignments(
     replica_assignment::check(&lists, &brokers, replication).err()
 }
 
-pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     // Kafka refuses a topic given twice in one request (INVALID_REQUEST for each copy).
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for topic in &req.topics {
@@ -65,6 +71,12 @@ pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePa
             Err((
                 code(ResponseError::InvalidRequest),
                 format!("topic '{name}' is named more than once in the request"),
+            ))
+        } else if !authz::topic(shard, session, AclOperation::Alter, &name) {
+            // Kafka: ALTER on the topic (`crate::authz`).
+            Err((
+                code(ResponseError::TopicAuthorizationFailed),
+                "Authorization failed.".to_string(),
             ))
         } else if let Err(e) =
             check_not_internal(&shard.metadata(), &name, TopicOperation::CreatePartitions)

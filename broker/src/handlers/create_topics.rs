@@ -5,7 +5,9 @@
 
 use super::replica_assignment;
 use super::wire::{str_bytes, topic_name};
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::create_topics_request::{
@@ -60,7 +62,13 @@ fn manual_shape(
     Ok((partitions, replication))
 }
 
-pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    // Kafka: CREATE on the cluster, or on each topic (`crate::authz`).
+    let create_all = authz::cluster(shard, session, AclOperation::Create);
     let mut response = CreateTopicsResponse::default();
     // As Kafka: a name given more than once is refused (INVALID_REQUEST) and answered once.
     let mut seen = std::collections::HashMap::new();
@@ -75,6 +83,14 @@ pub async fn handle(shard: &Rc<Shard>, req: CreateTopicsRequest) -> CreateTopics
         }
         let result = if seen.get(&name).copied().unwrap_or(0) > 1 {
             duplicate_result(&name)
+        } else if !create_all && !authz::topic(shard, session, AclOperation::Create, &name) {
+            let mut result = CreatableTopicResult::default();
+            result.name = topic_name(&name);
+            result.error_code = code(ResponseError::TopicAuthorizationFailed);
+            result.error_message = Some(str_bytes("Authorization failed."));
+            result.num_partitions = -1;
+            result.replication_factor = -1;
+            result
         } else {
             create_topic(shard, &topic, &name, req.validate_only).await
         };

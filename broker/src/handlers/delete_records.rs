@@ -10,8 +10,10 @@
 //! ("Cannot delete records of internal topic").
 
 use super::wire::topic_name;
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error, partition_op_error_code};
 use crate::partitions::{PartitionOp, PartitionReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::delete_records_response::{
@@ -25,7 +27,11 @@ use storage::{Offset, TopicPartition};
 /// The request's `offset` meaning "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
-pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let mut response = DeleteRecordsResponse::default();
     let metadata = shard.metadata();
     for topic in req.topics {
@@ -33,6 +39,12 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecor
         let internal = check_not_internal(&metadata, &name, TopicOperation::DeleteRecords)
             .err()
             .map(|e| controller_error(&e).0);
+        // Kafka: DELETE on the topic (`crate::authz`), checked first.
+        let internal = if authz::topic(shard, session, AclOperation::Delete, &name) {
+            internal
+        } else {
+            Some(code(ResponseError::TopicAuthorizationFailed))
+        };
         let mut out = DeleteRecordsTopicResult::default();
         out.name = topic_name(&name);
         for p in topic.partitions {

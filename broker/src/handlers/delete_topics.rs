@@ -4,7 +4,9 @@
 //! background), so a topic re-created under the same name starts empty at offset 0.
 
 use super::wire::{str_bytes, topic_name};
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -29,12 +31,13 @@ type Outcome = Result<(), (i16, String)>;
 /// answered whatever state the partitions are in.
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
     let names: Vec<String> = req.topic_names.iter().map(|n| n.0.to_string()).collect();
     let outcomes: Rc<RefCell<Vec<Option<Outcome>>>> =
-        Rc::new(RefCell::new(refused_outright(shard, &names)));
+        Rc::new(RefCell::new(refused_outright(shard, session, &names)));
     let deleted = spawn_deletions(shard, &names, &outcomes);
     let deleted = async {
         let _ = deleted.await;
@@ -53,7 +56,7 @@ pub async fn handle(
 
 /// The outcome of each of `names` refused outright (given twice, internal, unknown); none for
 /// a name to delete.
-fn refused_outright(shard: &Shard, names: &[String]) -> Vec<Option<Outcome>> {
+fn refused_outright(shard: &Shard, session: &Session, names: &[String]) -> Vec<Option<Outcome>> {
     // Kafka refuses a name given twice in one request (INVALID_REQUEST for each copy).
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for name in names {
@@ -65,6 +68,12 @@ fn refused_outright(shard: &Shard, names: &[String]) -> Vec<Option<Outcome>> {
             Some(Err((
                 code(ResponseError::InvalidRequest),
                 format!("topic '{name}' is named more than once in the request"),
+            )))
+        } else if !authz::topic(shard, session, AclOperation::Delete, name) {
+            // Kafka: DELETE on the topic (`crate::authz`).
+            Some(Err((
+                code(ResponseError::TopicAuthorizationFailed),
+                "Authorization failed.".to_string(),
             )))
         } else if let Err(e) = check_not_internal(&metadata, name, TopicOperation::Delete) {
             // Deleting it would lose every group's committed offsets under the coordinator.

@@ -4,6 +4,7 @@
 use super::authorized_operations;
 use super::wire::str_bytes;
 use crate::errors::code;
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -14,14 +15,21 @@ use std::rc::Rc;
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
-pub fn handle(shard: &Rc<Shard>, req: &DescribeClusterRequest) -> DescribeClusterResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: &DescribeClusterRequest,
+) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
     // The response's endpoint type field exists from v1 and must stay 1 (its default) in v0;
     // this broker always answers for its broker listener.
     response.endpoint_type = ENDPOINT_TYPE_BROKERS;
     response.cluster_authorized_operations = authorized_operations::reported(
         req.include_cluster_authorized_operations,
-        authorized_operations::CLUSTER,
+        shard,
+        session,
+        &authorized_operations::CLUSTER,
+        "",
     );
     match req.endpoint_type {
         ENDPOINT_TYPE_BROKERS => {}

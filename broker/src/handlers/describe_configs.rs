@@ -17,8 +17,10 @@
 //! DEFAULT_CONFIG (or STATIC_BROKER_CONFIG when set at start-up).
 
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
 use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::errors::code;
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -40,6 +42,7 @@ const CONFIG_TYPE_MIN_VERSION: i16 = 3;
 
 pub fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
@@ -48,7 +51,21 @@ pub fn handle(
         let mut result = DescribeConfigsResult::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
+        let denied = authz::config_resource_denied(
+            shard,
+            session,
+            AclOperation::DescribeConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        );
         let outcome = match resource.resource_type {
+            _ if denied.is_some() => {
+                let (error_code, message) = denied.expect("checked");
+                result.error_code = error_code;
+                result.error_message = Some(str_bytes(message));
+                response.results.push(result);
+                continue;
+            }
             RESOURCE_TOPIC => describe_topic(shard, resource, req.include_synonyms),
             RESOURCE_BROKER => describe_broker(shard, resource, req.include_synonyms),
             other => Err((

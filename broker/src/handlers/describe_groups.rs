@@ -1,10 +1,13 @@
 //! DescribeGroups (key 15), v0–5: state, protocol and members of each group. An unknown
-//! group is reported Dead with no error, as Kafka does. v4+ shows `group.instance.id`.
+//! group is reported Dead with no error, as Kafka does. v4+ shows `group.instance.id`. A group
+//! the principal may not DESCRIBE answers GROUP_AUTHORIZATION_FAILED (`crate::authz`).
 
 use super::authorized_operations;
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::describe_groups_response::{
@@ -15,6 +18,7 @@ use std::rc::Rc;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: DescribeGroupsRequest,
     version: i16,
 ) -> DescribeGroupsResponse {
@@ -24,8 +28,16 @@ pub async fn handle(
         described.group_id = GroupId(group_id.0.clone());
         described.authorized_operations = authorized_operations::reported(
             req.include_authorized_operations,
-            authorized_operations::GROUP,
+            shard,
+            session,
+            &authorized_operations::GROUP,
+            &group_id.0,
         );
+        if !authz::group(shard, session, AclOperation::Describe, &group_id.0) {
+            described.error_code = code(ResponseError::GroupAuthorizationFailed);
+            response.groups.push(described);
+            continue;
+        }
         if group_id.0.is_empty() {
             described.error_code = code(ResponseError::InvalidGroupId);
             response.groups.push(described);

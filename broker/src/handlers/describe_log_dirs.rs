@@ -7,7 +7,11 @@
 //! volume": asking the file system would block the executor.
 
 use super::wire::{str_bytes, topic_name};
+use crate::authz::{self, AclOperation};
+use crate::errors::code;
+use crate::session::Session;
 use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
@@ -18,7 +22,11 @@ use std::rc::Rc;
 /// Kafka's `DescribeLogDirsResponse.UNKNOWN_VOLUME_BYTES`.
 const UNKNOWN_VOLUME_BYTES: i64 = -1;
 
-pub async fn handle(shard: &Rc<Shard>, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
     // None: every partition; else the (topic, partition) pairs asked for.
     let wanted: Option<BTreeSet<(String, i32)>> = req.topics.map(|topics| {
         topics
@@ -30,6 +38,12 @@ pub async fn handle(shard: &Rc<Shard>, req: DescribeLogDirsRequest) -> DescribeL
             })
             .collect()
     });
+    // Kafka: DESCRIBE on the cluster, else no directory and CLUSTER_AUTHORIZATION_FAILED.
+    if !authz::cluster(shard, session, AclOperation::Describe) {
+        let mut response = DescribeLogDirsResponse::default();
+        response.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        return response;
+    }
     let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
     for snapshot in shard.gather().await {
         for p in snapshot.partitions {

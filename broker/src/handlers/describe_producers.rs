@@ -9,8 +9,10 @@
 //! uses it.
 
 use super::wire::topic_name;
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, partition_op_error_code};
 use crate::partitions::{PartitionOp, PartitionReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::describe_producers_response::{
@@ -22,7 +24,11 @@ use net::kafka_protocol::messages::{
 use std::rc::Rc;
 use storage::TopicPartition;
 
-pub async fn handle(shard: &Rc<Shard>, req: DescribeProducersRequest) -> DescribeProducersResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
     let metadata = shard.metadata();
     let mut asks = Vec::new();
     let mut response = DescribeProducersResponse::default();
@@ -39,7 +45,10 @@ pub async fn handle(shard: &Rc<Shard>, req: DescribeProducersRequest) -> Describ
                 topic: name.to_owned(),
                 partition: index,
             };
-            let placement = image.and_then(|t| metadata.placement(t, index));
+            // Kafka: READ on the topic (`crate::authz`); a denied one is not asked.
+            let placement = image
+                .filter(|_| authz::topic(shard, session, AclOperation::Read, name))
+                .and_then(|t| metadata.placement(t, index));
             let op = PartitionOp::DescribeProducers;
             asks.push(crate::partitions::service::call_placed(
                 shard, tp, placement, op,
@@ -49,8 +58,20 @@ pub async fn handle(shard: &Rc<Shard>, req: DescribeProducersRequest) -> Describ
     }
     drop(metadata);
     let replies = futures_util::future::join_all(asks).await;
+    let denied: Vec<bool> = response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let denied = !authz::topic(shard, session, AclOperation::Read, &t.name.0);
+            t.partitions.iter().map(move |_| denied)
+        })
+        .collect();
     let slots = response.topics.iter_mut().flat_map(|t| &mut t.partitions);
-    for (slot, reply) in slots.zip(replies) {
+    for ((slot, reply), denied) in slots.zip(replies).zip(denied) {
+        if denied {
+            slot.error_code = code(ResponseError::TopicAuthorizationFailed);
+            continue;
+        }
         match reply {
             PartitionReply::Producers(producers) => {
                 slot.active_producers = producers

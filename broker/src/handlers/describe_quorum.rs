@@ -13,7 +13,9 @@
 //! A controller that cannot be reached answers its error on the partition.
 
 use super::wire::{str_bytes, topic_name};
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::describe_quorum_response::{
@@ -36,9 +38,16 @@ const NODES_MIN_VERSION: i16 = 2;
 /// Describes the quorum, asking the active controller.
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: &DescribeQuorumRequest,
     version: i16,
 ) -> DescribeQuorumResponse {
+    // Kafka: DESCRIBE on the cluster (`crate::authz`).
+    if !authz::cluster(shard, session, AclOperation::Describe) {
+        let mut response = DescribeQuorumResponse::default();
+        response.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        return response;
+    }
     if !names_only_the_metadata_partition(req) {
         return partition_error(req, code(ResponseError::UnknownTopicOrPartition), None);
     }

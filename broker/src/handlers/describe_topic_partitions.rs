@@ -21,6 +21,7 @@ use super::authorized_operations;
 use super::wire::topic_name;
 use crate::errors::code;
 use crate::metadata::LiveBroker;
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::describe_topic_partitions_response::{
@@ -37,21 +38,32 @@ use std::rc::Rc;
 /// default, 2000).
 pub const PARTITIONS_PER_RESPONSE_MAX: i32 = 2000;
 
-/// Answers from this broker's metadata image.
+/// Answers from this broker's metadata image, with the topics the session may DESCRIBE
+/// (`crate::authz`, as Kafka's handler: the others are left out of a listing of every topic,
+/// and a named one answers TOPIC_AUTHORIZATION_FAILED) and its KIP-430 operations on each.
 pub fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: &DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     let meta = shard.metadata();
     let live = crate::metadata::live_brokers(&meta, &shard.config);
-    describe(&meta, &live, req)
+    let operations = |name: &str| {
+        crate::authz::topic(shard, session, crate::authz::AclOperation::Describe, name).then(|| {
+            let topic = &authorized_operations::TOPIC;
+            authorized_operations::reported(true, shard, session, topic, name)
+        })
+    };
+    describe(&meta, &live, req, &operations)
 }
 
-/// The answer to `req` over `image`, with `live` the brokers that are registered and unfenced.
+/// The answer to `req` over `image`, with `live` the brokers that are registered and unfenced
+/// and `operations` a topic's authorized operations (`None`: it may not be described).
 fn describe(
     image: &MetadataImage,
     live: &[LiveBroker],
     req: &DescribeTopicPartitionsRequest,
+    operations: &dyn Fn(&str) -> Option<i32>,
 ) -> DescribeTopicPartitionsResponse {
     let cursor = req
         .cursor
@@ -64,7 +76,7 @@ fn describe(
             .topics
             .keys()
             .map(String::as_str)
-            .filter(|n| after_cursor(n))
+            .filter(|n| after_cursor(n) && operations(n).is_some())
             .collect()
     } else {
         req.topics
@@ -92,9 +104,18 @@ fn describe(
             response.next_cursor = Some(next_cursor(name, 0));
             break;
         }
+        let Some(topic_operations) = operations(name) else {
+            let mut topic = DescribeTopicPartitionsResponseTopic::default();
+            topic.name = Some(topic_name(name));
+            topic.error_code = code(ResponseError::TopicAuthorizationFailed);
+            response.topics.push(topic);
+            continue;
+        };
         let Some(t) = image.topics.get(name) else {
             if !all_topics {
-                response.topics.push(unknown_topic(image, name));
+                response
+                    .topics
+                    .push(unknown_topic(image, name, topic_operations));
             }
             continue;
         };
@@ -107,7 +128,7 @@ fn describe(
         topic.name = Some(topic_name(name));
         topic.topic_id = t.id;
         topic.is_internal = is_internal(image, name);
-        topic.topic_authorized_operations = authorized_operations::TOPIC;
+        topic.topic_authorized_operations = topic_operations;
         topic.partitions = (start..end)
             .map(|p| partition_response(p, &t.partitions[p], live))
             .collect();
@@ -123,7 +144,11 @@ fn describe(
 }
 
 /// A named topic the image does not have.
-fn unknown_topic(image: &MetadataImage, name: &str) -> DescribeTopicPartitionsResponseTopic {
+fn unknown_topic(
+    image: &MetadataImage,
+    name: &str,
+    operations: i32,
+) -> DescribeTopicPartitionsResponseTopic {
     let mut topic = DescribeTopicPartitionsResponseTopic::default();
     topic.name = Some(topic_name(name));
     topic.error_code = if validate_topic_name(name).is_err() {
@@ -132,7 +157,7 @@ fn unknown_topic(image: &MetadataImage, name: &str) -> DescribeTopicPartitionsRe
         code(ResponseError::UnknownTopicOrPartition)
     };
     topic.is_internal = is_internal(image, name);
-    topic.topic_authorized_operations = authorized_operations::TOPIC;
+    topic.topic_authorized_operations = operations;
     topic
 }
 
@@ -182,6 +207,16 @@ fn partition_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`describe`] for a session that may describe every topic, with Kafka's operations of a
+    /// broker without an authorizer.
+    fn describe_all(
+        image: &MetadataImage,
+        live: &[LiveBroker],
+        req: &DescribeTopicPartitionsRequest,
+    ) -> DescribeTopicPartitionsResponse {
+        describe(image, live, req, &|_| Some(3576))
+    }
     use net::kafka_protocol::messages::describe_topic_partitions_request::{
         Cursor as RequestCursor, TopicRequest,
     };
@@ -274,9 +309,9 @@ mod tests {
     #[test]
     fn pages_follow_the_cursor_through_every_partition() {
         let image = image();
-        let r = describe(&image, &live(), &request(&[], 2, None));
+        let r = describe_all(&image, &live(), &request(&[], 2, None));
         assert_eq!(page(&r), (vec![t("a", 0, &[0, 1])], Some(("a".into(), 2))));
-        let r = describe(&image, &live(), &request(&[], 2, Some(("a", 2))));
+        let r = describe_all(&image, &live(), &request(&[], 2, Some(("a", 2))));
         assert_eq!(
             page(&r),
             (
@@ -284,18 +319,18 @@ mod tests {
                 Some(("b".into(), 1))
             )
         );
-        let r = describe(&image, &live(), &request(&[], 2, Some(("b", 1))));
+        let r = describe_all(&image, &live(), &request(&[], 2, Some(("b", 1))));
         assert_eq!(page(&r), (vec![t("b", 0, &[1]), t("c", 0, &[0])], None));
         // A page that ends exactly at a topic's end points at the next topic's start.
-        let r = describe(&image, &live(), &request(&[], 3, None));
+        let r = describe_all(&image, &live(), &request(&[], 3, None));
         assert_eq!(
             page(&r),
             (vec![t("a", 0, &[0, 1, 2])], Some(("b".into(), 0)))
         );
         // The limit is at least 1 and at most PARTITIONS_PER_RESPONSE_MAX.
-        let r = describe(&image, &live(), &request(&[], 0, None));
+        let r = describe_all(&image, &live(), &request(&[], 0, None));
         assert_eq!(page(&r), (vec![t("a", 0, &[0])], Some(("a".into(), 1))));
-        let r = describe(&image, &live(), &request(&[], i32::MAX, None));
+        let r = describe_all(&image, &live(), &request(&[], i32::MAX, None));
         assert_eq!(page(&r).1, None);
         assert_eq!(r.topics.len(), 3);
     }
@@ -332,12 +367,12 @@ mod tests {
     #[test]
     fn a_cursor_must_name_a_requested_topic_and_a_valid_partition() {
         let image = image();
-        let r = describe(&image, &live(), &request(&["a", "b"], 10, Some(("c", 0))));
+        let r = describe_all(&image, &live(), &request(&["a", "b"], 10, Some(("c", 0))));
         assert_eq!(page(&r), (vec![t("a", 42, &[]), t("b", 42, &[])], None));
-        let r = describe(&image, &live(), &request(&["a"], 10, Some(("a", -1))));
+        let r = describe_all(&image, &live(), &request(&["a"], 10, Some(("a", -1))));
         assert_eq!(page(&r), (vec![t("a", 42, &[])], None));
         // Without named topics the error has nowhere to go: an empty answer.
-        let r = describe(&image, &live(), &request(&[], 10, Some(("a", -1))));
+        let r = describe_all(&image, &live(), &request(&[], 10, Some(("a", -1))));
         assert_eq!(page(&r), (vec![], None));
         // Named topics before the cursor are left out.
         let r = describe(

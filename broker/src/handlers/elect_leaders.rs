@@ -26,7 +26,9 @@
 //! proposal timeout (15 s) and answers `NOT_CONTROLLER`.
 
 use super::wire::{str_bytes, topic_name};
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error, election_error_code};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::elect_leaders_request::TopicPartitions;
@@ -43,9 +45,21 @@ const ERROR_CODE_MIN_VERSION: i16 = 1;
 /// Runs the election on the active controller and answers per partition.
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: ElectLeadersRequest,
     version: i16,
 ) -> ElectLeadersResponse {
+    // Kafka: ALTER on the cluster (`crate::authz`), else the error on every named partition.
+    if !authz::cluster(shard, session, AclOperation::Alter) {
+        return error_response(
+            req.topic_partitions.as_deref(),
+            (
+                code(ResponseError::ClusterAuthorizationFailed),
+                "Authorization failed.".to_string(),
+            ),
+            version,
+        );
+    }
     let election_type = match req.election_type {
         0 => ElectionType::Preferred,
         1 => ElectionType::Unclean,

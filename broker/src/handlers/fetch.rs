@@ -53,12 +53,14 @@
 //! default of librdkafka, kafka-python, aiokafka and the Java client) the two agree.
 
 use super::leader_hints::LeaderHints;
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, partition_op_error_code};
 use crate::metadata::{ClusterMetadata, Placement};
 use crate::metrics::ShardMetrics;
 use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
 use crate::response::Response;
 use crate::seam::ShardRuntime;
+use crate::session::Session;
 use crate::shard::Shard;
 use futures_channel::oneshot;
 use futures_util::StreamExt;
@@ -116,6 +118,8 @@ struct Wanted {
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
+    client_id: &str,
     req: FetchRequest,
     version: i16,
     correlation_id: i32,
@@ -127,7 +131,7 @@ pub async fn handle(
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
     let follower = follower(&req, version);
-    let (names, wanted, follower) = resolve(shard, &req, version, follower);
+    let (names, wanted, follower) = resolve(shard, session, &req, version, follower);
     let isolation = if req.isolation_level == READ_COMMITTED {
         Isolation::LastStable
     } else {
@@ -142,9 +146,21 @@ pub async fn handle(
     } else {
         Vec::new()
     };
-    count_response(shard, &topics);
+    let returned = count_response(shard, &topics);
+    // A consumer over its `consumer_byte_rate` is throttled (`crate::quotas`); followers are not.
+    let throttle_time_ms = if follower.is_none() {
+        crate::quotas::record(
+            shard,
+            session,
+            client_id,
+            crate::quotas::Direction::Fetch,
+            returned,
+        )
+    } else {
+        0
+    };
     let response = FetchResponseData {
-        throttle_time_ms: 0,
+        throttle_time_ms,
         error_code: 0,
         session_id: 0,
         topics,
@@ -164,7 +180,7 @@ pub async fn handle(
 /// first batch whole, as Kafka).
 fn lay_out(
     req: &FetchRequest,
-    names: &[Option<String>],
+    names: &[Result<String, i16>],
     replies: Vec<Option<PartitionReply>>,
     max_bytes: usize,
     version: i16,
@@ -177,10 +193,11 @@ fn lay_out(
     for (topic, name) in req.topics.iter().zip(names) {
         let mut partitions_out = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
-            if name.is_none() {
-                // Kafka answers an unresolved id per partition, before any fetch.
+            if let Err(error_code) = name {
+                // Kafka answers an unresolved id or a denied topic per partition, before any
+                // fetch.
                 let mut data = empty_partition_data(p.partition);
-                data.error_code = code(ResponseError::UnknownTopicId);
+                data.error_code = *error_code;
                 partitions_out.push(data);
                 continue;
             }
@@ -211,8 +228,9 @@ fn lay_out(
     topics
 }
 
-/// Counts the request and the record bytes it returns in the shard's fetch metrics.
-fn count_response(shard: &Shard, topics: &[FetchTopicData]) {
+/// Counts the request and the record bytes it returns in the shard's fetch metrics; returns
+/// the bytes.
+fn count_response(shard: &Shard, topics: &[FetchTopicData]) -> usize {
     let returned: usize = topics
         .iter()
         .flat_map(|t| &t.partitions)
@@ -224,6 +242,7 @@ fn count_response(shard: &Shard, topics: &[FetchTopicData]) {
         &shard.metrics.fetch_bytes,
         u64::try_from(returned).unwrap_or(u64::MAX),
     );
+    returned
 }
 
 /// The request resolved against one metadata snapshot — its one lookup of each topic and of
@@ -231,13 +250,19 @@ fn count_response(shard: &Shard, topics: &[FetchTopicData]) {
 /// `metadataCache.topicIdsToNames`; `None`: an id the image does not know), each partition
 /// to fetch with its placement (owner shard, leadership, leader epoch), which the routing and
 /// KIP-320's check use as they are, and the follower with the broker epoch the image
-/// registers for it while it is not fenced (KIP-903).
+/// registers for it while it is not fenced (KIP-903). A topic's `Err` is the code each of its
+/// partitions answers: UNKNOWN_TOPIC_ID, or TOPIC_AUTHORIZATION_FAILED when the principal may
+/// not READ it — or, for a follower's fetch, may not CLUSTER_ACTION the cluster — as Kafka's
+/// `handleFetchRequest` authorizes.
 fn resolve(
     shard: &Shard,
+    session: &Session,
     req: &FetchRequest,
     version: i16,
     follower: Option<Follower>,
-) -> (Vec<Option<String>>, Vec<Wanted>, Option<Follower>) {
+) -> (Vec<Result<String, i16>>, Vec<Wanted>, Option<Follower>) {
+    let follower_allowed =
+        follower.is_none() || authz::cluster(shard, session, AclOperation::ClusterAction);
     let meta = shard.metadata();
     let mut names = Vec::with_capacity(req.topics.len());
     let mut wanted = Vec::new();
@@ -251,9 +276,18 @@ fn resolve(
             Some((name, image))
         };
         let Some((name, image)) = resolved else {
-            names.push(None);
+            names.push(Err(code(ResponseError::UnknownTopicId)));
             continue;
         };
+        let allowed = if follower.is_some() {
+            follower_allowed
+        } else {
+            authz::topic(shard, session, AclOperation::Read, &name)
+        };
+        if !allowed {
+            names.push(Err(code(ResponseError::TopicAuthorizationFailed)));
+            continue;
+        }
         for p in &topic.partitions {
             wanted.push(Wanted {
                 tp: TopicPartition {
@@ -267,7 +301,7 @@ fn resolve(
                 last_fetched_epoch: p.last_fetched_epoch,
             });
         }
-        names.push(Some(name));
+        names.push(Ok(name));
     }
     let follower = follower.map(|f| Follower {
         alive_epoch: meta
@@ -324,13 +358,13 @@ fn hinted_answers(topics: &[FetchTopicData]) -> bool {
 /// those leaders that are alive. `names`: the request's topics as resolved.
 fn add_leader_hints(
     meta: &ClusterMetadata,
-    names: &[Option<String>],
+    names: &[Result<String, i16>],
     topics: &mut [FetchTopicData],
 ) -> Vec<FetchNodeEndpoint> {
     let hinted = hinted_codes();
     let mut hints = LeaderHints::new(meta);
     for (topic, name) in topics.iter_mut().zip(names) {
-        let Some(name) = name else { continue };
+        let Ok(name) = name else { continue };
         for p in &mut topic.partitions {
             if !hinted.contains(&p.error_code) {
                 continue;
@@ -621,7 +655,7 @@ mod tests {
                 partitions: vec![partition(0, ResponseError::NotLeaderOrFollower)],
             },
         ];
-        let endpoints = add_leader_hints(&meta, &[Some("t".into()), None], &mut topics);
+        let endpoints = add_leader_hints(&meta, &[Ok("t".into()), Err(100)], &mut topics);
         let hints: Vec<_> = topics
             .iter()
             .flat_map(|t| &t.partitions)

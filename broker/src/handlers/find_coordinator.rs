@@ -6,7 +6,9 @@
 //! (KIP-699) batches keys.
 
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
 use crate::errors::code;
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -18,6 +20,7 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -31,6 +34,24 @@ pub async fn handle(
         let mut c = Coordinator::default();
         let error = match req.key_type {
             _ if key.is_empty() => Some((ResponseError::InvalidRequest, "empty coordinator key")),
+            // Kafka: DESCRIBE on the group or the transactional id (`crate::authz`).
+            KEY_TYPE_GROUP if !authz::group(shard, session, AclOperation::Describe, &key) => {
+                Some((ResponseError::GroupAuthorizationFailed, "not authorized"))
+            }
+            KEY_TYPE_TRANSACTION
+                if !authz::allowed(
+                    shard,
+                    session,
+                    AclOperation::Describe,
+                    authz::RESOURCE_TRANSACTIONAL_ID,
+                    &key,
+                ) =>
+            {
+                Some((
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "not authorized",
+                ))
+            }
             KEY_TYPE_GROUP => match crate::groups::service::ensure_offsets_topic(shard).await {
                 Ok(partitions) => {
                     let partition = crate::groups::partition_for(&key, partitions);

@@ -1,16 +1,26 @@
 //! Heartbeat (key 12), v0–4: keeps a member's session alive; `REBALANCE_IN_PROGRESS` tells it
 //! to rejoin, `ILLEGAL_GENERATION` / `UNKNOWN_MEMBER_ID` that it is out of date or out.
 
+use crate::authz::{self, AclOperation};
 use crate::errors::code;
 use crate::groups::{GroupError, GroupOp, GroupReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use std::rc::Rc;
 
-pub async fn handle(shard: &Rc<Shard>, req: HeartbeatRequest) -> HeartbeatResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: HeartbeatRequest,
+) -> HeartbeatResponse {
     let mut response = HeartbeatResponse::default();
     let group_id = req.group_id.0.to_string();
+    if !authz::group(shard, session, AclOperation::Read, &group_id) {
+        response.error_code = code(ResponseError::GroupAuthorizationFailed);
+        return response;
+    }
     if group_id.is_empty() {
         response.error_code = code(ResponseError::InvalidGroupId);
         return response;

@@ -10,8 +10,10 @@ use super::config_ops::{
 };
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error};
 use crate::metadata::topic_config;
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::incremental_alter_configs_request::{
@@ -27,11 +29,20 @@ use tuning::config::TopicConfig;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();
     for resource in &req.resources {
+        let denied = authz::config_resource_denied(
+            shard,
+            session,
+            AclOperation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        );
         let outcome = match resource.resource_type {
+            _ if denied.is_some() => Err(denied.expect("checked")),
             RESOURCE_TOPIC => alter_topic(shard, resource, req.validate_only).await,
             RESOURCE_BROKER => alter_broker_incremental(shard, resource, req.validate_only).await,
             other => Err((

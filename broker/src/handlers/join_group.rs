@@ -4,9 +4,11 @@
 //! carries `group.instance.id` (KIP-345); v7+ names the protocol type; v9 `skip_assignment`.
 
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
 use crate::errors::code;
 use crate::groups::group::{JoinParams, JoinedMember};
 use crate::groups::{GroupOp, GroupReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -15,6 +17,7 @@ use std::rc::Rc;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: JoinGroupRequest,
     version: i16,
     client_id: &str,
@@ -25,6 +28,10 @@ pub async fn handle(
     response.member_id = req.member_id.clone();
     response.protocol_name = (version < 7).then(|| str_bytes(""));
     let group_id = req.group_id.0.to_string();
+    if !authz::group(shard, session, AclOperation::Read, &group_id) {
+        response.error_code = code(ResponseError::GroupAuthorizationFailed);
+        return response;
+    }
     if group_id.is_empty() {
         response.error_code = code(ResponseError::InvalidGroupId);
         return response;

@@ -3,17 +3,28 @@
 //! `group.instance.id`, with an error per member.
 
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::leave_group_response::MemberResponse;
 use net::kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use std::rc::Rc;
 
-pub async fn handle(shard: &Rc<Shard>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: LeaveGroupRequest,
+    version: i16,
+) -> LeaveGroupResponse {
     let mut response = LeaveGroupResponse::default();
     let group_id = req.group_id.0.to_string();
+    if !authz::group(shard, session, AclOperation::Read, &group_id) {
+        response.error_code = code(ResponseError::GroupAuthorizationFailed);
+        return response;
+    }
     if group_id.is_empty() {
         response.error_code = code(ResponseError::InvalidGroupId);
         return response;

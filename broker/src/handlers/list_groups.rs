@@ -3,17 +3,25 @@
 //! `COORDINATOR_LOAD_IN_PROGRESS`, as in Kafka.
 
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::messages::list_groups_response::ListedGroup;
 use net::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use std::rc::Rc;
 
-pub async fn handle(shard: &Rc<Shard>, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: ListGroupsRequest,
+    version: i16,
+) -> ListGroupsResponse {
     let states: Vec<String> = req
         .states_filter
         .iter()
         .map(|s| s.to_ascii_lowercase())
         .collect();
+    let describe_all = authz::cluster(shard, session, AclOperation::Describe);
     let mut response = ListGroupsResponse::default();
     let mut groups = match crate::groups::service::list_all(shard).await {
         Ok(groups) => groups,
@@ -26,6 +34,11 @@ pub async fn handle(shard: &Rc<Shard>, req: ListGroupsRequest, version: i16) -> 
     response.groups = groups
         .into_iter()
         .filter(|g| states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
+        // Kafka: DESCRIBE on the cluster lists every group, else those the principal may
+        // DESCRIBE.
+        .filter(|g| {
+            describe_all || authz::group(shard, session, AclOperation::Describe, &g.group_id)
+        })
         .map(|g| {
             let mut listed = ListedGroup::default();
             listed.group_id = GroupId(str_bytes(g.group_id));

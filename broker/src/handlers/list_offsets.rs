@@ -10,8 +10,10 @@
 //! is the LSO, and a timestamp's or the max timestamp's offset at or past the LSO is -1.
 
 use super::wire::topic_name;
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, partition_op_error_code};
 use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::list_offsets_response::{
@@ -32,6 +34,7 @@ const OFFSET_NOT_AVAILABLE_VERSION: i16 = 5;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
@@ -41,6 +44,7 @@ pub async fn handle(
         let name = topic.name.0.to_string();
         let mut out = ListOffsetsTopicResponse::default();
         out.name = topic_name(&name);
+        let describable = authz::topic(shard, session, AclOperation::Describe, &name);
         for p in topic.partitions {
             let tp = TopicPartition {
                 topic: name.clone(),
@@ -48,6 +52,14 @@ pub async fn handle(
             };
             let mut r = ListOffsetsPartitionResponse::default();
             r.partition_index = p.partition_index;
+            // Kafka: DESCRIBE on the topic (`crate::authz`).
+            if !describable {
+                r.error_code = code(ResponseError::TopicAuthorizationFailed);
+                r.offset = -1;
+                r.timestamp = -1;
+                out.partitions.push(r);
+                continue;
+            }
             let reply = match offset_spec(p.timestamp) {
                 Some(spec) => {
                     let op = PartitionOp::ListOffsets { spec, isolation };

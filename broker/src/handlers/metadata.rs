@@ -2,12 +2,17 @@
 //! leader epoch, replicas, ISR, offline replicas, from the metadata image), with
 //! auto-creation as Kafka does it: when `auto.create.topics.enable` is on and the request
 //! allows it (`allow_auto_topic_creation`, v4+; always allowed below v4), a requested topic
-//! that does not exist is created with `num.partitions`.
+//! that does not exist is created with `num.partitions`. With an authorizer (`crate::authz`,
+//! as Kafka's `handleTopicMetadataRequest`): only topics the principal may DESCRIBE are
+//! listed, a named one it may not answers TOPIC_AUTHORIZATION_FAILED, and auto-creation needs
+//! CREATE on the cluster or on the topic.
 
 use super::authorized_operations;
 use super::wire::{str_bytes, topic_name};
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error};
 use crate::metadata::LiveBroker;
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::metadata_response::{
@@ -23,7 +28,12 @@ use std::rc::Rc;
 /// First Metadata version whose partitions carry the leader epoch.
 const LEADER_EPOCH_VERSION: i16 = 7;
 
-pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let include_topic_operations = req.include_topic_authorized_operations;
     // Cluster operations moved to DescribeCluster after Metadata v10 (KIP-700).
     let include_cluster_operations = req.include_cluster_authorized_operations && version <= 10;
@@ -35,21 +45,48 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
     });
     let allow_create =
         shard.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
-    let create_errors = match (&requested, allow_create) {
-        (Some(names), true) => auto_create(shard, names).await,
-        _ => HashMap::new(),
-    };
+    let describable = |name: &str| authz::topic(shard, session, AclOperation::Describe, name);
+    let mut create_errors = HashMap::new();
+    if let (Some(names), true) = (&requested, allow_create) {
+        // Kafka's `handleTopicMetadataRequest`: a topic may be created by a principal that may
+        // CREATE on the cluster or on the topic; for the others it is unauthorized.
+        let create_all = authz::cluster(shard, session, AclOperation::Create);
+        let mut creatable = Vec::new();
+        for name in names.iter().filter(|n| describable(n)) {
+            if create_all || authz::topic(shard, session, AclOperation::Create, name) {
+                creatable.push(name.clone());
+            } else if !shard.metadata().topics.contains_key(name) {
+                create_errors.insert(name.clone(), code(ResponseError::TopicAuthorizationFailed));
+            }
+        }
+        create_errors.extend(auto_create(shard, &creatable).await);
+    }
     let meta = shard.metadata();
     let live = crate::metadata::live_brokers(&meta, &shard.config);
-    let names: Vec<String> = requested.unwrap_or_else(|| meta.topics.keys().cloned().collect());
+    // Every topic: only those the principal may DESCRIBE. Named ones: the others answer
+    // TOPIC_AUTHORIZATION_FAILED and nothing else.
+    let names: Vec<String> = requested.unwrap_or_else(|| {
+        meta.topics
+            .keys()
+            .filter(|n| describable(n))
+            .cloned()
+            .collect()
+    });
     let topics = names
         .into_iter()
         .map(|name| {
             let mut topic = MetadataResponseTopic::default();
             topic.name = Some(topic_name(&name));
+            if !describable(&name) {
+                topic.error_code = code(ResponseError::TopicAuthorizationFailed);
+                return topic;
+            }
             topic.topic_authorized_operations = authorized_operations::reported(
                 include_topic_operations,
-                authorized_operations::TOPIC,
+                shard,
+                session,
+                &authorized_operations::TOPIC,
+                &name,
             );
             topic.is_internal = is_internal(&meta, &name);
             match meta.topics.get(&name) {
@@ -80,8 +117,13 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
     response.cluster_id = Some(str_bytes(meta.cluster_id.clone()));
     response.controller_id = BrokerId(crate::metadata::controller_for_clients(&meta, &live));
     response.topics = topics;
-    response.cluster_authorized_operations =
-        authorized_operations::reported(include_cluster_operations, authorized_operations::CLUSTER);
+    response.cluster_authorized_operations = authorized_operations::reported(
+        include_cluster_operations,
+        shard,
+        session,
+        &authorized_operations::CLUSTER,
+        "",
+    );
     response
 }
 

@@ -2,6 +2,8 @@
 //! owning shard(s) → encode. [`supported_versions`] is the one registry of what this broker
 //! advertises in ApiVersions; only versions that are fully implemented are listed.
 
+mod acl_wire;
+mod alter_client_quotas;
 mod alter_configs;
 mod api_versions;
 mod authorized_operations;
@@ -48,6 +50,7 @@ mod wire;
 mod write_txn_markers;
 
 use crate::response::Response;
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::messages::{ApiKey, RequestKind};
 use net::kafka_protocol::protocol::Encodable;
@@ -72,13 +75,14 @@ macro_rules! registry {
             $((ApiKey::$variant, $min, $max, stringify!($variant)),)*
         ];
 
-        async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Response {
+        async fn dispatch(shard: &Rc<Shard>, request: Request, session: &Session) -> Response {
             let call = Call {
                 key: request.api_key,
                 version: request.api_version,
                 correlation_id: request.correlation_id(),
                 client_id: request.header.client_id.as_deref().unwrap_or_default(),
-                client_host,
+                client_host: &session.client_host,
+                session,
             };
             match request.body {
                 $(RequestKind::$variant($req) => {
@@ -102,7 +106,7 @@ macro_rules! registry {
 registry! {
     Produce 3..=10 => raw |shard, req, call| {
         let acks = req.acks;
-        let response = produce::handle(shard, req, call.version).await;
+        let response = produce::handle(shard, call.session, call.client_id, req, call.version).await;
         if acks == 0 {
             Response::None
         } else {
@@ -111,61 +115,66 @@ registry! {
     },
     InitProducerId 0..=4 => |shard, req, _call| init_producer_id::handle(shard, req).await,
     Fetch 4..=16 => raw |shard, req, call| {
-        fetch::handle(shard, req, call.version, call.correlation_id).await
+        fetch::handle(shard, call.session, call.client_id, req, call.version, call.correlation_id).await
     },
-    ListOffsets 1..=7 => |shard, req, call| list_offsets::handle(shard, req, call.version).await,
-    Metadata 0..=12 => |shard, req, call| metadata::handle(shard, req, call.version).await,
+    ListOffsets 1..=7 => |shard, req, call| list_offsets::handle(shard, call.session, req, call.version).await,
+    Metadata 0..=12 => |shard, req, call| metadata::handle(shard, call.session, req, call.version).await,
     ApiVersions 0..=3 => |shard, _, _call| {
         api_versions::handle(supported_versions(), &shard.metadata())
     },
-    CreateTopics 2..=7 => |shard, req, _call| create_topics::handle(shard, req).await,
-    DeleteTopics 1..=5 => |shard, req, call| delete_topics::handle(shard, req, call.version).await,
-    DescribeConfigs 1..=4 => |shard, req, call| describe_configs::handle(shard, req, call.version),
-    AlterConfigs 0..=2 => |shard, req, _call| alter_configs::handle(shard, req).await,
-    DeleteRecords 0..=2 => |shard, req, _call| delete_records::handle(shard, req).await,
-    CreatePartitions 0..=3 => |shard, req, _call| create_partitions::handle(shard, req).await,
-    IncrementalAlterConfigs 0..=1 => |shard, req, _call| {
-        incremental_alter_configs::handle(shard, req).await
+    CreateTopics 2..=7 => |shard, req, call| create_topics::handle(shard, call.session, req).await,
+    DeleteTopics 1..=5 => |shard, req, call| delete_topics::handle(shard, call.session, req, call.version).await,
+    DescribeConfigs 1..=4 => |shard, req, call| describe_configs::handle(shard, call.session, req, call.version),
+    AlterConfigs 0..=2 => |shard, req, call| alter_configs::handle(shard, call.session, req).await,
+    DeleteRecords 0..=2 => |shard, req, call| delete_records::handle(shard, call.session, req).await,
+    CreatePartitions 0..=3 => |shard, req, call| create_partitions::handle(shard, call.session, req).await,
+    IncrementalAlterConfigs 0..=1 => |shard, req, call| {
+        incremental_alter_configs::handle(shard, call.session, req).await
     },
-    DescribeCluster 0..=1 => |shard, req, _call| describe_cluster::handle(shard, &req),
+    DescribeCluster 0..=1 => |shard, req, call| describe_cluster::handle(shard, call.session, &req),
     FindCoordinator 0..=4 => |shard, req, call| {
-        find_coordinator::handle(shard, req, call.version).await
+        find_coordinator::handle(shard, call.session, req, call.version).await
     },
     JoinGroup 0..=9 => |shard, req, call| {
-        join_group::handle(shard, req, call.version, call.client_id, call.client_host).await
+        join_group::handle(shard, call.session, req, call.version, call.client_id, call.client_host).await
     },
-    SyncGroup 0..=5 => |shard, req, call| sync_group::handle(shard, req, call.version).await,
-    Heartbeat 0..=4 => |shard, req, _call| heartbeat::handle(shard, req).await,
-    LeaveGroup 0..=5 => |shard, req, call| leave_group::handle(shard, req, call.version).await,
-    OffsetCommit 2..=8 => |shard, req, _call| offset_commit::handle(shard, req).await,
-    OffsetFetch 1..=8 => |shard, req, call| offset_fetch::handle(shard, req, call.version).await,
-    ListGroups 0..=4 => |shard, req, call| list_groups::handle(shard, req, call.version).await,
+    SyncGroup 0..=5 => |shard, req, call| sync_group::handle(shard, call.session, req, call.version).await,
+    Heartbeat 0..=4 => |shard, req, call| heartbeat::handle(shard, call.session, req).await,
+    LeaveGroup 0..=5 => |shard, req, call| leave_group::handle(shard, call.session, req, call.version).await,
+    OffsetCommit 2..=8 => |shard, req, call| offset_commit::handle(shard, call.session, req).await,
+    OffsetFetch 1..=8 => |shard, req, call| offset_fetch::handle(shard, call.session, req, call.version).await,
+    ListGroups 0..=4 => |shard, req, call| list_groups::handle(shard, call.session, req, call.version).await,
     DescribeGroups 0..=5 => |shard, req, call| {
-        describe_groups::handle(shard, req, call.version).await
+        describe_groups::handle(shard, call.session, req, call.version).await
     },
-    DeleteGroups 0..=2 => |shard, req, _call| delete_groups::handle(shard, req).await,
-    OffsetDelete 0..=0 => |shard, req, _call| offset_delete::handle(shard, req).await,
-    DescribeAcls 1..=3 => |_shard, _, _call| describe_acls::handle(),
-    CreateAcls 1..=3 => |_shard, req, _call| create_acls::handle(&req),
-    DeleteAcls 1..=3 => |_shard, req, _call| delete_acls::handle(&req),
-    ElectLeaders 0..=2 => |shard, req, call| elect_leaders::handle(shard, req, call.version).await,
+    DeleteGroups 0..=2 => |shard, req, call| delete_groups::handle(shard, call.session, req).await,
+    OffsetDelete 0..=0 => |shard, req, call| offset_delete::handle(shard, call.session, req).await,
+    DescribeAcls 1..=3 => |shard, req, call| describe_acls::handle(shard, call.session, &req),
+    CreateAcls 1..=3 => |shard, req, call| create_acls::handle(shard, call.session, &req).await,
+    DeleteAcls 1..=3 => |shard, req, call| delete_acls::handle(shard, call.session, &req).await,
+    ElectLeaders 0..=2 => |shard, req, call| elect_leaders::handle(shard, call.session, req, call.version).await,
     ListPartitionReassignments 0..=0 => |_shard, _, _call| list_partition_reassignments::handle(),
-    DescribeClientQuotas 0..=1 => |_shard, _, _call| describe_client_quotas::handle(),
-    DescribeLogDirs 1..=4 => |shard, req, _call| describe_log_dirs::handle(shard, req).await,
-    OffsetForLeaderEpoch 2..=4 => |shard, req, _call| {
-        offset_for_leader_epoch::handle(shard, req).await
+    DescribeClientQuotas 0..=1 => |shard, req, call| {
+        describe_client_quotas::handle(shard, call.session, &req)
+    },
+    AlterClientQuotas 0..=1 => |shard, req, call| {
+        alter_client_quotas::handle(shard, call.session, req).await
+    },
+    DescribeLogDirs 1..=4 => |shard, req, call| describe_log_dirs::handle(shard, call.session, req).await,
+    OffsetForLeaderEpoch 2..=4 => |shard, req, call| {
+        offset_for_leader_epoch::handle(shard, call.session, req).await
     },
     WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
-    DescribeProducers 0..=0 => |shard, req, _call| describe_producers::handle(shard, req).await,
+    DescribeProducers 0..=0 => |shard, req, call| describe_producers::handle(shard, call.session, req).await,
     DescribeQuorum 0..=2 => |shard, req, call| {
-        describe_quorum::handle(shard, &req, call.version).await
+        describe_quorum::handle(shard, call.session, &req, call.version).await
     },
-    UnregisterBroker 0..=0 => |shard, req, _call| unregister_broker::handle(shard, &req).await,
+    UnregisterBroker 0..=0 => |shard, req, call| unregister_broker::handle(shard, call.session, &req).await,
     UpdateFeatures 0..=2 => |shard, req, call| {
-        update_features::handle(shard, req, call.version).await
+        update_features::handle(shard, call.session, req, call.version).await
     },
-    DescribeTopicPartitions 0..=0 => |shard, req, _call| {
-        describe_topic_partitions::handle(shard, &req)
+    DescribeTopicPartitions 0..=0 => |shard, req, call| {
+        describe_topic_partitions::handle(shard, call.session, &req)
     },
 }
 
@@ -178,6 +187,8 @@ struct Call<'a> {
     client_id: &'a str,
     /// The client's address in Kafka's `/ip` form.
     client_host: &'a str,
+    /// Who sends it (the principal requests are authorized as, `crate::authz`).
+    session: &'a Session,
 }
 
 /// The broker's ApiVersions table.
@@ -201,12 +212,12 @@ fn api_name(key: ApiKey) -> &'static str {
         .map_or("Other", |(.., name)| name)
 }
 
-/// Handles one decoded request from a client at `client_host` (Kafka's `/ip` form) and
-/// records its latency in the shard's metrics.
-pub async fn handle(shard: &Rc<Shard>, request: Request, client_host: &str) -> Response {
+/// Handles one decoded request from the client of `session` and records its latency in the
+/// shard's metrics.
+pub async fn handle(shard: &Rc<Shard>, request: Request, session: &Session) -> Response {
     let started = std::time::Instant::now();
     let key = request.api_key;
-    let response = dispatch(shard, request, client_host).await;
+    let response = dispatch(shard, request, session).await;
     shard
         .metrics
         .record_latency(api_name(key), started.elapsed());

@@ -5,8 +5,10 @@
 //! `group.instance.id`.
 
 use super::wire::topic_name;
+use crate::authz::{self, AclOperation};
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply, OffsetCommitEntry};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::offset_commit_response::{
@@ -15,15 +17,29 @@ use net::kafka_protocol::messages::offset_commit_response::{
 use net::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use std::rc::Rc;
 
-pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: OffsetCommitRequest,
+) -> OffsetCommitResponse {
     let offsets = requested_offsets(&req);
+    let group_id = req.group_id.0.to_string();
+    // Kafka's `handleOffsetCommitRequest`: READ on the group, else every partition answers
+    // GROUP_AUTHORIZATION_FAILED; then READ on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    if !authz::group(shard, session, AclOperation::Read, &group_id) {
+        let error = code(ResponseError::GroupAuthorizationFailed);
+        let results = offsets.into_iter().map(|o| (o.topic, o.partition, error));
+        return respond(results.collect());
+    }
+    let (offsets, denied): (Vec<_>, Vec<_>) = offsets
+        .into_iter()
+        .partition(|o| authz::topic(shard, session, AclOperation::Read, &o.topic));
     // Kafka refuses commits for partitions that do not exist in the cluster (hosted by this
     // broker or not: the coordinator stores offsets of any partition).
     let metadata = shard.metadata();
     let (offsets, unknown): (Vec<_>, Vec<_>) = offsets
         .into_iter()
         .partition(|o| metadata.partition(&o.topic, o.partition).is_some());
-    let group_id = req.group_id.0.to_string();
     let mut results: Vec<(String, i32, i16)> = if group_id.is_empty() {
         let error = code(ResponseError::InvalidGroupId);
         offsets
@@ -39,6 +55,17 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommit
             .into_iter()
             .map(|o| (o.topic, o.partition, unknown_error)),
     );
+    let denied_error = code(ResponseError::TopicAuthorizationFailed);
+    results.extend(
+        denied
+            .into_iter()
+            .map(|o| (o.topic, o.partition, denied_error)),
+    );
+    respond(results)
+}
+
+/// The response carrying `results` (topic, partition, error code), grouped by topic.
+fn respond(results: Vec<(String, i32, i16)>) -> OffsetCommitResponse {
     let mut response = OffsetCommitResponse::default();
     response.topics = group_by_topic(results)
         .into_iter()

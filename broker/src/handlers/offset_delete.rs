@@ -4,8 +4,10 @@
 
 use super::offset_commit::group_by_topic;
 use super::wire::topic_name;
+use crate::authz::{self, AclOperation};
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::offset_delete_response::{
@@ -14,8 +16,16 @@ use net::kafka_protocol::messages::offset_delete_response::{
 use net::kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use std::rc::Rc;
 
-pub async fn handle(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
     let mut response = OffsetDeleteResponse::default();
+    if !authz::group(shard, session, AclOperation::Delete, &req.group_id.0) {
+        response.error_code = code(ResponseError::GroupAuthorizationFailed);
+        return response;
+    }
     if req.group_id.0.is_empty() {
         response.error_code = code(ResponseError::InvalidGroupId);
         return response;

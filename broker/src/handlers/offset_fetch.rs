@@ -4,9 +4,11 @@
 
 use super::offset_commit::group_by_topic;
 use super::wire::{str_bytes, topic_name};
+use crate::authz::{self, AclOperation};
 use crate::errors::code;
 use crate::groups::offsets_log::CommittedOffset;
 use crate::groups::{GroupOp, GroupReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::offset_fetch_response::{
@@ -21,6 +23,7 @@ type GroupOffsets = (i16, Vec<(String, i32, Option<CommittedOffset>)>);
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
@@ -32,7 +35,7 @@ pub async fn handle(
                     .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
-            let (error, offsets) = fetch(shard, &g.group_id.0, wanted).await;
+            let (error, offsets) = fetch(shard, session, &g.group_id.0, wanted).await;
             let mut group = OffsetFetchResponseGroup::default();
             group.group_id = GroupId(g.group_id.0.clone());
             group.error_code = error;
@@ -63,7 +66,7 @@ pub async fn handle(
             .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    let (error, offsets) = fetch(shard, &req.group_id.0, wanted).await;
+    let (error, offsets) = fetch(shard, session, &req.group_id.0, wanted).await;
     // v1 has no group-level error: it goes on every partition.
     let partition_error = if version < 2 { error } else { 0 };
     response.error_code = if version >= 2 { error } else { 0 };
@@ -89,8 +92,12 @@ pub async fn handle(
     response
 }
 
+/// The group's offsets: its error code and the partitions' offsets. Kafka's
+/// `handleOffsetFetchRequest`: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; when
+/// every partition is asked for, those of topics the principal may not DESCRIBE are left out.
 async fn fetch(
     shard: &Rc<Shard>,
+    session: &Session,
     group_id: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
 ) -> GroupOffsets {
@@ -101,14 +108,28 @@ async fn fetch(
             .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p, None)))
             .collect::<Vec<_>>()
     };
+    if !authz::group(shard, session, AclOperation::Describe, group_id) {
+        return (
+            code(ResponseError::GroupAuthorizationFailed),
+            unanswered(&wanted),
+        );
+    }
     if group_id.is_empty() {
         return (code(ResponseError::InvalidGroupId), unanswered(&wanted));
     }
+    let every_partition = wanted.is_none();
     let op = GroupOp::FetchOffsets {
         partitions: wanted.clone(),
     };
     match crate::groups::service::call(shard, group_id, op).await {
-        GroupReply::Offsets(offsets) => (0, offsets),
+        GroupReply::Offsets(mut offsets) => {
+            if every_partition {
+                offsets.retain(|(topic, ..)| {
+                    authz::topic(shard, session, AclOperation::Describe, topic)
+                });
+            }
+            (0, offsets)
+        }
         GroupReply::Error(e) => (crate::errors::group_error_code(e), unanswered(&wanted)),
         other => {
             tracing::error!(?other, "unexpected reply to OffsetFetch");

@@ -12,8 +12,10 @@
 //! partition's. An undefined answer is error 0 with epoch -1 and end offset -1.
 
 use super::wire::topic_name;
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, partition_op_error_code};
 use crate::partitions::{epoch_check, PartitionOp, PartitionReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::offset_for_leader_epoch_response::{
@@ -25,14 +27,29 @@ use storage::{LeaderEpoch, TopicPartition};
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let mut response = OffsetForLeaderEpochResponse::default();
+    // Kafka: a follower (replica id >= 0) needs CLUSTER_ACTION on the cluster, a consumer
+    // DESCRIBE on each topic; else TOPIC_AUTHORIZATION_FAILED (`crate::authz`).
+    let follower_allowed =
+        req.replica_id.0 < 0 || authz::cluster(shard, session, AclOperation::ClusterAction);
     for topic in req.topics {
         let name = topic.topic.0.to_string();
         let mut out = OffsetForLeaderTopicResult::default();
         out.topic = topic_name(&name);
+        let allowed = follower_allowed
+            && (req.replica_id.0 >= 0
+                || authz::topic(shard, session, AclOperation::Describe, &name));
         for p in topic.partitions {
+            if !allowed {
+                let mut r = EpochEndOffset::default();
+                r.partition = p.partition;
+                r.error_code = code(ResponseError::TopicAuthorizationFailed);
+                out.partitions.push(r);
+                continue;
+            }
             let tp = TopicPartition {
                 topic: name.clone(),
                 partition: p.partition,

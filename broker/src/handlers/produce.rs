@@ -20,22 +20,30 @@
 //! Transactions (KIP-98): transactional batches are appended and tracked by the partition's
 //! producer state (the open transaction holds back the last stable offset until its marker,
 //! written by WriteTxnMarkers). As Kafka's `KafkaApis.handleProduceRequest`, a request with
-//! transactional batches but no `transactional_id` is refused whole with
-//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no ACLs here: any transactional id is allowed). A
+//! transactional batches but no `transactional_id`, or one the principal may not WRITE, is
+//! refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. A
 //! control batch (a marker) from a client is refused with INVALID_RECORD, as Kafka's
 //! `LogValidator`. Not checked yet: KIP-890's verification that the partition was added to the
 //! transaction (it needs the transaction coordinator).
+//!
+//! With an authorizer, a topic the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED on
+//! each of its partitions (`crate::authz`).
 //!
 //! A record without a key on a compacted topic is refused as Kafka's LogValidator refuses it:
 //! INVALID_RECORD, with the record's index in `record_errors` and Kafka's summary in
 //! `error_message` ("... Compacted topic cannot accept message without key in topic partition
 //! t-0.").
+//!
+//! A client over its `producer_byte_rate` quota gets `throttle_time_ms` and its connection is
+//! muted that long (`crate::quotas`).
 
 use super::leader_hints::LeaderHints;
+use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
 use crate::errors::{code, controller_error, keyless_record_index, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
 use crate::metrics::ShardMetrics;
 use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::produce_response::{
@@ -77,11 +85,33 @@ impl Refusal {
     }
 }
 
-pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> ProduceResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    client_id: &str,
+    req: ProduceRequest,
+    version: i16,
+) -> ProduceResponse {
     let acks = Acks::from_wire(req.acks);
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
-    let unauthorized_transactional = transactional_without_id(&req);
-    count_request(shard, &req);
+    let unauthorized_transactional = transactional_without_id(&req)
+        || req.transactional_id.as_ref().is_some_and(|id| {
+            !authz::allowed(
+                shard,
+                session,
+                AclOperation::Write,
+                RESOURCE_TRANSACTIONAL_ID,
+                id,
+            )
+        });
+    let bytes = count_request(shard, &req);
+    let throttle_time_ms = crate::quotas::record(
+        shard,
+        session,
+        client_id,
+        crate::quotas::Direction::Produce,
+        bytes,
+    );
     let metadata = shard.metadata();
     // The response is laid out from the request (its topic names shared, not copied) and
     // filled in from every partition's append, in request order.
@@ -96,6 +126,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
         let internal = check_topic_not_internal(image, name, TopicOperation::Produce)
             .err()
             .map(|e| controller_error(&e).0);
+        let unauthorized = !authz::topic(shard, session, AclOperation::Write, name);
         let mut answer = TopicProduceResponse::default();
         answer.partition_responses = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
@@ -110,6 +141,9 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
                 };
                 if unauthorized_transactional {
                     return Err(code(ResponseError::TransactionalIdAuthorizationFailed).into());
+                }
+                if unauthorized {
+                    return Err(code(ResponseError::TopicAuthorizationFailed).into());
                 }
                 if let Some(error) = internal {
                     return Err(error.into());
@@ -141,11 +175,11 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
     if version >= LEADER_HINTS_VERSION && not_leader_answers(&response) {
         add_leader_hints(&shard.metadata(), &mut response);
     }
+    response.throttle_time_ms = throttle_time_ms;
     response
 }
 
-/// Kafka's check: transactional batches need a transactional id (authorized, were there
-/// ACLs).
+/// Kafka's check: transactional batches need a transactional id.
 fn transactional_without_id(req: &ProduceRequest) -> bool {
     req.transactional_id.is_none()
         && req
@@ -155,8 +189,8 @@ fn transactional_without_id(req: &ProduceRequest) -> bool {
             .any(|p| p.records.as_deref().is_some_and(is_transactional))
 }
 
-/// Counts the request and its record bytes in the shard's produce metrics.
-fn count_request(shard: &Shard, req: &ProduceRequest) {
+/// Counts the request and its record bytes in the shard's produce metrics; returns the bytes.
+fn count_request(shard: &Shard, req: &ProduceRequest) -> usize {
     let metrics = &shard.metrics;
     ShardMetrics::add(&metrics.produce_requests, 1);
     let bytes: usize = req
@@ -169,6 +203,7 @@ fn count_request(shard: &Shard, req: &ProduceRequest) {
         &metrics.produce_bytes,
         u64::try_from(bytes).unwrap_or(u64::MAX),
     );
+    bytes
 }
 
 /// Runs every partition's append concurrently inside this task (no task spawned, and a local

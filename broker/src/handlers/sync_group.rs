@@ -3,17 +3,28 @@
 //! v5 checks the protocol type and name.
 
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
 use crate::errors::code;
 use crate::groups::group::SyncParams;
 use crate::groups::{GroupOp, GroupReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use std::rc::Rc;
 
-pub async fn handle(shard: &Rc<Shard>, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: SyncGroupRequest,
+    version: i16,
+) -> SyncGroupResponse {
     let mut response = SyncGroupResponse::default();
     let group_id = req.group_id.0.to_string();
+    if !authz::group(shard, session, AclOperation::Read, &group_id) {
+        response.error_code = code(ResponseError::GroupAuthorizationFailed);
+        return response;
+    }
     if group_id.is_empty() {
         response.error_code = code(ResponseError::InvalidGroupId);
         return response;

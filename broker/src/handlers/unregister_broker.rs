@@ -9,14 +9,28 @@
 //! registered is `BROKER_ID_NOT_REGISTERED`; the answer carries only the error code, as
 //! Kafka's does.
 
+use crate::authz::{self, AclOperation};
 use crate::errors::controller_error;
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::messages::{UnregisterBrokerRequest, UnregisterBrokerResponse};
 use replication::metadata::ControllerOp;
 use std::rc::Rc;
 
 /// Unregisters the broker on the active controller.
-pub async fn handle(shard: &Rc<Shard>, req: &UnregisterBrokerRequest) -> UnregisterBrokerResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: &UnregisterBrokerRequest,
+) -> UnregisterBrokerResponse {
+    // Kafka: ALTER on the cluster (`crate::authz`).
+    if !authz::cluster(shard, session, AclOperation::Alter) {
+        let mut response = UnregisterBrokerResponse::default();
+        response.error_code = crate::errors::code(
+            net::kafka_protocol::error::ResponseError::ClusterAuthorizationFailed,
+        );
+        return response;
+    }
     let op = ControllerOp::UnregisterBroker {
         broker_id: req.broker_id.0,
     };

@@ -13,7 +13,9 @@
 //! `timeout_ms` is not used (the controller's own proposal timeout, 15 s, applies).
 
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
@@ -27,9 +29,16 @@ const RESULTS_MAX_VERSION: i16 = 1;
 /// Runs the update on the active controller.
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: UpdateFeaturesRequest,
     version: i16,
 ) -> UpdateFeaturesResponse {
+    // Kafka: ALTER on the cluster (`crate::authz`).
+    if !authz::cluster(shard, session, AclOperation::Alter) {
+        let mut response = UpdateFeaturesResponse::default();
+        response.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        return response;
+    }
     let op = ControllerOp::UpdateFeatures {
         updates: updates(&req, version),
         validate_only: req.validate_only,

@@ -156,6 +156,7 @@ fn alter_refusal(e: &ControllerError) -> AlterRefusal {
         | ControllerError::InvalidBrokerConfig { .. }
         | ControllerError::TopicIdTaken { .. }
         | ControllerError::ProducerIdsExhausted { .. }
+        | ControllerError::TooManyAclRecords
         | ControllerError::InvalidReplicationFactor { .. }
         | ControllerError::DuplicateBrokerRegistration { .. }
         | ControllerError::Apply(_)

@@ -11,12 +11,18 @@
 //!    broker's epoch only grows (a new registration), and a record that names a broker's
 //!    registration (fence, unfence, change, unregister) carries its current epoch (KRaft's
 //!    `ClusterControlManager` replay checks the same).
+//! 5. ACL ids are unique and a removal names an existing one; no two ids carry the same
+//!    binding (the proposer skips a creation of an existing binding, as `AclControlManager`).
 
+use super::acl::AclBinding;
+use super::quotas::ClientQuotas;
+use super::record::ClientQuotaRecord;
 use super::record::{
-    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord,
-    FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord, PartitionChangeRecord,
-    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
-    UnfenceBrokerRecord, UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord,
+    FeatureLevelRecord, FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord,
+    PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -95,6 +101,10 @@ pub struct MetadataImage {
     /// is not kept). `metadata.version` absent: the bootstrap level
     /// ([`super::METADATA_VERSION_BOOTSTRAP`]).
     pub features: BTreeMap<String, i16>,
+    /// ACLs by id (invariant 5: no two ids carry the same binding).
+    pub acls: BTreeMap<Uuid, AclBinding>,
+    /// Client quota values by entity (no entity without a value).
+    pub client_quotas: ClientQuotas,
 }
 
 /// A record that does not fit the image it is applied to. The proposer never produces one,
@@ -134,6 +144,11 @@ pub enum ApplyError {
         broker_epoch: i64,
         current: i64,
     },
+    /// An ACL whose id or binding is already present (invariant 5).
+    #[error("ACL {id} (or its binding) already exists")]
+    AclExists { id: Uuid },
+    #[error("no ACL has id {id}")]
+    UnknownAcl { id: Uuid },
     #[error("next broker epoch {next_broker_epoch} is below {current}")]
     BrokerEpochBackwards {
         next_broker_epoch: i64,
@@ -180,6 +195,16 @@ impl MetadataImage {
                 .registration_mut(*broker_id, *broker_epoch)
                 .map(|b| b.fenced = false),
             MetadataRecord::BrokerRegistrationChange(r) => self.apply_registration_change(r),
+            MetadataRecord::AccessControlEntry(r) => self.apply_acl(r),
+            MetadataRecord::ClientQuota(r) => {
+                self.apply_client_quota(r);
+                Ok(())
+            }
+            MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id }) => self
+                .acls
+                .remove(id)
+                .map(drop)
+                .ok_or(ApplyError::UnknownAcl { id: *id }),
             MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
                 broker_id,
                 broker_epoch,
@@ -247,6 +272,30 @@ impl MetadataImage {
             b.in_controlled_shutdown = in_controlled_shutdown;
         }
         Ok(())
+    }
+
+    fn apply_acl(&mut self, r: &AccessControlEntryRecord) -> Result<(), ApplyError> {
+        if self.acls.contains_key(&r.id) || self.acls.values().any(|b| *b == r.binding) {
+            return Err(ApplyError::AclExists { id: r.id });
+        }
+        self.acls.insert(r.id, r.binding.clone());
+        Ok(())
+    }
+
+    fn apply_client_quota(&mut self, r: &ClientQuotaRecord) {
+        if r.remove {
+            if let Some(values) = self.client_quotas.get_mut(&r.entity) {
+                values.remove(&r.key);
+                if values.is_empty() {
+                    self.client_quotas.remove(&r.entity);
+                }
+            }
+        } else {
+            self.client_quotas
+                .entry(r.entity.clone())
+                .or_default()
+                .insert(r.key.clone(), r.value);
+        }
     }
 
     fn apply_cluster_id(&mut self, cluster_id: &str) -> Result<(), ApplyError> {
@@ -479,6 +528,22 @@ impl MetadataImage {
                 next_producer_id: self.producer_ids.next_producer_id,
             }));
         }
+        for (entity, values) in &self.client_quotas {
+            records.extend(values.iter().map(|(key, value)| {
+                MetadataRecord::ClientQuota(ClientQuotaRecord {
+                    entity: entity.clone(),
+                    key: key.clone(),
+                    value: *value,
+                    remove: false,
+                })
+            }));
+        }
+        records.extend(self.acls.iter().map(|(id, binding)| {
+            MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                id: *id,
+                binding: binding.clone(),
+            })
+        }));
         records
     }
 }

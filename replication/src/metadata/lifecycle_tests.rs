@@ -1497,3 +1497,135 @@ fn unclean_election_picks_an_active_replica_outside_the_isr_for_a_leaderless_par
         [("t", 0, Err(ElectionError::ElectionNotNeeded))]
     );
 }
+
+fn acl(name: &str, principal: &str, operation: acl::AclOperation) -> acl::AclBinding {
+    acl::AclBinding {
+        resource_type: acl::RESOURCE_TOPIC,
+        resource_name: name.to_string(),
+        pattern_type: acl::PATTERN_LITERAL,
+        principal: principal.to_string(),
+        host: "*".to_string(),
+        operation,
+        permission_type: acl::PERMISSION_ALLOW,
+    }
+}
+
+#[test]
+fn acls_are_created_once_deleted_by_filter_and_survive_a_snapshot() {
+    use acl::AclOperation::{Read, Write};
+    let mut c = Cluster::new();
+    let (a, b) = (acl("t", "User:alice", Read), acl("t", "User:bob", Write));
+    let mut invalid = acl("", "User:alice", Read);
+    invalid.pattern_type = acl::PATTERN_MATCH;
+    let op = ControllerOp::CreateAcls {
+        creations: vec![a.clone(), a.clone(), invalid, b.clone()],
+    };
+    assert_eq!(
+        c.run(&op).unwrap().len(),
+        2,
+        "a duplicate and an invalid creation add nothing"
+    );
+    match op.answer(&c.before, &c.image) {
+        ControllerAnswer::CreateAcls { results } => {
+            assert_eq!(
+                results.iter().map(Result::is_ok).collect::<Vec<_>>(),
+                [true, true, false, true]
+            );
+        }
+        other => panic!("CreateAcls answered {other:?}"),
+    }
+    // Again: present already, so no record; ids never collide with the taken ones.
+    assert!(c.run(&op).unwrap().is_empty());
+    c.run(&ControllerOp::CreateAcls {
+        creations: vec![acl("u", "User:alice", Read)],
+    })
+    .unwrap();
+    assert_eq!(c.image.acls.len(), 3);
+
+    let mut rebuilt = MetadataImage::new("c".into());
+    for r in c.image.to_records() {
+        rebuilt.apply(&r).unwrap();
+    }
+    assert_eq!(rebuilt, c.image, "snapshot records rebuild the ACLs");
+
+    let filter = acl::AclBindingFilter {
+        resource_type: acl::RESOURCE_TOPIC,
+        resource_name: Some("t".to_string()),
+        pattern_type: acl::PATTERN_MATCH,
+        principal: Some("User:alice".to_string()),
+        host: None,
+        operation: Some(acl::AclOperation::Any),
+        permission_type: acl::PERMISSION_ANY,
+    };
+    let mut unknown = filter.clone();
+    unknown.operation = None;
+    let op = ControllerOp::DeleteAcls {
+        filters: vec![filter, unknown],
+    };
+    assert_eq!(c.run(&op).unwrap().len(), 1);
+    match op.answer(&c.before, &c.image) {
+        ControllerAnswer::DeleteAcls { results } => {
+            assert_eq!(results[0].as_ref().unwrap(), &vec![a]);
+            assert!(results[1].is_err());
+        }
+        other => panic!("DeleteAcls answered {other:?}"),
+    }
+    let left: Vec<_> = c.image.acls.values().cloned().collect();
+    assert_eq!(left, vec![b, acl("u", "User:alice", Read)]);
+}
+
+#[test]
+fn client_quotas_are_set_changed_removed_and_survive_a_snapshot() {
+    use quotas::{QuotaValue, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE};
+    let mut c = Cluster::new();
+    let alice = vec![("user".to_string(), Some("alice".to_string()))];
+    let set = |v: Option<f64>| (PRODUCER_BYTE_RATE.to_string(), v.map(QuotaValue));
+    let op = |entries| ControllerOp::AlterClientQuotas {
+        entries,
+        validate_only: false,
+    };
+    let bad = vec![("user".to_string(), Some(String::new()))];
+    let first = op(vec![
+        (alice.clone(), vec![set(Some(1024.0))]),
+        (bad, vec![set(Some(1.0))]),
+    ]);
+    assert_eq!(c.run(&first).unwrap().len(), 1);
+    match first.answer(&c.before, &c.image) {
+        ControllerAnswer::AlterClientQuotas { results } => {
+            assert!(results[0].is_ok() && results[1].is_err(), "{results:?}");
+        }
+        other => panic!("AlterClientQuotas answered {other:?}"),
+    }
+    assert!(
+        c.run(&first).unwrap().is_empty(),
+        "an unchanged value writes nothing"
+    );
+    // A refused change (a fractional byte rate) leaves the entity's other changes out too.
+    let mixed = op(vec![(
+        alice.clone(),
+        vec![
+            (REQUEST_PERCENTAGE.to_string(), Some(QuotaValue(50.0))),
+            set(Some(10.5)),
+        ],
+    )]);
+    assert!(c.run(&mixed).unwrap().is_empty());
+    c.run(&op(vec![(
+        alice.clone(),
+        vec![(REQUEST_PERCENTAGE.to_string(), Some(QuotaValue(50.0)))],
+    )]))
+    .unwrap();
+    let mut rebuilt = MetadataImage::new("c".into());
+    for r in c.image.to_records() {
+        rebuilt.apply(&r).unwrap();
+    }
+    assert_eq!(rebuilt, c.image, "snapshot records rebuild the quotas");
+    c.run(&op(vec![(
+        alice.clone(),
+        vec![set(None), (REQUEST_PERCENTAGE.to_string(), None)],
+    )]))
+    .unwrap();
+    assert!(
+        c.image.client_quotas.is_empty(),
+        "no entity is kept without a value"
+    );
+}

@@ -19,10 +19,13 @@
 //! Node-local concerns (which shard of a broker serves a partition) are not in the image:
 //! each broker derives them from it.
 
+pub mod acl;
+pub mod authorizer;
 mod heartbeats;
 mod image;
 mod op;
 mod propose;
+pub mod quotas;
 mod raft_machine;
 mod record;
 mod request;
@@ -35,8 +38,8 @@ pub use image::{
 pub use op::{
     BrokerConfigCheck, BrokerSessionLive, ControllerAnswer, ControllerError, ControllerOp,
     ElectionError, ElectionType, FeatureUpdate, ProposeContext, TopicConfigCheck,
-    TopicElectionResults, TopicOperation, UpgradeType, CONSUMER_OFFSETS_TOPIC,
-    INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
+    TopicElectionResults, TopicOperation, UpgradeType, ACL_RECORDS_PER_OP_MAX,
+    CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
     UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use propose::{
@@ -50,11 +53,11 @@ pub use raft_machine::{
     OUTCOMES_MAX,
 };
 pub use record::{
-    BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord, ConfigRecord,
-    FeatureLevelRecord, FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord,
+    AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord,
+    ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord,
     PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
-    RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
-    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 pub use request::{ControllerReply, ControllerRequest, QuorumDescription, ReplicaDescription};
 pub use store::{

@@ -3,7 +3,9 @@
 //! [`ElectionError`]), what the proposer needs from its caller ([`ProposeContext`]) and the
 //! limits and names ops are checked against.
 
+use super::acl::{AclBinding, AclBindingFilter, InvalidAcl};
 use super::image::ApplyError;
+use super::quotas::QuotaChanges;
 use super::record::BrokerEndpoint;
 #[cfg(doc)]
 use super::record::FeatureLevelRecord;
@@ -176,6 +178,27 @@ pub enum ControllerOp {
         updates: Vec<FeatureUpdate>,
         validate_only: bool,
     },
+    /// CreateAcls (KRaft `AclControlManager::createAcls`): each binding is checked on its own
+    /// ([`super::acl::validate_new`]); a valid one not yet present gets an
+    /// `AccessControlEntryRecord`, its id counted up from [`ProposeContext::new_topic_id`]
+    /// past taken ones. Never refused as a whole. Answer: [`ControllerAnswer::CreateAcls`].
+    CreateAcls {
+        creations: Vec<AclBinding>,
+    },
+    /// DeleteAcls (`AclControlManager::deleteAcls`): every ACL some valid filter matches is
+    /// removed. Refused as a whole ([`ControllerError::TooManyAclRecords`]) when it would
+    /// remove more than [`ACL_RECORDS_PER_OP_MAX`]. Answer: [`ControllerAnswer::DeleteAcls`].
+    DeleteAcls {
+        filters: Vec<AclBindingFilter>,
+    },
+    /// AlterClientQuotas (KRaft `ClientQuotaControlManager::alterClientQuotas`, KIP-546): per
+    /// entity, its changes (`Some(value)` sets a key, `None` removes it), checked on their own
+    /// ([`super::quotas::validate_entity`], [`super::quotas::validate_value`]); an entity with
+    /// a refused change changes nothing. Answer: [`ControllerAnswer::AlterClientQuotas`].
+    AlterClientQuotas {
+        entries: Vec<QuotaChanges>,
+        validate_only: bool,
+    },
 }
 
 /// One feature change of [`ControllerOp::UpdateFeatures`].
@@ -213,6 +236,10 @@ impl UpgradeType {
     }
 }
 
+/// Most ACL records one CreateAcls or DeleteAcls may write (Kafka's
+/// `MAX_RECORDS_PER_USER_OP`).
+pub const ACL_RECORDS_PER_OP_MAX: usize = 10_000;
+
 impl ControllerOp {
     /// Whether the op only checks (CreateTopics, CreatePartitions and the config APIs'
     /// `validate_only`): its records are not appended.
@@ -223,7 +250,8 @@ impl ControllerOp {
             | ControllerOp::AlterTopicConfig { validate_only, .. }
             | ControllerOp::ReplaceTopicConfig { validate_only, .. }
             | ControllerOp::AlterBrokerConfig { validate_only, .. }
-            | ControllerOp::UpdateFeatures { validate_only, .. } => *validate_only,
+            | ControllerOp::UpdateFeatures { validate_only, .. }
+            | ControllerOp::AlterClientQuotas { validate_only, .. } => *validate_only,
             ControllerOp::DeleteTopic { .. }
             | ControllerOp::AllocateProducerIds
             | ControllerOp::RegisterBroker { .. }
@@ -232,7 +260,9 @@ impl ControllerOp {
             | ControllerOp::ControlledShutdown { .. }
             | ControllerOp::UnregisterBroker { .. }
             | ControllerOp::AlterPartition { .. }
-            | ControllerOp::ElectLeaders { .. } => false,
+            | ControllerOp::ElectLeaders { .. }
+            | ControllerOp::CreateAcls { .. }
+            | ControllerOp::DeleteAcls { .. } => false,
         }
     }
 }
@@ -257,6 +287,19 @@ pub enum ControllerAnswer {
     },
     /// [`ControllerOp::ElectLeaders`]: the result of each partition, by topic.
     ElectLeaders { results: Vec<TopicElectionResults> },
+    /// [`ControllerOp::CreateAcls`]: per creation in request order, `Err` with Kafka's
+    /// INVALID_REQUEST message when it was refused.
+    CreateAcls {
+        results: Vec<Result<(), InvalidAcl>>,
+    },
+    /// [`ControllerOp::DeleteAcls`]: per filter in request order, the bindings it removed, or
+    /// `Err` (INVALID_REQUEST) when the filter was refused.
+    DeleteAcls {
+        results: Vec<Result<Vec<AclBinding>, InvalidAcl>>,
+    },
+    /// [`ControllerOp::AlterClientQuotas`]: per entity in request order, `Err` with Kafka's
+    /// INVALID_REQUEST message when its changes were refused.
+    AlterClientQuotas { results: Vec<Result<(), String>> },
 }
 
 /// ElectLeaders' election types (KIP-460; the wire's `ElectionType` int8).
@@ -383,6 +426,10 @@ pub enum ControllerError {
         broker_epoch: i64,
         current: i64,
     },
+    /// A DeleteAcls would remove more than [`ACL_RECORDS_PER_OP_MAX`] ACLs (Kafka's
+    /// `BoundedListTooLongException`, answered by Kafka as UNKNOWN_SERVER_ERROR).
+    #[error("Cannot remove more than {ACL_RECORDS_PER_OP_MAX} acls in a single delete operation.")]
+    TooManyAclRecords,
     /// The proposed records do not apply to the image: a controller bug.
     #[error("proposed records do not apply: {0}")]
     Apply(#[from] ApplyError),

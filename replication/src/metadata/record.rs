@@ -6,6 +6,8 @@
 //! Fields Sluice does not use yet (directories, ELR, migration flags, features) are left out;
 //! a later field is added with `#[serde(default)]` so that older records still decode.
 
+use super::acl::AclBinding;
+use super::quotas::{QuotaEntity, QuotaValue};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -46,6 +48,12 @@ pub enum MetadataRecord {
     ClusterId(ClusterIdRecord),
     /// [`FeatureLevelRecord`].
     FeatureLevel(FeatureLevelRecord),
+    /// [`AccessControlEntryRecord`].
+    AccessControlEntry(AccessControlEntryRecord),
+    /// [`RemoveAccessControlEntryRecord`].
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+    /// [`ClientQuotaRecord`].
+    ClientQuota(ClientQuotaRecord),
 }
 
 /// A finalized feature level (KRaft `FeatureLevelRecord`, KIP-584/KIP-778): `feature_level`
@@ -54,6 +62,31 @@ pub enum MetadataRecord {
 pub struct FeatureLevelRecord {
     pub name: String,
     pub feature_level: i16,
+}
+
+/// A quota value set or removed (KRaft `ClientQuotaRecord`, KIP-546).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientQuotaRecord {
+    /// Entity type → name (`None`: the type's default), sorted by type.
+    pub entity: QuotaEntity,
+    pub key: String,
+    /// The new value; ignored when `remove`.
+    pub value: QuotaValue,
+    pub remove: bool,
+}
+
+/// A new ACL (KRaft `AccessControlEntryRecord`, KIP-801): the binding and the id it is
+/// removed by.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessControlEntryRecord {
+    pub id: Uuid,
+    pub binding: AclBinding,
+}
+
+/// The removal of the ACL with `id` (KRaft `RemoveAccessControlEntryRecord`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveAccessControlEntryRecord {
+    pub id: Uuid,
 }
 
 /// A new topic (KRaft `TopicRecord`); its partitions follow as [`PartitionRecord`]s.

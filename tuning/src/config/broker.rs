@@ -132,6 +132,14 @@ pub struct BrokerConfig {
     /// `broker.rack`: this broker's rack, registered with the controller and listed in
     /// Metadata and DescribeCluster (placement does not use it yet). Default: none.
     pub broker_rack: Option<String>,
+    /// `authorizer.class.name`: ACLs are checked on every request when it names Kafka's
+    /// `org.apache.kafka.metadata.authorizer.StandardAuthorizer` (the only authorizer Sluice
+    /// has, KIP-801); "" (the default): no authorizer, the ACL APIs answer SECURITY_DISABLED.
+    pub authorizer_enabled: bool,
+    /// `super.users`: principals allowed everything (`User:admin;User:ops`). Default none.
+    pub super_users: Vec<String>,
+    /// `allow.everyone.if.no.acl.found`: the answer for a resource no ACL names. Default false.
+    pub allow_everyone_if_no_acl_found: bool,
     /// Keys set through [`BrokerConfig::set`], canonical names, with the value as given
     /// (trimmed): DescribeConfigs reports a synonym in its own unit (`log.retention.hours`).
     pub(super) given: BTreeMap<&'static str, String>,
@@ -179,6 +187,9 @@ impl Default for BrokerConfig {
             leader_imbalance_check_interval_seconds: 300,
             cleaner: CleanerConfig::default(),
             broker_rack: None,
+            authorizer_enabled: false,
+            super_users: Vec::new(),
+            allow_everyone_if_no_acl_found: false,
             given: BTreeMap::new(),
             synonym_rank: BTreeMap::new(),
         }

@@ -471,7 +471,64 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
         },
         show: Some(|c| c.broker_rack.clone().unwrap_or_default()),
     },
+    BrokerKey {
+        name: "authorizer.class.name",
+        set: |c, key, value, v| {
+            c.authorizer_enabled = match v {
+                "" => false,
+                STANDARD_AUTHORIZER => true,
+                _ => {
+                    return Err(invalid(
+                        key,
+                        value,
+                        format!("Sluice's only authorizer is {STANDARD_AUTHORIZER}"),
+                    ))
+                }
+            };
+            Ok(())
+        },
+        show: Some(|c| {
+            if c.authorizer_enabled {
+                STANDARD_AUTHORIZER
+            } else {
+                ""
+            }
+            .to_string()
+        }),
+    },
+    BrokerKey {
+        name: "super.users",
+        set: |c, key, value, v| {
+            let users: Vec<String> = v
+                .split(';')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect();
+            if let Some(bad) = users.iter().find(|p| !p.contains(':')) {
+                return Err(invalid(
+                    key,
+                    value,
+                    format!("{bad} is not a principal (Type:name)"),
+                ));
+            }
+            c.super_users = users;
+            Ok(())
+        },
+        show: Some(|c| c.super_users.join(";")),
+    },
+    BrokerKey {
+        name: "allow.everyone.if.no.acl.found",
+        set: |c, key, value, _| {
+            c.allow_everyone_if_no_acl_found = parse_bool(key, value)?;
+            Ok(())
+        },
+        show: Some(|c| c.allow_everyone_if_no_acl_found.to_string()),
+    },
 ];
+
+/// Kafka's KRaft authorizer (KIP-801), the value of `authorizer.class.name` that turns ACLs on.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 
 /// The row of broker key `name`, if it is one (topic defaults are not).
 pub(super) fn broker_key(name: &str) -> Option<&'static BrokerKey> {

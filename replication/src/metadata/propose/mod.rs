@@ -19,17 +19,21 @@
 //! Files by concern, as KRaft's control managers: `topics` (topics, partitions, placement),
 //! `brokers` (the broker lifecycle, producer ids), `elections` (AlterPartition, ElectLeaders),
 //! `balance` (which leaders to move back, `auto.leader.rebalance.enable`), `features`
-//! (finalized features, UpdateFeatures) and `configs`; this one dispatches an op to them. The op vocabulary is in `super::op`.
+//! (finalized features, UpdateFeatures), `acls` (CreateAcls, DeleteAcls), `quotas`
+//! (AlterClientQuotas) and `configs`; this one dispatches an op to them. The op vocabulary is
+//! in `super::op`.
 //!
 //! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index); racks
 //! are recorded but not used for placement.
 
+mod acls;
 mod balance;
 mod brokers;
 mod configs;
 mod elections;
 mod features;
 mod lookup;
+mod quotas;
 mod topics;
 
 pub use balance::{partitions_to_balance, ELECTIONS_PER_BALANCE_MAX};
@@ -138,6 +142,9 @@ pub fn propose(
             updates,
             validate_only: _,
         } => features::update_features(image, ctx.controller_id, updates),
+        ControllerOp::CreateAcls { creations } => Ok(acls::create_acls(image, ctx, creations)),
+        ControllerOp::DeleteAcls { filters } => acls::delete_acls(image, filters),
+        ControllerOp::AlterClientQuotas { entries, .. } => Ok(quotas::alter(image, entries).0),
     }
 }
 
@@ -178,6 +185,17 @@ impl ControllerOp {
                         partition_epoch: p.partition_epoch,
                     }
                 }),
+            ControllerOp::CreateAcls { creations } => ControllerAnswer::CreateAcls {
+                results: acls::create_results(creations),
+            },
+            ControllerOp::DeleteAcls { filters } => ControllerAnswer::DeleteAcls {
+                results: acls::delete_results(before, filters),
+            },
+            ControllerOp::AlterClientQuotas { entries, .. } => {
+                ControllerAnswer::AlterClientQuotas {
+                    results: quotas::alter(before, entries).1,
+                }
+            }
             _ => ControllerAnswer::Done,
         }
     }
