@@ -61,6 +61,11 @@ impl CpuSet {
         CpuSet::from_ids(ids)
     }
 
+    /// The lowest CPU id of the set.
+    pub fn first(&self) -> usize {
+        self.0[0]
+    }
+
     /// Number of CPUs in the set.
     pub fn len(&self) -> usize {
         self.0.len()

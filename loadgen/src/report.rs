@@ -6,7 +6,10 @@
 //! `p99_ms`, `p999_ms`, `max_ms`, `msgs_per_sec`, `mb_per_sec`, `sent`, `received` (the
 //! slowest consumer group's count), `rss_max_bytes` (null when the broker is not local),
 //! `cpu` (`broker_percent`, `loadgen_percent`, `broker_us_per_record`: µs of broker CPU per
-//! record produced and consumed; null without a broker pid) and `vs_baseline`; with `--compare`, `comparison` holds second ÷ first for each figure.
+//! record produced and consumed; null without a broker pid), `vs_baseline` and `vs_floor`;
+//! with `--compare`, `comparison` holds second ÷ first for each figure. `floor` (latency
+//! only; null with `--no-floor`) is the same run against `sluice-floor`, in the layout of a
+//! broker, and each broker's `vs_floor` its CPU per record and percentiles ÷ the floor's.
 
 use crate::baseline::Baselines;
 use crate::latency::Percentiles;
@@ -31,6 +34,8 @@ pub struct ResultFile {
     pub machine: Machine,
     pub baselines: Option<Baselines>,
     pub brokers: Vec<BrokerResult>,
+    /// The same scenario against `sluice-floor` (latency, unless `--no-floor`).
+    pub floor: Option<BrokerResult>,
     /// `--compare`: second broker ÷ first, per figure.
     pub comparison: Option<BTreeMap<&'static str, Option<f64>>>,
 }
@@ -81,7 +86,37 @@ pub struct BrokerResult {
     pub catchup: Option<CatchupFigures>,
     pub intervals: Vec<IntervalReport>,
     pub vs_baseline: Option<BaselineRatios>,
+    /// This broker's figures ÷ the floor's of the same run (null without a floor run).
+    pub vs_floor: Option<FloorRatios>,
     pub hdr_log: PathBuf,
+}
+
+/// A broker figure divided by the floor's in the same run: how many times the least a
+/// broker on this runtime must spend.
+#[derive(Debug, Clone, Serialize)]
+pub struct FloorRatios {
+    /// Broker CPU per record ÷ the floor's CPU per record.
+    pub broker_cpu_us_per_record: Option<f64>,
+    /// End-to-end percentiles ÷ the floor's.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub p9999_ms: Option<f64>,
+}
+
+impl FloorRatios {
+    /// `broker`'s figures ÷ `floor`'s.
+    pub fn of(broker: &BrokerResult, floor: &BrokerResult) -> FloorRatios {
+        FloorRatios {
+            broker_cpu_us_per_record: broker
+                .cpu
+                .broker_us_per_record
+                .zip(floor.cpu.broker_us_per_record)
+                .and_then(|(b, f)| ratio(b, f)),
+            p50_ms: ratio(broker.p50_ms, floor.p50_ms),
+            p99_ms: ratio(broker.p99_ms, floor.p99_ms),
+            p9999_ms: ratio(broker.p9999_ms, floor.p9999_ms),
+        }
+    }
 }
 
 /// A broker figure divided by the machine's limit measured in the same run.
@@ -187,6 +222,7 @@ impl BrokerResult {
             catchup: outcome.catchup.clone(),
             intervals: outcome.reports.clone(),
             vs_baseline,
+            vs_floor: None,
             hdr_log: hdr_log.to_path_buf(),
         }
     }
@@ -263,6 +299,9 @@ pub fn print_table(result: &ResultFile) {
     );
     print_figures(result);
     print_broker_notes(result);
+    if let Some(floor) = &result.floor {
+        print_floor(floor, &result.brokers);
+    }
     if let Some(base) = &result.baselines {
         print_baselines(base, &result.brokers);
     }
@@ -319,6 +358,39 @@ fn print_broker_notes(result: &ResultFile) {
             println!(
                 "{}: INCOMPLETE: sent {}, failed {}, received per group {:?}",
                 b.label, b.sent, b.failed, b.received_per_group
+            );
+        }
+    }
+}
+
+/// The floor's figures, and each broker's as multiples of them.
+fn print_floor(floor: &BrokerResult, brokers: &[BrokerResult]) {
+    println!(
+        "\nfloor (same run, sluice-floor: read, one 4 KiB O_DIRECT write, answer; parked fetch):"
+    );
+    println!(
+        "  CPU {} µs per record ({} % of a core); p50 / p99 / p99.99 {} / {} / {} ms; {} msg/s{}",
+        fmt_value(floor.cpu.broker_us_per_record),
+        fmt_value(floor.cpu.broker_percent),
+        fmt_value(Some(floor.p50_ms)),
+        fmt_value(Some(floor.p99_ms)),
+        fmt_value(Some(floor.p9999_ms)),
+        fmt_value(Some(floor.msgs_per_sec)),
+        if floor.complete() {
+            ""
+        } else {
+            " (INCOMPLETE)"
+        },
+    );
+    for b in brokers {
+        if let Some(r) = &b.vs_floor {
+            println!(
+                "  {}: CPU per record = {} floor; p50 = {}, p99 = {}, p99.99 = {} floor",
+                b.label,
+                fmt_ratio(r.broker_cpu_us_per_record),
+                fmt_ratio(r.p50_ms),
+                fmt_ratio(r.p99_ms),
+                fmt_ratio(r.p9999_ms),
             );
         }
     }
@@ -481,7 +553,23 @@ mod tests {
             None,
             Path::new("b.hlog"),
         );
+        let floor = BrokerResult::new(
+            "floor",
+            "127.0.0.1:3",
+            &outcome(1),
+            Some(rss),
+            CpuUse {
+                broker_us_per_record: Some(5.0),
+                ..cpu
+            },
+            None,
+            Path::new("f.hlog"),
+        );
         let comparison = comparison(&local, &remote);
+        let mut brokers = vec![local, remote];
+        for b in &mut brokers {
+            b.vs_floor = Some(FloorRatios::of(b, &floor));
+        }
         let file = ResultFile {
             schema: SCHEMA,
             scenario: "fanout".into(),
@@ -495,7 +583,8 @@ mod tests {
                 date_utc: utc_now(),
             },
             baselines: None,
-            brokers: vec![local, remote],
+            brokers,
+            floor: Some(floor),
             comparison: Some(comparison),
         };
         let json: serde_json::Value =
@@ -527,6 +616,11 @@ mod tests {
         assert!((p99_ratio - 2.0).abs() < 0.01, "{p99_ratio}");
         assert!(json["comparison"]["rss_max_mib"].is_null());
         assert_eq!(json["brokers"][0]["cpu"]["broker_us_per_record"], 12.5);
+        assert_eq!(json["floor"]["cpu"]["broker_us_per_record"], 5.0);
+        let vs_floor = &json["brokers"][1]["vs_floor"];
+        assert_eq!(vs_floor["broker_cpu_us_per_record"], 2.5);
+        let p99_vs_floor = vs_floor["p99_ms"].as_f64().expect("ratio");
+        assert!((p99_vs_floor - 2.0).abs() < 0.01, "{p99_vs_floor}");
         let per_record_ratio = json["comparison"]["broker_cpu_us_per_record"]
             .as_f64()
             .expect("ratio");
