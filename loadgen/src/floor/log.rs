@@ -294,3 +294,69 @@ fn align_down(position: u64) -> u64 {
 fn align_up(position: u64) -> u64 {
     position.div_ceil(BLOCK_BYTES) * BLOCK_BYTES
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glommio::LocalExecutorBuilder;
+
+    /// A RecordBatch v2 header of `records` records, `len` bytes long (the rest zeros).
+    fn batch(records: i32, len: usize) -> Vec<u8> {
+        let mut bytes = vec![0x11u8; len];
+        bytes[..8].copy_from_slice(&[0xff; 8]);
+        let length = i32::try_from(len - 12).expect("small batch");
+        bytes[8..12].copy_from_slice(&length.to_be_bytes());
+        bytes[23..27].copy_from_slice(&(records - 1).to_be_bytes());
+        bytes
+    }
+
+    fn offset_of(bytes: &[u8]) -> i64 {
+        i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"))
+    }
+
+    #[test]
+    fn batches_get_offsets_and_are_read_only_once_written() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t-0.log");
+        let probe_dir = dir.path().to_path_buf();
+        LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                crate::probe_iopoll(&probe_dir).await.expect("probe");
+                let log = PartitionLog::create(&path).await.expect("create");
+                let written = Event::default();
+                let (a, b, c) = (batch(3, 1500), batch(2, 3000), batch(1, 2000));
+                assert_eq!(log.append(&a), Ok((0, 3)));
+                assert_eq!(log.append(&b), Ok((3, 5)));
+                let before = log.read(0, 1 << 20);
+                assert_eq!(before.high_watermark, 0);
+                assert_eq!(before.records.as_deref(), Some(&[][..]));
+
+                log.make_durable(5, &written).await.expect("write");
+                assert_eq!(log.offsets(), (0, 5));
+                let all = log.read(0, 1 << 20).records.expect("in range");
+                assert_eq!(all.len(), 4500);
+                assert_eq!((offset_of(&all), offset_of(&all[1500..])), (0, 3));
+                let one = log.read(1, 100).records.expect("in range");
+                assert_eq!(
+                    one.len(),
+                    1500,
+                    "at least one whole batch, however small the limit"
+                );
+                assert_eq!(log.read(4, 1 << 20).records.map(|r| r.len()), Some(3000));
+                assert!(log.read(9, 1 << 20).records.is_none(), "past the end");
+
+                // The next write rewrites the partial block: the file holds the whole stream.
+                assert_eq!(log.append(&c), Ok((5, 6)));
+                log.make_durable(6, &written).await.expect("write");
+                let file = std::fs::read(&path).expect("read back");
+                assert_eq!(&file[..4500], &all[..]);
+                assert_eq!(offset_of(&file[4500..]), 5);
+                assert_eq!(&file[4508..6500], &c[8..]);
+                assert_eq!(log.append(&[0u8; 10]), Err(AppendError::Corrupt));
+                assert_eq!(log.append(&batch(1, 40)), Err(AppendError::Corrupt));
+            })
+            .expect("executor")
+            .join()
+            .expect("executor ran");
+    }
+}
