@@ -85,6 +85,15 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         &paths,
         baselines.as_ref(),
     )?;
+    let loadgen_cores = machine
+        .loadgen_cpus
+        .as_ref()
+        .map_or(available.len(), CpuSet::len);
+    let broker_cores = floor_cpus.as_ref().map(CpuSet::len);
+    for result in &mut results {
+        result.cpu.saturated =
+            broker_cores.and_then(|cores| report::Saturated::of(&result.cpu, cores, loadgen_cores));
+    }
     let floor = if cli.scenario == cli::ScenarioName::Latency && !cli.no_floor {
         let (floor, latency) = run_floor(
             cli,
@@ -399,6 +408,7 @@ fn run_target(
         broker_us_per_record: broker_cpu_used_s
             .filter(|_| outcome.sent > 0)
             .map(|used| used * 1e6 / outcome.sent as f64),
+        saturated: None,
     };
     let rss = local.as_ref().and_then(LocalBroker::rss);
     if let Some(broker) = local {

@@ -144,6 +144,46 @@ pub struct CpuUse {
     /// The broker's CPU time over the run ÷ records produced (each one also consumed by every
     /// group), in µs: what one record costs the broker end to end. Null without a broker pid.
     pub broker_us_per_record: Option<f64>,
+    /// Which side ran out of CPU (null when a side's cores are unknown).
+    pub saturated: Option<Saturated>,
+}
+
+/// Share of the cores a side may use above which it counts as saturated (CPU-bound).
+pub const SATURATED_SHARE: f64 = 0.9;
+
+/// Which side of a run was CPU-bound: the one whose CPU use reached [`SATURATED_SHARE`] of
+/// the cores it may use (its pinned CPUs, or the whole machine when unpinned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Saturated {
+    Broker,
+    Loadgen,
+    Both,
+    Neither,
+}
+
+impl Saturated {
+    /// The verdict for `cpu` with `broker_cores` and `loadgen_cores` CPUs to use.
+    pub fn of(cpu: &CpuUse, broker_cores: usize, loadgen_cores: usize) -> Option<Saturated> {
+        let full = |percent: f64, cores: usize| percent >= SATURATED_SHARE * 100.0 * cores as f64;
+        let broker = full(cpu.broker_percent?, broker_cores);
+        let loadgen = full(cpu.loadgen_percent?, loadgen_cores);
+        Some(match (broker, loadgen) {
+            (true, true) => Saturated::Both,
+            (true, false) => Saturated::Broker,
+            (false, true) => Saturated::Loadgen,
+            (false, false) => Saturated::Neither,
+        })
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Saturated::Broker => "the broker was saturated",
+            Saturated::Loadgen => "loadgen was saturated: the figures are the generator's",
+            Saturated::Both => "both sides were saturated",
+            Saturated::Neither => "neither side was saturated",
+        }
+    }
 }
 
 /// Local broker memory during the run.
@@ -343,6 +383,16 @@ fn print_figures(result: &ResultFile) {
 /// Each broker's catch-up figures, and a line for each incomplete run.
 fn print_broker_notes(result: &ResultFile) {
     for b in &result.brokers {
+        if let Some(saturated) = b.cpu.saturated {
+            println!(
+                "{}: CPU: broker {} %, loadgen {} % of one core: {} (≥ {:.0} % of its cores)",
+                b.label,
+                fmt_value(b.cpu.broker_percent),
+                fmt_value(b.cpu.loadgen_percent),
+                saturated.describe(),
+                SATURATED_SHARE * 100.0
+            );
+        }
         if let Some(c) = &b.catchup {
             println!(
                 "{}: produced {:.1} MB in {:.1} s ({:.1} MB/s), read back in {:.1} s ({:.1} MB/s)",
@@ -534,6 +584,7 @@ mod tests {
             broker_percent: Some(40.0),
             loadgen_percent: Some(50.0),
             broker_us_per_record: Some(12.5),
+            saturated: None,
         };
         let local = BrokerResult::new(
             "local",
@@ -617,6 +668,7 @@ mod tests {
         assert!(json["comparison"]["rss_max_mib"].is_null());
         assert_eq!(json["brokers"][0]["cpu"]["broker_us_per_record"], 12.5);
         assert_eq!(json["floor"]["cpu"]["broker_us_per_record"], 5.0);
+        assert!(json["brokers"][0]["cpu"]["saturated"].is_null());
         let vs_floor = &json["brokers"][1]["vs_floor"];
         assert_eq!(vs_floor["broker_cpu_us_per_record"], 2.5);
         let p99_vs_floor = vs_floor["p99_ms"].as_f64().expect("ratio");
@@ -625,6 +677,37 @@ mod tests {
             .as_f64()
             .expect("ratio");
         assert!((per_record_ratio - 1.0).abs() < 1e-9, "{per_record_ratio}");
+    }
+
+    #[test]
+    fn the_saturated_side_is_the_one_near_its_cores() {
+        let cpu = |broker, loadgen| CpuUse {
+            broker_percent: Some(broker),
+            loadgen_percent: Some(loadgen),
+            broker_us_per_record: None,
+            saturated: None,
+        };
+        assert_eq!(
+            Saturated::of(&cpu(31.0, 77.0), 1, 1),
+            Some(Saturated::Neither)
+        );
+        assert_eq!(
+            Saturated::of(&cpu(31.0, 95.0), 1, 1),
+            Some(Saturated::Loadgen)
+        );
+        assert_eq!(
+            Saturated::of(&cpu(95.0, 95.0), 1, 2),
+            Some(Saturated::Broker)
+        );
+        assert_eq!(
+            Saturated::of(&cpu(185.0, 92.0), 2, 1),
+            Some(Saturated::Both)
+        );
+        let unknown = CpuUse {
+            broker_percent: None,
+            ..cpu(0.0, 0.0)
+        };
+        assert_eq!(Saturated::of(&unknown, 1, 1), None);
     }
 
     #[test]
