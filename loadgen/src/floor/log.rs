@@ -6,7 +6,12 @@
 //! into the partition's preallocated file (DESIGN.md §3: acknowledged means written). Writes
 //! are group-committed as Sluice's log does: while one write is in flight, later batches wait
 //! and the next write covers them all. The file is a ring: positions wrap at
-//! [`FILE_BYTES`], since nothing ever reads it back; fetches are answered from memory.
+//! [`FILE_BYTES`], since nothing ever reads it back; fetches are answered from memory. The
+//! ring is written with zeros once at creation: a write into a preallocated but unwritten
+//! extent is punted by io_uring to its io-wq workers (an extent conversion), which Sluice
+//! avoids with its zero-ahead writes; so the floor's data writes, like Sluice's, overwrite
+//! written blocks. (Sluice's zero-ahead writes themselves — one 256 KiB write per 256 KiB of
+//! log — are left out of the floor.)
 //!
 //! Offsets become visible to fetches (the high watermark) only when their write completed.
 
@@ -19,8 +24,10 @@ use std::path::Path;
 
 /// O_DIRECT block size, in bytes.
 const BLOCK_BYTES: u64 = 4096;
-/// Bytes preallocated per partition file; write positions wrap at this size.
-pub const FILE_BYTES: u64 = 64 << 20;
+/// Bytes preallocated (and zeroed) per partition file; write positions wrap at this size.
+pub const FILE_BYTES: u64 = 16 << 20;
+/// Size of each zeroing write at creation.
+const ZERO_WRITE_BYTES: usize = 1 << 20;
 /// Bytes of batches kept in memory per partition for fetches (older ones are dropped and the
 /// log start offset moves on).
 const RETAINED_BYTES: usize = 16 << 20;
@@ -77,10 +84,10 @@ pub struct PartitionLog {
 }
 
 impl PartitionLog {
-    /// Creates and preallocates `path`.
+    /// Creates, preallocates and zeroes `path`.
     ///
     /// # Errors
-    /// Opening or preallocating the file failed.
+    /// Opening, preallocating or zeroing the file failed.
     pub async fn create(path: &Path) -> std::io::Result<PartitionLog> {
         let file = glommio::io::OpenOptions::new()
             .read(true)
@@ -92,6 +99,13 @@ impl PartitionLog {
         file.pre_allocate(FILE_BYTES, false)
             .await
             .map_err(std::io::Error::from)?;
+        for position in (0..FILE_BYTES).step_by(ZERO_WRITE_BYTES) {
+            let mut zeros = file.alloc_dma_buffer(ZERO_WRITE_BYTES);
+            zeros.as_bytes_mut().fill(0);
+            file.write_at(zeros, position)
+                .await
+                .map_err(std::io::Error::from)?;
+        }
         Ok(PartitionLog {
             file,
             state: RefCell::new(LogState {
