@@ -61,6 +61,11 @@ impl CpuSet {
         CpuSet::from_ids(ids)
     }
 
+    /// The CPU ids, ascending.
+    pub fn ids(&self) -> &[usize] {
+        &self.0
+    }
+
     /// The lowest CPU id of the set.
     pub fn first(&self) -> usize {
         self.0[0]

@@ -85,14 +85,12 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         &paths,
         baselines.as_ref(),
     )?;
-    let loadgen_cores = machine
+    let loadgen_cpus = machine
         .loadgen_cpus
-        .as_ref()
-        .map_or(available.len(), CpuSet::len);
-    let broker_cores = floor_cpus.as_ref().map(CpuSet::len);
+        .clone()
+        .unwrap_or_else(|| available.clone());
     for result in &mut results {
-        result.cpu.saturated =
-            broker_cores.and_then(|cores| report::Saturated::of(&result.cpu, cores, loadgen_cores));
+        result.cpu.saturated = saturation(&result.cpu, floor_cpus.as_ref(), &loadgen_cpus);
     }
     let floor = if cli.scenario == cli::ScenarioName::Latency && !cli.no_floor {
         let (floor, latency) = run_floor(
@@ -388,6 +386,7 @@ fn run_target(
         broker.reset_rss();
     }
     let started = std::time::Instant::now();
+    let ticks_start = procstat::cpu_ticks();
     let loadgen_cpu_s = procstat::cpu_seconds(None);
     let broker_cpu_s = broker_pid.and_then(|pid| procstat::cpu_seconds(Some(pid)));
     let outcome =
@@ -408,6 +407,10 @@ fn run_target(
         broker_us_per_record: broker_cpu_used_s
             .filter(|_| outcome.sent > 0)
             .map(|used| used * 1e6 / outcome.sent as f64),
+        cpu_busy_percent: ticks_start
+            .zip(procstat::cpu_ticks())
+            .map(|(start, end)| procstat::busy_percent(&start, &end))
+            .unwrap_or_default(),
         saturated: None,
     };
     let rss = local.as_ref().and_then(LocalBroker::rss);
@@ -422,6 +425,32 @@ fn run_target(
     }
     let result = BrokerResult::new(label, bootstrap, &outcome, rss, cpu, baselines, hlog_path);
     Ok((result, outcome.latency))
+}
+
+/// Which side of a run was CPU-bound; `None` when the broker's CPUs or either side's use
+/// are unknown.
+fn saturation(
+    cpu: &CpuUse,
+    broker_cpus: Option<&CpuSet>,
+    loadgen_cpus: &CpuSet,
+) -> Option<report::Saturated> {
+    let side = |used_percent: Option<f64>, cpus: &CpuSet| {
+        let busy: Vec<f64> = cpus
+            .ids()
+            .iter()
+            .filter_map(|&id| cpu.cpu_busy_percent.get(id).copied())
+            .collect();
+        used_percent.map(|used_percent| report::SideCpu {
+            used_percent,
+            cores: cpus.len(),
+            cpus_busy_percent: (!busy.is_empty())
+                .then(|| busy.iter().sum::<f64>() / busy.len() as f64),
+        })
+    };
+    Some(report::Saturated::of(
+        side(cpu.broker_percent, broker_cpus?)?,
+        side(cpu.loadgen_percent, loadgen_cpus)?,
+    ))
 }
 
 /// The floor (latency): `sluice-floor` started on `cpus` (the broker's), the same scenario

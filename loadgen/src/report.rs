@@ -134,7 +134,7 @@ pub struct BaselineRatios {
 
 /// CPU used during the run (start of topic creation to the end of the drain), in % of one
 /// core: above ~90 % a side is CPU-bound and its queueing shows up as latency.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct CpuUse {
     /// The broker's process: the local one, or the one named by `--bootstrap-pid` /
     /// `--compare-pid` (null otherwise).
@@ -144,15 +144,40 @@ pub struct CpuUse {
     /// The broker's CPU time over the run ÷ records produced (each one also consumed by every
     /// group), in µs: what one record costs the broker end to end. Null without a broker pid.
     pub broker_us_per_record: Option<f64>,
-    /// Which side ran out of CPU (null when a side's cores are unknown).
+    /// Each CPU's busy share over the run, by any process, in % (indexed by CPU id): on a
+    /// shared machine a side can be starved by other work without using its CPUs itself.
+    pub cpu_busy_percent: Vec<f64>,
+    /// Which side ran out of CPU (null when a side's CPUs are unknown).
     pub saturated: Option<Saturated>,
+}
+
+/// One side's CPU over a run, for [`Saturated::of`].
+#[derive(Debug, Clone, Copy)]
+pub struct SideCpu {
+    /// The side's own use, in % of one core.
+    pub used_percent: f64,
+    /// The CPUs it may use.
+    pub cores: usize,
+    /// Mean busy share of those CPUs by any process, in %.
+    pub cpus_busy_percent: Option<f64>,
+}
+
+impl SideCpu {
+    /// At [`SATURATED_SHARE`] of its cores, by its own use or with its CPUs that busy.
+    fn saturated(&self) -> bool {
+        self.used_percent >= SATURATED_SHARE * 100.0 * self.cores as f64
+            || self
+                .cpus_busy_percent
+                .is_some_and(|busy| busy >= SATURATED_SHARE * 100.0)
+    }
 }
 
 /// Share of the cores a side may use above which it counts as saturated (CPU-bound).
 pub const SATURATED_SHARE: f64 = 0.9;
 
 /// Which side of a run was CPU-bound: the one whose CPU use reached [`SATURATED_SHARE`] of
-/// the cores it may use (its pinned CPUs, or the whole machine when unpinned).
+/// the cores it may use (its pinned CPUs, or the whole machine when unpinned), or whose CPUs
+/// were that busy with anything (other processes on a shared machine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Saturated {
@@ -163,17 +188,14 @@ pub enum Saturated {
 }
 
 impl Saturated {
-    /// The verdict for `cpu` with `broker_cores` and `loadgen_cores` CPUs to use.
-    pub fn of(cpu: &CpuUse, broker_cores: usize, loadgen_cores: usize) -> Option<Saturated> {
-        let full = |percent: f64, cores: usize| percent >= SATURATED_SHARE * 100.0 * cores as f64;
-        let broker = full(cpu.broker_percent?, broker_cores);
-        let loadgen = full(cpu.loadgen_percent?, loadgen_cores);
-        Some(match (broker, loadgen) {
+    /// The verdict for a broker side and a loadgen side.
+    pub fn of(broker: SideCpu, loadgen: SideCpu) -> Saturated {
+        match (broker.saturated(), loadgen.saturated()) {
             (true, true) => Saturated::Both,
             (true, false) => Saturated::Broker,
             (false, true) => Saturated::Loadgen,
             (false, false) => Saturated::Neither,
-        })
+        }
     }
 
     fn describe(self) -> &'static str {
@@ -384,11 +406,19 @@ fn print_figures(result: &ResultFile) {
 fn print_broker_notes(result: &ResultFile) {
     for b in &result.brokers {
         if let Some(saturated) = b.cpu.saturated {
+            let busy: Vec<String> = b
+                .cpu
+                .cpu_busy_percent
+                .iter()
+                .enumerate()
+                .map(|(id, p)| format!("CPU {id} {p:.0} %"))
+                .collect();
             println!(
-                "{}: CPU: broker {} %, loadgen {} % of one core: {} (≥ {:.0} % of its cores)",
+                "{}: CPU: broker {} %, loadgen {} % of one core; busy (anything): {}: {} (≥ {:.0} % of its cores)",
                 b.label,
                 fmt_value(b.cpu.broker_percent),
                 fmt_value(b.cpu.loadgen_percent),
+                busy.join(", "),
                 saturated.describe(),
                 SATURATED_SHARE * 100.0
             );
@@ -584,6 +614,7 @@ mod tests {
             broker_percent: Some(40.0),
             loadgen_percent: Some(50.0),
             broker_us_per_record: Some(12.5),
+            cpu_busy_percent: vec![50.0, 60.0],
             saturated: None,
         };
         let local = BrokerResult::new(
@@ -591,7 +622,7 @@ mod tests {
             "127.0.0.1:1",
             &outcome(1),
             Some(rss),
-            cpu,
+            cpu.clone(),
             None,
             Path::new("a.hlog"),
         );
@@ -600,7 +631,7 @@ mod tests {
             "127.0.0.1:2",
             &outcome(2),
             None,
-            cpu,
+            cpu.clone(),
             None,
             Path::new("b.hlog"),
         );
@@ -681,33 +712,33 @@ mod tests {
 
     #[test]
     fn the_saturated_side_is_the_one_near_its_cores() {
-        let cpu = |broker, loadgen| CpuUse {
-            broker_percent: Some(broker),
-            loadgen_percent: Some(loadgen),
-            broker_us_per_record: None,
-            saturated: None,
+        let side = |used_percent, cores, busy| SideCpu {
+            used_percent,
+            cores,
+            cpus_busy_percent: busy,
         };
+        let quiet = side(31.0, 1, Some(40.0));
         assert_eq!(
-            Saturated::of(&cpu(31.0, 77.0), 1, 1),
-            Some(Saturated::Neither)
+            Saturated::of(quiet, side(77.0, 1, Some(80.0))),
+            Saturated::Neither
         );
         assert_eq!(
-            Saturated::of(&cpu(31.0, 95.0), 1, 1),
-            Some(Saturated::Loadgen)
+            Saturated::of(quiet, side(95.0, 1, None)),
+            Saturated::Loadgen
         );
         assert_eq!(
-            Saturated::of(&cpu(95.0, 95.0), 1, 2),
-            Some(Saturated::Broker)
+            Saturated::of(side(95.0, 1, None), side(95.0, 2, None)),
+            Saturated::Broker
         );
         assert_eq!(
-            Saturated::of(&cpu(185.0, 92.0), 2, 1),
-            Some(Saturated::Both)
+            Saturated::of(side(185.0, 2, None), side(92.0, 1, None)),
+            Saturated::Both
         );
-        let unknown = CpuUse {
-            broker_percent: None,
-            ..cpu(0.0, 0.0)
-        };
-        assert_eq!(Saturated::of(&unknown, 1, 1), None);
+        // Starved by other work: its CPU was busy although it used little of it.
+        assert_eq!(
+            Saturated::of(quiet, side(60.0, 1, Some(97.0))),
+            Saturated::Loadgen
+        );
     }
 
     #[test]
