@@ -3,7 +3,9 @@
 //! Produce: offsets, one group-committed O_DIRECT write per partition touched, then the
 //! answer (acks=0 and acks=1 wait for the write as acks=all does: there are no followers).
 //! Fetch: answered at once when the written data reaches `min_bytes`, else parked until a
-//! write completes or `max_wait_ms` passes. Nothing is validated beyond the batch headers.
+//! write completes or `max_wait_ms` passes; `partition_max_bytes` is applied (at least one
+//! batch), the response-wide `max_bytes` is not. Nothing is validated beyond the batch
+//! headers.
 
 use crate::log::{AppendError, PartitionLog};
 use crate::state::{Floor, NODE_ID};
