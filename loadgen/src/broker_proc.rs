@@ -1,6 +1,7 @@
-//! A temporary local `sluice` for the no-`--bootstrap` case: a child process on a free
-//! loopback port with its own temporary data directory and CPUs, and a sampler of its
-//! resident memory (VmRSS from /proc/<pid>/status).
+//! A temporary local server: `sluice` for the no-`--bootstrap` case, or `sluice-floor` for
+//! the `latency` scenario's floor. A child process on a free loopback port with its own
+//! temporary data directory and CPUs, and a sampler of its resident memory (VmRSS from
+//! /proc/<pid>/status).
 //!
 //! Lifetime: `start` returns once the Kafka port accepts connections; `stop` sends SIGTERM
 //! and waits (SIGKILL after `STOP_GRACE`); dropping an unstopped broker kills it. The child
@@ -29,19 +30,46 @@ const RSS_PERIOD: Duration = Duration::from_millis(100);
 /// Lines of the broker log shown when something goes wrong.
 const LOG_TAIL_LINES: usize = 30;
 
-/// Where the `sluice` binary is: `explicit` (flag or SLUICE_BIN), else next to this
-/// executable. Under `cargo run` (which sets CARGO) a missing binary is built first with the
-/// same profile, so `cargo run --release -p sluice-loadgen -- latency` is the whole set-up.
-pub fn find_sluice(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// The servers loadgen can start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// The broker, `sluice` (package `sluice-broker`).
+    Sluice,
+    /// The floor, `sluice-floor` (this package).
+    Floor,
+}
+
+impl ServerKind {
+    /// The executable's name.
+    pub fn binary_name(self) -> &'static str {
+        match self {
+            ServerKind::Sluice => "sluice",
+            ServerKind::Floor => "sluice-floor",
+        }
+    }
+
+    fn package(self) -> &'static str {
+        match self {
+            ServerKind::Sluice => "sluice-broker",
+            ServerKind::Floor => "sluice-loadgen",
+        }
+    }
+}
+
+/// Where the `kind` binary is: `explicit` (a flag or its environment variable), else next to
+/// this executable. Under `cargo run` (which sets CARGO) a missing binary is built first with
+/// the same profile, so `cargo run --release -p sluice-loadgen -- latency` is the whole set-up.
+pub fn find_binary(kind: ServerKind, explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let name = kind.binary_name();
     if let Some(path) = explicit {
         if !path.is_file() {
-            bail!("sluice binary {} is not a file", path.display());
+            bail!("{name} binary {} is not a file", path.display());
         }
         return Ok(path.to_path_buf());
     }
     let exe = std::env::current_exe().context("locating this executable")?;
     let dir = exe.parent().context("executable without a directory")?;
-    let beside = dir.join("sluice");
+    let beside = dir.join(name);
     if beside.is_file() {
         return Ok(beside);
     }
@@ -50,39 +78,45 @@ pub fn find_sluice(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         std::env::var_os("CARGO_MANIFEST_DIR"),
     ) else {
         bail!(
-            "no sluice binary at {}: build it (cargo build --release -p sluice-broker --bin sluice), \
-             or pass --sluice-bin PATH / SLUICE_BIN, or --bootstrap HOST:PORT",
-            beside.display()
+            "no {name} binary at {}: build it (cargo build --release -p {} --bin {name}), \
+             or pass its path (see --help)",
+            beside.display(),
+            kind.package()
         );
     };
     let mut build = Command::new(cargo);
     build
         .current_dir(manifest_dir)
-        .args(["build", "-p", "sluice-broker", "--bin", "sluice"]);
+        .args(["build", "-p", kind.package(), "--bin", name]);
     if dir.file_name().is_some_and(|n| n == "release") {
         build.arg("--release");
     }
-    eprintln!("sluice-loadgen: building the broker: {build:?}");
-    let status = build.status().context("running cargo build for sluice")?;
+    eprintln!("sluice-loadgen: building {name}: {build:?}");
+    let status = build
+        .status()
+        .with_context(|| format!("running cargo build for {name}"))?;
     if !status.success() || !beside.is_file() {
         bail!(
-            "building sluice failed ({status}); expected {}",
+            "building {name} failed ({status}); expected {}",
             beside.display()
         );
     }
     Ok(beside)
 }
 
-/// How to start the local broker.
+/// How to start the local server.
 pub struct LocalOptions {
+    pub kind: ServerKind,
     pub binary: PathBuf,
     pub cpus: Option<CpuSet>,
-    /// `--set KEY=VALUE` pairs.
+    /// `--set KEY=VALUE` pairs (`sluice` only).
     pub settings: Vec<(String, String)>,
     pub data_parent: PathBuf,
 }
 
 pub struct LocalBroker {
+    /// The executable's name, for messages.
+    pub name: &'static str,
     child: Option<Child>,
     pub bootstrap: String,
     pub command: String,
@@ -101,8 +135,9 @@ impl LocalBroker {
     pub fn start(options: &LocalOptions) -> anyhow::Result<LocalBroker> {
         std::fs::create_dir_all(&options.data_parent)
             .with_context(|| format!("creating {}", options.data_parent.display()))?;
+        let name = options.kind.binary_name();
         let temp = tempfile::Builder::new()
-            .prefix("sluice-loadgen-broker")
+            .prefix(&format!("sluice-loadgen-{name}"))
             .tempdir_in(&options.data_parent)
             .with_context(|| {
                 format!("a temporary directory in {}", options.data_parent.display())
@@ -110,21 +145,31 @@ impl LocalBroker {
         let data_dir = temp.path().join("data");
         let log_path = temp.path().join("broker.log");
         let port = free_port()?;
-        let admin_port = free_port()?;
         let bootstrap = format!("127.0.0.1:{port}");
         let mut command = Command::new(&options.binary);
         command
             .arg("--listen")
             .arg(&bootstrap)
-            .arg("--admin-listen")
-            .arg(format!("127.0.0.1:{admin_port}"))
             .arg("--data-dir")
             .arg(&data_dir);
-        if let Some(cpus) = &options.cpus {
-            command.arg("--cores").arg(cpus.to_sluice_cores());
-        }
-        for (key, value) in &options.settings {
-            command.arg("--set").arg(format!("{key}={value}"));
+        match options.kind {
+            ServerKind::Sluice => {
+                command
+                    .arg("--admin-listen")
+                    .arg(format!("127.0.0.1:{}", free_port()?));
+                if let Some(cpus) = &options.cpus {
+                    command.arg("--cores").arg(cpus.to_sluice_cores());
+                }
+                for (key, value) in &options.settings {
+                    command.arg("--set").arg(format!("{key}={value}"));
+                }
+            }
+            ServerKind::Floor => {
+                // One executor, as one Sluice shard, on the first of the CPUs.
+                if let Some(cpus) = &options.cpus {
+                    command.arg("--cpu").arg(cpus.first().to_string());
+                }
+            }
         }
         let log =
             File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
@@ -158,6 +203,7 @@ impl LocalBroker {
             .with_context(|| format!("starting {}", options.binary.display()))?;
         let pid = child.id();
         let mut broker = LocalBroker {
+            name,
             child: Some(child),
             bootstrap,
             command: command_line,
@@ -172,9 +218,14 @@ impl LocalBroker {
     fn wait_ready(&mut self, port: u16) -> anyhow::Result<()> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if let Some(status) = self.child_mut()?.try_wait().context("waiting for sluice")? {
+            let name = self.name;
+            if let Some(status) = self
+                .child_mut()?
+                .try_wait()
+                .with_context(|| format!("waiting for {name}"))?
+            {
                 bail!(
-                    "sluice exited with {status} while starting\n{}",
+                    "{name} exited with {status} while starting\n{}",
                     self.describe()
                 );
             }
@@ -183,7 +234,7 @@ impl LocalBroker {
             }
             if Instant::now() >= deadline {
                 bail!(
-                    "sluice not listening after {START_TIMEOUT:?}\n{}",
+                    "{name} not listening after {START_TIMEOUT:?}\n{}",
                     self.describe()
                 );
             }
@@ -228,15 +279,19 @@ impl LocalBroker {
         unsafe { libc::kill(pid, libc::SIGTERM) };
         let deadline = Instant::now() + STOP_GRACE;
         loop {
-            if let Some(status) = child.try_wait().context("waiting for sluice to stop")? {
+            let name = self.name;
+            if let Some(status) = child
+                .try_wait()
+                .with_context(|| format!("waiting for {name} to stop"))?
+            {
                 return Ok(status);
             }
             if Instant::now() >= deadline {
                 eprintln!(
-                    "sluice-loadgen: sluice still running {STOP_GRACE:?} after SIGTERM; SIGKILL"
+                    "sluice-loadgen: {name} still running {STOP_GRACE:?} after SIGTERM; SIGKILL"
                 );
-                child.kill().context("killing sluice")?;
-                return child.wait().context("waiting for sluice");
+                child.kill().with_context(|| format!("killing {name}"))?;
+                return child.wait().with_context(|| format!("waiting for {name}"));
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -111,7 +111,14 @@ impl Compression {
         Kafka beside Sluice: `scripts/kafka-ref start` prints Kafka's bootstrap and writes its pid to \
         target/kafka-ref/run/state.json; give them as --compare HOST:PORT --compare-pid PID.\n\n\
         Each group's consumers join it with subscribe() (the broker's group coordinator assigns \
-        the partitions; no offset commits); --assign makes them assign() their share instead."
+        the partitions; no offset commits); --assign makes them assign() their share instead.\n\n\
+        The floor (latency only; --no-floor skips it): after the broker(s), the same scenario runs \
+        against `sluice-floor`, a minimal server on Sluice's runtime (glommio, io_uring) pinned \
+        like the local broker, that does only a broker's per-record system work: read the Produce \
+        request, one O_DIRECT write of the 4 KiB block(s) the batch touches in a preallocated \
+        file (completed before the answer), answer, and answer the parked fetch from memory. Its \
+        CPU per record and p50/p99/p99.99 are printed, and every broker's CPU per record and \
+        latency as multiples of them. Its consumers assign() (the floor has no groups)."
 )]
 pub struct Cli {
     /// Scenario to run.
@@ -255,6 +262,14 @@ pub struct Cli {
     /// temp dir]; must be a real disk for O_DIRECT.
     #[arg(long, value_name = "DIR")]
     pub data_parent: Option<PathBuf>,
+
+    /// latency: skip the floor run (sluice-floor, see above).
+    #[arg(long)]
+    pub no_floor: bool,
+
+    /// The `sluice-floor` binary [next to this executable; env SLUICE_FLOOR_BIN].
+    #[arg(long, env = "SLUICE_FLOOR_BIN", value_name = "PATH")]
+    pub floor_bin: Option<PathBuf>,
 
     /// Skip the raw TCP and disk baselines.
     #[arg(long)]

@@ -61,6 +61,16 @@ impl CpuSet {
         CpuSet::from_ids(ids)
     }
 
+    /// The CPU ids, ascending.
+    pub fn ids(&self) -> &[usize] {
+        &self.0
+    }
+
+    /// The lowest CPU id of the set.
+    pub fn first(&self) -> usize {
+        self.0[0]
+    }
+
     /// Number of CPUs in the set.
     pub fn len(&self) -> usize {
         self.0.len()

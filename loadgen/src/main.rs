@@ -3,8 +3,8 @@
 //! `--bootstrap` it starts a temporary local `sluice` as a child process.
 //!
 //! This file is glue: flags → scenario parameters → (local broker) → baselines → one run per
-//! broker → JSON, HdrHistogram logs, plot, table (`sweep`: one run per rate per broker, in
-//! `sweep`). Exit status: 0 when every broker delivered every record to every group, 1 when a
+//! broker → (latency: the floor's run) → JSON, HdrHistogram logs, plot, table (`sweep`: one
+//! run per rate per broker, in `sweep`). Exit status: 0 when every broker delivered every record to every group, 1 when a
 //! run was incomplete, 2 on an error.
 
 mod baseline;
@@ -25,11 +25,11 @@ mod schedule;
 mod sweep;
 
 use anyhow::Context as _;
-use broker_proc::{LocalBroker, LocalOptions};
+use broker_proc::{LocalBroker, LocalOptions, ServerKind};
 use clap::Parser;
 use cli::Cli;
 use cpus::CpuSet;
-use report::{BrokerResult, CpuUse, Machine, ResultFile};
+use report::{BrokerResult, CpuUse, FloorRatios, Machine, ResultFile};
 use run::RunIdentity;
 use scenario::{parse_key_value, Params};
 use std::path::{Path, PathBuf};
@@ -63,6 +63,7 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
     let baselines =
         (!cli.no_baselines).then(|| measure_baselines(cli, local.as_ref(), broker_cpus.as_ref()));
     let targets = targets(cli, local.as_ref())?;
+    let floor_cpus = broker_cpus.clone();
     let machine = MachineStart {
         cpus: available.len(),
         broker_cpus,
@@ -75,7 +76,7 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
             cli, &params, &scenario, &targets, &mut local, &paths, machine,
         );
     }
-    let (results, histograms) = run_each_target(
+    let (mut results, mut histograms) = run_each_target(
         cli,
         &params,
         &scenario,
@@ -84,6 +85,30 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         &paths,
         baselines.as_ref(),
     )?;
+    let loadgen_cpus = machine
+        .loadgen_cpus
+        .clone()
+        .unwrap_or_else(|| available.clone());
+    for result in &mut results {
+        result.cpu.saturated = saturation(&result.cpu, floor_cpus.as_ref(), &loadgen_cpus);
+    }
+    let floor = if cli.scenario == cli::ScenarioName::Latency && !cli.no_floor {
+        let (floor, latency) = run_floor(
+            cli,
+            &params,
+            &scenario,
+            floor_cpus.as_ref(),
+            &paths,
+            baselines.as_ref(),
+        )?;
+        for result in &mut results {
+            result.vs_floor = Some(FloorRatios::of(result, &floor));
+        }
+        histograms.push((floor.label.clone(), latency));
+        Some(floor)
+    } else {
+        None
+    };
     let plot_path = paths.out_dir.join(format!("{}.svg", paths.stem));
     let series: Vec<(String, &hdrhistogram::Histogram<u64>)> =
         histograms.iter().map(|(l, h)| (l.clone(), h)).collect();
@@ -96,7 +121,7 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         [first, second] => Some(report::comparison(first, second)),
         _ => None,
     };
-    let complete = results.iter().all(BrokerResult::complete);
+    let complete = results.iter().chain(&floor).all(BrokerResult::complete);
     let result = ResultFile {
         schema: report::SCHEMA,
         scenario,
@@ -104,6 +129,7 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         machine: machine.finish(),
         baselines,
         brokers: results,
+        floor,
         comparison,
     };
     report::write_json(&paths.json_path, &result)?;
@@ -191,7 +217,8 @@ fn start_local_broker(
         .map(|kv| parse_key_value("--broker-set", kv))
         .collect::<anyhow::Result<_>>()?;
     let options = LocalOptions {
-        binary: broker_proc::find_sluice(cli.sluice_bin.as_deref())?,
+        kind: ServerKind::Sluice,
+        binary: broker_proc::find_binary(ServerKind::Sluice, cli.sluice_bin.as_deref())?,
         cpus: Some(broker_cpus.clone()),
         settings,
         data_parent: cli.data_parent.clone().unwrap_or_else(std::env::temp_dir),
@@ -359,6 +386,7 @@ fn run_target(
         broker.reset_rss();
     }
     let started = std::time::Instant::now();
+    let ticks_start = procstat::cpu_ticks();
     let loadgen_cpu_s = procstat::cpu_seconds(None);
     let broker_cpu_s = broker_pid.and_then(|pid| procstat::cpu_seconds(Some(pid)));
     let outcome =
@@ -379,19 +407,96 @@ fn run_target(
         broker_us_per_record: broker_cpu_used_s
             .filter(|_| outcome.sent > 0)
             .map(|used| used * 1e6 / outcome.sent as f64),
+        cpu_busy_percent: ticks_start
+            .zip(procstat::cpu_ticks())
+            .map(|(start, end)| procstat::busy_percent(&start, &end))
+            .unwrap_or_default(),
+        saturated: None,
     };
     let rss = local.as_ref().and_then(LocalBroker::rss);
     if let Some(broker) = local {
         let stopping = std::time::Instant::now();
+        let name = broker.name;
         let status = broker.stop()?;
         eprintln!(
-            "sluice-loadgen: stopped the local sluice in {:.1} s ({status})",
+            "sluice-loadgen: stopped the local {name} in {:.1} s ({status})",
             stopping.elapsed().as_secs_f64()
         );
     }
     let result = BrokerResult::new(label, bootstrap, &outcome, rss, cpu, baselines, hlog_path);
     Ok((result, outcome.latency))
 }
+
+/// Which side of a run was CPU-bound; `None` when the broker's CPUs or either side's use
+/// are unknown.
+fn saturation(
+    cpu: &CpuUse,
+    broker_cpus: Option<&CpuSet>,
+    loadgen_cpus: &CpuSet,
+) -> Option<report::Saturated> {
+    let side = |used_percent: Option<f64>, cpus: &CpuSet| {
+        let busy: Vec<f64> = cpus
+            .ids()
+            .iter()
+            .filter_map(|&id| cpu.cpu_busy_percent.get(id).copied())
+            .collect();
+        used_percent.map(|used_percent| report::SideCpu {
+            used_percent,
+            cores: cpus.len(),
+            cpus_busy_percent: (!busy.is_empty())
+                .then(|| busy.iter().sum::<f64>() / busy.len() as f64),
+        })
+    };
+    Some(report::Saturated::of(
+        side(cpu.broker_percent, broker_cpus?)?,
+        side(cpu.loadgen_percent, loadgen_cpus)?,
+    ))
+}
+
+/// The floor (latency): `sluice-floor` started on `cpus` (the broker's), the same scenario
+/// run against it with `assign()`ing consumers (it has no groups), then stopped. Returns its
+/// result, in a broker's layout, and its latency histogram.
+fn run_floor(
+    cli: &Cli,
+    params: &Params,
+    scenario: &str,
+    cpus: Option<&CpuSet>,
+    paths: &OutputPaths,
+    baselines: Option<&baseline::Baselines>,
+) -> anyhow::Result<(BrokerResult, hdrhistogram::Histogram<u64>)> {
+    let options = LocalOptions {
+        kind: ServerKind::Floor,
+        binary: broker_proc::find_binary(ServerKind::Floor, cli.floor_bin.as_deref())?,
+        cpus: cpus.cloned(),
+        settings: Vec::new(),
+        data_parent: cli.data_parent.clone().unwrap_or_else(std::env::temp_dir),
+    };
+    let floor = LocalBroker::start(&options)?;
+    eprintln!("sluice-loadgen: started the floor: {}", floor.command);
+    let floor_params = Params {
+        subscribe: false,
+        ..params.clone()
+    };
+    let bootstrap = floor.bootstrap.clone();
+    let hlog_path = paths
+        .out_dir
+        .join(format!("{}.{FLOOR_LABEL}.hlog", paths.stem));
+    run_target(
+        FLOOR_LABEL,
+        &bootstrap,
+        &floor_params,
+        &identity(cli, scenario, FLOOR_TARGET),
+        &hlog_path,
+        Some(floor),
+        None,
+        baselines,
+    )
+}
+
+/// The floor's label in the table, the JSON and its HdrHistogram log's name.
+const FLOOR_LABEL: &str = "floor";
+/// The floor's target index for its run id (after the broker and a `--compare`).
+const FLOOR_TARGET: usize = 2;
 
 /// The run id stamped into every record and the topic name of the run on broker `target`
 /// (distinct per broker, so that `--compare` with the same broker twice keeps them apart).

@@ -6,7 +6,10 @@
 //! `p99_ms`, `p999_ms`, `max_ms`, `msgs_per_sec`, `mb_per_sec`, `sent`, `received` (the
 //! slowest consumer group's count), `rss_max_bytes` (null when the broker is not local),
 //! `cpu` (`broker_percent`, `loadgen_percent`, `broker_us_per_record`: µs of broker CPU per
-//! record produced and consumed; null without a broker pid) and `vs_baseline`; with `--compare`, `comparison` holds second ÷ first for each figure.
+//! record produced and consumed; null without a broker pid), `vs_baseline` and `vs_floor`;
+//! with `--compare`, `comparison` holds second ÷ first for each figure. `floor` (latency
+//! only; null with `--no-floor`) is the same run against `sluice-floor`, in the layout of a
+//! broker, and each broker's `vs_floor` its CPU per record and percentiles ÷ the floor's.
 
 use crate::baseline::Baselines;
 use crate::latency::Percentiles;
@@ -31,6 +34,8 @@ pub struct ResultFile {
     pub machine: Machine,
     pub baselines: Option<Baselines>,
     pub brokers: Vec<BrokerResult>,
+    /// The same scenario against `sluice-floor` (latency, unless `--no-floor`).
+    pub floor: Option<BrokerResult>,
     /// `--compare`: second broker ÷ first, per figure.
     pub comparison: Option<BTreeMap<&'static str, Option<f64>>>,
 }
@@ -81,7 +86,37 @@ pub struct BrokerResult {
     pub catchup: Option<CatchupFigures>,
     pub intervals: Vec<IntervalReport>,
     pub vs_baseline: Option<BaselineRatios>,
+    /// This broker's figures ÷ the floor's of the same run (null without a floor run).
+    pub vs_floor: Option<FloorRatios>,
     pub hdr_log: PathBuf,
+}
+
+/// A broker figure divided by the floor's in the same run: how many times the least a
+/// broker on this runtime must spend.
+#[derive(Debug, Clone, Serialize)]
+pub struct FloorRatios {
+    /// Broker CPU per record ÷ the floor's CPU per record.
+    pub broker_cpu_us_per_record: Option<f64>,
+    /// End-to-end percentiles ÷ the floor's.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub p9999_ms: Option<f64>,
+}
+
+impl FloorRatios {
+    /// `broker`'s figures ÷ `floor`'s.
+    pub fn of(broker: &BrokerResult, floor: &BrokerResult) -> FloorRatios {
+        FloorRatios {
+            broker_cpu_us_per_record: broker
+                .cpu
+                .broker_us_per_record
+                .zip(floor.cpu.broker_us_per_record)
+                .and_then(|(b, f)| ratio(b, f)),
+            p50_ms: ratio(broker.p50_ms, floor.p50_ms),
+            p99_ms: ratio(broker.p99_ms, floor.p99_ms),
+            p9999_ms: ratio(broker.p9999_ms, floor.p9999_ms),
+        }
+    }
 }
 
 /// A broker figure divided by the machine's limit measured in the same run.
@@ -99,7 +134,7 @@ pub struct BaselineRatios {
 
 /// CPU used during the run (start of topic creation to the end of the drain), in % of one
 /// core: above ~90 % a side is CPU-bound and its queueing shows up as latency.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct CpuUse {
     /// The broker's process: the local one, or the one named by `--bootstrap-pid` /
     /// `--compare-pid` (null otherwise).
@@ -109,6 +144,68 @@ pub struct CpuUse {
     /// The broker's CPU time over the run ÷ records produced (each one also consumed by every
     /// group), in µs: what one record costs the broker end to end. Null without a broker pid.
     pub broker_us_per_record: Option<f64>,
+    /// Each CPU's busy share over the run, by any process, in % (indexed by CPU id): on a
+    /// shared machine a side can be starved by other work without using its CPUs itself.
+    pub cpu_busy_percent: Vec<f64>,
+    /// Which side ran out of CPU (null when a side's CPUs are unknown).
+    pub saturated: Option<Saturated>,
+}
+
+/// One side's CPU over a run, for [`Saturated::of`].
+#[derive(Debug, Clone, Copy)]
+pub struct SideCpu {
+    /// The side's own use, in % of one core.
+    pub used_percent: f64,
+    /// The CPUs it may use.
+    pub cores: usize,
+    /// Mean busy share of those CPUs by any process, in %.
+    pub cpus_busy_percent: Option<f64>,
+}
+
+impl SideCpu {
+    /// At [`SATURATED_SHARE`] of its cores, by its own use or with its CPUs that busy.
+    fn saturated(&self) -> bool {
+        self.used_percent >= SATURATED_SHARE * 100.0 * self.cores as f64
+            || self
+                .cpus_busy_percent
+                .is_some_and(|busy| busy >= SATURATED_SHARE * 100.0)
+    }
+}
+
+/// Share of the cores a side may use above which it counts as saturated (CPU-bound).
+pub const SATURATED_SHARE: f64 = 0.9;
+
+/// Which side of a run was CPU-bound: the one whose CPU use reached [`SATURATED_SHARE`] of
+/// the cores it may use (its pinned CPUs, or the whole machine when unpinned), or whose CPUs
+/// were that busy with anything (other processes on a shared machine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Saturated {
+    Broker,
+    Loadgen,
+    Both,
+    Neither,
+}
+
+impl Saturated {
+    /// The verdict for a broker side and a loadgen side.
+    pub fn of(broker: SideCpu, loadgen: SideCpu) -> Saturated {
+        match (broker.saturated(), loadgen.saturated()) {
+            (true, true) => Saturated::Both,
+            (true, false) => Saturated::Broker,
+            (false, true) => Saturated::Loadgen,
+            (false, false) => Saturated::Neither,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Saturated::Broker => "the broker was saturated",
+            Saturated::Loadgen => "loadgen was saturated: the figures are the generator's",
+            Saturated::Both => "both sides were saturated",
+            Saturated::Neither => "neither side was saturated",
+        }
+    }
 }
 
 /// Local broker memory during the run.
@@ -187,6 +284,7 @@ impl BrokerResult {
             catchup: outcome.catchup.clone(),
             intervals: outcome.reports.clone(),
             vs_baseline,
+            vs_floor: None,
             hdr_log: hdr_log.to_path_buf(),
         }
     }
@@ -263,6 +361,9 @@ pub fn print_table(result: &ResultFile) {
     );
     print_figures(result);
     print_broker_notes(result);
+    if let Some(floor) = &result.floor {
+        print_floor(floor, &result.brokers);
+    }
     if let Some(base) = &result.baselines {
         print_baselines(base, &result.brokers);
     }
@@ -304,6 +405,24 @@ fn print_figures(result: &ResultFile) {
 /// Each broker's catch-up figures, and a line for each incomplete run.
 fn print_broker_notes(result: &ResultFile) {
     for b in &result.brokers {
+        if let Some(saturated) = b.cpu.saturated {
+            let busy: Vec<String> = b
+                .cpu
+                .cpu_busy_percent
+                .iter()
+                .enumerate()
+                .map(|(id, p)| format!("CPU {id} {p:.0} %"))
+                .collect();
+            println!(
+                "{}: CPU: broker {} %, loadgen {} % of one core; busy (anything): {}: {} (≥ {:.0} % of its cores)",
+                b.label,
+                fmt_value(b.cpu.broker_percent),
+                fmt_value(b.cpu.loadgen_percent),
+                busy.join(", "),
+                saturated.describe(),
+                SATURATED_SHARE * 100.0
+            );
+        }
         if let Some(c) = &b.catchup {
             println!(
                 "{}: produced {:.1} MB in {:.1} s ({:.1} MB/s), read back in {:.1} s ({:.1} MB/s)",
@@ -319,6 +438,39 @@ fn print_broker_notes(result: &ResultFile) {
             println!(
                 "{}: INCOMPLETE: sent {}, failed {}, received per group {:?}",
                 b.label, b.sent, b.failed, b.received_per_group
+            );
+        }
+    }
+}
+
+/// The floor's figures, and each broker's as multiples of them.
+fn print_floor(floor: &BrokerResult, brokers: &[BrokerResult]) {
+    println!(
+        "\nfloor (same run, sluice-floor: read, one 4 KiB O_DIRECT write, answer; parked fetch):"
+    );
+    println!(
+        "  CPU {} µs per record ({} % of a core); p50 / p99 / p99.99 {} / {} / {} ms; {} msg/s{}",
+        fmt_value(floor.cpu.broker_us_per_record),
+        fmt_value(floor.cpu.broker_percent),
+        fmt_value(Some(floor.p50_ms)),
+        fmt_value(Some(floor.p99_ms)),
+        fmt_value(Some(floor.p9999_ms)),
+        fmt_value(Some(floor.msgs_per_sec)),
+        if floor.complete() {
+            ""
+        } else {
+            " (INCOMPLETE)"
+        },
+    );
+    for b in brokers {
+        if let Some(r) = &b.vs_floor {
+            println!(
+                "  {}: CPU per record = {} floor; p50 = {}, p99 = {}, p99.99 = {} floor",
+                b.label,
+                fmt_ratio(r.broker_cpu_us_per_record),
+                fmt_ratio(r.p50_ms),
+                fmt_ratio(r.p99_ms),
+                fmt_ratio(r.p9999_ms),
             );
         }
     }
@@ -462,13 +614,15 @@ mod tests {
             broker_percent: Some(40.0),
             loadgen_percent: Some(50.0),
             broker_us_per_record: Some(12.5),
+            cpu_busy_percent: vec![50.0, 60.0],
+            saturated: None,
         };
         let local = BrokerResult::new(
             "local",
             "127.0.0.1:1",
             &outcome(1),
             Some(rss),
-            cpu,
+            cpu.clone(),
             None,
             Path::new("a.hlog"),
         );
@@ -477,11 +631,27 @@ mod tests {
             "127.0.0.1:2",
             &outcome(2),
             None,
-            cpu,
+            cpu.clone(),
             None,
             Path::new("b.hlog"),
         );
+        let floor = BrokerResult::new(
+            "floor",
+            "127.0.0.1:3",
+            &outcome(1),
+            Some(rss),
+            CpuUse {
+                broker_us_per_record: Some(5.0),
+                ..cpu
+            },
+            None,
+            Path::new("f.hlog"),
+        );
         let comparison = comparison(&local, &remote);
+        let mut brokers = vec![local, remote];
+        for b in &mut brokers {
+            b.vs_floor = Some(FloorRatios::of(b, &floor));
+        }
         let file = ResultFile {
             schema: SCHEMA,
             scenario: "fanout".into(),
@@ -495,7 +665,8 @@ mod tests {
                 date_utc: utc_now(),
             },
             baselines: None,
-            brokers: vec![local, remote],
+            brokers,
+            floor: Some(floor),
             comparison: Some(comparison),
         };
         let json: serde_json::Value =
@@ -527,10 +698,47 @@ mod tests {
         assert!((p99_ratio - 2.0).abs() < 0.01, "{p99_ratio}");
         assert!(json["comparison"]["rss_max_mib"].is_null());
         assert_eq!(json["brokers"][0]["cpu"]["broker_us_per_record"], 12.5);
+        assert_eq!(json["floor"]["cpu"]["broker_us_per_record"], 5.0);
+        assert!(json["brokers"][0]["cpu"]["saturated"].is_null());
+        let vs_floor = &json["brokers"][1]["vs_floor"];
+        assert_eq!(vs_floor["broker_cpu_us_per_record"], 2.5);
+        let p99_vs_floor = vs_floor["p99_ms"].as_f64().expect("ratio");
+        assert!((p99_vs_floor - 2.0).abs() < 0.01, "{p99_vs_floor}");
         let per_record_ratio = json["comparison"]["broker_cpu_us_per_record"]
             .as_f64()
             .expect("ratio");
         assert!((per_record_ratio - 1.0).abs() < 1e-9, "{per_record_ratio}");
+    }
+
+    #[test]
+    fn the_saturated_side_is_the_one_near_its_cores() {
+        let side = |used_percent, cores, busy| SideCpu {
+            used_percent,
+            cores,
+            cpus_busy_percent: busy,
+        };
+        let quiet = side(31.0, 1, Some(40.0));
+        assert_eq!(
+            Saturated::of(quiet, side(77.0, 1, Some(80.0))),
+            Saturated::Neither
+        );
+        assert_eq!(
+            Saturated::of(quiet, side(95.0, 1, None)),
+            Saturated::Loadgen
+        );
+        assert_eq!(
+            Saturated::of(side(95.0, 1, None), side(95.0, 2, None)),
+            Saturated::Broker
+        );
+        assert_eq!(
+            Saturated::of(side(185.0, 2, None), side(92.0, 1, None)),
+            Saturated::Both
+        );
+        // Starved by other work: its CPU was busy although it used little of it.
+        assert_eq!(
+            Saturated::of(quiet, side(60.0, 1, Some(97.0))),
+            Saturated::Loadgen
+        );
     }
 
     #[test]

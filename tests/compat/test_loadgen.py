@@ -109,6 +109,15 @@ def test_latency_with_baselines_on_a_local_broker(loadgen_bin, sluice_bin, tmp_p
         assert b["vs_baseline"]["mb_per_sec_vs_disk_write"] > 0
     assert b["vs_baseline"]["p99_vs_tcp_rtt_p99"] > 0
     assert "p99_ms" in stdout and "baselines" in stdout
+    # The floor ran after the broker, on the broker's CPUs, with the same scenario.
+    floor = result["floor"]
+    check_broker(floor)
+    assert floor["label"] == "floor" and floor["local"] is True
+    assert floor["cpu"]["broker_us_per_record"] > 0
+    assert b["vs_floor"]["broker_cpu_us_per_record"] > 0
+    assert b["vs_floor"]["p99_ms"] > 0
+    assert "floor (same run" in stdout and "CPU per record =" in stdout
+    assert Path(floor["hdr_log"]).is_file()
     check_files(result, json_path)
 
 
@@ -125,6 +134,7 @@ def test_scenario_on_a_local_broker(loadgen_bin, sluice_bin, tmp_path, scenario,
     result, json_path, _ = run_loadgen(
         loadgen_bin, tmp_path, *local(sluice_bin, tmp_path, scenario, "--no-baselines", *args))
     assert result["baselines"] is None
+    assert result["floor"] is None, "the floor runs with latency only"
     (b,) = result["brokers"]
     check_broker(b, groups=groups)
     if scenario == "partitions":
@@ -167,12 +177,14 @@ def test_bootstrap_and_compare_drive_an_external_broker(loadgen_bin, broker, tmp
     result, json_path, stdout = run_loadgen(
         loadgen_bin, tmp_path, "latency", "--bootstrap", broker.bootstrap,
         "--compare", broker.bootstrap, "--duration", "2", "--warmup", "0", "--rate", "1000",
-        "--no-baselines", "--segment-bytes", str(16 << 20))
+        "--no-baselines", "--no-floor", "--segment-bytes", str(16 << 20))
     assert len(result["brokers"]) == 2
+    assert result["floor"] is None
     for b in result["brokers"]:
         check_broker(b)
         assert b["local"] is False
         assert b["rss_max_bytes"] is None
+        assert b["vs_floor"] is None
     assert result["comparison"]["sent"] == pytest.approx(1.0, rel=0.2)
     assert "ratio" in stdout
     check_files(result, json_path)
