@@ -17,6 +17,7 @@ mod cli;
 mod compression;
 mod connection;
 mod controller;
+mod coordinator_runtime;
 mod dispatch;
 mod dynamic_config;
 mod errors;

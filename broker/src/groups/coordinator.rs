@@ -1,18 +1,11 @@
 //! A shard's group coordinator state: the groups of the `__consumer_offsets` partitions this
-//! broker leads and this shard owns, and where each of those partitions stands
-//! ([`OffsetsPartitions`]). Pure state; the service ([`super::service`]) runs the ops, the
-//! appends and the loads.
+//! broker leads and this shard owns, and where each of those partitions stands (the shared
+//! runtime's [`CoordinatedPartitions`]). Pure state; the service ([`super::service`]) runs the
+//! ops, the appends and the loads.
 //!
 //! A partition's coordinator follows its leadership, as Kafka's `CoordinatorRuntime` does
-//! (`scheduleLoadOperation` / `scheduleUnloadOperation`, driven by `onElection` /
-//! `onResignation` with the partition's leader epoch as the coordinator epoch):
-//!
-//! 1. elected (this broker became the leader): the partition is *loading* while its log is
-//!    replayed; its groups answer `COORDINATOR_LOAD_IN_PROGRESS`;
-//! 2. the replay finished: *active*, its groups are served;
-//! 3. resigned (another broker leads, or the partition is gone): its groups are unloaded —
-//!    parked joins and syncs answered `NOT_COORDINATOR` — and every op answers
-//!    `NOT_COORDINATOR`.
+//! (`crate::coordinator_runtime`: loading, then active; resigned, its groups are unloaded —
+//! parked joins and syncs answered `NOT_COORDINATOR`).
 //!
 //! The partition lifecycle (`crate::partition_lifecycle`) records elections and resignations
 //! here as it applies partition roles ([`GroupCoordinator::on_election`],
@@ -26,7 +19,7 @@
 use super::group::{Group, GroupConfig};
 use super::offsets_log::OffsetsRecord;
 use super::ops::CommittedStatus;
-use super::GroupError;
+use crate::coordinator_runtime::{CoordinatedPartitions, LoadId, LoadQueue};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -35,12 +28,9 @@ use std::time::Instant;
 pub struct GroupCoordinator {
     /// Groups of active partitions only (module invariant).
     pub(super) groups: RefCell<HashMap<String, Group>>,
-    pub(super) partitions: RefCell<OffsetsPartitions>,
-    /// Loads elected but not started yet: at most one per offsets partition this shard owns
-    /// (an election queues a load only for a partition not coordinated here).
-    loads_to_start: RefCell<Vec<(i32, LoadId)>>,
-    /// One permit per queued load: what the load loop waits on. Closed at shutdown.
-    loads_queued: crate::rt::Semaphore,
+    pub(super) partitions: RefCell<CoordinatedPartitions>,
+    /// Loads elected but not started yet.
+    loads: LoadQueue,
     pub(super) config: GroupConfig,
 }
 
@@ -48,9 +38,8 @@ impl GroupCoordinator {
     pub fn new(config: GroupConfig) -> GroupCoordinator {
         GroupCoordinator {
             groups: RefCell::new(HashMap::new()),
-            partitions: RefCell::new(OffsetsPartitions::default()),
-            loads_to_start: RefCell::new(Vec::new()),
-            loads_queued: crate::rt::Semaphore::new(0),
+            partitions: RefCell::new(CoordinatedPartitions::default()),
+            loads: LoadQueue::default(),
             config,
         }
     }
@@ -62,8 +51,7 @@ impl GroupCoordinator {
     pub fn on_election(&self, partition: i32, leader_epoch: i32) {
         if let Some(load) = self.partitions.borrow_mut().elect(partition, leader_epoch) {
             tracing::info!(partition, leader_epoch, "loading consumer groups");
-            self.loads_to_start.borrow_mut().push((partition, load));
-            self.loads_queued.signal(1);
+            self.loads.push(partition, load);
         }
     }
 
@@ -81,9 +69,7 @@ impl GroupCoordinator {
         if !self.partitions.borrow_mut().resign(partition, leader_epoch) {
             return;
         }
-        self.loads_to_start
-            .borrow_mut()
-            .retain(|(p, _)| *p != partition);
+        self.loads.cancel(partition);
         let unloaded =
             unload_partition(&mut self.groups.borrow_mut(), partition, offsets_partitions);
         tracing::info!(
@@ -98,13 +84,12 @@ impl GroupCoordinator {
     /// resignation may have taken them back), to be started now. `None` once
     /// [`GroupCoordinator::stop_loads`] was called.
     pub(super) async fn next_loads(&self) -> Option<Vec<(i32, LoadId)>> {
-        self.loads_queued.acquire(1).await.ok()?;
-        Some(std::mem::take(&mut *self.loads_to_start.borrow_mut()))
+        self.loads.next().await
     }
 
     /// The broker is stopping: [`GroupCoordinator::next_loads`] returns `None` from now on.
     pub(super) fn stop_loads(&self) {
-        self.loads_queued.close();
+        self.loads.stop();
     }
 
     /// Every committed offset of this shard's groups.
@@ -122,124 +107,6 @@ impl GroupCoordinator {
             }
         }
         out
-    }
-}
-
-/// Where a coordinated offsets partition stands (Kafka's `CoordinatorState`, without the
-/// states that need no entry: not coordinated = absent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CoordinatorState {
-    /// Its log is being replayed; ops answer `COORDINATOR_LOAD_IN_PROGRESS`.
-    Loading,
-    /// Its groups are served.
-    Active,
-    /// Its log could not be replayed; ops answer `NOT_COORDINATOR` until an election at a
-    /// newer leader epoch loads it again (Kafka's FAILED).
-    Failed,
-}
-
-/// Names one load, so a load that finishes after its partition was resigned (and perhaps
-/// elected again, with a new load) is told apart and dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoadId(u64);
-
-#[derive(Clone, Copy, Debug)]
-struct PartitionCoordinator {
-    /// The coordinator epoch: the leader epoch it was elected with (the highest seen).
-    leader_epoch: i32,
-    state: CoordinatorState,
-    load: LoadId,
-}
-
-/// The offsets partitions this shard coordinates, by partition index: a state machine
-/// without I/O, driven by elections, resignations and finished loads.
-#[derive(Debug, Default)]
-pub struct OffsetsPartitions {
-    coordinators: HashMap<i32, PartitionCoordinator>,
-    next_load: u64,
-}
-
-impl OffsetsPartitions {
-    /// This broker became the leader of `partition` with `leader_epoch` (Kafka's
-    /// `onElection`). Returns the load to run when the partition was not coordinated here, or
-    /// its load failed and `leader_epoch` is newer; `None` when it is already loading or
-    /// active (the epoch is raised, nothing reloads: this broker's log stayed the partition's
-    /// log) or failed at this epoch.
-    pub fn elect(&mut self, partition: i32, leader_epoch: i32) -> Option<LoadId> {
-        if let Some(c) = self.coordinators.get_mut(&partition) {
-            let retry = c.state == CoordinatorState::Failed && leader_epoch > c.leader_epoch;
-            c.leader_epoch = c.leader_epoch.max(leader_epoch);
-            if !retry {
-                return None;
-            }
-        }
-        let load = LoadId(self.next_load);
-        self.next_load += 1;
-        self.coordinators.insert(
-            partition,
-            PartitionCoordinator {
-                leader_epoch,
-                state: CoordinatorState::Loading,
-                load,
-            },
-        );
-        Some(load)
-    }
-
-    /// This broker no longer leads `partition` (Kafka's `onResignation`): from `leader_epoch`
-    /// on, or at all when `None` (the partition is gone). Returns whether it was coordinated
-    /// here, so its groups must be unloaded. A resignation older than the coordinator's
-    /// epoch is ignored, as Kafka ignores it.
-    pub fn resign(&mut self, partition: i32, leader_epoch: Option<i32>) -> bool {
-        let Some(c) = self.coordinators.get(&partition) else {
-            return false;
-        };
-        if leader_epoch.is_some_and(|e| e <= c.leader_epoch) {
-            return false;
-        }
-        self.coordinators.remove(&partition);
-        true
-    }
-
-    /// `load` of `partition` replayed its log. Returns whether its groups are to be
-    /// installed (the partition is active from now on); `false` when the load is stale (the
-    /// partition was resigned since).
-    pub fn finish_load(&mut self, partition: i32, load: LoadId) -> bool {
-        match self.coordinators.get_mut(&partition) {
-            Some(c) if c.load == load && c.state == CoordinatorState::Loading => {
-                c.state = CoordinatorState::Active;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// `load` of `partition` could not read its log: the partition is
-    /// [`CoordinatorState::Failed`] until an election at a newer leader epoch.
-    pub fn fail_load(&mut self, partition: i32, load: LoadId) {
-        if let Some(c) = self
-            .coordinators
-            .get_mut(&partition)
-            .filter(|c| c.load == load)
-        {
-            c.state = CoordinatorState::Failed;
-        }
-    }
-
-    /// Where `partition` stands here; `None` when this broker was not elected its leader.
-    pub fn state(&self, partition: i32) -> Option<CoordinatorState> {
-        self.coordinators.get(&partition).map(|c| c.state)
-    }
-
-    /// Whether `partition`'s groups may be served now. Errors:
-    /// [`GroupError::CoordinatorLoadInProgress`] while loading,
-    /// [`GroupError::NotCoordinator`] when not coordinated here or its load failed.
-    pub fn check(&self, partition: i32) -> Result<(), GroupError> {
-        match self.state(partition) {
-            Some(CoordinatorState::Active) => Ok(()),
-            Some(CoordinatorState::Loading) => Err(GroupError::CoordinatorLoadInProgress),
-            Some(CoordinatorState::Failed) | None => Err(GroupError::NotCoordinator),
-        }
     }
 }
 
@@ -325,34 +192,6 @@ mod tests {
     }
 
     #[test]
-    fn an_elected_partition_loads_then_serves_and_a_resigned_one_is_not_coordinated() {
-        let mut p = OffsetsPartitions::default();
-        assert_eq!(p.check(3), Err(GroupError::NotCoordinator));
-        let load = p.elect(3, 5).expect("a new election loads");
-        assert_eq!(p.check(3), Err(GroupError::CoordinatorLoadInProgress));
-        assert_eq!(p.elect(3, 5), None, "one load per election");
-        assert!(p.finish_load(3, load));
-        assert_eq!(p.check(3), Ok(()));
-        // Still the leader with a newer epoch: the same log, no reload.
-        assert_eq!(p.elect(3, 6), None);
-        assert_eq!(p.check(3), Ok(()));
-        // A resignation from an epoch the coordinator already has is stale.
-        assert!(!p.resign(3, Some(6)));
-        assert_eq!(p.check(3), Ok(()));
-        assert!(p.resign(3, Some(7)));
-        assert_eq!(p.check(3), Err(GroupError::NotCoordinator));
-        assert!(!p.resign(3, Some(8)), "nothing left to unload");
-        // Leader again later: the log is replayed again (it holds the other leader's writes).
-        assert!(p.elect(3, 9).is_some());
-        assert_eq!(p.check(3), Err(GroupError::CoordinatorLoadInProgress));
-        assert!(
-            p.resign(3, None),
-            "a deleted partition resigns whatever its epoch"
-        );
-        assert_eq!(p.check(3), Err(GroupError::NotCoordinator));
-    }
-
-    #[test]
     fn elections_queue_loads_and_a_resignation_takes_its_load_back_and_unloads_its_groups() {
         crate::rt::LocalExecutorBuilder::default()
             .spawn(|| async {
@@ -398,7 +237,7 @@ mod tests {
                 );
                 assert_eq!(
                     c.partitions.borrow().check(2),
-                    Err(GroupError::NotCoordinator)
+                    Err(crate::coordinator_runtime::NotServing::NotCoordinator)
                 );
                 c.stop_loads();
                 assert_eq!(c.next_loads().await, None);
@@ -406,36 +245,6 @@ mod tests {
             .expect("executor")
             .join()
             .expect("test ran");
-    }
-
-    #[test]
-    fn a_load_that_finishes_after_its_partition_moved_is_dropped() {
-        let mut p = OffsetsPartitions::default();
-        let first = p.elect(0, 1).expect("loads");
-        assert!(p.resign(0, Some(2)));
-        assert!(!p.finish_load(0, first), "resigned while loading");
-        let second = p.elect(0, 3).expect("loads again");
-        assert_ne!(first, second);
-        assert!(!p.finish_load(0, first), "the earlier load is stale");
-        assert_eq!(p.check(0), Err(GroupError::CoordinatorLoadInProgress));
-        // A stale load's failure leaves the current one alone.
-        p.fail_load(0, first);
-        assert_eq!(p.check(0), Err(GroupError::CoordinatorLoadInProgress));
-        assert!(p.finish_load(0, second));
-        assert_eq!(p.check(0), Ok(()));
-        // A failed load leaves the partition uncoordinated until an election at a newer
-        // leader epoch (a role re-applied at the same epoch, e.g. an ISR change, does not).
-        assert!(p.resign(0, Some(4)));
-        let third = p.elect(0, 5).expect("loads");
-        p.fail_load(0, third);
-        assert_eq!(p.state(0), Some(CoordinatorState::Failed));
-        assert_eq!(p.check(0), Err(GroupError::NotCoordinator));
-        assert_eq!(p.elect(0, 5), None, "same epoch: no reload");
-        assert_eq!(p.check(0), Err(GroupError::NotCoordinator));
-        let fourth = p.elect(0, 6).expect("a newer election retries the load");
-        assert_eq!(p.check(0), Err(GroupError::CoordinatorLoadInProgress));
-        assert!(p.finish_load(0, fourth));
-        assert_eq!(p.check(0), Ok(()));
     }
 
     #[test]

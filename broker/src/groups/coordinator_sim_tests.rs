@@ -47,7 +47,8 @@ use super::error::GroupError;
 use super::group::{GroupConfig, GroupState, JoinParams, SyncParams};
 use super::offsets_log::OffsetsRecord;
 use super::ops::{GroupOp, GroupReply, OffsetCommitEntry};
-use super::{GroupCoordinator, DEADLINE_CHECK_INTERVAL, REPLAY_READ_BYTES};
+use super::{GroupCoordinator, DEADLINE_CHECK_INTERVAL};
+use crate::coordinator_runtime::log::REPLAY_READ_BYTES;
 use bytes::Bytes;
 use replication::runtime::{Clock, MonotonicTime, Runtime};
 use replication::sim::{seeds, Executor, SeedGuard, SimDisk, SimLog, SimRuntime};
@@ -263,7 +264,7 @@ async fn call(world: &World, make: impl FnOnce(&mut Model) -> GroupOp) -> GroupR
         .await;
     let host = world.host();
     if let Err(error) = host.coordinator.partitions.borrow().check(0) {
-        return GroupReply::Error(error);
+        return GroupReply::Error(error.into());
     }
     let op = make(&mut world.model.borrow_mut());
     let reply = engine::run(&*host, 0, GROUP, op).await;

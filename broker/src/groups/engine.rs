@@ -13,13 +13,14 @@
 //! Limits: the wall clock (`epoch_ms`, commit timestamps and `Group`'s state timestamp) is
 //! not the host's clock in `Group` itself; only the expiry of offsets reads it.
 
-use super::coordinator::{self, GroupCoordinator, LoadId};
+use super::coordinator::{self, GroupCoordinator};
 use super::error::GroupError;
 use super::group::GroupState;
 use super::group::{self, Answer, Group, JoinResult, SyncOutcome, SyncResult};
 use super::offsets_log::{CommittedOffset, OffsetsRecord};
 use super::ops::{DescribedMember, GroupDescription, GroupOp, GroupReply, OffsetCommitEntry};
 use super::{partition_for, OFFSET_METADATA_MAX_BYTES};
+use crate::coordinator_runtime::LoadId;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::time::Instant;

@@ -48,6 +48,19 @@ pub enum GroupError {
     GroupSubscribedToTopic,
 }
 
+/// The shared runtime's refusal to serve a partition's keys (Kafka's
+/// COORDINATOR_LOAD_IN_PROGRESS and NOT_COORDINATOR).
+impl From<crate::coordinator_runtime::NotServing> for GroupError {
+    fn from(e: crate::coordinator_runtime::NotServing) -> GroupError {
+        match e {
+            crate::coordinator_runtime::NotServing::LoadInProgress => {
+                GroupError::CoordinatorLoadInProgress
+            }
+            crate::coordinator_runtime::NotServing::NotCoordinator => GroupError::NotCoordinator,
+        }
+    }
+}
+
 /// A failed append to (or flush of) the coordinator's offsets partition, as Kafka's
 /// `CoordinatorOperationExceptionHelper` answers it: a leader that lost its leadership or its
 /// log is no coordinator any more (`NotCoordinator`, so the client looks the coordinator up

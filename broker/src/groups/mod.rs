@@ -46,8 +46,6 @@ pub const OFFSETS_PREALLOCATE_STEP_BYTES: u64 = 1 << 20;
 /// resolution of Kafka's timing wheel for these, which are seconds long.
 pub(crate) const DEADLINE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Bytes read per step while replaying an offsets partition.
-pub(crate) const REPLAY_READ_BYTES: usize = 1 << 20;
 /// Longest wait for an offsets append to be written (Kafka's `offsets.commit.timeout.ms`
 /// default); past it the commit fails with `COORDINATOR_NOT_AVAILABLE`.
 pub(crate) const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);

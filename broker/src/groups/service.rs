@@ -10,26 +10,22 @@
 //! shard as their [`GroupsHost`]; this file routes, checks that this shard coordinates the
 //! group's partition, and gives the engine the shard's clock and offsets partitions.
 
-use super::coordinator::LoadId;
 use super::engine::{self, GroupsHost};
 use super::error::GroupError;
 use super::expiry::Expiry;
 use super::group::{self, GroupState};
 use super::offsets_log::OffsetsRecord;
 use super::ops::{GroupOp, GroupReply, ListedGroup};
-use super::{
-    partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT, REPLAY_READ_BYTES,
-};
+use super::{partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT};
+use crate::coordinator_runtime::LoadId;
 use crate::messages::ShardMsg;
-use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use futures_channel::oneshot;
 use replication::metadata::{ControllerError, ControllerOp};
-use replication::Acks;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
-use storage::{Offset, TopicPartition};
+use storage::TopicPartition;
 
 /// Runs `op` on the shard coordinating `group_id`, creating `__consumer_offsets` first if
 /// this is the cluster's first group.
@@ -218,32 +214,11 @@ async fn append_offsets_records(
     // Kafka's CoordinatorOperationExceptionHelper (`GroupError`'s `From`): a leader that lost
     // its leadership (or its log) is no coordinator any more, so the client looks the
     // coordinator up again.
-    match crate::partitions::service::run_here(
-        shard,
-        &tp,
-        PartitionOp::Produce {
-            records: batch,
-            acks: Acks::All,
-            timeout: OFFSET_COMMIT_TIMEOUT,
-        },
-    )
-    .await
-    {
-        PartitionReply::Produced { .. } => {}
-        PartitionReply::Error(e) => return Err(GroupError::from(e)),
-        other => {
-            tracing::error!(?other, "unexpected reply to an offsets append");
-            return Err(GroupError::CoordinatorNotAvailable);
-        }
-    }
-    let owned = crate::partitions::service::owned_partition(shard, &tp).await?;
-    owned
-        .log()
-        .flush_to(owned.log().log_end_offset())
+    crate::coordinator_runtime::log::append(shard, &tp, batch, OFFSET_COMMIT_TIMEOUT)
         .await
-        .map(|_| ())
         .map_err(GroupError::from)
 }
+
 /// Whether this shard may serve the groups of offsets `partition` now. Errors:
 /// `CoordinatorLoadInProgress` while it loads, and while the installed metadata already names
 /// this broker its leader but the shard has not applied that role yet (the shard elects the
@@ -255,7 +230,7 @@ fn coordinating(shard: &Shard, partition: i32) -> Result<(), GroupError> {
     if partitions.state(partition).is_none() && shard.metadata().leads(OFFSETS_TOPIC, partition) {
         return Err(GroupError::CoordinatorLoadInProgress);
     }
-    partitions.check(partition)
+    partitions.check(partition).map_err(GroupError::from)
 }
 
 /// Until shutdown: starts each load this shard's coordinator queues (an election,
@@ -289,28 +264,11 @@ async fn replay(
         topic: OFFSETS_TOPIC.to_string(),
         partition,
     };
-    let unavailable = |_| GroupError::CoordinatorNotAvailable;
-    let owned = crate::partitions::service::owned_partition(shard, &tp)
-        .await
-        .map_err(unavailable)?;
-    let log = owned.log();
-    let end = log.log_end_offset();
-    let mut at = log.log_start_offset();
-    while at < end {
-        let batches = log
-            .read(at, REPLAY_READ_BYTES, end)
-            .await
-            .map_err(|_| GroupError::CoordinatorNotAvailable)?;
-        let Some(last) = batches.last() else {
-            break;
-        };
-        let next: Offset = last.header().last_offset().plus(1);
-        for batch in batches {
-            engine::replay_batch(&batch.to_vec(), partition, apply);
-        }
-        at = next;
-    }
-    Ok(())
+    crate::coordinator_runtime::log::replay(shard, &tp, &mut |batch| {
+        engine::replay_batch(batch, partition, apply)
+    })
+    .await
+    .map_err(|_| GroupError::CoordinatorNotAvailable)
 }
 
 /// This shard's groups (ListGroups). Errors: `CoordinatorLoadInProgress` while an offsets
