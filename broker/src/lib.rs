@@ -42,6 +42,7 @@ mod seam;
 mod send;
 mod shard;
 mod shutdown;
+mod txn;
 
 pub use admin::{head_end, parse_request, Request};
 pub use produce_checks::{prepare as prepare_produce, ProduceCheckError};

@@ -42,6 +42,14 @@ pub enum ShardMsg {
         op: crate::groups::GroupOp,
         reply: oneshot::Sender<crate::groups::GroupReply>,
     },
+    /// Run a transaction operation on the shard owning the transactional id's
+    /// `__transaction_state` partition.
+    Txn {
+        partition: i32,
+        transactional_id: String,
+        op: crate::txn::TxnOp,
+        reply: oneshot::Sender<crate::txn::TxnReply>,
+    },
     /// List this shard's groups (ListGroups).
     ListGroups {
         reply: oneshot::Sender<Result<Vec<crate::groups::ListedGroup>, crate::groups::GroupError>>,

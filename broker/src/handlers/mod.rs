@@ -2,6 +2,8 @@
 //! owning shard(s) → encode. [`supported_versions`] is the one registry of what this broker
 //! advertises in ApiVersions; only versions that are fully implemented are listed.
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod alter_configs;
 mod api_versions;
 mod authorized_operations;
@@ -21,6 +23,7 @@ mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
 mod elect_leaders;
+mod end_txn;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -40,6 +43,7 @@ mod offset_for_leader_epoch;
 mod produce;
 mod replica_assignment;
 mod sync_group;
+mod txn_errors;
 mod wire;
 mod write_txn_markers;
 
@@ -105,7 +109,9 @@ registry! {
             respond(call.key, call.version, call.correlation_id, &response)
         }
     },
-    InitProducerId 0..=4 => |shard, req, _call| init_producer_id::handle(shard, req).await,
+    InitProducerId 0..=5 => |shard, req, call| {
+        init_producer_id::handle(shard, req, call.version).await
+    },
     Fetch 4..=16 => raw |shard, req, call| {
         fetch::handle(shard, req, call.version, call.correlation_id).await
     },
@@ -149,6 +155,13 @@ registry! {
     OffsetForLeaderEpoch 2..=4 => |shard, req, _call| {
         offset_for_leader_epoch::handle(shard, req).await
     },
+    AddPartitionsToTxn 0..=5 => |shard, req, call| {
+        add_partitions_to_txn::handle(shard, req, call.version).await
+    },
+    AddOffsetsToTxn 0..=4 => |shard, req, call| {
+        add_offsets_to_txn::handle(shard, req, call.version).await
+    },
+    EndTxn 0..=4 => |shard, req, call| end_txn::handle(shard, req, call.version).await,
     WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
     DescribeProducers 0..=0 => |shard, req, _call| describe_producers::handle(shard, req).await,
 }
