@@ -133,6 +133,14 @@ public final class Transactions {
     }
 
     static void commitAbort(String bootstrap, String topic) throws Exception {
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(ap)) {
+            var tv = admin.describeFeatures().featureMetadata().get().finalizedFeatures()
+                    .get("transaction.version");
+            check(tv != null && tv.maxVersionLevel() >= 1,
+                  "transaction.version is finalized at 1 or more: " + tv);
+        }
         try (KafkaProducer<String, String> p = transactional(bootstrap, topic + "-txn")) {
             p.initTransactions();
             p.beginTransaction();
