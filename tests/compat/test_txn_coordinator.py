@@ -100,3 +100,89 @@ def test_confluent_transactions_commit_abort_and_fencing(broker):
     assert read_all(broker.bootstrap, topic, "read_committed") == ["c1", "c2", "c3", "c4"]
     assert read_all(broker.bootstrap, topic, "read_uncommitted") == \
         ["a1", "a2", "c1", "c2", "c3", "c4", "z1"]
+
+
+# ---- a three-node cluster: the coordinator fails over ----------------------------------------
+
+CLUSTER_SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
+TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions' default
+
+
+@pytest.fixture
+def cluster(sluice_bin, tmp_path):
+    from conftest import _die_with_parent
+    from sluice_cluster import SluiceCluster
+    c = SluiceCluster(sluice_bin, tmp_path / "cluster", nodes=3, settings=CLUSTER_SETTINGS,
+                      preexec_fn=_die_with_parent)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def txn_partition(transactional_id):
+    """Kafka's placement: abs(javaHashCode(id)) % partitions."""
+    h = 0
+    for unit in transactional_id.encode("utf-16-be").hex(" ", 2).split():
+        h = (h * 31 + int(unit, 16)) & 0xFFFFFFFF
+    if h >= 1 << 31:
+        h -= 1 << 32
+    return (0 if h == -(1 << 31) else abs(h)) % TXN_STATE_PARTITIONS
+
+
+def leader_of(bootstrap, topic, partition):
+    from compat_util import admin
+    try:
+        t = admin(bootstrap).list_topics(timeout=10).topics.get(topic)
+    except KafkaException:
+        return None
+    if t is None or t.error is not None or partition not in t.partitions:
+        return None
+    leader = t.partitions[partition].leader
+    return leader if leader >= 0 else None
+
+
+@pytest.mark.sluice_only("starts a multi-process Sluice cluster")
+def test_coordinator_failover_keeps_open_transactions_and_fencing(cluster):
+    """RF 3 everywhere. A transaction is committed; another is left open (its partitions added:
+    Ongoing in __transaction_state) and the coordinator's broker is SIGKILLed. The new
+    coordinator loads the id by replay, and the same producer commits the open transaction
+    through it (markers to leaders on the other brokers); a second producer with the id then
+    fences the first. read_committed sees exactly the committed records."""
+    from compat_util import wait_until
+    topic = "txn-failover"
+    from confluent_kafka.admin import NewTopic
+    from compat_util import admin
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+    txn_id = "failover-txn"
+    first = txn_producer(cluster.bootstrap(), txn_id)
+    first.begin_transaction()
+    send(first, topic, ["c1", "c2", "c3"])
+    first.commit_transaction(60)
+
+    first.begin_transaction()
+    send(first, topic, ["b1", "b2", "b3"])
+    coordinator = wait_until(
+        lambda: leader_of(cluster.bootstrap(), "__transaction_state", txn_partition(txn_id)),
+        30, what="the transaction coordinator")
+    cluster.kill(coordinator)
+    wait_until(lambda: (lambda l: l if l not in (None, coordinator) else None)(
+        leader_of(cluster.bootstrap(exclude={coordinator}), "__transaction_state",
+                  txn_partition(txn_id))), 60, interval=0.5, what="a new coordinator")
+    first.commit_transaction(120)
+
+    second = txn_producer(cluster.bootstrap(exclude={coordinator}), txn_id)
+    first.begin_transaction()
+    first.produce(topic, b"z1", partition=0)
+    with pytest.raises(KafkaException):
+        first.flush(30)
+        first.commit_transaction(60)
+    second.begin_transaction()
+    send(second, topic, ["c4"])
+    second.commit_transaction(60)
+    cluster.start_node(coordinator)
+    committed = read_all(cluster.bootstrap(), topic, "read_committed")
+    assert committed == ["b1", "b2", "b3", "c1", "c2", "c3", "c4"]
