@@ -186,3 +186,28 @@ def test_coordinator_failover_keeps_open_transactions_and_fencing(cluster):
     cluster.start_node(coordinator)
     committed = read_all(cluster.bootstrap(), topic, "read_committed")
     assert committed == ["b1", "b2", "b3", "c1", "c2", "c3", "c4"]
+
+
+@pytest.mark.sluice(settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000})
+def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(broker):
+    """transaction.timeout.ms 3 s: the coordinator aborts the open transaction (bumping the
+    epoch), so the producer cannot commit it and read_committed never sees its records; the
+    partition's LSO moves past it (a later transaction of another producer is read)."""
+    import time
+    topic = "txn-timeout"
+    create_topic(broker.bootstrap, topic, 3)
+    p = producer(broker.bootstrap, **{"transactional.id": "txn-timeout-id",
+                                      "enable.idempotence": True,
+                                      "transaction.timeout.ms": 3000, "message.timeout.ms": 3000,
+                                      "linger.ms": 5})
+    p.init_transactions(60)
+    p.begin_transaction()
+    send(p, topic, ["t1", "t2", "t3"])
+    time.sleep(3 + 10 + 2)  # the timeout, Kafka's default cleanup interval, a margin
+    with pytest.raises(KafkaException):
+        p.commit_transaction(30)
+    other = txn_producer(broker.bootstrap, "txn-timeout-other")
+    other.begin_transaction()
+    send(other, topic, ["c1", "c2", "c3"])
+    other.commit_transaction(60)
+    assert read_all(broker.bootstrap, topic, "read_committed") == ["c1", "c2", "c3"]
