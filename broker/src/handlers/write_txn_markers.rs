@@ -13,8 +13,10 @@
 //! a coordinator epoch older than the producer's last marker's TRANSACTION_COORDINATOR_FENCED,
 //! a full or failed disk KAFKA_STORAGE_ERROR.
 //!
-//! Kafka authorizes this inter-broker API with CLUSTER_ACTION on the cluster; this broker has
-//! no ACLs yet, so any client may call it. Not done yet: a marker on `__consumer_offsets`
+//! The transaction coordinator (`crate::txn`) sends these to other brokers; its own
+//! partitions' markers it writes through the partition service directly. Kafka authorizes this
+//! inter-broker API with CLUSTER_ACTION on the cluster; this broker has no ACLs yet, so any
+//! client may call it. Not done yet: a marker on `__consumer_offsets`
 //! completes the producer's pending transactional offset commits in Kafka (TxnOffsetCommit is
 //! not served yet).
 
