@@ -62,6 +62,9 @@ pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
             let _ = reply
                 .send(crate::txn::service::run_op(shard, partition, &transactional_id, op).await);
         }
+        ShardMsg::ListTxns { filter, reply } => {
+            let _ = reply.send(crate::txn::service::list_local(shard, &filter));
+        }
         ShardMsg::ListGroups { reply } => {
             let _ = reply.send(crate::groups::service::list_local(shard));
         }

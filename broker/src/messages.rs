@@ -50,6 +50,11 @@ pub enum ShardMsg {
         op: crate::txn::TxnOp,
         reply: oneshot::Sender<crate::txn::TxnReply>,
     },
+    /// List this shard's transactional ids (ListTransactions).
+    ListTxns {
+        filter: crate::txn::ops::ListFilter,
+        reply: oneshot::Sender<Result<Vec<crate::txn::ops::ListedTxn>, crate::txn::TxnError>>,
+    },
     /// List this shard's groups (ListGroups).
     ListGroups {
         reply: oneshot::Sender<Result<Vec<crate::groups::ListedGroup>, crate::groups::GroupError>>,

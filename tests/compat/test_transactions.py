@@ -13,16 +13,15 @@ Two tests run against Kafka too: DescribeProducers of an idempotent producer (ra
 `kafka-transactions.sh describe-producers`, Kafka 4.4's TransactionsCommand), and the consumer
 side of committed, aborted and open transactions (read_committed and read_uncommitted
 consumers, the raw Fetch's LSO and aborted list, ListOffsets, DescribeProducers' open
-transaction, a parked read_committed fetch woken by the commit): there the transactions are
-written by confluent-kafka transactional producers through Kafka's coordinator
-(`ClientTxns`), on Sluice by raw wire (`RawTxns`). The others are Sluice-only (the `sluice_only` marker): the transaction coordinator is not built yet, so these
-tests play its part by writing the markers themselves with WriteTxnMarkers under a producer id
-from an idempotent InitProducerId. Against Apache Kafka 4.4 that cannot be done: Kafka verifies
-a transactional produce against its transaction coordinator (KIP-890,
+transaction, a parked read_committed fetch woken by the commit), whose transactions are
+written by confluent-kafka transactional producers through the broker's transaction
+coordinator (`ClientTxns`) on both. The others are Sluice-only (the `sluice_only` marker): they
+play the coordinator's part by writing the markers themselves with WriteTxnMarkers under a
+producer id from an idempotent InitProducerId, which Apache Kafka 4.4 does not
+allow: it verifies a transactional produce against its transaction coordinator (KIP-890,
 `transaction.partition.verification.enable`), which knows no transaction for a raw producer,
-and WriteTxnMarkers is an inter-broker API (CLUSTER_ACTION). The same consumer-side checks
-against Kafka need the coordinator (a transactional producer), which comes with the rest of
-issue #28."""
+and WriteTxnMarkers is an inter-broker API (CLUSTER_ACTION). The coordinator itself is tested
+in test_txn_coordinator.py."""
 
 import re
 import struct
@@ -34,11 +33,10 @@ from confluent_kafka import KafkaError, TopicPartition
 
 import kafka_wire as kw
 from compat_util import consumer, create_topic, producer, wait_until
-from conftest import TARGET
 from jvm import check_java, run_java
 
 SLUICE_ONLY = pytest.mark.sluice_only(
-    "no transaction coordinator yet: the test writes the markers itself with WriteTxnMarkers "
+    "the test writes the markers itself with WriteTxnMarkers "
     "(see the module docstring)")
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 
@@ -393,44 +391,8 @@ def test_kafka_transactions_describe_producers_shows_an_open_transaction(broker,
 
 # ---- the same transactions on either target -------------------------------------------------
 
-class RawTxns:
-    """Sluice: transactions by raw wire, the test writing the markers as the coordinator
-    will (producer ids from idempotent InitProducerId)."""
-
-    def __init__(self, bootstrap, topic):
-        self.sock = kw.connect(bootstrap)
-        self.topic = topic
-        self.corr = 1000
-
-    def _next(self):
-        self.corr += 1
-        return self.corr
-
-    def producer(self, _name):
-        pid, epoch = init_producer_id(self.sock, self._next())
-        return {"pid": pid, "epoch": epoch, "seq": 0}
-
-    def send(self, h, values):
-        """Appends `values` to `h`'s transaction (opening it) -> the first value's offset."""
-        batch = txn_batch(values, h["pid"], h["epoch"], h["seq"])
-        err, base = produce(self.sock, self._next(), self.topic, batch)
-        assert err == 0
-        h["seq"] += len(values)
-        return base
-
-    def end(self, h, commit):
-        assert marker(self.sock, self._next(), self.topic, h["pid"], h["epoch"], commit) == 0
-
-    def pid(self, h):
-        return h["pid"]
-
-    def close(self):
-        self.sock.close()
-
-
 class ClientTxns:
-    """Kafka: confluent-kafka transactional producers through Kafka's transaction
-    coordinator."""
+    """confluent-kafka transactional producers through the broker's transaction coordinator."""
 
     def __init__(self, bootstrap, topic):
         self.bootstrap = bootstrap
@@ -491,7 +453,7 @@ def test_consumers_see_committed_aborted_and_open_transactions(broker):
     topic = "txn-consumers"
     create_topic(broker.bootstrap, topic, 1)
     sock = kw.connect(broker.bootstrap)
-    txns = (ClientTxns if TARGET == "kafka" else RawTxns)(broker.bootstrap, topic)
+    txns = ClientTxns(broker.bootstrap, topic)
     try:
         a, b, c = txns.producer("a"), txns.producer("b"), txns.producer("c")
         plain = producer(broker.bootstrap)

@@ -211,3 +211,46 @@ def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(broker):
     send(other, topic, ["c1", "c2", "c3"])
     other.commit_transaction(60)
     assert read_all(broker.bootstrap, topic, "read_committed") == ["c1", "c2", "c3"]
+
+
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
+
+
+def transactions_command(classpath, broker, *args):
+    return check_java(run_java(classpath, TRANSACTIONS_COMMAND,
+                               ["--bootstrap-server", broker.bootstrap, *args], timeout=90))
+
+
+def test_kafka_transactions_list_and_describe(broker, java_classpath):
+    """`kafka-transactions.sh list` and `describe` (ListTransactions, DescribeTransactions): an
+    open transaction is Ongoing with its partitions, then CompleteCommit with none."""
+    import re
+    topic = "txn-tools"
+    create_topic(broker.bootstrap, topic, 3)
+    p = txn_producer(broker.bootstrap, "txn-tools-id")
+    p.begin_transaction()
+    send(p, topic, ["o1", "o2"])
+    listed = transactions_command(java_classpath, broker, "list")
+    # TransactionalId Coordinator ProducerId TransactionState
+    assert re.search(r"^txn-tools-id\s+\d+\s+\d+\s+Ongoing\s*$", listed, re.M), listed
+    described = transactions_command(java_classpath, broker, "describe", "--transactional-id",
+                                     "txn-tools-id")
+    # CoordinatorId TransactionalId ProducerId ProducerEpoch TransactionState
+    # CurrentTransactionTimeoutMs CurrentTransactionStartTimeMs TransactionDurationMs
+    # TopicPartitions
+    assert re.search(r"txn-tools-id\s+\d+\s+\d+\s+Ongoing\s+60000\s+\d+\s+\d+\s+"
+                     rf"({topic}-[01],?){{2}}\s*$", described, re.M), described
+    p.commit_transaction(60)
+    import time
+    deadline = time.monotonic() + 30
+    while True:
+        described = transactions_command(java_classpath, broker, "describe",
+                                         "--transactional-id", "txn-tools-id")
+        if "CompleteCommit" in described or time.monotonic() > deadline:
+            break
+    assert re.search(r"txn-tools-id\s+\d+\s+\d+\s+CompleteCommit\s+60000\s", described), described
+    missing = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                       ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
+                        "no-such-id"], timeout=90)
+    assert missing.returncode != 0 and "could not be found" in missing.output, \
+        missing.report()

@@ -123,7 +123,9 @@ async fn one_transaction(
                 .into_iter()
                 .map(|r| r.err().map_or(0, |e| txn_error_code(e, false)))
                 .collect(),
-            TxnReply::ProducerId(_) => all(TxnError::CoordinatorNotAvailable),
+            TxnReply::ProducerId(_) | TxnReply::Described(_) => {
+                all(TxnError::CoordinatorNotAvailable)
+            }
         }
     };
     let mut out: Vec<AddPartitionsToTxnTopicResult> = Vec::new();

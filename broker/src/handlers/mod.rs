@@ -22,6 +22,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
+mod describe_transactions;
 mod elect_leaders;
 mod end_txn;
 mod fetch;
@@ -35,6 +36,7 @@ mod leave_group;
 mod list_groups;
 mod list_offsets;
 mod list_partition_reassignments;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -164,6 +166,12 @@ registry! {
     EndTxn 0..=4 => |shard, req, call| end_txn::handle(shard, req, call.version).await,
     WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
     DescribeProducers 0..=0 => |shard, req, _call| describe_producers::handle(shard, req).await,
+    DescribeTransactions 0..=0 => |shard, req, _call| {
+        describe_transactions::handle(shard, req).await
+    },
+    ListTransactions 0..=1 => |shard, req, call| {
+        list_transactions::handle(shard, req, call.version).await
+    },
 }
 
 /// What a handler is told about its request besides the body.

@@ -16,6 +16,7 @@ pub fn txn_error_code(e: TxnError, fenced_is_invalid_epoch: bool) -> i16 {
         TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
         TxnError::TransactionAbortable => ResponseError::TransactionAbortable,
         TxnError::InvalidRequest => ResponseError::InvalidRequest,
+        TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
         TxnError::NotCoordinator => ResponseError::NotCoordinator,
         TxnError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
         TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,

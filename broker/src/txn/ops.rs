@@ -31,6 +31,38 @@ pub enum TxnOp {
         producer_epoch: i16,
         commit: bool,
     },
+    /// DescribeTransactions.
+    Describe,
+}
+
+/// A transactional id as DescribeTransactions shows it.
+#[derive(Clone, Debug)]
+pub struct TxnDescription {
+    pub state: &'static str,
+    pub timeout_ms: i32,
+    /// -1 when no transaction is open.
+    pub start_ms: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub partitions: Vec<TopicPartition>,
+}
+
+/// What ListTransactions selects (Kafka's filters; empty ones select all).
+#[derive(Clone, Debug, Default)]
+pub struct ListFilter {
+    /// State names; unknown ones are reported back and select nothing.
+    pub states: Vec<String>,
+    pub producer_ids: Vec<i64>,
+    /// v1: only transactions open longer than this, ms (-1: any).
+    pub duration_ms: i64,
+}
+
+/// A transactional id as ListTransactions shows it.
+#[derive(Clone, Debug)]
+pub struct ListedTxn {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub state: &'static str,
 }
 
 /// The coordinating shard's answer to a [`TxnOp`].
@@ -42,6 +74,7 @@ pub enum TxnReply {
     Done(Result<(), TxnError>),
     /// Verify: per partition in request order, or one error for all.
     Verified(Result<Vec<Result<(), TxnError>>, TxnError>),
+    Described(Result<TxnDescription, TxnError>),
 }
 
 impl TxnReply {
@@ -51,6 +84,7 @@ impl TxnReply {
             TxnOp::InitProducerId { .. } => TxnReply::ProducerId(Err(error)),
             TxnOp::AddPartitions { .. } | TxnOp::EndTxn { .. } => TxnReply::Done(Err(error)),
             TxnOp::Verify { .. } => TxnReply::Verified(Err(error)),
+            TxnOp::Describe => TxnReply::Described(Err(error)),
         }
     }
 }

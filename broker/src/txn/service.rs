@@ -12,7 +12,7 @@
 
 use super::log::decode;
 use super::markers;
-use super::ops::{TxnOp, TxnReply};
+use super::ops::{ListFilter, ListedTxn, TxnDescription, TxnOp, TxnReply};
 use super::state::{check_timeout, EndStep, InitStep, TxnError, TxnMetadata, TxnTransit};
 use super::store::{coordinating, epoch_ms, write};
 use super::TXN_TOPIC;
@@ -193,6 +193,7 @@ pub async fn run_op(
                 .ok_or(TxnError::InvalidProducerIdMapping)
                 .and_then(|m| m.verify(producer_id, producer_epoch, &partitions)),
         ),
+        TxnOp::Describe => TxnReply::Described(describe(shard, transactional_id)),
         TxnOp::EndTxn {
             producer_id,
             producer_epoch,
@@ -208,6 +209,85 @@ pub async fn run_op(
             })
         }
     }
+}
+
+/// DescribeTransactions of `transactional_id` (Kafka's `handleDescribeTransactions`): an id
+/// being expired (Dead) or unknown is `TransactionalIdNotFound`.
+fn describe(shard: &Shard, transactional_id: &str) -> Result<TxnDescription, TxnError> {
+    let txns = shard.txns.txns.borrow();
+    let m = txns
+        .get(transactional_id)
+        .filter(|m| m.state != super::state::TxnState::Dead)
+        .ok_or(TxnError::TransactionalIdNotFound)?;
+    Ok(TxnDescription {
+        state: m.state.name(),
+        timeout_ms: m.timeout_ms,
+        start_ms: m.start_ms,
+        producer_id: m.producer_id,
+        producer_epoch: m.producer_epoch,
+        partitions: m.partitions.iter().cloned().collect(),
+    })
+}
+
+/// This shard's transactional ids that `filter` selects (Kafka's `listTransactionStates`).
+/// Errors: `CoordinatorLoadInProgress` while a partition this shard coordinates is loading
+/// (the list would be incomplete).
+pub fn list_local(shard: &Shard, filter: &ListFilter) -> Result<Vec<ListedTxn>, TxnError> {
+    let now_ms = epoch_ms();
+    let loading = {
+        let partitions = shard.txns.partitions.borrow();
+        (0..i32::try_from(shard.txn_partition_count()).unwrap_or(i32::MAX)).any(|p| {
+            partitions.check(p) == Err(crate::coordinator_runtime::NotServing::LoadInProgress)
+        })
+    };
+    if loading {
+        return Err(TxnError::CoordinatorLoadInProgress);
+    }
+    let states: Vec<super::state::TxnState> = (0..8)
+        .filter_map(super::state::TxnState::from_id)
+        .filter(|s| filter.states.iter().any(|n| n == s.name()))
+        .collect();
+    let selected = |m: &&TxnMetadata| {
+        m.state != super::state::TxnState::Dead
+            && (filter.producer_ids.is_empty() || filter.producer_ids.contains(&m.producer_id))
+            && (filter.states.is_empty() || states.contains(&m.state))
+            && (filter.duration_ms < 0 || now_ms.saturating_sub(m.start_ms) > filter.duration_ms)
+    };
+    Ok(shard
+        .txns
+        .txns
+        .borrow()
+        .values()
+        .filter(selected)
+        .map(|m| ListedTxn {
+            transactional_id: m.transactional_id.clone(),
+            producer_id: m.producer_id,
+            state: m.state.name(),
+        })
+        .collect())
+}
+
+/// Every shard's transactional ids that `filter` selects. Errors: as [`list_local`], from
+/// any shard.
+pub async fn list_all(shard: &Rc<Shard>, filter: &ListFilter) -> Result<Vec<ListedTxn>, TxnError> {
+    let mut out = Vec::new();
+    for peer in 0..shard.shards {
+        if peer == shard.id {
+            out.extend(list_local(shard, filter)?);
+            continue;
+        }
+        let (reply, answer) = oneshot::channel();
+        let msg = ShardMsg::ListTxns {
+            filter: filter.clone(),
+            reply,
+        };
+        if shard.send(peer, msg).await.is_ok() {
+            if let Ok(listed) = answer.await {
+                out.extend(listed?);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Runs `f` on the metadata of `transactional_id`; `InvalidProducerIdMapping` when it has

@@ -128,6 +128,8 @@ pub enum TxnError {
     TransactionAbortable,
     #[error("the transactional id is empty")]
     InvalidRequest,
+    #[error("the transactional id is not known to its coordinator")]
+    TransactionalIdNotFound,
     #[error("this broker does not coordinate the transactional id")]
     NotCoordinator,
     #[error("the transactional id's partition is still being loaded")]
