@@ -114,6 +114,14 @@ fn decode_value(mut v: &[u8]) -> Result<TxnTransit, String> {
     let timeout_ms = get_i32(&mut v)?;
     let status = get_i8(&mut v)?;
     let state = TxnState::from_id(status).ok_or_else(|| format!("transaction status {status}"))?;
+    // Only Kafka's coordinator states are stored, always with a producer id and epoch: anything
+    // else could not be transitioned from, so it is refused here rather than trusted.
+    if producer_id < 0 || producer_epoch < 0 {
+        return Err(format!("producer id {producer_id}, epoch {producer_epoch}"));
+    }
+    if matches!(state, TxnState::Dead | TxnState::PrepareEpochFence) {
+        return Err(format!("stored state {}", state.name()));
+    }
     let mut partitions = BTreeSet::new();
     let topics = get_count(&mut v, flexible)?;
     for _ in 0..topics.unwrap_or(0) {
@@ -360,5 +368,13 @@ mod tests {
         assert!(decode(&[0, 0, 0, 9, b'a'], None).is_err());
         assert!(decode(&encode_key("a"), Some(&[0, 1, 0])).is_err());
         assert!(decode(&encode_key("a"), Some(&[0, 7])).is_err());
+        // A negative producer id, or a state Kafka never stores.
+        let mut bad = transit(TxnState::Ongoing, &[("a", 0)]);
+        bad.producer_id = -1;
+        let value = encode_value(&bad).expect("value");
+        assert!(decode(&encode_key("a"), Some(&value)).is_err());
+        let mut fence = encode_value(&transit(TxnState::Ongoing, &[("a", 0)])).expect("value");
+        fence[2 + 8 + 2 + 4] = TxnState::PrepareEpochFence.id() as u8;
+        assert!(decode(&encode_key("a"), Some(&fence)).is_err());
     }
 }

@@ -18,9 +18,12 @@
 //! their timeout are aborted with an epoch bump, and ids idle past
 //! `transactional.id.expiration.ms` are removed ([`service::timeout_loop`]).
 //!
-//! Not done: TxnOffsetCommit (another module's), DescribeTransactions and ListTransactions,
-//! transaction version 2 (KIP-890 part 2: an epoch bump per transaction), the produce path's
-//! own verification call (AddPartitionsToTxn v4+ `verify_only` is served to other brokers).
+//! DescribeTransactions and ListTransactions read the same state (`service::list_all` asks
+//! every shard).
+//!
+//! Not done: TxnOffsetCommit (another module's), transaction version 2 (KIP-890 part 2: an
+//! epoch bump per transaction), the produce path's own verification call (AddPartitionsToTxn
+//! v4+ `verify_only` is served to other brokers).
 
 mod coordinator;
 pub mod log;
