@@ -61,7 +61,7 @@ pub use txn::{
     ABORTED_TXN_BYTES,
 };
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
-pub use validated::ValidatedBatches;
+pub use validated::{AppendOrigin, ValidatedBatches};
 
 #[cfg(feature = "validation-count")]
 pub use batch::validation_passes;

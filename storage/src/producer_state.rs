@@ -10,6 +10,11 @@
 //!
 //! Invariant: `ongoing` holds exactly the producers whose `current_txn_first_offset` is set,
 //! keyed by that offset.
+//!
+//! A completed transaction stays *unreplicated* (Kafka's `unreplicatedTxns`) from its marker's
+//! append until the high watermark passes the marker: until then the last stable offset stays
+//! at or below its first offset, since a leader change could still cut the marker off. Not
+//! snapshotted (as Kafka): a rebuild knows those whose markers it replays.
 
 use crate::batch::BatchHeader;
 use crate::txn::{AbortedTxnEntry, TxnMarker, TxnResult};
@@ -124,6 +129,9 @@ pub struct ProducerState {
     producers: HashMap<i64, ProducerEntry>,
     /// Open transactions: first offset → producer id (see the module's invariant).
     ongoing: BTreeMap<Offset, i64>,
+    /// Completed transactions whose marker may not be below the high watermark yet: first
+    /// offset → marker offset (see the module doc).
+    unreplicated: BTreeMap<Offset, Offset>,
 }
 
 /// Sequence after `seq`, wrapping at `i32::MAX` as Kafka does.
@@ -205,6 +213,22 @@ impl ProducerState {
         }
     }
 
+    /// Checks a data batch a coordinator appends to its own log (Kafka's
+    /// `AppendOrigin.COORDINATOR`, e.g. TxnOffsetCommit's records): only the producer epoch,
+    /// an older one than the producer's being [`SequenceCheck::StaleEpoch`]; sequences are a
+    /// client's, so none is checked and no retry is detected.
+    pub fn check_epoch(&self, header: &BatchHeader) -> SequenceCheck {
+        match self.producers.get(&header.producer_id) {
+            Some(entry) if header.producer_id >= 0 && header.producer_epoch < entry.epoch => {
+                SequenceCheck::StaleEpoch {
+                    current: entry.epoch,
+                    got: header.producer_epoch,
+                }
+            }
+            _ => SequenceCheck::Append,
+        }
+    }
+
     /// Checks a marker a leader is asked to append (Kafka's `ProducerAppendInfo
     /// .appendEndTxnMarker` for a coordinator's write): an epoch older than the producer's is
     /// [`SequenceCheck::StaleEpoch`] (INVALID_PRODUCER_EPOCH), a coordinator epoch older than
@@ -249,14 +273,37 @@ impl ProducerState {
         self.ongoing.keys().next().copied()
     }
 
+    /// First offset of the oldest transaction that is open, or completed by a marker at or
+    /// above `high_watermark` (Kafka's `firstUndecidedOffset`): the last stable offset is at
+    /// most this.
+    pub fn first_undecided_offset(&self, high_watermark: Offset) -> Option<Offset> {
+        let unreplicated = self
+            .unreplicated
+            .iter()
+            .find(|(_, marker)| **marker >= high_watermark)
+            .map(|(first, _)| *first);
+        match (self.first_unstable_offset(), unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Forgets the completed transactions whose marker is below `high_watermark` (Kafka's
+    /// `onHighWatermarkUpdated`): they no longer bound the last stable offset.
+    pub fn on_high_watermark_updated(&mut self, high_watermark: Offset) {
+        self.unreplicated
+            .retain(|_, marker| *marker >= high_watermark);
+    }
+
     /// The open transactions as (producer id, first offset), oldest first.
     pub fn ongoing_transactions(&self) -> Vec<(i64, Offset)> {
         self.ongoing.iter().map(|(o, p)| (*p, *o)).collect()
     }
 
     /// Records an appended batch (with its assigned offsets). `marker` is the parsed marker
-    /// of a control batch and `None` for a data batch. A transactional data batch opens its
-    /// producer's transaction if none is open; a marker closes it and returns it (`None`
+    /// of a control batch and `None` for a data batch or a control batch compaction emptied
+    /// (its transaction is gone: nothing changes, as Kafka). A transactional data batch opens
+    /// its producer's transaction if none is open; a marker closes it and returns it (`None`
     /// when no transaction was open: Kafka's empty transaction, which changes nothing).
     ///
     /// # Panics
@@ -267,12 +314,11 @@ impl ProducerState {
         header: &BatchHeader,
         marker: Option<&TxnMarker>,
     ) -> Option<CompletedTxn> {
-        assert_eq!(
-            header.is_control(),
-            marker.is_some(),
-            "a marker for each control batch"
+        assert!(
+            marker.is_none() || header.is_control(),
+            "a marker comes from a control batch"
         );
-        if header.producer_id < 0 {
+        if header.producer_id < 0 || (header.is_control() && marker.is_none()) {
             return None;
         }
         let entry = self.producers.entry(header.producer_id).or_default();
@@ -294,6 +340,8 @@ impl ProducerState {
                 "ongoing mirrors the entries"
             );
             let last_offset = header.base_offset;
+            let clash = self.unreplicated.insert(first, last_offset);
+            assert!(clash.is_none(), "one transaction starts at an offset");
             let last_stable_offset = self.first_unstable_offset().unwrap_or(last_offset.plus(1));
             return Some(CompletedTxn {
                 producer_id: header.producer_id,

@@ -11,7 +11,8 @@
 //! image does not know answers UNKNOWN_TOPIC_OR_PARTITION, one this broker does not lead
 //! NOT_LEADER_OR_FOLLOWER, a producer epoch older than the partition's INVALID_PRODUCER_EPOCH,
 //! a coordinator epoch older than the producer's last marker's TRANSACTION_COORDINATOR_FENCED,
-//! a full or failed disk KAFKA_STORAGE_ERROR.
+//! a full or failed disk KAFKA_STORAGE_ERROR, and a partition whose owning shard is stopping
+//! NOT_LEADER_OR_FOLLOWER (the coordinator retries it).
 //!
 //! Kafka authorizes this inter-broker API with CLUSTER_ACTION on the cluster; this broker has
 //! no ACLs yet, so any client may call it. Not done yet: a marker on `__consumer_offsets`
@@ -20,7 +21,7 @@
 
 use super::wire::topic_name;
 use crate::errors::{code, partition_op_error_code};
-use crate::partitions::{PartitionOp, PartitionReply};
+use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::write_txn_markers_response::{
@@ -85,17 +86,55 @@ pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnM
         .flat_map(|m| &mut m.topics)
         .flat_map(|t| &mut t.partitions);
     for (slot, reply) in slots.zip(replies) {
-        slot.error_code = match reply {
-            PartitionReply::MarkerWritten { offset } => {
-                tracing::debug!(offset, "transaction marker written");
-                0
-            }
-            PartitionReply::Error(e) => partition_op_error_code(&e),
-            other => {
-                tracing::error!(?other, "unexpected reply to a transaction marker");
-                code(ResponseError::UnknownServerError)
-            }
-        };
+        slot.error_code = marker_error_code(reply);
     }
     response
+}
+
+/// The per-partition error code of one marker's reply. A partition whose owning shard is
+/// stopping or unreachable answers NOT_LEADER_OR_FOLLOWER, as one this broker does not lead:
+/// Kafka's coordinator (`TransactionMarkerRequestCompletionHandler`) retries that, after a
+/// metadata refresh, while an unexpected code such as UNKNOWN_SERVER_ERROR makes it give up on
+/// the marker.
+fn marker_error_code(reply: PartitionReply) -> i16 {
+    match reply {
+        PartitionReply::MarkerWritten { offset } => {
+            tracing::debug!(offset, "transaction marker written");
+            0
+        }
+        PartitionReply::Error(PartitionOpError::ShardUnavailable) => {
+            code(ResponseError::NotLeaderOrFollower)
+        }
+        PartitionReply::Error(e) => partition_op_error_code(&e),
+        other => {
+            tracing::error!(?other, "unexpected reply to a transaction marker");
+            code(ResponseError::UnknownServerError)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unavailable_or_unled_partition_answers_not_leader_or_follower() {
+        let not_leader = code(ResponseError::NotLeaderOrFollower);
+        for e in [
+            PartitionOpError::ShardUnavailable,
+            PartitionOpError::NotLeaderOrFollower,
+        ] {
+            assert_eq!(marker_error_code(PartitionReply::Error(e)), not_leader);
+        }
+        assert_eq!(
+            marker_error_code(PartitionReply::MarkerWritten { offset: 3 }),
+            0
+        );
+        assert_eq!(
+            marker_error_code(PartitionReply::Error(
+                PartitionOpError::UnknownTopicOrPartition
+            )),
+            code(ResponseError::UnknownTopicOrPartition)
+        );
+    }
 }
