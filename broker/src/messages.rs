@@ -42,6 +42,14 @@ pub enum ShardMsg {
         op: crate::groups::GroupOp,
         reply: oneshot::Sender<crate::groups::GroupReply>,
     },
+    /// A transaction marker was written to offsets `partition`, which this shard owns: its
+    /// groups' pending transactional offsets end (`groups::service::on_txn_marker`).
+    TxnMarker {
+        partition: i32,
+        producer_id: i64,
+        end: crate::groups::txn_offsets::TxnEnd,
+        reply: oneshot::Sender<Result<(), crate::groups::GroupError>>,
+    },
     /// List this shard's groups (ListGroups).
     ListGroups {
         reply: oneshot::Sender<Result<Vec<crate::groups::ListedGroup>, crate::groups::GroupError>>,

@@ -40,6 +40,7 @@ mod offset_for_leader_epoch;
 mod produce;
 mod replica_assignment;
 mod sync_group;
+mod txn_offset_commit;
 mod wire;
 mod write_txn_markers;
 
@@ -150,6 +151,7 @@ registry! {
         offset_for_leader_epoch::handle(shard, req).await
     },
     WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
+    TxnOffsetCommit 0..=5 => |shard, req, _call| txn_offset_commit::handle(shard, req).await,
     DescribeProducers 0..=0 => |shard, req, _call| describe_producers::handle(shard, req).await,
 }
 

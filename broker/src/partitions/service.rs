@@ -144,7 +144,8 @@ async fn run(
             records,
             acks,
             timeout,
-        } => produce(shard, tp, &partition, records, acks, timeout).await,
+            origin,
+        } => produce(shard, tp, &partition, records, acks, timeout, origin).await,
         op @ PartitionOp::Fetch { .. } => fetch(shard, tp, partition, op).await,
         op @ PartitionOp::ReplicaFetch { .. } => replica_fetch(shard, tp, &partition, op).await,
         PartitionOp::FollowerPosition => {
@@ -284,12 +285,13 @@ async fn produce(
     records: bytes::Bytes,
     acks: replication::Acks,
     timeout: std::time::Duration,
+    origin: storage::AppendOrigin,
 ) -> Result<PartitionReply, PartitionOpError> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let batches = match shard.topic_configs.borrow().get(tp) {
-        Some(config) => check_produce(&records, config, now_ms)?,
+        Some(config) => check_produce(&records, config, now_ms)?.with_origin(origin),
         // Closed while the request was on its way (the log refuses it too).
         None => return Err(PartitionOpError::UnknownTopicOrPartition),
     };
