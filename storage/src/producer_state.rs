@@ -28,6 +28,11 @@ pub const BATCHES_KEPT: usize = 5;
 /// First value of a version-1 snapshot encoding (a version-0 encoding starts with the
 /// producer count, never negative).
 const SNAPSHOT_V1: i64 = -1;
+/// First value of a version-2 snapshot encoding (version 1 plus each producer's last
+/// timestamp).
+const SNAPSHOT_V2: i64 = -2;
+/// A producer's last timestamp before one is known (a version-0 or 1 snapshot's producers).
+const NO_TIMESTAMP: i64 = -1;
 /// Kafka's "no coordinator epoch yet" (`RecordBatch.NO_PARTITION_LEADER_EPOCH`).
 const NO_COORDINATOR_EPOCH: i32 = -1;
 
@@ -50,6 +55,9 @@ pub struct ProducerEntry {
     pub coordinator_epoch: i32,
     /// First offset of the producer's open transaction in this partition, if one is open.
     pub current_txn_first_offset: Option<Offset>,
+    /// Max timestamp of the producer's last batch, data or marker (Kafka's
+    /// `ProducerStateEntry.lastTimestamp`), ms; [`NO_TIMESTAMP`] while unknown.
+    pub last_timestamp_ms: i64,
 }
 
 impl Default for ProducerEntry {
@@ -59,6 +67,7 @@ impl Default for ProducerEntry {
             batches: VecDeque::new(),
             coordinator_epoch: NO_COORDINATOR_EPOCH,
             current_txn_first_offset: None,
+            last_timestamp_ms: NO_TIMESTAMP,
         }
     }
 }
@@ -76,6 +85,9 @@ pub struct ProducerSummary {
     pub coordinator_epoch: i32,
     /// The first offset of its open transaction here, if one is open.
     pub current_txn_first_offset: Option<Offset>,
+    /// The max timestamp of its last batch, data or marker, ms; -1 when unknown (a producer
+    /// restored from a snapshot written before this was kept).
+    pub last_timestamp_ms: i64,
 }
 
 /// How an incoming batch relates to its producer's state.
@@ -326,6 +338,7 @@ impl ProducerState {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
         }
+        entry.last_timestamp_ms = header.max_timestamp.0;
         if let Some(marker) = marker {
             assert_eq!(
                 marker.producer_id, header.producer_id,
@@ -368,12 +381,13 @@ impl ProducerState {
         None
     }
 
-    /// Encodes the state as checkpoint values, version 1: `-1`, producer count, then per
+    /// Encodes the state as checkpoint values, version 2: `-2`, producer count, then per
     /// producer `id, epoch, coordinator epoch, open transaction's first offset (-1: none),
-    /// batches, (first_seq, last_seq, base_offset, last_offset)*`.
+    /// last timestamp (ms, -1: unknown), batches, (first_seq, last_seq, base_offset,
+    /// last_offset)*`.
     pub fn encode(&self) -> Vec<i64> {
         let mut out = vec![
-            SNAPSHOT_V1,
+            SNAPSHOT_V2,
             i64::try_from(self.producers.len()).unwrap_or(0),
         ];
         let mut ids: Vec<&i64> = self.producers.keys().collect();
@@ -385,6 +399,7 @@ impl ProducerState {
                 i64::from(e.epoch),
                 i64::from(e.coordinator_epoch),
                 e.current_txn_first_offset.map_or(-1, |o| o.0),
+                e.last_timestamp_ms,
                 i64::try_from(e.batches.len()).unwrap_or(0),
             ]);
             for b in &e.batches {
@@ -399,12 +414,13 @@ impl ProducerState {
         out
     }
 
-    /// Decodes [`ProducerState::encode`]'s values, version 1, or version 0 (no transaction
-    /// fields: written before transactions existed, so none was open); `None` when they are
-    /// malformed.
+    /// Decodes [`ProducerState::encode`]'s values, version 2, 1 (no last timestamps), or 0
+    /// (no transaction fields either: written before transactions existed, so none was open);
+    /// `None` when they are malformed.
     pub fn decode(values: &[i64]) -> Option<ProducerState> {
         let mut it = values.iter().copied().peekable();
-        let v1 = it.next_if_eq(&SNAPSHOT_V1).is_some();
+        let v2 = it.next_if_eq(&SNAPSHOT_V2).is_some();
+        let v1 = v2 || it.next_if_eq(&SNAPSHOT_V1).is_some();
         let count = usize::try_from(it.next()?).ok()?;
         let mut state = ProducerState::default();
         for _ in 0..count {
@@ -415,6 +431,7 @@ impl ProducerState {
             } else {
                 (NO_COORDINATOR_EPOCH, -1)
             };
+            let last_timestamp_ms = if v2 { it.next()? } else { NO_TIMESTAMP };
             let n = usize::try_from(it.next()?).ok()?;
             if n > BATCHES_KEPT {
                 return None;
@@ -439,6 +456,7 @@ impl ProducerState {
                 batches,
                 coordinator_epoch,
                 current_txn_first_offset,
+                last_timestamp_ms,
             };
             if state.producers.insert(id, entry).is_some() {
                 return None;
@@ -607,6 +625,21 @@ mod tests {
             ),
             None
         );
+        // A marker's timestamp is its producer's last (Kafka's lastTimestamp); a snapshot
+        // keeps it (version 2); a version-1 one does not know it.
+        let mut late = marker_header(2, 1, 18);
+        late.max_timestamp = TimestampMs(777);
+        s.record(&late, Some(&m(2, 1, TxnResult::Commit, 1)));
+        let last = |s: &ProducerState, pid| {
+            s.entries()
+                .find(|(id, _)| *id == pid)
+                .map(|(_, e)| e.last_timestamp_ms)
+        };
+        assert_eq!(last(&s, 2), Some(777));
+        let back = ProducerState::decode(&s.encode()).expect("v2");
+        assert_eq!(last(&back, 2), Some(777));
+        let v1 = [-1, 1, 7, 0, -1, -1, 0];
+        assert_eq!(last(&ProducerState::decode(&v1).expect("v1"), 7), Some(-1));
         // Version 0 snapshots (no transaction fields) still decode.
         let v0 = [1, 7, 0, 1, 0, 2, 10, 12];
         let old = ProducerState::decode(&v0).expect("v0");

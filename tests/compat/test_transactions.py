@@ -552,6 +552,7 @@ def test_consumers_see_committed_aborted_and_open_transactions(broker):
 # ---- a three-node cluster: markers wait for the ISR, followers keep the transactions --------
 
 NOT_ENOUGH_REPLICAS = 19
+NOT_LEADER_OR_FOLLOWER = 6
 CLUSTER_SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
 
 
@@ -788,3 +789,55 @@ def test_txn_offset_commit_is_pending_until_the_marker_on_the_offsets_partition(
     # A partition that does not exist.
     assert txn_offset_commit(sock, 32, group, pid, epoch, "txnoff-missing", 1) == \
         UNKNOWN_TOPIC_OR_PARTITION
+
+
+@SLUICE_ONLY
+def test_describe_producers_on_a_follower_and_a_markers_timestamp(cluster):
+    """DescribeProducers is answered from any replica's log, as Kafka's
+    `ReplicaManager.activeProducerState` (`kafka-transactions.sh describe-producers
+    --broker-id`): a follower lists the producers it replicated; a broker with no replica
+    answers NOT_LEADER_OR_FOLLOWER. A producer's last timestamp is its last batch's, the
+    marker's included (Kafka's `lastTimestamp`)."""
+    topic = "txn-follower-producers"
+    from confluent_kafka.admin import NewTopic
+    from compat_util import admin
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic(topic, num_partitions=1, replication_factor=2)],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+    leader, replicas, _ = wait_until(
+        lambda: (lambda s: s if s and s[0] >= 0 and len(s[2]) == 2 else None)(
+            partition_state(cluster.bootstrap(), topic)), 30, what="the topic's full ISR")
+    sock = kw.connect(cluster.nodes[leader].bootstrap)
+    pid, epoch = init_producer_id(sock, 1)
+    # A data batch stamped ten minutes ago, then the commit marker (stamped now).
+    old_ms = int(time.time() * 1000) - 600_000
+    batch = bytearray(kw.record_batch([b"x"], base_timestamp_ms=old_ms))
+    struct.pack_into(">h", batch, 21, TRANSACTIONAL)
+    struct.pack_into(">qhi", batch, 43, pid, epoch, 0)
+    struct.pack_into(">I", batch, 17, kw._crc32c(bytes(batch[21:])))
+    assert produce(sock, 2, topic, bytes(batch)) == (0, 0)
+    before_marker_ms = int(time.time() * 1000)
+    assert marker(sock, 3, topic, pid, epoch, commit=True) == 0
+
+    def described(node):
+        s = kw.connect(cluster.nodes[node].bootstrap)
+        err, producers = describe_producers(s, 4, topic)[0]
+        return err, {p["producer_id"]: p for p in producers}
+
+    err, on_leader = described(leader)
+    assert err == 0
+    assert on_leader[pid]["current_txn_start_offset"] == -1
+    assert on_leader[pid]["last_sequence"] == 0
+    assert on_leader[pid]["last_timestamp"] >= before_marker_ms - 1000, \
+        "the marker's timestamp, not the data batch's"
+
+    follower = next(r for r in replicas if r != leader)
+    on_follower = wait_until(
+        lambda: (lambda d: d[1] if d[0] == 0 and pid in d[1]
+                 and d[1][pid]["last_timestamp"] == on_leader[pid]["last_timestamp"]
+                 else None)(described(follower)),
+        30, what="the follower's producer state")
+    assert on_follower[pid] == on_leader[pid]
+    outsider = next(n for n in cluster.nodes if n not in replicas)
+    err, _ = described(outsider)
+    assert err == NOT_LEADER_OR_FOLLOWER

@@ -122,8 +122,8 @@ pub enum PartitionOp {
         marker: storage::TxnMarker,
         timeout: Duration,
     },
-    /// DescribeProducers (KIP-664): the producers this leader's log knows, answered with
-    /// [`PartitionReply::Producers`].
+    /// DescribeProducers (KIP-664): the producers this replica's log knows (leader or
+    /// follower), answered with [`PartitionReply::Producers`].
     DescribeProducers,
 }
 

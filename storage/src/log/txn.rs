@@ -100,6 +100,7 @@ impl PartitionLog {
                 last_batch_base: entry.batches.back().map(|b| b.base_offset),
                 coordinator_epoch: entry.coordinator_epoch,
                 current_txn_first_offset: entry.current_txn_first_offset,
+                last_timestamp_ms: entry.last_timestamp_ms,
             })
             .collect();
         out.sort_unstable_by_key(|p| p.producer_id);
