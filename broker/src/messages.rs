@@ -47,7 +47,7 @@ pub enum ShardMsg {
     TxnMarker {
         partition: i32,
         producer_id: i64,
-        end: crate::groups::txn_offsets::TxnEnd,
+        end: storage::TxnResult,
         reply: oneshot::Sender<Result<(), crate::groups::GroupError>>,
     },
     /// List this shard's groups (ListGroups).

@@ -26,11 +26,11 @@
 use super::group::{Group, GroupConfig};
 use super::offsets_log::{CommittedOffset, OffsetsRecord};
 use super::ops::CommittedStatus;
-use super::txn_offsets::TxnEnd;
 use super::GroupError;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Instant;
+use storage::TxnResult;
 
 /// Per-shard coordinator state: the groups of the offsets partitions this shard coordinates.
 pub struct GroupCoordinator {
@@ -255,7 +255,7 @@ pub(crate) enum Replayed {
         record: OffsetsRecord,
     },
     /// A transaction marker of `producer_id`.
-    Marker { producer_id: i64, end: TxnEnd },
+    Marker { producer_id: i64, end: TxnResult },
 }
 
 /// Applies one replayed item to `groups`, the groups of one offsets partition: a record later
@@ -281,7 +281,7 @@ pub(super) fn apply_replayed(groups: &mut HashMap<String, Group>, item: Replayed
 pub(super) fn complete_transaction(
     groups: &mut HashMap<String, Group>,
     producer_id: i64,
-    end: TxnEnd,
+    end: TxnResult,
     on_partition: impl Fn(&str) -> bool,
 ) -> usize {
     let mut completed = 0;
@@ -567,7 +567,7 @@ mod tests {
             &mut groups,
             Replayed::Marker {
                 producer_id: 1,
-                end: TxnEnd::Commit,
+                end: TxnResult::Commit,
             },
         );
         assert_eq!(groups["g"].offsets[&key].offset, 10);
@@ -581,7 +581,7 @@ mod tests {
             &mut groups,
             Replayed::Marker {
                 producer_id: 2,
-                end: TxnEnd::Abort,
+                end: TxnResult::Abort,
             },
         );
         assert_eq!(groups["g"].offsets[&key].offset, 10);
@@ -609,7 +609,7 @@ mod tests {
             &mut groups,
             Replayed::Marker {
                 producer_id: 3,
-                end: TxnEnd::Commit,
+                end: TxnResult::Commit,
             },
         );
         assert!(groups["h"].offsets.is_empty());

@@ -745,9 +745,5 @@ async fn end_txn(host: &SimHost, producer_id: i64, result: storage::TxnResult) {
         .flush_to(info.last_offset.plus(1))
         .await
         .expect("marker flushed");
-    let end = match result {
-        storage::TxnResult::Commit => super::txn_offsets::TxnEnd::Commit,
-        storage::TxnResult::Abort => super::txn_offsets::TxnEnd::Abort,
-    };
-    engine::complete_transaction(host, 0, producer_id, end);
+    engine::complete_transaction(host, 0, producer_id, result);
 }

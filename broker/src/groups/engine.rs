@@ -21,7 +21,6 @@ use super::offsets_log::{CommittedOffset, OffsetsRecord};
 use super::ops::{
     DescribedMember, GroupDescription, GroupOp, GroupReply, OffsetCommitEntry, TxnProducer,
 };
-use super::txn_offsets::TxnEnd;
 use super::{partition_for, OFFSET_METADATA_MAX_BYTES};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -100,10 +99,7 @@ pub(crate) fn replay_batch(bytes: &[u8], partition: i32, apply: &mut dyn FnMut(R
         match storage::control_batch_marker(bytes) {
             Ok(Some(marker)) => apply(Replayed::Marker {
                 producer_id: marker.producer_id,
-                end: match marker.result {
-                    storage::TxnResult::Commit => TxnEnd::Commit,
-                    storage::TxnResult::Abort => TxnEnd::Abort,
-                },
+                end: marker.result,
             }),
             Ok(None) => {}
             Err(e) => tracing::warn!(partition, error = %e, "skipping unreadable marker"),
@@ -644,7 +640,7 @@ pub(crate) fn complete_transaction<H: GroupsHost>(
     host: &H,
     partition: i32,
     producer_id: i64,
-    end: TxnEnd,
+    end: storage::TxnResult,
 ) -> usize {
     let partitions = host.offsets_partition_count();
     coordinator::complete_transaction(

@@ -18,7 +18,6 @@ use super::expiry::Expiry;
 use super::group::{self, GroupState};
 use super::offsets_log::OffsetsRecord;
 use super::ops::{GroupOp, GroupReply, ListedGroup, TxnProducer};
-use super::txn_offsets::TxnEnd;
 use super::{
     partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT, REPLAY_READ_BYTES,
 };
@@ -335,7 +334,7 @@ pub async fn on_txn_marker(
     shard: &Rc<Shard>,
     partition: i32,
     producer_id: i64,
-    end: TxnEnd,
+    end: storage::TxnResult,
 ) -> Result<(), GroupError> {
     let Some(owner) = shard.metadata().owner(OFFSETS_TOPIC, partition) else {
         return Err(GroupError::NotCoordinator);
@@ -363,7 +362,7 @@ pub fn complete_transaction_here(
     shard: &Shard,
     partition: i32,
     producer_id: i64,
-    end: TxnEnd,
+    end: storage::TxnResult,
 ) -> Result<(), GroupError> {
     coordinating(shard, partition)?;
     let groups = engine::complete_transaction(shard, partition, producer_id, end);

@@ -17,16 +17,10 @@
 
 use super::offsets_log::CommittedOffset;
 use std::collections::BTreeMap;
+use storage::TxnResult;
 
 /// A committed offset's key: (topic, partition).
 pub type OffsetKey = (String, i32);
-
-/// How a transaction ended (the marker's control type).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TxnEnd {
-    Commit,
-    Abort,
-}
 
 /// One group's pending transactional offsets, by producer id (module doc).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -69,19 +63,20 @@ impl PendingTxnOffsets {
         self.by_producer.retain(|_, o| !o.is_empty());
     }
 
-    /// `producer_id`'s transaction ended with `end`: its pending offsets leave this set, and
+    /// `producer_id`'s transaction ended with `end` (its marker's result): its pending
+    /// offsets leave this set, and
     /// on a commit each one is materialised into `committed` unless `committed` holds, for its
     /// key, an offset whose record is later in the log. Returns how many were materialised.
     pub fn complete(
         &mut self,
         producer_id: i64,
-        end: TxnEnd,
+        end: TxnResult,
         committed: &mut BTreeMap<OffsetKey, CommittedOffset>,
     ) -> usize {
         let Some(pending) = self.by_producer.remove(&producer_id) else {
             return 0;
         };
-        if end == TxnEnd::Abort {
+        if end == TxnResult::Abort {
             return 0;
         }
         let mut materialised = 0;
@@ -127,16 +122,16 @@ mod tests {
         assert!(pending.has_pending(&key(0)) && pending.has_pending(&key(2)));
         assert!(!pending.has_pending(&key(3)));
         // Another producer's marker, or an unknown one, changes nothing of producer 1's.
-        assert_eq!(pending.complete(9, TxnEnd::Commit, &mut committed), 0);
-        assert_eq!(pending.complete(2, TxnEnd::Abort, &mut committed), 0);
+        assert_eq!(pending.complete(9, TxnResult::Commit, &mut committed), 0);
+        assert_eq!(pending.complete(2, TxnResult::Abort, &mut committed), 0);
         assert!(committed.is_empty());
         assert!(!pending.has_pending(&key(2)));
-        assert_eq!(pending.complete(1, TxnEnd::Commit, &mut committed), 2);
+        assert_eq!(pending.complete(1, TxnResult::Commit, &mut committed), 2);
         assert_eq!(committed[&key(0)], offset(12, 101));
         assert_eq!(committed[&key(1)], offset(5, 101));
         assert!(pending.is_empty());
         // A second marker for the same transaction (a coordinator's retry) changes nothing.
-        assert_eq!(pending.complete(1, TxnEnd::Commit, &mut committed), 0);
+        assert_eq!(pending.complete(1, TxnResult::Commit, &mut committed), 0);
         assert_eq!(committed.len(), 2);
     }
 
@@ -150,7 +145,7 @@ mod tests {
         committed.insert(key(0), offset(15, 105));
         // One written before it.
         committed.insert(key(1), offset(3, 50));
-        assert_eq!(pending.complete(1, TxnEnd::Commit, &mut committed), 1);
+        assert_eq!(pending.complete(1, TxnResult::Commit, &mut committed), 1);
         assert_eq!(committed[&key(0)].offset, 15, "the later record wins");
         assert_eq!(committed[&key(1)].offset, 20);
     }
@@ -165,7 +160,7 @@ mod tests {
         pending.remove_key(&key(0));
         assert!(!pending.has_pending(&key(0)));
         assert!(!pending.has_producer(1), "no producer is kept empty");
-        assert_eq!(pending.complete(2, TxnEnd::Commit, &mut committed), 1);
+        assert_eq!(pending.complete(2, TxnResult::Commit, &mut committed), 1);
         assert!(!committed.contains_key(&key(0)));
     }
 }

@@ -26,7 +26,6 @@
 use super::wire::topic_name;
 use crate::errors::{code, partition_op_error_code};
 use crate::groups::service::on_txn_marker;
-use crate::groups::txn_offsets::TxnEnd;
 use crate::groups::{GroupError, OFFSETS_TOPIC};
 use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::shard::Shard;
@@ -47,7 +46,7 @@ pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnM
     let mut writes = Vec::new();
     // Per partition, in response order: the offsets partition and the marker's producer and
     // result when the partition is one of `__consumer_offsets` (its groups are told).
-    let mut offsets_targets: Vec<Option<(i32, i64, TxnEnd)>> = Vec::new();
+    let mut offsets_targets: Vec<Option<(i32, i64, TxnResult)>> = Vec::new();
     let mut response = WriteTxnMarkersResponse::default();
     for m in &req.markers {
         let marker = TxnMarker {
@@ -83,10 +82,7 @@ pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnM
                 offsets_targets.push((name == OFFSETS_TOPIC).then_some((
                     index,
                     marker.producer_id,
-                    match marker.result {
-                        TxnResult::Commit => TxnEnd::Commit,
-                        TxnResult::Abort => TxnEnd::Abort,
-                    },
+                    marker.result,
                 )));
                 writes.push(crate::partitions::service::call_placed(
                     shard, tp, placement, op,
