@@ -65,6 +65,19 @@ pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
         ShardMsg::ListTxns { filter, reply } => {
             let _ = reply.send(crate::txn::service::list_local(shard, &filter));
         }
+        ShardMsg::TxnMarker {
+            partition,
+            producer_id,
+            end,
+            reply,
+        } => {
+            let _ = reply.send(crate::groups::service::complete_transaction_here(
+                shard,
+                partition,
+                producer_id,
+                end,
+            ));
+        }
         ShardMsg::ListGroups { reply } => {
             let _ = reply.send(crate::groups::service::list_local(shard));
         }

@@ -55,6 +55,14 @@ pub enum ShardMsg {
         filter: crate::txn::ops::ListFilter,
         reply: oneshot::Sender<Result<Vec<crate::txn::ops::ListedTxn>, crate::txn::TxnError>>,
     },
+    /// A transaction marker was written to offsets `partition`, which this shard owns: its
+    /// groups' pending transactional offsets end (`groups::service::on_txn_marker`).
+    TxnMarker {
+        partition: i32,
+        producer_id: i64,
+        end: storage::TxnResult,
+        reply: oneshot::Sender<Result<(), crate::groups::GroupError>>,
+    },
     /// List this shard's groups (ListGroups).
     ListGroups {
         reply: oneshot::Sender<Result<Vec<crate::groups::ListedGroup>, crate::groups::GroupError>>,

@@ -514,6 +514,7 @@ def test_consumers_see_committed_aborted_and_open_transactions(broker):
 # ---- a three-node cluster: markers wait for the ISR, followers keep the transactions --------
 
 NOT_ENOUGH_REPLICAS = 19
+NOT_LEADER_OR_FOLLOWER = 6
 CLUSTER_SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
 
 
@@ -612,3 +613,193 @@ def test_markers_wait_for_the_isr_and_a_new_leader_keeps_the_transactions(cluste
     assert rc["aborted_transactions"] == [(b, 0)]
     assert [h["base_offset"] for h in kw.batch_headers(rc["records"])] == [0, 1, 2, 3]
     assert list_latest(s2, 11, topic, READ_COMMITTED) == 4
+
+
+# ---- TxnOffsetCommit (API 28) --------------------------------------------------------------
+
+API_TXN_OFFSET_COMMIT = 28
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+UNSTABLE_OFFSET_COMMIT = 88
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def offsets_partition(group, partitions):
+    """Kafka's placement of `group`: abs(Java String.hashCode) % partitions."""
+    h = 0
+    for unit in group.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def offsets_partition_count(sock, corr):
+    payload = kw.request(sock, kw.metadata_v1(corr, [OFFSETS_TOPIC]))
+    _, _, _, topics = kw.parse_metadata_v1(payload)
+    err, partitions = topics[OFFSETS_TOPIC]
+    assert err == 0
+    return len(partitions)
+
+
+def txn_offset_commit(sock, corr, group, pid, epoch, topic, offset, generation=-1,
+                      member_id=""):
+    """TxnOffsetCommit v3 (flexible) of partition 0's `offset` -> its error code."""
+    body = (kw.compact_string(TXN_ID) + kw.compact_string(group) + kw.i64(pid) + kw.i16(epoch)
+            + kw.i32(generation) + kw.compact_string(member_id) + kw.uvarint(0)  # no instance
+            + compact_array([kw.compact_string(topic) + compact_array([
+                kw.i32(0) + kw.i64(offset) + kw.i32(-1) + kw.compact_string("") + kw.uvarint(0)])
+                + kw.uvarint(0)])
+            + kw.uvarint(0))
+    payload = kw.request(sock, kw.frame(kw.header_v2(API_TXN_OFFSET_COMMIT, 3, corr) + body))
+    r = kw.Reader(payload)
+    assert r.i32() == corr
+    kw._tagged_fields(r)
+    r.i32()  # throttle time
+    errors = {}
+    for _ in range(kw._read_uvarint(r) - 1):
+        name = kw._compact_string(r)
+        for _ in range(kw._read_uvarint(r) - 1):
+            p, err = r.i32(), r.i16()
+            kw._tagged_fields(r)
+            errors[(name, p)] = err
+        kw._tagged_fields(r)
+    kw._tagged_fields(r)
+    assert not r.remaining()
+    return errors[(topic, 0)]
+
+
+def offset_fetch(sock, corr, group, topic, require_stable):
+    """OffsetFetch v7 (flexible, KIP-447's require_stable) of partition 0 -> (offset, error)."""
+    body = (kw.compact_string(group)
+            + compact_array([kw.compact_string(topic) + compact_array([kw.i32(0)])
+                             + kw.uvarint(0)])
+            + kw.i8(1 if require_stable else 0) + kw.uvarint(0))
+    payload = kw.request(sock, kw.frame(kw.header_v2(kw.API_OFFSET_FETCH, 7, corr) + body))
+    r = kw.Reader(payload)
+    assert r.i32() == corr
+    kw._tagged_fields(r)
+    r.i32()  # throttle time
+    out = {}
+    for _ in range(kw._read_uvarint(r) - 1):
+        name = kw._compact_string(r)
+        for _ in range(kw._read_uvarint(r) - 1):
+            p, offset, _epoch = r.i32(), r.i64(), r.i32()
+            kw._compact_string(r)  # metadata
+            err = r.i16()
+            kw._tagged_fields(r)
+            out[(name, p)] = (offset, err)
+        kw._tagged_fields(r)
+    assert r.i16() == 0  # the group's error
+    kw._tagged_fields(r)
+    assert not r.remaining()
+    return out[(topic, 0)]
+
+
+def simple_commit(sock, corr, group, topic, offset):
+    """A simple OffsetCommit v2 of partition 0, retried while the coordinator loads."""
+    deadline = time.monotonic() + 30
+    while True:
+        frame = kw.offset_commit_v2(corr, group, -1, "", {topic: [(0, offset, "")]})
+        _, errors = kw.parse_offset_commit_v2(kw.request(sock, frame))
+        err = errors[(topic, 0)]
+        if err == 0:
+            return
+        assert err in (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)
+        assert time.monotonic() < deadline, f"OffsetCommit error {err}"
+        time.sleep(0.2)
+
+
+@SLUICE_ONLY
+def test_txn_offset_commit_is_pending_until_the_marker_on_the_offsets_partition(broker):
+    """TxnOffsetCommit's offsets stay pending: OffsetFetch answers the last committed offset,
+    or UNSTABLE_OFFSET_COMMIT with require_stable, until WriteTxnMarkers writes the producer's
+    marker to the group's `__consumer_offsets` partition: an abort discards them, a commit
+    makes them the group's committed offset."""
+    topic, group = "txnoff-in", "txnoff-group"
+    create_topic(broker.bootstrap, topic, 1)
+    sock = kw.connect(broker.bootstrap)
+    _, err, apis = kw.parse_api_versions_v0(kw.request(sock, kw.api_versions_v0(1)))
+    assert err == 0 and apis[API_TXN_OFFSET_COMMIT] == (0, 5)  # Kafka 4.4's range
+    pid, epoch = init_producer_id(sock, 2)
+    simple_commit(sock, 3, group, topic, 5)
+    partition = offsets_partition(group, offsets_partition_count(sock, 4))
+
+    def end(corr, commit):
+        errors = write_txn_markers(
+            sock, corr, [(pid, epoch, commit, 0, {OFFSETS_TOPIC: [partition]})])
+        assert errors == [(pid, {(OFFSETS_TOPIC, partition): 0})]
+
+    assert txn_offset_commit(sock, 10, group, pid, epoch, topic, 10) == 0
+    assert offset_fetch(sock, 11, group, topic, require_stable=False) == (5, 0)
+    assert offset_fetch(sock, 12, group, topic, require_stable=True) == \
+        (-1, UNSTABLE_OFFSET_COMMIT)
+    end(13, commit=False)
+    assert offset_fetch(sock, 14, group, topic, require_stable=True) == (5, 0)
+
+    assert txn_offset_commit(sock, 20, group, pid, epoch, topic, 20) == 0
+    assert offset_fetch(sock, 21, group, topic, require_stable=True) == \
+        (-1, UNSTABLE_OFFSET_COMMIT)
+    end(22, commit=True)
+    assert offset_fetch(sock, 23, group, topic, require_stable=True) == (20, 0)
+    assert offset_fetch(sock, 24, group, topic, require_stable=False) == (20, 0)
+
+    # v3+ member checks: a generation for a group that does not exist, an unknown member.
+    assert txn_offset_commit(sock, 30, "txnoff-none", pid, epoch, topic, 1, generation=4,
+                             member_id="m-1") == 22  # ILLEGAL_GENERATION
+    assert txn_offset_commit(sock, 31, group, pid, epoch, topic, 1, generation=4,
+                             member_id="m-1") == 25  # UNKNOWN_MEMBER_ID
+    # A partition that does not exist.
+    assert txn_offset_commit(sock, 32, group, pid, epoch, "txnoff-missing", 1) == \
+        UNKNOWN_TOPIC_OR_PARTITION
+
+
+@SLUICE_ONLY
+def test_describe_producers_on_a_follower_and_a_markers_timestamp(cluster):
+    """DescribeProducers is answered from any replica's log, as Kafka's
+    `ReplicaManager.activeProducerState` (`kafka-transactions.sh describe-producers
+    --broker-id`): a follower lists the producers it replicated; a broker with no replica
+    answers NOT_LEADER_OR_FOLLOWER. A producer's last timestamp is its last batch's, the
+    marker's included (Kafka's `lastTimestamp`)."""
+    topic = "txn-follower-producers"
+    from confluent_kafka.admin import NewTopic
+    from compat_util import admin
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic(topic, num_partitions=1, replication_factor=2)],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+    leader, replicas, _ = wait_until(
+        lambda: (lambda s: s if s and s[0] >= 0 and len(s[2]) == 2 else None)(
+            partition_state(cluster.bootstrap(), topic)), 30, what="the topic's full ISR")
+    sock = kw.connect(cluster.nodes[leader].bootstrap)
+    pid, epoch = init_producer_id(sock, 1)
+    # A data batch stamped ten minutes ago, then the commit marker (stamped now).
+    old_ms = int(time.time() * 1000) - 600_000
+    batch = bytearray(kw.record_batch([b"x"], base_timestamp_ms=old_ms))
+    struct.pack_into(">h", batch, 21, TRANSACTIONAL)
+    struct.pack_into(">qhi", batch, 43, pid, epoch, 0)
+    struct.pack_into(">I", batch, 17, kw._crc32c(bytes(batch[21:])))
+    assert produce(sock, 2, topic, bytes(batch)) == (0, 0)
+    before_marker_ms = int(time.time() * 1000)
+    assert marker(sock, 3, topic, pid, epoch, commit=True) == 0
+
+    def described(node):
+        s = kw.connect(cluster.nodes[node].bootstrap)
+        err, producers = describe_producers(s, 4, topic)[0]
+        return err, {p["producer_id"]: p for p in producers}
+
+    err, on_leader = described(leader)
+    assert err == 0
+    assert on_leader[pid]["current_txn_start_offset"] == -1
+    assert on_leader[pid]["last_sequence"] == 0
+    assert on_leader[pid]["last_timestamp"] >= before_marker_ms - 1000, \
+        "the marker's timestamp, not the data batch's"
+
+    follower = next(r for r in replicas if r != leader)
+    on_follower = wait_until(
+        lambda: (lambda d: d[1] if d[0] == 0 and pid in d[1]
+                 and d[1][pid]["last_timestamp"] == on_leader[pid]["last_timestamp"]
+                 else None)(described(follower)),
+        30, what="the follower's producer state")
+    assert on_follower[pid] == on_leader[pid]
+    outsider = next(n for n in cluster.nodes if n not in replicas)
+    err, _ = described(outsider)
+    assert err == NOT_LEADER_OR_FOLLOWER

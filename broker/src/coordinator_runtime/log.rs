@@ -14,7 +14,9 @@ pub const REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// Appends `batch` to `tp` (which this shard owns and leads) with `acks=all` — answered once
 /// the ISR has it, which is what lets the coordinator's state outlive this broker — within
-/// `timeout`, and waits until it is on this broker's disk. Errors: the partition's refusal
+/// `timeout`, and waits until it is on this broker's disk; returns the batch's base offset.
+/// The coordinator's origin: a transactional batch's producer epoch is checked, its sequence
+/// not (Kafka's `AppendOrigin.COORDINATOR`). Errors: the partition's refusal
 /// (not the leader any more, too few replicas, the timeout, …), or the flush's storage error
 /// as [`PartitionOpError::Partition`]; each coordinator maps them to its Kafka errors (Kafka's
 /// `CoordinatorOperationExceptionHelper`).
@@ -23,31 +25,32 @@ pub async fn append(
     tp: &TopicPartition,
     batch: Bytes,
     timeout: Duration,
-) -> Result<(), PartitionOpError> {
-    match crate::partitions::service::run_here(
+) -> Result<i64, PartitionOpError> {
+    let base_offset = match crate::partitions::service::run_here(
         shard,
         tp,
         PartitionOp::Produce {
             records: batch,
             acks: replication::Acks::All,
             timeout,
+            origin: storage::AppendOrigin::Coordinator,
         },
     )
     .await
     {
-        PartitionReply::Produced { .. } => {}
+        PartitionReply::Produced { base_offset, .. } => base_offset,
         PartitionReply::Error(e) => return Err(e),
         other => {
             tracing::error!(%tp, ?other, "unexpected reply to a coordinator append");
             return Err(PartitionOpError::ShardUnavailable);
         }
-    }
+    };
     let owned = crate::partitions::service::owned_partition(shard, tp).await?;
     owned
         .log()
         .flush_to(owned.log().log_end_offset())
         .await
-        .map(|_| ())
+        .map(|_| base_offset)
         .map_err(|e| PartitionOpError::Partition(replication::PartitionError::Storage(e)))
 }
 

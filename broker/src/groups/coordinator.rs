@@ -17,12 +17,13 @@
 //! apart and installed when it finishes; a resignation removes them).
 
 use super::group::{Group, GroupConfig};
-use super::offsets_log::OffsetsRecord;
+use super::offsets_log::{CommittedOffset, OffsetsRecord};
 use super::ops::CommittedStatus;
 use crate::coordinator_runtime::{CoordinatedPartitions, LoadId, LoadQueue};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Instant;
+use storage::TxnResult;
 
 /// Per-shard coordinator state: the groups of the offsets partitions this shard coordinates.
 pub struct GroupCoordinator {
@@ -110,10 +111,60 @@ impl GroupCoordinator {
     }
 }
 
-/// Applies one replayed record to `groups` (a record later in the log wins; tombstones
-/// delete).
-pub(super) fn apply_record(
+/// What a replay of an offsets partition hands over, in log order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Replayed {
+    /// A record, at `offset` in the log; `producer_id` is its batch's when the batch is
+    /// transactional (a TxnOffsetCommit's record, pending until its marker).
+    Record {
+        offset: i64,
+        producer_id: Option<i64>,
+        record: OffsetsRecord,
+    },
+    /// A transaction marker of `producer_id`.
+    Marker { producer_id: i64, end: TxnResult },
+}
+
+/// Applies one replayed item to `groups`, the groups of one offsets partition: a record later
+/// in the log wins, tombstones delete (pending transactional offsets of their partition
+/// too), a transactional record's offset stays pending until its producer's marker, which
+/// materialises (commit) or discards (abort) it (`super::txn_offsets`).
+pub(super) fn apply_replayed(groups: &mut HashMap<String, Group>, item: Replayed, now: Instant) {
+    match item {
+        Replayed::Record {
+            offset,
+            producer_id,
+            record,
+        } => apply_record(groups, offset, producer_id, record, now),
+        Replayed::Marker { producer_id, end } => {
+            complete_transaction(groups, producer_id, end, |_| true);
+        }
+    }
+}
+
+/// `producer_id`'s transaction ended with `end` on an offsets partition: the pending offsets
+/// of every group of `groups` that `on_partition` accepts (the groups of that partition)
+/// are materialised or discarded. Returns how many groups had some.
+pub(super) fn complete_transaction(
     groups: &mut HashMap<String, Group>,
+    producer_id: i64,
+    end: TxnResult,
+    on_partition: impl Fn(&str) -> bool,
+) -> usize {
+    let mut completed = 0;
+    for (id, g) in groups.iter_mut() {
+        if g.pending_txn.has_producer(producer_id) && on_partition(id) {
+            g.pending_txn.complete(producer_id, end, &mut g.offsets);
+            completed += 1;
+        }
+    }
+    completed
+}
+
+fn apply_record(
+    groups: &mut HashMap<String, Group>,
+    record_offset: i64,
+    producer_id: Option<i64>,
     record: OffsetsRecord,
     now: Instant,
 ) {
@@ -124,11 +175,19 @@ pub(super) fn apply_record(
             partition,
             value: Some(value),
         } => {
-            groups
+            let g = groups
                 .entry(group.clone())
-                .or_insert_with(|| Group::new(&group))
-                .offsets
-                .insert((topic, partition), value);
+                .or_insert_with(|| Group::new(&group));
+            let value = CommittedOffset {
+                record_offset,
+                ..value
+            };
+            match producer_id {
+                Some(pid) => g.pending_txn.add(pid, (topic, partition), value),
+                None => {
+                    g.offsets.insert((topic, partition), value);
+                }
+            }
         }
         OffsetsRecord::Offset {
             group,
@@ -137,7 +196,9 @@ pub(super) fn apply_record(
             value: None,
         } => {
             if let Some(g) = groups.get_mut(&group) {
-                g.offsets.remove(&(topic, partition));
+                let key = (topic, partition);
+                g.offsets.remove(&key);
+                g.pending_txn.remove_key(&key);
             }
         }
         OffsetsRecord::Group {
@@ -174,8 +235,12 @@ pub(super) fn unload_partition(
 
 #[cfg(test)]
 mod tests {
-    use super::super::offsets_log::CommittedOffset;
     use super::*;
+
+    /// Replays `record` at offset 0, outside any transaction.
+    fn apply_plain(groups: &mut HashMap<String, Group>, record: OffsetsRecord, now: Instant) {
+        apply_record(groups, 0, None, record, now);
+    }
 
     fn commit(group: &str, offset: i64) -> OffsetsRecord {
         OffsetsRecord::Offset {
@@ -187,6 +252,7 @@ mod tests {
                 leader_epoch: -1,
                 metadata: String::new(),
                 commit_timestamp_ms: 0,
+                record_offset: -1,
             }),
         }
     }
@@ -219,7 +285,7 @@ mod tests {
                 }
                 let (kept, dropped) = (group_of(1), group_of(2));
                 for g in [&kept, &dropped] {
-                    apply_record(&mut c.groups.borrow_mut(), commit(g, 1), Instant::now());
+                    apply_plain(&mut c.groups.borrow_mut(), commit(g, 1), Instant::now());
                 }
                 // Partition 3 is elected and resigned before its load started.
                 c.on_election(3, 0);
@@ -251,11 +317,11 @@ mod tests {
     fn replay_keeps_the_last_commit_and_honours_tombstones() {
         let now = Instant::now();
         let mut groups = HashMap::new();
-        apply_record(&mut groups, commit("g", 10), now);
-        apply_record(&mut groups, commit("g", 25), now);
-        apply_record(&mut groups, commit("h", 7), now);
+        apply_plain(&mut groups, commit("g", 10), now);
+        apply_plain(&mut groups, commit("g", 25), now);
+        apply_plain(&mut groups, commit("h", 7), now);
         assert_eq!(groups["g"].offsets[&("t".to_string(), 0)].offset, 25);
-        apply_record(
+        apply_plain(
             &mut groups,
             OffsetsRecord::Offset {
                 group: "h".into(),
@@ -266,7 +332,7 @@ mod tests {
             now,
         );
         assert!(groups["h"].offsets.is_empty());
-        apply_record(
+        apply_plain(
             &mut groups,
             OffsetsRecord::Group {
                 group: "h".into(),
@@ -279,13 +345,93 @@ mod tests {
     }
 
     #[test]
+    fn replay_keeps_transactional_offsets_pending_until_their_marker() {
+        let now = Instant::now();
+        let mut groups = HashMap::new();
+        let mut at = 0;
+        let replay = |groups: &mut HashMap<String, Group>, item: Replayed| {
+            apply_replayed(groups, item, now);
+        };
+        let mut record = |producer_id, record| {
+            at += 1;
+            Replayed::Record {
+                offset: at,
+                producer_id,
+                record,
+            }
+        };
+        let key = ("t".to_string(), 0);
+        replay(&mut groups, record(None, commit("g", 5)));
+        // Producer 1 commits 10 and producer 2 commits 20 in their transactions.
+        replay(&mut groups, record(Some(1), commit("g", 10)));
+        replay(&mut groups, record(Some(2), commit("g", 20)));
+        replay(&mut groups, record(Some(3), commit("h", 30)));
+        assert_eq!(
+            groups["g"].offsets[&key].offset, 5,
+            "pending offsets are not committed"
+        );
+        assert!(groups["g"].pending_txn.has_pending(&key));
+        // Producer 1 commits: its offset is materialised, with its record's offset.
+        replay(
+            &mut groups,
+            Replayed::Marker {
+                producer_id: 1,
+                end: TxnResult::Commit,
+            },
+        );
+        assert_eq!(groups["g"].offsets[&key].offset, 10);
+        assert_eq!(groups["g"].offsets[&key].record_offset, 2);
+        assert!(
+            groups["g"].pending_txn.has_pending(&key),
+            "producer 2's still is"
+        );
+        // Producer 2 aborts: discarded.
+        replay(
+            &mut groups,
+            Replayed::Marker {
+                producer_id: 2,
+                end: TxnResult::Abort,
+            },
+        );
+        assert_eq!(groups["g"].offsets[&key].offset, 10);
+        assert!(!groups["g"].pending_txn.has_pending(&key));
+        // Producer 3's marker is not in the log yet: its offset stays pending, and its group
+        // exists (with nothing committed).
+        assert!(groups["h"].offsets.is_empty());
+        assert!(groups["h"].pending_txn.has_pending(&key));
+        assert!(!groups["h"].is_vacant());
+        // A tombstone for the partition discards pending offsets too.
+        replay(
+            &mut groups,
+            record(
+                None,
+                OffsetsRecord::Offset {
+                    group: "h".into(),
+                    topic: "t".into(),
+                    partition: 0,
+                    value: None,
+                },
+            ),
+        );
+        assert!(groups["h"].pending_txn.is_empty());
+        replay(
+            &mut groups,
+            Replayed::Marker {
+                producer_id: 3,
+                end: TxnResult::Commit,
+            },
+        );
+        assert!(groups["h"].offsets.is_empty());
+    }
+
+    #[test]
     fn unloading_a_partition_removes_only_its_groups() {
         let partitions = 50;
         let now = Instant::now();
         let mut groups = HashMap::new();
         let names: Vec<String> = (0..20).map(|i| format!("group-{i}")).collect();
         for name in &names {
-            apply_record(&mut groups, commit(name, 1), now);
+            apply_plain(&mut groups, commit(name, 1), now);
         }
         let target = super::super::partition_for(&names[0], partitions);
         let on_target = names

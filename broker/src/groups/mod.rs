@@ -24,12 +24,13 @@ pub mod offsets_log;
 pub mod ops;
 mod placement;
 pub mod service;
+pub mod txn_offsets;
 
 use std::time::Duration;
 
 pub use coordinator::GroupCoordinator;
 pub use error::GroupError;
-pub use ops::{CommittedStatus, GroupOp, GroupReply, ListedGroup, OffsetCommitEntry};
+pub use ops::{CommittedStatus, GroupOp, GroupReply, ListedGroup, OffsetCommitEntry, TxnProducer};
 pub use placement::partition_for;
 
 /// The internal topic holding committed offsets and group metadata (Kafka's name).

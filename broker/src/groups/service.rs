@@ -10,12 +10,13 @@
 //! shard as their [`GroupsHost`]; this file routes, checks that this shard coordinates the
 //! group's partition, and gives the engine the shard's clock and offsets partitions.
 
+use super::coordinator::Replayed;
 use super::engine::{self, GroupsHost};
 use super::error::GroupError;
 use super::expiry::Expiry;
 use super::group::{self, GroupState};
 use super::offsets_log::OffsetsRecord;
-use super::ops::{GroupOp, GroupReply, ListedGroup};
+use super::ops::{GroupOp, GroupReply, ListedGroup, TxnProducer};
 use super::{partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT};
 use crate::coordinator_runtime::LoadId;
 use crate::messages::ShardMsg;
@@ -182,14 +183,19 @@ impl GroupsHost for Shard {
         Shard::offsets_partition_count(self)
     }
 
-    async fn append(&self, partition: i32, records: &[OffsetsRecord]) -> Result<(), GroupError> {
-        append_offsets_records(self, partition, records).await
+    async fn append_as(
+        &self,
+        partition: i32,
+        records: &[OffsetsRecord],
+        producer: Option<TxnProducer>,
+    ) -> Result<i64, GroupError> {
+        append_offsets_records(self, partition, records, producer).await
     }
 
     async fn replay(
         &self,
         partition: i32,
-        apply: &mut dyn FnMut(OffsetsRecord),
+        apply: &mut dyn FnMut(Replayed),
     ) -> Result<(), GroupError> {
         replay(self, partition, apply).await
     }
@@ -197,16 +203,19 @@ impl GroupsHost for Shard {
 
 /// Appends `records` to `__consumer_offsets` partition `partition` (which this shard
 /// owns and leads) with `acks=all` — answered once the ISR has them, which is what lets
-/// the offsets outlive this broker — and waits until they are on this broker's disk.
-/// Errors: `InvalidCommitOffsetSize` for a commit too large for a batch, `NotCoordinator`
-/// when the leadership or the log was lost, else `CoordinatorNotAvailable` (e.g. the ISR did
-/// not have them within `offsets.commit.timeout.ms`).
+/// the offsets outlive this broker — as a transactional batch of `producer` when given
+/// (with the coordinator's origin), and waits until they are on this broker's disk. Returns
+/// the first record's offset. Errors: `InvalidCommitOffsetSize` for a commit too large for a
+/// batch, `InvalidProducerEpoch` for a fenced producer, `NotCoordinator` when the leadership
+/// or the log was lost, else `CoordinatorNotAvailable` (e.g. the ISR did not have them within
+/// `offsets.commit.timeout.ms`).
 async fn append_offsets_records(
     shard: &Shard,
     partition: i32,
     records: &[OffsetsRecord],
-) -> Result<(), GroupError> {
-    let batch = engine::offsets_batch(records, group::epoch_ms());
+    producer: Option<TxnProducer>,
+) -> Result<i64, GroupError> {
+    let batch = engine::offsets_batch(records, group::epoch_ms(), producer);
     let tp = TopicPartition {
         topic: OFFSETS_TOPIC.to_string(),
         partition,
@@ -258,7 +267,7 @@ async fn load_partition(shard: &Rc<Shard>, partition: i32, load: LoadId) {
 async fn replay(
     shard: &Shard,
     partition: i32,
-    apply: &mut dyn FnMut(OffsetsRecord),
+    apply: &mut dyn FnMut(Replayed),
 ) -> Result<(), GroupError> {
     let tp = TopicPartition {
         topic: OFFSETS_TOPIC.to_string(),
@@ -269,6 +278,59 @@ async fn replay(
     })
     .await
     .map_err(|_| GroupError::CoordinatorNotAvailable)
+}
+
+/// A transaction marker of `producer_id` ending with `end` was written to offsets
+/// `partition` (WriteTxnMarkers, after the marker's append): the shard coordinating the
+/// partition materialises or discards the pending transactional offsets of its groups
+/// (Kafka's `GroupCoordinator.onTransactionCompleted`). Errors: `NotCoordinator` when this
+/// broker does not coordinate the partition, `CoordinatorLoadInProgress` while it loads (its
+/// replay may not reach the marker: the transaction coordinator retries the marker), or
+/// `CoordinatorNotAvailable` when the owning shard is unavailable.
+pub async fn on_txn_marker(
+    shard: &Rc<Shard>,
+    partition: i32,
+    producer_id: i64,
+    end: storage::TxnResult,
+) -> Result<(), GroupError> {
+    let Some(owner) = shard.metadata().owner(OFFSETS_TOPIC, partition) else {
+        return Err(GroupError::NotCoordinator);
+    };
+    if owner == shard.id {
+        return complete_transaction_here(shard, partition, producer_id, end);
+    }
+    let (reply, answer) = oneshot::channel();
+    let msg = ShardMsg::TxnMarker {
+        partition,
+        producer_id,
+        end,
+        reply,
+    };
+    if shard.send(owner, msg).await.is_err() {
+        return Err(GroupError::CoordinatorNotAvailable);
+    }
+    answer
+        .await
+        .unwrap_or(Err(GroupError::CoordinatorNotAvailable))
+}
+
+/// [`on_txn_marker`] on the shard that owns offsets `partition`.
+pub fn complete_transaction_here(
+    shard: &Shard,
+    partition: i32,
+    producer_id: i64,
+    end: storage::TxnResult,
+) -> Result<(), GroupError> {
+    coordinating(shard, partition)?;
+    let groups = engine::complete_transaction(shard, partition, producer_id, end);
+    tracing::debug!(
+        partition,
+        producer_id,
+        ?end,
+        groups,
+        "transaction completed"
+    );
+    Ok(())
 }
 
 /// This shard's groups (ListGroups). Errors: `CoordinatorLoadInProgress` while an offsets

@@ -46,6 +46,7 @@ mod produce;
 mod replica_assignment;
 mod sync_group;
 mod txn_errors;
+mod txn_offset_commit;
 mod wire;
 mod write_txn_markers;
 
@@ -165,6 +166,7 @@ registry! {
     },
     EndTxn 0..=4 => |shard, req, call| end_txn::handle(shard, req, call.version).await,
     WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
+    TxnOffsetCommit 0..=5 => |shard, req, _call| txn_offset_commit::handle(shard, req).await,
     DescribeProducers 0..=0 => |shard, req, _call| describe_producers::handle(shard, req).await,
     DescribeTransactions 0..=0 => |shard, req, _call| {
         describe_transactions::handle(shard, req).await

@@ -122,6 +122,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
                     records,
                     acks,
                     timeout,
+                    origin: storage::AppendOrigin::Client,
                 };
                 match crate::partitions::service::call_placed(shard, tp, placement, op).await {
                     PartitionReply::Error(e) => Err(Refusal::of(&e)),

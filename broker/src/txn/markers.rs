@@ -212,17 +212,34 @@ async fn send_local(
         )
     });
     let replies = futures_util::future::join_all(writes).await;
-    tps.into_iter()
-        .zip(replies)
-        .map(|(tp, reply)| {
-            let outcome = match reply {
-                PartitionReply::MarkerWritten { .. } => Outcome::Written,
-                PartitionReply::Error(e) => outcome_of(crate::errors::partition_op_error_code(&e)),
-                _ => Outcome::Retry,
-            };
-            (tp, outcome)
-        })
-        .collect()
+    let mut out = Vec::with_capacity(tps.len());
+    for (tp, reply) in tps.into_iter().zip(replies) {
+        let outcome = match reply {
+            // On `__consumer_offsets` the groups coordinated there end the producer's pending
+            // offsets (TxnOffsetCommit) before the marker counts as written, as the
+            // WriteTxnMarkers handler does for another broker's coordinator; a coordinator
+            // that is loading or gone is retried.
+            PartitionReply::MarkerWritten { .. } if tp.topic == crate::groups::OFFSETS_TOPIC => {
+                let ended = crate::groups::service::on_txn_marker(
+                    shard,
+                    tp.partition,
+                    marker.producer_id,
+                    marker.result,
+                )
+                .await;
+                if ended.is_ok() {
+                    Outcome::Written
+                } else {
+                    Outcome::Retry
+                }
+            }
+            PartitionReply::MarkerWritten { .. } => Outcome::Written,
+            PartitionReply::Error(e) => outcome_of(crate::errors::partition_op_error_code(&e)),
+            _ => Outcome::Retry,
+        };
+        out.push((tp, outcome));
+    }
+    out
 }
 
 /// The markers of partitions `leader` leads, in one WriteTxnMarkers request to its listener.
