@@ -707,7 +707,15 @@ def txn_offset_commit(sock, corr, group, pid, epoch, topic, offset, generation=-
 
 
 def offset_fetch(sock, corr, group, topic, require_stable):
-    """OffsetFetch v7 (flexible, KIP-447's require_stable) of partition 0 -> (offset, error)."""
+    """OffsetFetch v7 (flexible, KIP-447's require_stable) of partition 0 -> (offset, error);
+    the group's error must be none."""
+    offset, err, group_err = offset_fetch_any(sock, corr, group, topic, require_stable)
+    assert group_err == 0
+    return offset, err
+
+
+def offset_fetch_any(sock, corr, group, topic, require_stable):
+    """As `offset_fetch` -> (offset, partition error, group error)."""
     body = (kw.compact_string(group)
             + compact_array([kw.compact_string(topic) + compact_array([kw.i32(0)])
                              + kw.uvarint(0)])
@@ -727,10 +735,11 @@ def offset_fetch(sock, corr, group, topic, require_stable):
             kw._tagged_fields(r)
             out[(name, p)] = (offset, err)
         kw._tagged_fields(r)
-    assert r.i16() == 0  # the group's error
+    group_err = r.i16()
     kw._tagged_fields(r)
     assert not r.remaining()
-    return out[(topic, 0)]
+    offset, err = out.get((topic, 0), (-1, 0))
+    return offset, err, group_err
 
 
 def simple_commit(sock, corr, group, topic, offset):
@@ -780,6 +789,20 @@ def test_txn_offset_commit_is_pending_until_the_marker_on_the_offsets_partition(
     end(22, commit=True)
     assert offset_fetch(sock, 23, group, topic, require_stable=True) == (20, 0)
     assert offset_fetch(sock, 24, group, topic, require_stable=False) == (20, 0)
+
+    # The producer's next transaction is pending when the broker is SIGKILLed: the coordinator's
+    # replay of the offsets log keeps it pending; its commit marker then materialises it.
+    assert txn_offset_commit(sock, 25, group, pid, epoch, topic, 25) == 0
+    broker.restart(kill=True)
+    sock = kw.connect(broker.bootstrap)
+    stable = wait_until(
+        lambda: (lambda r: r if r[2] == 0 else None)(
+            offset_fetch_any(sock, 26, group, topic, require_stable=True)),
+        30, what="the coordinator loaded")
+    assert stable == (-1, UNSTABLE_OFFSET_COMMIT, 0)
+    assert offset_fetch(sock, 27, group, topic, require_stable=False) == (20, 0)
+    end(28, commit=True)
+    assert offset_fetch(sock, 29, group, topic, require_stable=True) == (25, 0)
 
     # v3+ member checks: a generation for a group that does not exist, an unknown member.
     assert txn_offset_commit(sock, 30, "txnoff-none", pid, epoch, topic, 1, generation=4,
