@@ -812,6 +812,9 @@ def test_txn_offset_commit_is_pending_until_the_marker_on_the_offsets_partition(
     # A partition that does not exist.
     assert txn_offset_commit(sock, 32, group, pid, epoch, "txnoff-missing", 1) == \
         UNKNOWN_TOPIC_OR_PARTITION
+    # A bumped epoch fences the producer's older one (the offsets partition's producer state).
+    assert txn_offset_commit(sock, 33, group, pid, epoch + 1, topic, 40) == 0
+    assert txn_offset_commit(sock, 34, group, pid, epoch, topic, 41) == INVALID_PRODUCER_EPOCH
 
 
 @SLUICE_ONLY
