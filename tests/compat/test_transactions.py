@@ -818,7 +818,7 @@ def test_txn_offset_commit_is_pending_until_the_marker_on_the_offsets_partition(
 
 
 @SLUICE_ONLY
-def test_describe_producers_on_a_follower_and_a_markers_timestamp(cluster):
+def test_describe_producers_on_a_follower_and_a_markers_timestamp(cluster, java_classpath):
     """DescribeProducers is answered from any replica's log, as Kafka's
     `ReplicaManager.activeProducerState` (`kafka-transactions.sh describe-producers
     --broker-id`): a follower lists the producers it replicated; a broker with no replica
@@ -867,3 +867,9 @@ def test_describe_producers_on_a_follower_and_a_markers_timestamp(cluster):
     outsider = next(n for n in cluster.nodes if n not in replicas)
     err, _ = described(outsider)
     assert err == NOT_LEADER_OR_FOLLOWER
+    # `kafka-transactions.sh describe-producers --broker-id` asks that broker.
+    run = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                   ["--bootstrap-server", cluster.bootstrap(), "describe-producers", "--topic",
+                    topic, "--partition", "0", "--broker-id", str(follower)], timeout=90)
+    out = check_java(run)
+    assert re.search(rf"^{pid}\s+{epoch}\s+0\s+0\s+\d+\s+(-1|None)\s*$", out, re.M), out
