@@ -669,7 +669,15 @@ def txn_offset_commit(sock, corr, group, pid, epoch, topic, offset, generation=-
 
 
 def offset_fetch(sock, corr, group, topic, require_stable):
-    """OffsetFetch v7 (flexible, KIP-447's require_stable) of partition 0 -> (offset, error)."""
+    """OffsetFetch v7 (flexible, KIP-447's require_stable) of partition 0 -> (offset, error);
+    the group's error must be none."""
+    offset, err, group_err = offset_fetch_any(sock, corr, group, topic, require_stable)
+    assert group_err == 0
+    return offset, err
+
+
+def offset_fetch_any(sock, corr, group, topic, require_stable):
+    """As `offset_fetch` -> (offset, partition error, group error)."""
     body = (kw.compact_string(group)
             + compact_array([kw.compact_string(topic) + compact_array([kw.i32(0)])
                              + kw.uvarint(0)])
@@ -689,10 +697,11 @@ def offset_fetch(sock, corr, group, topic, require_stable):
             kw._tagged_fields(r)
             out[(name, p)] = (offset, err)
         kw._tagged_fields(r)
-    assert r.i16() == 0  # the group's error
+    group_err = r.i16()
     kw._tagged_fields(r)
     assert not r.remaining()
-    return out[(topic, 0)]
+    offset, err = out.get((topic, 0), (-1, 0))
+    return offset, err, group_err
 
 
 def simple_commit(sock, corr, group, topic, offset):
@@ -743,6 +752,20 @@ def test_txn_offset_commit_is_pending_until_the_marker_on_the_offsets_partition(
     assert offset_fetch(sock, 23, group, topic, require_stable=True) == (20, 0)
     assert offset_fetch(sock, 24, group, topic, require_stable=False) == (20, 0)
 
+    # The producer's next transaction is pending when the broker is SIGKILLed: the coordinator's
+    # replay of the offsets log keeps it pending; its commit marker then materialises it.
+    assert txn_offset_commit(sock, 25, group, pid, epoch, topic, 25) == 0
+    broker.restart(kill=True)
+    sock = kw.connect(broker.bootstrap)
+    stable = wait_until(
+        lambda: (lambda r: r if r[2] == 0 else None)(
+            offset_fetch_any(sock, 26, group, topic, require_stable=True)),
+        30, what="the coordinator loaded")
+    assert stable == (-1, UNSTABLE_OFFSET_COMMIT, 0)
+    assert offset_fetch(sock, 27, group, topic, require_stable=False) == (20, 0)
+    end(28, commit=True)
+    assert offset_fetch(sock, 29, group, topic, require_stable=True) == (25, 0)
+
     # v3+ member checks: a generation for a group that does not exist, an unknown member.
     assert txn_offset_commit(sock, 30, "txnoff-none", pid, epoch, topic, 1, generation=4,
                              member_id="m-1") == 22  # ILLEGAL_GENERATION
@@ -751,10 +774,13 @@ def test_txn_offset_commit_is_pending_until_the_marker_on_the_offsets_partition(
     # A partition that does not exist.
     assert txn_offset_commit(sock, 32, group, pid, epoch, "txnoff-missing", 1) == \
         UNKNOWN_TOPIC_OR_PARTITION
+    # A bumped epoch fences the producer's older one (the offsets partition's producer state).
+    assert txn_offset_commit(sock, 33, group, pid, epoch + 1, topic, 40) == 0
+    assert txn_offset_commit(sock, 34, group, pid, epoch, topic, 41) == INVALID_PRODUCER_EPOCH
 
 
 @SLUICE_ONLY
-def test_describe_producers_on_a_follower_and_a_markers_timestamp(cluster):
+def test_describe_producers_on_a_follower_and_a_markers_timestamp(cluster, java_classpath):
     """DescribeProducers is answered from any replica's log, as Kafka's
     `ReplicaManager.activeProducerState` (`kafka-transactions.sh describe-producers
     --broker-id`): a follower lists the producers it replicated; a broker with no replica
@@ -803,3 +829,9 @@ def test_describe_producers_on_a_follower_and_a_markers_timestamp(cluster):
     outsider = next(n for n in cluster.nodes if n not in replicas)
     err, _ = described(outsider)
     assert err == NOT_LEADER_OR_FOLLOWER
+    # `kafka-transactions.sh describe-producers --broker-id` asks that broker.
+    run = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                   ["--bootstrap-server", cluster.bootstrap(), "describe-producers", "--topic",
+                    topic, "--partition", "0", "--broker-id", str(follower)], timeout=90)
+    out = check_java(run)
+    assert re.search(rf"^{pid}\s+{epoch}\s+0\s+0\s+\d+\s+(-1|None)\s*$", out, re.M), out

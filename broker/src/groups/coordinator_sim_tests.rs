@@ -36,6 +36,10 @@
 //! 5. **not vacuous**: over the seeds run, members were synced, commits acknowledged and
 //!    failovers loaded.
 //!
+//! Apart from the seeds, one fixed scenario over a [`SimLog`] checks TxnOffsetCommit's
+//! pending offsets through commits, aborts and two loads
+//! (`transactional_offsets_are_pending_until_their_marker_also_after_a_load`).
+//!
 //! Not verified: the routing and the coordinating check against the metadata image (the
 //! service's), replication of the offsets partition (the new coordinator reads the old one's
 //! disk after its crash: with `acks=all` every acknowledged record is on the new leader's

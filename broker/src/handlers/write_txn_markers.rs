@@ -173,4 +173,19 @@ mod tests {
             code(ResponseError::UnknownTopicOrPartition)
         );
     }
+
+    #[test]
+    fn a_group_coordinator_not_ready_for_the_marker_answers_not_leader_or_follower() {
+        assert_eq!(completion_error_code(Ok(())), 0);
+        for e in [
+            GroupError::NotCoordinator,
+            GroupError::CoordinatorLoadInProgress,
+            GroupError::CoordinatorNotAvailable,
+        ] {
+            assert_eq!(
+                completion_error_code(Err(e)),
+                code(ResponseError::NotLeaderOrFollower)
+            );
+        }
+    }
 }
