@@ -337,3 +337,30 @@ def read_one_partition(bootstrap, topic):
         return sorted(got)
     finally:
         c.close()
+
+
+@pytest.mark.sluice(settings={"transactional.id.expiration.ms": 2000,
+                              "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
+                              "transaction.remove.expired.transaction.cleanup.interval.ms": 500})
+def test_an_idle_transactional_id_expires(broker, java_classpath):
+    """transactional.id.expiration.ms: an id whose last transaction completed and that stays
+    idle is removed (DescribeTransactions then does not find it)."""
+    import time
+    from compat_util import wait_until
+    topic = "txn-expiry"
+    create_topic(broker.bootstrap, topic, 3)
+    p = txn_producer(broker.bootstrap, "txn-expiring-id")
+    p.begin_transaction()
+    send(p, topic, ["e1"])
+    p.commit_transaction(60)
+    p.flush(5)
+    del p
+    time.sleep(2)
+
+    def gone():
+        run = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                       ["--bootstrap-server", broker.bootstrap, "describe",
+                        "--transactional-id", "txn-expiring-id"], timeout=90)
+        return run.returncode != 0 and "could not be found" in run.output
+
+    wait_until(gone, 60, interval=1, what="the idle transactional id removed")
