@@ -254,3 +254,113 @@ def test_kafka_transactions_list_and_describe(broker, java_classpath):
                         "no-such-id"], timeout=90)
     assert missing.returncode != 0 and "could not be found" in missing.output, \
         missing.report()
+
+
+@pytest.fixture
+def cluster5(sluice_bin, tmp_path):
+    """Five nodes, so that two can be down and the controller quorum keeps its majority; a
+    short replica.lag.time.max.ms so a dead follower leaves the ISR soon."""
+    from conftest import _die_with_parent
+    from sluice_cluster import SluiceCluster
+    settings = {**CLUSTER_SETTINGS, "replica.lag.time.max.ms": 3000}
+    c = SluiceCluster(sluice_bin, tmp_path / "cluster5", nodes=5, settings=settings,
+                      preexec_fn=_die_with_parent)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.mark.sluice_only("starts a multi-process Sluice cluster")
+def test_a_new_coordinator_resumes_the_markers_of_a_prepared_commit(cluster5):
+    """The transaction's only partition is on broker L (RF 1). L is SIGKILLed, then the
+    producer commits: the coordinator C writes PrepareCommit and answers, but no marker can be
+    written while L is down. C is SIGKILLed too; the new coordinator loads PrepareCommit from
+    __transaction_state and keeps sending the markers; once L is back the commit completes,
+    and read_committed sees the records (only the new coordinator can have written them)."""
+    import time
+    from compat_util import admin, wait_until
+    from confluent_kafka.admin import NewTopic
+    cluster = cluster5
+    txn_id = "resume-txn"
+    p = txn_producer(cluster.bootstrap(), txn_id)
+    coordinator = wait_until(
+        lambda: leader_of(cluster.bootstrap(), "__transaction_state", txn_partition(txn_id)),
+        30, what="the transaction coordinator")
+    controller = admin(cluster.bootstrap()).list_topics(timeout=10).controller_id
+    holder = next(n for n in cluster.nodes if n not in (coordinator, controller))
+    topic = "txn-resume"
+    a = admin(cluster.bootstrap())  # alive until the future completes
+    a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[holder]])],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+    wait_until(lambda: leader_of(cluster.bootstrap(), topic, 0) == holder, 30,
+               what="the topic's leader")
+    p.begin_transaction()
+    for v in ["r1", "r2", "r3"]:
+        p.produce(topic, v.encode(), partition=0)
+    assert p.flush(30) == 0
+
+    cluster.kill(holder)
+    wait_until(lambda: leader_of(cluster.bootstrap(exclude={holder}), topic, 0) is None, 30,
+               interval=0.5, what="the partition offline")
+    p.commit_transaction(120)  # PrepareCommit written; the marker cannot be
+    time.sleep(1)
+    cluster.kill(coordinator)
+    survivors = {coordinator, holder}
+    wait_until(lambda: (lambda l: l if l not in (None, coordinator) else None)(
+        leader_of(cluster.bootstrap(exclude=survivors), "__transaction_state",
+                  txn_partition(txn_id))), 60, interval=0.5, what="a new coordinator")
+    cluster.start_node(holder)
+    wait_until(lambda: leader_of(cluster.bootstrap(exclude={coordinator}), topic, 0) == holder,
+               60, interval=0.5, what="the partition back")
+
+    def committed():
+        got = read_one_partition(cluster.bootstrap(exclude={coordinator}), topic)
+        return got if got == ["r1", "r2", "r3"] else None
+
+    wait_until(committed, 60, interval=1, what="the commit completed by the new coordinator")
+
+
+def read_one_partition(bootstrap, topic):
+    """The values read_committed returns from partition 0 within a few seconds."""
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        for _ in range(15):
+            m = c.poll(0.3)
+            if m is not None and not m.error():
+                got.append(m.value().decode())
+        return sorted(got)
+    finally:
+        c.close()
+
+
+@pytest.mark.sluice(settings={"transactional.id.expiration.ms": 2000,
+                              "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
+                              "transaction.remove.expired.transaction.cleanup.interval.ms": 500})
+def test_an_idle_transactional_id_expires(broker, java_classpath):
+    """transactional.id.expiration.ms: an id whose last transaction completed and that stays
+    idle is removed (DescribeTransactions then does not find it)."""
+    import time
+    from compat_util import wait_until
+    topic = "txn-expiry"
+    create_topic(broker.bootstrap, topic, 3)
+    p = txn_producer(broker.bootstrap, "txn-expiring-id")
+    p.begin_transaction()
+    send(p, topic, ["e1"])
+    p.commit_transaction(60)
+    p.flush(5)
+    del p
+    time.sleep(2)
+
+    def gone():
+        run = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                       ["--bootstrap-server", broker.bootstrap, "describe",
+                        "--transactional-id", "txn-expiring-id"], timeout=90)
+        return run.returncode != 0 and "could not be found" in run.output
+
+    wait_until(gone, 60, interval=1, what="the idle transactional id removed")

@@ -70,12 +70,16 @@ impl TxnCoordinator {
         let mut txns = self.txns.borrow_mut();
         let before = txns.len();
         txns.retain(|id, _| partition_for(id, txn_partitions) != partition);
-        tracing::info!(
-            partition,
-            ?leader_epoch,
-            ids = before - txns.len(),
-            "unloaded transactional ids"
-        );
+        let ids = before - txns.len();
+        if ids > 0 {
+            tracing::info!(partition, ?leader_epoch, ids, "unloaded transactional ids");
+        } else {
+            tracing::debug!(
+                partition,
+                ?leader_epoch,
+                "resigned an empty transaction partition"
+            );
+        }
     }
 
     /// Waits for queued loads ([`LoadQueue::next`]).

@@ -333,3 +333,29 @@ fn outcome_of(code: i16) -> Outcome {
         Outcome::Retry
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_errors_are_retried_unless_the_coordinator_or_producer_is_stale() {
+        assert_eq!(outcome_of(0), Outcome::Written);
+        for retried in [
+            ResponseError::NotLeaderOrFollower,
+            ResponseError::UnknownTopicOrPartition,
+            ResponseError::NotEnoughReplicas,
+            ResponseError::NotEnoughReplicasAfterAppend,
+            ResponseError::RequestTimedOut,
+            ResponseError::KafkaStorageError,
+        ] {
+            assert_eq!(outcome_of(retried.code()), Outcome::Retry, "{retried:?}");
+        }
+        for fenced in [
+            ResponseError::InvalidProducerEpoch,
+            ResponseError::TransactionCoordinatorFenced,
+        ] {
+            assert_eq!(outcome_of(fenced.code()), Outcome::Fenced, "{fenced:?}");
+        }
+    }
+}
