@@ -53,6 +53,31 @@ pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
             let _ =
                 reply.send(crate::groups::service::run_op(shard, partition, &group_id, op).await);
         }
+        ShardMsg::Txn {
+            partition,
+            transactional_id,
+            op,
+            reply,
+        } => {
+            let _ = reply
+                .send(crate::txn::service::run_op(shard, partition, &transactional_id, op).await);
+        }
+        ShardMsg::ListTxns { filter, reply } => {
+            let _ = reply.send(crate::txn::service::list_local(shard, &filter));
+        }
+        ShardMsg::TxnMarker {
+            partition,
+            producer_id,
+            end,
+            reply,
+        } => {
+            let _ = reply.send(crate::groups::service::complete_transaction_here(
+                shard,
+                partition,
+                producer_id,
+                end,
+            ));
+        }
         ShardMsg::ListGroups { reply } => {
             let _ = reply.send(crate::groups::service::list_local(shard));
         }

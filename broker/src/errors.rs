@@ -179,6 +179,8 @@ pub fn group_error_code(e: GroupError) -> i16 {
         GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
         GroupError::InvalidCommitOffsetSize => ResponseError::InvalidCommitOffsetSize,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+        GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
+        GroupError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
     };
     error.code()
 }

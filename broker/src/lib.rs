@@ -18,6 +18,7 @@ mod cli;
 mod compression;
 mod connection;
 mod controller;
+mod coordinator_runtime;
 mod dispatch;
 mod dynamic_config;
 mod errors;
@@ -44,6 +45,7 @@ mod send;
 mod session;
 mod shard;
 mod shutdown;
+mod txn;
 
 pub use admin::{head_end, parse_request, Request};
 pub use produce_checks::{prepare as prepare_produce, ProduceCheckError};

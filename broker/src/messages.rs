@@ -42,6 +42,27 @@ pub enum ShardMsg {
         op: crate::groups::GroupOp,
         reply: oneshot::Sender<crate::groups::GroupReply>,
     },
+    /// Run a transaction operation on the shard owning the transactional id's
+    /// `__transaction_state` partition.
+    Txn {
+        partition: i32,
+        transactional_id: String,
+        op: crate::txn::TxnOp,
+        reply: oneshot::Sender<crate::txn::TxnReply>,
+    },
+    /// List this shard's transactional ids (ListTransactions).
+    ListTxns {
+        filter: crate::txn::ops::ListFilter,
+        reply: oneshot::Sender<Result<Vec<crate::txn::ops::ListedTxn>, crate::txn::TxnError>>,
+    },
+    /// A transaction marker was written to offsets `partition`, which this shard owns: its
+    /// groups' pending transactional offsets end (`groups::service::on_txn_marker`).
+    TxnMarker {
+        partition: i32,
+        producer_id: i64,
+        end: storage::TxnResult,
+        reply: oneshot::Sender<Result<(), crate::groups::GroupError>>,
+    },
     /// List this shard's groups (ListGroups).
     ListGroups {
         reply: oneshot::Sender<Result<Vec<crate::groups::ListedGroup>, crate::groups::GroupError>>,

@@ -52,6 +52,9 @@ pub async fn remove_deleted_dir(dir: PathBuf) {
 /// `__consumer_offsets`.
 fn log_config(tp: &TopicPartition, config: &TopicConfig) -> storage::LogConfig {
     let mut log_config = config.to_log_config();
+    if tp.topic == crate::txn::TXN_TOPIC {
+        log_config.preallocate_step_bytes = crate::txn::TXN_PREALLOCATE_STEP_BYTES;
+    }
     if tp.topic == crate::groups::OFFSETS_TOPIC {
         log_config.preallocate_step_bytes = crate::groups::OFFSETS_PREALLOCATE_STEP_BYTES;
     }
@@ -182,6 +185,9 @@ async fn apply_role(
             Ok(()) if tp.topic == crate::groups::OFFSETS_TOPIC => {
                 shard.groups.on_election(tp.partition, image.leader_epoch);
             }
+            Ok(()) if tp.topic == crate::txn::TXN_TOPIC => {
+                shard.txns.on_election(tp.partition, image.leader_epoch);
+            }
             Ok(()) => {}
             Err(e) => {
                 tracing::error!(%tp, error = %e, "cannot become the partition's leader");
@@ -195,7 +201,15 @@ async fn apply_role(
             storage::LeaderEpoch(image.leader_epoch),
         );
     }
-    // Another broker leads (or none does): this broker's coordinator lets the group go.
+    // Another broker leads (or none does): this broker's coordinator lets the ids go.
+    if tp.topic == crate::txn::TXN_TOPIC {
+        shard.txns.on_resignation(
+            tp.partition,
+            Some(image.leader_epoch),
+            shard.txn_partition_count(),
+        );
+    }
+    // … and the groups.
     if tp.topic == crate::groups::OFFSETS_TOPIC {
         shard.groups.on_resignation(
             tp.partition,
@@ -236,6 +250,11 @@ fn min_insync_replicas(
 /// `<topic>-<partition>.<uuid>-delete` — so a topic re-created under the same name starts
 /// empty — and removed in the background. Parked fetches are woken.
 async fn delete_partition(shard: &Shard, tp: &TopicPartition) {
+    if tp.topic == crate::txn::TXN_TOPIC {
+        shard
+            .txns
+            .on_resignation(tp.partition, None, shard.txn_partition_count());
+    }
     if tp.topic == crate::groups::OFFSETS_TOPIC {
         shard
             .groups

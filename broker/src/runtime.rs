@@ -333,6 +333,13 @@ fn spawn_background_loops(shard: &Rc<Shard>) {
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         crate::groups::service::expiry_loop(&expirer).await
     });
+    let txn_loader = shard.clone();
+    crate::rt::spawn_local(async move { crate::txn::service::load_loop(&txn_loader).await })
+        .detach();
+    let txn_timeouts = shard.clone();
+    crate::shard::spawn_into(Some(shard.queues.background), async move {
+        crate::txn::service::timeout_loop(&txn_timeouts).await
+    });
 }
 
 /// Waits until this broker is a registered, unfenced member (shard 0 watches the controller

@@ -58,6 +58,8 @@ pub struct Shard {
     pub queues: TaskQueues,
     /// The consumer groups of the `__consumer_offsets` partitions this shard owns.
     pub groups: crate::groups::GroupCoordinator,
+    /// The transactional ids of the `__transaction_state` partitions this shard owns.
+    pub txns: crate::txn::TxnCoordinator,
     /// Shard [`crate::replica_fetcher::FETCHER_SHARD`] only: this broker's replica fetchers.
     pub replica_fetchers: crate::replica_fetcher::ReplicaFetchers,
     /// The produce and fetch byte rates of the clients this shard serves (client quotas).
@@ -103,6 +105,20 @@ impl TaskQueues {
             ApiKey::Fetch => Some(self.fetch),
             _ => None,
         }
+    }
+}
+
+/// The transaction coordinator's settings from the broker config.
+fn txn_config(config: &BrokerConfig) -> crate::txn::TxnConfig {
+    crate::txn::TxnConfig {
+        max_timeout_ms: config.transaction_max_timeout_ms,
+        abort_timed_out_interval: std::time::Duration::from_millis(
+            config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        ),
+        id_expiration_ms: config.transactional_id_expiration_ms,
+        remove_expired_interval: std::time::Duration::from_millis(
+            config.transaction_remove_expired_transaction_cleanup_interval_ms,
+        ),
     }
 }
 
@@ -166,6 +182,7 @@ impl Shard {
             log_dir,
             metrics: ShardMetrics::default(),
             groups: crate::groups::GroupCoordinator::new(group_config(&config)),
+            txns: crate::txn::TxnCoordinator::new(txn_config(&config)),
             replica_fetchers: crate::replica_fetcher::ReplicaFetchers::default(),
             config,
             quota_meters: crate::quotas::QuotaMeters::default(),
@@ -360,6 +377,15 @@ impl Shard {
     /// The current metadata snapshot.
     pub fn metadata(&self) -> Arc<ClusterMetadata> {
         self.metadata.borrow().clone()
+    }
+
+    /// How many partitions `__transaction_state` has in the current metadata (0 before it is
+    /// created): what a transactional id's partition is computed among.
+    pub fn txn_partition_count(&self) -> usize {
+        self.metadata()
+            .topics
+            .get(crate::txn::TXN_TOPIC)
+            .map_or(0, |t| t.partitions.len())
     }
 
     /// How many partitions `__consumer_offsets` has in the current metadata (0 before it is

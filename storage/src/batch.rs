@@ -135,6 +135,32 @@ fn i64_at(buf: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(array_at(buf, at))
 }
 
+/// `batch` (one whole batch, e.g. from [`build_batch_kv`]) made a transactional batch of
+/// `producer_id` at `producer_epoch` from `base_sequence`: the transactional attribute bit
+/// and the producer fields set, the CRC-32C computed again (what Kafka's coordinators write
+/// for a TxnOffsetCommit).
+///
+/// # Panics
+/// When `batch` is shorter than a batch header.
+pub fn transactional_batch(
+    batch: &[u8],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Bytes {
+    assert!(batch.len() >= BATCH_HEADER_BYTES, "a whole batch");
+    let mut b = batch.to_vec();
+    let attributes = i16::from_be_bytes([b[ATTRIBUTES_AT], b[ATTRIBUTES_AT + 1]]);
+    b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2]
+        .copy_from_slice(&(attributes | TRANSACTIONAL_BIT).to_be_bytes());
+    b[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
+    b[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&producer_epoch.to_be_bytes());
+    b[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = batch_crc(&b);
+    b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
 /// CRC-32C (Castagnoli) of a batch's covered bytes, as Kafka computes it.
 pub fn batch_crc(batch: &[u8]) -> u32 {
     crc32c::crc32c(&batch[CRC_COVERS_FROM..])

@@ -34,8 +34,9 @@ mod writer;
 
 pub use batch::{
     batch_crc, build_batch, build_batch_kv, count_records, records_of, replace_records,
-    split_batches, split_stored_batches, validate_batch, validate_stored_batch, varint,
-    BatchHeader, KeyValue, Record, RecordBatch, BATCH_HEADER_BYTES, CONTROL_BIT, TRANSACTIONAL_BIT,
+    split_batches, split_stored_batches, transactional_batch, validate_batch,
+    validate_stored_batch, varint, BatchHeader, KeyValue, Record, RecordBatch, BATCH_HEADER_BYTES,
+    CONTROL_BIT, TRANSACTIONAL_BIT,
 };
 pub use cache::{BatchCache, CacheStats};
 pub use clean::codec::{NoCodec, RecordsCodec};
@@ -57,11 +58,11 @@ pub use log::{
 pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
 pub use producer_state::{CompletedTxn, ProducerSummary};
 pub use txn::{
-    build_marker_batch, parse_marker, AbortedTxn, AbortedTxnEntry, TxnMarker, TxnResult,
-    ABORTED_TXN_BYTES,
+    build_marker_batch, control_batch_marker, parse_marker, AbortedTxn, AbortedTxnEntry, TxnMarker,
+    TxnResult, ABORTED_TXN_BYTES,
 };
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
-pub use validated::ValidatedBatches;
+pub use validated::{AppendOrigin, ValidatedBatches};
 
 #[cfg(feature = "validation-count")]
 pub use batch::validation_passes;

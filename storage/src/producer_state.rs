@@ -10,6 +10,11 @@
 //!
 //! Invariant: `ongoing` holds exactly the producers whose `current_txn_first_offset` is set,
 //! keyed by that offset.
+//!
+//! A completed transaction stays *unreplicated* (Kafka's `unreplicatedTxns`) from its marker's
+//! append until the high watermark passes the marker: until then the last stable offset stays
+//! at or below its first offset, since a leader change could still cut the marker off. Not
+//! snapshotted (as Kafka): a rebuild knows those whose markers it replays.
 
 use crate::batch::BatchHeader;
 use crate::txn::{AbortedTxnEntry, TxnMarker, TxnResult};
@@ -23,6 +28,11 @@ pub const BATCHES_KEPT: usize = 5;
 /// First value of a version-1 snapshot encoding (a version-0 encoding starts with the
 /// producer count, never negative).
 const SNAPSHOT_V1: i64 = -1;
+/// First value of a version-2 snapshot encoding (version 1 plus each producer's last
+/// timestamp).
+const SNAPSHOT_V2: i64 = -2;
+/// A producer's last timestamp before one is known (a version-0 or 1 snapshot's producers).
+const NO_TIMESTAMP: i64 = -1;
 /// Kafka's "no coordinator epoch yet" (`RecordBatch.NO_PARTITION_LEADER_EPOCH`).
 const NO_COORDINATOR_EPOCH: i32 = -1;
 
@@ -45,6 +55,9 @@ pub struct ProducerEntry {
     pub coordinator_epoch: i32,
     /// First offset of the producer's open transaction in this partition, if one is open.
     pub current_txn_first_offset: Option<Offset>,
+    /// Max timestamp of the producer's last batch, data or marker (Kafka's
+    /// `ProducerStateEntry.lastTimestamp`), ms; [`NO_TIMESTAMP`] while unknown.
+    pub last_timestamp_ms: i64,
 }
 
 impl Default for ProducerEntry {
@@ -54,6 +67,7 @@ impl Default for ProducerEntry {
             batches: VecDeque::new(),
             coordinator_epoch: NO_COORDINATOR_EPOCH,
             current_txn_first_offset: None,
+            last_timestamp_ms: NO_TIMESTAMP,
         }
     }
 }
@@ -71,6 +85,9 @@ pub struct ProducerSummary {
     pub coordinator_epoch: i32,
     /// The first offset of its open transaction here, if one is open.
     pub current_txn_first_offset: Option<Offset>,
+    /// The max timestamp of its last batch, data or marker, ms; -1 when unknown (a producer
+    /// restored from a snapshot written before this was kept).
+    pub last_timestamp_ms: i64,
 }
 
 /// How an incoming batch relates to its producer's state.
@@ -124,6 +141,9 @@ pub struct ProducerState {
     producers: HashMap<i64, ProducerEntry>,
     /// Open transactions: first offset → producer id (see the module's invariant).
     ongoing: BTreeMap<Offset, i64>,
+    /// Completed transactions whose marker may not be below the high watermark yet: first
+    /// offset → marker offset (see the module doc).
+    unreplicated: BTreeMap<Offset, Offset>,
 }
 
 /// Sequence after `seq`, wrapping at `i32::MAX` as Kafka does.
@@ -205,6 +225,22 @@ impl ProducerState {
         }
     }
 
+    /// Checks a data batch a coordinator appends to its own log (Kafka's
+    /// `AppendOrigin.COORDINATOR`, e.g. TxnOffsetCommit's records): only the producer epoch,
+    /// an older one than the producer's being [`SequenceCheck::StaleEpoch`]; sequences are a
+    /// client's, so none is checked and no retry is detected.
+    pub fn check_epoch(&self, header: &BatchHeader) -> SequenceCheck {
+        match self.producers.get(&header.producer_id) {
+            Some(entry) if header.producer_id >= 0 && header.producer_epoch < entry.epoch => {
+                SequenceCheck::StaleEpoch {
+                    current: entry.epoch,
+                    got: header.producer_epoch,
+                }
+            }
+            _ => SequenceCheck::Append,
+        }
+    }
+
     /// Checks a marker a leader is asked to append (Kafka's `ProducerAppendInfo
     /// .appendEndTxnMarker` for a coordinator's write): an epoch older than the producer's is
     /// [`SequenceCheck::StaleEpoch`] (INVALID_PRODUCER_EPOCH), a coordinator epoch older than
@@ -249,14 +285,37 @@ impl ProducerState {
         self.ongoing.keys().next().copied()
     }
 
+    /// First offset of the oldest transaction that is open, or completed by a marker at or
+    /// above `high_watermark` (Kafka's `firstUndecidedOffset`): the last stable offset is at
+    /// most this.
+    pub fn first_undecided_offset(&self, high_watermark: Offset) -> Option<Offset> {
+        let unreplicated = self
+            .unreplicated
+            .iter()
+            .find(|(_, marker)| **marker >= high_watermark)
+            .map(|(first, _)| *first);
+        match (self.first_unstable_offset(), unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Forgets the completed transactions whose marker is below `high_watermark` (Kafka's
+    /// `onHighWatermarkUpdated`): they no longer bound the last stable offset.
+    pub fn on_high_watermark_updated(&mut self, high_watermark: Offset) {
+        self.unreplicated
+            .retain(|_, marker| *marker >= high_watermark);
+    }
+
     /// The open transactions as (producer id, first offset), oldest first.
     pub fn ongoing_transactions(&self) -> Vec<(i64, Offset)> {
         self.ongoing.iter().map(|(o, p)| (*p, *o)).collect()
     }
 
     /// Records an appended batch (with its assigned offsets). `marker` is the parsed marker
-    /// of a control batch and `None` for a data batch. A transactional data batch opens its
-    /// producer's transaction if none is open; a marker closes it and returns it (`None`
+    /// of a control batch and `None` for a data batch or a control batch compaction emptied
+    /// (its transaction is gone: nothing changes, as Kafka). A transactional data batch opens
+    /// its producer's transaction if none is open; a marker closes it and returns it (`None`
     /// when no transaction was open: Kafka's empty transaction, which changes nothing).
     ///
     /// # Panics
@@ -267,12 +326,11 @@ impl ProducerState {
         header: &BatchHeader,
         marker: Option<&TxnMarker>,
     ) -> Option<CompletedTxn> {
-        assert_eq!(
-            header.is_control(),
-            marker.is_some(),
-            "a marker for each control batch"
+        assert!(
+            marker.is_none() || header.is_control(),
+            "a marker comes from a control batch"
         );
-        if header.producer_id < 0 {
+        if header.producer_id < 0 || (header.is_control() && marker.is_none()) {
             return None;
         }
         let entry = self.producers.entry(header.producer_id).or_default();
@@ -280,6 +338,7 @@ impl ProducerState {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
         }
+        entry.last_timestamp_ms = header.max_timestamp.0;
         if let Some(marker) = marker {
             assert_eq!(
                 marker.producer_id, header.producer_id,
@@ -294,6 +353,8 @@ impl ProducerState {
                 "ongoing mirrors the entries"
             );
             let last_offset = header.base_offset;
+            let clash = self.unreplicated.insert(first, last_offset);
+            assert!(clash.is_none(), "one transaction starts at an offset");
             let last_stable_offset = self.first_unstable_offset().unwrap_or(last_offset.plus(1));
             return Some(CompletedTxn {
                 producer_id: header.producer_id,
@@ -320,12 +381,13 @@ impl ProducerState {
         None
     }
 
-    /// Encodes the state as checkpoint values, version 1: `-1`, producer count, then per
+    /// Encodes the state as checkpoint values, version 2: `-2`, producer count, then per
     /// producer `id, epoch, coordinator epoch, open transaction's first offset (-1: none),
-    /// batches, (first_seq, last_seq, base_offset, last_offset)*`.
+    /// last timestamp (ms, -1: unknown), batches, (first_seq, last_seq, base_offset,
+    /// last_offset)*`.
     pub fn encode(&self) -> Vec<i64> {
         let mut out = vec![
-            SNAPSHOT_V1,
+            SNAPSHOT_V2,
             i64::try_from(self.producers.len()).unwrap_or(0),
         ];
         let mut ids: Vec<&i64> = self.producers.keys().collect();
@@ -337,6 +399,7 @@ impl ProducerState {
                 i64::from(e.epoch),
                 i64::from(e.coordinator_epoch),
                 e.current_txn_first_offset.map_or(-1, |o| o.0),
+                e.last_timestamp_ms,
                 i64::try_from(e.batches.len()).unwrap_or(0),
             ]);
             for b in &e.batches {
@@ -351,12 +414,13 @@ impl ProducerState {
         out
     }
 
-    /// Decodes [`ProducerState::encode`]'s values, version 1, or version 0 (no transaction
-    /// fields: written before transactions existed, so none was open); `None` when they are
-    /// malformed.
+    /// Decodes [`ProducerState::encode`]'s values, version 2, 1 (no last timestamps), or 0
+    /// (no transaction fields either: written before transactions existed, so none was open);
+    /// `None` when they are malformed.
     pub fn decode(values: &[i64]) -> Option<ProducerState> {
         let mut it = values.iter().copied().peekable();
-        let v1 = it.next_if_eq(&SNAPSHOT_V1).is_some();
+        let v2 = it.next_if_eq(&SNAPSHOT_V2).is_some();
+        let v1 = v2 || it.next_if_eq(&SNAPSHOT_V1).is_some();
         let count = usize::try_from(it.next()?).ok()?;
         let mut state = ProducerState::default();
         for _ in 0..count {
@@ -367,6 +431,7 @@ impl ProducerState {
             } else {
                 (NO_COORDINATOR_EPOCH, -1)
             };
+            let last_timestamp_ms = if v2 { it.next()? } else { NO_TIMESTAMP };
             let n = usize::try_from(it.next()?).ok()?;
             if n > BATCHES_KEPT {
                 return None;
@@ -391,6 +456,7 @@ impl ProducerState {
                 batches,
                 coordinator_epoch,
                 current_txn_first_offset,
+                last_timestamp_ms,
             };
             if state.producers.insert(id, entry).is_some() {
                 return None;
@@ -559,6 +625,21 @@ mod tests {
             ),
             None
         );
+        // A marker's timestamp is its producer's last (Kafka's lastTimestamp); a snapshot
+        // keeps it (version 2); a version-1 one does not know it.
+        let mut late = marker_header(2, 1, 18);
+        late.max_timestamp = TimestampMs(777);
+        s.record(&late, Some(&m(2, 1, TxnResult::Commit, 1)));
+        let last = |s: &ProducerState, pid| {
+            s.entries()
+                .find(|(id, _)| *id == pid)
+                .map(|(_, e)| e.last_timestamp_ms)
+        };
+        assert_eq!(last(&s, 2), Some(777));
+        let back = ProducerState::decode(&s.encode()).expect("v2");
+        assert_eq!(last(&back, 2), Some(777));
+        let v1 = [-1, 1, 7, 0, -1, -1, 0];
+        assert_eq!(last(&ProducerState::decode(&v1).expect("v1"), 7), Some(-1));
         // Version 0 snapshots (no transaction fields) still decode.
         let v0 = [1, 7, 0, 1, 0, 2, 10, 12];
         let old = ProducerState::decode(&v0).expect("v0");

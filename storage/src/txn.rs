@@ -106,13 +106,30 @@ pub fn build_marker_batch(marker: &TxnMarker, timestamp: TimestampMs) -> Bytes {
     bytes
 }
 
+/// The marker of a stored or replicated control batch, or `None` for a control batch
+/// holding no record: compaction emptied it, keeping the batch for its producer's state, so
+/// its transaction is gone from the log (Kafka's `ProducerAppendInfo.append` skips it).
+///
+/// # Errors
+/// As [`parse_marker`] for a control batch holding records.
+pub fn control_batch_marker(batch: &[u8]) -> Result<Option<TxnMarker>, BatchError> {
+    let header = BatchHeader::parse(batch)?;
+    if header.is_control() && header.records_count == 0 {
+        return Ok(None);
+    }
+    parse_marker(batch).map(Some)
+}
+
 /// Reads the marker of a control batch (`batch` starts at its `baseOffset`; CRC already
-/// checked by the caller). Kafka allows one control record per batch; a control key of
-/// another type than abort/commit (none exists at version 0) is refused.
+/// checked by the caller). Kafka allows one control record per batch. The control key is read
+/// as Kafka's `ControlRecordType.parse` does: a version (any non-negative one: later versions
+/// may append fields, only the type matters) then the type; a type other than abort/commit
+/// is refused.
 ///
 /// # Errors
 /// [`BatchError::Malformed`] when the batch is not a transactional control batch, is
-/// compressed, holds other than one record, or its key or value does not parse.
+/// compressed, holds other than one record, or its key (a negative version) or value does not
+/// parse.
 pub fn parse_marker(batch: &[u8]) -> Result<TxnMarker, BatchError> {
     let header = BatchHeader::parse(batch)?;
     let malformed = BatchError::Malformed;
@@ -140,7 +157,7 @@ pub fn parse_marker(batch: &[u8]) -> Result<TxnMarker, BatchError> {
     let key = take(body, &mut pos, key_len).ok_or(malformed("marker key"))?;
     let value_len = next_varint(&mut pos)?;
     let value = take(body, &mut pos, value_len).ok_or(malformed("marker value"))?;
-    if key.len() < CONTROL_KEY_BYTES || i16_be(key, 0) != CONTROL_KEY_VERSION {
+    if key.len() < CONTROL_KEY_BYTES || i16_be(key, 0) < 0 {
         return Err(malformed("control record key version"));
     }
     let result = match i16_be(key, 2) {
@@ -342,6 +359,27 @@ mod tests {
         let mut bad = by_hand.clone();
         bad[61 + 1 + 3 + 1 + 3] = 9;
         assert!(parse_marker(&bad).is_err());
+        // A later key version is read for its type; a negative one is refused.
+        let mut later = by_hand.clone();
+        later[61 + 1 + 3 + 1..61 + 1 + 3 + 1 + 2].copy_from_slice(&3i16.to_be_bytes());
+        assert_eq!(parse_marker(&later), Ok(marker));
+        later[61 + 1 + 3 + 1..61 + 1 + 3 + 1 + 2].copy_from_slice(&(-1i16).to_be_bytes());
+        assert!(parse_marker(&later).is_err());
+    }
+
+    #[test]
+    fn a_control_batch_emptied_by_compaction_has_no_marker() {
+        let mut empty = hand_built_abort(9, 0, 1, 5)[..BATCH_HEADER_BYTES].to_vec();
+        let length = i32::try_from(BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES).unwrap();
+        empty[8..12].copy_from_slice(&length.to_be_bytes());
+        empty[57..61].copy_from_slice(&0i32.to_be_bytes()); // records count
+        let crc = batch_crc(&empty);
+        empty[17..21].copy_from_slice(&crc.to_be_bytes());
+        crate::batch::validate_stored_batch(&empty).expect("a valid stored batch");
+        assert_eq!(control_batch_marker(&empty), Ok(None));
+        assert!(parse_marker(&empty).is_err(), "it holds no marker");
+        let full = hand_built_abort(9, 0, 1, 5);
+        assert!(control_batch_marker(&full).unwrap().is_some());
     }
 
     #[test]

@@ -24,6 +24,21 @@ use bytes::{Bytes, BytesMut};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidatedBatches {
     batches: Vec<(BatchHeader, Bytes)>,
+    origin: AppendOrigin,
+}
+
+/// Who asks the leader to append a record set (Kafka's `AppendOrigin`, for the leader's
+/// appends).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A producer: idempotent sequences are checked and retries answered with their first
+    /// offsets.
+    #[default]
+    Client,
+    /// A coordinator writing its own log (`__consumer_offsets`), e.g. a TxnOffsetCommit's
+    /// transactional records: only producer epochs are checked, as Kafka checks sequences for
+    /// client appends only.
+    Coordinator,
 }
 
 impl ValidatedBatches {
@@ -41,7 +56,20 @@ impl ValidatedBatches {
             !batches.is_empty(),
             "invariant 1: a record set holds a batch"
         );
-        Ok(ValidatedBatches { batches })
+        Ok(ValidatedBatches {
+            batches,
+            origin: AppendOrigin::Client,
+        })
+    }
+
+    /// The same set, appended for `origin`.
+    pub fn with_origin(self, origin: AppendOrigin) -> ValidatedBatches {
+        ValidatedBatches { origin, ..self }
+    }
+
+    /// Who asks for the append.
+    pub fn origin(&self) -> AppendOrigin {
+        self.origin
     }
 
     /// The batches in order: each one's parsed header and its bytes.

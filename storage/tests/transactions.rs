@@ -98,11 +98,10 @@ fn last_stable_offset_follows_open_transactions_of_several_producers() {
             .await
             .unwrap();
         assert_eq!(commit.base_offset, Offset(5));
-        // Below the high watermark the LSO waits for the marker to be replicated.
-        assert_eq!(
-            log.last_stable_offset(),
-            Offset(3).min(log.high_watermark())
-        );
+        // Until the high watermark passes the marker, producer 1's transaction still bounds
+        // the LSO (Kafka's unreplicated transactions): a leader change could cut the marker.
+        assert_eq!(log.high_watermark(), Offset(5));
+        assert_eq!(log.last_stable_offset(), Offset(1));
         replicate(&log).await;
         assert_eq!(log.last_stable_offset(), Offset(3));
         log.append(txn_batch(3, 0, 0, 1, 10), EPOCH).await.unwrap(); // 6
@@ -115,8 +114,9 @@ fn last_stable_offset_follows_open_transactions_of_several_producers() {
         log.append_txn_marker(marker(3, 0, TxnResult::Abort, 0), EPOCH)
             .await
             .unwrap(); // 8
-                       // Not yet replicated: the LSO is the high watermark.
-        assert_eq!(log.last_stable_offset(), log.high_watermark());
+                       // Not yet replicated: producer 3's transaction still bounds the LSO.
+        assert_eq!(log.high_watermark(), Offset(8));
+        assert_eq!(log.last_stable_offset(), Offset(6));
         replicate(&log).await;
         assert_eq!(log.last_stable_offset(), Offset(9));
         assert_eq!(log.first_unstable_offset(), None);
@@ -293,10 +293,18 @@ impl Model {
         assert_eq!(log.ongoing_transactions(), open);
         let first_open = open.first().map(|(_, o)| *o);
         assert_eq!(log.first_unstable_offset(), first_open);
-        assert_eq!(
-            log.last_stable_offset(),
-            first_open.map_or(log.high_watermark(), |o| o.min(log.high_watermark()))
-        );
+        // Completed transactions whose marker is not below the high watermark bound it too.
+        let hw = log.high_watermark();
+        let unreplicated = self
+            .ended
+            .iter()
+            .filter(|(_, _, at, _)| Offset(*at) >= hw)
+            .map(|(_, first, _, _)| Offset(*first));
+        let lso = first_open
+            .into_iter()
+            .chain(unreplicated)
+            .fold(hw, Offset::min);
+        assert_eq!(log.last_stable_offset(), lso);
         let got = log
             .aborted_transactions(log.log_start_offset(), log.log_end_offset())
             .await
@@ -319,6 +327,184 @@ impl Model {
             }
         }
     }
+}
+
+#[test]
+fn the_last_stable_offset_waits_for_the_high_watermark_to_pass_a_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, small_config(), 1 << 20).await;
+        log.append(txn_batch(1, 0, 0, 2, 10), EPOCH).await.unwrap(); // 0..1
+        log.append(batch(0, 1, 10), EPOCH).await.unwrap(); // 2
+        log.append_txn_marker(marker(1, 0, TxnResult::Commit, 0), EPOCH)
+            .await
+            .unwrap(); // 3
+        log.append(batch(0, 1, 10), EPOCH).await.unwrap(); // 4
+        log.wait_written(log.log_end_offset()).await.unwrap();
+        assert_eq!(log.first_unstable_offset(), None, "no transaction is open");
+        for hw in 0..=3 {
+            log.set_high_watermark(Offset(hw));
+            assert_eq!(log.last_stable_offset(), Offset(0), "marker at 3, hw {hw}");
+        }
+        // Once the high watermark passes the marker, the transaction no longer counts, and a
+        // later high watermark moves the LSO with it.
+        log.set_high_watermark(Offset(4));
+        assert_eq!(log.last_stable_offset(), Offset(4));
+        log.set_high_watermark(Offset(5));
+        assert_eq!(log.last_stable_offset(), Offset(5));
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_producer_snapshot_below_the_log_start_is_ignored_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, rolling_config(), 1 << 20).await;
+        log.append(txn_batch(1, 0, 0, 1, 10), EPOCH).await.unwrap(); // 0
+                                                                     // The roll's snapshot, at 1, holds producer 1's open transaction.
+        log.roll().await.unwrap();
+        log.append_txn_marker(marker(1, 0, TxnResult::Commit, 0), EPOCH)
+            .await
+            .unwrap(); // 1
+        log.append(batch(0, 2, 10), EPOCH).await.unwrap(); // 2..3
+        replicate(&log).await;
+        assert_eq!(log.last_stable_offset(), Offset(4));
+        log.delete_records_before(Offset(2)).await.unwrap();
+        log.flush().await.unwrap();
+        drop(log); // a crash: the newest snapshot is the roll's, below the log start
+
+        let log = open(&path, rolling_config(), 1 << 20).await;
+        assert_eq!(log.log_start_offset(), Offset(2));
+        log.set_high_watermark(log.log_end_offset());
+        // From the log start, not from the snapshot: the commit marker is before the log start.
+        assert_eq!(log.ongoing_transactions(), []);
+        assert_eq!(log.last_stable_offset(), Offset(4));
+        let snapshots = std::fs::read_dir(&path)
+            .unwrap()
+            .filter(|e| {
+                let e = e.as_ref().unwrap();
+                e.file_name().to_string_lossy().ends_with(".snapshot")
+            })
+            .count();
+        assert_eq!(snapshots, 0, "the snapshot below the log start is removed");
+        log.close().await.unwrap();
+    });
+}
+
+/// `batch` (one stored control batch) with its record removed, as Kafka's cleaner leaves the
+/// last batch of a producer whose marker passed its delete horizon.
+fn emptied_control_batch(batch: &[u8]) -> Vec<u8> {
+    const HEADER_BYTES: usize = 61;
+    let mut b = batch[..HEADER_BYTES].to_vec();
+    b[8..12].copy_from_slice(&(HEADER_BYTES as i32 - 12).to_be_bytes()); // batchLength
+    b[57..61].copy_from_slice(&0i32.to_be_bytes()); // records count
+    let crc = batch_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// `batch` (one stored marker) with its control key's version set to `version`.
+fn marker_key_version(batch: &[u8], version: i16) -> Vec<u8> {
+    // Header 61, record length 1, attributes/timestamp delta/offset delta 3, key length 1.
+    let at = 61 + 1 + 3 + 1;
+    let mut b = batch.to_vec();
+    b[at..at + 2].copy_from_slice(&version.to_be_bytes());
+    let crc = batch_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+#[test]
+fn a_follower_takes_emptied_control_batches_and_later_control_key_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (leader_dir, follower_dir) = (dir.path().join("leader"), dir.path().join("follower"));
+    run(move || async move {
+        let leader = open(&leader_dir, small_config(), 1 << 20).await;
+        // Producer 5's marker ends an empty transaction: the cleaner may empty it.
+        leader
+            .append_txn_marker(marker(5, 0, TxnResult::Commit, 0), EPOCH)
+            .await
+            .unwrap(); // 0
+        leader
+            .append(txn_batch(2, 0, 0, 1, 10), EPOCH)
+            .await
+            .unwrap(); // 1
+        leader
+            .append_txn_marker(marker(2, 0, TxnResult::Abort, 0), EPOCH)
+            .await
+            .unwrap(); // 2
+        leader.append(batch(0, 1, 10), EPOCH).await.unwrap(); // 3
+        replicate(&leader).await;
+        let end = leader.log_end_offset();
+        let stored = leader.read(Offset(0), 1 << 20, end).await.unwrap();
+        assert_eq!(stored.len(), 4);
+        let mut bytes = emptied_control_batch(&stored[0].to_vec());
+        bytes.extend_from_slice(&stored[1].to_vec());
+        bytes.extend_from_slice(&marker_key_version(&stored[2].to_vec(), 1));
+        bytes.extend_from_slice(&stored[3].to_vec());
+
+        let follower = open(&follower_dir, small_config(), 1 << 20).await;
+        follower
+            .append_as_follower(Bytes::from(bytes))
+            .await
+            .unwrap();
+        assert_eq!(follower.log_end_offset(), end);
+        follower.wait_written(end).await.unwrap();
+        follower.set_high_watermark(end);
+        let check = async |log: &PartitionLog| {
+            assert_eq!(log.ongoing_transactions(), []);
+            assert_eq!(log.last_stable_offset(), end);
+            let got = log.aborted_transactions(Offset(0), end).await.unwrap();
+            assert_eq!(got, [aborted(2, 1)]);
+        };
+        check(&follower).await;
+        // A crash: the replay reads them again.
+        follower.flush().await.unwrap();
+        drop(follower);
+        let follower = open(&follower_dir, small_config(), 1 << 20).await;
+        follower.set_high_watermark(end);
+        check(&follower).await;
+        follower.close().await.unwrap();
+        leader.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_coordinators_transactional_append_checks_epochs_not_sequences() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, small_config(), 1 << 20).await;
+        let as_coordinator = |epoch: i16| {
+            storage::ValidatedBatches::validate(&txn_batch(7, epoch, 0, 1, 10))
+                .unwrap()
+                .with_origin(storage::AppendOrigin::Coordinator)
+        };
+        // Each TxnOffsetCommit's batch starts at sequence 0: all are appended.
+        for expected in 0..3 {
+            let info = log
+                .append_validated(as_coordinator(1), EPOCH, storage::AppendUntil::Written)
+                .await
+                .unwrap();
+            assert_eq!(info.base_offset, Offset(expected));
+            assert!(!info.duplicate);
+        }
+        assert_eq!(log.ongoing_transactions(), [(7, Offset(0))]);
+        // A client's batch at sequence 0 again is a retry: nothing appended.
+        let info = log.append(txn_batch(7, 1, 0, 1, 10), EPOCH).await.unwrap();
+        assert!(info.duplicate);
+        // An older epoch is fenced whoever appends.
+        assert!(matches!(
+            log.append_validated(as_coordinator(0), EPOCH, storage::AppendUntil::Written)
+                .await,
+            Err(StorageError::InvalidProducerEpoch { .. })
+        ));
+        assert_eq!(log.log_end_offset(), Offset(3));
+        log.close().await.unwrap();
+    });
 }
 
 fn rolling_config() -> LogConfig {

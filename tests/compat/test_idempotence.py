@@ -96,12 +96,3 @@ def test_kafka_python_idempotent_producer_delivers_exactly_once(broker):
     p.close()
     got = consume_all(broker.bootstrap, "kp-exactly-once", 1, expected=10_000)
     assert [int(m.value()) for m in got[0]] == list(range(10_000))
-
-
-@pytest.mark.sluice_only("Sluice has no transactions yet and refuses them; Kafka serves them")
-def test_transactional_producers_are_refused_not_hung(broker):
-    from confluent_kafka import KafkaException, Producer
-
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-1"})
-    with pytest.raises(KafkaException):
-        p.init_transactions(20)

@@ -13,16 +13,15 @@ Two tests run against Kafka too: DescribeProducers of an idempotent producer (ra
 `kafka-transactions.sh describe-producers`, Kafka 4.4's TransactionsCommand), and the consumer
 side of committed, aborted and open transactions (read_committed and read_uncommitted
 consumers, the raw Fetch's LSO and aborted list, ListOffsets, DescribeProducers' open
-transaction, a parked read_committed fetch woken by the commit): there the transactions are
-written by confluent-kafka transactional producers through Kafka's coordinator
-(`ClientTxns`), on Sluice by raw wire (`RawTxns`). The others are Sluice-only (the `sluice_only` marker): the transaction coordinator is not built yet, so these
-tests play its part by writing the markers themselves with WriteTxnMarkers under a producer id
-from an idempotent InitProducerId. Against Apache Kafka 4.4 that cannot be done: Kafka verifies
-a transactional produce against its transaction coordinator (KIP-890,
+transaction, a parked read_committed fetch woken by the commit), whose transactions are
+written by confluent-kafka transactional producers through the broker's transaction
+coordinator (`ClientTxns`) on both. The others are Sluice-only (the `sluice_only` marker): they
+play the coordinator's part by writing the markers themselves with WriteTxnMarkers under a
+producer id from an idempotent InitProducerId, which Apache Kafka 4.4 does not
+allow: it verifies a transactional produce against its transaction coordinator (KIP-890,
 `transaction.partition.verification.enable`), which knows no transaction for a raw producer,
-and WriteTxnMarkers is an inter-broker API (CLUSTER_ACTION). The same consumer-side checks
-against Kafka need the coordinator (a transactional producer), which comes with the rest of
-issue #28."""
+and WriteTxnMarkers is an inter-broker API (CLUSTER_ACTION). The coordinator itself is tested
+in test_txn_coordinator.py."""
 
 import re
 import struct
@@ -34,11 +33,10 @@ from confluent_kafka import KafkaError, TopicPartition
 
 import kafka_wire as kw
 from compat_util import consumer, create_topic, producer, wait_until
-from conftest import TARGET
 from jvm import check_java, run_java
 
 SLUICE_ONLY = pytest.mark.sluice_only(
-    "no transaction coordinator yet: the test writes the markers itself with WriteTxnMarkers "
+    "the test writes the markers itself with WriteTxnMarkers "
     "(see the module docstring)")
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 
@@ -393,44 +391,8 @@ def test_kafka_transactions_describe_producers_shows_an_open_transaction(broker,
 
 # ---- the same transactions on either target -------------------------------------------------
 
-class RawTxns:
-    """Sluice: transactions by raw wire, the test writing the markers as the coordinator
-    will (producer ids from idempotent InitProducerId)."""
-
-    def __init__(self, bootstrap, topic):
-        self.sock = kw.connect(bootstrap)
-        self.topic = topic
-        self.corr = 1000
-
-    def _next(self):
-        self.corr += 1
-        return self.corr
-
-    def producer(self, _name):
-        pid, epoch = init_producer_id(self.sock, self._next())
-        return {"pid": pid, "epoch": epoch, "seq": 0}
-
-    def send(self, h, values):
-        """Appends `values` to `h`'s transaction (opening it) -> the first value's offset."""
-        batch = txn_batch(values, h["pid"], h["epoch"], h["seq"])
-        err, base = produce(self.sock, self._next(), self.topic, batch)
-        assert err == 0
-        h["seq"] += len(values)
-        return base
-
-    def end(self, h, commit):
-        assert marker(self.sock, self._next(), self.topic, h["pid"], h["epoch"], commit) == 0
-
-    def pid(self, h):
-        return h["pid"]
-
-    def close(self):
-        self.sock.close()
-
-
 class ClientTxns:
-    """Kafka: confluent-kafka transactional producers through Kafka's transaction
-    coordinator."""
+    """confluent-kafka transactional producers through the broker's transaction coordinator."""
 
     def __init__(self, bootstrap, topic):
         self.bootstrap = bootstrap
@@ -491,7 +453,7 @@ def test_consumers_see_committed_aborted_and_open_transactions(broker):
     topic = "txn-consumers"
     create_topic(broker.bootstrap, topic, 1)
     sock = kw.connect(broker.bootstrap)
-    txns = (ClientTxns if TARGET == "kafka" else RawTxns)(broker.bootstrap, topic)
+    txns = ClientTxns(broker.bootstrap, topic)
     try:
         a, b, c = txns.producer("a"), txns.producer("b"), txns.producer("c")
         plain = producer(broker.bootstrap)
@@ -552,6 +514,7 @@ def test_consumers_see_committed_aborted_and_open_transactions(broker):
 # ---- a three-node cluster: markers wait for the ISR, followers keep the transactions --------
 
 NOT_ENOUGH_REPLICAS = 19
+NOT_LEADER_OR_FOLLOWER = 6
 CLUSTER_SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
 
 
@@ -650,3 +613,225 @@ def test_markers_wait_for_the_isr_and_a_new_leader_keeps_the_transactions(cluste
     assert rc["aborted_transactions"] == [(b, 0)]
     assert [h["base_offset"] for h in kw.batch_headers(rc["records"])] == [0, 1, 2, 3]
     assert list_latest(s2, 11, topic, READ_COMMITTED) == 4
+
+
+# ---- TxnOffsetCommit (API 28) --------------------------------------------------------------
+
+API_TXN_OFFSET_COMMIT = 28
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+UNSTABLE_OFFSET_COMMIT = 88
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def offsets_partition(group, partitions):
+    """Kafka's placement of `group`: abs(Java String.hashCode) % partitions."""
+    h = 0
+    for unit in group.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def offsets_partition_count(sock, corr):
+    payload = kw.request(sock, kw.metadata_v1(corr, [OFFSETS_TOPIC]))
+    _, _, _, topics = kw.parse_metadata_v1(payload)
+    err, partitions = topics[OFFSETS_TOPIC]
+    assert err == 0
+    return len(partitions)
+
+
+def txn_offset_commit(sock, corr, group, pid, epoch, topic, offset, generation=-1,
+                      member_id=""):
+    """TxnOffsetCommit v3 (flexible) of partition 0's `offset` -> its error code."""
+    body = (kw.compact_string(TXN_ID) + kw.compact_string(group) + kw.i64(pid) + kw.i16(epoch)
+            + kw.i32(generation) + kw.compact_string(member_id) + kw.uvarint(0)  # no instance
+            + compact_array([kw.compact_string(topic) + compact_array([
+                kw.i32(0) + kw.i64(offset) + kw.i32(-1) + kw.compact_string("") + kw.uvarint(0)])
+                + kw.uvarint(0)])
+            + kw.uvarint(0))
+    payload = kw.request(sock, kw.frame(kw.header_v2(API_TXN_OFFSET_COMMIT, 3, corr) + body))
+    r = kw.Reader(payload)
+    assert r.i32() == corr
+    kw._tagged_fields(r)
+    r.i32()  # throttle time
+    errors = {}
+    for _ in range(kw._read_uvarint(r) - 1):
+        name = kw._compact_string(r)
+        for _ in range(kw._read_uvarint(r) - 1):
+            p, err = r.i32(), r.i16()
+            kw._tagged_fields(r)
+            errors[(name, p)] = err
+        kw._tagged_fields(r)
+    kw._tagged_fields(r)
+    assert not r.remaining()
+    return errors[(topic, 0)]
+
+
+def offset_fetch(sock, corr, group, topic, require_stable):
+    """OffsetFetch v7 (flexible, KIP-447's require_stable) of partition 0 -> (offset, error);
+    the group's error must be none."""
+    offset, err, group_err = offset_fetch_any(sock, corr, group, topic, require_stable)
+    assert group_err == 0
+    return offset, err
+
+
+def offset_fetch_any(sock, corr, group, topic, require_stable):
+    """As `offset_fetch` -> (offset, partition error, group error)."""
+    body = (kw.compact_string(group)
+            + compact_array([kw.compact_string(topic) + compact_array([kw.i32(0)])
+                             + kw.uvarint(0)])
+            + kw.i8(1 if require_stable else 0) + kw.uvarint(0))
+    payload = kw.request(sock, kw.frame(kw.header_v2(kw.API_OFFSET_FETCH, 7, corr) + body))
+    r = kw.Reader(payload)
+    assert r.i32() == corr
+    kw._tagged_fields(r)
+    r.i32()  # throttle time
+    out = {}
+    for _ in range(kw._read_uvarint(r) - 1):
+        name = kw._compact_string(r)
+        for _ in range(kw._read_uvarint(r) - 1):
+            p, offset, _epoch = r.i32(), r.i64(), r.i32()
+            kw._compact_string(r)  # metadata
+            err = r.i16()
+            kw._tagged_fields(r)
+            out[(name, p)] = (offset, err)
+        kw._tagged_fields(r)
+    group_err = r.i16()
+    kw._tagged_fields(r)
+    assert not r.remaining()
+    offset, err = out.get((topic, 0), (-1, 0))
+    return offset, err, group_err
+
+
+def simple_commit(sock, corr, group, topic, offset):
+    """A simple OffsetCommit v2 of partition 0, retried while the coordinator loads."""
+    deadline = time.monotonic() + 30
+    while True:
+        frame = kw.offset_commit_v2(corr, group, -1, "", {topic: [(0, offset, "")]})
+        _, errors = kw.parse_offset_commit_v2(kw.request(sock, frame))
+        err = errors[(topic, 0)]
+        if err == 0:
+            return
+        assert err in (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)
+        assert time.monotonic() < deadline, f"OffsetCommit error {err}"
+        time.sleep(0.2)
+
+
+@SLUICE_ONLY
+def test_txn_offset_commit_is_pending_until_the_marker_on_the_offsets_partition(broker):
+    """TxnOffsetCommit's offsets stay pending: OffsetFetch answers the last committed offset,
+    or UNSTABLE_OFFSET_COMMIT with require_stable, until WriteTxnMarkers writes the producer's
+    marker to the group's `__consumer_offsets` partition: an abort discards them, a commit
+    makes them the group's committed offset."""
+    topic, group = "txnoff-in", "txnoff-group"
+    create_topic(broker.bootstrap, topic, 1)
+    sock = kw.connect(broker.bootstrap)
+    _, err, apis = kw.parse_api_versions_v0(kw.request(sock, kw.api_versions_v0(1)))
+    assert err == 0 and apis[API_TXN_OFFSET_COMMIT] == (0, 5)  # Kafka 4.4's range
+    pid, epoch = init_producer_id(sock, 2)
+    simple_commit(sock, 3, group, topic, 5)
+    partition = offsets_partition(group, offsets_partition_count(sock, 4))
+
+    def end(corr, commit):
+        errors = write_txn_markers(
+            sock, corr, [(pid, epoch, commit, 0, {OFFSETS_TOPIC: [partition]})])
+        assert errors == [(pid, {(OFFSETS_TOPIC, partition): 0})]
+
+    assert txn_offset_commit(sock, 10, group, pid, epoch, topic, 10) == 0
+    assert offset_fetch(sock, 11, group, topic, require_stable=False) == (5, 0)
+    assert offset_fetch(sock, 12, group, topic, require_stable=True) == \
+        (-1, UNSTABLE_OFFSET_COMMIT)
+    end(13, commit=False)
+    assert offset_fetch(sock, 14, group, topic, require_stable=True) == (5, 0)
+
+    assert txn_offset_commit(sock, 20, group, pid, epoch, topic, 20) == 0
+    assert offset_fetch(sock, 21, group, topic, require_stable=True) == \
+        (-1, UNSTABLE_OFFSET_COMMIT)
+    end(22, commit=True)
+    assert offset_fetch(sock, 23, group, topic, require_stable=True) == (20, 0)
+    assert offset_fetch(sock, 24, group, topic, require_stable=False) == (20, 0)
+
+    # The producer's next transaction is pending when the broker is SIGKILLed: the coordinator's
+    # replay of the offsets log keeps it pending; its commit marker then materialises it.
+    assert txn_offset_commit(sock, 25, group, pid, epoch, topic, 25) == 0
+    broker.restart(kill=True)
+    sock = kw.connect(broker.bootstrap)
+    stable = wait_until(
+        lambda: (lambda r: r if r[2] == 0 else None)(
+            offset_fetch_any(sock, 26, group, topic, require_stable=True)),
+        30, what="the coordinator loaded")
+    assert stable == (-1, UNSTABLE_OFFSET_COMMIT, 0)
+    assert offset_fetch(sock, 27, group, topic, require_stable=False) == (20, 0)
+    end(28, commit=True)
+    assert offset_fetch(sock, 29, group, topic, require_stable=True) == (25, 0)
+
+    # v3+ member checks: a generation for a group that does not exist, an unknown member.
+    assert txn_offset_commit(sock, 30, "txnoff-none", pid, epoch, topic, 1, generation=4,
+                             member_id="m-1") == 22  # ILLEGAL_GENERATION
+    assert txn_offset_commit(sock, 31, group, pid, epoch, topic, 1, generation=4,
+                             member_id="m-1") == 25  # UNKNOWN_MEMBER_ID
+    # A partition that does not exist.
+    assert txn_offset_commit(sock, 32, group, pid, epoch, "txnoff-missing", 1) == \
+        UNKNOWN_TOPIC_OR_PARTITION
+    # A bumped epoch fences the producer's older one (the offsets partition's producer state).
+    assert txn_offset_commit(sock, 33, group, pid, epoch + 1, topic, 40) == 0
+    assert txn_offset_commit(sock, 34, group, pid, epoch, topic, 41) == INVALID_PRODUCER_EPOCH
+
+
+@SLUICE_ONLY
+def test_describe_producers_on_a_follower_and_a_markers_timestamp(cluster, java_classpath):
+    """DescribeProducers is answered from any replica's log, as Kafka's
+    `ReplicaManager.activeProducerState` (`kafka-transactions.sh describe-producers
+    --broker-id`): a follower lists the producers it replicated; a broker with no replica
+    answers NOT_LEADER_OR_FOLLOWER. A producer's last timestamp is its last batch's, the
+    marker's included (Kafka's `lastTimestamp`)."""
+    topic = "txn-follower-producers"
+    from confluent_kafka.admin import NewTopic
+    from compat_util import admin
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic(topic, num_partitions=1, replication_factor=2)],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+    leader, replicas, _ = wait_until(
+        lambda: (lambda s: s if s and s[0] >= 0 and len(s[2]) == 2 else None)(
+            partition_state(cluster.bootstrap(), topic)), 30, what="the topic's full ISR")
+    sock = kw.connect(cluster.nodes[leader].bootstrap)
+    pid, epoch = init_producer_id(sock, 1)
+    # A data batch stamped ten minutes ago, then the commit marker (stamped now).
+    old_ms = int(time.time() * 1000) - 600_000
+    batch = bytearray(kw.record_batch([b"x"], base_timestamp_ms=old_ms))
+    struct.pack_into(">h", batch, 21, TRANSACTIONAL)
+    struct.pack_into(">qhi", batch, 43, pid, epoch, 0)
+    struct.pack_into(">I", batch, 17, kw._crc32c(bytes(batch[21:])))
+    assert produce(sock, 2, topic, bytes(batch)) == (0, 0)
+    before_marker_ms = int(time.time() * 1000)
+    assert marker(sock, 3, topic, pid, epoch, commit=True) == 0
+
+    def described(node):
+        s = kw.connect(cluster.nodes[node].bootstrap)
+        err, producers = describe_producers(s, 4, topic)[0]
+        return err, {p["producer_id"]: p for p in producers}
+
+    err, on_leader = described(leader)
+    assert err == 0
+    assert on_leader[pid]["current_txn_start_offset"] == -1
+    assert on_leader[pid]["last_sequence"] == 0
+    assert on_leader[pid]["last_timestamp"] >= before_marker_ms - 1000, \
+        "the marker's timestamp, not the data batch's"
+
+    follower = next(r for r in replicas if r != leader)
+    on_follower = wait_until(
+        lambda: (lambda d: d[1] if d[0] == 0 and pid in d[1]
+                 and d[1][pid]["last_timestamp"] == on_leader[pid]["last_timestamp"]
+                 else None)(described(follower)),
+        30, what="the follower's producer state")
+    assert on_follower[pid] == on_leader[pid]
+    outsider = next(n for n in cluster.nodes if n not in replicas)
+    err, _ = described(outsider)
+    assert err == NOT_LEADER_OR_FOLLOWER
+    # `kafka-transactions.sh describe-producers --broker-id` asks that broker.
+    run = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                   ["--bootstrap-server", cluster.bootstrap(), "describe-producers", "--topic",
+                    topic, "--partition", "0", "--broker-id", str(follower)], timeout=90)
+    out = check_java(run)
+    assert re.search(rf"^{pid}\s+{epoch}\s+0\s+0\s+\d+\s+(-1|None)\s*$", out, re.M), out

@@ -36,6 +36,10 @@
 //! 5. **not vacuous**: over the seeds run, members were synced, commits acknowledged and
 //!    failovers loaded.
 //!
+//! Apart from the seeds, one fixed scenario over a [`SimLog`] checks TxnOffsetCommit's
+//! pending offsets through commits, aborts and two loads
+//! (`transactional_offsets_are_pending_until_their_marker_also_after_a_load`).
+//!
 //! Not verified: the routing and the coordinating check against the metadata image (the
 //! service's), replication of the offsets partition (the new coordinator reads the old one's
 //! disk after its crash: with `acks=all` every acknowledged record is on the new leader's
@@ -47,7 +51,8 @@ use super::error::GroupError;
 use super::group::{GroupConfig, GroupState, JoinParams, SyncParams};
 use super::offsets_log::OffsetsRecord;
 use super::ops::{GroupOp, GroupReply, OffsetCommitEntry};
-use super::{GroupCoordinator, DEADLINE_CHECK_INTERVAL, REPLAY_READ_BYTES};
+use super::{GroupCoordinator, DEADLINE_CHECK_INTERVAL};
+use crate::coordinator_runtime::log::REPLAY_READ_BYTES;
 use bytes::Bytes;
 use replication::runtime::{Clock, MonotonicTime, Runtime};
 use replication::sim::{seeds, Executor, SeedGuard, SimDisk, SimLog, SimRuntime};
@@ -104,22 +109,28 @@ impl GroupsHost for SimHost {
         1
     }
 
-    async fn append(&self, _partition: i32, records: &[OffsetsRecord]) -> Result<(), GroupError> {
-        let batch = engine::offsets_batch(records, self.epoch_ms());
+    async fn append_as(
+        &self,
+        _partition: i32,
+        records: &[OffsetsRecord],
+        producer: Option<super::ops::TxnProducer>,
+    ) -> Result<i64, GroupError> {
+        let batch = engine::offsets_batch(records, self.epoch_ms(), producer);
         let batches = storage::ValidatedBatches::validate(&batch)
-            .expect("the coordinator builds valid batches");
+            .expect("the coordinator builds valid batches")
+            .with_origin(storage::AppendOrigin::Coordinator);
         let info = self
             .log
             .append(batches, self.leader_epoch, storage::AppendUntil::Written)
             .await?;
         self.log.flush_to(info.last_offset.plus(1)).await?;
-        Ok(())
+        Ok(info.base_offset.0)
     }
 
     async fn replay(
         &self,
         partition: i32,
-        apply: &mut dyn FnMut(OffsetsRecord),
+        apply: &mut dyn FnMut(super::coordinator::Replayed),
     ) -> Result<(), GroupError> {
         let end = self.log.log_end_offset();
         let mut at = self.log.log_start_offset();
@@ -263,7 +274,7 @@ async fn call(world: &World, make: impl FnOnce(&mut Model) -> GroupOp) -> GroupR
         .await;
     let host = world.host();
     if let Err(error) = host.coordinator.partitions.borrow().check(0) {
-        return GroupReply::Error(error);
+        return GroupReply::Error(error.into());
     }
     let op = make(&mut world.model.borrow_mut());
     let reply = engine::run(&*host, 0, GROUP, op).await;
@@ -593,4 +604,151 @@ fn group_coordinator_survives_failovers_under_simulation() {
     assert!(syncs > 0, "not vacuous: members were synced");
     assert!(acked > 0, "not vacuous: commits were acknowledged");
     assert!(loads > 0, "not vacuous: failovers loaded");
+}
+
+/// TxnOffsetCommit through the engine over a [`SimLog`] (no faults): a transaction's offsets
+/// stay pending — OffsetFetch returns the last committed offset, or UNSTABLE_OFFSET_COMMIT
+/// with `require_stable` — until its marker is in the log and the coordinator is told; an
+/// abort discards them, a commit materialises them; a coordinator loading the log later
+/// honours the markers the same way, and keeps a transaction without its marker pending.
+#[test]
+fn transactional_offsets_are_pending_until_their_marker_also_after_a_load() {
+    let mut ex = Executor::new(1);
+    let rt = ex.runtime();
+    let disk = SimDisk::default();
+    let origin = Instant::now();
+    // Each coordinator opens the log as the disk holds it then.
+    let host_at = move |epoch: i32| {
+        Rc::new(SimHost {
+            rt: rt.clone(),
+            origin,
+            coordinator: GroupCoordinator::new(CONFIG),
+            log: SimLog::open(rt.clone(), disk.clone(), u64::MAX),
+            leader_epoch: LeaderEpoch(epoch),
+        })
+    };
+    let test = async move {
+        let first = host_at(0);
+        load_as(&first, 0).await;
+        let h = &*first;
+        assert_eq!(run_op(h, commit_op(5)).await, vec![Ok(())]);
+        assert_eq!(run_op(h, txn_op(1, -1, "", 10)).await, vec![Ok(())]);
+        assert_eq!(fetch(h, false).await, Ok(Some(5)));
+        assert_eq!(fetch(h, true).await, Err(GroupError::UnstableOffsetCommit));
+        end_txn(h, 1, storage::TxnResult::Abort).await;
+        assert_eq!(fetch(h, true).await, Ok(Some(5)), "an abort discards");
+        assert_eq!(run_op(h, txn_op(1, -1, "", 20)).await, vec![Ok(())]);
+        end_txn(h, 1, storage::TxnResult::Commit).await;
+        assert_eq!(fetch(h, true).await, Ok(Some(20)), "a commit materialises");
+        // v3+ member checks: a member the group does not know, a generation for a group
+        // that does not exist.
+        assert_eq!(
+            run_op(h, txn_op(2, 3, "m-1", 25)).await,
+            vec![Err(GroupError::UnknownMemberId)]
+        );
+        let other = engine::run(h, 0, "other", txn_op(2, 3, "m-1", 1)).await;
+        assert!(
+            matches!(&other, GroupReply::PartitionErrors(r) if r[0].2 == Err(GroupError::IllegalGeneration)),
+            "{other:?}"
+        );
+        // Producer 2's transaction has no marker yet when the next coordinator loads.
+        assert_eq!(run_op(h, txn_op(2, -1, "", 30)).await, vec![Ok(())]);
+        first.coordinator.on_resignation(0, Some(1), 1);
+
+        let second = host_at(1);
+        load_as(&second, 1).await;
+        let h = &*second;
+        assert_eq!(
+            fetch(h, false).await,
+            Ok(Some(20)),
+            "the replay honours markers"
+        );
+        assert_eq!(fetch(h, true).await, Err(GroupError::UnstableOffsetCommit));
+        end_txn(h, 2, storage::TxnResult::Commit).await;
+        assert_eq!(fetch(h, true).await, Ok(Some(30)));
+        second.coordinator.on_resignation(0, Some(2), 1);
+
+        let third = host_at(2);
+        load_as(&third, 2).await;
+        assert_eq!(fetch(&third, true).await, Ok(Some(30)));
+    };
+    ex.run_until(test).expect("the test completes");
+}
+
+async fn load_as(host: &Rc<SimHost>, epoch: i32) {
+    host.coordinator.on_election(0, epoch);
+    for (partition, load) in host.coordinator.next_loads().await.expect("running") {
+        engine::load(&**host, partition, load).await;
+    }
+}
+
+fn entry(offset: i64) -> Vec<OffsetCommitEntry> {
+    vec![OffsetCommitEntry {
+        topic: TOPIC.to_string(),
+        partition: 0,
+        offset,
+        leader_epoch: -1,
+        metadata: None,
+    }]
+}
+
+fn commit_op(offset: i64) -> GroupOp {
+    GroupOp::Commit {
+        member_id: String::new(),
+        group_instance_id: None,
+        generation: -1,
+        offsets: entry(offset),
+    }
+}
+
+fn txn_op(producer_id: i64, generation: i32, member_id: &str, offset: i64) -> GroupOp {
+    GroupOp::TxnCommit {
+        producer: super::ops::TxnProducer {
+            producer_id,
+            producer_epoch: 0,
+        },
+        member_id: member_id.to_string(),
+        group_instance_id: None,
+        generation,
+        offsets: entry(offset),
+    }
+}
+
+async fn run_op(host: &SimHost, op: GroupOp) -> Vec<Result<(), GroupError>> {
+    match engine::run(host, 0, GROUP, op).await {
+        GroupReply::PartitionErrors(results) => results.into_iter().map(|r| r.2).collect(),
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
+
+async fn fetch(host: &SimHost, require_stable: bool) -> Result<Option<i64>, GroupError> {
+    let op = GroupOp::FetchOffsets {
+        partitions: Some(vec![(TOPIC.to_string(), vec![0])]),
+        require_stable,
+    };
+    match engine::run(host, 0, GROUP, op).await {
+        GroupReply::Offsets(o) => o[0].2.clone().map(|c| c.map(|c| c.offset)),
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
+
+/// The producer's marker appended to the offsets log, then the coordinator told (what
+/// WriteTxnMarkers does).
+async fn end_txn(host: &SimHost, producer_id: i64, result: storage::TxnResult) {
+    let marker = storage::TxnMarker {
+        producer_id,
+        producer_epoch: 0,
+        result,
+        coordinator_epoch: 0,
+    };
+    let info = host
+        .log
+        .append_txn_marker(marker, host.leader_epoch)
+        .await
+        .expect("marker appended");
+    host.log
+        .flush_to(info.last_offset.plus(1))
+        .await
+        .expect("marker flushed");
+    engine::complete_transaction(host, 0, producer_id, result);
 }

@@ -13,13 +13,16 @@
 //! Limits: the wall clock (`epoch_ms`, commit timestamps and `Group`'s state timestamp) is
 //! not the host's clock in `Group` itself; only the expiry of offsets reads it.
 
-use super::coordinator::{self, GroupCoordinator, LoadId};
+use super::coordinator::{self, GroupCoordinator, Replayed};
 use super::error::GroupError;
 use super::group::GroupState;
 use super::group::{self, Answer, Group, JoinResult, SyncOutcome, SyncResult};
 use super::offsets_log::{CommittedOffset, OffsetsRecord};
-use super::ops::{DescribedMember, GroupDescription, GroupOp, GroupReply, OffsetCommitEntry};
+use super::ops::{
+    DescribedMember, GroupDescription, GroupOp, GroupReply, OffsetCommitEntry, TxnProducer,
+};
 use super::{partition_for, OFFSET_METADATA_MAX_BYTES};
+use crate::coordinator_runtime::LoadId;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -34,33 +37,77 @@ pub(crate) trait GroupsHost {
     fn epoch_ms(&self) -> i64;
     /// The partition count of `__consumer_offsets` (0 while it does not exist).
     fn offsets_partition_count(&self) -> usize;
-    /// Appends `records` to offsets `partition` with `acks=all` and waits until they are on
-    /// this broker's disk. Errors: as the service's append (`NOT_COORDINATOR` when the
-    /// leadership or the log was lost, `COORDINATOR_NOT_AVAILABLE` on a timeout, …).
-    async fn append(&self, partition: i32, records: &[OffsetsRecord]) -> Result<(), GroupError>;
-    /// Hands every record of offsets `partition`, from its log start to its log end, to
-    /// `apply` in log order. Errors: `COORDINATOR_NOT_AVAILABLE` when it cannot be read.
+    /// Appends `records` to offsets `partition` with `acks=all` — as one transactional batch
+    /// of `producer` when given (a TxnOffsetCommit's, appended with the coordinator's origin:
+    /// its epoch is checked, not its sequence) — and waits until they are on this broker's
+    /// disk. Returns the offset of the first record. Errors: as the service's append
+    /// (`NOT_COORDINATOR` when the leadership or the log was lost, `COORDINATOR_NOT_AVAILABLE`
+    /// on a timeout, `INVALID_PRODUCER_EPOCH` for a fenced producer, …).
+    async fn append_as(
+        &self,
+        partition: i32,
+        records: &[OffsetsRecord],
+        producer: Option<TxnProducer>,
+    ) -> Result<i64, GroupError>;
+    /// [`GroupsHost::append_as`] outside any transaction.
+    async fn append(&self, partition: i32, records: &[OffsetsRecord]) -> Result<(), GroupError> {
+        self.append_as(partition, records, None).await.map(|_| ())
+    }
+    /// Hands every record and transaction marker of offsets `partition`, from its log start
+    /// to its log end, to `apply` in log order. Errors: `COORDINATOR_NOT_AVAILABLE` when it
+    /// cannot be read.
     async fn replay(
         &self,
         partition: i32,
-        apply: &mut dyn FnMut(OffsetsRecord),
+        apply: &mut dyn FnMut(Replayed),
     ) -> Result<(), GroupError>;
 }
 
-/// One batch of `records`, keyed as Kafka's `__consumer_offsets` (what every append writes).
-pub(crate) fn offsets_batch(records: &[OffsetsRecord], timestamp_ms: i64) -> Bytes {
+/// One batch of `records`, keyed as Kafka's `__consumer_offsets` (what every append writes);
+/// a transactional batch of `producer` (base sequence 0, as Kafka's coordinator writes it)
+/// when given.
+pub(crate) fn offsets_batch(
+    records: &[OffsetsRecord],
+    timestamp_ms: i64,
+    producer: Option<TxnProducer>,
+) -> Bytes {
     let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> =
         records.iter().map(OffsetsRecord::encode).collect();
     let kv: Vec<storage::KeyValue<'_>> = encoded
         .iter()
         .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
         .collect();
-    storage::build_batch_kv(storage::TimestampMs(timestamp_ms), &kv)
+    let batch = storage::build_batch_kv(storage::TimestampMs(timestamp_ms), &kv);
+    match producer {
+        Some(p) => storage::transactional_batch(&batch, p.producer_id, p.producer_epoch, 0),
+        None => batch,
+    }
 }
 
 /// Hands every offsets record of one stored batch (`bytes`, read from `partition`) to
-/// `apply`; unreadable batches and records are logged and skipped, as on replay.
-pub(crate) fn replay_batch(bytes: &[u8], partition: i32, apply: &mut dyn FnMut(OffsetsRecord)) {
+/// `apply`, with its offset and, for a transactional batch, its producer id; a control
+/// batch's marker as [`Replayed::Marker`]. Unreadable batches and records are logged and
+/// skipped, as on replay.
+pub(crate) fn replay_batch(bytes: &[u8], partition: i32, apply: &mut dyn FnMut(Replayed)) {
+    let header = match storage::BatchHeader::parse(bytes) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!(partition, error = %e, "skipping unreadable batch");
+            return;
+        }
+    };
+    if header.is_control() {
+        match storage::control_batch_marker(bytes) {
+            Ok(Some(marker)) => apply(Replayed::Marker {
+                producer_id: marker.producer_id,
+                end: marker.result,
+            }),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(partition, error = %e, "skipping unreadable marker"),
+        }
+        return;
+    }
+    let producer_id = header.is_transactional().then_some(header.producer_id);
     let records = match storage::records_of(bytes) {
         Ok(r) => r,
         Err(e) => {
@@ -71,7 +118,11 @@ pub(crate) fn replay_batch(bytes: &[u8], partition: i32, apply: &mut dyn FnMut(O
     for r in records {
         let Some(key) = r.key else { continue };
         match OffsetsRecord::decode(key, r.value) {
-            Ok(Some(record)) => apply(record),
+            Ok(Some(record)) => apply(Replayed::Record {
+                offset: r.offset.0,
+                producer_id,
+                record,
+            }),
             Ok(None) => {}
             Err(why) => {
                 tracing::warn!(partition, offset = r.offset.0, %why, "skipping unreadable record")
@@ -87,8 +138,8 @@ pub(crate) async fn load<H: GroupsHost>(host: &H, partition: i32, load: LoadId) 
     let now = host.now();
     let mut loaded = HashMap::new();
     let replayed = host
-        .replay(partition, &mut |record| {
-            coordinator::apply_record(&mut loaded, record, now)
+        .replay(partition, &mut |item| {
+            coordinator::apply_replayed(&mut loaded, item, now)
         })
         .await;
     let c = host.coordinator();
@@ -205,7 +256,24 @@ async fn run_inner<H: GroupsHost>(
             )
             .await
         }
-        GroupOp::FetchOffsets { partitions } => fetch_offsets(host, group_id, partitions),
+        GroupOp::TxnCommit {
+            producer,
+            member_id,
+            group_instance_id,
+            generation,
+            offsets,
+        } => {
+            let member = CommitMember {
+                member_id: &member_id,
+                instance: group_instance_id.as_deref(),
+                generation,
+            };
+            txn_commit_offsets(host, partition, group_id, producer, member, offsets).await
+        }
+        GroupOp::FetchOffsets {
+            partitions,
+            require_stable,
+        } => fetch_offsets(host, group_id, partitions, require_stable),
         GroupOp::Describe => describe_local(host, group_id),
         GroupOp::Delete => delete_group(host, partition, group_id).await,
         GroupOp::DeleteOffsets { partitions } => {
@@ -271,28 +339,34 @@ async fn sync_group<H: GroupsHost>(
     )
 }
 
-/// OffsetFetch: the committed offsets of `partitions` (`None`: all of the group's).
+/// OffsetFetch: the committed offsets of `partitions` (`None`: all of the group's). A
+/// transaction's pending offsets are never returned; with `require_stable` (KIP-447) a
+/// partition with one answers `UNSTABLE_OFFSET_COMMIT` (Kafka's `fetchOffsets`).
 fn fetch_offsets<H: GroupsHost>(
     host: &H,
     group_id: &str,
     partitions: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> GroupReply {
     let groups = host.coordinator().groups.borrow();
     let group = groups.get(group_id);
+    let answer = |key: (String, i32)| {
+        let unstable = require_stable && group.is_some_and(|g| g.pending_txn.has_pending(&key));
+        let committed = if unstable {
+            Err(GroupError::UnstableOffsetCommit)
+        } else {
+            Ok(group.and_then(|g| g.offsets.get(&key)).cloned())
+        };
+        (key.0, key.1, committed)
+    };
     let offsets = match partitions {
         Some(wanted) => wanted
             .into_iter()
             .flat_map(|(topic, ps)| ps.into_iter().map(move |p| (topic.clone(), p)))
-            .map(|(topic, p)| {
-                let c = group.and_then(|g| g.offsets.get(&(topic.clone(), p)));
-                (topic, p, c.cloned())
-            })
+            .map(answer)
             .collect(),
         None => group.map_or_else(Vec::new, |g| {
-            g.offsets
-                .iter()
-                .map(|((t, p), c)| (t.clone(), *p, Some(c.clone())))
-                .collect()
+            g.offsets.keys().cloned().map(answer).collect()
         }),
     };
     GroupReply::Offsets(offsets)
@@ -363,11 +437,18 @@ async fn commit_offsets<H: GroupsHost>(
     let commit_timestamp_ms = host.epoch_ms();
     let (records, mut results) = offset_records(group_id, &offsets, commit_timestamp_ms);
     let appended = if records.is_empty() {
-        Ok(())
+        Ok(-1)
     } else {
-        host.append(partition, &records).await
+        host.append_as(partition, &records, None).await
     };
-    finish_commit(host, group_id, records, appended.is_ok());
+    finish_commit(
+        host,
+        group_id,
+        records,
+        appended.as_ref().ok().copied(),
+        None,
+    );
+    let appended = appended.map(|_| ());
     if let Err(error) = appended {
         for r in results.iter_mut().filter(|r| r.2.is_ok()) {
             r.2 = Err(error);
@@ -435,28 +516,31 @@ fn offset_records(
                 leader_epoch: o.leader_epoch,
                 metadata,
                 commit_timestamp_ms,
+                record_offset: -1,
             }),
         });
     }
     (records, results)
 }
 
-/// After a commit's append: the commit is no longer in flight, and when `appended` its
-/// `records` become the group's committed offsets.
+/// After a commit's append: the commit is no longer in flight, and when appended (at
+/// `base_offset`, the first record's offset) its `records` become the group's committed
+/// offsets — or, for a transaction's (`producer_id`), its pending ones.
 fn finish_commit<H: GroupsHost>(
     host: &H,
     group_id: &str,
     records: Vec<OffsetsRecord>,
-    appended: bool,
+    base_offset: Option<i64>,
+    producer_id: Option<i64>,
 ) {
     // A DeleteGroups that ran during the append wrote its tombstones after this commit:
     // the group stays deleted (not re-created), as the log will replay it.
     try_with_group(host, group_id, false, |g| {
         g.commits_in_flight = g.commits_in_flight.saturating_sub(1);
-        if !appended {
+        let Some(base_offset) = base_offset else {
             return;
-        }
-        for record in records {
+        };
+        for (record_offset, record) in (base_offset..).zip(records) {
             if let OffsetsRecord::Offset {
                 topic,
                 partition,
@@ -464,10 +548,108 @@ fn finish_commit<H: GroupsHost>(
                 ..
             } = record
             {
-                g.offsets.insert((topic, partition), value);
+                let value = CommittedOffset {
+                    record_offset,
+                    ..value
+                };
+                match producer_id {
+                    Some(pid) => g.pending_txn.add(pid, (topic, partition), value),
+                    None => {
+                        g.offsets.insert((topic, partition), value);
+                    }
+                }
             }
         }
     });
+}
+
+/// Who commits offsets: the member, `group.instance.id` and generation of a commit request.
+#[derive(Clone, Copy, Debug)]
+struct CommitMember<'a> {
+    member_id: &'a str,
+    instance: Option<&'a str>,
+    generation: i32,
+}
+
+/// TxnOffsetCommit: the offsets are appended to the group's offsets partition as a
+/// transactional batch of `producer`, and stay pending until the producer's marker reaches
+/// that partition ([`complete_transaction`]). Checked as Kafka's
+/// `validateTransactionalOffsetCommit`: a group that does not exist is created for a commit
+/// without a generation (< 0), else `ILLEGAL_GENERATION`; then the group's member, instance
+/// and generation checks for a transactional commit.
+async fn txn_commit_offsets<H: GroupsHost>(
+    host: &H,
+    partition: i32,
+    group_id: &str,
+    producer: TxnProducer,
+    member: CommitMember<'_>,
+    offsets: Vec<OffsetCommitEntry>,
+) -> GroupReply {
+    let allowed = admit_txn_commit(host, group_id, member);
+    if let Err(error) = allowed {
+        return GroupReply::PartitionErrors(
+            offsets
+                .iter()
+                .map(|o| (o.topic.clone(), o.partition, Err(error)))
+                .collect(),
+        );
+    }
+    let commit_timestamp_ms = host.epoch_ms();
+    let (records, mut results) = offset_records(group_id, &offsets, commit_timestamp_ms);
+    let appended = if records.is_empty() {
+        Ok(-1)
+    } else {
+        host.append_as(partition, &records, Some(producer)).await
+    };
+    let base = appended.as_ref().ok().copied();
+    finish_commit(host, group_id, records, base, Some(producer.producer_id));
+    if let Err(error) = appended {
+        for r in results.iter_mut().filter(|r| r.2.is_ok()) {
+            r.2 = Err(error);
+        }
+    }
+    GroupReply::PartitionErrors(results)
+}
+
+/// Whether a transactional commit may go ahead (see [`txn_commit_offsets`]); if so, the
+/// group counts it in flight.
+fn admit_txn_commit<H: GroupsHost>(
+    host: &H,
+    group_id: &str,
+    member: CommitMember<'_>,
+) -> Result<(), GroupError> {
+    let now = host.now();
+    let exists = host.coordinator().groups.borrow().contains_key(group_id);
+    if !exists && member.generation >= 0 {
+        return Err(GroupError::IllegalGeneration);
+    }
+    try_with_group(host, group_id, true, |g| {
+        let allowed = g.check_txn_commit(member.member_id, member.instance, member.generation, now);
+        if allowed.is_ok() {
+            g.commits_in_flight += 1;
+        }
+        allowed
+    })
+    .unwrap_or(Err(GroupError::CoordinatorNotAvailable))
+}
+
+/// A transaction marker of `producer_id` reached offsets `partition` (written there, as
+/// WriteTxnMarkers reports it): the pending offsets of its groups are materialised (commit)
+/// or discarded (abort). The caller checked that this shard coordinates the partition.
+/// Returns how many groups had some.
+pub(crate) fn complete_transaction<H: GroupsHost>(
+    host: &H,
+    partition: i32,
+    producer_id: i64,
+    end: storage::TxnResult,
+) -> usize {
+    let partitions = host.offsets_partition_count();
+    coordinator::complete_transaction(
+        &mut host.coordinator().groups.borrow_mut(),
+        producer_id,
+        end,
+        |id| partition_for(id, partitions) == partition,
+    )
 }
 
 pub(super) async fn delete_group<H: GroupsHost>(
@@ -574,7 +756,10 @@ async fn delete_offsets<H: GroupsHost>(
                     topic, partition, ..
                 } = t
                 {
-                    g.offsets.remove(&(topic.clone(), *partition));
+                    let key = (topic.clone(), *partition);
+                    g.offsets.remove(&key);
+                    // As the tombstone's replay: pending transactional offsets go too.
+                    g.pending_txn.remove_key(&key);
                 }
             }
         });

@@ -46,6 +46,23 @@ pub enum GroupError {
     InvalidCommitOffsetSize,
     #[error("the group's members consume this topic (KIP-496)")]
     GroupSubscribedToTopic,
+    #[error("a transaction's offset commit for the partition is pending (KIP-447)")]
+    UnstableOffsetCommit,
+    #[error("the producer epoch is older than the producer's (a fenced producer, KIP-98)")]
+    InvalidProducerEpoch,
+}
+
+/// The shared runtime's refusal to serve a partition's keys (Kafka's
+/// COORDINATOR_LOAD_IN_PROGRESS and NOT_COORDINATOR).
+impl From<crate::coordinator_runtime::NotServing> for GroupError {
+    fn from(e: crate::coordinator_runtime::NotServing) -> GroupError {
+        match e {
+            crate::coordinator_runtime::NotServing::LoadInProgress => {
+                GroupError::CoordinatorLoadInProgress
+            }
+            crate::coordinator_runtime::NotServing::NotCoordinator => GroupError::NotCoordinator,
+        }
+    }
 }
 
 /// A failed append to (or flush of) the coordinator's offsets partition, as Kafka's
@@ -128,6 +145,8 @@ impl From<StorageError> for GroupError {
                 GroupError::NotCoordinator
             }
             StorageError::Closed => GroupError::NotCoordinator,
+            // A TxnOffsetCommit of a fenced producer (Kafka passes the error through).
+            StorageError::InvalidProducerEpoch { .. } => GroupError::InvalidProducerEpoch,
             StorageError::InvalidBatch(
                 BatchError::Truncated { .. }
                 | BatchError::LengthMismatch { .. }
@@ -139,7 +158,6 @@ impl From<StorageError> for GroupError {
             )
             | StorageError::OffsetOutOfRange { .. }
             | StorageError::OutOfOrderSequence { .. }
-            | StorageError::InvalidProducerEpoch { .. }
             | StorageError::DuplicateSequence { .. }
             // The coordinator writes plain batches: these need a producer id or a marker.
             | StorageError::InvalidTxnState { .. }

@@ -13,7 +13,8 @@
 //!
 //! An Empty group left with no offsets is removed (its metadata tombstoned), as Kafka's
 //! `cleanupGroupMetadata` turns it Dead. A group with a commit being appended is left for the
-//! next check, as Kafka does not expire an offset with a pending commit.
+//! next check, as Kafka does not expire an offset with a pending commit; nor does an offset
+//! expire while a transaction's commit for its partition is pending, nor the group go.
 //!
 //! Not followed: the `expireTimestamp` an OffsetCommit v1 (`commit_timestamp` per partition)
 //! could set: Sluice serves OffsetCommit v2+ only, whose `retention_time_ms` Kafka 4 ignores.
@@ -65,10 +66,16 @@ pub fn expiry(group: &Group, now_ms: i64, retention_ms: i64) -> Expiry {
         }
         _ => Vec::new(),
     };
+    // Kafka expires no offset with a transaction's commit pending for its partition.
+    let expired: Vec<(String, i32)> = expired
+        .into_iter()
+        .filter(|key| !group.pending_txn.has_pending(key))
+        .collect();
     // An Empty group left with no offsets goes; one that had none goes once it has been
     // Empty for the retention (a group that just emptied stays describable meanwhile).
     let empty = group.state() == GroupState::Empty && group.is_empty();
     if empty
+        && group.pending_txn.is_empty()
         && expired.len() == group.offsets.len()
         && (!expired.is_empty() || outlived(group.state_timestamp_ms()))
     {
@@ -97,6 +104,7 @@ mod tests {
                 leader_epoch: -1,
                 metadata: String::new(),
                 commit_timestamp_ms: at_ms,
+                record_offset: -1,
             },
         );
     }

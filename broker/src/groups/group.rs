@@ -10,6 +10,7 @@
 
 use super::error::GroupError;
 use super::offsets_log::{CommittedOffset, StoredGroup, StoredMember};
+use super::txn_offsets::PendingTxnOffsets;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use std::collections::{BTreeMap, HashMap};
@@ -275,6 +276,8 @@ pub struct Group {
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
     /// OffsetCommits accepted and still being appended (the group is not vacant meanwhile).
     pub commits_in_flight: usize,
+    /// Transactional offset commits whose transaction has not ended (TxnOffsetCommit).
+    pub pending_txn: PendingTxnOffsets,
     to_persist: Vec<StoredGroup>,
 }
 
@@ -297,6 +300,7 @@ impl Group {
             next_seq: 0,
             offsets: BTreeMap::new(),
             commits_in_flight: 0,
+            pending_txn: PendingTxnOffsets::default(),
             to_persist: Vec::new(),
         }
     }
@@ -1180,6 +1184,35 @@ impl Group {
         Ok(())
     }
 
+    /// Checks a TxnOffsetCommit's member and generation (Kafka's `validateOffsetCommit` for a
+    /// transactional commit): as [`Group::check_commit`], except that a commit without a
+    /// member (no member id, instance or generation: TxnOffsetCommit before v3) is accepted
+    /// whatever the state, and a group completing a rebalance accepts it too (the producer's
+    /// transaction does not wait for the assignment).
+    pub fn check_txn_commit(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+        now: Instant,
+    ) -> Result<(), GroupError> {
+        if let Some(error) = self.dead_or_fenced(member_id, instance) {
+            return Err(error);
+        }
+        let memberless = generation < 0 && member_id.is_empty() && instance.is_none();
+        if (generation < 0 && self.state == GroupState::Empty) || memberless {
+            return Ok(());
+        }
+        let Some(member) = self.members.get_mut(member_id) else {
+            return Err(GroupError::UnknownMemberId);
+        };
+        if generation != self.generation {
+            return Err(GroupError::IllegalGeneration);
+        }
+        member.renew_session(now);
+        Ok(())
+    }
+
     // ---- time ------------------------------------------------------------------------------
 
     /// Applies every deadline that passed by `now`: admitted ids and sessions that timed out,
@@ -1248,6 +1281,7 @@ impl Group {
             && self.pending_members.is_empty()
             && self.offsets.is_empty()
             && self.commits_in_flight == 0
+            && self.pending_txn.is_empty()
     }
 }
 

@@ -24,12 +24,13 @@ pub mod offsets_log;
 pub mod ops;
 mod placement;
 pub mod service;
+pub mod txn_offsets;
 
 use std::time::Duration;
 
 pub use coordinator::GroupCoordinator;
 pub use error::GroupError;
-pub use ops::{CommittedStatus, GroupOp, GroupReply, ListedGroup, OffsetCommitEntry};
+pub use ops::{CommittedStatus, GroupOp, GroupReply, ListedGroup, OffsetCommitEntry, TxnProducer};
 pub use placement::partition_for;
 
 /// The internal topic holding committed offsets and group metadata (Kafka's name).
@@ -46,8 +47,6 @@ pub const OFFSETS_PREALLOCATE_STEP_BYTES: u64 = 1 << 20;
 /// resolution of Kafka's timing wheel for these, which are seconds long.
 pub(crate) const DEADLINE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Bytes read per step while replaying an offsets partition.
-pub(crate) const REPLAY_READ_BYTES: usize = 1 << 20;
 /// Longest wait for an offsets append to be written (Kafka's `offsets.commit.timeout.ms`
 /// default); past it the commit fails with `COORDINATOR_NOT_AVAILABLE`.
 pub(crate) const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);

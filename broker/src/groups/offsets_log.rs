@@ -29,6 +29,10 @@ pub struct CommittedOffset {
     pub metadata: String,
     /// When the coordinator accepted the commit, ms since the epoch.
     pub commit_timestamp_ms: i64,
+    /// Offset of the record that stored it in `__consumer_offsets` (not part of the value:
+    /// where it was read or appended; -1 until known). A transaction's commit materialises
+    /// its offset only over an older record (`super::txn_offsets`).
+    pub record_offset: i64,
 }
 
 /// One member as stored in the group's metadata record.
@@ -174,6 +178,7 @@ fn decode_offset_value(mut v: &[u8]) -> Result<CommittedOffset, String> {
         leader_epoch,
         metadata,
         commit_timestamp_ms,
+        record_offset: -1,
     })
 }
 
@@ -317,6 +322,7 @@ mod tests {
                 leader_epoch: -1,
                 metadata: "meta".into(),
                 commit_timestamp_ms: 1_700_000_000_000,
+                record_offset: -1,
             }),
         });
         roundtrip(OffsetsRecord::Offset {

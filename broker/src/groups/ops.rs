@@ -17,6 +17,13 @@ pub struct OffsetCommitEntry {
     pub metadata: Option<String>,
 }
 
+/// The transactional producer a TxnOffsetCommit writes for (KIP-98).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
 /// An operation on one group, run by the shard that coordinates it.
 #[derive(Debug)]
 pub enum GroupOp {
@@ -37,9 +44,21 @@ pub enum GroupOp {
         generation: i32,
         offsets: Vec<OffsetCommitEntry>,
     },
-    /// `None`: every committed offset of the group.
+    /// TxnOffsetCommit (KIP-98): offsets committed inside `producer`'s transaction, pending
+    /// until its marker reaches the group's offsets partition. Member fields as `Commit`'s
+    /// (empty, `None` and -1 before v3).
+    TxnCommit {
+        producer: TxnProducer,
+        member_id: String,
+        group_instance_id: Option<String>,
+        generation: i32,
+        offsets: Vec<OffsetCommitEntry>,
+    },
+    /// `None`: every committed offset of the group. `require_stable` (KIP-447): a partition
+    /// with a transaction's offset pending answers `UNSTABLE_OFFSET_COMMIT`.
     FetchOffsets {
         partitions: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
     },
     Describe,
     Delete,
@@ -99,7 +118,7 @@ pub enum GroupReply {
     Leave(Vec<Result<(), GroupError>>),
     /// (topic, partition, result) per committed or deleted partition, in request order.
     PartitionErrors(Vec<(String, i32, Result<(), GroupError>)>),
-    /// (topic, partition, committed offset or `None`).
-    Offsets(Vec<(String, i32, Option<CommittedOffset>)>),
+    /// (topic, partition, committed offset or `None`, or the partition's error).
+    Offsets(Vec<(String, i32, Result<Option<CommittedOffset>, GroupError>)>),
     Described(GroupDescription),
 }

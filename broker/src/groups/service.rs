@@ -10,26 +10,23 @@
 //! shard as their [`GroupsHost`]; this file routes, checks that this shard coordinates the
 //! group's partition, and gives the engine the shard's clock and offsets partitions.
 
-use super::coordinator::LoadId;
+use super::coordinator::Replayed;
 use super::engine::{self, GroupsHost};
 use super::error::GroupError;
 use super::expiry::Expiry;
 use super::group::{self, GroupState};
 use super::offsets_log::OffsetsRecord;
-use super::ops::{GroupOp, GroupReply, ListedGroup};
-use super::{
-    partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT, REPLAY_READ_BYTES,
-};
+use super::ops::{GroupOp, GroupReply, ListedGroup, TxnProducer};
+use super::{partition_for, DEADLINE_CHECK_INTERVAL, OFFSETS_TOPIC, OFFSET_COMMIT_TIMEOUT};
+use crate::coordinator_runtime::LoadId;
 use crate::messages::ShardMsg;
-use crate::partitions::{PartitionOp, PartitionReply};
 use crate::shard::Shard;
 use futures_channel::oneshot;
 use replication::metadata::{ControllerError, ControllerOp};
-use replication::Acks;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
-use storage::{Offset, TopicPartition};
+use storage::TopicPartition;
 
 /// Runs `op` on the shard coordinating `group_id`, creating `__consumer_offsets` first if
 /// this is the cluster's first group.
@@ -186,14 +183,19 @@ impl GroupsHost for Shard {
         Shard::offsets_partition_count(self)
     }
 
-    async fn append(&self, partition: i32, records: &[OffsetsRecord]) -> Result<(), GroupError> {
-        append_offsets_records(self, partition, records).await
+    async fn append_as(
+        &self,
+        partition: i32,
+        records: &[OffsetsRecord],
+        producer: Option<TxnProducer>,
+    ) -> Result<i64, GroupError> {
+        append_offsets_records(self, partition, records, producer).await
     }
 
     async fn replay(
         &self,
         partition: i32,
-        apply: &mut dyn FnMut(OffsetsRecord),
+        apply: &mut dyn FnMut(Replayed),
     ) -> Result<(), GroupError> {
         replay(self, partition, apply).await
     }
@@ -201,16 +203,19 @@ impl GroupsHost for Shard {
 
 /// Appends `records` to `__consumer_offsets` partition `partition` (which this shard
 /// owns and leads) with `acks=all` — answered once the ISR has them, which is what lets
-/// the offsets outlive this broker — and waits until they are on this broker's disk.
-/// Errors: `InvalidCommitOffsetSize` for a commit too large for a batch, `NotCoordinator`
-/// when the leadership or the log was lost, else `CoordinatorNotAvailable` (e.g. the ISR did
-/// not have them within `offsets.commit.timeout.ms`).
+/// the offsets outlive this broker — as a transactional batch of `producer` when given
+/// (with the coordinator's origin), and waits until they are on this broker's disk. Returns
+/// the first record's offset. Errors: `InvalidCommitOffsetSize` for a commit too large for a
+/// batch, `InvalidProducerEpoch` for a fenced producer, `NotCoordinator` when the leadership
+/// or the log was lost, else `CoordinatorNotAvailable` (e.g. the ISR did not have them within
+/// `offsets.commit.timeout.ms`).
 async fn append_offsets_records(
     shard: &Shard,
     partition: i32,
     records: &[OffsetsRecord],
-) -> Result<(), GroupError> {
-    let batch = engine::offsets_batch(records, group::epoch_ms());
+    producer: Option<TxnProducer>,
+) -> Result<i64, GroupError> {
+    let batch = engine::offsets_batch(records, group::epoch_ms(), producer);
     let tp = TopicPartition {
         topic: OFFSETS_TOPIC.to_string(),
         partition,
@@ -218,32 +223,11 @@ async fn append_offsets_records(
     // Kafka's CoordinatorOperationExceptionHelper (`GroupError`'s `From`): a leader that lost
     // its leadership (or its log) is no coordinator any more, so the client looks the
     // coordinator up again.
-    match crate::partitions::service::run_here(
-        shard,
-        &tp,
-        PartitionOp::Produce {
-            records: batch,
-            acks: Acks::All,
-            timeout: OFFSET_COMMIT_TIMEOUT,
-        },
-    )
-    .await
-    {
-        PartitionReply::Produced { .. } => {}
-        PartitionReply::Error(e) => return Err(GroupError::from(e)),
-        other => {
-            tracing::error!(?other, "unexpected reply to an offsets append");
-            return Err(GroupError::CoordinatorNotAvailable);
-        }
-    }
-    let owned = crate::partitions::service::owned_partition(shard, &tp).await?;
-    owned
-        .log()
-        .flush_to(owned.log().log_end_offset())
+    crate::coordinator_runtime::log::append(shard, &tp, batch, OFFSET_COMMIT_TIMEOUT)
         .await
-        .map(|_| ())
         .map_err(GroupError::from)
 }
+
 /// Whether this shard may serve the groups of offsets `partition` now. Errors:
 /// `CoordinatorLoadInProgress` while it loads, and while the installed metadata already names
 /// this broker its leader but the shard has not applied that role yet (the shard elects the
@@ -255,7 +239,7 @@ fn coordinating(shard: &Shard, partition: i32) -> Result<(), GroupError> {
     if partitions.state(partition).is_none() && shard.metadata().leads(OFFSETS_TOPIC, partition) {
         return Err(GroupError::CoordinatorLoadInProgress);
     }
-    partitions.check(partition)
+    partitions.check(partition).map_err(GroupError::from)
 }
 
 /// Until shutdown: starts each load this shard's coordinator queues (an election,
@@ -283,33 +267,69 @@ async fn load_partition(shard: &Rc<Shard>, partition: i32, load: LoadId) {
 async fn replay(
     shard: &Shard,
     partition: i32,
-    apply: &mut dyn FnMut(OffsetsRecord),
+    apply: &mut dyn FnMut(Replayed),
 ) -> Result<(), GroupError> {
     let tp = TopicPartition {
         topic: OFFSETS_TOPIC.to_string(),
         partition,
     };
-    let unavailable = |_| GroupError::CoordinatorNotAvailable;
-    let owned = crate::partitions::service::owned_partition(shard, &tp)
-        .await
-        .map_err(unavailable)?;
-    let log = owned.log();
-    let end = log.log_end_offset();
-    let mut at = log.log_start_offset();
-    while at < end {
-        let batches = log
-            .read(at, REPLAY_READ_BYTES, end)
-            .await
-            .map_err(|_| GroupError::CoordinatorNotAvailable)?;
-        let Some(last) = batches.last() else {
-            break;
-        };
-        let next: Offset = last.header().last_offset().plus(1);
-        for batch in batches {
-            engine::replay_batch(&batch.to_vec(), partition, apply);
-        }
-        at = next;
+    crate::coordinator_runtime::log::replay(shard, &tp, &mut |batch| {
+        engine::replay_batch(batch, partition, apply)
+    })
+    .await
+    .map_err(|_| GroupError::CoordinatorNotAvailable)
+}
+
+/// A transaction marker of `producer_id` ending with `end` was written to offsets
+/// `partition` (WriteTxnMarkers, after the marker's append): the shard coordinating the
+/// partition materialises or discards the pending transactional offsets of its groups
+/// (Kafka's `GroupCoordinator.onTransactionCompleted`). Errors: `NotCoordinator` when this
+/// broker does not coordinate the partition, `CoordinatorLoadInProgress` while it loads (its
+/// replay may not reach the marker: the transaction coordinator retries the marker), or
+/// `CoordinatorNotAvailable` when the owning shard is unavailable.
+pub async fn on_txn_marker(
+    shard: &Rc<Shard>,
+    partition: i32,
+    producer_id: i64,
+    end: storage::TxnResult,
+) -> Result<(), GroupError> {
+    let Some(owner) = shard.metadata().owner(OFFSETS_TOPIC, partition) else {
+        return Err(GroupError::NotCoordinator);
+    };
+    if owner == shard.id {
+        return complete_transaction_here(shard, partition, producer_id, end);
     }
+    let (reply, answer) = oneshot::channel();
+    let msg = ShardMsg::TxnMarker {
+        partition,
+        producer_id,
+        end,
+        reply,
+    };
+    if shard.send(owner, msg).await.is_err() {
+        return Err(GroupError::CoordinatorNotAvailable);
+    }
+    answer
+        .await
+        .unwrap_or(Err(GroupError::CoordinatorNotAvailable))
+}
+
+/// [`on_txn_marker`] on the shard that owns offsets `partition`.
+pub fn complete_transaction_here(
+    shard: &Shard,
+    partition: i32,
+    producer_id: i64,
+    end: storage::TxnResult,
+) -> Result<(), GroupError> {
+    coordinating(shard, partition)?;
+    let groups = engine::complete_transaction(shard, partition, producer_id, end);
+    tracing::debug!(
+        partition,
+        producer_id,
+        ?end,
+        groups,
+        "transaction completed"
+    );
     Ok(())
 }
 

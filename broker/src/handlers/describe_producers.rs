@@ -1,12 +1,12 @@
-//! DescribeProducers (key 61, v0, KIP-664): each partition's active producers on its leader —
-//! producer id and epoch, last sequence, last timestamp, coordinator epoch and the first
-//! offset of its open transaction (-1 when none) — as Kafka's
-//! `ReplicaManager.activeProducerState`, asked of the partition's owning shard
-//! ([`PartitionOp::DescribeProducers`]). A partition the image does not know answers
-//! UNKNOWN_TOPIC_OR_PARTITION, one this broker does not lead NOT_LEADER_OR_FOLLOWER (Kafka
-//! also answers from a follower's log; its admin client asks the leader). Kafka authorizes
-//! READ on the topic; this broker has no ACLs yet. `kafka-transactions.sh describe-producers`
-//! uses it.
+//! DescribeProducers (key 61, v0, KIP-664): each partition's active producers in this
+//! broker's replica of it, leader or follower — producer id and epoch, last sequence, last
+//! timestamp (of its last batch, markers included), coordinator epoch and the first offset of
+//! its open transaction (-1 when none) — as Kafka's `ReplicaManager.activeProducerState`,
+//! asked of the partition's owning shard ([`PartitionOp::DescribeProducers`]). A partition the
+//! image does not know answers UNKNOWN_TOPIC_OR_PARTITION, one of which this broker holds no
+//! replica NOT_LEADER_OR_FOLLOWER. Kafka's admin client asks the leader unless told a broker
+//! (`kafka-transactions.sh describe-producers --broker-id`). Kafka authorizes READ on the
+//! topic; this broker has no ACLs yet.
 
 use super::wire::topic_name;
 use crate::authz::{self, AclOperation};
@@ -50,7 +50,7 @@ pub async fn handle(
                 .filter(|_| authz::topic(shard, session, AclOperation::Read, name))
                 .and_then(|t| metadata.placement(t, index));
             let op = PartitionOp::DescribeProducers;
-            asks.push(crate::partitions::service::call_placed(
+            asks.push(crate::partitions::service::call_hosted(
                 shard, tp, placement, op,
             ));
         }

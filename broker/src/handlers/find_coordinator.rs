@@ -1,9 +1,9 @@
 //! FindCoordinator (key 10), v0–4: a group's coordinator is the broker leading the group's
 //! `__consumer_offsets` partition (there, its groups live on the shard owning that partition,
 //! reached over the shard mesh).
-//! The first group key creates `__consumer_offsets`, as in Kafka. Transaction coordinators
-//! do not exist here: transactional ids are refused as InitProducerId refuses them. v4
-//! (KIP-699) batches keys.
+//! A transactional id's coordinator is the broker leading its `__transaction_state` partition
+//! (`crate::txn`). The first key of each type creates its topic, as in Kafka. v4 (KIP-699)
+//! batches keys.
 
 use super::wire::str_bytes;
 use crate::authz::{self, AclOperation};
@@ -55,7 +55,7 @@ pub async fn handle(
             KEY_TYPE_GROUP => match crate::groups::service::ensure_offsets_topic(shard).await {
                 Ok(partitions) => {
                     let partition = crate::groups::partition_for(&key, partitions);
-                    match coordinator_of(shard, partition) {
+                    match leader_of(shard, crate::groups::OFFSETS_TOPIC, partition) {
                         Some(broker) => {
                             c.node_id = BrokerId(broker.id);
                             c.host = str_bytes(broker.host);
@@ -73,10 +73,27 @@ pub async fn handle(
                     "the offsets topic cannot be created",
                 )),
             },
-            KEY_TYPE_TRANSACTION => Some((
-                ResponseError::TransactionalIdAuthorizationFailed,
-                "transactions are not supported",
-            )),
+            KEY_TYPE_TRANSACTION => match crate::txn::service::ensure_txn_topic(shard).await {
+                Ok(partitions) => {
+                    let partition = crate::coordinator_runtime::partition_for(&key, partitions);
+                    match leader_of(shard, crate::txn::TXN_TOPIC, partition) {
+                        Some(broker) => {
+                            c.node_id = BrokerId(broker.id);
+                            c.host = str_bytes(broker.host);
+                            c.port = i32::from(broker.port);
+                            None
+                        }
+                        None => Some((
+                            ResponseError::CoordinatorNotAvailable,
+                            "the transactional id's partition has no live leader",
+                        )),
+                    }
+                }
+                Err(_) => Some((
+                    ResponseError::CoordinatorNotAvailable,
+                    "the transaction state topic cannot be created",
+                )),
+            },
             _ => Some((ResponseError::InvalidRequest, "unknown key type")),
         };
         if let Some((e, message)) = error {
@@ -101,12 +118,10 @@ pub async fn handle(
     response
 }
 
-/// The live broker leading `__consumer_offsets` partition `partition`.
-fn coordinator_of(shard: &Shard, partition: i32) -> Option<crate::metadata::LiveBroker> {
+/// The live broker leading partition `partition` of coordinator topic `topic`.
+fn leader_of(shard: &Shard, topic: &str, partition: i32) -> Option<crate::metadata::LiveBroker> {
     let meta = shard.metadata();
-    let leader = meta
-        .partition(crate::groups::OFFSETS_TOPIC, partition)?
-        .leader;
+    let leader = meta.partition(topic, partition)?.leader;
     crate::metadata::live_brokers(&meta, &shard.config)
         .into_iter()
         .find(|b| b.id == leader)

@@ -1,23 +1,41 @@
-//! InitProducerId (key 22): a new idempotent-producer id with epoch 0, or — when the client
-//! names its current id and epoch (v3+, KIP-360) — the same id with the epoch bumped, which
-//! fences the older epoch. There is no transaction coordinator yet: a request with a
-//! transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a non-retriable
-//! error, so clients fail at once rather than retrying), and the coordinator's APIs
-//! (AddPartitionsToTxn, EndTxn, ...) are not advertised; the partition side (transactional
-//! batches, WriteTxnMarkers, read_committed, DescribeProducers) is served.
+//! InitProducerId (key 22), v0–5: without a transactional id, a new idempotent-producer id
+//! with epoch 0, or — when the client names its current id and epoch (v3+, KIP-360) — the
+//! same id with the epoch bumped, which fences the older epoch. With a transactional id, the
+//! transaction coordinator answers (`crate::txn`): a new producer id or an epoch bump that
+//! fences the previous producer, an open transaction aborted first (CONCURRENT_TRANSACTIONS
+//! until it completed), KIP-360's bump after a retriable error. Before v4 PRODUCER_FENCED is
+//! answered INVALID_PRODUCER_EPOCH, as Kafka does. v6 (KIP-939's two-phase commit) is not
+//! served.
 
-use crate::errors::{code, controller_error};
+use super::txn_errors::txn_error_code;
+use crate::errors::controller_error;
 use crate::shard::Shard;
-use net::kafka_protocol::error::ResponseError;
+use crate::txn::{TxnOp, TxnReply};
 use net::kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use std::rc::Rc;
 
-pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: InitProducerIdRequest,
+    version: i16,
+) -> InitProducerIdResponse {
     let mut response = InitProducerIdResponse::default();
     response.producer_id = ProducerId(-1);
     response.producer_epoch = -1;
-    if req.transactional_id.is_some() {
-        response.error_code = code(ResponseError::TransactionalIdAuthorizationFailed);
+    if let Some(transactional_id) = &req.transactional_id {
+        let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
+        let op = TxnOp::InitProducerId {
+            timeout_ms: req.transaction_timeout_ms,
+            expected,
+        };
+        match crate::txn::service::call(shard, &transactional_id.0, op).await {
+            TxnReply::ProducerId(Ok((id, epoch))) => {
+                response.producer_id = ProducerId(id);
+                response.producer_epoch = epoch;
+            }
+            TxnReply::ProducerId(Err(e)) => response.error_code = txn_error_code(e, version < 4),
+            other => tracing::error!(?other, "unexpected reply to InitProducerId"),
+        }
         return response;
     }
     if req.producer_id.0 >= 0 {

@@ -3,6 +3,8 @@
 //! advertises in ApiVersions; only versions that are fully implemented are listed.
 
 mod acl_wire;
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod alter_client_quotas;
 mod alter_configs;
 mod api_versions;
@@ -24,7 +26,9 @@ mod describe_log_dirs;
 mod describe_producers;
 mod describe_quorum;
 mod describe_topic_partitions;
+mod describe_transactions;
 mod elect_leaders;
+mod end_txn;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -36,6 +40,7 @@ mod leave_group;
 mod list_groups;
 mod list_offsets;
 mod list_partition_reassignments;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -44,6 +49,8 @@ mod offset_for_leader_epoch;
 mod produce;
 mod replica_assignment;
 mod sync_group;
+mod txn_errors;
+mod txn_offset_commit;
 mod unregister_broker;
 mod update_features;
 mod wire;
@@ -113,7 +120,9 @@ registry! {
             respond(call.key, call.version, call.correlation_id, &response)
         }
     },
-    InitProducerId 0..=4 => |shard, req, _call| init_producer_id::handle(shard, req).await,
+    InitProducerId 0..=5 => |shard, req, call| {
+        init_producer_id::handle(shard, req, call.version).await
+    },
     Fetch 4..=16 => raw |shard, req, call| {
         fetch::handle(shard, call.session, call.client_id, req, call.version, call.correlation_id).await
     },
@@ -164,6 +173,13 @@ registry! {
     OffsetForLeaderEpoch 2..=4 => |shard, req, call| {
         offset_for_leader_epoch::handle(shard, call.session, req).await
     },
+    AddPartitionsToTxn 0..=5 => |shard, req, call| {
+        add_partitions_to_txn::handle(shard, req, call.version).await
+    },
+    AddOffsetsToTxn 0..=4 => |shard, req, call| {
+        add_offsets_to_txn::handle(shard, req, call.version).await
+    },
+    EndTxn 0..=4 => |shard, req, call| end_txn::handle(shard, req, call.version).await,
     WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
     DescribeProducers 0..=0 => |shard, req, call| describe_producers::handle(shard, call.session, req).await,
     DescribeQuorum 0..=2 => |shard, req, call| {
@@ -175,6 +191,13 @@ registry! {
     },
     DescribeTopicPartitions 0..=0 => |shard, req, call| {
         describe_topic_partitions::handle(shard, call.session, &req)
+    },
+    TxnOffsetCommit 0..=5 => |shard, req, _call| txn_offset_commit::handle(shard, req).await,
+    DescribeTransactions 0..=0 => |shard, req, _call| {
+        describe_transactions::handle(shard, req).await
+    },
+    ListTransactions 0..=1 => |shard, req, call| {
+        list_transactions::handle(shard, req, call.version).await
     },
 }
 

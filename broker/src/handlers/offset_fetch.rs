@@ -1,6 +1,8 @@
 //! OffsetFetch (key 9), v1–8: a group's committed offsets; -1 (with empty metadata) for a
 //! partition or group with none. From v2 a null topic list means every committed partition;
-//! v8 (KIP-709) asks for several groups at once.
+//! v8 (KIP-709) asks for several groups at once. v7+ `require_stable` (KIP-447): a partition
+//! with a transaction's offset commit pending (TxnOffsetCommit, until its marker) answers
+//! UNSTABLE_OFFSET_COMMIT; without it, the last committed offset (pending ones never show).
 
 use super::offset_commit::group_by_topic;
 use super::wire::{str_bytes, topic_name};
@@ -18,8 +20,11 @@ use net::kafka_protocol::messages::offset_fetch_response::{
 use net::kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
 use std::rc::Rc;
 
+/// One partition's answer: its committed offset (or none), or its error code.
+type PartitionOffset = Result<Option<CommittedOffset>, i16>;
+
 /// One group's answer: a group-level error code and per-partition committed offsets.
-type GroupOffsets = (i16, Vec<(String, i32, Option<CommittedOffset>)>);
+type GroupOffsets = (i16, Vec<(String, i32, PartitionOffset)>);
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -35,7 +40,8 @@ pub async fn handle(
                     .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
-            let (error, offsets) = fetch(shard, session, &g.group_id.0, wanted).await;
+            let (error, offsets) =
+                fetch(shard, session, &g.group_id.0, wanted, req.require_stable).await;
             let mut group = OffsetFetchResponseGroup::default();
             group.group_id = GroupId(g.group_id.0.clone());
             group.error_code = error;
@@ -49,8 +55,9 @@ pub async fn handle(
                         .map(|(index, c)| {
                             let mut p = OffsetFetchResponsePartitions::default();
                             p.partition_index = index;
+                            p.error_code = c.as_ref().err().copied().unwrap_or(0);
                             (p.committed_offset, p.committed_leader_epoch, p.metadata) =
-                                committed_fields(c);
+                                committed_fields(c.unwrap_or(None));
                             p
                         })
                         .collect();
@@ -66,7 +73,7 @@ pub async fn handle(
             .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    let (error, offsets) = fetch(shard, session, &req.group_id.0, wanted).await;
+    let (error, offsets) = fetch(shard, session, &req.group_id.0, wanted, req.require_stable).await;
     // v1 has no group-level error: it goes on every partition.
     let partition_error = if version < 2 { error } else { 0 };
     response.error_code = if version >= 2 { error } else { 0 };
@@ -80,9 +87,9 @@ pub async fn handle(
                 .map(|(index, c)| {
                     let mut p = OffsetFetchResponsePartition::default();
                     p.partition_index = index;
-                    p.error_code = partition_error;
+                    p.error_code = c.as_ref().err().copied().unwrap_or(partition_error);
                     (p.committed_offset, p.committed_leader_epoch, p.metadata) =
-                        committed_fields(c);
+                        committed_fields(c.unwrap_or(None));
                     p
                 })
                 .collect();
@@ -92,20 +99,23 @@ pub async fn handle(
     response
 }
 
-/// The group's offsets: its error code and the partitions' offsets. Kafka's
-/// `handleOffsetFetchRequest`: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; when
-/// every partition is asked for, those of topics the principal may not DESCRIBE are left out.
+/// The group's committed offsets of `wanted` (`None`: all). With `require_stable` (v7+,
+/// KIP-447) a partition with a transaction's offset commit pending answers
+/// UNSTABLE_OFFSET_COMMIT (and offset -1). Kafka's `handleOffsetFetchRequest`: DESCRIBE on
+/// the group, else GROUP_AUTHORIZATION_FAILED; when every partition is asked for, those of
+/// topics the principal may not DESCRIBE are left out.
 async fn fetch(
     shard: &Rc<Shard>,
     session: &Session,
     group_id: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> GroupOffsets {
     let unanswered = |wanted: &Option<Vec<(String, Vec<i32>)>>| {
         wanted
             .iter()
             .flatten()
-            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p, None)))
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p, Ok(None))))
             .collect::<Vec<_>>()
     };
     if !authz::group(shard, session, AclOperation::Describe, group_id) {
@@ -120,16 +130,19 @@ async fn fetch(
     let every_partition = wanted.is_none();
     let op = GroupOp::FetchOffsets {
         partitions: wanted.clone(),
+        require_stable,
     };
     match crate::groups::service::call(shard, group_id, op).await {
-        GroupReply::Offsets(mut offsets) => {
-            if every_partition {
-                offsets.retain(|(topic, ..)| {
-                    authz::topic(shard, session, AclOperation::Describe, topic)
-                });
-            }
-            (0, offsets)
-        }
+        GroupReply::Offsets(offsets) => (
+            0,
+            offsets
+                .into_iter()
+                .filter(|(topic, ..)| {
+                    !every_partition || authz::topic(shard, session, AclOperation::Describe, topic)
+                })
+                .map(|(t, p, c)| (t, p, c.map_err(crate::errors::group_error_code)))
+                .collect(),
+        ),
         GroupReply::Error(e) => (crate::errors::group_error_code(e), unanswered(&wanted)),
         other => {
             tracing::error!(?other, "unexpected reply to OffsetFetch");

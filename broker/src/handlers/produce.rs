@@ -156,6 +156,7 @@ pub async fn handle(
                     records,
                     acks,
                     timeout,
+                    origin: storage::AppendOrigin::Client,
                 };
                 match crate::partitions::service::call_placed(shard, tp, placement, op).await {
                     PartitionReply::Error(e) => Err(Refusal::of(&e)),

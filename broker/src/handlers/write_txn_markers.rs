@@ -11,16 +11,24 @@
 //! image does not know answers UNKNOWN_TOPIC_OR_PARTITION, one this broker does not lead
 //! NOT_LEADER_OR_FOLLOWER, a producer epoch older than the partition's INVALID_PRODUCER_EPOCH,
 //! a coordinator epoch older than the producer's last marker's TRANSACTION_COORDINATOR_FENCED,
-//! a full or failed disk KAFKA_STORAGE_ERROR.
+//! a full or failed disk KAFKA_STORAGE_ERROR, and a partition whose owning shard is stopping
+//! NOT_LEADER_OR_FOLLOWER (the coordinator retries it).
 //!
-//! Kafka authorizes this inter-broker API with CLUSTER_ACTION on the cluster; this broker has
-//! no ACLs yet, so any client may call it. Not done yet: a marker on `__consumer_offsets`
-//! completes the producer's pending transactional offset commits in Kafka (TxnOffsetCommit is
-//! not served yet).
+//! A marker written to a `__consumer_offsets` partition then ends the producer's pending
+//! transactional offset commits there (TxnOffsetCommit): the shard coordinating that
+//! partition's groups is told, with the commit or abort, before the answer; a coordinator
+//! that is loading or gone answers NOT_LEADER_OR_FOLLOWER (Kafka maps its coordinator errors
+//! so), and the transaction coordinator retries.
+//!
+//! The transaction coordinator (`crate::txn`) sends these to other brokers; its own
+//! partitions' markers it writes through the partition service directly. Kafka authorizes this
+//! inter-broker API with CLUSTER_ACTION on the cluster.
 
 use super::wire::topic_name;
 use crate::errors::{code, partition_op_error_code};
-use crate::partitions::{PartitionOp, PartitionReply};
+use crate::groups::service::on_txn_marker;
+use crate::groups::{GroupError, OFFSETS_TOPIC};
+use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::write_txn_markers_response::{
@@ -37,6 +45,9 @@ const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     let metadata = shard.metadata();
     let mut writes = Vec::new();
+    // Per partition, in response order: the offsets partition and the marker's producer and
+    // result when the partition is one of `__consumer_offsets` (its groups are told).
+    let mut offsets_targets: Vec<Option<(i32, i64, TxnResult)>> = Vec::new();
     let mut response = WriteTxnMarkersResponse::default();
     for m in &req.markers {
         let marker = TxnMarker {
@@ -69,6 +80,11 @@ pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnM
                     marker,
                     timeout: MARKER_TIMEOUT,
                 };
+                offsets_targets.push((name == OFFSETS_TOPIC).then_some((
+                    index,
+                    marker.producer_id,
+                    marker.result,
+                )));
                 writes.push(crate::partitions::service::call_placed(
                     shard, tp, placement, op,
                 ));
@@ -84,18 +100,92 @@ pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnM
         .iter_mut()
         .flat_map(|m| &mut m.topics)
         .flat_map(|t| &mut t.partitions);
-    for (slot, reply) in slots.zip(replies) {
-        slot.error_code = match reply {
-            PartitionReply::MarkerWritten { offset } => {
-                tracing::debug!(offset, "transaction marker written");
-                0
-            }
-            PartitionReply::Error(e) => partition_op_error_code(&e),
-            other => {
-                tracing::error!(?other, "unexpected reply to a transaction marker");
-                code(ResponseError::UnknownServerError)
-            }
-        };
+    for ((slot, reply), target) in slots.zip(replies).zip(offsets_targets) {
+        slot.error_code = marker_error_code(reply);
+        if let (0, Some((partition, producer_id, end))) = (slot.error_code, target) {
+            let completed = on_txn_marker(shard, partition, producer_id, end).await;
+            slot.error_code = completion_error_code(completed);
+        }
     }
     response
+}
+
+/// The code of a marker written to an offsets partition once its groups were told (Kafka's
+/// `KafkaApis.handleWriteTxnMarkersRequest` after `GroupCoordinator.completeTransaction`): a
+/// coordinator that is loading, moved or unavailable answers NOT_LEADER_OR_FOLLOWER, so the
+/// transaction coordinator sends the marker again (a second marker ends nothing more in the
+/// log, and its notification completes the groups' pending offsets then).
+fn completion_error_code(completed: Result<(), GroupError>) -> i16 {
+    match completed {
+        Ok(()) => 0,
+        Err(
+            GroupError::NotCoordinator
+            | GroupError::CoordinatorLoadInProgress
+            | GroupError::CoordinatorNotAvailable,
+        ) => code(ResponseError::NotLeaderOrFollower),
+        Err(e) => crate::errors::group_error_code(e),
+    }
+}
+
+/// The per-partition error code of one marker's reply. A partition whose owning shard is
+/// stopping or unreachable answers NOT_LEADER_OR_FOLLOWER, as one this broker does not lead:
+/// Kafka's coordinator (`TransactionMarkerRequestCompletionHandler`) retries that, after a
+/// metadata refresh, while an unexpected code such as UNKNOWN_SERVER_ERROR makes it give up on
+/// the marker.
+fn marker_error_code(reply: PartitionReply) -> i16 {
+    match reply {
+        PartitionReply::MarkerWritten { offset } => {
+            tracing::debug!(offset, "transaction marker written");
+            0
+        }
+        PartitionReply::Error(PartitionOpError::ShardUnavailable) => {
+            code(ResponseError::NotLeaderOrFollower)
+        }
+        PartitionReply::Error(e) => partition_op_error_code(&e),
+        other => {
+            tracing::error!(?other, "unexpected reply to a transaction marker");
+            code(ResponseError::UnknownServerError)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unavailable_or_unled_partition_answers_not_leader_or_follower() {
+        let not_leader = code(ResponseError::NotLeaderOrFollower);
+        for e in [
+            PartitionOpError::ShardUnavailable,
+            PartitionOpError::NotLeaderOrFollower,
+        ] {
+            assert_eq!(marker_error_code(PartitionReply::Error(e)), not_leader);
+        }
+        assert_eq!(
+            marker_error_code(PartitionReply::MarkerWritten { offset: 3 }),
+            0
+        );
+        assert_eq!(
+            marker_error_code(PartitionReply::Error(
+                PartitionOpError::UnknownTopicOrPartition
+            )),
+            code(ResponseError::UnknownTopicOrPartition)
+        );
+    }
+
+    #[test]
+    fn a_group_coordinator_not_ready_for_the_marker_answers_not_leader_or_follower() {
+        assert_eq!(completion_error_code(Ok(())), 0);
+        for e in [
+            GroupError::NotCoordinator,
+            GroupError::CoordinatorLoadInProgress,
+            GroupError::CoordinatorNotAvailable,
+        ] {
+            assert_eq!(
+                completion_error_code(Err(e)),
+                code(ResponseError::NotLeaderOrFollower)
+            );
+        }
+    }
 }

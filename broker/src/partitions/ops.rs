@@ -20,6 +20,9 @@ pub enum PartitionOp {
         records: Bytes,
         acks: Acks,
         timeout: Duration,
+        /// A client's, or a coordinator's write of its own log (TxnOffsetCommit's
+        /// transactional records: sequences not checked, as Kafka's COORDINATOR origin).
+        origin: storage::AppendOrigin,
     },
     /// A consumer fetch of this partition, answered once (see
     /// [`replication::Partition::fetch`]): batches from `offset`, at most `max_bytes` (first
@@ -119,8 +122,8 @@ pub enum PartitionOp {
         marker: storage::TxnMarker,
         timeout: Duration,
     },
-    /// DescribeProducers (KIP-664): the producers this leader's log knows, answered with
-    /// [`PartitionReply::Producers`].
+    /// DescribeProducers (KIP-664): the producers this replica's log knows (leader or
+    /// follower), answered with [`PartitionReply::Producers`].
     DescribeProducers,
 }
 

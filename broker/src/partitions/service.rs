@@ -42,6 +42,26 @@ pub async fn call_placed(
     on_owner(shard, owner, tp, op).await
 }
 
+/// Runs `op` on the partition's owning shard, here or over the mesh, when this broker is one
+/// of its replicas, leader or follower — `placement` resolved as for [`call_placed`]. Errors:
+/// [`PartitionOpError::UnknownTopicOrPartition`] without a placement,
+/// [`PartitionOpError::NotLeaderOrFollower`] when this broker holds no replica of it (Kafka's
+/// `ReplicaManager.getPartitionOrError` for a partition hosted elsewhere).
+pub async fn call_hosted(
+    shard: &Rc<Shard>,
+    tp: TopicPartition,
+    placement: Option<Placement>,
+    op: PartitionOp,
+) -> PartitionReply {
+    let Some(placement) = placement else {
+        return PartitionReply::Error(PartitionOpError::UnknownTopicOrPartition);
+    };
+    let Some(owner) = placement.owner else {
+        return PartitionReply::Error(PartitionOpError::NotLeaderOrFollower);
+    };
+    on_owner(shard, owner, tp, op).await
+}
+
 /// Runs a follower's `op` ([`PartitionOp::FollowerPosition`], [`PartitionOp::AppendAsFollower`],
 /// [`PartitionOp::TruncateToDivergingEpoch`], [`PartitionOp::HandleOutOfRange`]) on the partition's owning shard, here or over
 /// the mesh, whoever leads it (the partition's own role decides). Errors:
@@ -144,7 +164,8 @@ async fn run(
             records,
             acks,
             timeout,
-        } => produce(shard, tp, &partition, records, acks, timeout).await,
+            origin,
+        } => produce(shard, tp, &partition, records, acks, timeout, origin).await,
         op @ PartitionOp::Fetch { .. } => fetch(shard, tp, partition, op).await,
         op @ PartitionOp::ReplicaFetch { .. } => replica_fetch(shard, tp, &partition, op).await,
         PartitionOp::FollowerPosition => {
@@ -200,7 +221,7 @@ async fn run(
         PartitionOp::WriteTxnMarker { marker, timeout } => {
             write_txn_marker(shard, &partition, marker, timeout).await
         }
-        PartitionOp::DescribeProducers => describe_producers(shard, &partition).await,
+        PartitionOp::DescribeProducers => describe_producers(&partition).await,
     }
 }
 
@@ -235,20 +256,20 @@ async fn write_txn_marker(
     })
 }
 
-/// DescribeProducers on the leader (Kafka's `Partition.activeProducerState`): every producer
-/// the log knows, its last timestamp read from its last remembered batch (-1 when that batch
-/// is gone or none is remembered; Kafka also counts a marker's timestamp, not kept here).
+/// DescribeProducers on any replica, leader or follower (Kafka's
+/// `ReplicaManager.activeProducerState` reads whichever log this broker has): every producer
+/// the log knows, its last timestamp that of its last batch, data or marker (as Kafka's
+/// `lastTimestamp`); for a producer restored from a snapshot that did not keep it, read from
+/// its last remembered data batch (-1 when that batch is gone or none is remembered).
 async fn describe_producers(
-    shard: &Shard,
     partition: &crate::shard::LocalPartition,
 ) -> Result<PartitionReply, PartitionOpError> {
-    if partition.leader() != partition_node(shard) {
-        return Err(PartitionOpError::NotLeaderOrFollower);
-    }
     let log = partition.log();
     let mut out = Vec::new();
     for p in log.active_producers() {
         let last_timestamp = match p.last_batch_base {
+            _ if p.last_timestamp_ms >= 0 => p.last_timestamp_ms,
+            // Restored from a version-1 snapshot: its last data batch says.
             Some(base) if base >= log.log_start_offset() && base < log.log_end_offset() => log
                 .read(base, 1, log.log_end_offset())
                 .await
@@ -284,12 +305,13 @@ async fn produce(
     records: bytes::Bytes,
     acks: replication::Acks,
     timeout: std::time::Duration,
+    origin: storage::AppendOrigin,
 ) -> Result<PartitionReply, PartitionOpError> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let batches = match shard.topic_configs.borrow().get(tp) {
-        Some(config) => check_produce(&records, config, now_ms)?,
+        Some(config) => check_produce(&records, config, now_ms)?.with_origin(origin),
         // Closed while the request was on its way (the log refuses it too).
         None => return Err(PartitionOpError::UnknownTopicOrPartition),
     };

@@ -618,7 +618,7 @@ pub fn listed_offset(
 /// One request–response exchange of `frame` (size-prefixed) with `leader` over `connection`
 /// (opened first when `None`), bounded by [`REPLICA_SOCKET_TIMEOUT`]; returns the response
 /// frame without its size prefix.
-async fn round_trip(
+pub(crate) async fn round_trip(
     shard: &Shard,
     leader: i32,
     connection: &mut Option<TcpStream>,
@@ -741,7 +741,7 @@ fn encode_fetch(
 /// `correlation_id`, this fetcher's client id), then the request. Errors:
 /// [`FetcherError::Encode`] (naming the request `api`) when the codec refuses it or it
 /// exceeds 4 GiB.
-fn frame<R: Encodable>(
+pub(crate) fn frame<R: Encodable>(
     api_key: ApiKey,
     api: &'static str,
     version: i16,
@@ -846,7 +846,7 @@ pub fn decode_fetch(
 /// `leader`, answering `correlation_id`: the inverse of [`frame`]. Errors:
 /// [`FetcherError::Decode`] (naming `api`) when it does not decode or bytes follow it,
 /// [`FetcherError::CorrelationMismatch`] when it answers another request.
-fn unframe<R: Decodable>(
+pub(crate) fn unframe<R: Decodable>(
     leader: i32,
     api_key: ApiKey,
     api: &'static str,

@@ -97,9 +97,9 @@ pub struct MetadataImage {
     /// have been handed out.
     pub next_broker_epoch: i64,
     pub producer_ids: ProducerIdsImage,
-    /// Finalized feature levels by feature name (`FeatureLevelRecord`s; a feature at level 0
-    /// is not kept). `metadata.version` absent: the bootstrap level
-    /// ([`super::METADATA_VERSION_BOOTSTRAP`]).
+    /// Finalized feature levels by feature name, as the last `FeatureLevelRecord` of each set
+    /// them (0 included). A feature absent has its bootstrap level (`metadata.version`
+    /// [`super::METADATA_VERSION_BOOTSTRAP`], `transaction.version` 1, the rest 0).
     pub features: BTreeMap<String, i16>,
     /// ACLs by id (invariant 5: no two ids carry the same binding).
     pub acls: BTreeMap<Uuid, AclBinding>,
@@ -229,11 +229,9 @@ impl MetadataImage {
                 name,
                 feature_level,
             }) => {
-                if *feature_level == 0 {
-                    self.features.remove(name);
-                } else {
-                    self.features.insert(name.clone(), *feature_level);
-                }
+                // Kept at 0 too: a feature with a bootstrap level (`transaction.version`) set to
+                // 0 stays 0.
+                self.features.insert(name.clone(), *feature_level);
                 Ok(())
             }
         }

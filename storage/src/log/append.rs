@@ -17,7 +17,7 @@ use crate::io::{
 };
 use crate::producer_state::{ProducerState, SequenceCheck};
 use crate::segment::Segment;
-use crate::txn::{parse_marker, TxnMarker};
+use crate::txn::{control_batch_marker, TxnMarker};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use crate::validated::ValidatedBatches;
 use crate::writer::{WriteOp, Writer, ZeroOp};
@@ -81,6 +81,10 @@ impl PartitionLog {
         leader_epoch: LeaderEpoch,
         until: AppendUntil,
     ) -> Result<AppendInfo> {
+        let origin = match batches.origin() {
+            crate::validated::AppendOrigin::Client => Origin::Leader(leader_epoch),
+            crate::validated::AppendOrigin::Coordinator => Origin::Coordinator(leader_epoch),
+        };
         let batches = batches.into_batches();
         let max_message_bytes = self.shared.config.borrow().max_message_bytes;
         // Kafka's LogValidator: markers come from the transaction coordinator only.
@@ -98,9 +102,7 @@ impl PartitionLog {
                 .into());
             }
         }
-        let mut info = self
-            .append_batches(batches, Origin::Leader(leader_epoch))
-            .await?;
+        let mut info = self.append_batches(batches, origin).await?;
         if until == AppendUntil::Written {
             self.wait_acknowledgeable(&mut info).await?;
         }
@@ -209,7 +211,10 @@ impl PartitionLog {
     ) -> Result<Option<crate::producer_state::BatchMeta>> {
         let st = self.shared.state.borrow();
         match origin {
-            Origin::Leader(_) => check_sequences(&st.producers, st.log_end, batches, markers),
+            Origin::Leader(_) => check_sequences(&st.producers, st.log_end, batches, markers, true),
+            Origin::Coordinator(_) => {
+                check_sequences(&st.producers, st.log_end, batches, markers, false)
+            }
             // The leader checked the sequences; a follower takes its batches as they are
             // (Kafka's REPLICATION origin), and only where they continue the log.
             Origin::Follower => {
@@ -288,7 +293,7 @@ impl PartitionLog {
         let interval = shared.config.borrow().index_interval_bytes;
         let mut st = shared.state.borrow_mut();
         let first_base = match origin {
-            Origin::Leader(_) => st.log_end,
+            Origin::Leader(_) | Origin::Coordinator(_) => st.log_end,
             Origin::Follower => batches[0].0.base_offset,
         };
         let mut max_timestamp = TimestampMs(i64::MIN);
@@ -299,11 +304,11 @@ impl PartitionLog {
             let marker = markers.get(i).copied().flatten();
             // A follower keeps the leader's offsets, gaps of compaction included.
             let base = match origin {
-                Origin::Leader(_) => st.log_end,
+                Origin::Leader(_) | Origin::Coordinator(_) => st.log_end,
                 Origin::Follower => header.base_offset,
             };
             let (stamped, header) = match origin {
-                Origin::Leader(epoch) => {
+                Origin::Leader(epoch) | Origin::Coordinator(epoch) => {
                     stamp_leader_batch(&bytes, header, base, epoch, log_append_time)
                 }
                 Origin::Follower => {
@@ -347,7 +352,7 @@ impl PartitionLog {
     /// leader stamped it already.
     fn append_time(&self, origin: Origin) -> Option<TimestampMs> {
         match origin {
-            Origin::Leader(_) => self
+            Origin::Leader(_) | Origin::Coordinator(_) => self
                 .shared
                 .config
                 .borrow()
@@ -638,6 +643,7 @@ fn check_sequences(
     log_end: Offset,
     batches: &[(BatchHeader, Bytes)],
     markers: &[Option<TxnMarker>],
+    check_sequence_numbers: bool,
 ) -> Result<Option<crate::producer_state::BatchMeta>> {
     let refuse = |h: &BatchHeader, check: SequenceCheck| match check {
         SequenceCheck::Append | SequenceCheck::Duplicate(_) => StorageError::DuplicateSequence {
@@ -668,7 +674,8 @@ fn check_sequences(
     let check =
         |state: &ProducerState, header: &BatchHeader, marker: Option<&TxnMarker>| match marker {
             Some(marker) => state.check_marker(marker),
-            None => state.check(header),
+            None if check_sequence_numbers => state.check(header),
+            None => state.check_epoch(header),
         };
     let marker_of = |i: usize| markers.get(i).and_then(Option::as_ref);
     if let [(header, _)] = batches {
@@ -710,13 +717,20 @@ fn wall_clock_ms() -> TimestampMs {
     TimestampMs(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Each control batch's marker, parsed before anything is appended (KIP-98); empty (no
-/// allocation on the produce path) when there is no control batch.
+/// Each control batch's marker, parsed before anything is appended (KIP-98; `None` for a
+/// data batch and for a control batch compaction emptied); empty (no allocation on the produce
+/// path) when there is no control batch.
 fn control_markers(batches: &[(BatchHeader, Bytes)]) -> Result<Vec<Option<TxnMarker>>> {
     let markers = if batches.iter().any(|(h, _)| h.is_control()) {
         batches
             .iter()
-            .map(|(h, b)| h.is_control().then(|| parse_marker(b)).transpose())
+            .map(|(h, b)| {
+                if h.is_control() {
+                    control_batch_marker(b)
+                } else {
+                    Ok(None)
+                }
+            })
             .collect::<std::result::Result<Vec<_>, BatchError>>()?
     } else {
         Vec::new()
@@ -747,7 +761,7 @@ fn stamp_leader_batch(
 /// leader; whether the cache changed.
 fn assign_leader_epoch(st: &mut State, origin: Origin, first_base: Offset) -> bool {
     let mut epochs_changed = false;
-    if let Origin::Leader(epoch) = origin {
+    if let Origin::Leader(epoch) | Origin::Coordinator(epoch) = origin {
         // Only a newer epoch starts an entry: the leader's own epoch is never older than
         // the cache's latest unless the caller is fenced, which is its check to make.
         if epoch.0 >= 0 && st.epochs.latest_epoch().is_none_or(|l| epoch > l) {
@@ -832,7 +846,10 @@ fn push_batch(
 /// sequences checked) or a follower (the leader's batches kept exactly as they are).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Origin {
+    /// A producer's append on the leader: sequences checked.
     Leader(LeaderEpoch),
+    /// A coordinator's append on the leader (`AppendOrigin::Coordinator`): epochs checked only.
+    Coordinator(LeaderEpoch),
     Follower,
 }
 

@@ -250,6 +250,8 @@ impl PartitionLog {
     pub fn set_high_watermark(&self, hw: Offset) {
         let mut st = self.shared.state.borrow_mut();
         st.high_watermark = hw.min(st.writer.written_offset).max(st.log_start);
+        let hw = st.high_watermark;
+        st.producers.on_high_watermark_updated(hw);
     }
 
     /// Offset below which every record's O_DIRECT write has completed: those records survive

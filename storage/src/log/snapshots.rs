@@ -11,7 +11,7 @@ use crate::error::{BatchError, StorageError};
 use crate::io::remove_file;
 use crate::producer_state::ProducerState;
 use crate::segment::Segment;
-use crate::txn::parse_marker;
+use crate::txn::control_batch_marker;
 use crate::types::Offset;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -39,18 +39,29 @@ impl PartitionLog {
         Ok(offsets)
     }
 
-    /// Rebuilds producer state from the newest snapshot at or below the log end plus the
-    /// batches after it; snapshots beyond the log end (a crash or truncation cut them off) are
-    /// removed.
+    /// Rebuilds producer state from the newest snapshot in `[log start, log end]` plus the
+    /// batches after it, or from the log start when there is none. Snapshots outside that
+    /// range are removed (Kafka's `ProducerStateManager.truncateAndReload`): beyond the log end
+    /// a crash or truncation cut their batches off; below the log start they describe batches
+    /// retention or DeleteRecords removed, and replaying from the log start after one would
+    /// skip the batches in between (an open transaction whose marker is among them would stay
+    /// open forever).
     pub(super) async fn rebuild_producer_state(&self) -> Result<()> {
         let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
         let snapshots = self.snapshot_offsets().await?;
-        for stale in snapshots.iter().filter(|o| **o > log_end) {
+        for stale in snapshots
+            .iter()
+            .filter(|o| **o > log_end || **o < log_start)
+        {
             remove_file(&self.snapshot_path(*stale)).await?;
         }
         let mut state = ProducerState::default();
         let mut from = log_start;
-        if let Some(&at) = snapshots.iter().rev().find(|o| **o <= log_end) {
+        if let Some(&at) = snapshots
+            .iter()
+            .rev()
+            .find(|o| (log_start..=log_end).contains(*o))
+        {
             let path = self.snapshot_path(at);
             match checkpoint::read(&path)
                 .await?
@@ -58,7 +69,7 @@ impl PartitionLog {
             {
                 Some(s) => {
                     state = s;
-                    from = at.max(log_start);
+                    from = at;
                 }
                 None => {
                     tracing::warn!(path = %path.display(), "unreadable producer snapshot; replaying the log")
@@ -89,8 +100,8 @@ impl PartitionLog {
                 let marker = if header.is_control() {
                     // Markers are few: copying one out of its chunks is cheap.
                     let bytes = b.to_vec();
-                    match parse_marker(&bytes) {
-                        Ok(m) => Some(m),
+                    match control_batch_marker(&bytes) {
+                        Ok(m) => m,
                         Err(e) => return Err(self.corrupt_batch(header.base_offset, e)),
                     }
                 } else {

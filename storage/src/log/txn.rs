@@ -9,7 +9,8 @@
 //!   loaded lazily for closed segments and rebuilt for the active one by recovery's replay.
 //!
 //! Invariants:
-//! 1. `log_start ≤ last_stable_offset ≤ high_watermark`.
+//! 1. `log_start ≤ last_stable_offset ≤ high_watermark`, and the last stable offset is at most
+//!    the first offset of every transaction whose marker is not below the high watermark.
 //! 2. A transaction is open from its first transactional batch until its producer's next
 //!    marker, in this partition; a marker's abort entry lands in the segment holding the marker.
 
@@ -57,12 +58,22 @@ impl PartitionLog {
             .map(|o| o.max(st.log_start))
     }
 
-    /// The last stable offset (KIP-98): the first offset of the oldest open transaction, or
-    /// the high watermark if that is lower or no transaction is open. A read_committed Fetch
-    /// reads below it; ListOffsets read_committed answers it.
+    /// The last stable offset (KIP-98): the first offset of the oldest transaction that is
+    /// open or whose marker is not yet below the high watermark (Kafka's
+    /// `firstUndecidedOffset`: a marker the leader appended may still be cut off by a leader
+    /// change), or the high watermark if that is lower or no such transaction exists. A
+    /// read_committed Fetch reads below it; ListOffsets read_committed answers it.
     pub fn last_stable_offset(&self) -> Offset {
-        let hw = self.high_watermark();
-        let lso = self.first_unstable_offset().map_or(hw, |o| o.min(hw));
+        let (hw, undecided) = {
+            let st = self.shared.state.borrow();
+            let hw = st.high_watermark;
+            let undecided = st
+                .producers
+                .first_undecided_offset(hw)
+                .map(|o| o.max(st.log_start));
+            (hw, undecided)
+        };
+        let lso = undecided.map_or(hw, |o| o.min(hw));
         // Invariant 1.
         assert!(lso <= hw, "the LSO never passes the high watermark");
         assert!(lso >= self.log_start_offset(), "the LSO is in the log");
@@ -89,6 +100,7 @@ impl PartitionLog {
                 last_batch_base: entry.batches.back().map(|b| b.base_offset),
                 coordinator_epoch: entry.coordinator_epoch,
                 current_txn_first_offset: entry.current_txn_first_offset,
+                last_timestamp_ms: entry.last_timestamp_ms,
             })
             .collect();
         out.sort_unstable_by_key(|p| p.producer_id);

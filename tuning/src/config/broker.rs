@@ -63,6 +63,30 @@ pub struct BrokerConfig {
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`, fixed when the
     /// first group creates it. Default 50.
     pub offsets_topic_num_partitions: i32,
+    /// `transaction.state.log.num.partitions`: partitions of `__transaction_state`, fixed
+    /// when the first transactional id creates it. Default 50.
+    pub transaction_state_log_num_partitions: i32,
+    /// `transaction.state.log.replication.factor`: replicas of each `__transaction_state`
+    /// partition, at most the cluster's size. Default 3.
+    pub transaction_state_log_replication_factor: i16,
+    /// `transaction.state.log.min.isr`: `min.insync.replicas` of `__transaction_state`, at
+    /// most its replication factor. Default 2.
+    pub transaction_state_log_min_isr: i32,
+    /// `transaction.state.log.segment.bytes`: `segment.bytes` of `__transaction_state`, bytes.
+    /// Default 104857600.
+    pub transaction_state_log_segment_bytes: u64,
+    /// `transaction.max.timeout.ms`: the largest `transaction.timeout.ms` a producer may ask
+    /// for, ms. Default 900000.
+    pub transaction_max_timeout_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often open
+    /// transactions past their timeout are aborted, ms. Default 10000; at least 1.
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`: how often expired
+    /// transactional ids are removed, ms. Default 3600000; at least 1.
+    pub transaction_remove_expired_transaction_cleanup_interval_ms: u64,
+    /// `transactional.id.expiration.ms`: how long a transactional id without a transaction is
+    /// kept after its last update, ms. Default 604800000 (7 days); at least 1.
+    pub transactional_id_expiration_ms: i64,
     /// `offsets.topic.segment.bytes`: `segment.bytes` of `__consumer_offsets`, bytes.
     /// Default 104857600.
     pub offsets_topic_segment_bytes: u64,
@@ -169,6 +193,14 @@ impl Default for BrokerConfig {
             shard_overrides: Vec::new(),
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
+            transaction_state_log_num_partitions: 50,
+            transaction_state_log_replication_factor: 3,
+            transaction_state_log_min_isr: 2,
+            transaction_state_log_segment_bytes: 104_857_600,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
+            transaction_remove_expired_transaction_cleanup_interval_ms: 3_600_000,
+            transactional_id_expiration_ms: 604_800_000,
             group_initial_rebalance_delay_ms: 3000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,

@@ -266,6 +266,83 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
         show: None,
     },
     BrokerKey {
+        name: "transaction.state.log.num.partitions",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 1, 10_000)?;
+            c.transaction_state_log_num_partitions = to_i32(key, value, n)?;
+            Ok(())
+        },
+        show: None,
+    },
+    BrokerKey {
+        name: "transaction.state.log.replication.factor",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 1, i64::from(i16::MAX))?;
+            c.transaction_state_log_replication_factor = to_i16(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.transaction_state_log_replication_factor.to_string()),
+    },
+    BrokerKey {
+        name: "transaction.state.log.min.isr",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+            c.transaction_state_log_min_isr = to_i32(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.transaction_state_log_min_isr.to_string()),
+    },
+    BrokerKey {
+        name: "transaction.state.log.segment.bytes",
+        set: |c, key, value, _| {
+            c.transaction_state_log_segment_bytes =
+                parse_unsigned(key, value, SEGMENT_BYTES_MIN, i64::from(i32::MAX))?;
+            Ok(())
+        },
+        show: None,
+    },
+    BrokerKey {
+        name: "transaction.max.timeout.ms",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+            c.transaction_max_timeout_ms = to_i32(key, value, n)?;
+            Ok(())
+        },
+        show: Some(|c| c.transaction_max_timeout_ms.to_string()),
+    },
+    BrokerKey {
+        name: "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        set: |c, key, value, _| {
+            c.transaction_abort_timed_out_transaction_cleanup_interval_ms =
+                parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
+            Ok(())
+        },
+        show: Some(|c| {
+            c.transaction_abort_timed_out_transaction_cleanup_interval_ms
+                .to_string()
+        }),
+    },
+    BrokerKey {
+        name: "transaction.remove.expired.transaction.cleanup.interval.ms",
+        set: |c, key, value, _| {
+            c.transaction_remove_expired_transaction_cleanup_interval_ms =
+                parse_unsigned(key, value, 1, i64::from(i32::MAX))?;
+            Ok(())
+        },
+        show: Some(|c| {
+            c.transaction_remove_expired_transaction_cleanup_interval_ms
+                .to_string()
+        }),
+    },
+    BrokerKey {
+        name: "transactional.id.expiration.ms",
+        set: |c, key, value, _| {
+            c.transactional_id_expiration_ms = parse_ranged(key, value, 1, i64::from(i32::MAX))?;
+            Ok(())
+        },
+        show: Some(|c| c.transactional_id_expiration_ms.to_string()),
+    },
+    BrokerKey {
         name: "offsets.topic.segment.bytes",
         set: |c, key, value, _| {
             c.offsets_topic_segment_bytes =

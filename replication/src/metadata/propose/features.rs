@@ -4,9 +4,11 @@
 //!
 //! Sluice supports only what it implements: `metadata.version` 3.3-IV3 (level 7, the lowest
 //! Kafka 4.x accepts — the KRaft records Sluice keeps, without ZooKeeper migration, SCRAM,
-//! delegation tokens, JBOD directories or ELR that later levels bring) and every other feature
-//! at level 0: `kraft.version` 0 (a static voter set, no KIP-853), `transaction.version` 0 (no
-//! KIP-890 transactions), `group.version` 0 (the classic group protocol only),
+//! delegation tokens, JBOD directories or ELR that later levels bring), `transaction.version`
+//! 0–1 (finalized at 1 from the start: the transaction coordinator of `crate::txn` implements
+//! KIP-890 part 1, not part 2's epoch bump per transaction) and every other feature at level
+//! 0: `kraft.version` 0 (a static voter set, no KIP-853), `group.version` 0 (the classic group
+//! protocol only),
 //! `eligible.leader.replicas.version` 0, `share.version` 0, `streams.version` 0. A feature
 //! this node supports only at 0 is not listed, as Kafka lists only features with a level
 //! above 0.
@@ -21,12 +23,24 @@ pub const METADATA_VERSION: &str = "metadata.version";
 /// `metadata.version` 3.3-IV3: the only level Sluice supports, finalized from the start.
 pub const METADATA_VERSION_BOOTSTRAP: i16 = 7;
 
+/// `transaction.version`'s name (KIP-890).
+pub const TRANSACTION_VERSION: &str = "transaction.version";
+
 /// Every feature this node supports with a level above 0: (name, min level, max level).
-pub const SUPPORTED_FEATURES: &[(&str, i16, i16)] = &[(
-    METADATA_VERSION,
-    METADATA_VERSION_BOOTSTRAP,
-    METADATA_VERSION_BOOTSTRAP,
-)];
+pub const SUPPORTED_FEATURES: &[(&str, i16, i16)] = &[
+    (
+        METADATA_VERSION,
+        METADATA_VERSION_BOOTSTRAP,
+        METADATA_VERSION_BOOTSTRAP,
+    ),
+    (TRANSACTION_VERSION, 0, 1),
+];
+
+/// The finalized level of each feature no FeatureLevelRecord has set yet (a new cluster's).
+const BOOTSTRAP_LEVELS: &[(&str, i16)] = &[
+    (METADATA_VERSION, METADATA_VERSION_BOOTSTRAP),
+    (TRANSACTION_VERSION, 1),
+];
 
 /// The lowest `metadata.version` a FeatureLevelRecord may set (3.3-IV0, the first with the
 /// record; Kafka's `MetadataVersion.MINIMUM_BOOTSTRAP_VERSION`).
@@ -35,16 +49,12 @@ const METADATA_VERSION_MIN_SETTABLE: i16 = 4;
 /// The finalized features of `image` as ApiVersions lists them: `metadata.version` and every
 /// feature finalized above 0, in name order.
 pub fn finalized_features(image: &MetadataImage) -> Vec<(String, i16)> {
-    let mut out: Vec<(String, i16)> = image
-        .features
+    let mut levels: std::collections::BTreeMap<String, i16> = BOOTSTRAP_LEVELS
         .iter()
-        .map(|(name, level)| (name.clone(), *level))
+        .map(|&(name, level)| (name.to_string(), level))
         .collect();
-    if !image.features.contains_key(METADATA_VERSION) {
-        out.push((METADATA_VERSION.to_string(), METADATA_VERSION_BOOTSTRAP));
-        out.sort();
-    }
-    out
+    levels.extend(image.features.iter().map(|(n, l)| (n.clone(), *l)));
+    levels.into_iter().filter(|(_, level)| *level > 0).collect()
 }
 
 /// The records of [`super::super::ControllerOp::UpdateFeatures`] on `image` (Kafka's
@@ -123,11 +133,12 @@ fn check_update(
 
 /// The finalized level of `feature` (0: not finalized).
 fn current_level(image: &MetadataImage, feature: &str) -> i16 {
-    match image.features.get(feature) {
-        Some(level) => *level,
-        None if feature == METADATA_VERSION => METADATA_VERSION_BOOTSTRAP,
-        None => 0,
-    }
+    image.features.get(feature).copied().unwrap_or_else(|| {
+        BOOTSTRAP_LEVELS
+            .iter()
+            .find(|(name, _)| *name == feature)
+            .map_or(0, |&(_, level)| level)
+    })
 }
 
 /// The levels this node supports for `feature`: (0, 0) for one it supports only disabled.

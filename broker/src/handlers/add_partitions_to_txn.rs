@@ -1,0 +1,147 @@
+//! AddPartitionsToTxn (key 24), v0–5. The client form (v0–3, one transaction) adds
+//! partitions to the producer's open transaction (starting it); the broker form (v4+, many
+//! transactions) does the same or, with `verify_only`, only checks that the partitions are in
+//! the transaction — KIP-890 part 1's check a partition leader makes before it appends a
+//! transactional batch (a partition not added answers TRANSACTION_ABORTABLE).
+//!
+//! As Kafka's `KafkaApis.handleAddPartitionsToTxnRequest`: a partition whose topic or
+//! partition does not exist answers UNKNOWN_TOPIC_OR_PARTITION and the others of its
+//! transaction OPERATION_NOT_ATTEMPTED, without asking the coordinator; otherwise the
+//! coordinator's error applies to every partition. Before v2 PRODUCER_FENCED is answered
+//! INVALID_PRODUCER_EPOCH.
+
+use super::txn_errors::txn_error_code;
+use super::wire::topic_name;
+use crate::errors::code;
+use crate::shard::Shard;
+use crate::txn::{TxnError, TxnOp, TxnReply};
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use net::kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use net::kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
+use std::rc::Rc;
+use storage::TopicPartition;
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    let mut response = AddPartitionsToTxnResponse::default();
+    let fenced_is_invalid_epoch = version < 2;
+    if version <= 3 {
+        let results = one_transaction(
+            shard,
+            &req.v3_and_below_transactional_id.0,
+            req.v3_and_below_producer_id.0,
+            req.v3_and_below_producer_epoch,
+            false,
+            &req.v3_and_below_topics,
+            fenced_is_invalid_epoch,
+        )
+        .await;
+        response.results_by_topic_v3_and_below = results;
+        return response;
+    }
+    for t in &req.transactions {
+        let mut result = AddPartitionsToTxnResult::default();
+        result.transactional_id = t.transactional_id.clone();
+        result.topic_results = one_transaction(
+            shard,
+            &t.transactional_id.0,
+            t.producer_id.0,
+            t.producer_epoch,
+            t.verify_only,
+            &t.topics,
+            false,
+        )
+        .await;
+        response.results_by_transaction.push(result);
+    }
+    response
+}
+
+/// The per-partition results of one transaction's request.
+async fn one_transaction(
+    shard: &Rc<Shard>,
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    verify_only: bool,
+    topics: &[AddPartitionsToTxnTopic],
+    fenced_is_invalid_epoch: bool,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let partitions: Vec<TopicPartition> = topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| TopicPartition {
+                topic: t.name.0.to_string(),
+                partition: *p,
+            })
+        })
+        .collect();
+    let unknown: Vec<bool> = {
+        let meta = shard.metadata();
+        partitions
+            .iter()
+            .map(|tp| meta.partition(&tp.topic, tp.partition).is_none())
+            .collect()
+    };
+    let codes: Vec<i16> = if unknown.iter().any(|u| *u) {
+        unknown
+            .iter()
+            .map(|u| {
+                code(if *u {
+                    ResponseError::UnknownTopicOrPartition
+                } else {
+                    ResponseError::OperationNotAttempted
+                })
+            })
+            .collect()
+    } else {
+        let n = partitions.len();
+        let op = if verify_only {
+            TxnOp::Verify {
+                producer_id,
+                producer_epoch,
+                partitions: partitions.clone(),
+            }
+        } else {
+            TxnOp::AddPartitions {
+                producer_id,
+                producer_epoch,
+                partitions: partitions.clone(),
+            }
+        };
+        let all = |e: TxnError| vec![txn_error_code(e, fenced_is_invalid_epoch); n];
+        match crate::txn::service::call(shard, transactional_id, op).await {
+            TxnReply::Done(Ok(())) => vec![0; n],
+            TxnReply::Done(Err(e)) | TxnReply::Verified(Err(e)) => all(e),
+            TxnReply::Verified(Ok(each)) => each
+                .into_iter()
+                .map(|r| r.err().map_or(0, |e| txn_error_code(e, false)))
+                .collect(),
+            TxnReply::ProducerId(_) | TxnReply::Described(_) => {
+                all(TxnError::CoordinatorNotAvailable)
+            }
+        }
+    };
+    let mut out: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
+    for (tp, error_code) in partitions.into_iter().zip(codes) {
+        let mut p = AddPartitionsToTxnPartitionResult::default();
+        p.partition_index = tp.partition;
+        p.partition_error_code = error_code;
+        match out.iter_mut().find(|t| *t.name.0 == *tp.topic) {
+            Some(t) => t.results_by_partition.push(p),
+            None => {
+                let mut t = AddPartitionsToTxnTopicResult::default();
+                t.name = topic_name(&tp.topic);
+                t.results_by_partition.push(p);
+                out.push(t);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,132 @@
+//! TxnOffsetCommit (key 28), v0–5 (KIP-98; KIP-447 added the member fields in v3): a
+//! transactional producer commits a consumer group's offsets inside its transaction
+//! (`sendOffsetsToTransaction`). The group coordinator appends them to the group's
+//! `__consumer_offsets` partition as a transactional batch of the producer (`acks=all`,
+//! flushed) and keeps them pending — OffsetFetch does not return them — until the
+//! producer's marker reaches that partition: a commit materialises them, an abort discards
+//! them (`crate::groups::txn_offsets`).
+//!
+//! Per-partition errors, as Kafka's `KafkaApis.handleTxnOffsetCommitRequest` and
+//! `OffsetMetadataManager.commitTransactionalOffset`: a partition that does not exist
+//! UNKNOWN_TOPIC_OR_PARTITION; an empty group id INVALID_GROUP_ID; a group that does not
+//! exist, with a generation ≥ 0, ILLEGAL_GENERATION; v3+ member checks (UNKNOWN_MEMBER_ID,
+//! ILLEGAL_GENERATION, FENCED_INSTANCE_ID); a fenced producer epoch INVALID_PRODUCER_EPOCH;
+//! metadata over `offset.metadata.max.bytes` OFFSET_METADATA_TOO_LARGE; the coordinator's
+//! NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE.
+//!
+//! Not done: Kafka's authorization (this broker has no ACLs), and the verification with the
+//! transaction coordinator that the producer's transaction holds the offsets partition
+//! (KIP-890: INVALID_TXN_STATE otherwise, and v5's implicit add under `transaction.version`
+//! 2), which needs the transaction coordinator.
+
+use super::offset_commit::group_by_topic;
+use super::wire::topic_name;
+use crate::errors::code;
+use crate::groups::{GroupOp, GroupReply, OffsetCommitEntry, TxnProducer};
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use net::kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use std::rc::Rc;
+
+pub async fn handle(shard: &Rc<Shard>, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+    let offsets = requested_offsets(&req);
+    let metadata = shard.metadata();
+    let (offsets, unknown): (Vec<_>, Vec<_>) = offsets
+        .into_iter()
+        .partition(|o| metadata.partition(&o.topic, o.partition).is_some());
+    drop(metadata);
+    let group_id = req.group_id.0.to_string();
+    let mut results: Vec<(String, i32, i16)> = if group_id.is_empty() {
+        let error = code(ResponseError::InvalidGroupId);
+        offsets
+            .iter()
+            .map(|o| (o.topic.clone(), o.partition, error))
+            .collect()
+    } else {
+        commit(shard, &req, &group_id, offsets).await
+    };
+    let unknown_error = code(ResponseError::UnknownTopicOrPartition);
+    results.extend(
+        unknown
+            .into_iter()
+            .map(|o| (o.topic, o.partition, unknown_error)),
+    );
+    let mut response = TxnOffsetCommitResponse::default();
+    response.topics = group_by_topic(results)
+        .into_iter()
+        .map(|(name, partitions)| topic_response(&name, partitions))
+        .collect();
+    response
+}
+
+/// Every partition's offset in the request, in request order.
+fn requested_offsets(req: &TxnOffsetCommitRequest) -> Vec<OffsetCommitEntry> {
+    req.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| OffsetCommitEntry {
+                topic: t.name.0.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            })
+        })
+        .collect()
+}
+
+/// Commits `offsets` in the producer's transaction through the group's coordinator; returns
+/// (topic, partition, error code) for each, the group's error for all when the commit as a
+/// whole fails.
+async fn commit(
+    shard: &Rc<Shard>,
+    req: &TxnOffsetCommitRequest,
+    group_id: &str,
+    offsets: Vec<OffsetCommitEntry>,
+) -> Vec<(String, i32, i16)> {
+    let fallback: Vec<(String, i32)> = offsets
+        .iter()
+        .map(|o| (o.topic.clone(), o.partition))
+        .collect();
+    let op = GroupOp::TxnCommit {
+        producer: TxnProducer {
+            producer_id: req.producer_id.0,
+            producer_epoch: req.producer_epoch,
+        },
+        member_id: req.member_id.to_string(),
+        group_instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
+        generation: req.generation_id,
+        offsets,
+    };
+    let all = |e: i16| fallback.iter().map(|(t, p)| (t.clone(), *p, e)).collect();
+    match crate::groups::service::call(shard, group_id, op).await {
+        GroupReply::PartitionErrors(results) => results
+            .into_iter()
+            .map(|(t, p, r)| (t, p, crate::errors::group_result_code(r)))
+            .collect(),
+        GroupReply::Error(e) => all(crate::errors::group_error_code(e)),
+        other => {
+            tracing::error!(?other, "unexpected reply to TxnOffsetCommit");
+            all(code(ResponseError::UnknownServerError))
+        }
+    }
+}
+
+/// One topic's answer: (partition index, error code) of each of its partitions.
+fn topic_response(name: &str, partitions: Vec<(i32, i16)>) -> TxnOffsetCommitResponseTopic {
+    let mut t = TxnOffsetCommitResponseTopic::default();
+    t.name = topic_name(name);
+    t.partitions = partitions
+        .into_iter()
+        .map(|(index, error)| {
+            let mut p = TxnOffsetCommitResponsePartition::default();
+            p.partition_index = index;
+            p.error_code = error;
+            p
+        })
+        .collect();
+    t
+}

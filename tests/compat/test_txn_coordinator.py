@@ -1,0 +1,366 @@
+"""The transaction coordinator (issue #28 points 1-2, KIP-98): real transactional clients
+against Sluice's coordinator — Kafka's Java client (tests/java/.../Transactions.java) and
+confluent-kafka (librdkafka) — committing and aborting over 3 partitions, read_committed
+consumers seeing exactly the committed records, and a second producer with the same
+transactional.id fencing the first and aborting its open transaction. Each also runs against
+Apache Kafka 4.4 (SLUICE_COMPAT_TARGET=kafka)."""
+
+import pytest
+from confluent_kafka import KafkaException, TopicPartition
+
+from compat_util import create_topic, producer
+from jvm import check_java, run_java
+
+MAIN = "sluice.compat.Transactions"
+
+
+def java(classpath, broker, name, topic, timeout=180):
+    return check_java(run_java(classpath, MAIN, [name, broker.bootstrap, topic], timeout=timeout),
+                      expect_line=f"PASS {name}")
+
+
+def test_java_transactions_commit_and_abort(broker, java_classpath):
+    java(java_classpath, broker, "commit-abort", "txn-java-commit-abort")
+
+
+def test_java_second_producer_fences_the_first(broker, java_classpath):
+    java(java_classpath, broker, "fencing", "txn-java-fencing")
+
+
+def read_all(bootstrap, topic, isolation):
+    """Every value of `topic`'s 3 partitions as `isolation` reads them (up to the end offsets,
+    which read_committed takes at the LSO), sorted."""
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-{isolation}",
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    try:
+        tps = [TopicPartition(topic, p, 0) for p in range(3)]
+        c.assign(tps)
+        ends = {}
+        for p in range(3):
+            _low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            ends[p] = high
+        if isolation == "read_committed":
+            # The committed end: ListOffsets latest at read_committed is the LSO.
+            for p in range(3):
+                [tp] = c.offsets_for_times([TopicPartition(topic, p, -1)], timeout=30)
+                ends[p] = min(ends[p], tp.offset) if tp.offset >= 0 else ends[p]
+        got, positions = [], {p: 0 for p in range(3)}
+        import time
+        deadline = time.monotonic() + 60
+        while any(positions[p] < ends[p] for p in range(3)):
+            assert time.monotonic() < deadline, f"read {got}, at {positions}, ends {ends}"
+            m = c.poll(0.2)
+            if m is None or m.error():
+                for tp in c.position(tps):
+                    if tp.offset >= 0:
+                        positions[tp.partition] = tp.offset
+                continue
+            got.append(m.value().decode())
+            positions[m.partition()] = m.offset() + 1
+        return sorted(got)
+    finally:
+        c.close()
+
+
+def txn_producer(bootstrap, transactional_id):
+    p = producer(bootstrap, **{"transactional.id": transactional_id, "enable.idempotence": True,
+                               "transaction.timeout.ms": 60_000, "linger.ms": 5})
+    p.init_transactions(60)
+    return p
+
+
+def send(p, topic, values):
+    for i, v in enumerate(values):
+        p.produce(topic, v.encode(), partition=i % 3)
+    assert p.flush(30) == 0
+
+
+def test_confluent_transactions_commit_abort_and_fencing(broker):
+    topic = "txn-confluent"
+    create_topic(broker.bootstrap, topic, 3)
+    first = txn_producer(broker.bootstrap, "txn-confluent-id")
+    first.begin_transaction()
+    send(first, topic, ["c1", "c2", "c3"])
+    first.commit_transaction(60)
+    first.begin_transaction()
+    send(first, topic, ["a1", "a2"])
+    first.abort_transaction(60)
+    first.begin_transaction()
+    send(first, topic, ["z1"])
+    # Same transactional.id: the first producer is fenced, its open transaction aborted.
+    second = txn_producer(broker.bootstrap, "txn-confluent-id")
+    with pytest.raises(KafkaException) as fenced:
+        first.commit_transaction(60)
+    assert fenced.value.args[0].fatal() or "fenced" in str(fenced.value).lower(), fenced.value
+    second.begin_transaction()
+    send(second, topic, ["c4"])
+    second.commit_transaction(60)
+    assert read_all(broker.bootstrap, topic, "read_committed") == ["c1", "c2", "c3", "c4"]
+    assert read_all(broker.bootstrap, topic, "read_uncommitted") == \
+        ["a1", "a2", "c1", "c2", "c3", "c4", "z1"]
+
+
+# ---- a three-node cluster: the coordinator fails over ----------------------------------------
+
+CLUSTER_SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
+TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions' default
+
+
+@pytest.fixture
+def cluster(sluice_bin, tmp_path):
+    from conftest import _die_with_parent
+    from sluice_cluster import SluiceCluster
+    c = SluiceCluster(sluice_bin, tmp_path / "cluster", nodes=3, settings=CLUSTER_SETTINGS,
+                      preexec_fn=_die_with_parent)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def txn_partition(transactional_id):
+    """Kafka's placement: abs(javaHashCode(id)) % partitions."""
+    h = 0
+    for unit in transactional_id.encode("utf-16-be").hex(" ", 2).split():
+        h = (h * 31 + int(unit, 16)) & 0xFFFFFFFF
+    if h >= 1 << 31:
+        h -= 1 << 32
+    return (0 if h == -(1 << 31) else abs(h)) % TXN_STATE_PARTITIONS
+
+
+def leader_of(bootstrap, topic, partition):
+    from compat_util import admin
+    try:
+        t = admin(bootstrap).list_topics(timeout=10).topics.get(topic)
+    except KafkaException:
+        return None
+    if t is None or t.error is not None or partition not in t.partitions:
+        return None
+    leader = t.partitions[partition].leader
+    return leader if leader >= 0 else None
+
+
+@pytest.mark.sluice_only("starts a multi-process Sluice cluster")
+def test_coordinator_failover_keeps_open_transactions_and_fencing(cluster):
+    """RF 3 everywhere. A transaction is committed; another is left open (its partitions added:
+    Ongoing in __transaction_state) and the coordinator's broker is SIGKILLed. The new
+    coordinator loads the id by replay, and the same producer commits the open transaction
+    through it (markers to leaders on the other brokers); a second producer with the id then
+    fences the first. read_committed sees exactly the committed records."""
+    from compat_util import wait_until
+    topic = "txn-failover"
+    from confluent_kafka.admin import NewTopic
+    from compat_util import admin
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+    txn_id = "failover-txn"
+    first = txn_producer(cluster.bootstrap(), txn_id)
+    first.begin_transaction()
+    send(first, topic, ["c1", "c2", "c3"])
+    first.commit_transaction(60)
+
+    first.begin_transaction()
+    send(first, topic, ["b1", "b2", "b3"])
+    coordinator = wait_until(
+        lambda: leader_of(cluster.bootstrap(), "__transaction_state", txn_partition(txn_id)),
+        30, what="the transaction coordinator")
+    cluster.kill(coordinator)
+    wait_until(lambda: (lambda l: l if l not in (None, coordinator) else None)(
+        leader_of(cluster.bootstrap(exclude={coordinator}), "__transaction_state",
+                  txn_partition(txn_id))), 60, interval=0.5, what="a new coordinator")
+    first.commit_transaction(120)
+
+    second = txn_producer(cluster.bootstrap(exclude={coordinator}), txn_id)
+    first.begin_transaction()
+    first.produce(topic, b"z1", partition=0)
+    with pytest.raises(KafkaException):
+        first.flush(30)
+        first.commit_transaction(60)
+    second.begin_transaction()
+    send(second, topic, ["c4"])
+    second.commit_transaction(60)
+    cluster.start_node(coordinator)
+    committed = read_all(cluster.bootstrap(), topic, "read_committed")
+    assert committed == ["b1", "b2", "b3", "c1", "c2", "c3", "c4"]
+
+
+@pytest.mark.sluice(settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000})
+def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(broker):
+    """transaction.timeout.ms 3 s: the coordinator aborts the open transaction (bumping the
+    epoch), so the producer cannot commit it and read_committed never sees its records; the
+    partition's LSO moves past it (a later transaction of another producer is read)."""
+    import time
+    topic = "txn-timeout"
+    create_topic(broker.bootstrap, topic, 3)
+    p = producer(broker.bootstrap, **{"transactional.id": "txn-timeout-id",
+                                      "enable.idempotence": True,
+                                      "transaction.timeout.ms": 3000, "message.timeout.ms": 3000,
+                                      "linger.ms": 5})
+    p.init_transactions(60)
+    p.begin_transaction()
+    send(p, topic, ["t1", "t2", "t3"])
+    time.sleep(3 + 10 + 2)  # the timeout, Kafka's default cleanup interval, a margin
+    with pytest.raises(KafkaException):
+        p.commit_transaction(30)
+    other = txn_producer(broker.bootstrap, "txn-timeout-other")
+    other.begin_transaction()
+    send(other, topic, ["c1", "c2", "c3"])
+    other.commit_transaction(60)
+    assert read_all(broker.bootstrap, topic, "read_committed") == ["c1", "c2", "c3"]
+
+
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
+
+
+def transactions_command(classpath, broker, *args):
+    return check_java(run_java(classpath, TRANSACTIONS_COMMAND,
+                               ["--bootstrap-server", broker.bootstrap, *args], timeout=90))
+
+
+def test_kafka_transactions_list_and_describe(broker, java_classpath):
+    """`kafka-transactions.sh list` and `describe` (ListTransactions, DescribeTransactions): an
+    open transaction is Ongoing with its partitions, then CompleteCommit with none."""
+    import re
+    topic = "txn-tools"
+    create_topic(broker.bootstrap, topic, 3)
+    p = txn_producer(broker.bootstrap, "txn-tools-id")
+    p.begin_transaction()
+    send(p, topic, ["o1", "o2"])
+    listed = transactions_command(java_classpath, broker, "list")
+    # TransactionalId Coordinator ProducerId TransactionState
+    assert re.search(r"^txn-tools-id\s+\d+\s+\d+\s+Ongoing\s*$", listed, re.M), listed
+    described = transactions_command(java_classpath, broker, "describe", "--transactional-id",
+                                     "txn-tools-id")
+    # CoordinatorId TransactionalId ProducerId ProducerEpoch TransactionState
+    # CurrentTransactionTimeoutMs CurrentTransactionStartTimeMs TransactionDurationMs
+    # TopicPartitions
+    assert re.search(r"txn-tools-id\s+\d+\s+\d+\s+Ongoing\s+60000\s+\d+\s+\d+\s+"
+                     rf"({topic}-[01],?){{2}}\s*$", described, re.M), described
+    p.commit_transaction(60)
+    import time
+    deadline = time.monotonic() + 30
+    while True:
+        described = transactions_command(java_classpath, broker, "describe",
+                                         "--transactional-id", "txn-tools-id")
+        if "CompleteCommit" in described or time.monotonic() > deadline:
+            break
+    assert re.search(r"txn-tools-id\s+\d+\s+\d+\s+CompleteCommit\s+60000\s", described), described
+    missing = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                       ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
+                        "no-such-id"], timeout=90)
+    assert missing.returncode != 0 and "could not be found" in missing.output, \
+        missing.report()
+
+
+@pytest.fixture
+def cluster5(sluice_bin, tmp_path):
+    """Five nodes, so that two can be down and the controller quorum keeps its majority; a
+    short replica.lag.time.max.ms so a dead follower leaves the ISR soon."""
+    from conftest import _die_with_parent
+    from sluice_cluster import SluiceCluster
+    settings = {**CLUSTER_SETTINGS, "replica.lag.time.max.ms": 3000}
+    c = SluiceCluster(sluice_bin, tmp_path / "cluster5", nodes=5, settings=settings,
+                      preexec_fn=_die_with_parent)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.mark.sluice_only("starts a multi-process Sluice cluster")
+def test_a_new_coordinator_resumes_the_markers_of_a_prepared_commit(cluster5):
+    """The transaction's only partition is on broker L (RF 1). L is SIGKILLed, then the
+    producer commits: the coordinator C writes PrepareCommit and answers, but no marker can be
+    written while L is down. C is SIGKILLed too; the new coordinator loads PrepareCommit from
+    __transaction_state and keeps sending the markers; once L is back the commit completes,
+    and read_committed sees the records (only the new coordinator can have written them)."""
+    import time
+    from compat_util import admin, wait_until
+    from confluent_kafka.admin import NewTopic
+    cluster = cluster5
+    txn_id = "resume-txn"
+    p = txn_producer(cluster.bootstrap(), txn_id)
+    coordinator = wait_until(
+        lambda: leader_of(cluster.bootstrap(), "__transaction_state", txn_partition(txn_id)),
+        30, what="the transaction coordinator")
+    controller = admin(cluster.bootstrap()).list_topics(timeout=10).controller_id
+    holder = next(n for n in cluster.nodes if n not in (coordinator, controller))
+    topic = "txn-resume"
+    a = admin(cluster.bootstrap())  # alive until the future completes
+    a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[holder]])],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+    wait_until(lambda: leader_of(cluster.bootstrap(), topic, 0) == holder, 30,
+               what="the topic's leader")
+    p.begin_transaction()
+    for v in ["r1", "r2", "r3"]:
+        p.produce(topic, v.encode(), partition=0)
+    assert p.flush(30) == 0
+
+    cluster.kill(holder)
+    wait_until(lambda: leader_of(cluster.bootstrap(exclude={holder}), topic, 0) is None, 30,
+               interval=0.5, what="the partition offline")
+    p.commit_transaction(120)  # PrepareCommit written; the marker cannot be
+    time.sleep(1)
+    cluster.kill(coordinator)
+    survivors = {coordinator, holder}
+    wait_until(lambda: (lambda l: l if l not in (None, coordinator) else None)(
+        leader_of(cluster.bootstrap(exclude=survivors), "__transaction_state",
+                  txn_partition(txn_id))), 60, interval=0.5, what="a new coordinator")
+    cluster.start_node(holder)
+    wait_until(lambda: leader_of(cluster.bootstrap(exclude={coordinator}), topic, 0) == holder,
+               60, interval=0.5, what="the partition back")
+
+    def committed():
+        got = read_one_partition(cluster.bootstrap(exclude={coordinator}), topic)
+        return got if got == ["r1", "r2", "r3"] else None
+
+    wait_until(committed, 60, interval=1, what="the commit completed by the new coordinator")
+
+
+def read_one_partition(bootstrap, topic):
+    """The values read_committed returns from partition 0 within a few seconds."""
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        for _ in range(15):
+            m = c.poll(0.3)
+            if m is not None and not m.error():
+                got.append(m.value().decode())
+        return sorted(got)
+    finally:
+        c.close()
+
+
+@pytest.mark.sluice(settings={"transactional.id.expiration.ms": 2000,
+                              "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
+                              "transaction.remove.expired.transaction.cleanup.interval.ms": 500})
+def test_an_idle_transactional_id_expires(broker, java_classpath):
+    """transactional.id.expiration.ms: an id whose last transaction completed and that stays
+    idle is removed (DescribeTransactions then does not find it)."""
+    import time
+    from compat_util import wait_until
+    topic = "txn-expiry"
+    create_topic(broker.bootstrap, topic, 3)
+    p = txn_producer(broker.bootstrap, "txn-expiring-id")
+    p.begin_transaction()
+    send(p, topic, ["e1"])
+    p.commit_transaction(60)
+    p.flush(5)
+    del p
+    time.sleep(2)
+
+    def gone():
+        run = run_java(java_classpath, TRANSACTIONS_COMMAND,
+                       ["--bootstrap-server", broker.bootstrap, "describe",
+                        "--transactional-id", "txn-expiring-id"], timeout=90)
+        return run.returncode != 0 and "could not be found" in run.output
+
+    wait_until(gone, 60, interval=1, what="the idle transactional id removed")

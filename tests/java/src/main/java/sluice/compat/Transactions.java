@@ -1,0 +1,199 @@
+package sluice.compat;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Kafka's Java client (kafka-clients 4.4) transactional producer against a broker, one
+ * scenario per run: {@code java -cp ... sluice.compat.Transactions SCENARIO BOOTSTRAP TOPIC}.
+ * Exit 0 and a last line {@code PASS SCENARIO} when every check held; a failed check throws.
+ * Driven by tests/compat/test_txn_coordinator.py, against Sluice and Kafka alike.
+ *
+ * <ul>
+ *   <li>{@code commit-abort}: committed, aborted and committed again, over 3 partitions; a
+ *       read_committed consumer sees exactly the committed records, a read_uncommitted one all.
+ *   <li>{@code fencing}: a second producer with the same transactional.id fences the first
+ *       (its commit fails with ProducerFencedException) and aborts its open transaction, whose
+ *       records read_committed never sees.
+ * </ul>
+ */
+public final class Transactions {
+    private static final Duration WAIT = Duration.ofSeconds(60);
+
+    private Transactions() {}
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 3) {
+            System.err.println("usage: Transactions SCENARIO BOOTSTRAP TOPIC");
+            System.exit(2);
+        }
+        String bootstrap = args[1];
+        String topic = args[2];
+        createTopic(bootstrap, topic, 3);
+        switch (args[0]) {
+            case "commit-abort" -> commitAbort(bootstrap, topic);
+            case "fencing" -> fencing(bootstrap, topic);
+            default -> {
+                System.err.println("unknown scenario " + args[0]);
+                System.exit(2);
+            }
+        }
+        System.out.println("PASS " + args[0]);
+        System.exit(0);
+    }
+
+    static void createTopic(String bootstrap, String topic, int partitions) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+        } catch (ExecutionException e) {
+            if (!(e.getCause() instanceof TopicExistsException)) {
+                throw e;
+            }
+        }
+    }
+
+    static KafkaProducer<String, String> transactional(String bootstrap, String id) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+        p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "60000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        return new KafkaProducer<>(p);
+    }
+
+    /** Sends `values` round-robin over the topic's 3 partitions. */
+    static void send(KafkaProducer<String, String> producer, String topic, String... values)
+            throws Exception {
+        for (int i = 0; i < values.length; i++) {
+            producer.send(new ProducerRecord<>(topic, i % 3, values[i], values[i])).get();
+        }
+    }
+
+    /** Every value in the topic as `isolation` reads it, once its end offsets are reached. */
+    static List<String> readAll(String bootstrap, String topic, String isolation) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        List<String> out = new ArrayList<>();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                tps.add(new TopicPartition(topic, i));
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            // read_committed's end offsets are the LSOs: once reached, all is read.
+            var ends = c.endOffsets(tps, WAIT);
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            while (tps.stream().anyMatch(tp -> c.position(tp, WAIT) < ends.get(tp))) {
+                if (System.nanoTime() > deadline) {
+                    throw new AssertionError("end offsets " + ends + " not reached; read " + out);
+                }
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                    out.add(r.value());
+                }
+            }
+        }
+        out.sort(String::compareTo);
+        return out;
+    }
+
+    static void check(boolean ok, String what) {
+        if (!ok) {
+            throw new AssertionError(what);
+        }
+        System.out.println("ok: " + what);
+    }
+
+    static void commitAbort(String bootstrap, String topic) throws Exception {
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(ap)) {
+            var tv = admin.describeFeatures().featureMetadata().get().finalizedFeatures()
+                    .get("transaction.version");
+            check(tv != null && tv.maxVersionLevel() >= 1,
+                  "transaction.version is finalized at 1 or more: " + tv);
+        }
+        try (KafkaProducer<String, String> p = transactional(bootstrap, topic + "-txn")) {
+            p.initTransactions();
+            p.beginTransaction();
+            send(p, topic, "c1", "c2", "c3");
+            p.commitTransaction();
+            p.beginTransaction();
+            send(p, topic, "a1", "a2", "a3", "a4");
+            p.abortTransaction();
+            p.beginTransaction();
+            send(p, topic, "c4", "c5");
+            p.commitTransaction();
+        }
+        List<String> committed = readAll(bootstrap, topic, "read_committed");
+        check(committed.equals(List.of("c1", "c2", "c3", "c4", "c5")),
+              "read_committed sees the committed records only: " + committed);
+        List<String> all = readAll(bootstrap, topic, "read_uncommitted");
+        check(all.equals(List.of("a1", "a2", "a3", "a4", "c1", "c2", "c3", "c4", "c5")),
+              "read_uncommitted sees every record: " + all);
+    }
+
+    static void fencing(String bootstrap, String topic) throws Exception {
+        String id = topic + "-txn";
+        KafkaProducer<String, String> first = transactional(bootstrap, id);
+        first.initTransactions();
+        first.beginTransaction();
+        send(first, topic, "c1");
+        first.commitTransaction();
+        // An open transaction with records written: the new producer aborts it.
+        first.beginTransaction();
+        send(first, topic, "z1", "z2");
+        try (KafkaProducer<String, String> second = transactional(bootstrap, id)) {
+            second.initTransactions();
+            boolean fenced;
+            try {
+                first.commitTransaction();
+                fenced = false;
+            } catch (ProducerFencedException | InvalidProducerEpochException e) {
+                fenced = true;
+            } catch (KafkaException e) {
+                fenced = e.getCause() instanceof ProducerFencedException
+                        || e.getCause() instanceof InvalidProducerEpochException;
+                if (!fenced) {
+                    throw e;
+                }
+            }
+            check(fenced, "the first producer's commit is fenced");
+            first.close(Duration.ZERO);
+            second.beginTransaction();
+            send(second, topic, "c2", "c3");
+            second.commitTransaction();
+        }
+        List<String> committed = readAll(bootstrap, topic, "read_committed");
+        check(committed.equals(List.of("c1", "c2", "c3")),
+              "the fenced producer's open transaction was aborted: " + committed);
+    }
+}
