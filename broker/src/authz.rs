@@ -37,6 +37,26 @@ pub fn allowed(
         .authorize(config, who, operation, resource_type, name)
 }
 
+/// Whether `session` may WRITE some topic (Kafka's `authorizeByResourceType(WRITE, TOPIC)`,
+/// which lets an idempotent producer without IDEMPOTENT_WRITE in).
+pub fn any_topic_writable(shard: &Shard, session: &Session) -> bool {
+    if !shard.config.authorizer_enabled {
+        return true;
+    }
+    let config = AuthorizerConfig {
+        super_users: &shard.config.super_users,
+        allow_everyone_if_no_acl_found: shard.config.allow_everyone_if_no_acl_found,
+    };
+    let who = Requester {
+        principal: &session.principal,
+        host: session.host(),
+    };
+    let metadata = shard.metadata.borrow();
+    metadata
+        .acl_index
+        .authorize_any(config, who, AclOperation::Write, RESOURCE_TOPIC)
+}
+
 /// [`allowed`] on the topic `name`.
 pub fn topic(shard: &Shard, session: &Session, operation: AclOperation, name: &str) -> bool {
     allowed(shard, session, operation, RESOURCE_TOPIC, name)

@@ -11,7 +11,7 @@ Apache Kafka 4.4 configured the same way (`SLUICE_COMPAT_TARGET=kafka`)."""
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from jvm import check_java, run_java
@@ -133,3 +133,21 @@ def test_acl_requests_refused_as_kafka(broker, java_classpath):
                               "--allow-principal", "User:bob", "--operation", "Read",
                               "--topic", "t"], timeout=90)
     assert run.returncode != 0 and "ClusterAuthorizationException" in run.output, run.report()
+
+
+@pytest.mark.sluice(settings=AUTHORIZED)
+def test_denied_transactional_id_cannot_init_transactions(broker, java_classpath):
+    """WRITE on a transactional id is needed to use it (InitProducerId); another id works."""
+    cp = java_classpath
+    create(broker, "acl-txn-topic")
+    acls(cp, broker, "--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Write",
+         "--transactional-id", "acl-denied-txn")
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "acl-denied-txn"})
+    with pytest.raises(KafkaException) as e:
+        p.init_transactions(30)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, e.value
+    ok = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "acl-allowed-txn"})
+    ok.init_transactions(30)
+    ok.begin_transaction()
+    ok.produce("acl-txn-topic", b"v")
+    ok.commit_transaction(30)

@@ -4,6 +4,8 @@
 //! answered INVALID_PRODUCER_EPOCH.
 
 use super::txn_errors::{txn_error_code, txn_result_code};
+use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
+use crate::session::Session;
 use crate::shard::Shard;
 use crate::txn::{TxnError, TxnOp, TxnReply};
 use net::kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
@@ -12,10 +14,30 @@ use storage::TopicPartition;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: AddOffsetsToTxnRequest,
     version: i16,
 ) -> AddOffsetsToTxnResponse {
     let mut response = AddOffsetsToTxnResponse::default();
+    // Kafka: WRITE on the transactional id, READ on the group (`crate::authz`).
+    if !authz::allowed(
+        shard,
+        session,
+        AclOperation::Write,
+        RESOURCE_TRANSACTIONAL_ID,
+        &req.transactional_id.0,
+    ) {
+        response.error_code = crate::errors::code(
+            net::kafka_protocol::error::ResponseError::TransactionalIdAuthorizationFailed,
+        );
+        return response;
+    }
+    if !authz::group(shard, session, AclOperation::Read, &req.group_id.0) {
+        response.error_code = crate::errors::code(
+            net::kafka_protocol::error::ResponseError::GroupAuthorizationFailed,
+        );
+        return response;
+    }
     let partitions = match crate::groups::service::ensure_offsets_topic(shard).await {
         Ok(n) => n,
         Err(_) => {

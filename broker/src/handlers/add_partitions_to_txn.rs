@@ -12,7 +12,9 @@
 
 use super::txn_errors::txn_error_code;
 use super::wire::topic_name;
+use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
 use crate::errors::code;
+use crate::session::Session;
 use crate::shard::Shard;
 use crate::txn::{TxnError, TxnOp, TxnReply};
 use net::kafka_protocol::error::ResponseError;
@@ -26,14 +28,21 @@ use storage::TopicPartition;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: AddPartitionsToTxnRequest,
     version: i16,
 ) -> AddPartitionsToTxnResponse {
     let mut response = AddPartitionsToTxnResponse::default();
+    // Kafka: the v4+ (broker) form needs CLUSTER_ACTION on the cluster (`crate::authz`).
+    if version >= 4 && !authz::cluster(shard, session, AclOperation::ClusterAction) {
+        response.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        return response;
+    }
     let fenced_is_invalid_epoch = version < 2;
     if version <= 3 {
         let results = one_transaction(
             shard,
+            session,
             &req.v3_and_below_transactional_id.0,
             req.v3_and_below_producer_id.0,
             req.v3_and_below_producer_epoch,
@@ -50,6 +59,7 @@ pub async fn handle(
         result.transactional_id = t.transactional_id.clone();
         result.topic_results = one_transaction(
             shard,
+            session,
             &t.transactional_id.0,
             t.producer_id.0,
             t.producer_epoch,
@@ -66,6 +76,7 @@ pub async fn handle(
 /// The per-partition results of one transaction's request.
 async fn one_transaction(
     shard: &Rc<Shard>,
+    session: &Session,
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -82,23 +93,37 @@ async fn one_transaction(
             })
         })
         .collect();
-    let unknown: Vec<bool> = {
+    // Checked first, as Kafka's handler: WRITE on the transactional id (else every partition
+    // answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic, then existence; a
+    // refused partition leaves the others OPERATION_NOT_ATTEMPTED.
+    let txn_allowed = authz::allowed(
+        shard,
+        session,
+        AclOperation::Write,
+        RESOURCE_TRANSACTIONAL_ID,
+        transactional_id,
+    );
+    let refused: Vec<Option<ResponseError>> = {
         let meta = shard.metadata();
         partitions
             .iter()
-            .map(|tp| meta.partition(&tp.topic, tp.partition).is_none())
+            .map(|tp| {
+                if !txn_allowed {
+                    Some(ResponseError::TransactionalIdAuthorizationFailed)
+                } else if !authz::topic(shard, session, AclOperation::Write, &tp.topic) {
+                    Some(ResponseError::TopicAuthorizationFailed)
+                } else if meta.partition(&tp.topic, tp.partition).is_none() {
+                    Some(ResponseError::UnknownTopicOrPartition)
+                } else {
+                    None
+                }
+            })
             .collect()
     };
-    let codes: Vec<i16> = if unknown.iter().any(|u| *u) {
-        unknown
+    let codes: Vec<i16> = if refused.iter().any(Option::is_some) {
+        refused
             .iter()
-            .map(|u| {
-                code(if *u {
-                    ResponseError::UnknownTopicOrPartition
-                } else {
-                    ResponseError::OperationNotAttempted
-                })
-            })
+            .map(|r| code(r.unwrap_or(ResponseError::OperationNotAttempted)))
             .collect()
     } else {
         let n = partitions.len();

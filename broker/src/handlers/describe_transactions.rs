@@ -4,6 +4,8 @@
 
 use super::txn_errors::txn_error_code;
 use super::wire::{str_bytes, topic_name};
+use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
+use crate::session::Session;
 use crate::shard::Shard;
 use crate::txn::{TxnError, TxnOp, TxnReply};
 use net::kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
@@ -14,6 +16,7 @@ use std::rc::Rc;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let mut response = DescribeTransactionsResponse::default();
@@ -23,6 +26,20 @@ pub async fn handle(
         state.producer_id = ProducerId(-1);
         state.producer_epoch = -1;
         state.transaction_start_time_ms = -1;
+        // Kafka: DESCRIBE on the transactional id (`crate::authz`).
+        if !authz::allowed(
+            shard,
+            session,
+            AclOperation::Describe,
+            RESOURCE_TRANSACTIONAL_ID,
+            &id.0,
+        ) {
+            state.error_code = crate::errors::code(
+                net::kafka_protocol::error::ResponseError::TransactionalIdAuthorizationFailed,
+            );
+            response.transaction_states.push(state);
+            continue;
+        }
         match crate::txn::service::call(shard, &id.0, TxnOp::Describe).await {
             TxnReply::Described(Ok(d)) => {
                 state.transaction_state = str_bytes(d.state);

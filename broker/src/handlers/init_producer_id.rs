@@ -8,14 +8,18 @@
 //! served.
 
 use super::txn_errors::txn_error_code;
-use crate::errors::controller_error;
+use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
+use crate::errors::{code, controller_error};
+use crate::session::Session;
 use crate::shard::Shard;
 use crate::txn::{TxnOp, TxnReply};
+use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use std::rc::Rc;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: InitProducerIdRequest,
     version: i16,
 ) -> InitProducerIdResponse {
@@ -23,6 +27,17 @@ pub async fn handle(
     response.producer_id = ProducerId(-1);
     response.producer_epoch = -1;
     if let Some(transactional_id) = &req.transactional_id {
+        // Kafka: WRITE on the transactional id (`crate::authz`).
+        if !authz::allowed(
+            shard,
+            session,
+            AclOperation::Write,
+            RESOURCE_TRANSACTIONAL_ID,
+            &transactional_id.0,
+        ) {
+            response.error_code = code(ResponseError::TransactionalIdAuthorizationFailed);
+            return response;
+        }
         let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
         let op = TxnOp::InitProducerId {
             timeout_ms: req.transaction_timeout_ms,
@@ -36,6 +51,14 @@ pub async fn handle(
             TxnReply::ProducerId(Err(e)) => response.error_code = txn_error_code(e, version < 4),
             other => tracing::error!(?other, "unexpected reply to InitProducerId"),
         }
+        return response;
+    }
+    // An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka's
+    // `authorizeByResourceType`, approximated by `authz::any_topic_writable`).
+    if !authz::cluster(shard, session, AclOperation::IdempotentWrite)
+        && !authz::any_topic_writable(shard, session)
+    {
+        response.error_code = code(ResponseError::ClusterAuthorizationFailed);
         return response;
     }
     if req.producer_id.0 >= 0 {

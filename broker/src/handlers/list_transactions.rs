@@ -6,6 +6,8 @@
 
 use super::txn_errors::txn_error_code;
 use super::wire::str_bytes;
+use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
+use crate::session::Session;
 use crate::shard::Shard;
 use crate::txn::ops::ListFilter;
 use crate::txn::state::TxnState;
@@ -17,6 +19,7 @@ use std::rc::Rc;
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    session: &Session,
     req: ListTransactionsRequest,
     version: i16,
 ) -> ListTransactionsResponse {
@@ -43,8 +46,18 @@ pub async fn handle(
     match crate::txn::service::list_all(shard, &filter).await {
         Ok(mut listed) => {
             listed.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+            // Kafka: only the transactional ids the principal may DESCRIBE (`crate::authz`).
             response.transaction_states = listed
                 .into_iter()
+                .filter(|t| {
+                    authz::allowed(
+                        shard,
+                        session,
+                        AclOperation::Describe,
+                        RESOURCE_TRANSACTIONAL_ID,
+                        &t.transactional_id,
+                    )
+                })
                 .map(|t| {
                     let mut s = TransactionState::default();
                     s.transactional_id = TransactionalId(str_bytes(t.transactional_id));

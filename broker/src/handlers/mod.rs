@@ -121,7 +121,7 @@ registry! {
         }
     },
     InitProducerId 0..=5 => |shard, req, call| {
-        init_producer_id::handle(shard, req, call.version).await
+        init_producer_id::handle(shard, call.session, req, call.version).await
     },
     Fetch 4..=16 => raw |shard, req, call| {
         fetch::handle(shard, call.session, call.client_id, req, call.version, call.correlation_id).await
@@ -174,13 +174,13 @@ registry! {
         offset_for_leader_epoch::handle(shard, call.session, req).await
     },
     AddPartitionsToTxn 0..=5 => |shard, req, call| {
-        add_partitions_to_txn::handle(shard, req, call.version).await
+        add_partitions_to_txn::handle(shard, call.session, req, call.version).await
     },
     AddOffsetsToTxn 0..=4 => |shard, req, call| {
-        add_offsets_to_txn::handle(shard, req, call.version).await
+        add_offsets_to_txn::handle(shard, call.session, req, call.version).await
     },
-    EndTxn 0..=4 => |shard, req, call| end_txn::handle(shard, req, call.version).await,
-    WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
+    EndTxn 0..=4 => |shard, req, call| end_txn::handle(shard, call.session, req, call.version).await,
+    WriteTxnMarkers 1..=1 => |shard, req, call| write_txn_markers::handle(shard, call.session, req).await,
     DescribeProducers 0..=0 => |shard, req, call| describe_producers::handle(shard, call.session, req).await,
     DescribeQuorum 0..=2 => |shard, req, call| {
         describe_quorum::handle(shard, call.session, &req, call.version).await
@@ -192,12 +192,12 @@ registry! {
     DescribeTopicPartitions 0..=0 => |shard, req, call| {
         describe_topic_partitions::handle(shard, call.session, &req)
     },
-    TxnOffsetCommit 0..=5 => |shard, req, _call| txn_offset_commit::handle(shard, req).await,
-    DescribeTransactions 0..=0 => |shard, req, _call| {
-        describe_transactions::handle(shard, req).await
+    TxnOffsetCommit 0..=5 => |shard, req, call| txn_offset_commit::handle(shard, call.session, req).await,
+    DescribeTransactions 0..=0 => |shard, req, call| {
+        describe_transactions::handle(shard, call.session, req).await
     },
     ListTransactions 0..=1 => |shard, req, call| {
-        list_transactions::handle(shard, req, call.version).await
+        list_transactions::handle(shard, call.session, req, call.version).await
     },
 }
 

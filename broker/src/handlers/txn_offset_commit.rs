@@ -21,8 +21,10 @@
 
 use super::offset_commit::group_by_topic;
 use super::wire::topic_name;
+use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply, OffsetCommitEntry, TxnProducer};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::txn_offset_commit_response::{
@@ -31,8 +33,35 @@ use net::kafka_protocol::messages::txn_offset_commit_response::{
 use net::kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use std::rc::Rc;
 
-pub async fn handle(shard: &Rc<Shard>, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
     let offsets = requested_offsets(&req);
+    // Kafka: WRITE on the transactional id, READ on the group (each refuses every partition),
+    // READ on each topic (`crate::authz`).
+    let refused_all = if !authz::allowed(
+        shard,
+        session,
+        AclOperation::Write,
+        RESOURCE_TRANSACTIONAL_ID,
+        &req.transactional_id.0,
+    ) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !authz::group(shard, session, AclOperation::Read, &req.group_id.0) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    if let Some(error) = refused_all {
+        let error = code(error);
+        let results = offsets.into_iter().map(|o| (o.topic, o.partition, error));
+        return respond(results.collect());
+    }
+    let (offsets, denied): (Vec<_>, Vec<_>) = offsets
+        .into_iter()
+        .partition(|o| authz::topic(shard, session, AclOperation::Read, &o.topic));
     let metadata = shard.metadata();
     let (offsets, unknown): (Vec<_>, Vec<_>) = offsets
         .into_iter()
@@ -54,6 +83,17 @@ pub async fn handle(shard: &Rc<Shard>, req: TxnOffsetCommitRequest) -> TxnOffset
             .into_iter()
             .map(|o| (o.topic, o.partition, unknown_error)),
     );
+    let denied_error = code(ResponseError::TopicAuthorizationFailed);
+    results.extend(
+        denied
+            .into_iter()
+            .map(|o| (o.topic, o.partition, denied_error)),
+    );
+    respond(results)
+}
+
+/// The response carrying `results` (topic, partition, error code), grouped by topic.
+fn respond(results: Vec<(String, i32, i16)>) -> TxnOffsetCommitResponse {
     let mut response = TxnOffsetCommitResponse::default();
     response.topics = group_by_topic(results)
         .into_iter()

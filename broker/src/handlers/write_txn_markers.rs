@@ -22,13 +22,15 @@
 //!
 //! The transaction coordinator (`crate::txn`) sends these to other brokers; its own
 //! partitions' markers it writes through the partition service directly. Kafka authorizes this
-//! inter-broker API with CLUSTER_ACTION on the cluster.
+//! inter-broker API with CLUSTER_ACTION on the cluster, as here.
 
 use super::wire::topic_name;
+use crate::authz::{self, AclOperation};
 use crate::errors::{code, partition_op_error_code};
 use crate::groups::service::on_txn_marker;
 use crate::groups::{GroupError, OFFSETS_TOPIC};
 use crate::partitions::{PartitionOp, PartitionOpError, PartitionReply};
+use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::write_txn_markers_response::{
@@ -42,7 +44,14 @@ use storage::{TopicPartition, TxnMarker, TxnResult};
 /// How long a marker waits for the ISR (Kafka's `request.timeout.ms` default).
 const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    // Kafka: CLUSTER_ACTION on the cluster, else every partition answers
+    // CLUSTER_AUTHORIZATION_FAILED (`crate::authz`).
+    let cluster_action = authz::cluster(shard, session, AclOperation::ClusterAction);
     let metadata = shard.metadata();
     let mut writes = Vec::new();
     // Per partition, in response order: the offsets partition and the marker's producer and
@@ -75,7 +84,10 @@ pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnM
                     topic: name.to_owned(),
                     partition: index,
                 };
-                let placement = image.and_then(|t| metadata.placement(t, index));
+                // Refused: routed nowhere (a placement of none), answered below.
+                let placement = image
+                    .filter(|_| cluster_action)
+                    .and_then(|t| metadata.placement(t, index));
                 let op = PartitionOp::WriteTxnMarker {
                     marker,
                     timeout: MARKER_TIMEOUT,
@@ -101,6 +113,10 @@ pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnM
         .flat_map(|m| &mut m.topics)
         .flat_map(|t| &mut t.partitions);
     for ((slot, reply), target) in slots.zip(replies).zip(offsets_targets) {
+        if !cluster_action {
+            slot.error_code = code(ResponseError::ClusterAuthorizationFailed);
+            continue;
+        }
         slot.error_code = marker_error_code(reply);
         if let (0, Some((partition, producer_id, end))) = (slot.error_code, target) {
             let completed = on_txn_marker(shard, partition, producer_id, end).await;

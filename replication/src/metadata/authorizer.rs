@@ -95,6 +95,59 @@ impl AclIndex {
         }
     }
 
+    /// Whether `who` may do `operation` on some resource of `resource_type` (Kafka's
+    /// `Authorizer.authorizeByResourceType`, used by InitProducerId for an idempotent
+    /// producer): allowed when it may on a resource no ACL names (super users, or
+    /// `allow.everyone.if.no.acl.found`), or when one of its ALLOW patterns is not covered by
+    /// one of its DENY patterns (a DENY of the literal wildcard covers everything).
+    pub fn authorize_any(
+        &self,
+        config: AuthorizerConfig<'_>,
+        who: Requester<'_>,
+        operation: AclOperation,
+        resource_type: i8,
+    ) -> bool {
+        if self.authorize(config, who, operation, resource_type, "hardcode") {
+            return true;
+        }
+        let applies = |b: &AclBinding| {
+            (b.principal == who.principal || b.principal == WILDCARD_PRINCIPAL)
+                && (b.host == WILDCARD || b.host == who.host)
+                && (b.operation == operation || b.operation == AclOperation::All)
+        };
+        let of_type = |map: &'_ HashMap<(i8, String), Vec<AclBinding>>| {
+            map.iter()
+                .filter(move |((t, _), _)| *t == resource_type)
+                .flat_map(|(_, v)| v.iter())
+                .filter(|b| applies(b))
+                .map(|b| (b.permission_type, b.resource_name.clone()))
+                .collect::<Vec<_>>()
+        };
+        let literal = of_type(&self.literal);
+        let prefixed = of_type(&self.prefixed);
+        let denied = |list: &[(i8, String)]| -> Vec<String> {
+            list.iter()
+                .filter(|(p, _)| *p == PERMISSION_DENY)
+                .map(|(_, n)| n.clone())
+                .collect()
+        };
+        let (deny_literal, deny_prefix) = (denied(&literal), denied(&prefixed));
+        if deny_literal.iter().any(|n| n == WILDCARD) {
+            return false;
+        }
+        let allowed = |list: &[(i8, String)]| -> Vec<String> {
+            list.iter()
+                .filter(|(p, _)| *p == PERMISSION_ALLOW)
+                .map(|(_, n)| n.clone())
+                .collect()
+        };
+        let covered = |name: &str| deny_prefix.iter().any(|d| name.starts_with(d.as_str()));
+        allowed(&literal)
+            .iter()
+            .any(|n| !deny_literal.contains(n) && !covered(n))
+            || allowed(&prefixed).iter().any(|n| !covered(n))
+    }
+
     /// The ACLs whose pattern covers the resource `(resource_type, name)`.
     fn acls_on<'a>(
         &'a self,
@@ -301,6 +354,33 @@ mod tests {
         let index = AclIndex::new([&deny, &describe]);
         assert!(index.authorize(config, ALICE, AclOperation::Describe, RESOURCE_TOPIC, "t"));
         assert!(!index.authorize(config, ALICE, AclOperation::Read, RESOURCE_TOPIC, "t"));
+    }
+
+    #[test]
+    fn any_resource_of_a_type_as_kafkas_authorize_by_resource_type() {
+        let config = AuthorizerConfig::default();
+        let w = AclOperation::Write;
+        let allow = acl(
+            "orders",
+            PATTERN_PREFIXED,
+            "User:alice",
+            w,
+            PERMISSION_ALLOW,
+        );
+        let index = AclIndex::new([&allow]);
+        assert!(index.authorize_any(config, ALICE, w, RESOURCE_TOPIC));
+        assert!(!index.authorize_any(config, ALICE, AclOperation::Read, RESOURCE_TOPIC));
+        let deny = acl("ord", PATTERN_PREFIXED, "User:alice", w, PERMISSION_DENY);
+        let index = AclIndex::new([&allow, &deny]);
+        assert!(
+            !index.authorize_any(config, ALICE, w, RESOURCE_TOPIC),
+            "covered by the deny"
+        );
+        let everyone = AuthorizerConfig {
+            allow_everyone_if_no_acl_found: true,
+            ..config
+        };
+        assert!(AclIndex::new([]).authorize_any(everyone, ALICE, w, RESOURCE_TOPIC));
     }
 
     #[test]
