@@ -10,8 +10,9 @@
 //! described, not enforced.
 
 use crate::session::Session;
-use crate::shard::Shard;
-use replication::metadata::quotas::{resolve, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE};
+use replication::metadata::quotas::{
+    resolve, ClientQuotas, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE,
+};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -98,48 +99,50 @@ impl Default for QuotaMeters {
     }
 }
 
-/// Meters `bytes` of `direction` for the session's (user, client id) and returns the throttle
-/// time to answer, ms (0: within its quota, or no quota). A throttled session's connection
-/// reads nothing more until the throttle time has passed (KIP-219).
-pub fn record(
-    shard: &Shard,
-    session: &Session,
-    client_id: &str,
-    direction: Direction,
-    bytes: usize,
-) -> i32 {
-    let key = match direction {
-        Direction::Produce => PRODUCER_BYTE_RATE,
-        Direction::Fetch => CONSUMER_BYTE_RATE,
-    };
-    let user = session.user();
-    let quota = {
-        let metadata = shard.metadata.borrow();
-        if metadata.client_quotas.is_empty() {
+impl QuotaMeters {
+    /// Meters `bytes` of `direction` for the session's (user, client id) against `quotas` (the
+    /// metadata's) and returns the throttle time to answer, ms (0: within its quota, or no
+    /// quota). A throttled session's connection reads nothing more until the throttle time has
+    /// passed (KIP-219).
+    pub fn record(
+        &self,
+        quotas: &ClientQuotas,
+        session: &Session,
+        client_id: &str,
+        direction: Direction,
+        bytes: usize,
+    ) -> i32 {
+        if quotas.is_empty() {
             return 0;
         }
-        resolve(&metadata.client_quotas, user, client_id, key)
-    };
-    let Some(quota) = quota else { return 0 };
-    let meters = &shard.quota_meters;
-    let now_ms = u64::try_from(meters.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let mut all = meters.meters.borrow_mut();
-    if all.len() >= METERS_MAX {
-        all.retain(|_, m| {
-            m.samples
-                .last()
-                .is_some_and(|(s, _)| now_ms - s < SAMPLE_MS * SAMPLES as u64)
-        });
+        let key = match direction {
+            Direction::Produce => PRODUCER_BYTE_RATE,
+            Direction::Fetch => CONSUMER_BYTE_RATE,
+        };
+        let user = session.user();
+        let Some(quota) = resolve(quotas, user, client_id, key) else {
+            return 0;
+        };
+        let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let window_ms = SAMPLE_MS * SAMPLES as u64;
+        let mut all = self.meters.borrow_mut();
+        if all.len() >= METERS_MAX {
+            all.retain(|_, m| {
+                m.samples
+                    .last()
+                    .is_some_and(|(s, _)| now_ms - s < window_ms)
+            });
+        }
+        let meter = all
+            .entry((direction, user.to_string(), client_id.to_string()))
+            .or_insert_with(Meter::new);
+        let (rate, window_ms) = meter.record(bytes as f64, now_ms);
+        let throttle = throttle_ms(rate, quota, window_ms);
+        if throttle > 0 {
+            session.throttle_for(Duration::from_millis(throttle));
+        }
+        i32::try_from(throttle).unwrap_or(i32::MAX)
     }
-    let meter = all
-        .entry((direction, user.to_string(), client_id.to_string()))
-        .or_insert_with(Meter::new);
-    let (rate, window_ms) = meter.record(bytes as f64, now_ms);
-    let throttle = throttle_ms(rate, quota, window_ms);
-    if throttle > 0 {
-        session.throttle_for(Duration::from_millis(throttle));
-    }
-    i32::try_from(throttle).unwrap_or(i32::MAX)
 }
 
 #[cfg(test)]

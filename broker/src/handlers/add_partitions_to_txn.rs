@@ -44,8 +44,10 @@ pub async fn handle(
             shard,
             session,
             &req.v3_and_below_transactional_id.0,
-            req.v3_and_below_producer_id.0,
-            req.v3_and_below_producer_epoch,
+            (
+                req.v3_and_below_producer_id.0,
+                req.v3_and_below_producer_epoch,
+            ),
             false,
             &req.v3_and_below_topics,
             fenced_is_invalid_epoch,
@@ -61,8 +63,7 @@ pub async fn handle(
             shard,
             session,
             &t.transactional_id.0,
-            t.producer_id.0,
-            t.producer_epoch,
+            (t.producer_id.0, t.producer_epoch),
             t.verify_only,
             &t.topics,
             false,
@@ -73,17 +74,18 @@ pub async fn handle(
     response
 }
 
-/// The per-partition results of one transaction's request.
+/// The per-partition results of one transaction's request; `producer` is its (producer id,
+/// epoch).
 async fn one_transaction(
     shard: &Rc<Shard>,
     session: &Session,
     transactional_id: &str,
-    producer_id: i64,
-    producer_epoch: i16,
+    producer: (i64, i16),
     verify_only: bool,
     topics: &[AddPartitionsToTxnTopic],
     fenced_is_invalid_epoch: bool,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
+    let (producer_id, producer_epoch) = producer;
     let partitions: Vec<TopicPartition> = topics
         .iter()
         .flat_map(|t| {

@@ -149,8 +149,8 @@ pub async fn handle(
     let returned = count_response(shard, &topics);
     // A consumer over its `consumer_byte_rate` is throttled (`crate::quotas`); followers are not.
     let throttle_time_ms = if follower.is_none() {
-        crate::quotas::record(
-            shard,
+        shard.quota_meters.record(
+            &shard.metadata.borrow().client_quotas,
             session,
             client_id,
             crate::quotas::Direction::Fetch,

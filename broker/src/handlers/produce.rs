@@ -105,8 +105,8 @@ pub async fn handle(
             )
         });
     let bytes = count_request(shard, &req);
-    let throttle_time_ms = crate::quotas::record(
-        shard,
+    let throttle_time_ms = shard.quota_meters.record(
+        &shard.metadata.borrow().client_quotas,
         session,
         client_id,
         crate::quotas::Direction::Produce,
