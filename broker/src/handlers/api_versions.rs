@@ -57,13 +57,25 @@ mod tests {
             .iter()
             .map(|f| (f.name.to_string(), f.min_version, f.max_version))
             .collect();
-        assert_eq!(supported, [("metadata.version".to_string(), 7, 7)]);
+        assert_eq!(
+            supported,
+            [
+                ("metadata.version".to_string(), 7, 7),
+                ("transaction.version".to_string(), 0, 1)
+            ]
+        );
         let finalized: Vec<_> = r
             .finalized_features
             .iter()
             .map(|f| (f.name.to_string(), f.min_version_level, f.max_version_level))
             .collect();
-        assert_eq!(finalized, [("metadata.version".to_string(), 7, 7)]);
+        assert_eq!(
+            finalized,
+            [
+                ("metadata.version".to_string(), 7, 7),
+                ("transaction.version".to_string(), 1, 1)
+            ]
+        );
         assert_eq!(r.finalized_features_epoch, 42);
     }
 }
