@@ -214,6 +214,7 @@ pub fn load(args: Args) -> Result<BrokerConfig, ConfigError> {
     }
     config.check_shard_overrides()?;
     config.check_quorum()?;
+    config.check_listeners()?;
     Ok(config)
 }
 
@@ -247,7 +248,7 @@ mod tests {
     #[test]
     fn no_arguments_gives_defaults() {
         let c = load(args(&[])).expect("defaults load");
-        assert_eq!(c.listen.to_string(), "127.0.0.1:9092");
+        assert_eq!(c.listeners[0].addr.to_string(), "127.0.0.1:9092");
         assert_eq!(c.admin_listen.to_string(), "127.0.0.1:9644");
         assert_eq!(c.data_dir, PathBuf::from("./data"));
         assert!(!c.cores.is_empty());
@@ -280,7 +281,7 @@ mod tests {
         ]))
         .expect("valid");
         assert_eq!(c.num_partitions, 4, "--set beats the file");
-        assert_eq!(c.listen.port(), 3000, "the flag beats --set");
+        assert_eq!(c.listeners[0].addr.port(), 3000, "the flag beats --set");
         assert_eq!(
             c.topic_defaults.log.retention_ms,
             Some(std::time::Duration::from_millis(5)),
@@ -289,7 +290,10 @@ mod tests {
         assert!(!c.auto_create_topics_enable);
         assert_eq!(c.data_dir, PathBuf::from("/tmp/sluice-x"));
         assert_eq!(c.cores, vec![0]);
-        assert_eq!(c.advertised_listener().to_string(), "127.0.0.1:3000");
+        assert_eq!(
+            c.advertised_endpoints()[0].host_port.to_string(),
+            "127.0.0.1:3000"
+        );
     }
 
     #[test]

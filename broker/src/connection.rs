@@ -9,15 +9,21 @@
 //! Requests run concurrently, except the group-coordinator APIs, which run one after another
 //! per connection as Kafka runs every request: a client that commits and then fetches its
 //! offsets (or joins and then syncs) without waiting for the answers sees them in order.
+//!
+//! On a TLS listener the handshake comes first (`crate::tls`; a failed one closes this
+//! connection only), and responses are written through the TLS stream: record bytes are copied
+//! and encrypted there. On a plaintext listener they leave zero-copy (`crate::send`).
 
+use crate::client::{ClientContext, ANONYMOUS_PRINCIPAL};
 use crate::handlers;
 use crate::response::Response;
 use crate::rt::local_channel::{self, LocalReceiver};
 use crate::rt::JoinHandle;
 use crate::rt::TcpStream;
 use crate::shard::Shard;
+use crate::tls::ListenerTls;
 use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use net::kafka_protocol::messages::ApiKey;
 use net::{decode_frame, decode_request, FrameStatus, NetError};
 use std::os::fd::{AsRawFd, RawFd};
@@ -63,15 +69,52 @@ fn is_group_api(key: ApiKey) -> bool {
     )
 }
 
-/// Serves `stream` until the client closes it or sends something undecodable.
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+/// A Kafka listener as its connections see it.
+pub struct ListenerContext {
+    /// The listener name, upper case.
+    pub name: Rc<str>,
+    /// Its TLS side (`SSL`, `SASL_SSL`); `None` on a plaintext listener.
+    pub tls: Option<ListenerTls>,
+}
+
+/// Serves `stream`, a connection to `listener`, until the client closes it or sends
+/// something undecodable.
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<ListenerContext>) {
     let _counted = shard.stop.connection();
     let peer = stream.peer_addr().ok();
-    // Kafka's spelling of a member's host in DescribeGroups.
-    let client_host: Rc<str> = peer
-        .map_or_else(String::new, |p| format!("/{}", p.ip()))
-        .into();
-    let fd = stream.as_raw_fd();
+    let mut client = ClientContext {
+        // Kafka's spelling of a member's host in DescribeGroups.
+        host: peer
+            .map_or_else(String::new, |p| format!("/{}", p.ip()))
+            .into(),
+        listener: listener.name.clone(),
+        principal: ANONYMOUS_PRINCIPAL.into(),
+    };
+    let Some(tls) = &listener.tls else {
+        let fd = stream.as_raw_fd();
+        return serve_stream(shard, stream, Some(fd), client).await;
+    };
+    match tls.accept(stream).await {
+        Ok((stream, principal)) => {
+            if let Some(name) = principal {
+                client.principal = format!("User:{name}").into();
+            }
+            tracing::debug!(?peer, listener = %client.listener, principal = %client.principal, "TLS client accepted");
+            serve_stream(shard, stream, None, client).await;
+        }
+        Err(e) => {
+            tracing::info!(?peer, listener = %client.listener, error = %e, "closing connection: TLS");
+        }
+    }
+}
+
+/// Serves a connection's (plaintext or decrypted) byte stream. `fd`: the socket, when
+/// responses may leave it zero-copy (plaintext only).
+async fn serve_stream<S>(shard: Rc<Shard>, stream: S, fd: Option<RawFd>, client: ClientContext)
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let peer = &client.host;
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
     let write_side = crate::rt::spawn_local(write_responses(fd, writer, pending));
@@ -91,8 +134,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                     } else {
                         frame
                     };
-                    let Some(task) = start_request(&shard, frame, &client_host, &mut group_turn)
-                    else {
+                    let Some(task) = start_request(&shard, frame, &client, &mut group_turn) else {
                         break 'read;
                     };
                     if queue.send(task).await.is_err() {
@@ -129,10 +171,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
 }
 
 /// The write side: takes the handler tasks in request order and writes each response; every
-/// response that is ready leaves in one vectored send. Ends when the read side is done and
-/// every response is out, or when the connection must close.
+/// response that is ready leaves in one vectored send (on plaintext, `fd`; through `writer`,
+/// copied, otherwise). Ends when the read side is done and every response is out, or when the
+/// connection must close.
 async fn write_responses<W: AsyncWrite + Unpin>(
-    fd: RawFd,
+    fd: Option<RawFd>,
     mut writer: W,
     pending: LocalReceiver<PendingResponse>,
 ) {
@@ -162,15 +205,28 @@ async fn write_responses<W: AsyncWrite + Unpin>(
                 }
             }
         }
-        if crate::send::send_chunks(fd, &mut writer, &chunks)
-            .await
-            .is_err()
-        {
+        let sent = match fd {
+            Some(fd) => crate::send::send_chunks(fd, &mut writer, &chunks).await,
+            None => write_copied(&mut writer, &chunks).await,
+        };
+        if sent.is_err() {
             return;
         }
         chunks.clear();
     }
     let _ = writer.close().await;
+}
+
+/// Writes `chunks` through `writer` (a TLS stream: each chunk is copied into TLS records)
+/// and flushes them out.
+async fn write_copied<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    chunks: &[Bytes],
+) -> std::io::Result<()> {
+    for chunk in chunks {
+        writer.write_all(chunk).await?;
+    }
+    writer.flush().await
 }
 
 /// Adds a finished handler's response frame to `chunks`; `false` when the connection must
@@ -195,7 +251,7 @@ fn take_response(response: Option<Response>, chunks: &mut Vec<Bytes>) -> bool {
 fn start_request(
     shard: &Rc<Shard>,
     frame: Bytes,
-    client_host: &Rc<str>,
+    client: &ClientContext,
     group_turn: &mut Option<GroupTurn>,
 ) -> Option<PendingResponse> {
     if crate::controller::forward::is_forwarded(&frame) {
@@ -208,7 +264,7 @@ fn start_request(
         Ok(request) => {
             let queue = shard.queues.for_api(request.api_key);
             let shard = shard.clone();
-            let client_host = client_host.clone();
+            let client = client.clone();
             let (previous, done) = if is_group_api(request.api_key) {
                 let (done, next_turn) = futures_channel::oneshot::channel();
                 (group_turn.replace(next_turn), Some(done))
@@ -220,7 +276,7 @@ fn start_request(
                     // Err: the previous task is gone (connection closing); go on regardless.
                     let _ = previous.await;
                 }
-                let response = handlers::handle(&shard, request, &client_host).await;
+                let response = handlers::handle(&shard, request, &client).await;
                 if let Some(done) = done {
                     let _ = done.send(());
                 }

@@ -14,6 +14,7 @@
 mod admin;
 mod cleaner;
 mod cli;
+mod client;
 mod compression;
 mod connection;
 mod controller;
@@ -41,6 +42,7 @@ mod seam;
 mod send;
 mod shard;
 mod shutdown;
+mod tls;
 
 pub use admin::{head_end, parse_request, Request};
 pub use produce_checks::{prepare as prepare_produce, ProduceCheckError};

@@ -64,23 +64,36 @@ pub struct LiveBroker {
     pub rack: Option<String>,
 }
 
-/// The Kafka listener of broker `node` as registered in `meta` (its first endpoint), as
-/// `(host, port)`, or `None` when it is not registered.
-pub fn broker_endpoint(meta: &ClusterMetadata, node: i32) -> Option<(String, u16)> {
-    let endpoint = meta.image.brokers.get(&node)?.end_points.first()?;
+/// The endpoint of listener `listener` (upper case) of broker `node` as registered in
+/// `meta`, as `(host, port)`, or `None` when the broker is not registered or has no such
+/// listener. Other brokers are reached on `inter.broker.listener.name`.
+pub fn broker_endpoint(meta: &ClusterMetadata, node: i32, listener: &str) -> Option<(String, u16)> {
+    let endpoint = meta
+        .image
+        .brokers
+        .get(&node)?
+        .end_points
+        .iter()
+        .find(|e| e.name == listener)?;
     Some((endpoint.host.clone(), endpoint.port))
 }
 
-/// The live brokers of `meta` by id; this one, from `config`'s advertised listener, also
-/// while its registration is not in the image yet (at start-up).
-pub fn live_brokers(meta: &ClusterMetadata, config: &BrokerConfig) -> Vec<LiveBroker> {
+/// The live brokers of `meta` by id with their endpoint on listener `listener` (Kafka
+/// answers each client with the endpoints of the listener it connected to, and leaves out
+/// the brokers without one); this one, from `config`'s advertised listeners, also while its
+/// registration is not in the image yet (at start-up).
+pub fn live_brokers(
+    meta: &ClusterMetadata,
+    config: &BrokerConfig,
+    listener: &str,
+) -> Vec<LiveBroker> {
     let mut live: Vec<LiveBroker> = meta
         .image
         .brokers
         .iter()
         .filter(|(_, b)| !b.fenced)
         .filter_map(|(id, b)| {
-            let endpoint = b.end_points.first()?;
+            let endpoint = b.end_points.iter().find(|e| e.name == listener)?;
             Some(LiveBroker {
                 id: *id,
                 host: endpoint.host.clone(),
@@ -90,14 +103,19 @@ pub fn live_brokers(meta: &ClusterMetadata, config: &BrokerConfig) -> Vec<LiveBr
         })
         .collect();
     if !meta.image.brokers.contains_key(&config.node_id) {
-        let advertised = config.advertised_listener();
-        live.push(LiveBroker {
-            id: config.node_id,
-            host: advertised.host,
-            port: advertised.port,
-            rack: None,
-        });
-        live.sort_by_key(|b| b.id);
+        if let Some(advertised) = config
+            .advertised_endpoints()
+            .into_iter()
+            .find(|a| a.name == listener)
+        {
+            live.push(LiveBroker {
+                id: config.node_id,
+                host: advertised.host_port.host,
+                port: advertised.host_port.port,
+                rack: None,
+            });
+            live.sort_by_key(|b| b.id);
+        }
     }
     live
 }
@@ -282,9 +300,6 @@ pub fn read_single_node_store(
         Err(e) => Err(anyhow::anyhow!("{}: {e}", legacy.display())),
     }
 }
-
-/// Kafka's `SecurityProtocol.PLAINTEXT` id, the only listener protocol Sluice serves.
-pub const SECURITY_PROTOCOL_PLAINTEXT: i16 = 0;
 
 /// The image the legacy metadata describes, every partition led by `node_id`.
 fn convert_legacy(

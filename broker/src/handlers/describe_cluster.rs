@@ -14,7 +14,11 @@ use std::rc::Rc;
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
-pub fn handle(shard: &Rc<Shard>, req: &DescribeClusterRequest) -> DescribeClusterResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    req: &DescribeClusterRequest,
+    listener: &str,
+) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
     // The response's endpoint type field exists from v1 and must stay 1 (its default) in v0;
     // this broker always answers for its broker listener.
@@ -39,7 +43,7 @@ pub fn handle(shard: &Rc<Shard>, req: &DescribeClusterRequest) -> DescribeCluste
         }
     }
     let meta = shard.metadata();
-    let lives = crate::metadata::live_brokers(&meta, &shard.config);
+    let lives = crate::metadata::live_brokers(&meta, &shard.config, listener);
     response.controller_id = BrokerId(crate::metadata::controller_for_clients(&meta, &lives));
     for live in lives {
         let mut broker = DescribeClusterBroker::default();

@@ -119,6 +119,7 @@ pub async fn handle(
     req: FetchRequest,
     version: i16,
     correlation_id: i32,
+    listener: &str,
 ) -> Response {
     let wait_ms = u64::try_from(req.max_wait_ms)
         .unwrap_or(0)
@@ -138,7 +139,7 @@ pub async fn handle(
     let mut topics = lay_out(&req, &names, replies, max_bytes, version, read_committed);
     // The hints are the image's after the wait, looked up only for answers that carry them.
     let node_endpoints = if version >= LEADER_HINTS_VERSION && hinted_answers(&topics) {
-        add_leader_hints(&shard.metadata(), &names, &mut topics)
+        add_leader_hints(&shard.metadata(), listener, &names, &mut topics)
     } else {
         Vec::new()
     };
@@ -324,11 +325,12 @@ fn hinted_answers(topics: &[FetchTopicData]) -> bool {
 /// those leaders that are alive. `names`: the request's topics as resolved.
 fn add_leader_hints(
     meta: &ClusterMetadata,
+    listener: &str,
     names: &[Option<String>],
     topics: &mut [FetchTopicData],
 ) -> Vec<FetchNodeEndpoint> {
     let hinted = hinted_codes();
-    let mut hints = LeaderHints::new(meta);
+    let mut hints = LeaderHints::new(meta, listener);
     for (topic, name) in topics.iter_mut().zip(names) {
         let Some(name) = name else { continue };
         for p in &mut topic.partitions {
@@ -621,7 +623,8 @@ mod tests {
                 partitions: vec![partition(0, ResponseError::NotLeaderOrFollower)],
             },
         ];
-        let endpoints = add_leader_hints(&meta, &[Some("t".into()), None], &mut topics);
+        let endpoints =
+            add_leader_hints(&meta, "PLAINTEXT", &[Some("t".into()), None], &mut topics);
         let hints: Vec<_> = topics
             .iter()
             .flat_map(|t| &t.partitions)

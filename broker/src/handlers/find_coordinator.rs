@@ -20,6 +20,7 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: FindCoordinatorRequest,
     version: i16,
+    listener: &str,
 ) -> FindCoordinatorResponse {
     let keys: Vec<String> = if version >= 4 {
         req.coordinator_keys.iter().map(|k| k.to_string()).collect()
@@ -34,7 +35,7 @@ pub async fn handle(
             KEY_TYPE_GROUP => match crate::groups::service::ensure_offsets_topic(shard).await {
                 Ok(partitions) => {
                     let partition = crate::groups::partition_for(&key, partitions);
-                    match coordinator_of(shard, partition) {
+                    match coordinator_of(shard, partition, listener) {
                         Some(broker) => {
                             c.node_id = BrokerId(broker.id);
                             c.host = str_bytes(broker.host);
@@ -81,12 +82,16 @@ pub async fn handle(
 }
 
 /// The live broker leading `__consumer_offsets` partition `partition`.
-fn coordinator_of(shard: &Shard, partition: i32) -> Option<crate::metadata::LiveBroker> {
+fn coordinator_of(
+    shard: &Shard,
+    partition: i32,
+    listener: &str,
+) -> Option<crate::metadata::LiveBroker> {
     let meta = shard.metadata();
     let leader = meta
         .partition(crate::groups::OFFSETS_TOPIC, partition)?
         .leader;
-    crate::metadata::live_brokers(&meta, &shard.config)
+    crate::metadata::live_brokers(&meta, &shard.config, listener)
         .into_iter()
         .find(|b| b.id == leader)
 }

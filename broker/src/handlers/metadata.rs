@@ -23,7 +23,12 @@ use std::rc::Rc;
 /// First Metadata version whose partitions carry the leader epoch.
 const LEADER_EPOCH_VERSION: i16 = 7;
 
-pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: MetadataRequest,
+    version: i16,
+    listener: &str,
+) -> MetadataResponse {
     let include_topic_operations = req.include_topic_authorized_operations;
     // Cluster operations moved to DescribeCluster after Metadata v10 (KIP-700).
     let include_cluster_operations = req.include_cluster_authorized_operations && version <= 10;
@@ -40,7 +45,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
         _ => HashMap::new(),
     };
     let meta = shard.metadata();
-    let live = crate::metadata::live_brokers(&meta, &shard.config);
+    let live = crate::metadata::live_brokers(&meta, &shard.config, listener);
     let names: Vec<String> = requested.unwrap_or_else(|| meta.topics.keys().cloned().collect());
     let topics = names
         .into_iter()

@@ -43,6 +43,7 @@ mod sync_group;
 mod wire;
 mod write_txn_markers;
 
+use crate::client::ClientContext;
 use crate::response::Response;
 use crate::shard::Shard;
 use net::kafka_protocol::messages::{ApiKey, RequestKind};
@@ -68,13 +69,14 @@ macro_rules! registry {
             $((ApiKey::$variant, $min, $max, stringify!($variant)),)*
         ];
 
-        async fn dispatch(shard: &Rc<Shard>, request: Request, client_host: &str) -> Response {
+        async fn dispatch(shard: &Rc<Shard>, request: Request, client: &ClientContext) -> Response {
             let call = Call {
                 key: request.api_key,
                 version: request.api_version,
                 correlation_id: request.correlation_id(),
                 client_id: request.header.client_id.as_deref().unwrap_or_default(),
-                client_host,
+                client_host: &client.host,
+                listener: &client.listener,
             };
             match request.body {
                 $(RequestKind::$variant($req) => {
@@ -98,7 +100,7 @@ macro_rules! registry {
 registry! {
     Produce 3..=10 => raw |shard, req, call| {
         let acks = req.acks;
-        let response = produce::handle(shard, req, call.version).await;
+        let response = produce::handle(shard, req, call.version, call.listener).await;
         if acks == 0 {
             Response::None
         } else {
@@ -107,10 +109,12 @@ registry! {
     },
     InitProducerId 0..=4 => |shard, req, _call| init_producer_id::handle(shard, req).await,
     Fetch 4..=16 => raw |shard, req, call| {
-        fetch::handle(shard, req, call.version, call.correlation_id).await
+        fetch::handle(shard, req, call.version, call.correlation_id, call.listener).await
     },
     ListOffsets 1..=7 => |shard, req, call| list_offsets::handle(shard, req, call.version).await,
-    Metadata 0..=12 => |shard, req, call| metadata::handle(shard, req, call.version).await,
+    Metadata 0..=12 => |shard, req, call| {
+        metadata::handle(shard, req, call.version, call.listener).await
+    },
     ApiVersions 0..=3 => |_shard, _, _call| api_versions::handle(supported_versions()),
     CreateTopics 2..=7 => |shard, req, _call| create_topics::handle(shard, req).await,
     DeleteTopics 1..=5 => |shard, req, call| delete_topics::handle(shard, req, call.version).await,
@@ -121,9 +125,9 @@ registry! {
     IncrementalAlterConfigs 0..=1 => |shard, req, _call| {
         incremental_alter_configs::handle(shard, req).await
     },
-    DescribeCluster 0..=1 => |shard, req, _call| describe_cluster::handle(shard, &req),
+    DescribeCluster 0..=1 => |shard, req, call| describe_cluster::handle(shard, &req, call.listener),
     FindCoordinator 0..=4 => |shard, req, call| {
-        find_coordinator::handle(shard, req, call.version).await
+        find_coordinator::handle(shard, req, call.version, call.listener).await
     },
     JoinGroup 0..=9 => |shard, req, call| {
         join_group::handle(shard, req, call.version, call.client_id, call.client_host).await
@@ -162,6 +166,9 @@ struct Call<'a> {
     client_id: &'a str,
     /// The client's address in Kafka's `/ip` form.
     client_host: &'a str,
+    /// The listener the client connected to: Metadata, DescribeCluster, FindCoordinator and
+    /// KIP-951's leader hints name that listener's endpoints.
+    listener: &'a str,
 }
 
 /// The broker's ApiVersions table.
@@ -185,12 +192,11 @@ fn api_name(key: ApiKey) -> &'static str {
         .map_or("Other", |(.., name)| name)
 }
 
-/// Handles one decoded request from a client at `client_host` (Kafka's `/ip` form) and
-/// records its latency in the shard's metrics.
-pub async fn handle(shard: &Rc<Shard>, request: Request, client_host: &str) -> Response {
+/// Handles one decoded request from `client` and records its latency in the shard's metrics.
+pub async fn handle(shard: &Rc<Shard>, request: Request, client: &ClientContext) -> Response {
     let started = std::time::Instant::now();
     let key = request.api_key;
-    let response = dispatch(shard, request, client_host).await;
+    let response = dispatch(shard, request, client).await;
     shard
         .metrics
         .record_latency(api_name(key), started.elapsed());

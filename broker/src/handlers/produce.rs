@@ -77,7 +77,12 @@ impl Refusal {
     }
 }
 
-pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> ProduceResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: ProduceRequest,
+    version: i16,
+    listener: &str,
+) -> ProduceResponse {
     let acks = Acks::from_wire(req.acks);
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
     let unauthorized_transactional = transactional_without_id(&req);
@@ -139,7 +144,7 @@ pub async fn handle(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> Pro
     drop(metadata);
     await_appends(&mut response, appends).await;
     if version >= LEADER_HINTS_VERSION && not_leader_answers(&response) {
-        add_leader_hints(&shard.metadata(), &mut response);
+        add_leader_hints(&shard.metadata(), listener, &mut response);
     }
     response
 }
@@ -258,9 +263,9 @@ fn not_leader_answers(response: &ProduceResponse) -> bool {
 /// KIP-951's hints, as Kafka's `KafkaApis.handleProduceRequest` gives them (see
 /// [`super::leader_hints`]): each partition answered NOT_LEADER_OR_FOLLOWER gets its current
 /// leader and leader epoch, and the response the endpoint of every such leader that is alive.
-fn add_leader_hints(meta: &ClusterMetadata, response: &mut ProduceResponse) {
+fn add_leader_hints(meta: &ClusterMetadata, listener: &str, response: &mut ProduceResponse) {
     let not_leader = code(ResponseError::NotLeaderOrFollower);
-    let mut hints = LeaderHints::new(meta);
+    let mut hints = LeaderHints::new(meta, listener);
     for topic in &mut response.responses {
         for p in &mut topic.partition_responses {
             if p.error_code != not_leader {
