@@ -10,7 +10,10 @@
 //! per connection as Kafka runs every request: a client that commits and then fetches its
 //! offsets (or joins and then syncs) without waiting for the answers sees them in order.
 //!
-//! On a TLS listener the handshake comes first (`crate::tls`; a failed one closes this
+//! On a SASL listener the client authenticates first (`crate::sasl`: its frames go to the
+//! authenticator, at most `sasl::UNAUTHENTICATED_FRAME_MAX_BYTES` each, until it succeeds;
+//! a failure is answered after `connection.failed.authentication.delay.ms`, then the
+//! connection closes). On a TLS listener the handshake comes first (`crate::tls`; a failed one closes this
 //! connection only), and responses are written through the TLS stream: record bytes are copied
 //! and encrypted there. On a plaintext listener they leave zero-copy (`crate::send`).
 
@@ -20,6 +23,7 @@ use crate::response::Response;
 use crate::rt::local_channel::{self, LocalReceiver};
 use crate::rt::JoinHandle;
 use crate::rt::TcpStream;
+use crate::sasl::{SaslListener, SaslServer, Step};
 use crate::shard::Shard;
 use crate::tls::ListenerTls;
 use bytes::{Bytes, BytesMut};
@@ -28,6 +32,7 @@ use net::kafka_protocol::messages::ApiKey;
 use net::{decode_frame, decode_request, FrameStatus, NetError};
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Requests decoded but not yet answered, per connection.
 pub const IN_FLIGHT_REQUESTS_MAX: usize = 16;
@@ -75,6 +80,9 @@ pub struct ListenerContext {
     pub name: Rc<str>,
     /// Its TLS side (`SSL`, `SASL_SSL`); `None` on a plaintext listener.
     pub tls: Option<ListenerTls>,
+    /// Its SASL settings (`SASL_PLAINTEXT`, `SASL_SSL`); `None` when clients need not
+    /// authenticate.
+    pub sasl: Option<Arc<SaslListener>>,
 }
 
 /// Serves `stream`, a connection to `listener`, until the client closes it or sends
@@ -90,9 +98,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<ListenerCon
         listener: listener.name.clone(),
         principal: ANONYMOUS_PRINCIPAL.into(),
     };
+    let sasl = listener.sasl.clone().map(SaslServer::new);
     let Some(tls) = &listener.tls else {
         let fd = stream.as_raw_fd();
-        return serve_stream(shard, stream, Some(fd), client).await;
+        return serve_stream(shard, stream, Some(fd), client, sasl).await;
     };
     match tls.accept(stream).await {
         Ok((stream, principal)) => {
@@ -100,7 +109,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<ListenerCon
                 client.principal = format!("User:{name}").into();
             }
             tracing::debug!(?peer, listener = %client.listener, principal = %client.principal, "TLS client accepted");
-            serve_stream(shard, stream, None, client).await;
+            serve_stream(shard, stream, None, client, sasl).await;
         }
         Err(e) => {
             tracing::info!(?peer, listener = %client.listener, error = %e, "closing connection: TLS");
@@ -109,16 +118,21 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<ListenerCon
 }
 
 /// Serves a connection's (plaintext or decrypted) byte stream. `fd`: the socket, when
-/// responses may leave it zero-copy (plaintext only).
-async fn serve_stream<S>(shard: Rc<Shard>, stream: S, fd: Option<RawFd>, client: ClientContext)
-where
+/// responses may leave it zero-copy (plaintext only); `sasl`: the authenticator its frames go
+/// to until the client is authenticated.
+async fn serve_stream<S>(
+    shard: Rc<Shard>,
+    stream: S,
+    fd: Option<RawFd>,
+    mut client: ClientContext,
+    mut sasl: Option<SaslServer>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    let peer = &client.host;
+    let peer = client.host.clone();
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
     let write_side = crate::rt::spawn_local(write_responses(fd, writer, pending));
-    let max_frame = shard.config.socket_request_max_bytes;
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     // The socket is read into this buffer, kept for the connection's life, and what arrived is
     // copied into `buf`: no fresh zeroed buffer per read (a 64 KiB `memset` and allocation per
@@ -127,6 +141,10 @@ where
     let mut group_turn: Option<GroupTurn> = None;
     'read: loop {
         let frame_remaining = loop {
+            let max_frame = match sasl {
+                Some(_) => crate::sasl::UNAUTHENTICATED_FRAME_MAX_BYTES,
+                None => shard.config.socket_request_max_bytes,
+            };
             match decode_frame(&mut buf, max_frame) {
                 Ok(FrameStatus::Frame(frame)) => {
                     let frame = if frame.len() <= COPY_FRAME_MAX_BYTES {
@@ -134,6 +152,45 @@ where
                     } else {
                         frame
                     };
+                    if let Some(server) = sasl.as_mut() {
+                        match server.on_frame(frame.clone(), handlers::supported_versions()) {
+                            Step::Serve => {}
+                            Step::Answer(answer) => {
+                                if queue.send(ready(Response::Whole(answer))).await.is_err() {
+                                    break 'read;
+                                }
+                                continue;
+                            }
+                            Step::Authenticated { answer, principal } => {
+                                tracing::debug!(%peer, %principal, "SASL client authenticated");
+                                client.principal = principal.into();
+                                sasl = None;
+                                if queue.send(ready(Response::Whole(answer))).await.is_err() {
+                                    break 'read;
+                                }
+                                continue;
+                            }
+                            Step::AnswerThenClose { answer, delayed } => {
+                                let delay = if delayed {
+                                    tracing::info!(%peer, listener = %client.listener, "failed SASL authentication");
+                                    shard.config.connection_failed_authentication_delay()
+                                } else {
+                                    std::time::Duration::ZERO
+                                };
+                                let answer = crate::rt::spawn_local(async move {
+                                    crate::rt::sleep(delay).await;
+                                    Response::Whole(answer)
+                                });
+                                let _ = queue.send(answer.detach()).await;
+                                let _ = queue.send(ready(Response::Close)).await;
+                                break 'read;
+                            }
+                            Step::Close => {
+                                tracing::debug!(%peer, "closing connection: a request out of SASL order");
+                                break 'read;
+                            }
+                        }
+                    }
                     let Some(task) = start_request(&shard, frame, &client, &mut group_turn) else {
                         break 'read;
                     };
@@ -215,6 +272,11 @@ async fn write_responses<W: AsyncWrite + Unpin>(
         chunks.clear();
     }
     let _ = writer.close().await;
+}
+
+/// A response that is already known, as a pending one.
+fn ready(response: Response) -> PendingResponse {
+    crate::rt::spawn_local(async move { response }).detach()
 }
 
 /// Writes `chunks` through `writer` (a TLS stream: each chunk is copied into TLS records)

@@ -38,6 +38,7 @@ mod replica_fetcher;
 mod response;
 mod rt;
 mod runtime;
+mod sasl;
 mod seam;
 mod send;
 mod shard;

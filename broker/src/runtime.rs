@@ -121,6 +121,8 @@ struct KafkaListener {
     name: String,
     /// Its TLS side, on an `SSL` or `SASL_SSL` listener.
     tls: Option<crate::tls::ListenerTls>,
+    /// Its SASL settings, on a `SASL_PLAINTEXT` or `SASL_SSL` listener.
+    sasl: Option<Arc<crate::sasl::SaslListener>>,
     handoff: Handoff,
     closer: Closer,
 }
@@ -141,15 +143,19 @@ fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<(Vec<ShardListeners>,
         .map(|v| v.addr);
     let mut kafka = Vec::with_capacity(config.listeners.len());
     for l in &config.listeners {
-        let tls = match config.listener_protocol(&l.name) {
+        let protocol = config.listener_protocol(&l.name);
+        let tls = match protocol {
             Some(p) if p.uses_tls() => Some(crate::tls::ListenerTls::new(config, &l.name)?),
             _ => None,
         };
-        kafka.push((
-            l.name.clone(),
-            tls,
-            listener::bind("Kafka listener", l.addr)?,
-        ));
+        let sasl = match protocol {
+            Some(p) if p.uses_sasl() => {
+                Some(Arc::new(crate::sasl::SaslListener::new(config, &l.name)?))
+            }
+            _ => None,
+        };
+        let bound = listener::bind("Kafka listener", l.addr)?;
+        kafka.push((l.name.clone(), tls, sasl, bound));
     }
     let admin = listener::bind("admin listener", config.admin_listen)?;
     let voter = voter
@@ -158,12 +164,13 @@ fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<(Vec<ShardListeners>,
     let mut shards: Vec<ShardListeners> = std::iter::repeat_with(ShardListeners::default)
         .take(config.cores.len())
         .collect();
-    for (name, tls, bound) in kafka {
+    for (name, tls, sasl, bound) in kafka {
         let (closer, handoffs) = bound.serve(listening.len())?;
         for (&id, handoff) in listening.iter().zip(handoffs) {
             shards[id].kafka.push(KafkaListener {
                 name: name.clone(),
                 tls: tls.clone(),
+                sasl: sasl.clone(),
                 handoff,
                 closer: closer.clone(),
             });
@@ -250,6 +257,7 @@ async fn shard_main(
         let context = connection::ListenerContext {
             name: l.name.into(),
             tls: l.tls,
+            sasl: l.sasl,
         };
         incoming.push((l.handoff.incoming(), Rc::new(context)));
     }

@@ -454,7 +454,6 @@ pub const UNSUPPORTED_BROKER_KEYS: &[(&str, &str)] = &[
     ("auto.leader.rebalance.enable", "Sluice does not move leaderships back to the preferred replica on its own (no automatic rebalance): ElectLeaders, `kafka-leader-election.sh --election-type PREFERRED`, moves them back; remove the key"),
     ("group.coordinator.rebalance.protocols", "Sluice serves the classic group protocol only; remove the key"),
     ("authorizer.class.name", "Sluice has no authorizer (no ACLs); remove the key"),
-    ("sasl.enabled.mechanisms", "Sluice has no SASL authentication; remove the key"),
 ];
 
 /// Why Sluice refuses broker key `name`, if it is one of [`UNSUPPORTED_BROKER_KEYS`].

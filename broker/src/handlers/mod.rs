@@ -39,6 +39,8 @@ mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
 mod replica_assignment;
+mod sasl_authenticate;
+mod sasl_handshake;
 mod sync_group;
 mod wire;
 mod write_txn_markers;
@@ -155,6 +157,8 @@ registry! {
     },
     WriteTxnMarkers 1..=1 => |shard, req, _call| write_txn_markers::handle(shard, req).await,
     DescribeProducers 0..=0 => |shard, req, _call| describe_producers::handle(shard, req).await,
+    SaslHandshake 0..=1 => |_shard, _, _call| sasl_handshake::handle(),
+    SaslAuthenticate 0..=2 => |_shard, _, _call| sasl_authenticate::handle(),
 }
 
 /// What a handler is told about its request besides the body.

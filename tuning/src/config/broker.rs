@@ -43,9 +43,11 @@ pub struct BrokerConfig {
     /// `security.inter.broker.protocol` when set (only one of it and
     /// `inter.broker.listener.name` may be).
     pub security_inter_broker_protocol: Option<SecurityProtocol>,
-    /// The TLS keys (`ssl.*`) and their per-listener overrides (`listener.name.<l>.ssl.*`,
-    /// the listener name in lower case as Kafka writes it), as given (trimmed); the broker
-    /// builds each TLS listener's settings from them ([`BrokerConfig::listener_property`]).
+    /// The TLS and SASL keys (`ssl.*`, `sasl.enabled.mechanisms`, `sasl.jaas.config`) and
+    /// their per-listener overrides (`listener.name.<l>.ssl.*`,
+    /// `listener.name.<l>.<mechanism>.sasl.jaas.config`, the listener and mechanism names in
+    /// lower case as Kafka writes them), as given (trimmed); the broker builds each TLS and
+    /// SASL listener's settings from them ([`BrokerConfig::listener_property`]).
     pub security_properties: BTreeMap<String, String>,
     /// Admin HTTP address (`sluice.admin.listen`, flag `--admin-listen`). Default
     /// 127.0.0.1:9644.
@@ -136,6 +138,10 @@ pub struct BrokerConfig {
     /// `dedupe.buffer.size`, `io.buffer.size`, `io.max.bytes.per.second`), Kafka's defaults.
     /// One cleaner runs per shard whatever `log.cleaner.threads` says, except that 0 runs none.
     pub cleaner: CleanerConfig,
+    /// `connection.failed.authentication.delay.ms`: how long a failed SASL authentication's
+    /// answer (and the close after it) is held back, against password guessing, ms. Default
+    /// 100 (Kafka's); at most `connections.max.idle.ms` (600000) here.
+    pub connection_failed_authentication_delay_ms: u64,
     /// `broker.rack`: this broker's rack, registered with the controller and listed in
     /// Metadata and DescribeCluster (placement does not use it yet). Default: none.
     pub broker_rack: Option<String>,
@@ -194,6 +200,7 @@ impl Default for BrokerConfig {
             broker_session_timeout_ms: 9000,
             cleaner: CleanerConfig::default(),
             broker_rack: None,
+            connection_failed_authentication_delay_ms: 100,
             given: BTreeMap::new(),
             synonym_rank: BTreeMap::new(),
         }
@@ -250,6 +257,11 @@ impl BrokerConfig {
     /// (`replica.high.watermark.checkpoint.interval.ms`).
     pub fn replica_high_watermark_checkpoint_interval(&self) -> Duration {
         Duration::from_millis(self.replica_high_watermark_checkpoint_interval_ms)
+    }
+
+    /// `connection.failed.authentication.delay.ms` as a [`Duration`].
+    pub fn connection_failed_authentication_delay(&self) -> Duration {
+        Duration::from_millis(self.connection_failed_authentication_delay_ms)
     }
 
     /// `replica.lag.time.max.ms` as a [`Duration`].

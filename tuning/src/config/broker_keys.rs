@@ -125,18 +125,37 @@ pub const SSL_KEYS: &[&str] = &[
     "ssl.endpoint.identification.algorithm",
 ];
 
-/// The TLS key `key` names (itself, or the part after `listener.name.<listener>.`), if it is
-/// one of [`SSL_KEYS`].
-fn ssl_key(key: &str) -> Option<&'static str> {
+/// The SASL keys Sluice reads (Kafka's `BrokerSecurityConfigs`), at broker level or under
+/// `listener.name.<listener>.`; `sasl.jaas.config` also as
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`.
+pub const SASL_KEYS: &[&str] = &["sasl.enabled.mechanisms", "sasl.jaas.config"];
+
+/// The TLS or SASL key `key` names (itself, or the part after `listener.name.<listener>.`,
+/// a mechanism's `sasl.jaas.config` as `<mechanism>.sasl.jaas.config`), if it is one of
+/// [`SSL_KEYS`] or [`SASL_KEYS`].
+fn security_key(key: &str) -> Option<String> {
     let base = match key.strip_prefix("listener.name.") {
         Some(rest) => rest.split_once('.').map(|(_, k)| k)?,
         None => key,
     };
-    SSL_KEYS.iter().copied().find(|k| *k == base)
+    if let Some(mechanism) = base.strip_suffix(".sasl.jaas.config") {
+        let valid = key.starts_with("listener.name.")
+            && !mechanism.is_empty()
+            && mechanism
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        return valid.then(|| format!("{}.sasl.jaas.config", mechanism.to_ascii_lowercase()));
+    }
+    SSL_KEYS
+        .iter()
+        .chain(SASL_KEYS)
+        .copied()
+        .find(|k| *k == base)
+        .map(str::to_owned)
 }
 
 /// Checks the value of TLS key `base` (the values Kafka enumerates) and stores it under `key`.
-fn set_ssl_key(
+fn set_security_key(
     c: &mut BrokerConfig,
     key: &str,
     base: &str,
@@ -158,6 +177,9 @@ fn set_ssl_key(
                 value,
                 "Invalid value: must be one of required, requested, none",
             ));
+        }
+        "sasl.enabled.mechanisms" if v.split(',').all(|m| m.trim().is_empty()) => {
+            return Err(invalid(key, value, "name at least one mechanism"));
         }
         "ssl.enabled.protocols" => {
             if let Some(p) = v
@@ -600,6 +622,15 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
         },
         show: Some(|c| c.broker_rack.clone().unwrap_or_default()),
     },
+    BrokerKey {
+        name: "connection.failed.authentication.delay.ms",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 0, 600_000)?;
+            c.connection_failed_authentication_delay_ms = u64::try_from(n).unwrap_or(0);
+            Ok(())
+        },
+        show: Some(|c| c.connection_failed_authentication_delay_ms.to_string()),
+    },
 ];
 
 /// The row of broker key `name`, if it is one (topic defaults are not).
@@ -631,8 +662,8 @@ impl BrokerConfig {
     /// naming `key` (the broker-level name when a topic default is rejected). On error nothing
     /// changes.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
-        if let Some(base) = ssl_key(key) {
-            return set_ssl_key(self, key, base, value);
+        if let Some(base) = security_key(key) {
+            return set_security_key(self, key, &base, value);
         }
         if let Some(why) = unsupported_broker_key(key) {
             return Err(ConfigError::Unsupported {

@@ -53,7 +53,7 @@ mod value;
 mod voters;
 
 pub use broker::{AdvertisedListener, BrokerConfig, Listener};
-pub use broker_keys::{broker_key_names, SSL_KEYS};
+pub use broker_keys::{broker_key_names, SASL_KEYS, SSL_KEYS};
 pub use cores::{available_cores, parse_cores};
 pub use error::ConfigError;
 pub use file::flatten_toml;
