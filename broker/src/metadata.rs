@@ -351,6 +351,63 @@ fn convert_legacy(
 mod tests {
     use super::*;
 
+    /// Each client is told the endpoints of its own listener; a broker without that listener
+    /// is left out; this broker, not yet registered, is listed from its config.
+    #[test]
+    fn live_brokers_by_listener() {
+        use replication::metadata::{BrokerEndpoint, BrokerRegistration};
+        let endpoint = |name: &str, port| BrokerEndpoint {
+            name: name.into(),
+            host: "h".into(),
+            port,
+            security_protocol: 0,
+        };
+        let registration = |end_points| BrokerRegistration {
+            incarnation_id: Uuid::nil(),
+            broker_epoch: 1,
+            end_points,
+            rack: None,
+            fenced: false,
+            in_controlled_shutdown: false,
+        };
+        let mut image = MetadataImage::default();
+        image.brokers.insert(
+            1,
+            registration(vec![endpoint("INTERNAL", 1001), endpoint("EXTERNAL", 2001)]),
+        );
+        image
+            .brokers
+            .insert(2, registration(vec![endpoint("INTERNAL", 1002)]));
+        let meta = ClusterMetadata::new(image, 1, 3);
+        let mut config = BrokerConfig::default();
+        config
+            .set_all([
+                (
+                    "listeners",
+                    "INTERNAL://127.0.0.1:1003,EXTERNAL://127.0.0.1:2003",
+                ),
+                (
+                    "listener.security.protocol.map",
+                    "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+                ),
+                ("node.id", "3"),
+            ])
+            .expect("valid");
+        let ports = |listener| -> Vec<(i32, u16)> {
+            live_brokers(&meta, &config, listener)
+                .into_iter()
+                .map(|b| (b.id, b.port))
+                .collect()
+        };
+        assert_eq!(ports("INTERNAL"), [(1, 1001), (2, 1002), (3, 1003)]);
+        assert_eq!(ports("EXTERNAL"), [(1, 2001), (3, 2003)]);
+        assert_eq!(
+            broker_endpoint(&meta, 1, "EXTERNAL"),
+            Some(("h".into(), 2001))
+        );
+        assert_eq!(broker_endpoint(&meta, 2, "EXTERNAL"), None);
+    }
+
     #[test]
     fn placement_is_stable_and_balanced() {
         let id = Uuid::from_u128(0x1234_5678_9abc_def0_1122_3344_5566_7788);
