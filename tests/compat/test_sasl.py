@@ -147,6 +147,23 @@ def test_sasl_on_the_wire_as_kafka(broker):
         if answer:
             _corr, brokers, _controller, topics = kw.parse_metadata_v1(answer[4:])
             assert (brokers, topics) == ([], {}), answer
+    # A token above sasl.server.max.receive.size (512 KiB), and a frame that announces more
+    # before any handshake: closed.
+    with kw.connect(sasl) as s:
+        assert handshake(s, "PLAIN")[0] == 0
+        body = kw.header_v1(API_SASL_AUTHENTICATE, 0, 5) + kw.bytes_(b"\0" * (600 << 10))
+        try:
+            s.sendall(kw.frame(body))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert closed_unanswered(s)
+    with kw.connect(sasl) as s:
+        s.sendall(struct.pack(">i", 100 << 20) + b"x" * 100)
+        assert closed_unanswered(s)
+    # The listener still authenticates.
+    with kw.connect(sasl) as s:
+        assert handshake(s, "PLAIN")[0] == 0
+        assert authenticate(s, b"\0alice\0alice-secret")[0] == 0
     # SaslHandshake on the PLAINTEXT listener: ILLEGAL_SASL_STATE.
     with kw.connect(broker.bootstrap) as s:
         assert handshake(s, "PLAIN")[0] == 34
