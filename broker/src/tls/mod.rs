@@ -107,9 +107,7 @@ impl ListenerTls {
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
             .map_err(rustls_error)?;
-        let client_auth = config
-            .listener_property(listener, "ssl.client.auth")
-            .unwrap_or("none");
+        let client_auth = client_auth(config, listener);
         let builder = if client_auth == "none" {
             builder.with_no_client_auth()
         } else {
@@ -184,6 +182,28 @@ fn listener_key(config: &BrokerConfig, listener: &str, key: &str) -> String {
     } else {
         key.to_owned()
     }
+}
+
+/// `ssl.client.auth` for `listener` (default `none`). On a SASL_SSL listener only its
+/// `listener.name.<l>.ssl.client.auth` counts, the broker-wide key being for SSL listeners
+/// (KIP-684), as in Kafka.
+fn client_auth<'c>(config: &'c BrokerConfig, listener: &str) -> &'c str {
+    let sasl = config
+        .listener_protocol(listener)
+        .is_some_and(|p| p.uses_sasl());
+    let value = if sasl {
+        let prefixed = format!(
+            "listener.name.{}.ssl.client.auth",
+            listener.to_ascii_lowercase()
+        );
+        config
+            .security_properties
+            .get(&prefixed)
+            .map(String::as_str)
+    } else {
+        config.listener_property(listener, "ssl.client.auth")
+    };
+    value.unwrap_or("none")
 }
 
 /// rustls's ring provider with only the suites of `ssl.cipher.suites`, when set.
@@ -364,6 +384,15 @@ Tnc5yYCnnGpp8g0cQADLa/s=
             1
         );
         assert!(trust_store(&config(&[]), "SSL").is_err());
+        let c = config(&[("ssl.client.auth", "required")]);
+        assert_eq!(client_auth(&c, "SSL"), "required");
+        assert_eq!(
+            client_auth(&c, "SASL_SSL"),
+            "none",
+            "KIP-684: prefixed only"
+        );
+        let c = config(&[("listener.name.sasl_ssl.ssl.client.auth", "requested")]);
+        assert_eq!(client_auth(&c, "SASL_SSL"), "requested");
         let c = config(&[("ssl.truststore.certificates", ALICE)]);
         assert!(trust_store(&c, "SSL").is_ok());
     }
