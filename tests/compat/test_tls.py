@@ -14,9 +14,10 @@ import time
 import pytest
 from confluent_kafka import KafkaException, TopicPartition, OFFSET_BEGINNING
 
-from conftest import TARGET
+from conftest import TARGET, _die_with_parent, free_port
+from sluice_cluster import SluiceCluster
 from compat_util import consumer, create_topic, producer, wait_until
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from jvm import check_java, run_java
 from test_kcat import kcat_binary
 import tls_certs as certs_module
@@ -240,3 +241,36 @@ def test_java_console_producer_consumer_over_mtls(broker, tls_certs, java_classp
                                "--from-beginning", "--max-messages", "10", "--timeout-ms",
                                "30000", "--command-config", props]))
     assert [l for l in out.splitlines() if l.startswith("value-")] == lines, out
+
+
+@pytest.mark.sluice_only("starts a multi-process Sluice cluster")
+def test_cluster_replicates_over_the_internal_listener_and_serves_ssl_outside(
+        sluice_bin, tls_certs, tmp_path):
+    """Three nodes: INTERNAL (PLAINTEXT, inter.broker.listener.name) for replication and
+    forwarding, EXTERNAL (SSL) for clients. Clients of each listener are told that listener's
+    endpoints of every broker; acks=all writes through EXTERNAL reach all replicas."""
+    c = SluiceCluster(sluice_bin, tmp_path / "cluster", nodes=3, preexec_fn=_die_with_parent,
+                      settings={"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+                                "inter.broker.listener.name": "INTERNAL",
+                                "ssl.keystore.location": tls_certs["server"],
+                                "broker.heartbeat.interval.ms": 500,
+                                "broker.session.timeout.ms": 2000})
+    external = {i: free_port() for i in c.nodes}
+    c.node_settings = {i: {"listeners": f"INTERNAL://{n.bootstrap},EXTERNAL://127.0.0.1:{external[i]}"}
+                       for i, n in c.nodes.items()}
+    try:
+        c.start()
+        ext = f"127.0.0.1:{external[1]}"
+        conf = ssl_conf(tls_certs, client_cert=False)
+        wait_until(lambda: len(brokers_seen(ext, **conf)) == 3, 30, what="3 brokers over EXTERNAL")
+        assert sorted(p for _, p in brokers_seen(ext, **conf).values()) == sorted(external.values())
+        internal = sorted(n.port for n in c.nodes.values())
+        assert sorted(p for _, p in brokers_seen(c.nodes[2].bootstrap).values()) == internal
+        a = AdminClient({"bootstrap.servers": ext, **conf})
+        a.create_topics([NewTopic("cluster-tls", 1, 3)])["cluster-tls"].result(timeout=30)
+        wait_until(lambda: all(len(p.isrs) == 3 for p in a.list_topics("cluster-tls", timeout=10)
+                               .topics["cluster-tls"].partitions.values()),
+                   30, what="3 in-sync replicas")
+        round_trip(ext, "cluster-tls", n=50, **conf)
+    finally:
+        c.stop()
