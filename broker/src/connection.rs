@@ -30,6 +30,7 @@ use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use net::kafka_protocol::messages::ApiKey;
 use net::{decode_frame, decode_request, FrameStatus, NetError};
+use std::cell::RefCell;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -78,8 +79,9 @@ fn is_group_api(key: ApiKey) -> bool {
 pub struct ListenerContext {
     /// The listener name, upper case.
     pub name: Rc<str>,
-    /// Its TLS side (`SSL`, `SASL_SSL`); `None` on a plaintext listener.
-    pub tls: Option<ListenerTls>,
+    /// Its TLS side (`SSL`, `SASL_SSL`); `None` on a plaintext listener. Replaced when the
+    /// listener's key store changes at run time (new connections get the new one).
+    pub tls: RefCell<Option<ListenerTls>>,
     /// Its SASL settings (`SASL_PLAINTEXT`, `SASL_SSL`); `None` when clients need not
     /// authenticate.
     pub sasl: Option<Arc<SaslListener>>,
@@ -97,7 +99,8 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<ListenerCon
         listener.name.clone(),
     );
     let sasl = listener.sasl.clone().map(SaslServer::new);
-    let Some(tls) = &listener.tls else {
+    let tls = listener.tls.borrow().clone();
+    let Some(tls) = tls else {
         let fd = stream.as_raw_fd();
         return serve_stream(shard, stream, Some(fd), client, sasl).await;
     };

@@ -13,6 +13,8 @@ use crate::metadata::ClusterMetadata;
 use crate::rt::MeshBuilder;
 use crate::rt::{LocalExecutorBuilder, Placement};
 use crate::shard::{Shard, TaskQueues};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -256,10 +258,20 @@ async fn shard_main(
         closers.push(l.closer);
         let context = connection::ListenerContext {
             name: l.name.into(),
-            tls: l.tls,
+            tls: RefCell::new(l.tls),
             sasl: l.sasl,
         };
         incoming.push((l.handoff.incoming(), Rc::new(context)));
+    }
+    let tls_listeners: Vec<Rc<connection::ListenerContext>> = incoming
+        .iter()
+        .filter(|(_, l)| l.tls.borrow().is_some())
+        .map(|(_, l)| l.clone())
+        .collect();
+    if !tls_listeners.is_empty() {
+        let reloader = shard.clone();
+        crate::rt::spawn_local(async move { tls_reload_loop(&reloader, &tls_listeners).await })
+            .detach();
     }
     // This shard has opened its logs and bound its listener.
     let serving = flags.serving.clone();
@@ -463,6 +475,51 @@ fn spawn_announcer(
         );
     })
     .detach();
+}
+
+/// How often each shard looks for a changed listener key store (a dynamic
+/// `listener.name.<l>.ssl.keystore.*` config, [`crate::dynamic_config::is_dynamic_tls`]).
+const TLS_RELOAD_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Certificate rotation without a restart: when the dynamic TLS store keys that apply to this
+/// broker change, every TLS listener of this shard is rebuilt from the start-up config with
+/// the dynamic configs applied (files read on the blocking pool); new connections get the new
+/// key store, open ones keep theirs. A store that does not load is logged and the old one kept.
+async fn tls_reload_loop(shard: &Rc<Shard>, listeners: &[Rc<connection::ListenerContext>]) {
+    let node_id = shard.config.node_id;
+    let mut applied = crate::dynamic_config::dynamic_tls_keys(&BTreeMap::new(), node_id);
+    while !shard.sleep_unless_stopped(TLS_RELOAD_CHECK_INTERVAL).await {
+        let metadata = shard.metadata();
+        let wanted = crate::dynamic_config::dynamic_tls_keys(&metadata.broker_configs, node_id);
+        if wanted == applied {
+            continue;
+        }
+        let config = match crate::dynamic_config::effective(&shard.config, &metadata.broker_configs)
+        {
+            Ok(config) => config,
+            Err(e) => {
+                tracing::error!(error = %e, "dynamic TLS configs do not apply; key stores kept");
+                applied = wanted;
+                continue;
+            }
+        };
+        for listener in listeners {
+            let (config, name) = (config.clone(), listener.name.to_string());
+            let built =
+                crate::rt::spawn_blocking(move || crate::tls::ListenerTls::new(&config, &name))
+                    .await;
+            match built {
+                Ok(tls) => {
+                    tracing::info!(listener = %listener.name, "TLS key store reloaded");
+                    *listener.tls.borrow_mut() = Some(tls);
+                }
+                Err(e) => {
+                    tracing::error!(listener = %listener.name, error = %e, "the new TLS key store does not load; the old one is kept");
+                }
+            }
+        }
+        applied = wanted;
+    }
 }
 
 /// Serves each connection `connections` (of listener `name`) hands this shard, until the

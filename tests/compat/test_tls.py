@@ -274,3 +274,52 @@ def test_cluster_replicates_over_the_internal_listener_and_serves_ssl_outside(
         round_trip(ext, "cluster-tls", n=50, **conf)
     finally:
         c.stop()
+
+
+def served_certificate(bootstrap, ca):
+    """The DER certificate a TLS listener presents."""
+    import ssl
+    host, port = bootstrap.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=ca)
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=host) as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def pem_certificate_der(path, index=0):
+    """The `index`th certificate of a PEM file, DER."""
+    import ssl
+    text = open(path).read()
+    blocks = text.split("-----BEGIN CERTIFICATE-----")[1:]
+    return ssl.PEM_cert_to_DER_cert("-----BEGIN CERTIFICATE-----" + blocks[index])
+
+
+@pytest.mark.sluice(listeners={"SSL": "SSL"}, settings=PEM_KEYSTORE)
+def test_keystore_rotation_without_a_restart(broker, tls_certs):
+    """`listener.name.ssl.ssl.keystore.location` changed through IncrementalAlterConfigs on
+    this broker: a store that does not load is refused; a good one is served to new
+    connections, and clients keep working."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    ssl_bootstrap = broker.listener_bootstrap("SSL")
+    old = pem_certificate_der(tls_certs["server"])
+    new = pem_certificate_der(tls_certs["server2"])
+    assert served_certificate(ssl_bootstrap, tls_certs["ca"]) == old
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    node = admin.describe_cluster(request_timeout=20).result(timeout=30).nodes[0].id
+
+    def keystore(path):
+        return ConfigResource(ConfigResource.Type.BROKER, str(node), incremental_configs=[
+            ConfigEntry("listener.name.ssl.ssl.keystore.location", path,
+                        incremental_operation=AlterConfigOpType.SET)])
+
+    # A key store that does not load is refused, and the old one kept.
+    bad = keystore(tls_certs["dir"] + "/missing.pem")
+    with pytest.raises(KafkaException):
+        admin.incremental_alter_configs([bad])[bad].result(timeout=30)
+    assert served_certificate(ssl_bootstrap, tls_certs["ca"]) == old
+    good = keystore(tls_certs["server2"])
+    admin.incremental_alter_configs([good])[good].result(timeout=30)
+    wait_until(lambda: served_certificate(ssl_bootstrap, tls_certs["ca"]) == new, 30,
+               what="the new certificate served")
+    create_topic(broker.bootstrap, "tls-rotated", 1)
+    round_trip(ssl_bootstrap, "tls-rotated", **ssl_conf(tls_certs, client_cert=False))

@@ -7,6 +7,7 @@ one file with the PKCS#8 key and the certificate chain).
     paths["server"]         server key + certificate (ssl.keystore.location)
     paths["server_cert"], paths["server_key"]   the same, apart
     paths["server_encrypted"]  server key encrypted with KEY_PASSWORD + certificate
+    paths["server2"]        another key + certificate with the same subject and names (rotation)
     paths["client_cert"], paths["client_key"]   client "CN=alice,OU=clients,O=Sluice Test"
     paths["stranger_cert"], paths["stranger_key"]  a client certificate from another CA
 """
@@ -87,12 +88,14 @@ def make_certs(directory):
     ca_key, ca = _ca("Sluice Test CA")
     other_key, other_ca = _ca("Another CA")
     server_key, server = _leaf(ca_key, ca, _name("localhost", "brokers"), server=True)
+    server2_key, server2 = _leaf(ca_key, ca, _name("localhost", "brokers"), server=True)
     client_key, client = _leaf(ca_key, ca, _name("alice", "clients"), server=False)
     stranger_key, stranger = _leaf(other_key, other_ca, _name("mallory", "clients"), server=False)
     files = {
         "ca": _pem_cert(ca),
         "server": _pem_key(server_key) + _pem_cert(server) + _pem_cert(ca),
         "server_cert": _pem_cert(server) + _pem_cert(ca),
+        "server2": _pem_key(server2_key) + _pem_cert(server2) + _pem_cert(ca),
         "server_key": _pem_key(server_key),
         "server_encrypted": _pem_key(server_key, KEY_PASSWORD) + _pem_cert(server) + _pem_cert(ca),
         "client_cert": _pem_cert(client),
