@@ -256,7 +256,10 @@ class KafkaNode:
             props.update(shipped_file)
         props.update({k: str(v) for k, v in settings.items()})
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        # A value's line breaks (inline PEM keys) are written as `\n` escapes, which
+        # java.util.Properties reads back as line breaks.
+        self.properties_path.write_text("".join(
+            f"{k}={v.replace(chr(10), chr(92) + 'n')}\n" for k, v in props.items()))
         (self.dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
 
     def _java(self, cp, main, args):

@@ -74,12 +74,17 @@ class SluiceCluster:
         return ",".join(n.bootstrap for n in self.nodes.values() if n.node_id not in exclude)
 
     def command(self, node):
-        cmd = [self.binary, "--listen", node.bootstrap,
-               "--admin-listen", f"127.0.0.1:{node.admin_port}",
-               "--data-dir", str(node.dir / "data"), "--smp", str(self.cores),
-               "--set", f"node.id={node.node_id}",
-               "--set", f"controller.quorum.voters={self.voters}"]
-        for key, value in {**self.settings, **self.node_settings.get(node.node_id, {})}.items():
+        """The node's command line; settings that name `listeners` replace `--listen` (they
+        must keep a listener on the node's port, which the start-up wait probes)."""
+        settings = {**self.settings, **self.node_settings.get(node.node_id, {})}
+        cmd = [self.binary]
+        if "listeners" not in settings:
+            cmd += ["--listen", node.bootstrap]
+        cmd += ["--admin-listen", f"127.0.0.1:{node.admin_port}",
+                "--data-dir", str(node.dir / "data"), "--smp", str(self.cores),
+                "--set", f"node.id={node.node_id}",
+                "--set", f"controller.quorum.voters={self.voters}"]
+        for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd
 

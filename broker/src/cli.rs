@@ -17,8 +17,10 @@ use tuning::config::{BrokerConfig, ConfigError};
 const AFTER_HELP: &str = "\
 CONFIG KEYS (for --config and --set; Kafka property names):
   Broker:
-    listeners                     HOST:PORT or PLAINTEXT://HOST:PORT  [127.0.0.1:9092]
-    advertised.listeners          HOST:PORT clients are told to use    [= listeners]
+    listeners                     NAME://HOST:PORT,... (bare HOST:PORT = PLAINTEXT)
+                                  [PLAINTEXT://127.0.0.1:9092]
+    advertised.listeners          NAME://HOST:PORT,... clients of listener NAME are told
+                                  [each listener's address]
     log.dirs, log.dir             data directory (one)                  [./data]
     node.id, broker.id            [0]
     auto.create.topics.enable     [true]
@@ -37,6 +39,25 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     broker.rack                   this broker's rack (listed in Metadata) [none]
     replica.lag.time.max.ms       an ISR follower not caught up this long
                                   leaves the ISR, ms                    [30000]
+  Security (docs/operations.md, Security; per listener: listener.name.<l>.KEY):
+    listener.security.protocol.map  NAME:PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL,...
+                                  [each protocol's name to itself]
+    inter.broker.listener.name    listener other brokers connect to; PLAINTEXT
+                                  [the one named after security.inter.broker.protocol]
+    security.inter.broker.protocol  [PLAINTEXT]
+    ssl.keystore.type, ssl.truststore.type  PEM only                    [PEM]
+    ssl.keystore.location         PEM file: PKCS#8 key + certificate chain
+    ssl.keystore.certificate.chain, ssl.keystore.key  the same inline (PEM)
+    ssl.key.password              password of an encrypted PKCS#8 key
+    ssl.truststore.location, ssl.truststore.certificates  PEM CA certificates
+    ssl.client.auth               required|requested|none               [none]
+    ssl.enabled.protocols         TLSv1.2,TLSv1.3                       [both]
+    ssl.cipher.suites             IANA names                   [all of rustls's]
+    ssl.principal.mapping.rules   RULE:pattern/replacement/[LU],...,DEFAULT [DEFAULT]
+    sasl.enabled.mechanisms       PLAIN (others are refused to clients) [GSSAPI]
+    listener.name.<l>.plain.sasl.jaas.config, sasl.jaas.config
+                                  PlainLoginModule required user_NAME=\"PASSWORD\" ...;
+    connection.failed.authentication.delay.ms                           [100]
   Controller quorum (KRaft's names; every node is a combined broker and voter):
     controller.quorum.voters      ID@HOST:PORT,... ; must name node.id  [empty: this node alone]
     controller.quorum.election.timeout.ms  at least 300                 [1000]
@@ -107,12 +128,14 @@ pub struct Args {
     #[command(subcommand)]
     pub command: Option<Command>,
 
-    /// Kafka listener address (key `listeners`) [default: 127.0.0.1:9092]
+    /// One PLAINTEXT Kafka listener (replaces key `listeners`, which names several)
+    /// [default: 127.0.0.1:9092]
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
 
-    /// Address clients are told to connect to in Metadata (key `advertised.listeners`)
-    /// [default: the listen address; the host name if that is 0.0.0.0]
+    /// Address clients are told to connect to in Metadata: HOST:PORT for the PLAINTEXT
+    /// listener, or NAME://HOST:PORT,... (key `advertised.listeners`)
+    /// [default: each listen address; the host name if that is 0.0.0.0]
     #[arg(long, value_name = "HOST:PORT")]
     pub advertised_listener: Option<String>,
 
@@ -214,6 +237,7 @@ pub fn load(args: Args) -> Result<BrokerConfig, ConfigError> {
     }
     config.check_shard_overrides()?;
     config.check_quorum()?;
+    config.check_listeners()?;
     Ok(config)
 }
 
@@ -247,7 +271,7 @@ mod tests {
     #[test]
     fn no_arguments_gives_defaults() {
         let c = load(args(&[])).expect("defaults load");
-        assert_eq!(c.listen.to_string(), "127.0.0.1:9092");
+        assert_eq!(c.listeners[0].addr.to_string(), "127.0.0.1:9092");
         assert_eq!(c.admin_listen.to_string(), "127.0.0.1:9644");
         assert_eq!(c.data_dir, PathBuf::from("./data"));
         assert!(!c.cores.is_empty());
@@ -280,7 +304,7 @@ mod tests {
         ]))
         .expect("valid");
         assert_eq!(c.num_partitions, 4, "--set beats the file");
-        assert_eq!(c.listen.port(), 3000, "the flag beats --set");
+        assert_eq!(c.listeners[0].addr.port(), 3000, "the flag beats --set");
         assert_eq!(
             c.topic_defaults.log.retention_ms,
             Some(std::time::Duration::from_millis(5)),
@@ -289,7 +313,10 @@ mod tests {
         assert!(!c.auto_create_topics_enable);
         assert_eq!(c.data_dir, PathBuf::from("/tmp/sluice-x"));
         assert_eq!(c.cores, vec![0]);
-        assert_eq!(c.advertised_listener().to_string(), "127.0.0.1:3000");
+        assert_eq!(
+            c.advertised_endpoints()[0].host_port.to_string(),
+            "127.0.0.1:3000"
+        );
     }
 
     #[test]

@@ -9,20 +9,31 @@
 //! Requests run concurrently, except the group-coordinator APIs, which run one after another
 //! per connection as Kafka runs every request: a client that commits and then fetches its
 //! offsets (or joins and then syncs) without waiting for the answers sees them in order.
+//!
+//! On a SASL listener the client authenticates first (`crate::sasl`: its frames go to the
+//! authenticator, at most `sasl::UNAUTHENTICATED_FRAME_MAX_BYTES` each, until it succeeds;
+//! a failure is answered after `connection.failed.authentication.delay.ms`, then the
+//! connection closes). On a TLS listener the handshake comes first (`crate::tls`; a failed one closes this
+//! connection only), and responses are written through the TLS stream: record bytes are copied
+//! and encrypted there. On a plaintext listener they leave zero-copy (`crate::send`).
 
 use crate::handlers;
 use crate::response::Response;
 use crate::rt::local_channel::{self, LocalReceiver};
 use crate::rt::JoinHandle;
 use crate::rt::TcpStream;
+use crate::sasl::{SaslListener, SaslServer, Step};
 use crate::session::Session;
 use crate::shard::Shard;
+use crate::tls::ListenerTls;
 use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use net::kafka_protocol::messages::ApiKey;
 use net::{decode_frame, decode_request, FrameStatus, NetError};
+use std::cell::RefCell;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Requests decoded but not yet answered, per connection.
 pub const IN_FLIGHT_REQUESTS_MAX: usize = 16;
@@ -64,20 +75,67 @@ fn is_group_api(key: ApiKey) -> bool {
     )
 }
 
-/// Serves `stream` until the client closes it or sends something undecodable.
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+/// A Kafka listener as its connections see it.
+pub struct ListenerContext {
+    /// The listener name, upper case.
+    pub name: Rc<str>,
+    /// Its TLS side (`SSL`, `SASL_SSL`); `None` on a plaintext listener. Replaced when the
+    /// listener's key store changes at run time (new connections get the new one).
+    pub tls: RefCell<Option<ListenerTls>>,
+    /// Its SASL settings (`SASL_PLAINTEXT`, `SASL_SSL`); `None` when clients need not
+    /// authenticate.
+    pub sasl: Option<Arc<SaslListener>>,
+}
+
+/// Serves `stream`, a connection to `listener`, until the client closes it or sends
+/// something undecodable.
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<ListenerContext>) {
     let _counted = shard.stop.connection();
     let peer = stream.peer_addr().ok();
-    // Kafka's spelling of a member's host in DescribeGroups.
-    let client_host: Rc<str> = peer
-        .map_or_else(String::new, |p| format!("/{}", p.ip()))
-        .into();
-    let session = Rc::new(Session::anonymous(client_host));
-    let fd = stream.as_raw_fd();
+    let mut client = Session::anonymous(
+        // Kafka's spelling of a member's host in DescribeGroups.
+        peer.map_or_else(String::new, |p| format!("/{}", p.ip()))
+            .into(),
+        listener.name.clone(),
+    );
+    let sasl = listener.sasl.clone().map(SaslServer::new);
+    let tls = listener.tls.borrow().clone();
+    let Some(tls) = tls else {
+        let fd = stream.as_raw_fd();
+        return serve_stream(shard, stream, Some(fd), client, sasl).await;
+    };
+    match tls.accept(stream).await {
+        Ok((stream, principal)) => {
+            if let Some(name) = principal {
+                client.principal = format!("User:{name}");
+            }
+            tracing::debug!(?peer, listener = %client.listener, principal = %client.principal, "TLS client accepted");
+            serve_stream(shard, stream, None, client, sasl).await;
+        }
+        Err(e) => {
+            tracing::info!(?peer, listener = %client.listener, error = %e, "closing connection: TLS");
+        }
+    }
+}
+
+/// Serves a connection's (plaintext or decrypted) byte stream. `fd`: the socket, when
+/// responses may leave it zero-copy (plaintext only); `sasl`: the authenticator its frames go
+/// to until the client is authenticated.
+async fn serve_stream<S>(
+    shard: Rc<Shard>,
+    stream: S,
+    fd: Option<RawFd>,
+    client: Session,
+    mut sasl: Option<SaslServer>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let peer = client.client_host.clone();
+    // Shared by the connection's requests; replaced once SASL names the principal.
+    let mut session = Rc::new(client);
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
     let write_side = crate::rt::spawn_local(write_responses(fd, writer, pending));
-    let max_frame = shard.config.socket_request_max_bytes;
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     // The socket is read into this buffer, kept for the connection's life, and what arrived is
     // copied into `buf`: no fresh zeroed buffer per read (a 64 KiB `memset` and allocation per
@@ -86,6 +144,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let mut group_turn: Option<GroupTurn> = None;
     'read: loop {
         let frame_remaining = loop {
+            let max_frame = match sasl {
+                Some(_) => crate::sasl::UNAUTHENTICATED_FRAME_MAX_BYTES,
+                None => shard.config.socket_request_max_bytes,
+            };
             match decode_frame(&mut buf, max_frame) {
                 Ok(FrameStatus::Frame(frame)) => {
                     let frame = if frame.len() <= COPY_FRAME_MAX_BYTES {
@@ -93,6 +155,45 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                     } else {
                         frame
                     };
+                    if let Some(server) = sasl.as_mut() {
+                        match server.on_frame(frame.clone(), handlers::supported_versions()) {
+                            Step::Serve => {}
+                            Step::Answer(answer) => {
+                                if queue.send(ready(Response::Whole(answer))).await.is_err() {
+                                    break 'read;
+                                }
+                                continue;
+                            }
+                            Step::Authenticated { answer, principal } => {
+                                tracing::debug!(%peer, %principal, "SASL client authenticated");
+                                session = Rc::new(session.authenticated(principal));
+                                sasl = None;
+                                if queue.send(ready(Response::Whole(answer))).await.is_err() {
+                                    break 'read;
+                                }
+                                continue;
+                            }
+                            Step::AnswerThenClose { answer, delayed } => {
+                                let delay = if delayed {
+                                    tracing::info!(%peer, listener = %session.listener, "failed SASL authentication");
+                                    shard.config.connection_failed_authentication_delay()
+                                } else {
+                                    std::time::Duration::ZERO
+                                };
+                                let answer = crate::rt::spawn_local(async move {
+                                    crate::rt::sleep(delay).await;
+                                    Response::Whole(answer)
+                                });
+                                let _ = queue.send(answer.detach()).await;
+                                let _ = queue.send(ready(Response::Close)).await;
+                                break 'read;
+                            }
+                            Step::Close => {
+                                tracing::debug!(%peer, "closing connection: a request out of SASL order");
+                                break 'read;
+                            }
+                        }
+                    }
                     // A client over its quota reads nothing more until its throttle ends
                     // (KIP-219: the channel is muted).
                     if let Some(left) = session.throttle_left() {
@@ -135,10 +236,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
 }
 
 /// The write side: takes the handler tasks in request order and writes each response; every
-/// response that is ready leaves in one vectored send. Ends when the read side is done and
-/// every response is out, or when the connection must close.
+/// response that is ready leaves in one vectored send (on plaintext, `fd`; through `writer`,
+/// copied, otherwise). Ends when the read side is done and every response is out, or when the
+/// connection must close.
 async fn write_responses<W: AsyncWrite + Unpin>(
-    fd: RawFd,
+    fd: Option<RawFd>,
     mut writer: W,
     pending: LocalReceiver<PendingResponse>,
 ) {
@@ -168,15 +270,33 @@ async fn write_responses<W: AsyncWrite + Unpin>(
                 }
             }
         }
-        if crate::send::send_chunks(fd, &mut writer, &chunks)
-            .await
-            .is_err()
-        {
+        let sent = match fd {
+            Some(fd) => crate::send::send_chunks(fd, &mut writer, &chunks).await,
+            None => write_copied(&mut writer, &chunks).await,
+        };
+        if sent.is_err() {
             return;
         }
         chunks.clear();
     }
     let _ = writer.close().await;
+}
+
+/// A response that is already known, as a pending one.
+fn ready(response: Response) -> PendingResponse {
+    crate::rt::spawn_local(async move { response }).detach()
+}
+
+/// Writes `chunks` through `writer` (a TLS stream: each chunk is copied into TLS records)
+/// and flushes them out.
+async fn write_copied<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    chunks: &[Bytes],
+) -> std::io::Result<()> {
+    for chunk in chunks {
+        writer.write_all(chunk).await?;
+    }
+    writer.flush().await
 }
 
 /// Adds a finished handler's response frame to `chunks`; `false` when the connection must

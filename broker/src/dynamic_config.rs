@@ -112,12 +112,47 @@ impl BrokerResource {
     }
 }
 
+/// The per-listener TLS keys that change at run time (Kafka's `DynamicListenerConfig`: a
+/// listener's key and trust stores), as `listener.name.<listener>.<key>`: certificate
+/// rotation without a restart.
+pub const DYNAMIC_TLS_KEYS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+];
+
+/// Whether `key` is one of [`DYNAMIC_TLS_KEYS`] under `listener.name.<listener>.`.
+pub fn is_dynamic_tls(key: &str) -> bool {
+    key.strip_prefix("listener.name.")
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(_, base)| DYNAMIC_TLS_KEYS.contains(&base))
+}
+
 /// Whether broker key `key` can be changed at run time: the primary broker name of a topic
-/// property (see the module doc).
+/// property (see the module doc), or a listener's TLS store ([`is_dynamic_tls`]).
 pub fn is_dynamic(key: &str) -> bool {
-    TOPIC_KEYS
-        .iter()
-        .any(|t| t.synonyms.first().is_some_and(|s| s.name == key))
+    is_dynamic_tls(key)
+        || TOPIC_KEYS
+            .iter()
+            .any(|t| t.synonyms.first().is_some_and(|s| s.name == key))
+}
+
+/// The dynamic TLS store keys of `configs` that apply to broker `node_id` (cluster default,
+/// then its own), for noticing a certificate rotation.
+pub fn dynamic_tls_keys(configs: &BrokerConfigs, node_id: i32) -> BTreeMap<String, String> {
+    let dynamic = DynamicBrokerConfigs::of(configs, node_id);
+    let mut out = BTreeMap::new();
+    for map in [dynamic.cluster_default, dynamic.broker] {
+        for (k, v) in map.iter().filter(|(k, _)| is_dynamic_tls(k)) {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out
 }
 
 /// Why a dynamic broker config change is refused.
@@ -201,6 +236,40 @@ pub fn topic_defaults<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listeners_key_store_is_dynamic_and_noticed() {
+        assert!(is_dynamic("listener.name.ssl.ssl.keystore.location"));
+        assert!(is_dynamic("listener.name.external.ssl.key.password"));
+        assert!(
+            !is_dynamic("ssl.keystore.location"),
+            "per listener only, as Kafka"
+        );
+        assert!(!is_dynamic("listener.name.ssl.ssl.client.auth"));
+        check_keys(["listener.name.ssl.ssl.keystore.location"]).expect("dynamic");
+        let mut configs = BrokerConfigs::new();
+        configs.entry("7".into()).or_default().extend([
+            (
+                "listener.name.ssl.ssl.keystore.location".to_owned(),
+                "/b.pem".to_owned(),
+            ),
+            ("log.retention.ms".to_owned(), "1".to_owned()),
+        ]);
+        configs.entry(String::new()).or_default().insert(
+            "listener.name.ssl.ssl.keystore.location".to_owned(),
+            "/a.pem".to_owned(),
+        );
+        let keys = dynamic_tls_keys(&configs, 7);
+        assert_eq!(keys.len(), 1);
+        assert_eq!(
+            keys["listener.name.ssl.ssl.keystore.location"], "/b.pem",
+            "the broker's wins"
+        );
+        assert_eq!(
+            dynamic_tls_keys(&configs, 8)["listener.name.ssl.ssl.keystore.location"],
+            "/a.pem"
+        );
+    }
 
     #[test]
     fn primary_synonyms_are_dynamic_and_others_fixed() {

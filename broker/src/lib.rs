@@ -40,11 +40,13 @@ mod replica_fetcher;
 mod response;
 mod rt;
 mod runtime;
+mod sasl;
 mod seam;
 mod send;
 mod session;
 mod shard;
 mod shutdown;
+mod tls;
 mod txn;
 
 pub use admin::{head_end, parse_request, Request};

@@ -70,23 +70,36 @@ pub struct LiveBroker {
     pub rack: Option<String>,
 }
 
-/// The Kafka listener of broker `node` as registered in `meta` (its first endpoint), as
-/// `(host, port)`, or `None` when it is not registered.
-pub fn broker_endpoint(meta: &ClusterMetadata, node: i32) -> Option<(String, u16)> {
-    let endpoint = meta.image.brokers.get(&node)?.end_points.first()?;
+/// The endpoint of listener `listener` (upper case) of broker `node` as registered in
+/// `meta`, as `(host, port)`, or `None` when the broker is not registered or has no such
+/// listener. Other brokers are reached on `inter.broker.listener.name`.
+pub fn broker_endpoint(meta: &ClusterMetadata, node: i32, listener: &str) -> Option<(String, u16)> {
+    let endpoint = meta
+        .image
+        .brokers
+        .get(&node)?
+        .end_points
+        .iter()
+        .find(|e| e.name == listener)?;
     Some((endpoint.host.clone(), endpoint.port))
 }
 
-/// The live brokers of `meta` by id; this one, from `config`'s advertised listener, also
-/// while its registration is not in the image yet (at start-up).
-pub fn live_brokers(meta: &ClusterMetadata, config: &BrokerConfig) -> Vec<LiveBroker> {
+/// The live brokers of `meta` by id with their endpoint on listener `listener` (Kafka
+/// answers each client with the endpoints of the listener it connected to, and leaves out
+/// the brokers without one); this one, from `config`'s advertised listeners, also while its
+/// registration is not in the image yet (at start-up).
+pub fn live_brokers(
+    meta: &ClusterMetadata,
+    config: &BrokerConfig,
+    listener: &str,
+) -> Vec<LiveBroker> {
     let mut live: Vec<LiveBroker> = meta
         .image
         .brokers
         .iter()
         .filter(|(_, b)| !b.fenced)
         .filter_map(|(id, b)| {
-            let endpoint = b.end_points.first()?;
+            let endpoint = b.end_points.iter().find(|e| e.name == listener)?;
             Some(LiveBroker {
                 id: *id,
                 host: endpoint.host.clone(),
@@ -96,14 +109,19 @@ pub fn live_brokers(meta: &ClusterMetadata, config: &BrokerConfig) -> Vec<LiveBr
         })
         .collect();
     if !meta.image.brokers.contains_key(&config.node_id) {
-        let advertised = config.advertised_listener();
-        live.push(LiveBroker {
-            id: config.node_id,
-            host: advertised.host,
-            port: advertised.port,
-            rack: None,
-        });
-        live.sort_by_key(|b| b.id);
+        if let Some(advertised) = config
+            .advertised_endpoints()
+            .into_iter()
+            .find(|a| a.name == listener)
+        {
+            live.push(LiveBroker {
+                id: config.node_id,
+                host: advertised.host_port.host,
+                port: advertised.host_port.port,
+                rack: None,
+            });
+            live.sort_by_key(|b| b.id);
+        }
     }
     live
 }
@@ -291,9 +309,6 @@ pub fn read_single_node_store(
     }
 }
 
-/// Kafka's `SecurityProtocol.PLAINTEXT` id, the only listener protocol Sluice serves.
-pub const SECURITY_PROTOCOL_PLAINTEXT: i16 = 0;
-
 /// The image the legacy metadata describes, every partition led by `node_id`.
 fn convert_legacy(
     old: LegacyMetadata,
@@ -343,6 +358,63 @@ fn convert_legacy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each client is told the endpoints of its own listener; a broker without that listener
+    /// is left out; this broker, not yet registered, is listed from its config.
+    #[test]
+    fn live_brokers_by_listener() {
+        use replication::metadata::{BrokerEndpoint, BrokerRegistration};
+        let endpoint = |name: &str, port| BrokerEndpoint {
+            name: name.into(),
+            host: "h".into(),
+            port,
+            security_protocol: 0,
+        };
+        let registration = |end_points| BrokerRegistration {
+            incarnation_id: Uuid::nil(),
+            broker_epoch: 1,
+            end_points,
+            rack: None,
+            fenced: false,
+            in_controlled_shutdown: false,
+        };
+        let mut image = MetadataImage::default();
+        image.brokers.insert(
+            1,
+            registration(vec![endpoint("INTERNAL", 1001), endpoint("EXTERNAL", 2001)]),
+        );
+        image
+            .brokers
+            .insert(2, registration(vec![endpoint("INTERNAL", 1002)]));
+        let meta = ClusterMetadata::new(image, 1, 3);
+        let mut config = BrokerConfig::default();
+        config
+            .set_all([
+                (
+                    "listeners",
+                    "INTERNAL://127.0.0.1:1003,EXTERNAL://127.0.0.1:2003",
+                ),
+                (
+                    "listener.security.protocol.map",
+                    "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+                ),
+                ("node.id", "3"),
+            ])
+            .expect("valid");
+        let ports = |listener| -> Vec<(i32, u16)> {
+            live_brokers(&meta, &config, listener)
+                .into_iter()
+                .map(|b| (b.id, b.port))
+                .collect()
+        };
+        assert_eq!(ports("INTERNAL"), [(1, 1001), (2, 1002), (3, 1003)]);
+        assert_eq!(ports("EXTERNAL"), [(1, 2001), (3, 2003)]);
+        assert_eq!(
+            broker_endpoint(&meta, 1, "EXTERNAL"),
+            Some(("h".into(), 2001))
+        );
+        assert_eq!(broker_endpoint(&meta, 2, "EXTERNAL"), None);
+    }
 
     #[test]
     fn placement_is_stable_and_balanced() {

@@ -13,6 +13,8 @@ use crate::metadata::ClusterMetadata;
 use crate::rt::MeshBuilder;
 use crate::rt::{LocalExecutorBuilder, Placement};
 use crate::shard::{Shard, TaskQueues};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -106,13 +108,25 @@ fn join_shards<E: std::fmt::Debug>(
 /// What one shard serves of the listeners [`bind_listeners`] bound.
 #[derive(Default)]
 struct ShardListeners {
-    /// Its share of the Kafka listener's connections (`None`: a shard with `listen = false`),
+    /// Its share of each Kafka listener's connections (none: a shard with `listen = false`),
     /// with the closer that stops the listener when the shard stops accepting.
-    kafka: Option<(Handoff, Closer)>,
+    kafka: Vec<KafkaListener>,
     /// The admin HTTP listener (shard 0).
     admin: Option<Handoff>,
     /// The controller quorum voter's listener and its address (shard 0, on a voter).
     voter: Option<(Handoff, std::net::SocketAddr)>,
+}
+
+/// One shard's share of one Kafka listener (`listeners`).
+struct KafkaListener {
+    /// The listener name, upper case.
+    name: String,
+    /// Its TLS side, on an `SSL` or `SASL_SSL` listener.
+    tls: Option<crate::tls::ListenerTls>,
+    /// Its SASL settings, on a `SASL_PLAINTEXT` or `SASL_SSL` listener.
+    sasl: Option<Arc<crate::sasl::SaslListener>>,
+    handoff: Handoff,
+    closer: Closer,
 }
 
 /// Binds the Kafka, admin and voter addresses once for the process (see
@@ -129,7 +143,22 @@ fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<(Vec<ShardListeners>,
         .iter()
         .find(|v| v.id == config.node_id)
         .map(|v| v.addr);
-    let kafka = listener::bind("Kafka listener", config.listen)?;
+    let mut kafka = Vec::with_capacity(config.listeners.len());
+    for l in &config.listeners {
+        let protocol = config.listener_protocol(&l.name);
+        let tls = match protocol {
+            Some(p) if p.uses_tls() => Some(crate::tls::ListenerTls::new(config, &l.name)?),
+            _ => None,
+        };
+        let sasl = match protocol {
+            Some(p) if p.uses_sasl() => {
+                Some(Arc::new(crate::sasl::SaslListener::new(config, &l.name)?))
+            }
+            _ => None,
+        };
+        let bound = listener::bind("Kafka listener", l.addr)?;
+        kafka.push((l.name.clone(), tls, sasl, bound));
+    }
     let admin = listener::bind("admin listener", config.admin_listen)?;
     let voter = voter
         .map(|addr| listener::bind("controller quorum voter address", addr))
@@ -137,9 +166,17 @@ fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<(Vec<ShardListeners>,
     let mut shards: Vec<ShardListeners> = std::iter::repeat_with(ShardListeners::default)
         .take(config.cores.len())
         .collect();
-    let (kafka_closer, handoffs) = kafka.serve(listening.len())?;
-    for (id, handoff) in listening.into_iter().zip(handoffs) {
-        shards[id].kafka = Some((handoff, kafka_closer.clone()));
+    for (name, tls, sasl, bound) in kafka {
+        let (closer, handoffs) = bound.serve(listening.len())?;
+        for (&id, handoff) in listening.iter().zip(handoffs) {
+            shards[id].kafka.push(KafkaListener {
+                name: name.clone(),
+                tls: tls.clone(),
+                sasl: sasl.clone(),
+                handoff,
+                closer: closer.clone(),
+            });
+        }
     }
     let (admin_closer, mut handoffs) = admin.serve(1)?;
     shards[0].admin = handoffs.pop();
@@ -167,7 +204,18 @@ async fn shard_main(
         .join()
         .await
         .map_err(|e| anyhow::anyhow!("shard {id}: joining the channel mesh failed: {e}"))?;
-    let listen = config.listen;
+    let listen = config
+        .listeners
+        .iter()
+        .map(|l| {
+            if config.listeners.len() == 1 && l.name == "PLAINTEXT" {
+                l.addr.to_string()
+            } else {
+                format!("{}://{}", l.name, l.addr)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",");
     let admin_listen = config.admin_listen;
     let shard = new_shard(id, config, metadata.clone(), senders, &flags)?;
     crate::partition_lifecycle::apply_metadata(&shard, metadata).await;
@@ -199,12 +247,32 @@ async fn shard_main(
     // (before, Metadata would list no broker and CreateTopics find none to place replicas
     // on). Shard 0 says so when the controller has unfenced it.
     wait_for_membership(&shard, id, &flags.member).await;
-    let (mut incoming, closer) = match listeners.kafka {
-        Some((handoff, closer)) if !shard.stop.is_requested() => {
-            (Some(handoff.incoming()), Some(closer))
-        }
-        _ => (None, None),
+    let kafka = if shard.stop.is_requested() {
+        Vec::new()
+    } else {
+        listeners.kafka
     };
+    let mut closers = Vec::with_capacity(kafka.len());
+    let mut incoming = Vec::with_capacity(kafka.len());
+    for l in kafka {
+        closers.push(l.closer);
+        let context = connection::ListenerContext {
+            name: l.name.into(),
+            tls: RefCell::new(l.tls),
+            sasl: l.sasl,
+        };
+        incoming.push((l.handoff.incoming(), Rc::new(context)));
+    }
+    let tls_listeners: Vec<Rc<connection::ListenerContext>> = incoming
+        .iter()
+        .filter(|(_, l)| l.tls.borrow().is_some())
+        .map(|(_, l)| l.clone())
+        .collect();
+    if !tls_listeners.is_empty() {
+        let reloader = shard.clone();
+        crate::rt::spawn_local(async move { tls_reload_loop(&reloader, &tls_listeners).await })
+            .detach();
+    }
     // This shard has opened its logs and bound its listener.
     let serving = flags.serving.clone();
     serving.fetch_add(1, Ordering::AcqRel);
@@ -212,11 +280,14 @@ async fn shard_main(
         spawn_admin(&shard, listeners.admin);
         spawn_announcer(&shard, serving, listen, admin_listen);
     }
-    if let Some(connections) = incoming.as_mut() {
-        accept_connections(&shard, id, connections).await;
-    }
+    futures_util::future::join_all(
+        incoming
+            .iter_mut()
+            .map(|(connections, name)| accept_connections(&shard, id, connections, name)),
+    )
+    .await;
     // Stop accepting before the drain: nothing may queue in a backlog nobody will serve.
-    if let Some(closer) = closer {
+    for closer in closers {
         closer.close();
     }
     drop(incoming);
@@ -377,7 +448,7 @@ fn spawn_admin(shard: &Rc<Shard>, admin: Option<Handoff>) {
 fn spawn_announcer(
     shard: &Rc<Shard>,
     serving: Arc<AtomicUsize>,
-    listen: std::net::SocketAddr,
+    listen: String,
     admin_listen: std::net::SocketAddr,
 ) {
     // "listening" means every shard serves (it is a registered, unfenced member, see
@@ -406,9 +477,59 @@ fn spawn_announcer(
     .detach();
 }
 
-/// Serves each connection `connections` hands this shard, until the shard stops or the
-/// accept thread ends.
-async fn accept_connections(shard: &Rc<Shard>, id: usize, connections: &mut listener::Incoming) {
+/// How often each shard looks for a changed listener key store (a dynamic
+/// `listener.name.<l>.ssl.keystore.*` config, [`crate::dynamic_config::is_dynamic_tls`]).
+const TLS_RELOAD_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Certificate rotation without a restart: when the dynamic TLS store keys that apply to this
+/// broker change, every TLS listener of this shard is rebuilt from the start-up config with
+/// the dynamic configs applied (files read on the blocking pool); new connections get the new
+/// key store, open ones keep theirs. A store that does not load is logged and the old one kept.
+async fn tls_reload_loop(shard: &Rc<Shard>, listeners: &[Rc<connection::ListenerContext>]) {
+    let node_id = shard.config.node_id;
+    let mut applied = crate::dynamic_config::dynamic_tls_keys(&BTreeMap::new(), node_id);
+    while !shard.sleep_unless_stopped(TLS_RELOAD_CHECK_INTERVAL).await {
+        let metadata = shard.metadata();
+        let wanted = crate::dynamic_config::dynamic_tls_keys(&metadata.broker_configs, node_id);
+        if wanted == applied {
+            continue;
+        }
+        let config = match crate::dynamic_config::effective(&shard.config, &metadata.broker_configs)
+        {
+            Ok(config) => config,
+            Err(e) => {
+                tracing::error!(error = %e, "dynamic TLS configs do not apply; key stores kept");
+                applied = wanted;
+                continue;
+            }
+        };
+        for listener in listeners {
+            let (config, name) = (config.clone(), listener.name.to_string());
+            let built =
+                crate::rt::spawn_blocking(move || crate::tls::ListenerTls::new(&config, &name))
+                    .await;
+            match built {
+                Ok(tls) => {
+                    tracing::info!(listener = %listener.name, "TLS key store reloaded");
+                    *listener.tls.borrow_mut() = Some(tls);
+                }
+                Err(e) => {
+                    tracing::error!(listener = %listener.name, error = %e, "the new TLS key store does not load; the old one is kept");
+                }
+            }
+        }
+        applied = wanted;
+    }
+}
+
+/// Serves each connection `connections` (of listener `name`) hands this shard, until the
+/// shard stops or the accept thread ends.
+async fn accept_connections(
+    shard: &Rc<Shard>,
+    id: usize,
+    connections: &mut listener::Incoming,
+    name: &Rc<connection::ListenerContext>,
+) {
     loop {
         let accepted =
             futures_lite::future::or(async { Some(connections.accept().await) }, async {
@@ -420,8 +541,8 @@ async fn accept_connections(shard: &Rc<Shard>, id: usize, connections: &mut list
         match accepted {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
-                let shard = shard.clone();
-                crate::rt::spawn_local(async move { connection::serve(shard, stream).await })
+                let (shard, name) = (shard.clone(), name.clone());
+                crate::rt::spawn_local(async move { connection::serve(shard, stream, name).await })
                     .detach();
             }
             Err(e) => {

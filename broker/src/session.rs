@@ -12,8 +12,12 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 /// One connection's identity, shared by its requests.
 #[derive(Debug)]
 pub struct Session {
-    /// `Type:name`, e.g. `User:alice`.
+    /// `Type:name`, e.g. `User:alice`: from the client certificate on a TLS listener, from
+    /// SASL on a SASL listener once authenticated, else [`ANONYMOUS`].
     pub principal: String,
+    /// The name of the listener the client connected to, upper case (Metadata, DescribeCluster
+    /// and FindCoordinator answer with that listener's endpoints, as Kafka does).
+    pub listener: Rc<str>,
     /// The client's address in Kafka's `/ip` form (DescribeGroups' `client_host`), "" when the
     /// socket has no peer address.
     pub client_host: Rc<str>,
@@ -22,12 +26,23 @@ pub struct Session {
 }
 
 impl Session {
-    /// An unauthenticated connection from `client_host` (`/ip` form).
-    pub fn anonymous(client_host: Rc<str>) -> Session {
+    /// An unauthenticated connection from `client_host` (`/ip` form) to `listener`.
+    pub fn anonymous(client_host: Rc<str>, listener: Rc<str>) -> Session {
         Session {
             principal: ANONYMOUS.to_string(),
+            listener,
             client_host,
             throttled_until: Cell::new(None),
+        }
+    }
+
+    /// The same connection once SASL authenticated it as `principal` (its throttle kept).
+    pub fn authenticated(&self, principal: String) -> Session {
+        Session {
+            principal,
+            listener: self.listener.clone(),
+            client_host: self.client_host.clone(),
+            throttled_until: Cell::new(self.throttled_until.get()),
         }
     }
 

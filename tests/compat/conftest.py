@@ -8,6 +8,11 @@ Configure a test's broker with the `sluice` marker:
 
     @pytest.mark.sluice(cores=2, settings={"num.partitions": 6})
 
+Extra Kafka listeners beside the PLAINTEXT one: `listeners={"SSL": "SSL", "EXTERNAL": "SSL"}`
+(listener name → security protocol), each on a free port (`broker.listener_bootstrap(name)`);
+a setting's value may name the run's test certificates as `{certs}/server.pem` (the
+`tls_certs` fixture, tests/compat/tls_certs.py).
+
 `SLUICE_BIN=/path/to/sluice` skips the cargo build and uses that binary.
 
 `SLUICE_COMPAT_TARGET=kafka` runs the suite against Apache Kafka 4.4.0 instead (the reference,
@@ -144,8 +149,10 @@ class Broker:
 
     clean_exit_status = CLEAN_EXIT_STATUS["sluice"]
 
-    def __init__(self, binary, data_dir, log_path, cores=2, settings=None):
+    def __init__(self, binary, data_dir, log_path, cores=2, settings=None, listeners=None):
         self.binary = Path(binary)
+        self.listeners = dict(listeners or {})
+        self.listener_ports = {name: free_port() for name in self.listeners}
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.cores = cores
@@ -166,14 +173,25 @@ class Broker:
     def admin_url(self):
         return f"http://127.0.0.1:{self.admin_port}"
 
+    def listener_bootstrap(self, name):
+        """HOST:PORT of extra listener `name`."""
+        return f"127.0.0.1:{self.listener_ports[name]}"
+
     def _command(self):
         cmd = [
             str(self.binary),
-            "--listen", self.bootstrap,
             "--admin-listen", f"127.0.0.1:{self.admin_port}",
             "--data-dir", str(self.data_dir),
             "--smp", str(self.cores),
         ]
+        if self.listeners:
+            cmd += ["--set", "listeners=" + ",".join(
+                [f"PLAINTEXT://{self.bootstrap}"]
+                + [f"{n}://{self.listener_bootstrap(n)}" for n in self.listeners])]
+            cmd += ["--set", "listener.security.protocol.map=" + ",".join(
+                ["PLAINTEXT:PLAINTEXT"] + [f"{n}:{p}" for n, p in self.listeners.items()])]
+        else:
+            cmd += ["--listen", self.bootstrap]
         for key, value in self.settings.items():
             if isinstance(value, bool):
                 value = "true" if value else "false"
@@ -297,13 +315,27 @@ class KafkaBroker:
 
     clean_exit_status = CLEAN_EXIT_STATUS["kafka"]
 
-    def __init__(self, directory, settings=None):
+    def __init__(self, directory, settings=None, listeners=None):
         self.settings = {**DEFAULT_SETTINGS, **(settings or {})}
+        self.listeners = dict(listeners or {})
+        self.listener_ports = {name: free_port() for name in self.listeners}
         sluice_keys = sorted(k for k in self.settings if k.startswith("sluice."))
         if sluice_keys:
             raise BrokerError(f"settings {sluice_keys} are Sluice's own: mark the test sluice_only")
         self.cluster = kafka_ref.KafkaCluster(directory, 1, self.settings, shipped=False)
         self.node = self.cluster.nodes[0]
+        if self.listeners:
+            n = self.node
+            endpoints = ",".join(
+                [f"PLAINTEXT://{n.host}:{n.port}", f"CONTROLLER://{n.host}:{n.controller_port}"]
+                + [f"{name}://{n.host}:{p}" for name, p in self.listener_ports.items()])
+            self.cluster.settings.update({
+                "listeners": endpoints,
+                "advertised.listeners": endpoints,
+                "listener.security.protocol.map": ",".join(
+                    ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+                    + [f"{name}:{p}" for name, p in self.listeners.items()]),
+            })
         self.data_dir = self.node.data_dir
         self.log_path = self.node.log_path
         self.cmd = None
@@ -316,6 +348,10 @@ class KafkaBroker:
     @property
     def port(self):
         return self.node.port
+
+    def listener_bootstrap(self, name):
+        """HOST:PORT of extra listener `name`."""
+        return f"{self.node.host}:{self.listener_ports[name]}"
 
     @property
     def proc(self):
@@ -383,20 +419,42 @@ def kafka_classpath():
         pytest.fail(str(e), pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def tls_certs(tmp_path_factory):
+    """The run's test certificates (tests/compat/tls_certs.py): name → PEM file path, and
+    "dir" → their directory."""
+    import tls_certs as certs
+    directory = tmp_path_factory.mktemp("certs")
+    paths = certs.make_certs(directory)
+    paths["dir"] = str(directory)
+    return paths
+
+
+def _with_certs(request, settings):
+    """`settings` with `{certs}` in a value replaced by the test certificates' directory."""
+    if not settings or not any("{certs}" in str(v) for v in settings.values()):
+        return settings
+    directory = request.getfixturevalue("tls_certs")["dir"]
+    return {k: str(v).replace("{certs}", directory) if isinstance(v, str) else v
+            for k, v in settings.items()}
+
+
 @pytest.fixture
 def broker(request, tmp_path):
     marker = request.node.get_closest_marker("sluice")
     opts = dict(marker.kwargs) if marker else {}
+    settings = _with_certs(request, opts.get("settings"))
     if TARGET == "kafka":
         request.getfixturevalue("kafka_classpath")
         try:
-            b = KafkaBroker(tmp_path / "kafka", settings=opts.get("settings"))
+            b = KafkaBroker(tmp_path / "kafka", settings=settings,
+                            listeners=opts.get("listeners"))
         except BrokerError as e:
             pytest.fail(str(e), pytrace=False)
     else:
         b = Broker(request.getfixturevalue("sluice_bin"), tmp_path / "data",
                    tmp_path / "broker.log", cores=opts.get("cores", 2),
-                   settings=opts.get("settings"))
+                   settings=settings, listeners=opts.get("listeners"))
     request.node._sluice_broker = b
     try:
         b.start()

@@ -438,9 +438,6 @@ pub const UNSUPPORTED_BROKER_KEYS: &[(&str, &str)] = &[
     ("process.roles", "every Sluice node is a combined broker and controller (KRaft's broker,controller; the voters are controller.quorum.voters); remove the key"),
     ("controller.quorum.bootstrap.servers", "Sluice supports a static voter set only (KIP-595): use controller.quorum.voters; remove the key"),
     ("controller.listener.names", "the controller quorum listens on each voter's address in controller.quorum.voters, not on a named listener; remove the key"),
-    ("inter.broker.listener.name", "brokers reach each other on the one Kafka listener (advertised.listeners); remove the key"),
-    ("listener.security.protocol.map", "Sluice serves only PLAINTEXT (no TLS or SASL); remove the key"),
-    ("security.inter.broker.protocol", "Sluice serves only PLAINTEXT, between brokers too; remove the key"),
     ("num.network.threads", "Sluice is thread-per-core: each shard owns its connections (set the CPUs with --cores); remove the key"),
     ("num.io.threads", "Sluice is thread-per-core: each shard does its own I/O (set the CPUs with --cores); remove the key"),
     ("num.recovery.threads.per.data.dir", "Sluice recovers each partition on the shard that owns it; remove the key"),
@@ -455,8 +452,6 @@ pub const UNSUPPORTED_BROKER_KEYS: &[(&str, &str)] = &[
     ("share.coordinator.state.topic.min.isr", "share groups are not built; remove the key"),
     ("remote.log.storage.system.enable", "tiered storage is not built; remove the key"),
     ("group.coordinator.rebalance.protocols", "Sluice serves the classic group protocol only; remove the key"),
-    ("ssl.keystore.location", "Sluice serves only PLAINTEXT (no TLS); remove the key"),
-    ("sasl.enabled.mechanisms", "Sluice has no SASL authentication; remove the key"),
 ];
 
 /// Why Sluice refuses broker key `name`, if it is one of [`UNSUPPORTED_BROKER_KEYS`].

@@ -120,8 +120,9 @@ pub(crate) async fn route(
     if forwarded {
         return Err(not_active(controller));
     }
-    let endpoint =
-        active.and_then(|node| crate::metadata::broker_endpoint(&shard.metadata(), node.0));
+    let listener = shard.config.inter_broker_listener_name();
+    let endpoint = active
+        .and_then(|node| crate::metadata::broker_endpoint(&shard.metadata(), node.0, &listener));
     let Some(endpoint) = endpoint else {
         return Err(not_active(controller));
     };

@@ -11,7 +11,6 @@
 
 use super::channel::{call_answer, unexpected};
 use super::state::{BrokerLifecycle, Controller};
-use crate::metadata::SECURITY_PROTOCOL_PLAINTEXT;
 use crate::shard::Shard;
 use replication::metadata::{
     BrokerEndpoint, ControllerAnswer, ControllerError, ControllerOp, ControllerReply,
@@ -119,15 +118,19 @@ impl LifecycleHost for ShardLifecycle<'_> {
     }
 }
 
-/// This broker's endpoints as registered.
+/// This broker's endpoints as registered: one per listener, as advertised.
 fn end_points(shard: &Shard) -> Vec<BrokerEndpoint> {
-    let advertised = shard.config.advertised_listener();
-    vec![BrokerEndpoint {
-        name: "PLAINTEXT".to_string(),
-        host: advertised.host,
-        port: advertised.port,
-        security_protocol: SECURITY_PROTOCOL_PLAINTEXT,
-    }]
+    shard
+        .config
+        .advertised_endpoints()
+        .into_iter()
+        .map(|a| BrokerEndpoint {
+            name: a.name,
+            host: a.host_port.host,
+            port: a.host_port.port,
+            security_protocol: a.security_protocol.id(),
+        })
+        .collect()
 }
 
 /// On shard 0, for as long as the broker runs: registers this incarnation and heartbeats

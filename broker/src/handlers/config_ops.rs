@@ -178,6 +178,7 @@ pub async fn alter_broker_incremental(
     }
     // Checked here for the client's error; the controller checks again under its lock.
     dynamic_config::effective(&shard.config, &candidate).map_err(|e| dynamic_config_error(&e))?;
+    check_key_stores(shard, &candidate, changes.iter().map(|(k, _)| k.as_str())).await?;
     crate::controller::call(
         shard,
         ControllerOp::AlterBrokerConfig {
@@ -202,6 +203,9 @@ pub async fn replace_broker(
     let which = broker_resource(shard, name)?;
     dynamic_config::check_keys(configs.keys().map(String::as_str))
         .map_err(|e| dynamic_config_error(&e))?;
+    let mut candidate: BrokerConfigs = shard.metadata().broker_configs.clone();
+    candidate.insert(which.resource_name(shard.config.node_id), configs.clone());
+    check_key_stores(shard, &candidate, configs.keys().map(String::as_str)).await?;
     let changes = configs.into_iter().map(|(k, v)| (k, Some(v))).collect();
     crate::controller::call(
         shard,
@@ -214,6 +218,43 @@ pub async fn replace_broker(
     )
     .await
     .map_err(|e| controller_error(&e))
+}
+
+/// When `changed` names a listener's TLS store, checks that every TLS listener of this
+/// broker still loads its stores with `candidate` applied (files read on the blocking pool),
+/// as Kafka validates a dynamic SSL change before accepting it.
+async fn check_key_stores<'a>(
+    shard: &Rc<Shard>,
+    candidate: &BrokerConfigs,
+    mut changed: impl Iterator<Item = &'a str>,
+) -> Result<(), Refusal> {
+    if !changed.any(dynamic_config::is_dynamic_tls) {
+        return Ok(());
+    }
+    let config = dynamic_config::effective(&shard.config, candidate)
+        .map_err(|e| dynamic_config_error(&e))?;
+    let tls_listeners: Vec<String> = config
+        .listeners
+        .iter()
+        .filter(|l| {
+            config
+                .listener_protocol(&l.name)
+                .is_some_and(|p| p.uses_tls())
+        })
+        .map(|l| l.name.clone())
+        .collect();
+    let checked = crate::rt::spawn_blocking(move || {
+        tls_listeners
+            .iter()
+            .try_for_each(|name| crate::tls::ListenerTls::new(&config, name).map(|_| ()))
+    })
+    .await;
+    checked.map_err(|e| {
+        (
+            code(ResponseError::InvalidRequest),
+            format!("Validation of dynamic config update of SSLFactory failed: {e}"),
+        )
+    })
 }
 
 #[cfg(test)]

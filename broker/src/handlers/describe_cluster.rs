@@ -47,7 +47,7 @@ pub fn handle(
         }
     }
     let meta = shard.metadata();
-    let lives = crate::metadata::live_brokers(&meta, &shard.config);
+    let lives = crate::metadata::live_brokers(&meta, &shard.config, &session.listener);
     response.controller_id = BrokerId(crate::metadata::controller_for_clients(&meta, &lives));
     for live in lives {
         let mut broker = DescribeClusterBroker::default();

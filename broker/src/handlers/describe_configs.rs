@@ -369,7 +369,13 @@ fn broker_entry(
 fn broker_config_type(key: &str) -> Option<ConfigType> {
     Some(match key {
         "auto.create.topics.enable" => ConfigType::Boolean,
-        "advertised.listeners" | "listeners" | "log.dirs" | "broker.rack" => ConfigType::String,
+        "advertised.listeners"
+        | "listeners"
+        | "listener.security.protocol.map"
+        | "inter.broker.listener.name"
+        | "security.inter.broker.protocol"
+        | "log.dirs"
+        | "broker.rack" => ConfigType::String,
         "sluice.cores" | "controller.quorum.voters" => ConfigType::List,
         "node.id"
         | "controller.quorum.election.timeout.ms"

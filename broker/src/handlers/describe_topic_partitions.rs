@@ -47,7 +47,7 @@ pub fn handle(
     req: &DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     let meta = shard.metadata();
-    let live = crate::metadata::live_brokers(&meta, &shard.config);
+    let live = crate::metadata::live_brokers(&meta, &shard.config, &session.listener);
     let operations = |name: &str| {
         crate::authz::topic(shard, session, crate::authz::AclOperation::Describe, name).then(|| {
             let topic = &authorized_operations::TOPIC;

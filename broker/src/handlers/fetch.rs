@@ -142,7 +142,7 @@ pub async fn handle(
     let mut topics = lay_out(&req, &names, replies, max_bytes, version, read_committed);
     // The hints are the image's after the wait, looked up only for answers that carry them.
     let node_endpoints = if version >= LEADER_HINTS_VERSION && hinted_answers(&topics) {
-        add_leader_hints(&shard.metadata(), &names, &mut topics)
+        add_leader_hints(&shard.metadata(), &session.listener, &names, &mut topics)
     } else {
         Vec::new()
     };
@@ -358,11 +358,12 @@ fn hinted_answers(topics: &[FetchTopicData]) -> bool {
 /// those leaders that are alive. `names`: the request's topics as resolved.
 fn add_leader_hints(
     meta: &ClusterMetadata,
+    listener: &str,
     names: &[Result<String, i16>],
     topics: &mut [FetchTopicData],
 ) -> Vec<FetchNodeEndpoint> {
     let hinted = hinted_codes();
-    let mut hints = LeaderHints::new(meta);
+    let mut hints = LeaderHints::new(meta, listener);
     for (topic, name) in topics.iter_mut().zip(names) {
         let Ok(name) = name else { continue };
         for p in &mut topic.partitions {
@@ -655,7 +656,8 @@ mod tests {
                 partitions: vec![partition(0, ResponseError::NotLeaderOrFollower)],
             },
         ];
-        let endpoints = add_leader_hints(&meta, &[Ok("t".into()), Err(100)], &mut topics);
+        let endpoints =
+            add_leader_hints(&meta, "PLAINTEXT", &[Ok("t".into()), Err(100)], &mut topics);
         let hints: Vec<_> = topics
             .iter()
             .flat_map(|t| &t.partitions)

@@ -55,7 +55,12 @@ pub async fn handle(
             KEY_TYPE_GROUP => match crate::groups::service::ensure_offsets_topic(shard).await {
                 Ok(partitions) => {
                     let partition = crate::groups::partition_for(&key, partitions);
-                    match leader_of(shard, crate::groups::OFFSETS_TOPIC, partition) {
+                    match leader_of(
+                        shard,
+                        crate::groups::OFFSETS_TOPIC,
+                        partition,
+                        &session.listener,
+                    ) {
                         Some(broker) => {
                             c.node_id = BrokerId(broker.id);
                             c.host = str_bytes(broker.host);
@@ -76,7 +81,7 @@ pub async fn handle(
             KEY_TYPE_TRANSACTION => match crate::txn::service::ensure_txn_topic(shard).await {
                 Ok(partitions) => {
                     let partition = crate::coordinator_runtime::partition_for(&key, partitions);
-                    match leader_of(shard, crate::txn::TXN_TOPIC, partition) {
+                    match leader_of(shard, crate::txn::TXN_TOPIC, partition, &session.listener) {
                         Some(broker) => {
                             c.node_id = BrokerId(broker.id);
                             c.host = str_bytes(broker.host);
@@ -118,11 +123,17 @@ pub async fn handle(
     response
 }
 
-/// The live broker leading partition `partition` of coordinator topic `topic`.
-fn leader_of(shard: &Shard, topic: &str, partition: i32) -> Option<crate::metadata::LiveBroker> {
+/// The live broker leading partition `partition` of coordinator topic `topic`, with its
+/// endpoint on `listener`.
+fn leader_of(
+    shard: &Shard,
+    topic: &str,
+    partition: i32,
+    listener: &str,
+) -> Option<crate::metadata::LiveBroker> {
     let meta = shard.metadata();
     let leader = meta.partition(topic, partition)?.leader;
-    crate::metadata::live_brokers(&meta, &shard.config)
+    crate::metadata::live_brokers(&meta, &shard.config, listener)
         .into_iter()
         .find(|b| b.id == leader)
 }

@@ -10,15 +10,18 @@ use crate::metadata::{ClusterMetadata, LiveBroker};
 /// Collects the leaders named in one response and their endpoints.
 pub struct LeaderHints<'a> {
     meta: &'a ClusterMetadata,
+    /// The listener the client connected to: the endpoints named are on it.
+    listener: &'a str,
     /// The alive leaders named so far, each once, in the order first named.
     endpoints: Vec<LiveBroker>,
 }
 
 impl<'a> LeaderHints<'a> {
-    /// No leader named yet, from the image in `meta`.
-    pub fn new(meta: &'a ClusterMetadata) -> LeaderHints<'a> {
+    /// No leader named yet, from the image in `meta`, for a client of `listener`.
+    pub fn new(meta: &'a ClusterMetadata, listener: &'a str) -> LeaderHints<'a> {
         LeaderHints {
             meta,
+            listener,
             endpoints: Vec::new(),
         }
     }
@@ -32,7 +35,7 @@ impl<'a> LeaderHints<'a> {
             .partition(topic, partition)
             .map_or((-1, -1), |image| (image.leader, image.leader_epoch));
         if !self.endpoints.iter().any(|b| b.id == leader_id) {
-            if let Some(endpoint) = alive_endpoint(self.meta, leader_id) {
+            if let Some(endpoint) = alive_endpoint(self.meta, leader_id, self.listener) {
                 self.endpoints.push(endpoint);
             }
         }
@@ -45,11 +48,11 @@ impl<'a> LeaderHints<'a> {
     }
 }
 
-/// The Kafka listener of broker `node` if it is registered and not fenced (Kafka's
-/// `getAliveBrokerNode`).
-fn alive_endpoint(meta: &ClusterMetadata, node: i32) -> Option<LiveBroker> {
+/// The endpoint on `listener` of broker `node` if it is registered, not fenced and has one
+/// (Kafka's `getAliveBrokerNode` by listener name).
+fn alive_endpoint(meta: &ClusterMetadata, node: i32, listener: &str) -> Option<LiveBroker> {
     let broker = meta.image.brokers.get(&node).filter(|b| !b.fenced)?;
-    let endpoint = broker.end_points.first()?;
+    let endpoint = broker.end_points.iter().find(|e| e.name == listener)?;
     Some(LiveBroker {
         id: node,
         host: endpoint.host.clone(),
@@ -109,7 +112,7 @@ pub(super) mod tests {
     #[test]
     fn each_alive_leader_is_named_once_and_unknown_partitions_have_none() {
         let meta = metadata();
-        let mut hints = LeaderHints::new(&meta);
+        let mut hints = LeaderHints::new(&meta, "PLAINTEXT");
         assert_eq!(hints.current_leader("t", 0), (1, 4));
         assert_eq!(hints.current_leader("t", 1), (1, 5));
         // A fenced leader is named, its endpoint is not given.

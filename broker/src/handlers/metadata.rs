@@ -62,7 +62,7 @@ pub async fn handle(
         create_errors.extend(auto_create(shard, &creatable).await);
     }
     let meta = shard.metadata();
-    let live = crate::metadata::live_brokers(&meta, &shard.config);
+    let live = crate::metadata::live_brokers(&meta, &shard.config, &session.listener);
     // Every topic: only those the principal may DESCRIBE. Named ones: the others answer
     // TOPIC_AUTHORIZATION_FAILED and nothing else.
     let names: Vec<String> = requested.unwrap_or_else(|| {

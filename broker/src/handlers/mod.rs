@@ -48,6 +48,8 @@ mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
 mod replica_assignment;
+mod sasl_authenticate;
+mod sasl_handshake;
 mod sync_group;
 mod txn_errors;
 mod txn_offset_commit;
@@ -199,6 +201,8 @@ registry! {
     ListTransactions 0..=1 => |shard, req, call| {
         list_transactions::handle(shard, call.session, req, call.version).await
     },
+    SaslHandshake 0..=1 => |_shard, _, _call| sasl_handshake::handle(),
+    SaslAuthenticate 0..=2 => |_shard, _, _call| sasl_authenticate::handle(),
 }
 
 /// What a handler is told about its request besides the body.

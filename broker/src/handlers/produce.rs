@@ -174,7 +174,7 @@ pub async fn handle(
     drop(metadata);
     await_appends(&mut response, appends).await;
     if version >= LEADER_HINTS_VERSION && not_leader_answers(&response) {
-        add_leader_hints(&shard.metadata(), &mut response);
+        add_leader_hints(&shard.metadata(), &session.listener, &mut response);
     }
     response.throttle_time_ms = throttle_time_ms;
     response
@@ -294,9 +294,9 @@ fn not_leader_answers(response: &ProduceResponse) -> bool {
 /// KIP-951's hints, as Kafka's `KafkaApis.handleProduceRequest` gives them (see
 /// [`super::leader_hints`]): each partition answered NOT_LEADER_OR_FOLLOWER gets its current
 /// leader and leader epoch, and the response the endpoint of every such leader that is alive.
-fn add_leader_hints(meta: &ClusterMetadata, response: &mut ProduceResponse) {
+fn add_leader_hints(meta: &ClusterMetadata, listener: &str, response: &mut ProduceResponse) {
     let not_leader = code(ResponseError::NotLeaderOrFollower);
-    let mut hints = LeaderHints::new(meta);
+    let mut hints = LeaderHints::new(meta, listener);
     for topic in &mut response.responses {
         for p in &mut topic.partition_responses {
             if p.error_code != not_leader {

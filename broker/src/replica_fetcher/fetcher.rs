@@ -653,10 +653,11 @@ pub(crate) async fn round_trip(
     futures_lite::future::or(exchange, timeout).await
 }
 
-/// A connection to `leader`'s Kafka listener as the metadata registers it (a host name is
-/// resolved on the blocking pool, never on the shard).
+/// A connection to `leader`'s inter-broker listener (`inter.broker.listener.name`) as the
+/// metadata registers it (a host name is resolved on the blocking pool, never on the shard).
 async fn connect(shard: &Shard, leader: i32) -> Result<TcpStream, FetcherError> {
-    let (host, port) = broker_endpoint(&shard.metadata(), leader)
+    let listener = shard.config.inter_broker_listener_name();
+    let (host, port) = broker_endpoint(&shard.metadata(), leader, &listener)
         .ok_or(FetcherError::UnknownEndpoint { leader })?;
     let addr = match host.parse::<std::net::IpAddr>() {
         Ok(ip) => Some(SocketAddr::new(ip, port)),

@@ -6,7 +6,7 @@
 use super::cores::available_cores;
 use super::error::{invalid, ConfigError};
 use super::file::flatten_toml;
-use super::listener::HostPort;
+use super::listener::{default_protocol_map, HostPort, ListenerEndpoint, SecurityProtocol};
 use super::shard::{
     parse_shard_sections, ShardOverride, ShardSettings, IO_MEMORY_BYTES_DEFAULT,
     TASK_QUEUE_SHARES_DEFAULT,
@@ -24,12 +24,31 @@ use storage::CleanerConfig;
 /// Build with `BrokerConfig::default()` and [`BrokerConfig::set`] (or the broker's `cli::load`).
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
-    /// Kafka listener address (`listeners`, flag `--listen`). Default 127.0.0.1:9092.
-    pub listen: SocketAddr,
-    /// What Metadata responses tell clients to connect to (`advertised.listeners`, flag
-    /// `--advertised-listener`). `None`: derived from `listen`, see
-    /// [`BrokerConfig::advertised_listener`].
-    pub advertised_listener: Option<HostPort>,
+    /// Kafka listeners (`listeners`, flag `--listen` for one `PLAINTEXT` listener), each
+    /// with its address resolved for binding. Default `PLAINTEXT://127.0.0.1:9092`. Names are
+    /// unique; their protocols come from `listener.security.protocol.map`
+    /// ([`BrokerConfig::check_listeners`]).
+    pub listeners: Vec<Listener>,
+    /// What Metadata responses tell clients of each listener to connect to
+    /// (`advertised.listeners`, flag `--advertised-listener`), by listener name; a listener
+    /// missing here advertises its own address, see [`BrokerConfig::advertised_endpoints`].
+    pub advertised_listeners: Vec<ListenerEndpoint>,
+    /// `listener.security.protocol.map`: listener name → security protocol. Default each
+    /// protocol's name to itself (Kafka's).
+    pub listener_security_protocol_map: Vec<(String, SecurityProtocol)>,
+    /// `inter.broker.listener.name`: the listener other brokers' replica fetchers and
+    /// controller forwarding connect to. `None`: the listener named after
+    /// `security.inter.broker.protocol` (default `PLAINTEXT`), as in Kafka.
+    pub inter_broker_listener_name: Option<String>,
+    /// `security.inter.broker.protocol` when set (only one of it and
+    /// `inter.broker.listener.name` may be).
+    pub security_inter_broker_protocol: Option<SecurityProtocol>,
+    /// The TLS and SASL keys (`ssl.*`, `sasl.enabled.mechanisms`, `sasl.jaas.config`) and
+    /// their per-listener overrides (`listener.name.<l>.ssl.*`,
+    /// `listener.name.<l>.<mechanism>.sasl.jaas.config`, the listener and mechanism names in
+    /// lower case as Kafka writes them), as given (trimmed); the broker builds each TLS and
+    /// SASL listener's settings from them ([`BrokerConfig::listener_property`]).
+    pub security_properties: BTreeMap<String, String>,
     /// Admin HTTP address (`sluice.admin.listen`, flag `--admin-listen`). Default
     /// 127.0.0.1:9644.
     pub admin_listen: SocketAddr,
@@ -153,6 +172,10 @@ pub struct BrokerConfig {
     /// `dedupe.buffer.size`, `io.buffer.size`, `io.max.bytes.per.second`), Kafka's defaults.
     /// One cleaner runs per shard whatever `log.cleaner.threads` says, except that 0 runs none.
     pub cleaner: CleanerConfig,
+    /// `connection.failed.authentication.delay.ms`: how long a failed SASL authentication's
+    /// answer (and the close after it) is held back, against password guessing, ms. Default
+    /// 100 (Kafka's); at most `connections.max.idle.ms` (600000) here.
+    pub connection_failed_authentication_delay_ms: u64,
     /// `broker.rack`: this broker's rack, registered with the controller and listed in
     /// Metadata and DescribeCluster (placement does not use it yet). Default: none.
     pub broker_rack: Option<String>,
@@ -177,8 +200,19 @@ pub struct BrokerConfig {
 impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
-            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9092),
-            advertised_listener: None,
+            listeners: vec![Listener {
+                name: SecurityProtocol::Plaintext.name().to_owned(),
+                host_port: HostPort {
+                    host: Ipv4Addr::LOCALHOST.to_string(),
+                    port: 9092,
+                },
+                addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9092),
+            }],
+            advertised_listeners: Vec::new(),
+            listener_security_protocol_map: default_protocol_map(),
+            inter_broker_listener_name: None,
+            security_inter_broker_protocol: None,
+            security_properties: BTreeMap::new(),
             admin_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9644),
             data_dir: PathBuf::from("./data"),
             cores: available_cores(),
@@ -222,6 +256,7 @@ impl Default for BrokerConfig {
             authorizer_enabled: false,
             super_users: Vec::new(),
             allow_everyone_if_no_acl_found: false,
+            connection_failed_authentication_delay_ms: 100,
             given: BTreeMap::new(),
             synonym_rank: BTreeMap::new(),
         }
@@ -280,32 +315,195 @@ impl BrokerConfig {
         Duration::from_millis(self.replica_high_watermark_checkpoint_interval_ms)
     }
 
+    /// `connection.failed.authentication.delay.ms` as a [`Duration`].
+    pub fn connection_failed_authentication_delay(&self) -> Duration {
+        Duration::from_millis(self.connection_failed_authentication_delay_ms)
+    }
+
     /// `replica.lag.time.max.ms` as a [`Duration`].
     pub fn replica_lag_time_max(&self) -> Duration {
         Duration::from_millis(self.replica_lag_time_max_ms)
     }
 
-    /// The listener advertised in Metadata: `advertised.listeners` if set, else `listen`.
-    /// A wildcard listen address (0.0.0.0 / ::) is not connectable, so then the machine's host
-    /// name is advertised (as Kafka does), or `localhost` if it cannot be read.
-    pub fn advertised_listener(&self) -> HostPort {
-        if let Some(hp) = &self.advertised_listener {
-            return hp.clone();
-        }
-        let host = if self.listen.ip().is_unspecified() {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|h| h.trim().to_owned())
-                .filter(|h| !h.is_empty())
-                .unwrap_or_else(|| "localhost".to_owned())
-        } else {
-            self.listen.ip().to_string()
-        };
-        HostPort {
-            host,
-            port: self.listen.port(),
-        }
+    /// The endpoint advertised for each listener, in `listeners` order: the
+    /// `advertised.listeners` entry of its name if any, else its own address. A wildcard
+    /// listen address (0.0.0.0 / ::) is not connectable, so then the machine's host name is
+    /// advertised (as Kafka does), or `localhost` if it cannot be read.
+    pub fn advertised_endpoints(&self) -> Vec<AdvertisedListener> {
+        self.listeners
+            .iter()
+            .map(|l| {
+                let host_port = match self.advertised_listeners.iter().find(|a| a.name == l.name) {
+                    Some(a) => a.host_port.clone(),
+                    None if l.addr.ip().is_unspecified() => HostPort {
+                        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                            .ok()
+                            .map(|h| h.trim().to_owned())
+                            .filter(|h| !h.is_empty())
+                            .unwrap_or_else(|| "localhost".to_owned()),
+                        port: l.addr.port(),
+                    },
+                    None => HostPort {
+                        host: l.addr.ip().to_string(),
+                        port: l.addr.port(),
+                    },
+                };
+                AdvertisedListener {
+                    name: l.name.clone(),
+                    host_port,
+                    security_protocol: self
+                        .listener_protocol(&l.name)
+                        .unwrap_or(SecurityProtocol::Plaintext),
+                }
+            })
+            .collect()
     }
+
+    /// The security protocol of listener `name` (upper case) in
+    /// `listener.security.protocol.map`.
+    pub fn listener_protocol(&self, name: &str) -> Option<SecurityProtocol> {
+        self.listener_security_protocol_map
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| *p)
+    }
+
+    /// The listener other brokers connect to (`inter.broker.listener.name`, else the one
+    /// named after `security.inter.broker.protocol`, default `PLAINTEXT`).
+    pub fn inter_broker_listener_name(&self) -> String {
+        self.inter_broker_listener_name.clone().unwrap_or_else(|| {
+            self.security_inter_broker_protocol
+                .unwrap_or(SecurityProtocol::Plaintext)
+                .name()
+                .to_owned()
+        })
+    }
+
+    /// The value of TLS key `key` (`ssl.…`) for listener `listener`: its
+    /// `listener.name.<listener in lower case>.<key>` override, else `key` itself.
+    pub fn listener_property(&self, listener: &str, key: &str) -> Option<&str> {
+        let prefixed = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());
+        self.security_properties
+            .get(&prefixed)
+            .or_else(|| self.security_properties.get(key))
+            .map(String::as_str)
+    }
+
+    /// Checks the listener keys against each other once every key is set, with Kafka's
+    /// messages: each listener has a security protocol; no two listeners share a port;
+    /// `advertised.listeners` names only listeners; the inter-broker listener is one of them
+    /// and is `PLAINTEXT` (Sluice's replica fetcher and forwarding speak neither TLS nor SASL).
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidValue`] naming the key at fault.
+    pub fn check_listeners(&self) -> Result<(), ConfigError> {
+        let listeners = self
+            .listeners
+            .iter()
+            .map(|l| format!("{}://{}", l.name, l.host_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        for l in &self.listeners {
+            if self.listener_protocol(&l.name).is_none() {
+                return Err(invalid(
+                    "listener.security.protocol.map",
+                    &render_protocol_map(&self.listener_security_protocol_map),
+                    format!("No security protocol defined for listener {}", l.name),
+                ));
+            }
+            if self
+                .listeners
+                .iter()
+                .any(|o| o.name != l.name && o.addr.port() == l.addr.port() && l.addr.port() != 0)
+            {
+                return Err(invalid(
+                    "listeners",
+                    &listeners,
+                    "Each listener must have a different port",
+                ));
+            }
+        }
+        let names: Vec<&str> = self.listeners.iter().map(|l| l.name.as_str()).collect();
+        if let Some(a) = self
+            .advertised_listeners
+            .iter()
+            .find(|a| !names.contains(&a.name.as_str()))
+        {
+            return Err(invalid(
+                "advertised.listeners",
+                &a.to_string(),
+                format!(
+                    "advertised.listeners listener names must be equal to or a subset of the \
+                     ones defined in listeners. Found {}. The valid options based on the \
+                     current configuration are {}",
+                    a.name,
+                    names.join(",")
+                ),
+            ));
+        }
+        if self.inter_broker_listener_name.is_some()
+            && self.security_inter_broker_protocol.is_some()
+        {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                &self.inter_broker_listener_name(),
+                "Only one of inter.broker.listener.name and security.inter.broker.protocol \
+                 should be set.",
+            ));
+        }
+        let inter = self.inter_broker_listener_name();
+        if !names.contains(&inter.as_str()) {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                &inter,
+                format!(
+                    "inter.broker.listener.name must be a listener name defined in \
+                     advertised.listeners. The valid options based on currently configured \
+                     listeners are {}",
+                    names.join(",")
+                ),
+            ));
+        }
+        if self.listener_protocol(&inter) != Some(SecurityProtocol::Plaintext) {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                &inter,
+                "Sluice's brokers reach each other over PLAINTEXT only (no TLS or SASL between \
+                 brokers yet): name a PLAINTEXT listener",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `listener.security.protocol.map` as Kafka writes it.
+pub(super) fn render_protocol_map(map: &[(String, SecurityProtocol)]) -> String {
+    map.iter()
+        .map(|(n, p)| format!("{n}:{p}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// One Kafka listener: its name, its address as given and as resolved for binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listener {
+    /// The listener name, upper case.
+    pub name: String,
+    /// The address as given (empty host: every interface).
+    pub host_port: HostPort,
+    /// The address to bind.
+    pub addr: SocketAddr,
+}
+
+/// A listener as other brokers register it and Metadata lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdvertisedListener {
+    /// The listener name, upper case.
+    pub name: String,
+    /// Host and port clients are told to connect to.
+    pub host_port: HostPort,
+    /// The listener's security protocol.
+    pub security_protocol: SecurityProtocol,
 }
 
 impl BrokerConfig {
@@ -590,15 +788,20 @@ mod tests {
         assert_eq!(b.data_dir, PathBuf::from("/tmp/x"));
         b.set("listeners", "PLAINTEXT://127.0.0.1:19092")
             .expect("valid");
-        assert_eq!(b.listen, "127.0.0.1:19092".parse().expect("literal"));
-        b.set("listeners", "SSL://127.0.0.1:1").expect_err("SSL");
+        assert_eq!(
+            b.listeners[0].addr,
+            "127.0.0.1:19092".parse().expect("literal")
+        );
         b.set("listeners", "PLAINTEXT://:9093")
             .expect("all interfaces");
-        assert!(b.listen.ip().is_unspecified());
-        assert_eq!(b.advertised_listener().port, 9093);
+        assert!(b.listeners[0].addr.ip().is_unspecified());
+        assert_eq!(b.advertised_endpoints()[0].host_port.port, 9093);
         b.set("advertised.listeners", "kafka.example:9999")
             .expect("valid");
-        assert_eq!(b.advertised_listener().to_string(), "kafka.example:9999");
+        assert_eq!(
+            b.advertised_endpoints()[0].host_port.to_string(),
+            "kafka.example:9999"
+        );
         assert!(b.is_set("listeners"));
         assert!(!b.is_set("node.id") || b.node_id == 7);
 
@@ -803,10 +1006,116 @@ mod tests {
     #[test]
     fn advertised_defaults_to_listen() {
         let b = BrokerConfig::default();
-        assert_eq!(b.advertised_listener().to_string(), "127.0.0.1:9092");
+        assert_eq!(
+            b.advertised_endpoints()[0].host_port.to_string(),
+            "127.0.0.1:9092"
+        );
         let mut b = BrokerConfig::default();
         b.set("listeners", "[::1]:9000").expect("v6");
-        assert_eq!(b.advertised_listener().to_string(), "[::1]:9000");
+        assert_eq!(
+            b.advertised_endpoints()[0].host_port.to_string(),
+            "[::1]:9000"
+        );
+    }
+
+    #[test]
+    fn named_listeners_as_kafka() {
+        let mut b = BrokerConfig::default();
+        b.set_all([
+            (
+                "listeners",
+                "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093",
+            ),
+            (
+                "listener.security.protocol.map",
+                "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+            ),
+            ("advertised.listeners", "EXTERNAL://kafka.example:19093"),
+            ("inter.broker.listener.name", "internal"),
+        ])
+        .expect("valid");
+        b.check_listeners().expect("consistent");
+        let ads = b.advertised_endpoints();
+        assert_eq!(ads[0].host_port.to_string(), "127.0.0.1:9092");
+        assert_eq!(ads[1].host_port.to_string(), "kafka.example:19093");
+        assert_eq!(ads[1].security_protocol, SecurityProtocol::Ssl);
+        assert_eq!(b.inter_broker_listener_name(), "INTERNAL");
+
+        let mut bad = b.clone();
+        bad.set("listener.security.protocol.map", "INTERNAL:PLAINTEXT")
+            .expect("parses");
+        let err = bad.check_listeners().expect_err("EXTERNAL unmapped");
+        assert!(
+            err.to_string()
+                .contains("No security protocol defined for listener EXTERNAL"),
+            "{err}"
+        );
+        let mut bad = b.clone();
+        bad.set("advertised.listeners", "OTHER://h:1")
+            .expect("parses");
+        let err = bad.check_listeners().expect_err("not a listener");
+        assert!(
+            err.to_string().contains("must be equal to or a subset"),
+            "{err}"
+        );
+        let mut bad = b.clone();
+        bad.set("inter.broker.listener.name", "EXTERNAL")
+            .expect("parses");
+        bad.check_listeners().expect_err("SSL between brokers");
+        let mut bad = b.clone();
+        bad.set("security.inter.broker.protocol", "PLAINTEXT")
+            .expect("parses");
+        let err = bad.check_listeners().expect_err("both set");
+        assert!(err.to_string().contains("Only one of"), "{err}");
+        let mut bad = BrokerConfig::default();
+        bad.set("listeners", "SSL://127.0.0.1:9093")
+            .expect("parses");
+        let err = bad
+            .check_listeners()
+            .expect_err("no PLAINTEXT listener between brokers");
+        assert!(
+            err.to_string()
+                .contains("inter.broker.listener.name must be"),
+            "{err}"
+        );
+        let mut bad = BrokerConfig::default();
+        bad.set("listeners", "A://127.0.0.1:1,B://127.0.0.1:1")
+            .expect("parses");
+        bad.set("listener.security.protocol.map", "A:PLAINTEXT,B:PLAINTEXT")
+            .expect("parses");
+        bad.set("inter.broker.listener.name", "A").expect("parses");
+        assert!(bad
+            .check_listeners()
+            .expect_err("one port")
+            .to_string()
+            .contains("different port"));
+    }
+
+    #[test]
+    fn tls_keys_per_listener() {
+        let mut b = BrokerConfig::default();
+        b.set("ssl.client.auth", "required").expect("valid");
+        b.set("listener.name.EXTERNAL.ssl.client.auth", "none")
+            .expect("valid");
+        b.set("ssl.client.auth", "always").expect_err("not a value");
+        b.set("ssl.keystore.type", "JKS").expect_err("PEM only");
+        b.set("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")
+            .expect("valid");
+        b.set("ssl.enabled.protocols", "TLSv1.1").expect_err("old");
+        assert_eq!(
+            b.listener_property("EXTERNAL", "ssl.client.auth"),
+            Some("none")
+        );
+        assert_eq!(
+            b.listener_property("INTERNAL", "ssl.client.auth"),
+            Some("required")
+        );
+        assert_eq!(
+            b.listener_property("INTERNAL", "ssl.keystore.location"),
+            None
+        );
+        b.set("listener.name.x.ssl.bogus", "1")
+            .expect_err("unknown key");
     }
 
     #[test]

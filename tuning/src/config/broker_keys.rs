@@ -5,10 +5,12 @@
 //! Each setter gets the key as given, the value as given (for error messages) and the value
 //! trimmed; on error it changes nothing.
 
-use super::broker::BrokerConfig;
+use super::broker::{render_protocol_map, BrokerConfig, Listener};
 use super::cores::{available_cores, parse_cores, render_cores};
 use super::error::{invalid, unknown, ConfigError};
-use super::listener::{parse_listen_addr, HostPort};
+use super::listener::{
+    parse_endpoints, parse_listen_addr, parse_protocol_map, resolve, SecurityProtocol,
+};
 use super::topic::SEGMENT_BYTES_MIN;
 use super::value::{parse_bool, parse_ranged, parse_unsigned, render_double};
 use super::voters::{parse_quorum_voters, render_quorum_voters};
@@ -51,20 +53,157 @@ fn to_usize(key: &str, value: &str, n: u64) -> Result<usize, ConfigError> {
     usize::try_from(n).map_err(|_| invalid(key, value, "too large"))
 }
 
-fn set_advertised_listener(
+/// `listeners`: every entry resolved for binding (a bare `HOST:PORT` is `PLAINTEXT`).
+fn set_listeners(c: &mut BrokerConfig, key: &str, value: &str, v: &str) -> Result<(), ConfigError> {
+    let endpoints = parse_endpoints(v).map_err(|why| invalid(key, value, why))?;
+    let mut listeners = Vec::with_capacity(endpoints.len());
+    for e in endpoints {
+        let addr = resolve(&e.host_port).map_err(|why| invalid(key, value, why))?;
+        listeners.push(Listener {
+            name: e.name,
+            host_port: e.host_port,
+            addr,
+        });
+    }
+    c.listeners = listeners;
+    Ok(())
+}
+
+fn set_advertised_listeners(
     c: &mut BrokerConfig,
     key: &str,
     value: &str,
     v: &str,
 ) -> Result<(), ConfigError> {
-    let hp: HostPort = v.parse().map_err(|why| invalid(key, value, why))?;
-    if hp.host.is_empty() {
+    let endpoints = parse_endpoints(v).map_err(|why| invalid(key, value, why))?;
+    if endpoints.iter().any(|e| e.host_port.host.is_empty()) {
         return Err(invalid(key, value, "the advertised host must not be empty"));
     }
-    if hp.port == 0 {
+    if endpoints.iter().any(|e| e.host_port.port == 0) {
         return Err(invalid(key, value, "the advertised port must not be 0"));
     }
-    c.advertised_listener = Some(hp);
+    c.advertised_listeners = endpoints;
+    Ok(())
+}
+
+/// `listeners` as Kafka writes it.
+fn show_listeners(c: &BrokerConfig) -> String {
+    c.listeners
+        .iter()
+        .map(|l| format!("{}://{}", l.name, l.host_port))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `advertised.listeners` as Kafka writes it: each listener's advertised endpoint.
+fn show_advertised_listeners(c: &BrokerConfig) -> String {
+    c.advertised_endpoints()
+        .iter()
+        .map(|a| format!("{}://{}", a.name, a.host_port))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The TLS keys Sluice reads (Kafka's `SslConfigs`), at broker level or under
+/// `listener.name.<listener>.`.
+pub const SSL_KEYS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+    "ssl.enabled.protocols",
+    "ssl.protocol",
+    "ssl.cipher.suites",
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
+    "ssl.endpoint.identification.algorithm",
+];
+
+/// The SASL keys Sluice reads (Kafka's `BrokerSecurityConfigs`), at broker level or under
+/// `listener.name.<listener>.`; `sasl.jaas.config` also as
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`.
+pub const SASL_KEYS: &[&str] = &["sasl.enabled.mechanisms", "sasl.jaas.config"];
+
+/// The TLS or SASL key `key` names (itself, or the part after `listener.name.<listener>.`,
+/// a mechanism's `sasl.jaas.config` as `<mechanism>.sasl.jaas.config`), if it is one of
+/// [`SSL_KEYS`] or [`SASL_KEYS`].
+fn security_key(key: &str) -> Option<String> {
+    let base = match key.strip_prefix("listener.name.") {
+        Some(rest) => rest.split_once('.').map(|(_, k)| k)?,
+        None => key,
+    };
+    if let Some(mechanism) = base.strip_suffix(".sasl.jaas.config") {
+        let valid = key.starts_with("listener.name.")
+            && !mechanism.is_empty()
+            && mechanism
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        return valid.then(|| format!("{}.sasl.jaas.config", mechanism.to_ascii_lowercase()));
+    }
+    SSL_KEYS
+        .iter()
+        .chain(SASL_KEYS)
+        .copied()
+        .find(|k| *k == base)
+        .map(str::to_owned)
+}
+
+/// Checks the value of TLS key `base` (the values Kafka enumerates) and stores it under `key`.
+fn set_security_key(
+    c: &mut BrokerConfig,
+    key: &str,
+    base: &str,
+    value: &str,
+) -> Result<(), ConfigError> {
+    let v = value.trim();
+    match base {
+        "ssl.keystore.type" | "ssl.truststore.type" if !v.eq_ignore_ascii_case("PEM") => {
+            return Err(invalid(
+                key,
+                value,
+                "Sluice reads PEM keys and certificates only (ssl.keystore.type=PEM); convert \
+                 a JKS or PKCS12 store to PEM",
+            ));
+        }
+        "ssl.client.auth" if !matches!(v, "required" | "requested" | "none") => {
+            return Err(invalid(
+                key,
+                value,
+                "Invalid value: must be one of required, requested, none",
+            ));
+        }
+        "sasl.enabled.mechanisms" if v.split(',').all(|m| m.trim().is_empty()) => {
+            return Err(invalid(key, value, "name at least one mechanism"));
+        }
+        "ssl.enabled.protocols" => {
+            if let Some(p) = v
+                .split(',')
+                .map(str::trim)
+                .find(|p| !matches!(*p, "TLSv1.2" | "TLSv1.3"))
+            {
+                return Err(invalid(
+                    key,
+                    value,
+                    format!("protocol {p} is not supported: TLSv1.2 and TLSv1.3 only"),
+                ));
+            }
+        }
+        _ => {}
+    }
+    if let Some(rest) = key.strip_prefix("listener.name.") {
+        // Kafka's listener prefix is lower case.
+        let (listener, _) = rest.split_once('.').unwrap_or((rest, ""));
+        let normalised = format!("listener.name.{}.{base}", listener.to_ascii_lowercase());
+        c.security_properties.insert(normalised, v.to_owned());
+    } else {
+        c.security_properties.insert(base.to_owned(), v.to_owned());
+    }
     Ok(())
 }
 
@@ -168,16 +307,53 @@ fn set_cleaner_io_max(
 pub(super) const BROKER_KEYS: &[BrokerKey] = &[
     BrokerKey {
         name: "listeners",
-        set: |c, key, value, v| {
-            c.listen = parse_listen_addr(v).map_err(|why| invalid(key, value, why))?;
-            Ok(())
-        },
-        show: Some(|c| format!("PLAINTEXT://{}", c.listen)),
+        set: set_listeners,
+        show: Some(show_listeners),
     },
     BrokerKey {
         name: "advertised.listeners",
-        set: set_advertised_listener,
-        show: Some(|c| format!("PLAINTEXT://{}", c.advertised_listener())),
+        set: set_advertised_listeners,
+        show: Some(show_advertised_listeners),
+    },
+    BrokerKey {
+        name: "listener.security.protocol.map",
+        set: |c, key, value, v| {
+            c.listener_security_protocol_map =
+                parse_protocol_map(v).map_err(|why| invalid(key, value, why))?;
+            Ok(())
+        },
+        show: Some(|c| render_protocol_map(&c.listener_security_protocol_map)),
+    },
+    BrokerKey {
+        name: "inter.broker.listener.name",
+        set: |c, key, value, v| {
+            if v.is_empty() {
+                return Err(invalid(key, value, "must not be empty"));
+            }
+            c.inter_broker_listener_name = Some(v.to_ascii_uppercase());
+            Ok(())
+        },
+        show: Some(BrokerConfig::inter_broker_listener_name),
+    },
+    BrokerKey {
+        name: "security.inter.broker.protocol",
+        set: |c, key, value, v| {
+            let p = SecurityProtocol::from_name(v).ok_or_else(|| {
+                invalid(
+                    key,
+                    value,
+                    "must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
+                )
+            })?;
+            c.security_inter_broker_protocol = Some(p);
+            Ok(())
+        },
+        show: Some(|c| {
+            c.security_inter_broker_protocol
+                .unwrap_or(SecurityProtocol::Plaintext)
+                .name()
+                .to_owned()
+        }),
     },
     BrokerKey {
         name: "sluice.admin.listen",
@@ -602,6 +778,15 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
         },
         show: Some(|c| c.allow_everyone_if_no_acl_found.to_string()),
     },
+    BrokerKey {
+        name: "connection.failed.authentication.delay.ms",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 0, 600_000)?;
+            c.connection_failed_authentication_delay_ms = u64::try_from(n).unwrap_or(0);
+            Ok(())
+        },
+        show: Some(|c| c.connection_failed_authentication_delay_ms.to_string()),
+    },
 ];
 
 /// Kafka's KRaft authorizer (KIP-801), the value of `authorizer.class.name` that turns ACLs on.
@@ -636,6 +821,9 @@ impl BrokerConfig {
     /// naming `key` (the broker-level name when a topic default is rejected). On error nothing
     /// changes.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if let Some(base) = security_key(key) {
+            return set_security_key(self, key, &base, value);
+        }
         if let Some(why) = unsupported_broker_key(key) {
             return Err(ConfigError::Unsupported {
                 key: key.to_owned(),

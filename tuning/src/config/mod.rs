@@ -21,7 +21,7 @@
 //! ([`crate::kafka_keys::TOPIC_KEYS`]); broker keys for parts of Kafka that Sluice lacks are
 //! refused with the reason ([`crate::kafka_keys::UNSUPPORTED_BROKER_KEYS`]).
 //!
-//! Limits: one listener, one data directory (Kafka's `log.dirs` list is rejected if it names
+//! Limits: one data directory (Kafka's `log.dirs` list is rejected if it names
 //! more than one), `cleanup.policy` `delete` or empty only (no compaction).
 //!
 //! Files, by concern (private modules; the public items are re-exported here, so paths stay
@@ -52,12 +52,15 @@ mod topic;
 mod value;
 mod voters;
 
-pub use broker::BrokerConfig;
-pub use broker_keys::broker_key_names;
+pub use broker::{AdvertisedListener, BrokerConfig, Listener};
+pub use broker_keys::{broker_key_names, SASL_KEYS, SSL_KEYS};
 pub use cores::{available_cores, parse_cores};
 pub use error::ConfigError;
 pub use file::flatten_toml;
-pub use listener::{parse_listen_addr, HostPort};
+pub use listener::{
+    default_protocol_map, parse_endpoints, parse_listen_addr, parse_protocol_map, HostPort,
+    ListenerEndpoint, SecurityProtocol,
+};
 pub use shard::{
     parse_shard_sections, ShardOverride, ShardSettings, IO_MEMORY_BYTES_DEFAULT, SHARD_KEYS,
     TASK_QUEUE_SHARES_DEFAULT,
