@@ -180,11 +180,14 @@ mod tests {
     }
 
     #[test]
-    fn metadata_version_is_finalized_from_the_start() {
+    fn metadata_and_transaction_versions_are_finalized_from_the_start() {
         let mut image = MetadataImage::new("c".into());
         assert_eq!(
             finalized_features(&image),
-            [("metadata.version".to_string(), 7)]
+            [
+                ("metadata.version".to_string(), 7),
+                ("transaction.version".to_string(), 1)
+            ]
         );
         image
             .apply(&MetadataRecord::FeatureLevel(FeatureLevelRecord {
@@ -196,10 +199,12 @@ mod tests {
             finalized_features(&image),
             [
                 ("a.feature".to_string(), 2),
-                ("metadata.version".to_string(), 7)
+                ("metadata.version".to_string(), 7),
+                ("transaction.version".to_string(), 1)
             ]
         );
-        // Level 0 removes it; a snapshot keeps what is finalized.
+        // Level 0 takes it out of the finalized set (kept at 0, so that a feature with a
+        // bootstrap level stays at 0); a snapshot keeps what is finalized.
         let copy = image.clone();
         image
             .apply(&MetadataRecord::FeatureLevel(FeatureLevelRecord {
@@ -207,7 +212,19 @@ mod tests {
                 feature_level: 0,
             }))
             .expect("applies");
-        assert!(image.features.is_empty());
+        assert!(!finalized_features(&image)
+            .iter()
+            .any(|(n, _)| n == "a.feature"));
+        image
+            .apply(&MetadataRecord::FeatureLevel(FeatureLevelRecord {
+                name: "transaction.version".into(),
+                feature_level: 0,
+            }))
+            .expect("applies");
+        assert_eq!(
+            finalized_features(&image),
+            [("metadata.version".to_string(), 7)]
+        );
         let mut rebuilt = MetadataImage::new("c".into());
         for record in copy.to_records() {
             rebuilt.apply(&record).expect("applies");
@@ -243,8 +260,13 @@ mod tests {
         use UpgradeType::*;
         assert_eq!(
             refusal(&[update("transaction.version", 2, Upgrade)]),
-            "Invalid update version 2 for feature transaction.version. Local controller 1 does \
-             not support this feature."
+            "Invalid update version 2 for feature transaction.version. Local controller 1 only \
+             supports versions 0-1"
+        );
+        assert_eq!(
+            refusal(&[update("group.version", 1, Upgrade)]),
+            "Invalid update version 1 for feature group.version. Local controller 1 does not \
+             support this feature."
         );
         assert_eq!(
             refusal(&[update("metadata.version", 33, Upgrade)]),
