@@ -105,14 +105,19 @@ def test_kafka_features_describe_upgrade_downgrade(broker, java_classpath):
 @pytest.mark.sluice_only("Sluice's own claim: only the features it implements")
 def test_sluice_claims_only_what_it_implements(broker, java_classpath):
     supported, _, finalized = api_versions_features(broker.bootstrap)
-    assert supported == {"metadata.version": (7, 7)}
-    assert finalized == {"metadata.version": (7, 7)}
+    # transaction.version 1: the coordinator implements KIP-890 part 1, not part 2.
+    assert supported == {"metadata.version": (7, 7), "transaction.version": (0, 1)}
+    assert finalized == {"metadata.version": (7, 7), "transaction.version": (1, 1)}
     described, run = describe(java_classpath, broker)
-    assert list(described) == ["metadata.version"], run.report()
+    assert sorted(described) == ["metadata.version", "transaction.version"], run.report()
     assert described["metadata.version"][:3] == ("3.3-IV3", "3.3-IV3", "3.3-IV3"), run.report()
     run = features(java_classpath, broker, "upgrade", "--feature", "transaction.version=2")
     assert run.returncode == 1, run.report()
-    assert ("Invalid update version 2 for feature transaction.version. Local controller 0 does "
+    assert ("Invalid update version 2 for feature transaction.version. Local controller 0 only "
+            "supports versions 0-1") in run.output, run.report()
+    run = features(java_classpath, broker, "upgrade", "--feature", "group.version=1")
+    assert run.returncode == 1, run.report()
+    assert ("Invalid update version 1 for feature group.version. Local controller 0 does "
             "not support this feature.") in run.output, run.report()
     # disable: level 0 of a feature this broker supports only at 0 is accepted.
     run = features(java_classpath, broker, "disable", "--feature", "group.version")
