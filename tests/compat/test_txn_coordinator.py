@@ -1,8 +1,9 @@
 """The transaction coordinator (issue #28 points 1-2, KIP-98): real transactional clients
 against Sluice's coordinator — Kafka's Java client (tests/java/.../Transactions.java) and
 confluent-kafka (librdkafka) — committing and aborting over 3 partitions, read_committed
-consumers seeing exactly the committed records, and a second producer with the same
-transactional.id fencing the first and aborting its open transaction. Each also runs against
+consumers seeing exactly the committed records, a second producer with the same
+transactional.id fencing the first and aborting its open transaction, and the
+consume-transform-produce loop with the consumed offsets committed in the transaction. Each also runs against
 Apache Kafka 4.4 (SLUICE_COMPAT_TARGET=kafka)."""
 
 import pytest
@@ -25,6 +26,15 @@ def test_java_transactions_commit_and_abort(broker, java_classpath):
 
 def test_java_second_producer_fences_the_first(broker, java_classpath):
     java(java_classpath, broker, "fencing", "txn-java-fencing")
+
+
+def test_java_consume_transform_produce_with_offsets_in_the_transaction(broker, java_classpath):
+    """The exactly-once loop (KIP-98, KIP-447): a read_committed group consumer and a
+    transactional producer, `sendOffsetsToTransaction(offsets, groupMetadata())` per poll, one
+    transaction aborted in the middle (its offsets not committed, its outputs never visible,
+    the inputs re-read after seeking back). Output: each input exactly once; the group's
+    committed offsets are the input's end offsets."""
+    java(java_classpath, broker, "consume-transform-produce", "txn-java-ctp", timeout=240)
 
 
 def read_all(bootstrap, topic, isolation):
