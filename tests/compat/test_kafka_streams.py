@@ -2,13 +2,14 @@
 topology: its count store is backed by a compacted changelog topic.
 
 - at_least_once gives the exact counts;
-- exactly_once_v2 needs transactions, which Sluice refuses, and must fail with that error (not
-  hang);
+- exactly_once_v2 (transactions: the consumed offsets, changelog and output committed
+  atomically, KIP-447) gives the exact counts to a read_committed consumer;
 - the application SIGKILLed once its work is committed, then restarted with an empty state
   directory, restores its store from the changelog alone and goes on counting exactly.
 
 The checks live in tests/java/.../StreamsWordCount.java and StreamsRestore.java. The SIGKILL
-test passes against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka)."""
+test passes against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka), as does the word count
+in both guarantees."""
 
 import subprocess
 
