@@ -3,8 +3,9 @@ against Sluice's coordinator — Kafka's Java client (tests/java/.../Transaction
 confluent-kafka (librdkafka) — committing and aborting over 3 partitions, read_committed
 consumers seeing exactly the committed records, a second producer with the same
 transactional.id fencing the first and aborting its open transaction, and the
-consume-transform-produce loop with the consumed offsets committed in the transaction. Each also runs against
-Apache Kafka 4.4 (SLUICE_COMPAT_TARGET=kafka)."""
+consume-transform-produce loop with the consumed offsets committed in the transaction
+(TxnOffsetCommit, KIP-447). Each also runs against Apache Kafka 4.4
+(SLUICE_COMPAT_TARGET=kafka)."""
 
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
@@ -148,6 +149,8 @@ def test_confluent_consume_transform_produce_with_send_offsets_to_transaction(br
             p.begin_transaction()
             for m in batch:
                 p.produce(topic, m.value().upper(), partition=m.partition())
+            # In the log before the transaction ends (an abort would drop unsent records).
+            assert p.flush(30) == 0
             positions = c.position(c.assignment())
             p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 60)
             transactions += 1

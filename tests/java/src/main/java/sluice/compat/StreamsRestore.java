@@ -89,7 +89,8 @@ public final class StreamsRestore {
         System.out.println("PASS produced " + from + ".." + to);
     }
 
-    static void run(String bootstrap, String stateDir, String guarantee) throws InterruptedException {
+    static void run(String bootstrap, String stateDir, String guarantee)
+            throws InterruptedException {
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(INPUT)
                 .flatMapValues(line -> Arrays.asList(line.split(" ")))

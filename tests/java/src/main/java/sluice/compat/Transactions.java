@@ -282,6 +282,8 @@ public final class Transactions {
                     offsets.put(new TopicPartition(r.topic(), r.partition()),
                                 new OffsetAndMetadata(r.offset() + 1));
                 }
+                // In the log before the transaction ends (an abort drops unsent records).
+                producer.flush();
                 producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
                 transactions++;
                 if (transactions == 2) {
