@@ -1,9 +1,11 @@
 """The transaction coordinator (issue #28 points 1-2, KIP-98): real transactional clients
 against Sluice's coordinator — Kafka's Java client (tests/java/.../Transactions.java) and
 confluent-kafka (librdkafka) — committing and aborting over 3 partitions, read_committed
-consumers seeing exactly the committed records, and a second producer with the same
-transactional.id fencing the first and aborting its open transaction. Each also runs against
-Apache Kafka 4.4 (SLUICE_COMPAT_TARGET=kafka)."""
+consumers seeing exactly the committed records, a second producer with the same
+transactional.id fencing the first and aborting its open transaction, and the
+consume-transform-produce loop with the consumed offsets committed in the transaction
+(TxnOffsetCommit, KIP-447). Each also runs against Apache Kafka 4.4
+(SLUICE_COMPAT_TARGET=kafka)."""
 
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
@@ -25,6 +27,15 @@ def test_java_transactions_commit_and_abort(broker, java_classpath):
 
 def test_java_second_producer_fences_the_first(broker, java_classpath):
     java(java_classpath, broker, "fencing", "txn-java-fencing")
+
+
+def test_java_consume_transform_produce_with_offsets_in_the_transaction(broker, java_classpath):
+    """The exactly-once loop (KIP-98, KIP-447): a read_committed group consumer and a
+    transactional producer, `sendOffsetsToTransaction(offsets, groupMetadata())` per poll, one
+    transaction aborted in the middle (its offsets not committed, its outputs never visible,
+    the inputs re-read after seeking back). Output: each input exactly once; the group's
+    committed offsets are the input's end offsets."""
+    java(java_classpath, broker, "consume-transform-produce", "txn-java-ctp", timeout=240)
 
 
 def read_all(bootstrap, topic, isolation):
@@ -100,6 +111,70 @@ def test_confluent_transactions_commit_abort_and_fencing(broker):
     assert read_all(broker.bootstrap, topic, "read_committed") == ["c1", "c2", "c3", "c4"]
     assert read_all(broker.bootstrap, topic, "read_uncommitted") == \
         ["a1", "a2", "c1", "c2", "c3", "c4", "z1"]
+
+
+
+def test_confluent_consume_transform_produce_with_send_offsets_to_transaction(broker):
+    """librdkafka's exactly-once loop (KIP-447), as the Java scenario: 300 inputs over 3
+    partitions; a read_committed group consumer (auto commit off) and a transactional producer,
+    `send_offsets_to_transaction(positions, consumer_group_metadata())` per batch; the second
+    transaction is aborted (its offsets not committed, its outputs never visible) and the
+    consumer seeks back to the group's committed offsets. Output: each input exactly once; the
+    group's committed offsets are the input's end offsets."""
+    import time
+    from confluent_kafka import Consumer, OFFSET_BEGINNING
+    topic, source, group = "txn-confluent-ctp", "txn-confluent-ctp-in", "txn-confluent-ctp-group"
+    create_topic(broker.bootstrap, source, 3)
+    create_topic(broker.bootstrap, topic, 3)
+    inputs = [f"r{i:04d}" for i in range(300)]
+    plain = producer(broker.bootstrap)
+    send(plain, source, inputs)
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    p = txn_producer(broker.bootstrap, "txn-confluent-ctp-id")
+    ends = {n: c.get_watermark_offsets(TopicPartition(source, n), timeout=30)[1]
+            for n in range(3)}
+    assert sum(ends.values()) == len(inputs)
+    try:
+        c.subscribe([source])
+        transactions, aborted, done = 0, [], {n: 0 for n in range(3)}
+        deadline = time.monotonic() + 120
+        while any(done[n] < ends[n] for n in range(3)):
+            assert time.monotonic() < deadline, f"at {done}, ends {ends}"
+            batch = [m for m in c.consume(40, 0.5) if not m.error()]
+            if not batch:
+                continue
+            p.begin_transaction()
+            for m in batch:
+                p.produce(topic, m.value().upper(), partition=m.partition())
+            # In the log before the transaction ends (an abort would drop unsent records).
+            assert p.flush(30) == 0
+            positions = c.position(c.assignment())
+            p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 60)
+            transactions += 1
+            if transactions == 2:
+                aborted = [m.value().decode() for m in batch]
+                p.abort_transaction(60)
+                # Back to the group's committed offsets (the start where there are none).
+                for tp in c.committed(c.assignment(), timeout=30):
+                    tp.offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                    c.seek(tp)
+                done = {n: 0 for n in range(3)}
+            else:
+                p.commit_transaction(60)
+                for tp in positions:
+                    if tp.offset >= 0:
+                        done[tp.partition] = tp.offset
+        assert aborted, "a transaction was aborted"
+        committed = {tp.partition: tp.offset for tp in c.committed(
+            [TopicPartition(source, n) for n in range(3)], timeout=30)}
+    finally:
+        c.close()
+    assert committed == ends
+    assert read_all(broker.bootstrap, topic, "read_committed") == sorted(v.upper() for v in inputs)
+    assert len(read_all(broker.bootstrap, topic, "read_uncommitted")) == len(inputs) + len(aborted)
 
 
 # ---- a three-node cluster: the coordinator fails over ----------------------------------------

@@ -33,10 +33,11 @@ import org.apache.kafka.streams.kstream.Produced;
  * <ul>
  *   <li>{@code StreamsRestore BOOTSTRAP produce FROM TO}: writes lines FROM..TO (exclusive) to
  *       the input topic (creating it and the output topic first);
- *   <li>{@code StreamsRestore BOOTSTRAP run STATE_DIR}: runs the application until killed,
- *       printing {@code RUNNING} when it is;
- *   <li>{@code StreamsRestore BOOTSTRAP check TO}: reads the output topic until every word's
- *       latest count is its exact count over lines 0..TO, within 90 s.
+ *   <li>{@code StreamsRestore BOOTSTRAP run STATE_DIR [GUARANTEE]}: runs the application
+ *       (processing.guarantee GUARANTEE, at_least_once by default) until killed, printing
+ *       {@code RUNNING} when it is;
+ *   <li>{@code StreamsRestore BOOTSTRAP check TO}: reads the output topic (read_committed)
+ *       until every word's latest count is its exact count over lines 0..TO, within 90 s.
  * </ul>
  *
  * <p>Run with a fresh {@code STATE_DIR} after a kill, the application restores its store from
@@ -55,7 +56,7 @@ public final class StreamsRestore {
         String bootstrap = args[0];
         switch (args[1]) {
             case "produce" -> produce(bootstrap, Integer.parseInt(args[2]), Integer.parseInt(args[3]));
-            case "run" -> run(bootstrap, args[2]);
+            case "run" -> run(bootstrap, args[2], args.length > 3 ? args[3] : "at_least_once");
             case "check" -> check(bootstrap, Integer.parseInt(args[2]));
             default -> throw new IllegalArgumentException("unknown step " + args[1]);
         }
@@ -88,7 +89,8 @@ public final class StreamsRestore {
         System.out.println("PASS produced " + from + ".." + to);
     }
 
-    static void run(String bootstrap, String stateDir) throws InterruptedException {
+    static void run(String bootstrap, String stateDir, String guarantee)
+            throws InterruptedException {
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(INPUT)
                 .flatMapValues(line -> Arrays.asList(line.split(" ")))
@@ -100,6 +102,7 @@ public final class StreamsRestore {
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, APPLICATION_ID);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200");
@@ -134,6 +137,8 @@ public final class StreamsRestore {
         Properties p = ClientScenarios.consumerProps(bootstrap, null);
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, LongDeserializer.class.getName());
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        // Only committed counts (exactly_once_v2 writes the output in transactions).
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
         Map<String, Long> latest = new HashMap<>();
         try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(p)) {
             List<org.apache.kafka.common.TopicPartition> tps = ClientScenarios.partitions(OUTPUT, PARTITIONS);

@@ -2,7 +2,9 @@ package sluice.compat;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import org.apache.kafka.clients.admin.Admin;
@@ -10,6 +12,8 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -34,6 +38,14 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code fencing}: a second producer with the same transactional.id fences the first
  *       (its commit fails with ProducerFencedException) and aborts its open transaction, whose
  *       records read_committed never sees.
+ *   <li>{@code consume-transform-produce}: {@value #CTP_INPUTS} records produced (not
+ *       transactionally) to TOPIC-in over 3 partitions; a read_committed consumer in a group
+ *       (auto commit off) and a transactional producer copy them, upper-cased, to TOPIC
+ *       (3 partitions), one transaction per poll, the consumed offsets committed in it with
+ *       {@code sendOffsetsToTransaction(offsets, consumer.groupMetadata())}. The second
+ *       transaction is aborted: the loop seeks back to the group's committed offsets and reads
+ *       those inputs again. At the end read_committed sees each input exactly once in TOPIC,
+ *       and the group's committed offsets are TOPIC-in's end offsets.
  * </ul>
  */
 public final class Transactions {
@@ -52,6 +64,7 @@ public final class Transactions {
         switch (args[0]) {
             case "commit-abort" -> commitAbort(bootstrap, topic);
             case "fencing" -> fencing(bootstrap, topic);
+            case "consume-transform-produce" -> consumeTransformProduce(bootstrap, topic);
             default -> {
                 System.err.println("unknown scenario " + args[0]);
                 System.exit(2);
@@ -195,5 +208,126 @@ public final class Transactions {
         List<String> committed = readAll(bootstrap, topic, "read_committed");
         check(committed.equals(List.of("c1", "c2", "c3")),
               "the fenced producer's open transaction was aborted: " + committed);
+    }
+
+    static final int CTP_INPUTS = 300;
+
+    static List<TopicPartition> partitions(String topic) {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            tps.add(new TopicPartition(topic, i));
+        }
+        return tps;
+    }
+
+    static void consumeTransformProduce(String bootstrap, String topic) throws Exception {
+        String input = topic + "-in";
+        String group = topic + "-group";
+        createTopic(bootstrap, input, 3);
+        List<String> expected = new ArrayList<>();
+        Properties pp = new Properties();
+        pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        try (KafkaProducer<String, String> plain = new KafkaProducer<>(pp)) {
+            for (int i = 0; i < CTP_INPUTS; i++) {
+                String v = String.format("r%04d", i);
+                plain.send(new ProducerRecord<>(input, i % 3, v, v));
+                expected.add(v.toUpperCase());
+            }
+            plain.flush();
+        }
+        expected.sort(String::compareTo);
+
+        Properties cp = new Properties();
+        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "40");
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG,
+               StringDeserializer.class.getName());
+        List<TopicPartition> in = partitions(input);
+        Map<TopicPartition, Long> inputEnds;
+        List<String> aborted = new ArrayList<>();
+        int commits = 0;
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp);
+             KafkaProducer<String, String> producer = transactional(bootstrap, topic + "-txn")) {
+            producer.initTransactions();
+            consumer.subscribe(List.of(input));
+            inputEnds = consumer.endOffsets(in, WAIT);
+            int transactions = 0;
+            long deadline = System.nanoTime() + WAIT.toNanos() * 2;
+            while (true) {
+                if (System.nanoTime() > deadline) {
+                    throw new AssertionError("the loop did not finish; commits " + commits);
+                }
+                boolean done = !consumer.assignment().isEmpty()
+                        && in.stream().allMatch(
+                                tp -> consumer.position(tp, WAIT) >= inputEnds.get(tp));
+                if (done) {
+                    break;
+                }
+                ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    String out = r.value().toUpperCase();
+                    producer.send(new ProducerRecord<>(topic, r.partition(), out, out));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()),
+                                new OffsetAndMetadata(r.offset() + 1));
+                }
+                // In the log before the transaction ends (an abort drops unsent records).
+                producer.flush();
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                transactions++;
+                if (transactions == 2) {
+                    for (ConsumerRecord<String, String> r : records) {
+                        aborted.add(r.value());
+                    }
+                    producer.abortTransaction();
+                    // Back to the group's committed offsets (the start where none is).
+                    var committed = consumer.committed(consumer.assignment(), WAIT);
+                    for (TopicPartition tp : consumer.assignment()) {
+                        OffsetAndMetadata o = committed.get(tp);
+                        if (o == null) {
+                            consumer.seekToBeginning(List.of(tp));
+                        } else {
+                            consumer.seek(tp, o.offset());
+                        }
+                    }
+                } else {
+                    producer.commitTransaction();
+                    commits++;
+                }
+            }
+        }
+        check(!aborted.isEmpty(), "a transaction with " + aborted.size() + " records aborted");
+        check(commits >= 2, commits + " transactions committed");
+
+        List<String> output = readAll(bootstrap, topic, "read_committed");
+        check(output.equals(expected), "read_committed sees each of the " + CTP_INPUTS
+              + " inputs exactly once: " + output.size() + " records");
+        List<String> everything = readAll(bootstrap, topic, "read_uncommitted");
+        check(everything.size() == CTP_INPUTS + aborted.size(),
+              "read_uncommitted also sees the aborted transaction's " + aborted.size()
+              + " records: " + everything.size());
+
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(ap)) {
+            Map<TopicPartition, OffsetAndMetadata> committed =
+                    admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            Map<TopicPartition, Long> got = new HashMap<>();
+            committed.forEach((tp, o) -> got.put(tp, o.offset()));
+            check(got.equals(inputEnds),
+                  "the group's committed offsets are the input's end offsets: " + got
+                  + " vs " + inputEnds);
+        }
     }
 }
