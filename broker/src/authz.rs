@@ -10,7 +10,7 @@ pub use replication::metadata::acl::{
     AclOperation, CLUSTER_NAME, RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC,
     RESOURCE_TRANSACTIONAL_ID,
 };
-use replication::metadata::authorizer::{AuthorizerConfig, Requester};
+use replication::metadata::authorizer::{AclIndex, AuthorizerConfig, Requester};
 
 /// Whether `session` may do `operation` on the resource `(resource_type, name)`.
 pub fn allowed(
@@ -19,6 +19,17 @@ pub fn allowed(
     operation: AclOperation,
     resource_type: i8,
     name: &str,
+) -> bool {
+    decide(shard, session, |index, config, who| {
+        index.authorize(config, who, operation, resource_type, name)
+    })
+}
+
+/// `decision` over this broker's ACLs for `session`; allowed without an authorizer.
+fn decide(
+    shard: &Shard,
+    session: &Session,
+    decision: impl FnOnce(&AclIndex, AuthorizerConfig<'_>, Requester<'_>) -> bool,
 ) -> bool {
     if !shard.config.authorizer_enabled {
         return true;
@@ -31,30 +42,15 @@ pub fn allowed(
         principal: &session.principal,
         host: session.host(),
     };
-    let metadata = shard.metadata.borrow();
-    metadata
-        .acl_index
-        .authorize(config, who, operation, resource_type, name)
+    decision(&shard.metadata.borrow().acl_index, config, who)
 }
 
 /// Whether `session` may WRITE some topic (Kafka's `authorizeByResourceType(WRITE, TOPIC)`,
 /// which lets an idempotent producer without IDEMPOTENT_WRITE in).
 pub fn any_topic_writable(shard: &Shard, session: &Session) -> bool {
-    if !shard.config.authorizer_enabled {
-        return true;
-    }
-    let config = AuthorizerConfig {
-        super_users: &shard.config.super_users,
-        allow_everyone_if_no_acl_found: shard.config.allow_everyone_if_no_acl_found,
-    };
-    let who = Requester {
-        principal: &session.principal,
-        host: session.host(),
-    };
-    let metadata = shard.metadata.borrow();
-    metadata
-        .acl_index
-        .authorize_any(config, who, AclOperation::Write, RESOURCE_TOPIC)
+    decide(shard, session, |index, config, who| {
+        index.authorize_any(config, who, AclOperation::Write, RESOURCE_TOPIC)
+    })
 }
 
 /// [`allowed`] on the topic `name`.
