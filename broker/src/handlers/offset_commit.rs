@@ -31,15 +31,38 @@ pub async fn handle(
         let results = offsets.into_iter().map(|o| (o.topic, o.partition, error));
         return respond(results.collect());
     }
+    let results = partition_results(shard, session, &group_id, offsets, |offsets| {
+        commit(shard, &req, &group_id, offsets)
+    })
+    .await;
+    respond(results)
+}
+
+/// (topic, partition, error code) of each of `offsets` committed to `group_id` (OffsetCommit
+/// and TxnOffsetCommit alike, once the group-wide checks passed): TOPIC_AUTHORIZATION_FAILED
+/// for a topic the session may not READ, UNKNOWN_TOPIC_OR_PARTITION for a partition the
+/// cluster does not have (hosted by this broker or not: the coordinator stores offsets of any
+/// partition), INVALID_GROUP_ID for all with an empty group id, else what `commit` answers.
+pub(super) async fn partition_results<F, Fut>(
+    shard: &Shard,
+    session: &Session,
+    group_id: &str,
+    offsets: Vec<OffsetCommitEntry>,
+    commit: F,
+) -> Vec<(String, i32, i16)>
+where
+    F: FnOnce(Vec<OffsetCommitEntry>) -> Fut,
+    Fut: std::future::Future<Output = Vec<(String, i32, i16)>>,
+{
     let (offsets, denied): (Vec<_>, Vec<_>) = offsets
         .into_iter()
         .partition(|o| authz::topic(shard, session, AclOperation::Read, &o.topic));
-    // Kafka refuses commits for partitions that do not exist in the cluster (hosted by this
-    // broker or not: the coordinator stores offsets of any partition).
-    let metadata = shard.metadata();
-    let (offsets, unknown): (Vec<_>, Vec<_>) = offsets
-        .into_iter()
-        .partition(|o| metadata.partition(&o.topic, o.partition).is_some());
+    let (offsets, unknown): (Vec<_>, Vec<_>) = {
+        let metadata = shard.metadata();
+        offsets
+            .into_iter()
+            .partition(|o| metadata.partition(&o.topic, o.partition).is_some())
+    };
     let mut results: Vec<(String, i32, i16)> = if group_id.is_empty() {
         let error = code(ResponseError::InvalidGroupId);
         offsets
@@ -47,7 +70,7 @@ pub async fn handle(
             .map(|o| (o.topic.clone(), o.partition, error))
             .collect()
     } else {
-        commit(shard, &req, &group_id, offsets).await
+        commit(offsets).await
     };
     let unknown_error = code(ResponseError::UnknownTopicOrPartition);
     results.extend(
@@ -61,7 +84,7 @@ pub async fn handle(
             .into_iter()
             .map(|o| (o.topic, o.partition, denied_error)),
     );
-    respond(results)
+    results
 }
 
 /// The response carrying `results` (topic, partition, error code), grouped by topic.

@@ -19,7 +19,7 @@
 //! (KIP-890: INVALID_TXN_STATE otherwise, and v5's implicit add under `transaction.version`
 //! 2), which needs the transaction coordinator.
 
-use super::offset_commit::group_by_topic;
+use super::offset_commit::{group_by_topic, partition_results};
 use super::wire::topic_name;
 use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
 use crate::errors::code;
@@ -59,36 +59,11 @@ pub async fn handle(
         let results = offsets.into_iter().map(|o| (o.topic, o.partition, error));
         return respond(results.collect());
     }
-    let (offsets, denied): (Vec<_>, Vec<_>) = offsets
-        .into_iter()
-        .partition(|o| authz::topic(shard, session, AclOperation::Read, &o.topic));
-    let metadata = shard.metadata();
-    let (offsets, unknown): (Vec<_>, Vec<_>) = offsets
-        .into_iter()
-        .partition(|o| metadata.partition(&o.topic, o.partition).is_some());
-    drop(metadata);
     let group_id = req.group_id.0.to_string();
-    let mut results: Vec<(String, i32, i16)> = if group_id.is_empty() {
-        let error = code(ResponseError::InvalidGroupId);
-        offsets
-            .iter()
-            .map(|o| (o.topic.clone(), o.partition, error))
-            .collect()
-    } else {
-        commit(shard, &req, &group_id, offsets).await
-    };
-    let unknown_error = code(ResponseError::UnknownTopicOrPartition);
-    results.extend(
-        unknown
-            .into_iter()
-            .map(|o| (o.topic, o.partition, unknown_error)),
-    );
-    let denied_error = code(ResponseError::TopicAuthorizationFailed);
-    results.extend(
-        denied
-            .into_iter()
-            .map(|o| (o.topic, o.partition, denied_error)),
-    );
+    let results = partition_results(shard, session, &group_id, offsets, |offsets| {
+        commit(shard, &req, &group_id, offsets)
+    })
+    .await;
     respond(results)
 }
 
