@@ -4,11 +4,21 @@ Sluice has no consumer groups or idempotent producer yet: producers set
 enable.idempotence=false, consumers use assign() and never commit.
 """
 
+import os
 import time
 
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
+
+# SLUICE_LONG=1 (scripts/test-long): the tests marked `long` run, and the loop tests (kill and
+# restart cycles) run their full counts instead of the README test command's shorter ones.
+LONG = os.environ.get("SLUICE_LONG", "").strip() == "1"
+
+
+def long_or(full, short):
+    """`full` under SLUICE_LONG=1, else `short`: a loop's count within the 30-minute budget."""
+    return full if LONG else short
 
 
 def wait_until(predicate, timeout, interval=0.1, what="condition"):

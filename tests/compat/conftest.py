@@ -45,6 +45,8 @@ if TARGET not in ("sluice", "kafka"):
 # serves Kafka's tools to tests against Sluice (the `kafka_classpath` fixture).
 sys.path.insert(0, str(REPO / "scripts"))
 import kafka_ref  # noqa: E402
+
+import compat_util  # noqa: E402
 # Segments are preallocated at their full size: 1 GiB each by default, per partition. Tests
 # never fill one, so a smaller size only saves disk (a test can still override it).
 DEFAULT_SETTINGS = {"log.segment.bytes": 64 << 20}
@@ -64,6 +66,11 @@ def pytest_configure(config):
         "sluice_only(reason): tests a part of Sluice that Kafka does not have (admin HTTP, CLI, "
         "its files): skipped with SLUICE_COMPAT_TARGET=kafka",
     )
+    config.addinivalue_line(
+        "markers",
+        "long(reason): a long run (multi-node failovers, kill loops) kept out of the README test "
+        "command's 30-minute budget: runs with SLUICE_LONG=1 (scripts/test-long)",
+    )
 
 
 # Fixtures that start Sluice's own binaries: a test that needs one tests Sluice itself.
@@ -71,6 +78,13 @@ SLUICE_ONLY_FIXTURES = ("sluice_bin", "loadgen_bin")
 
 
 def pytest_collection_modifyitems(config, items):
+    if not compat_util.LONG:
+        for item in items:
+            marker = item.get_closest_marker("long")
+            if marker is not None:
+                why = marker.args[0] if marker.args else "a long run"
+                item.add_marker(pytest.mark.skip(
+                    reason=f"long run ({why}): SLUICE_LONG=1 or scripts/test-long"))
     if TARGET != "kafka":
         return
     for item in items:

@@ -12,8 +12,8 @@ acks=all producer and a reader run across them:
   values over time;
 - a live process listening on the port still stops a start, naming the address and the process.
 
-Cycles: SLUICE_RESTART_CYCLES (default 50 for a single node, 20 for a cluster node;
-`SLUICE_RESTART_CYCLES=50` runs the cluster case at full length).
+Cycles: SLUICE_RESTART_CYCLES, else 50 for a single node and 20 for a cluster node with
+SLUICE_LONG=1 (scripts/test-long), 15 and 6 in the README test command.
 """
 
 import os
@@ -25,7 +25,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from compat_util import consume_all, create_topic, wait_until
+from compat_util import consume_all, create_topic, long_or, wait_until
 from conftest import _die_with_parent
 from sluice_cluster import SluiceCluster
 
@@ -37,8 +37,9 @@ TOPIC = "restart-at-once"
 PARTITIONS = 3
 
 
-def cycles(default):
-    return int(os.environ.get("SLUICE_RESTART_CYCLES", default))
+def cycles(full, short):
+    """`SLUICE_RESTART_CYCLES`, else `full` under SLUICE_LONG=1 and `short` in the README run."""
+    return int(os.environ.get("SLUICE_RESTART_CYCLES", long_or(full, short)))
 
 
 def refused(port):
@@ -143,7 +144,7 @@ def test_back_to_back_restarts_on_the_same_ports_serve_at_once_and_lose_nothing(
     work.start()
     starts = []
     try:
-        for cycle in range(cycles(50)):
+        for cycle in range(cycles(50, 15)):
             wait_new_acks(work, work.acks(), f"acknowledgements before stop {cycle}")
             if cycle % 2 == 0:
                 status, needed_kill = broker.stop()
@@ -202,7 +203,7 @@ def test_a_cluster_node_restarted_back_to_back_serves_at_once_and_loses_nothing(
         work.start()
         node = c.nodes[2]
         try:
-            for cycle in range(cycles(20)):
+            for cycle in range(cycles(20, 6)):
                 wait_new_acks(work, work.acks(), f"acknowledgements before stop {cycle}")
                 if cycle % 2 == 0:
                     assert c.stop_node(2) == 0, f"cycle {cycle}: SIGTERM exit\n{node.log_tail()}"
