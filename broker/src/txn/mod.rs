@@ -30,6 +30,8 @@ pub mod log;
 mod markers;
 pub mod ops;
 pub mod service;
+#[cfg(test)]
+mod sim_tests;
 pub mod state;
 mod store;
 
