@@ -1244,16 +1244,28 @@ fn run(seed: u64) -> Stats {
         let node = Node::new(&world.net, partition_node(p));
         rt.spawn(Box::pin(run_node(world.clone(), node, Role::Partition(p))));
         let w = world.clone();
-        // The high watermark follows the log end; the reader fetches.
+        // The high watermark follows the log end one replication round behind (the end as
+        // the followers last fetched it); the reader fetches on its own schedule.
+        let w = world.clone();
         rt.spawn(Box::pin(async move {
+            let mut fetched = Offset(0);
             loop {
                 w.sleep_ms(0, 6).await;
                 let mut part = w.partitions[p].borrow_mut();
                 let end = part.log_end();
-                part.high_watermark = end;
-                part.producers.on_high_watermark_updated(end);
+                if fetched > part.high_watermark {
+                    part.high_watermark = fetched;
+                    part.producers.on_high_watermark_updated(fetched);
+                }
+                fetched = end;
+            }
+        }));
+        let w = world.clone();
+        rt.spawn(Box::pin(async move {
+            loop {
+                w.sleep_ms(0, 6).await;
                 let mut model = w.model.borrow_mut();
-                part.read_committed(&mut model);
+                w.partitions[p].borrow_mut().read_committed(&mut model);
             }
         }));
     }
