@@ -46,8 +46,9 @@
 //! - [`check_settled`] — **liveness**: once faults stop, every transaction completes at the
 //!   coordinator, every partition got the markers (no open transaction, LSO at the log end)
 //!   and the reader read to the end.
-//! - **not vacuous** (over the seeds run): commits seen, aborts, zombie writes, fences by a new
-//!   instance, aborts by timeout and failovers all happened.
+//! - **not vacuous** (over the seeds run): commits seen, aborts, zombie writes (some appended
+//!   before the fence's marker), fences by a new instance, aborts by timeout and failovers all
+//!   happened.
 //!
 //! Not modelled: replication of the partitions and of `__transaction_state` (the new
 //! coordinator reads the old one's disk; `replication::sim` tests the log's replication),
@@ -262,6 +263,8 @@ struct Stats {
     commits_seen: u64,
     aborts: u64,
     zombie_writes: u64,
+    /// Zombie batches a partition appended (before the fence's marker reached it).
+    zombie_appends: u64,
     fences: u64,
     timeouts: u64,
     loads: u64,
@@ -708,6 +711,12 @@ impl Partition {
                         for t in &tags {
                             model.appended.entry(t.txn).or_default().insert(t.index);
                         }
+                        if tags
+                            .first()
+                            .is_some_and(|t| model.zombie_records.contains(t))
+                        {
+                            model.stats.zombie_appends += 1;
+                        }
                         self.entries.push(Entry {
                             header,
                             marker: None,
@@ -1061,7 +1070,11 @@ async fn send_batch(
                 .fenced_below
                 .get(&producer_id)
                 .is_some_and(|e| producer_epoch < *e);
-            if fenced && !model.zombie_records.contains(&tags[0]) {
+            if fenced
+                && !tags
+                    .first()
+                    .is_some_and(|t| model.zombie_records.contains(t))
+            {
                 model.zombie_records.extend(tags.iter().copied());
                 model.stats.zombie_writes += 1;
             }
@@ -1198,7 +1211,11 @@ async fn driver(world: Rc<World>, transactional_id: String) {
         )));
         let impatient = world.rt.chance(30);
         let patience = world.rt.now().0 + Duration::from_millis(world.rt.random(20..400));
-        while !done.get() && !world.stopped.get() && !(impatient && world.rt.now().0 > patience) {
+        loop {
+            let replace = impatient && world.rt.now().0 > patience;
+            if done.get() || world.stopped.get() || replace {
+                break;
+            }
             world.rt.sleep(Duration::from_millis(5)).await;
         }
     }
@@ -1243,7 +1260,6 @@ fn run(seed: u64) -> Stats {
     for p in 0..PARTITIONS {
         let node = Node::new(&world.net, partition_node(p));
         rt.spawn(Box::pin(run_node(world.clone(), node, Role::Partition(p))));
-        let w = world.clone();
         // The high watermark follows the log end one replication round behind (the end as
         // the followers last fetched it); the reader fetches on its own schedule.
         let w = world.clone();
@@ -1318,16 +1334,17 @@ fn transactions_stay_atomic_fenced_and_live_through_failovers_and_loss() {
         total.commits_seen += s.commits_seen;
         total.aborts += s.aborts;
         total.zombie_writes += s.zombie_writes;
+        total.zombie_appends += s.zombie_appends;
         total.fences += s.fences;
         total.timeouts += s.timeouts;
         total.loads += s.loads;
     }
-    eprintln!("TOTAL {total:?}");
     if seeds.len() >= 20 {
         assert!(
             total.commits_seen > 0
                 && total.aborts > 0
                 && total.zombie_writes > 0
+                && total.zombie_appends > 0
                 && total.fences > 0
                 && total.timeouts > 0
                 && total.loads > seeds.len() as u64,
