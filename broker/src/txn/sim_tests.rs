@@ -26,8 +26,9 @@
 //! process crashes (its log loses what was not written, its tasks and answers die), and after
 //! a seeded gap a new coordinator at the next coordinator epoch replays the log from the same
 //! simulated disk (answering COORDINATOR_LOAD_IN_PROGRESS meanwhile) and resumes the markers
-//! of every prepared transaction. Each partition's high watermark follows its log end after a
-//! seeded delay, and a read_committed reader per partition fetches up to the last stable
+//! of every prepared transaction. Each partition's high watermark follows its log end one
+//! seeded replication round behind (so a marker can be appended and not yet below it), and
+//! a read_committed reader per partition fetches, on its own schedule, up to the last stable
 //! offset as Kafka's consumer does (the aborted transactions of the range, skipping their
 //! batches until their abort marker). After [`RUN`] the producers stop and faults (crashes)
 //! end; the run continues until everything settles or [`SETTLE_MAX`] passes.
