@@ -56,10 +56,10 @@ pub use log::{
     AppendInfo, AppendUntil, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS,
 };
 pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
-pub use producer_state::{CompletedTxn, ProducerSummary};
+pub use producer_state::{BatchMeta, CompletedTxn, ProducerState, ProducerSummary, SequenceCheck};
 pub use txn::{
-    build_marker_batch, control_batch_marker, parse_marker, AbortedTxn, AbortedTxnEntry, TxnMarker,
-    TxnResult, ABORTED_TXN_BYTES,
+    build_marker_batch, collect_aborted, control_batch_marker, parse_marker, AbortedTxn,
+    AbortedTxnEntry, TxnMarker, TxnResult, ABORTED_TXN_BYTES,
 };
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
 pub use validated::{AppendOrigin, ValidatedBatches};

@@ -300,6 +300,18 @@ impl ProducerState {
         }
     }
 
+    /// The last stable offset (KIP-98) of a log starting at `log_start` with `high_watermark`:
+    /// the first offset of the oldest transaction that is open or whose marker is not yet
+    /// below the high watermark ([`ProducerState::first_undecided_offset`], at least
+    /// `log_start`), or the high watermark if that is lower or no such transaction exists.
+    /// Invariant: `log_start ≤ result ≤ high_watermark` when `log_start ≤ high_watermark`.
+    pub fn last_stable_offset(&self, high_watermark: Offset, log_start: Offset) -> Offset {
+        let undecided = self
+            .first_undecided_offset(high_watermark)
+            .map(|o| o.max(log_start));
+        undecided.map_or(high_watermark, |o| o.min(high_watermark))
+    }
+
     /// Forgets the completed transactions whose marker is below `high_watermark` (Kafka's
     /// `onHighWatermarkUpdated`): they no longer bound the last stable offset.
     pub fn on_high_watermark_updated(&mut self, high_watermark: Offset) {

@@ -34,11 +34,67 @@ const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 
 /// What became of one partition's marker in one round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
+pub(super) enum Outcome {
     Written,
     Retry,
     /// This coordinator's epoch or the producer's is stale: stop sending.
     Fenced,
+}
+
+/// What the sender of a prepared transaction's markers does after a round
+/// ([`MarkerProgress::record`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum NextRound {
+    /// Every partition sent this round took its marker: look at what is left.
+    Now,
+    /// Some partition must be retried: pause this long first.
+    After(std::time::Duration),
+    /// A newer coordinator or producer epoch: stop, the transaction is left to the newer one.
+    Stop,
+}
+
+/// The retry rule of one prepared transaction's markers, free of I/O: which partitions have
+/// their marker, and the pause before the next round (from [`MARKER_RETRY_BACKOFF_MIN`],
+/// doubling after each round with a retry, up to [`MARKER_RETRY_BACKOFF_MAX`]).
+pub(super) struct MarkerProgress {
+    done: BTreeSet<TopicPartition>,
+    backoff: std::time::Duration,
+}
+
+impl MarkerProgress {
+    /// No marker written yet.
+    pub(super) fn new() -> MarkerProgress {
+        MarkerProgress {
+            done: BTreeSet::new(),
+            backoff: MARKER_RETRY_BACKOFF_MIN,
+        }
+    }
+
+    /// The partitions of `partitions` (the transaction's) still without their marker.
+    pub(super) fn left(&self, partitions: &BTreeSet<TopicPartition>) -> Vec<TopicPartition> {
+        partitions.difference(&self.done).cloned().collect()
+    }
+
+    /// Takes one round's outcomes (one per partition sent) and says what comes next.
+    pub(super) fn record(&mut self, outcomes: Vec<(TopicPartition, Outcome)>) -> NextRound {
+        if outcomes.iter().any(|(_, o)| *o == Outcome::Fenced) {
+            return NextRound::Stop;
+        }
+        let mut all_written = true;
+        for (tp, outcome) in outcomes {
+            if outcome == Outcome::Written {
+                self.done.insert(tp);
+            } else {
+                all_written = false;
+            }
+        }
+        if all_written {
+            return NextRound::Now;
+        }
+        let pause = self.backoff;
+        self.backoff = (self.backoff * 2).min(MARKER_RETRY_BACKOFF_MAX);
+        NextRound::After(pause)
+    }
 }
 
 /// Starts completing the prepared transaction of `transactional_id` (coordinated on
@@ -62,8 +118,7 @@ fn current(shard: &Shard, partition: i32, coordinator_epoch: i32) -> bool {
 }
 
 async fn complete(shard: &Rc<Shard>, partition: i32, coordinator_epoch: i32, id: &str) {
-    let mut backoff = MARKER_RETRY_BACKOFF_MIN;
-    let mut done: BTreeSet<TopicPartition> = BTreeSet::new();
+    let mut progress = MarkerProgress::new();
     loop {
         if !current(shard, partition, coordinator_epoch) {
             return;
@@ -82,32 +137,26 @@ async fn complete(shard: &Rc<Shard>, partition: i32, coordinator_epoch: i32, id:
                 result,
                 coordinator_epoch,
             };
-            let left: Vec<TopicPartition> = m.partitions.difference(&done).cloned().collect();
-            (marker, left)
+            (marker, progress.left(&m.partitions))
         };
         if left.is_empty() {
             break;
         }
         let outcomes = send_round(shard, marker, &left).await;
-        if outcomes.iter().any(|(_, o)| *o == Outcome::Fenced) {
-            tracing::warn!(
-                transactional_id = id,
-                "markers fenced: a newer coordinator or producer epoch"
-            );
-            return;
-        }
-        let before = done.len();
-        done.extend(
-            outcomes
-                .into_iter()
-                .filter(|(_, o)| *o == Outcome::Written)
-                .map(|(tp, _)| tp),
-        );
-        if done.len() < before + left.len() {
-            if shard.sleep_unless_stopped(backoff).await {
+        match progress.record(outcomes) {
+            NextRound::Now => {}
+            NextRound::After(pause) => {
+                if shard.sleep_unless_stopped(pause).await {
+                    return;
+                }
+            }
+            NextRound::Stop => {
+                tracing::warn!(
+                    transactional_id = id,
+                    "markers fenced: a newer coordinator or producer epoch"
+                );
                 return;
             }
-            backoff = (backoff * 2).min(MARKER_RETRY_BACKOFF_MAX);
         }
     }
     write_complete(shard, partition, coordinator_epoch, id).await;
@@ -318,7 +367,7 @@ async fn send_remote(
 }
 
 /// A partition's WriteTxnMarkers error code as Kafka's completion handler takes it.
-fn outcome_of(code: i16) -> Outcome {
+pub(super) fn outcome_of(code: i16) -> Outcome {
     if code == 0 {
         return Outcome::Written;
     }

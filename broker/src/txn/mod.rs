@@ -21,6 +21,9 @@
 //! DescribeTransactions and ListTransactions read the same state (`service::list_all` asks
 //! every shard).
 //!
+//! `sim_tests` runs the state machine, the log's records, the marker retry rule and the
+//! partitions' producer state under the deterministic simulation (`replication::sim`).
+//!
 //! Not done: TxnOffsetCommit (another module's), transaction version 2 (KIP-890 part 2: an
 //! epoch bump per transaction), the produce path's own verification call (AddPartitionsToTxn
 //! v4+ `verify_only` is served to other brokers).
@@ -30,6 +33,8 @@ pub mod log;
 mod markers;
 pub mod ops;
 pub mod service;
+#[cfg(test)]
+mod sim_tests;
 pub mod state;
 mod store;
 

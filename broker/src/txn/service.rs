@@ -452,7 +452,7 @@ async fn load_partition(shard: &Rc<Shard>, partition: i32, load: LoadId) {
 
 /// Applies the records of one stored batch to `loaded` (a later record wins; a tombstone
 /// removes the id); unreadable ones are logged and skipped.
-fn apply_batch(loaded: &mut HashMap<String, TxnMetadata>, bytes: &[u8], partition: i32) {
+pub(super) fn apply_batch(loaded: &mut HashMap<String, TxnMetadata>, bytes: &[u8], partition: i32) {
     let records = match storage::records_of(bytes) {
         Ok(r) => r,
         Err(e) => {

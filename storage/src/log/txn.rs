@@ -64,16 +64,11 @@ impl PartitionLog {
     /// change), or the high watermark if that is lower or no such transaction exists. A
     /// read_committed Fetch reads below it; ListOffsets read_committed answers it.
     pub fn last_stable_offset(&self) -> Offset {
-        let (hw, undecided) = {
+        let (hw, lso) = {
             let st = self.shared.state.borrow();
             let hw = st.high_watermark;
-            let undecided = st
-                .producers
-                .first_undecided_offset(hw)
-                .map(|o| o.max(st.log_start));
-            (hw, undecided)
+            (hw, st.producers.last_stable_offset(hw, st.log_start))
         };
-        let lso = undecided.map_or(hw, |o| o.min(hw));
         // Invariant 1.
         assert!(lso <= hw, "the LSO never passes the high watermark");
         assert!(lso >= self.log_start_offset(), "the LSO is in the log");
