@@ -38,6 +38,7 @@
 //! muted that long (`crate::quotas`).
 
 use super::leader_hints::LeaderHints;
+use super::produce_verification::{verify_transactions, Verified};
 use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
 use crate::errors::{code, controller_error, keyless_record_index, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
@@ -68,11 +69,22 @@ enum Refusal {
     Code(i16),
     /// A record without a key on a compacted topic, at this index of its batch.
     KeylessRecord { batch_index: i32 },
+    /// Kafka's error code with Kafka's `error_message` (KIP-890's verification answers).
+    Message { code: i16, message: String },
 }
 
 impl From<i16> for Refusal {
     fn from(code: i16) -> Self {
         Refusal::Code(code)
+    }
+}
+
+impl From<super::produce_verification::VerifyRefusal> for Refusal {
+    fn from((code, message): super::produce_verification::VerifyRefusal) -> Self {
+        match message {
+            Some(message) => Refusal::Message { code, message },
+            None => Refusal::Code(code),
+        }
     }
 }
 
@@ -112,6 +124,11 @@ pub async fn handle(
         crate::quotas::Direction::Produce,
         bytes,
     );
+    let mut verified = if unauthorized_transactional || acks.is_none() {
+        Verified::default()
+    } else {
+        verify_transactions(shard, session, &req, version).await
+    };
     let metadata = shard.metadata();
     // The response is laid out from the request (its topic names shared, not copied) and
     // filled in from every partition's append, in request order.
@@ -135,6 +152,7 @@ pub async fn handle(
                 partition: p.index,
             };
             let placement = image.and_then(|t| metadata.placement(t, p.index));
+            let verification = verified.take(name, p.index);
             let task = async move {
                 let Some(acks) = acks else {
                     return Err(code(ResponseError::InvalidRequiredAcks).into());
@@ -157,6 +175,7 @@ pub async fn handle(
                     acks,
                     timeout,
                     origin: storage::AppendOrigin::Client,
+                    verification: verification.transpose().map_err(Refusal::from)?,
                 };
                 match crate::partitions::service::call_placed(shard, tp, placement, op).await {
                     PartitionReply::Error(e) => Err(Refusal::of(&e)),
@@ -337,6 +356,12 @@ fn fill_in(p: &mut PartitionProduceResponse, topic: &str, reply: Result<Partitio
         }
         Err(Refusal::Code(error)) => {
             p.error_code = error;
+            p.base_offset = -1;
+            p.log_start_offset = -1;
+        }
+        Err(Refusal::Message { code, message }) => {
+            p.error_code = code;
+            p.error_message = Some(StrBytes::from_string(message));
             p.base_offset = -1;
             p.log_start_offset = -1;
         }

@@ -32,6 +32,7 @@ pub mod ops;
 pub mod service;
 pub mod state;
 mod store;
+pub mod verification;
 
 use std::time::Duration;
 
