@@ -143,12 +143,22 @@ mod tests {
         assert_eq!(states.guard(7), VerificationGuard::SENTINEL);
         let first = states.start(7, 5, 0);
         assert!(states.guard(7).verifies(first));
-        assert_eq!(states.start(7, 9, 0), first, "one verification per producer");
+        assert_eq!(
+            states.start(7, 9, 0),
+            first,
+            "one verification per producer"
+        );
         assert!(!states.guard(7).verifies(VerificationGuard::SENTINEL));
         states.clear(7);
-        assert!(!states.guard(7).verifies(first), "cleared by an append or a marker");
+        assert!(
+            !states.guard(7).verifies(first),
+            "cleared by an append or a marker"
+        );
         let second = states.start(7, 0, 0);
-        assert_ne!(second, first, "a stale verification never matches a new one");
+        assert_ne!(
+            second, first,
+            "a stale verification never matches a new one"
+        );
         assert!(!VerificationGuard::SENTINEL.verifies(VerificationGuard::SENTINEL));
     }
 
@@ -161,9 +171,17 @@ mod tests {
         states.start(1, 4, 3);
         assert_eq!(states.lowest_sequence(1), Some(4));
         states.start(1, 0, 2);
-        assert_eq!(states.lowest_sequence(1), Some(4), "an older epoch changes nothing");
+        assert_eq!(
+            states.lowest_sequence(1),
+            Some(4),
+            "an older epoch changes nothing"
+        );
         states.start(1, 8, 4);
-        assert_eq!(states.lowest_sequence(1), Some(8), "a new epoch starts over");
+        assert_eq!(
+            states.lowest_sequence(1),
+            Some(8),
+            "a new epoch starts over"
+        );
     }
 
     #[test]

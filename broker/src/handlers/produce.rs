@@ -23,8 +23,9 @@
 //! transactional batches but no `transactional_id`, or one the principal may not WRITE, is
 //! refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. A
 //! control batch (a marker) from a client is refused with INVALID_RECORD, as Kafka's
-//! `LogValidator`. Not checked yet: KIP-890's verification that the partition was added to the
-//! transaction (it needs the transaction coordinator).
+//! `LogValidator`. KIP-890 part 1: with `transaction.partition.verification.enable`, the
+//! transaction's first batch in a partition is appended only once the transaction coordinator
+//! says the partition is in the transaction (`super::produce_verification`).
 //!
 //! With an authorizer, a topic the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED on
 //! each of its partitions (`crate::authz`).

@@ -210,8 +210,7 @@ pub(super) fn produce_error(coordinator_code: i16, version: i16) -> VerifyRefusa
     let is = |e: ResponseError| coordinator_code == e.code();
     let mapped = if is(ResponseError::ProducerFenced) {
         code(ResponseError::InvalidProducerEpoch)
-    } else if is(ResponseError::TransactionAbortable) && version < TRANSACTION_ABORTABLE_VERSION
-    {
+    } else if is(ResponseError::TransactionAbortable) && version < TRANSACTION_ABORTABLE_VERSION {
         code(ResponseError::InvalidTxnState)
     } else {
         coordinator_code
@@ -223,7 +222,10 @@ pub(super) fn produce_error(coordinator_code: i16, version: i16) -> VerifyRefusa
         );
     }
     let retriable = [
-        (ResponseError::ConcurrentTransactions, "CONCURRENT_TRANSACTIONS"),
+        (
+            ResponseError::ConcurrentTransactions,
+            "CONCURRENT_TRANSACTIONS",
+        ),
         (ResponseError::NetworkException, "NETWORK_EXCEPTION"),
         (
             ResponseError::CoordinatorLoadInProgress,
@@ -270,7 +272,9 @@ mod tests {
         );
         let (c, message) = produce_error(code(ResponseError::NotCoordinator), 11);
         assert_eq!(c, code(ResponseError::NotEnoughReplicas));
-        assert!(message.unwrap().ends_with("Underlying error: NOT_COORDINATOR"));
+        assert!(message
+            .unwrap()
+            .ends_with("Underlying error: NOT_COORDINATOR"));
         let mapping = code(ResponseError::InvalidProducerIdMapping);
         assert_eq!(produce_error(mapping, 9), (mapping, None));
     }

@@ -38,7 +38,7 @@ pub struct TxnCoordinator {
     loads: LoadQueue,
     pub(super) config: TxnConfig,
     /// This shard's KIP-890 verification questions to other brokers' coordinators.
-    pub(super) verifier: super::verification::Verifier,
+    pub(super) verifier: super::verify_queue::Verifier,
 }
 
 impl TxnCoordinator {
@@ -48,7 +48,7 @@ impl TxnCoordinator {
             partitions: RefCell::new(CoordinatedPartitions::default()),
             loads: LoadQueue::default(),
             config,
-            verifier: super::verification::Verifier::default(),
+            verifier: super::verify_queue::Verifier::default(),
         }
     }
 

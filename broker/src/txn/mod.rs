@@ -21,9 +21,12 @@
 //! DescribeTransactions and ListTransactions read the same state (`service::list_all` asks
 //! every shard).
 //!
+//! KIP-890 part 1: a partition leader's question before a transaction's first batch there
+//! ([`verification`]: in-process when this broker coordinates the id, else AddPartitionsToTxn
+//! v4 `verify_only`, batched per coordinator node).
+//!
 //! Not done: TxnOffsetCommit (another module's), transaction version 2 (KIP-890 part 2: an
-//! epoch bump per transaction), the produce path's own verification call (AddPartitionsToTxn
-//! v4+ `verify_only` is served to other brokers).
+//! epoch bump per transaction).
 
 mod coordinator;
 pub mod log;
@@ -33,6 +36,7 @@ pub mod service;
 pub mod state;
 mod store;
 pub mod verification;
+mod verify_queue;
 
 use std::time::Duration;
 

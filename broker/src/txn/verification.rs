@@ -10,11 +10,13 @@
 //! (a client's retry), as Kafka's `addTxnData`.
 //!
 //! Never blocks the shard: each question is a future; a node's requests are sent by a task of
-//! its own. Waiting questions per node are bounded by [`VERIFICATIONS_WAITING_MAX`]; past it a
+//! its own. Waiting questions per node are bounded by [`super::verify_queue::VERIFICATIONS_WAITING_MAX`]; past it a
 //! question is answered NETWORK_EXCEPTION at once (retriable, as a full send queue is).
 
 use super::ops::{TxnOp, TxnReply};
 use super::state::TxnError;
+use super::verify_queue::{Answers, Enqueued, Waiting};
+pub use super::verify_queue::{Question, Unverified};
 use super::TXN_TOPIC;
 use crate::coordinator_runtime::partition_for;
 use crate::shard::Shard;
@@ -28,58 +30,15 @@ use net::kafka_protocol::messages::{
     TransactionalId,
 };
 use net::kafka_protocol::protocol::StrBytes;
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use storage::TopicPartition;
 
 /// The AddPartitionsToTxn version a leader verifies with (the first broker form, KIP-890).
 const VERIFY_VERSION: i16 = 4;
 
-/// Questions waiting for one coordinator node on one shard, at most.
-pub const VERIFICATIONS_WAITING_MAX: usize = 1024;
-
-/// Why a partition was not verified.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unverified {
-    /// The coordinator on this broker said so.
-    Coordinator(TxnError),
-    /// Another broker's coordinator answered this Kafka code, or the exchange failed with it
-    /// (NETWORK_EXCEPTION).
-    Code(i16),
-}
-
-/// One transaction's question to a coordinator.
-#[derive(Clone, Debug)]
-pub struct Question {
-    pub transactional_id: String,
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub partitions: Vec<TopicPartition>,
-}
-
-/// A question waiting for its node's next request.
-struct Waiting {
-    question: Question,
-    answer: oneshot::Sender<Vec<Result<(), Unverified>>>,
-}
-
-/// This shard's questions per coordinator node (see the module doc).
-#[derive(Default)]
-pub struct Verifier {
-    nodes: RefCell<HashMap<i32, NodeQueue>>,
-}
-
-#[derive(Default)]
-struct NodeQueue {
-    /// A request to the node is under way (its task sends the waiting ones next).
-    in_flight: bool,
-    waiting: Vec<Waiting>,
-}
-
 /// Asks the coordinator of `question.transactional_id` whether each of its partitions is in
 /// the producer's transaction: per partition in order, `Ok` or why not.
-pub async fn verify(shard: &Rc<Shard>, question: Question) -> Vec<Result<(), Unverified>> {
+pub async fn verify(shard: &Rc<Shard>, question: Question) -> Answers {
     let n = question.partitions.len();
     let coordinator = {
         let meta = shard.metadata();
@@ -97,8 +56,17 @@ pub async fn verify(shard: &Rc<Shard>, question: Question) -> Vec<Result<(), Unv
         return verify_here(shard, question).await;
     }
     let (answer, answered) = oneshot::channel();
-    if !enqueue(shard, node, Waiting { question, answer }) {
-        return vec![Err(Unverified::Code(network_exception())); n];
+    match shard
+        .txns
+        .verifier
+        .enqueue(node, Waiting { question, answer })
+    {
+        Enqueued::Waiting { start: true } => {
+            let shard = Rc::clone(shard);
+            crate::shard::spawn_into(None, async move { send_loop(&shard, node).await });
+        }
+        Enqueued::Waiting { start: false } | Enqueued::Answered => {}
+        Enqueued::Full => return vec![Err(Unverified::Code(network_exception())); n],
     }
     answered
         .await
@@ -106,7 +74,7 @@ pub async fn verify(shard: &Rc<Shard>, question: Question) -> Vec<Result<(), Unv
 }
 
 /// The coordinator on this broker, asked directly.
-async fn verify_here(shard: &Rc<Shard>, question: Question) -> Vec<Result<(), Unverified>> {
+async fn verify_here(shard: &Rc<Shard>, question: Question) -> Answers {
     let n = question.partitions.len();
     let op = TxnOp::Verify {
         producer_id: question.producer_id,
@@ -130,69 +98,9 @@ fn network_exception() -> i16 {
     ResponseError::NetworkException.code()
 }
 
-/// Queues `waiting` for `node`, starting the node's sender task when none runs. `false`:
-/// the node's queue is full. Kafka's rule for a transactional id already waiting: the older
-/// epoch's question is answered INVALID_PRODUCER_EPOCH, the earlier of two at one epoch
-/// NETWORK_EXCEPTION.
-fn enqueue(shard: &Rc<Shard>, node: i32, waiting: Waiting) -> bool {
-    let start = {
-        let mut nodes = shard.txns.verifier.nodes.borrow_mut();
-        let queue = nodes.entry(node).or_default();
-        let id = &waiting.question.transactional_id;
-        if let Some(i) = queue
-            .waiting
-            .iter()
-            .position(|w| w.question.transactional_id == *id)
-        {
-            let (old, new) = (
-                queue.waiting[i].question.producer_epoch,
-                waiting.question.producer_epoch,
-            );
-            if new < old {
-                answer_all(waiting, ResponseError::InvalidProducerEpoch.code());
-                return true;
-            }
-            let error = if old < new {
-                ResponseError::InvalidProducerEpoch.code()
-            } else {
-                network_exception()
-            };
-            answer_all(queue.waiting.swap_remove(i), error);
-        }
-        if queue.waiting.len() >= VERIFICATIONS_WAITING_MAX {
-            return false;
-        }
-        queue.waiting.push(waiting);
-        assert!(queue.waiting.len() <= VERIFICATIONS_WAITING_MAX, "bounded");
-        !std::mem::replace(&mut queue.in_flight, true)
-    };
-    if start {
-        let shard = Rc::clone(shard);
-        crate::shard::spawn_into(None, async move { send_loop(&shard, node).await });
-    }
-    true
-}
-
-/// Answers every partition of `waiting` with `code`.
-fn answer_all(waiting: Waiting, code: i16) {
-    let n = waiting.question.partitions.len();
-    let _ = waiting.answer.send(vec![Err(Unverified::Code(code)); n]);
-}
-
 /// Sends `node`'s waiting questions, one request at a time, until none waits.
 async fn send_loop(shard: &Rc<Shard>, node: i32) {
-    loop {
-        let batch = {
-            let mut nodes = shard.txns.verifier.nodes.borrow_mut();
-            let Some(queue) = nodes.get_mut(&node) else {
-                return;
-            };
-            if queue.waiting.is_empty() {
-                nodes.remove(&node);
-                return;
-            }
-            std::mem::take(&mut queue.waiting)
-        };
+    while let Some(batch) = shard.txns.verifier.take(node) {
         let questions: Vec<&Question> = batch.iter().map(|w| &w.question).collect();
         let answers = ask(shard, node, &questions).await;
         for (waiting, answer) in batch.into_iter().zip(answers) {
@@ -202,20 +110,15 @@ async fn send_loop(shard: &Rc<Shard>, node: i32) {
 }
 
 /// One AddPartitionsToTxn request to `node` for `questions`: per question, per partition.
-async fn ask(
-    shard: &Shard,
-    node: i32,
-    questions: &[&Question],
-) -> Vec<Vec<Result<(), Unverified>>> {
-    let every = |code: i16| -> Vec<Vec<Result<(), Unverified>>> {
+async fn ask(shard: &Shard, node: i32, questions: &[&Question]) -> Vec<Answers> {
+    let every = |code: i16| -> Vec<Answers> {
         questions
             .iter()
             .map(|q| vec![Err(Unverified::Code(code)); q.partitions.len()])
             .collect()
     };
-    let request = AddPartitionsToTxnRequest::default().with_transactions(
-        questions.iter().map(|q| transaction_of(q)).collect(),
-    );
+    let request = AddPartitionsToTxnRequest::default()
+        .with_transactions(questions.iter().map(|q| transaction_of(q)).collect());
     use crate::replica_fetcher::fetcher::{frame, round_trip, unframe};
     let correlation_id = 1;
     let exchange = async {
