@@ -3,7 +3,8 @@
 //!
 //! Which keys: the broker-level defaults of topic properties, each by its primary broker name
 //! (`log.retention.ms`, `log.segment.bytes`, `message.max.bytes`, …): Kafka's
-//! `DynamicLogConfig.ReconfigurableConfigs`, the values of `ServerTopicConfigSynonyms`. A
+//! `DynamicLogConfig.ReconfigurableConfigs`, the values of `ServerTopicConfigSynonyms`; and
+//! `transaction.partition.verification.enable` (KIP-890, read per transactional produce). A
 //! change reaches every partition that does not override the property, on every shard, as a
 //! topic config change does: the values live in the metadata image as KRaft `ConfigRecord`s of
 //! resource type BROKER (`MetadataImage::broker_configs`, resource name "" for the cluster-wide
@@ -133,10 +134,36 @@ pub fn is_dynamic_tls(key: &str) -> bool {
         .is_some_and(|(_, base)| DYNAMIC_TLS_KEYS.contains(&base))
 }
 
+/// Broker keys of no topic property that change at run time (Kafka's
+/// `DynamicProducerStateManagerConfig`, KIP-890's switch).
+pub const DYNAMIC_BROKER_KEYS: &[&str] = &[TRANSACTION_PARTITION_VERIFICATION_ENABLE];
+
+/// KIP-890 part 1's switch (see [`transaction_partition_verification_enable`]).
+const TRANSACTION_PARTITION_VERIFICATION_ENABLE: &str = "transaction.partition.verification.enable";
+
+/// `transaction.partition.verification.enable` in effect on this broker: its dynamic value
+/// (this broker's, else the cluster default) or the start-up config's. A stored value that
+/// does not parse (the controller checks it before storing) leaves the start-up value.
+pub fn transaction_partition_verification_enable(
+    start_up: &BrokerConfig,
+    image: &MetadataImage,
+) -> bool {
+    let dynamic = DynamicBrokerConfigs::of(&image.broker_configs, start_up.node_id);
+    match dynamic.lookup(TRANSACTION_PARTITION_VERIFICATION_ENABLE) {
+        Some((value, _)) => value
+            .trim()
+            .parse::<bool>()
+            .unwrap_or(start_up.transaction_partition_verification_enable),
+        None => start_up.transaction_partition_verification_enable,
+    }
+}
+
 /// Whether broker key `key` can be changed at run time: the primary broker name of a topic
-/// property (see the module doc), or a listener's TLS store ([`is_dynamic_tls`]).
+/// property (see the module doc), one of [`DYNAMIC_BROKER_KEYS`], or a listener's TLS store
+/// ([`is_dynamic_tls`]).
 pub fn is_dynamic(key: &str) -> bool {
     is_dynamic_tls(key)
+        || DYNAMIC_BROKER_KEYS.contains(&key)
         || TOPIC_KEYS
             .iter()
             .any(|t| t.synonyms.first().is_some_and(|s| s.name == key))

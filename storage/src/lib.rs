@@ -28,6 +28,7 @@ mod offset_map;
 mod producer_state;
 mod segment;
 mod txn;
+mod txn_verification;
 mod types;
 mod validated;
 mod writer;
@@ -61,6 +62,7 @@ pub use txn::{
     build_marker_batch, collect_aborted, control_batch_marker, parse_marker, AbortedTxn,
     AbortedTxnEntry, TxnMarker, TxnResult, ABORTED_TXN_BYTES,
 };
+pub use txn_verification::{VerificationGuard, VerificationStates, VERIFICATION_STATES_MAX};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
 pub use validated::{AppendOrigin, ValidatedBatches};
 

@@ -280,6 +280,14 @@ impl ProducerState {
         self.producers.iter().map(|(id, entry)| (*id, entry))
     }
 
+    /// Whether `producer_id`'s transaction is open in this partition (Kafka's
+    /// `UnifiedLog.hasOngoingTransaction`).
+    pub fn has_ongoing_transaction(&self, producer_id: i64) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.current_txn_first_offset.is_some())
+    }
+
     /// First offset of the oldest open transaction (Kafka's `firstUnstableOffset`).
     pub fn first_unstable_offset(&self) -> Option<Offset> {
         self.ongoing.keys().next().copied()

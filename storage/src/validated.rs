@@ -18,6 +18,7 @@
 
 use crate::batch::{replace_records, split_batches, BatchHeader};
 use crate::error::BatchError;
+use crate::txn_verification::VerificationGuard;
 use bytes::{Bytes, BytesMut};
 
 /// One partition's record set, split and checked once (see the module docs).
@@ -25,6 +26,11 @@ use bytes::{Bytes, BytesMut};
 pub struct ValidatedBatches {
     batches: Vec<(BatchHeader, Bytes)>,
     origin: AppendOrigin,
+    /// KIP-890 part 1: `Some` when the leader must check that a transactional batch belongs
+    /// to an open or verified transaction, with the guard of the verification the broker made
+    /// for it ([`VerificationGuard::SENTINEL`] when it made none); `None` when verification is
+    /// off (`transaction.partition.verification.enable=false`) or the set is not a client's.
+    verification: Option<VerificationGuard>,
 }
 
 /// Who asks the leader to append a record set (Kafka's `AppendOrigin`, for the leader's
@@ -59,6 +65,7 @@ impl ValidatedBatches {
         Ok(ValidatedBatches {
             batches,
             origin: AppendOrigin::Client,
+            verification: None,
         })
     }
 
@@ -70,6 +77,21 @@ impl ValidatedBatches {
     /// Who asks for the append.
     pub fn origin(&self) -> AppendOrigin {
         self.origin
+    }
+
+    /// The same set, whose transactional batches the leader appends only into a transaction
+    /// open in the partition or verified under `guard` (KIP-890 part 1; see
+    /// [`crate::PartitionLog::start_txn_verification`]).
+    pub fn with_verification(self, guard: VerificationGuard) -> ValidatedBatches {
+        ValidatedBatches {
+            verification: Some(guard),
+            ..self
+        }
+    }
+
+    /// The verification the leader checks, if any (see [`ValidatedBatches::with_verification`]).
+    pub fn verification(&self) -> Option<VerificationGuard> {
+        self.verification
     }
 
     /// The batches in order: each one's parsed header and its bytes.

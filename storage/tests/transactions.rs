@@ -1072,3 +1072,67 @@ fn compaction_removes_markers_after_their_delete_horizon_once_their_batches_are_
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_verified_append_needs_the_kept_guard_and_an_abort_spends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let log = open(&path, small_config(), 1 << 20).await;
+        let verified = |seq: i32, guard: storage::VerificationGuard| {
+            storage::ValidatedBatches::validate(&txn_batch(3, 0, seq, 1, 10))
+                .unwrap()
+                .with_verification(guard)
+        };
+        let written = storage::AppendUntil::Written;
+        // KIP-890 part 1: no verification under way, no transaction open: refused.
+        let unverified = log
+            .append_validated(
+                verified(0, storage::VerificationGuard::SENTINEL),
+                EPOCH,
+                written,
+            )
+            .await;
+        assert!(matches!(
+            unverified,
+            Err(StorageError::InvalidTxnState { producer_id: 3, .. })
+        ));
+        // A verification at sequence 0: a higher sequence may not go first.
+        let guard = log.start_txn_verification(3, 0, 0);
+        assert_ne!(guard, storage::VerificationGuard::SENTINEL);
+        assert!(matches!(
+            log.append_validated(verified(1, guard), EPOCH, written)
+                .await,
+            Err(StorageError::OutOfOrderSequence { .. })
+        ));
+        log.append_validated(verified(0, guard), EPOCH, written)
+            .await
+            .unwrap();
+        // The transaction is open now: nothing more to verify.
+        assert_eq!(
+            log.start_txn_verification(3, 1, 0),
+            storage::VerificationGuard::SENTINEL
+        );
+        log.append_validated(
+            verified(1, storage::VerificationGuard::SENTINEL),
+            EPOCH,
+            written,
+        )
+        .await
+        .unwrap();
+        // A verification answered before the abort cannot let a write in after it.
+        log.append_txn_marker(marker(3, 0, TxnResult::Abort, 0), EPOCH)
+            .await
+            .unwrap();
+        let stale = guard;
+        let fresh = log.start_txn_verification(3, 2, 0);
+        assert_ne!(fresh, stale);
+        assert!(matches!(
+            log.append_validated(verified(2, stale), EPOCH, written)
+                .await,
+            Err(StorageError::InvalidTxnState { producer_id: 3, .. })
+        ));
+        assert_eq!(log.log_end_offset(), Offset(3));
+        log.close().await.unwrap();
+    });
+}

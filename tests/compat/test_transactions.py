@@ -20,7 +20,8 @@ play the coordinator's part by writing the markers themselves with WriteTxnMarke
 producer id from an idempotent InitProducerId, which Apache Kafka 4.4 does not
 allow: it verifies a transactional produce against its transaction coordinator (KIP-890,
 `transaction.partition.verification.enable`), which knows no transaction for a raw producer,
-and WriteTxnMarkers is an inter-broker API (CLUSTER_ACTION). The coordinator itself is tested
+and WriteTxnMarkers is an inter-broker API (CLUSTER_ACTION). Sluice verifies too, so these
+tests switch the verification off (test_txn_verification.py tests it). The coordinator itself is tested
 in test_txn_coordinator.py."""
 
 import re
@@ -38,6 +39,10 @@ from jvm import check_java, run_java
 SLUICE_ONLY = pytest.mark.sluice_only(
     "the test writes the markers itself with WriteTxnMarkers "
     "(see the module docstring)")
+# The Sluice-only tests write transactional batches under a producer id no coordinator knows:
+# KIP-890's verification (on by default, as Kafka's) is switched off for them.
+UNVERIFIED_SETTINGS = {"transaction.partition.verification.enable": "false"}
+UNVERIFIED = pytest.mark.sluice(settings=UNVERIFIED_SETTINGS)
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 
 API_INIT_PRODUCER_ID = 22
@@ -220,6 +225,7 @@ def test_api_versions_advertise_write_txn_markers_and_describe_producers(broker)
 
 
 @SLUICE_ONLY
+@UNVERIFIED
 def test_read_committed_sees_committed_only_and_stops_at_the_lso(broker):
     topic = "txn-rc"
     create_topic(broker.bootstrap, topic, 1)
@@ -283,6 +289,7 @@ def test_read_committed_sees_committed_only_and_stops_at_the_lso(broker):
 
 
 @SLUICE_ONLY
+@UNVERIFIED
 def test_parked_read_committed_fetch_is_woken_by_the_commit_marker(broker):
     topic = "txn-park"
     create_topic(broker.bootstrap, topic, 1)
@@ -314,6 +321,7 @@ def test_parked_read_committed_fetch_is_woken_by_the_commit_marker(broker):
 
 
 @SLUICE_ONLY
+@UNVERIFIED
 def test_write_txn_markers_and_produce_errors(broker):
     topic = "txn-errors"
     create_topic(broker.bootstrap, topic, 1)
@@ -373,6 +381,7 @@ def test_describe_producers_of_an_idempotent_producer(broker, java_classpath):
 
 
 @SLUICE_ONLY
+@UNVERIFIED
 def test_kafka_transactions_describe_producers_shows_an_open_transaction(broker, java_classpath):
     """`kafka-transactions.sh describe-producers` shows a transaction's start offset while it
     is open (Sluice-only: the transaction is opened by raw wire, see the module docstring)."""
@@ -515,7 +524,8 @@ def test_consumers_see_committed_aborted_and_open_transactions(broker):
 
 NOT_ENOUGH_REPLICAS = 19
 NOT_LEADER_OR_FOLLOWER = 6
-CLUSTER_SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
+CLUSTER_SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000,
+                    **UNVERIFIED_SETTINGS}
 
 
 @pytest.fixture
@@ -719,6 +729,7 @@ def simple_commit(sock, corr, group, topic, offset):
 
 
 @SLUICE_ONLY
+@UNVERIFIED
 def test_txn_offset_commit_is_pending_until_the_marker_on_the_offsets_partition(broker):
     """TxnOffsetCommit's offsets stay pending: OffsetFetch answers the last committed offset,
     or UNSTABLE_OFFSET_COMMIT with require_stable, until WriteTxnMarkers writes the producer's

@@ -439,3 +439,47 @@ def test_an_idle_transactional_id_expires(broker, java_classpath):
         return run.returncode != 0 and "could not be found" in run.output
 
     wait_until(gone, 60, interval=1, what="the idle transactional id removed")
+
+
+@pytest.mark.sluice_only("starts a multi-process Sluice cluster")
+def test_a_leader_verifies_with_a_coordinator_on_another_broker(cluster):
+    """KIP-890 part 1 across brokers: a partition leader that is not the transaction
+    coordinator asks it with AddPartitionsToTxn v4 `verify_only` (batched per node). A raw
+    transactional produce to an unadded partition led by another broker is refused
+    INVALID_TXN_STATE; once the partition is added it is appended; a confluent-kafka
+    transaction over partitions on every broker commits."""
+    import kafka_wire as kw
+    from compat_util import admin, wait_until
+    from confluent_kafka.admin import NewTopic
+    from test_transactions import txn_batch
+    from test_txn_verification import (INVALID_TXN_STATE, add_partitions, find_txn_coordinator,
+                                       init_transactional, produce_v8, until_ok)
+    topic, txn_id = "txn-remote-verify", "remote-verify-txn"
+    a = admin(cluster.bootstrap())
+    a.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)],
+                    operation_timeout=20, request_timeout=20)[topic].result()
+    sock = kw.connect(cluster.nodes[1].bootstrap)
+    until_ok("FindCoordinator", lambda: find_txn_coordinator(sock, 1, txn_id))
+    coordinator = wait_until(
+        lambda: leader_of(cluster.bootstrap(), "__transaction_state", txn_partition(txn_id)),
+        30, what="the transaction coordinator")
+    leaders = {p: wait_until(lambda p=p: leader_of(cluster.bootstrap(), topic, p), 30,
+                             what=f"a leader of partition {p}") for p in range(6)}
+    remote = next((p for p, leader in leaders.items() if leader != coordinator), None)
+    assert remote is not None, f"every partition on the coordinator {coordinator}: {leaders}"
+    coordinator_sock = kw.connect(cluster.nodes[coordinator].bootstrap)
+    pid, epoch = until_ok("InitProducerId",
+                          lambda: init_transactional(coordinator_sock, 2, txn_id))
+    leader_sock = kw.connect(cluster.nodes[leaders[remote]].bootstrap)
+    got = produce_v8(leader_sock, 3, txn_id, topic, remote, txn_batch([b"a"], pid, epoch, 0))
+    assert got["error"] == INVALID_TXN_STATE, got
+    until_ok("AddPartitionsToTxn",
+             lambda: add_partitions(coordinator_sock, 4, txn_id, pid, epoch, topic, [remote]))
+    got = produce_v8(leader_sock, 5, txn_id, topic, remote, txn_batch([b"a"], pid, epoch, 0))
+    assert got["error"] == 0, got
+
+    p = txn_producer(cluster.bootstrap(), "remote-verify-client")
+    p.begin_transaction()
+    for partition in range(6):
+        p.produce(topic, f"v{partition}".encode(), partition=partition)
+    p.commit_transaction(60)

@@ -34,6 +34,7 @@ pub async fn append(
             acks: replication::Acks::All,
             timeout,
             origin: storage::AppendOrigin::Coordinator,
+            verification: None,
         },
     )
     .await

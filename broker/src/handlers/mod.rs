@@ -47,6 +47,7 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
+mod produce_verification;
 mod replica_assignment;
 mod sasl_authenticate;
 mod sasl_handshake;
@@ -113,7 +114,7 @@ macro_rules! registry {
 }
 
 registry! {
-    Produce 3..=10 => raw |shard, req, call| {
+    Produce 3..=11 => raw |shard, req, call| {
         let acks = req.acks;
         let response = produce::handle(shard, call.session, call.client_id, req, call.version).await;
         if acks == 0 {

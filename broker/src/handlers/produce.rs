@@ -23,8 +23,9 @@
 //! transactional batches but no `transactional_id`, or one the principal may not WRITE, is
 //! refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. A
 //! control batch (a marker) from a client is refused with INVALID_RECORD, as Kafka's
-//! `LogValidator`. Not checked yet: KIP-890's verification that the partition was added to the
-//! transaction (it needs the transaction coordinator).
+//! `LogValidator`. KIP-890 part 1: with `transaction.partition.verification.enable`, the
+//! transaction's first batch in a partition is appended only once the transaction coordinator
+//! says the partition is in the transaction (`super::produce_verification`).
 //!
 //! With an authorizer, a topic the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED on
 //! each of its partitions (`crate::authz`).
@@ -38,6 +39,7 @@
 //! muted that long (`crate::quotas`).
 
 use super::leader_hints::LeaderHints;
+use super::produce_verification::{verify_transactions, Verified};
 use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
 use crate::errors::{code, controller_error, keyless_record_index, partition_op_error_code};
 use crate::metadata::ClusterMetadata;
@@ -68,11 +70,22 @@ enum Refusal {
     Code(i16),
     /// A record without a key on a compacted topic, at this index of its batch.
     KeylessRecord { batch_index: i32 },
+    /// Kafka's error code with Kafka's `error_message` (KIP-890's verification answers).
+    Message { code: i16, message: String },
 }
 
 impl From<i16> for Refusal {
     fn from(code: i16) -> Self {
         Refusal::Code(code)
+    }
+}
+
+impl From<super::produce_verification::VerifyRefusal> for Refusal {
+    fn from((code, message): super::produce_verification::VerifyRefusal) -> Self {
+        match message {
+            Some(message) => Refusal::Message { code, message },
+            None => Refusal::Code(code),
+        }
     }
 }
 
@@ -112,6 +125,11 @@ pub async fn handle(
         crate::quotas::Direction::Produce,
         bytes,
     );
+    let mut verified = if unauthorized_transactional || acks.is_none() {
+        Verified::default()
+    } else {
+        verify_transactions(shard, session, &req, version).await
+    };
     let metadata = shard.metadata();
     // The response is laid out from the request (its topic names shared, not copied) and
     // filled in from every partition's append, in request order.
@@ -135,6 +153,7 @@ pub async fn handle(
                 partition: p.index,
             };
             let placement = image.and_then(|t| metadata.placement(t, p.index));
+            let verification = verified.take(name, p.index);
             let task = async move {
                 let Some(acks) = acks else {
                     return Err(code(ResponseError::InvalidRequiredAcks).into());
@@ -157,6 +176,7 @@ pub async fn handle(
                     acks,
                     timeout,
                     origin: storage::AppendOrigin::Client,
+                    verification: verification.transpose().map_err(Refusal::from)?,
                 };
                 match crate::partitions::service::call_placed(shard, tp, placement, op).await {
                     PartitionReply::Error(e) => Err(Refusal::of(&e)),
@@ -337,6 +357,12 @@ fn fill_in(p: &mut PartitionProduceResponse, topic: &str, reply: Result<Partitio
         }
         Err(Refusal::Code(error)) => {
             p.error_code = error;
+            p.base_offset = -1;
+            p.log_start_offset = -1;
+        }
+        Err(Refusal::Message { code, message }) => {
+            p.error_code = code;
+            p.error_message = Some(StrBytes::from_string(message));
             p.base_offset = -1;
             p.log_start_offset = -1;
         }

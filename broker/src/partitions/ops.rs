@@ -23,6 +23,20 @@ pub enum PartitionOp {
         /// A client's, or a coordinator's write of its own log (TxnOffsetCommit's
         /// transactional records: sequences not checked, as Kafka's COORDINATOR origin).
         origin: storage::AppendOrigin,
+        /// KIP-890 part 1: the guard of the verification made for the set's transactional
+        /// batch ([`storage::VerificationGuard::SENTINEL`] when none was needed), when
+        /// `transaction.partition.verification.enable` asks the leader to check it; `None`
+        /// otherwise.
+        verification: Option<storage::VerificationGuard>,
+    },
+    /// KIP-890 part 1, on the leader: starts the verification of a producer's transactional
+    /// batch at `base_sequence` (Kafka's `Partition.maybeStartTransactionVerification`),
+    /// answered with [`PartitionReply::VerificationStarted`]. Errors: `NotLeaderOrFollower`
+    /// on a follower.
+    StartTxnVerification {
+        producer_id: i64,
+        producer_epoch: i16,
+        base_sequence: i32,
     },
     /// A consumer fetch of this partition, answered once (see
     /// [`replication::Partition::fetch`]): batches from `offset`, at most `max_bytes` (first
@@ -177,6 +191,9 @@ pub enum PartitionReply {
     MarkerWritten { offset: i64 },
     /// The producers of a partition (DescribeProducers).
     Producers(Vec<ActiveProducer>),
+    /// The guard a verified append must carry ([`storage::VerificationGuard::SENTINEL`]: the
+    /// producer's transaction is open here already, nothing to verify).
+    VerificationStarted(storage::VerificationGuard),
     /// The operation failed; [`crate::errors::partition_op_error_code`] gives its Kafka code.
     Error(PartitionOpError),
 }

@@ -165,7 +165,30 @@ async fn run(
             acks,
             timeout,
             origin,
-        } => produce(shard, tp, &partition, records, acks, timeout, origin).await,
+            verification,
+        } => {
+            let append = Append {
+                acks,
+                timeout,
+                origin,
+                verification,
+            };
+            produce(shard, tp, &partition, records, append).await
+        }
+        PartitionOp::StartTxnVerification {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        } => {
+            if partition.leader() != partition_node(shard) {
+                return Err(PartitionOpError::NotLeaderOrFollower);
+            }
+            let guard =
+                partition
+                    .log()
+                    .start_txn_verification(producer_id, base_sequence, producer_epoch);
+            Ok(PartitionReply::VerificationStarted(guard))
+        }
         op @ PartitionOp::Fetch { .. } => fetch(shard, tp, partition, op).await,
         op @ PartitionOp::ReplicaFetch { .. } => replica_fetch(shard, tp, &partition, op).await,
         PartitionOp::FollowerPosition => {
@@ -291,6 +314,15 @@ async fn describe_producers(
     Ok(PartitionReply::Producers(out))
 }
 
+/// How a produced record set is appended (the fields of [`PartitionOp::Produce`] past its
+/// records).
+struct Append {
+    acks: replication::Acks,
+    timeout: std::time::Duration,
+    origin: storage::AppendOrigin,
+    verification: Option<storage::VerificationGuard>,
+}
+
 /// Produce: the record set split and checked once ([`storage::ValidatedBatches`]: lengths,
 /// magic, counts, CRC-32C; CORRUPT_MESSAGE and the like when it fails), then checked against
 /// the topic's config (`produce_checks`), then appended — the log takes the checked set and
@@ -303,15 +335,25 @@ async fn produce(
     tp: &TopicPartition,
     partition: &Rc<LocalPartition>,
     records: bytes::Bytes,
-    acks: replication::Acks,
-    timeout: std::time::Duration,
-    origin: storage::AppendOrigin,
+    append: Append,
 ) -> Result<PartitionReply, PartitionOpError> {
+    let Append {
+        acks,
+        timeout,
+        origin,
+        verification,
+    } = append;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let batches = match shard.topic_configs.borrow().get(tp) {
-        Some(config) => check_produce(&records, config, now_ms)?.with_origin(origin),
+        Some(config) => {
+            let checked = check_produce(&records, config, now_ms)?.with_origin(origin);
+            match verification {
+                Some(guard) => checked.with_verification(guard),
+                None => checked,
+            }
+        }
         // Closed while the request was on its way (the log refuses it too).
         None => return Err(PartitionOpError::UnknownTopicOrPartition),
     };

@@ -37,6 +37,8 @@ pub struct TxnCoordinator {
     pub(super) partitions: RefCell<CoordinatedPartitions>,
     loads: LoadQueue,
     pub(super) config: TxnConfig,
+    /// This shard's KIP-890 verification questions to other brokers' coordinators.
+    pub(super) verifier: super::verify_queue::Verifier,
 }
 
 impl TxnCoordinator {
@@ -46,6 +48,7 @@ impl TxnCoordinator {
             partitions: RefCell::new(CoordinatedPartitions::default()),
             loads: LoadQueue::default(),
             config,
+            verifier: super::verify_queue::Verifier::default(),
         }
     }
 

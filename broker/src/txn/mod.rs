@@ -24,9 +24,12 @@
 //! `sim_tests` runs the state machine, the log's records, the marker retry rule and the
 //! partitions' producer state under the deterministic simulation (`replication::sim`).
 //!
-//! Not done: TxnOffsetCommit (another module's), transaction version 2 (KIP-890 part 2: an
-//! epoch bump per transaction), the produce path's own verification call (AddPartitionsToTxn
-//! v4+ `verify_only` is served to other brokers).
+//! KIP-890 part 1: a partition leader's question before a transaction's first batch there
+//! ([`verification`]: in-process when this broker coordinates the id, else AddPartitionsToTxn
+//! v4 `verify_only`, batched per coordinator node).
+//!
+//! Not done: transaction version 2 (KIP-890 part 2: an
+//! epoch bump per transaction).
 
 mod coordinator;
 pub mod log;
@@ -37,6 +40,8 @@ pub mod service;
 mod sim_tests;
 pub mod state;
 mod store;
+pub mod verification;
+mod verify_queue;
 
 use std::time::Duration;
 

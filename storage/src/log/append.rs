@@ -18,6 +18,7 @@ use crate::io::{
 use crate::producer_state::{ProducerState, SequenceCheck};
 use crate::segment::Segment;
 use crate::txn::{control_batch_marker, TxnMarker};
+use crate::txn_verification::VerificationGuard;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use crate::validated::ValidatedBatches;
 use crate::writer::{WriteOp, Writer, ZeroOp};
@@ -85,6 +86,7 @@ impl PartitionLog {
             crate::validated::AppendOrigin::Client => Origin::Leader(leader_epoch),
             crate::validated::AppendOrigin::Coordinator => Origin::Coordinator(leader_epoch),
         };
+        let verification = batches.verification();
         let batches = batches.into_batches();
         let max_message_bytes = self.shared.config.borrow().max_message_bytes;
         // Kafka's LogValidator: markers come from the transaction coordinator only.
@@ -102,7 +104,7 @@ impl PartitionLog {
                 .into());
             }
         }
-        let mut info = self.append_batches(batches, origin).await?;
+        let mut info = self.append_batches(batches, origin, verification).await?;
         if until == AppendUntil::Written {
             self.wait_acknowledgeable(&mut info).await?;
         }
@@ -132,11 +134,13 @@ impl PartitionLog {
 
     /// The append path shared by the leader's [`PartitionLog::append`] and the follower's
     /// [`PartitionLog::append_as_follower`]: `batches` are validated; waits for its turn, a
-    /// roll or reservation, then appends them in memory.
+    /// roll or reservation, then appends them in memory. `verification`: the leader's
+    /// KIP-890 check of transactional batches (see [`ValidatedBatches::verification`]).
     pub(super) async fn append_batches(
         &self,
         batches: Vec<(BatchHeader, Bytes)>,
         origin: Origin,
+        verification: Option<VerificationGuard>,
     ) -> Result<AppendInfo> {
         let markers = control_markers(&batches)?;
         let total_bytes: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
@@ -148,6 +152,9 @@ impl PartitionLog {
         self.wait_for_room(&turn, total_bytes, total_records)
             .await?;
         // Checked and appended with no await in between, so no other append interleaves.
+        if let Some(guard) = verification {
+            self.check_verification(&batches, guard)?;
+        }
         if let Some(original) = self.check_append(&batches, &markers, origin)? {
             return Ok(self.duplicate_info(original, &batches));
         }
@@ -228,6 +235,44 @@ impl PartitionLog {
                 Ok(None)
             }
         }
+    }
+
+    /// KIP-890 part 1 (Kafka's `UnifiedLog.analyzeAndValidateProducerState` for a client's
+    /// append): a transactional data batch of a producer whose transaction is not open here
+    /// goes in only with the guard of a verification still under way for it
+    /// ([`StorageError::InvalidTxnState`], "Record was not part of an ongoing transaction");
+    /// while one is under way, a batch with a higher sequence than the lowest one waiting for
+    /// it is [`StorageError::OutOfOrderSequence`] (Kafka's `ProducerAppendInfo.checkSequence`).
+    fn check_verification(
+        &self,
+        batches: &[(BatchHeader, Bytes)],
+        guard: VerificationGuard,
+    ) -> Result<()> {
+        let st = self.shared.state.borrow();
+        for (h, _) in batches {
+            if !h.is_transactional() || h.is_control() || h.producer_id < 0 {
+                continue;
+            }
+            if st.producers.has_ongoing_transaction(h.producer_id) {
+                continue;
+            }
+            if !st.verifications.guard(h.producer_id).verifies(guard) {
+                return Err(StorageError::InvalidTxnState {
+                    producer_id: h.producer_id,
+                    why: "Record was not part of an ongoing transaction",
+                });
+            }
+            if let Some(lowest) = st.verifications.lowest_sequence(h.producer_id) {
+                if h.base_sequence > lowest {
+                    return Err(StorageError::OutOfOrderSequence {
+                        producer_id: h.producer_id,
+                        expected: lowest,
+                        got: h.base_sequence,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The answer to a retry of `original`, a batch already appended: nothing is appended.
@@ -821,6 +866,11 @@ fn push_batch(
     interval: u64,
 ) {
     let completed = st.producers.record(header, marker.as_ref());
+    if header.is_transactional() && header.producer_id >= 0 {
+        // Its transaction is open here now, or over: a verification under way is spent
+        // (Kafka's `UnifiedLog.updateProducers`).
+        st.verifications.clear(header.producer_id);
+    }
     let seg = st.writer.segment.clone();
     if let Some(entry) = completed.and_then(|c| c.aborted_entry()) {
         // The marker is in the active segment: its index is loaded.

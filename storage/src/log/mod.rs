@@ -172,6 +172,9 @@ struct State {
     writer: Writer,
     /// Idempotent producers' sequences and transactional producers' open transactions (KIP-98).
     producers: ProducerState,
+    /// KIP-890 part 1: producers whose first transactional append here waits for the
+    /// transaction coordinator's answer (see `crate::txn_verification`).
+    verifications: crate::txn_verification::VerificationStates,
     /// The leader-epoch cache (KIP-101). Every entry whose start offset lies in a closed
     /// segment, or before the active segment's last index entry after a clean close, is in
     /// the leader-epoch checkpoint (roll and close wait for `epochs_dirty` to clear); later

@@ -253,6 +253,7 @@ fn recovered_state(
         append_turns: VecDeque::new(),
         next_append_ticket: 0,
         producers: ProducerState::default(),
+        verifications: crate::txn_verification::VerificationStates::default(),
         epochs: LeaderEpochCache::new(),
         epochs_dirty: false,
         epochs_writing: false,

@@ -46,7 +46,7 @@ impl PartitionLog {
     pub async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo> {
         let batches = split_stored_batches(&records)?;
         check_follower_batches(&batches)?;
-        let mut info = self.append_batches(batches, Origin::Follower).await?;
+        let mut info = self.append_batches(batches, Origin::Follower, None).await?;
         self.wait_acknowledgeable(&mut info).await?;
         Ok(info)
     }

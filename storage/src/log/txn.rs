@@ -22,6 +22,7 @@ use crate::io::remove_file;
 use crate::producer_state::ProducerSummary;
 use crate::segment::Segment;
 use crate::txn::{build_marker_batch, collect_aborted, AbortedTxn, AbortedTxnEntry, TxnMarker};
+use crate::txn_verification::VerificationGuard;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use std::rc::Rc;
 
@@ -45,8 +46,26 @@ impl PartitionLog {
         let header = BatchHeader::parse(&bytes)?;
         assert!(header.is_control(), "a marker is a control batch");
         assert_eq!(header.producer_id, marker.producer_id, "marker's producer");
-        self.append_batches(vec![(header, bytes)], Origin::Leader(leader_epoch))
+        self.append_batches(vec![(header, bytes)], Origin::Leader(leader_epoch), None)
             .await
+    }
+
+    /// Starts KIP-890 part 1's verification of `producer_id`'s transactional batch at
+    /// `sequence` and `epoch` (Kafka's `UnifiedLog.maybeStartTransactionVerification`): the
+    /// [`VerificationGuard`] the append must carry once the transaction coordinator has said
+    /// the partition is in the producer's transaction, or [`VerificationGuard::SENTINEL`]
+    /// when its transaction is open here already (nothing to verify).
+    pub fn start_txn_verification(
+        &self,
+        producer_id: i64,
+        sequence: i32,
+        epoch: i16,
+    ) -> VerificationGuard {
+        let st = &mut *self.shared.state.borrow_mut();
+        if st.producers.has_ongoing_transaction(producer_id) {
+            return VerificationGuard::SENTINEL;
+        }
+        st.verifications.start(producer_id, sequence, epoch)
     }
 
     /// First offset of the oldest open transaction, at least the log start offset (Kafka's

@@ -106,6 +106,10 @@ pub struct BrokerConfig {
     /// `transactional.id.expiration.ms`: how long a transactional id without a transaction is
     /// kept after its last update, ms. Default 604800000 (7 days); at least 1.
     pub transactional_id_expiration_ms: i64,
+    /// `transaction.partition.verification.enable`: a partition leader asks the transaction
+    /// coordinator whether the partition is in the producer's transaction before it appends
+    /// the transaction's first batch there (KIP-890 part 1). Default true; dynamic.
+    pub transaction_partition_verification_enable: bool,
     /// `offsets.topic.segment.bytes`: `segment.bytes` of `__consumer_offsets`, bytes.
     /// Default 104857600.
     pub offsets_topic_segment_bytes: u64,
@@ -235,6 +239,7 @@ impl Default for BrokerConfig {
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             transaction_remove_expired_transaction_cleanup_interval_ms: 3_600_000,
             transactional_id_expiration_ms: 604_800_000,
+            transaction_partition_verification_enable: true,
             group_initial_rebalance_delay_ms: 3000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,

@@ -519,6 +519,14 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
         show: Some(|c| c.transactional_id_expiration_ms.to_string()),
     },
     BrokerKey {
+        name: "transaction.partition.verification.enable",
+        set: |c, key, value, _| {
+            c.transaction_partition_verification_enable = parse_bool(key, value)?;
+            Ok(())
+        },
+        show: Some(|c| c.transaction_partition_verification_enable.to_string()),
+    },
+    BrokerKey {
         name: "offsets.topic.segment.bytes",
         set: |c, key, value, _| {
             c.offsets_topic_segment_bytes =
