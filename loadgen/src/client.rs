@@ -80,9 +80,47 @@ impl DeliveryCounts {
 }
 
 /// Producer context: counts delivery reports; the first failure is printed, later ones only
-/// counted.
+/// counted. It also counts this producer's own reports, and wakes the one thread that may wait
+/// for them (`wait_for_reports`).
 pub struct CountingContext {
     pub counts: Arc<DeliveryCounts>,
+    /// Delivery reports of this producer, delivered or failed.
+    reports: AtomicU64,
+    /// The thread waiting in `wait_for_reports`, set by its first call.
+    waiter: OnceLock<Thread>,
+}
+
+impl CountingContext {
+    pub fn new(counts: Arc<DeliveryCounts>) -> CountingContext {
+        CountingContext {
+            counts,
+            reports: AtomicU64::new(0),
+            waiter: OnceLock::new(),
+        }
+    }
+
+    /// Parks the calling thread until this producer has had `reports` delivery reports or
+    /// `timeout` passed; true when it has. Only one thread may ever wait on a producer.
+    pub fn wait_for_reports(&self, reports: u64, timeout: Duration) -> bool {
+        let me = self.waiter.get_or_init(std::thread::current);
+        assert_eq!(
+            me.id(),
+            std::thread::current().id(),
+            "one thread waits for a producer's reports"
+        );
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if self.reports.load(Ordering::Acquire) >= reports {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            // An unpark between the load and here makes this park return at once.
+            std::thread::park_timeout(deadline - now);
+        }
+    }
 }
 
 impl ClientContext for CountingContext {}
@@ -107,6 +145,10 @@ impl ProducerContext for CountingContext {
                 }
             }
         }
+        self.reports.fetch_add(1, Ordering::Release);
+        if let Some(waiter) = self.waiter.get() {
+            waiter.unpark();
+        }
     }
 }
 
@@ -126,7 +168,7 @@ pub fn producer(
     counts: Arc<DeliveryCounts>,
 ) -> anyhow::Result<ThreadedProducer<CountingContext>> {
     producer_config(bootstrap, params)
-        .create_with_context(CountingContext { counts })
+        .create_with_context(CountingContext::new(counts))
         .with_context(|| format!("creating a producer for {bootstrap}"))
 }
 
@@ -142,7 +184,7 @@ pub fn transactional_producer(
     let mut config = producer_config(bootstrap, params);
     config.set("transactional.id", transactional_id);
     let producer: ThreadedProducer<CountingContext> = config
-        .create_with_context(CountingContext { counts })
+        .create_with_context(CountingContext::new(counts))
         .with_context(|| format!("creating a transactional producer for {bootstrap}"))?;
     producer
         .init_transactions(REQUEST_TIMEOUT)
