@@ -26,6 +26,10 @@ pub enum ScenarioName {
     /// msg/s) until a broker no longer holds the rate: p50/p99/p99.99 and broker CPU against
     /// the achieved rate, one SVG line per broker.
     Sweep,
+    /// A transactional producer, closed loop (the next transaction begins when the commit
+    /// returns), `--records-per-txn` records per transaction over 3 partitions, read by a
+    /// read_committed consumer: transactions/s, records/s and send → commit → receipt latency.
+    Transactions,
 }
 
 impl ScenarioName {
@@ -39,6 +43,7 @@ impl ScenarioName {
             ScenarioName::Catchup => "catchup",
             ScenarioName::Soak => "soak",
             ScenarioName::Sweep => "sweep",
+            ScenarioName::Transactions => "transactions",
         }
     }
 }
@@ -107,7 +112,8 @@ impl Compression {
         partitions  as latency over 1000 partitions, linger.ms=5, 2 MiB segments\n  \
         catchup     produce --catchup-bytes (1 GiB) unlimited, then one group reads it all from the start\n  \
         soak        --soak-of (latency) for 3600 s, a report line every 60 s\n  \
-        sweep       latency at 1k, 2k, 5k, 10k, 20k, 50k, … msg/s until one is not held (95 %), 10 s + 2 s warm-up per step\n\n\
+        sweep       latency at 1k, 2k, 5k, 10k, 20k, 50k, … msg/s until one is not held (95 %), 10 s + 2 s warm-up per step\n  \
+        transactions  closed loop, --records-per-txn (10) records per transaction, 1024 B, 3 partitions, acks=all, linger.ms=0, 1 transactional producer, 1 read_committed group, 30 s + 5 s warm-up\n\n\
         Kafka beside Sluice: `scripts/kafka-ref start` prints Kafka's bootstrap and writes its pid to \
         target/kafka-ref/run/state.json; give them as --compare HOST:PORT --compare-pid PID.\n\n\
         Each group's consumers join it with subscribe() (the broker's group coordinator assigns \
@@ -198,6 +204,10 @@ pub struct Cli {
     /// Idempotent producers (enable.idempotence=true; needs acks=all).
     #[arg(long)]
     pub idempotence: bool,
+
+    /// transactions: records per transaction, spread round-robin over the partitions [10].
+    #[arg(long, value_name = "RECORDS")]
+    pub records_per_txn: Option<u32>,
 
     /// catchup: bytes of record values produced before the consumer starts.
     #[arg(long, value_name = "BYTES")]

@@ -1,6 +1,10 @@
 //! The Kafka client side: librdkafka configurations of loadgen's producers and consumers, the
 //! producer's delivery counter, and topic creation through the admin API.
 //!
+//! The transactions scenario's producers are transactional (`transactional.id`, KIP-98) and
+//! every consumer reads with `isolation.level=read_committed` (librdkafka's default, set
+//! explicitly because that scenario's latency is measured to the committed read).
+//!
 //! Settings that matter for latency are set explicitly rather than left to librdkafka's
 //! defaults: `linger.ms` (default 5 ms, which alone would dominate a 1 ms target) and
 //! `socket.nagle.disable=true` (Nagle's algorithm can hold a small request back until the
@@ -16,9 +20,9 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
-use rdkafka::producer::{ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::future::Future;
 use std::pin::pin;
@@ -32,6 +36,8 @@ use std::time::Duration;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A produced record not acknowledged within this time fails (`message.timeout.ms`).
 const MESSAGE_TIMEOUT_MS: u32 = 30_000;
+/// How long the producer sleeps when librdkafka's queue is full.
+const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
 
 /// Delivery outcomes shared by every producer of a run, and the acknowledgement latency
 /// (intended send time → delivery report) of the records intended inside the window: the
@@ -74,9 +80,47 @@ impl DeliveryCounts {
 }
 
 /// Producer context: counts delivery reports; the first failure is printed, later ones only
-/// counted.
+/// counted. It also counts this producer's own reports, and wakes the one thread that may wait
+/// for them (`wait_for_reports`).
 pub struct CountingContext {
     pub counts: Arc<DeliveryCounts>,
+    /// Delivery reports of this producer, delivered or failed.
+    reports: AtomicU64,
+    /// The thread waiting in `wait_for_reports`, set by its first call.
+    waiter: OnceLock<Thread>,
+}
+
+impl CountingContext {
+    pub fn new(counts: Arc<DeliveryCounts>) -> CountingContext {
+        CountingContext {
+            counts,
+            reports: AtomicU64::new(0),
+            waiter: OnceLock::new(),
+        }
+    }
+
+    /// Parks the calling thread until this producer has had `reports` delivery reports or
+    /// `timeout` passed; true when it has. Only one thread may ever wait on a producer.
+    pub fn wait_for_reports(&self, reports: u64, timeout: Duration) -> bool {
+        let me = self.waiter.get_or_init(std::thread::current);
+        assert_eq!(
+            me.id(),
+            std::thread::current().id(),
+            "one thread waits for a producer's reports"
+        );
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if self.reports.load(Ordering::Acquire) >= reports {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            // An unpark between the load and here makes this park return at once.
+            std::thread::park_timeout(deadline - now);
+        }
+    }
 }
 
 impl ClientContext for CountingContext {}
@@ -101,6 +145,10 @@ impl ProducerContext for CountingContext {
                 }
             }
         }
+        self.reports.fetch_add(1, Ordering::Release);
+        if let Some(waiter) = self.waiter.get() {
+            waiter.unpark();
+        }
     }
 }
 
@@ -119,6 +167,52 @@ pub fn producer(
     params: &Params,
     counts: Arc<DeliveryCounts>,
 ) -> anyhow::Result<ThreadedProducer<CountingContext>> {
+    producer_config(bootstrap, params)
+        .create_with_context(CountingContext::new(counts))
+        .with_context(|| format!("creating a producer for {bootstrap}"))
+}
+
+/// A transactional producer (`transactional.id` = `transactional_id`, idempotent, acks=all)
+/// with the run's batching and compression, its transactions initialised (InitProducerId):
+/// ready for `begin_transaction`.
+pub fn transactional_producer(
+    bootstrap: &str,
+    params: &Params,
+    counts: Arc<DeliveryCounts>,
+    transactional_id: &str,
+) -> anyhow::Result<ThreadedProducer<CountingContext>> {
+    let mut config = producer_config(bootstrap, params);
+    config.set("transactional.id", transactional_id);
+    let producer: ThreadedProducer<CountingContext> = config
+        .create_with_context(CountingContext::new(counts))
+        .with_context(|| format!("creating a transactional producer for {bootstrap}"))?;
+    producer
+        .init_transactions(REQUEST_TIMEOUT)
+        .with_context(|| format!("init_transactions ({transactional_id}) on {bootstrap}"))?;
+    Ok(producer)
+}
+
+/// Sends one record, waiting while librdkafka's queue is full.
+pub fn send<'a>(
+    producer: &ThreadedProducer<CountingContext>,
+    mut record: BaseRecord<'a, (), [u8]>,
+    topic: &str,
+) -> anyhow::Result<()> {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                // Backpressure: the record is late, and its latency will say so.
+                record = back;
+                std::thread::sleep(QUEUE_FULL_BACKOFF);
+            }
+            Err((error, _)) => return Err(error).with_context(|| format!("producing to {topic}")),
+        }
+    }
+}
+
+/// The configuration shared by plain and transactional producers.
+fn producer_config(bootstrap: &str, params: &Params) -> ClientConfig {
     let mut config = common_config(bootstrap);
     config
         .set("acks", params.acks.as_config())
@@ -128,8 +222,6 @@ pub fn producer(
         .set("enable.idempotence", params.idempotence.to_string())
         .set("message.timeout.ms", MESSAGE_TIMEOUT_MS.to_string());
     config
-        .create_with_context(CountingContext { counts })
-        .with_context(|| format!("creating a producer for {bootstrap}"))
 }
 
 /// A consumer of `group_id` that reads `topic` from the beginning: by joining the group
@@ -146,7 +238,8 @@ pub fn consumer(
         .set("group.id", group_id)
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
-        .set("enable.partition.eof", "false");
+        .set("enable.partition.eof", "false")
+        .set("isolation.level", "read_committed");
     let consumer: BaseConsumer = config
         .create()
         .with_context(|| format!("creating a consumer for {bootstrap}"))?;

@@ -23,6 +23,7 @@ mod run;
 mod scenario;
 mod schedule;
 mod sweep;
+mod txn;
 
 use anyhow::Context as _;
 use broker_proc::{LocalBroker, LocalOptions, ServerKind};

@@ -10,11 +10,16 @@
 //! with `--compare`, `comparison` holds second ÷ first for each figure. `floor` (latency
 //! only; null with `--no-floor`) is the same run against `sluice-floor`, in the layout of a
 //! broker, and each broker's `vs_floor` its CPU per record and percentiles ÷ the floor's.
+//! `transactions` (the transactions scenario only, null otherwise) holds `records_per_txn`,
+//! `committed`, `aborted`, `txns_per_sec` and `commit_p50_ms`/`commit_p99_ms`/
+//! `commit_p999_ms`/`commit_max_ms` (begin → commit returned); there `msgs_per_sec` counts
+//! records of committed transactions and the percentiles are send → read_committed receipt.
 
 use crate::baseline::Baselines;
 use crate::latency::Percentiles;
 use crate::run::{CatchupFigures, IntervalReport, RunOutcome};
 use crate::scenario::Params;
+use crate::txn::TxnFigures;
 use anyhow::Context as _;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -84,6 +89,8 @@ pub struct BrokerResult {
     pub rss_end_bytes: Option<u64>,
     pub cpu: CpuUse,
     pub catchup: Option<CatchupFigures>,
+    /// The transactions scenario's figures (null for the others).
+    pub transactions: Option<TxnFigures>,
     pub intervals: Vec<IntervalReport>,
     pub vs_baseline: Option<BaselineRatios>,
     /// This broker's figures ÷ the floor's of the same run (null without a floor run).
@@ -282,6 +289,7 @@ impl BrokerResult {
             rss_end_bytes: rss.map(|r| r.end_bytes),
             cpu,
             catchup: outcome.catchup.clone(),
+            transactions: outcome.transactions.clone(),
             intervals: outcome.reports.clone(),
             vs_baseline,
             vs_floor: None,
@@ -296,11 +304,12 @@ impl BrokerResult {
 }
 
 /// Figures that are whole counts (shown without decimals).
-const COUNTS: [&str; 2] = ["sent", "received"];
+const COUNTS: [&str; 4] = ["sent", "received", "txns_committed", "txns_aborted"];
 
-/// Rows of the table and of `comparison`: name, unit and value of each figure.
+/// Rows of the table and of `comparison`: name, unit and value of each figure (the
+/// transactions scenario's rows only in its runs).
 fn figures(b: &BrokerResult) -> Vec<(&'static str, Option<f64>)> {
-    vec![
+    let mut rows = vec![
         ("p50_ms", Some(b.p50_ms)),
         ("p90_ms", Some(b.p90_ms)),
         ("p99_ms", Some(b.p99_ms)),
@@ -320,7 +329,17 @@ fn figures(b: &BrokerResult) -> Vec<(&'static str, Option<f64>)> {
         ("broker_cpu_%", b.cpu.broker_percent),
         ("broker_cpu_us_per_record", b.cpu.broker_us_per_record),
         ("loadgen_cpu_%", b.cpu.loadgen_percent),
-    ]
+    ];
+    if let Some(t) = &b.transactions {
+        rows.extend([
+            ("txns_per_sec", Some(t.txns_per_sec)),
+            ("txn_commit_p50_ms", Some(t.commit_p50_ms)),
+            ("txn_commit_p99_ms", Some(t.commit_p99_ms)),
+            ("txns_committed", Some(t.committed as f64)),
+            ("txns_aborted", Some(t.aborted as f64)),
+        ]);
+    }
+    rows
 }
 
 /// second ÷ first for every figure both have.
@@ -344,9 +363,11 @@ pub fn write_json(path: &Path, result: &ResultFile) -> anyhow::Result<()> {
 /// baselines and each broker's figures as ratios to them.
 pub fn print_table(result: &ResultFile) {
     let p = &result.params;
-    let rate = p
-        .rate_per_sec
-        .map_or_else(|| "unlimited rate".to_string(), |r| format!("{r} msg/s"));
+    let rate = match (p.records_per_txn, p.rate_per_sec) {
+        (Some(n), _) => format!("closed loop, {n} records per transaction, read_committed"),
+        (None, Some(r)) => format!("{r} msg/s"),
+        (None, None) => "unlimited rate".to_string(),
+    };
     println!(
         "\n{}{}: {rate}, {} B records, {} partitions, acks={}, linger.ms={}, {} producer(s), {} group(s) × {} consumer(s)",
         if p.soak { "soak of " } else { "" },
@@ -599,6 +620,7 @@ mod tests {
             mb_per_sec: 0.512,
             reports: Vec::new(),
             catchup: None,
+            transactions: None,
         }
     }
 
@@ -708,6 +730,50 @@ mod tests {
             .as_f64()
             .expect("ratio");
         assert!((per_record_ratio - 1.0).abs() < 1e-9, "{per_record_ratio}");
+    }
+
+    #[test]
+    fn transactions_figures_are_in_the_json_and_the_table_rows() {
+        let counts = crate::txn::TxnCounts::new();
+        counts
+            .committed
+            .store(100, std::sync::atomic::Ordering::Relaxed);
+        let mut run = outcome(1);
+        run.transactions = Some(TxnFigures::of(10, &counts, 50.0));
+        let cpu = CpuUse {
+            broker_percent: None,
+            loadgen_percent: None,
+            broker_us_per_record: None,
+            cpu_busy_percent: Vec::new(),
+            saturated: None,
+        };
+        let b = BrokerResult::new(
+            "b",
+            "127.0.0.1:1",
+            &run,
+            None,
+            cpu,
+            None,
+            Path::new("b.hlog"),
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&b).expect("encodes")).expect("decodes");
+        assert_eq!(json["transactions"]["records_per_txn"], 10);
+        assert_eq!(json["transactions"]["committed"], 100);
+        assert_eq!(json["transactions"]["txns_per_sec"], 50.0);
+        let rows = figures(&b);
+        assert!(rows.contains(&("txns_per_sec", Some(50.0))));
+        assert!(rows.contains(&("txns_committed", Some(100.0))));
+        let plain = BrokerResult {
+            transactions: None,
+            ..b
+        };
+        assert!(
+            !figures(&plain)
+                .iter()
+                .any(|(name, _)| name.starts_with("txn")),
+            "other scenarios' tables have no transaction rows"
+        );
     }
 
     #[test]

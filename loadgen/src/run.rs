@@ -7,6 +7,9 @@
 //! consumer sends its interval histogram to the monitor every `FLUSH_INTERVAL` over a
 //! bounded channel; the monitor merges them into the run's total (µs, see `latency`).
 //!
+//! transactions: the producers are transactional (see `txn`), and only records of committed
+//! transactions count as sent, received and in the window's rate.
+//!
 //! catchup runs in two phases: produce the whole backlog with no consumer, then start the
 //! consumers from the beginning and time the read.
 
@@ -17,10 +20,10 @@ use crate::payload::{self, Stamp};
 use crate::progress::Progress;
 use crate::scenario::Params;
 use crate::schedule::{record_index, Clock, RateSchedule};
+use crate::txn::{self, TxnCounts, TxnFigures, TxnProducer};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use serde::Serialize;
@@ -41,8 +44,6 @@ const TICK: Duration = Duration::from_millis(100);
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a consumer's poll waits for a record before checking whether to stop.
 const POLL_TIMEOUT: Duration = Duration::from_millis(50);
-/// How long the producer sleeps when librdkafka's queue is full.
-const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
 /// Delay between the consumers being ready and the first intended send.
 const START_DELAY: Duration = Duration::from_millis(20);
 /// The record index of a probe: one record per partition sent before the clock starts, so
@@ -77,7 +78,8 @@ pub struct RunOutcome {
     pub partitions: u32,
     /// Latency of the records intended inside the measured window (µs).
     pub latency: Histogram<u64>,
-    /// Records acknowledged to the producers.
+    /// Records acknowledged to the producers (transactions: records of committed
+    /// transactions).
     pub sent: u64,
     /// Acknowledgement latency (intended send → delivery report) of the window's records (µs).
     pub ack_latency: Histogram<u64>,
@@ -93,6 +95,7 @@ pub struct RunOutcome {
     pub mb_per_sec: f64,
     pub reports: Vec<IntervalReport>,
     pub catchup: Option<CatchupFigures>,
+    pub transactions: Option<TxnFigures>,
 }
 
 /// State shared by the consumers of a run and the monitor.
@@ -173,6 +176,8 @@ struct RunContext<'a> {
     partitions: u32,
     clock: Clock,
     counts: Arc<DeliveryCounts>,
+    /// transactions: the transactional producers' counters.
+    txn: Option<Arc<TxnCounts>>,
     shared: Arc<Shared>,
     histograms: SyncSender<Histogram<u64>>,
 }
@@ -191,13 +196,17 @@ pub fn run(
     let clock = Clock::start();
     let hlog = HdrLog::create(hlog_path, label, SystemTime::now())?;
     let counts = Arc::new(DeliveryCounts::new(clock));
+    let txn = params.records_per_txn.map(|_| Arc::new(TxnCounts::new()));
     let producers = connected_producers(bootstrap, topic, params, &counts)?;
     let shared = Arc::new(Shared::new(params.groups));
     let (histograms, histograms_rx) = sync_channel(HISTOGRAM_CHANNEL_BOUND);
     let mut monitor = Monitor::new(
         clock,
         histograms_rx,
-        counts.clone(),
+        Delivered {
+            counts: counts.clone(),
+            txn: txn.clone(),
+        },
         params.report_every,
         hlog,
     );
@@ -209,6 +218,7 @@ pub fn run(
         partitions,
         clock,
         counts: counts.clone(),
+        txn: txn.clone(),
         shared: shared.clone(),
         histograms,
     };
@@ -219,11 +229,15 @@ pub fn run(
     drop(context);
     monitor.collect()?;
     monitor.flush_log()?;
+    let transactions = params
+        .records_per_txn
+        .zip(txn.as_deref())
+        .map(|(n, txn)| TxnFigures::of(n, txn, monitor.window_txn_rate()));
     Ok(RunOutcome {
         topic: topic.to_string(),
         partitions,
+        sent: monitor.delivered.records(),
         latency: monitor.total,
-        sent: counts.acked.load(Ordering::Relaxed),
         failed: counts.failed.load(Ordering::Relaxed),
         ack_latency: counts
             .ack_latency
@@ -239,11 +253,13 @@ pub fn run(
         mb_per_sec: outcome.mb_per_sec,
         reports: monitor.reports,
         catchup: outcome.catchup,
+        transactions,
     })
 }
 
 /// The run's `params.producers` producers, each connected and knowing the leaders of `topic`
-/// (before the clock starts).
+/// (before the clock starts); transactional ones (transactions) with their transactions
+/// initialised, `transactional.id` `<topic>-<producer>`.
 fn connected_producers(
     bootstrap: &str,
     topic: &str,
@@ -251,8 +267,16 @@ fn connected_producers(
     counts: &Arc<DeliveryCounts>,
 ) -> anyhow::Result<Vec<ThreadedProducer<CountingContext>>> {
     (0..params.producers)
-        .map(|_| {
-            let producer = client::producer(bootstrap, params, counts.clone())?;
+        .map(|index| {
+            let producer = match params.records_per_txn {
+                Some(_) => client::transactional_producer(
+                    bootstrap,
+                    params,
+                    counts.clone(),
+                    &format!("{topic}-{index}"),
+                )?,
+                None => client::producer(bootstrap, params, counts.clone())?,
+            };
             // Connects and learns the leaders before the clock starts.
             producer
                 .client()
@@ -280,7 +304,7 @@ fn run_catchup(
     let progress = Progress::new(&format!("{} produce", ctx.label), records, "records");
     let handles = spawn_producers(ctx, producers, SendPlan::Count { records })?;
     monitor.watch(&progress, |m| {
-        let acked = m.counts.acked.load(Ordering::Relaxed);
+        let acked = m.delivered.records();
         (
             handles.iter().all(JoinHandle::is_finished),
             acked,
@@ -291,7 +315,7 @@ fn run_catchup(
     let produce_end_ns = ctx.clock.now_ns();
     progress.finish();
 
-    let sent = ctx.counts.acked.load(Ordering::Relaxed);
+    let sent = monitor.delivered.records();
     let read_start_ns = ctx.clock.now_ns();
     let consumers = spawn_consumers(ctx)?;
     let progress = Progress::new(&format!("{} read", ctx.label), sent, "records");
@@ -366,7 +390,7 @@ fn run_timed(
         )
     })?;
     join_producers(handles)?;
-    let sent = ctx.counts.acked.load(Ordering::Relaxed);
+    let sent = monitor.delivered.records();
     drain(
         monitor,
         &progress,
@@ -410,7 +434,7 @@ fn probe(ctx: &RunContext) -> anyhow::Result<()> {
         let record = BaseRecord::<(), [u8]>::to(&identity.topic)
             .partition(partition)
             .payload(&value[..]);
-        send(&producer, record, &identity.topic)?;
+        client::send(&producer, record, &identity.topic)?;
     }
     producer
         .flush(params.drain_timeout)
@@ -437,25 +461,6 @@ fn probe(ctx: &RunContext) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(5));
     }
     Ok(())
-}
-
-/// Sends one record, waiting while librdkafka's queue is full.
-fn send<'a>(
-    producer: &ThreadedProducer<CountingContext>,
-    mut record: BaseRecord<'a, (), [u8]>,
-    topic: &str,
-) -> anyhow::Result<()> {
-    loop {
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                // Backpressure: the record is late, and its latency will say so.
-                record = back;
-                std::thread::sleep(QUEUE_FULL_BACKOFF);
-            }
-            Err((error, _)) => return Err(error).with_context(|| format!("producing to {topic}")),
-        }
-    }
 }
 
 /// The scenario-specific figures of `run`.
@@ -545,6 +550,9 @@ fn spawn_producers(
     producers: Vec<ThreadedProducer<CountingContext>>,
     plan: SendPlan,
 ) -> anyhow::Result<Vec<JoinHandle<anyhow::Result<()>>>> {
+    if let (Some(records_per_txn), Some(counts)) = (ctx.params.records_per_txn, &ctx.txn) {
+        return spawn_transactional(ctx, producers, records_per_txn, counts);
+    }
     let (params, count) = (ctx.params, ctx.params.producers);
     producers
         .into_iter()
@@ -566,6 +574,45 @@ fn spawn_producers(
                 .name(format!("producer-{index}"))
                 .spawn(move || produce(job))
                 .context("spawning a producer thread")
+        })
+        .collect()
+}
+
+/// transactions: one closed-loop transactional producer thread each (see `txn`), until the
+/// measured window ends.
+fn spawn_transactional(
+    ctx: &RunContext,
+    producers: Vec<ThreadedProducer<CountingContext>>,
+    records_per_txn: u32,
+    counts: &Arc<TxnCounts>,
+) -> anyhow::Result<Vec<JoinHandle<anyhow::Result<()>>>> {
+    let window = *ctx
+        .shared
+        .window
+        .get()
+        .context("the measured window is set before the producers start")?;
+    producers
+        .into_iter()
+        .zip(0..)
+        .map(|(producer, index)| {
+            let job = TxnProducer {
+                producer,
+                index,
+                producers: ctx.params.producers,
+                topic: ctx.identity.topic.clone(),
+                partitions: ctx.partitions,
+                record_bytes: ctx.params.record_bytes,
+                records_per_txn,
+                run_id: ctx.identity.run_id,
+                clock: ctx.clock,
+                window,
+                timeout: ctx.params.drain_timeout,
+                counts: counts.clone(),
+            };
+            std::thread::Builder::new()
+                .name(format!("txn-producer-{index}"))
+                .spawn(move || txn::produce(job))
+                .context("spawning a transactional producer thread")
         })
         .collect()
 }
@@ -658,7 +705,7 @@ fn produce(job: ProducerJob) -> anyhow::Result<()> {
         let record = BaseRecord::<(), [u8]>::to(&job.topic)
             .partition(partition)
             .payload(&value[..]);
-        send(&job.producer, record, &job.topic)?;
+        client::send(&job.producer, record, &job.topic)?;
     }
     job.producer
         .flush(job.flush_timeout)
@@ -740,15 +787,39 @@ fn consume(job: ConsumerJob) {
     }
 }
 
-/// (clock ns, records acknowledged so far).
-type AckSample = (u64, u64);
+/// (clock ns, records delivered so far, transactions committed so far).
+type AckSample = (u64, u64, u64);
+
+/// What counts as delivered: records acknowledged to the producers, or (transactions) records
+/// of committed transactions.
+struct Delivered {
+    counts: Arc<DeliveryCounts>,
+    txn: Option<Arc<TxnCounts>>,
+}
+
+impl Delivered {
+    /// Records delivered so far: the ones every consumer group must receive.
+    fn records(&self) -> u64 {
+        match &self.txn {
+            Some(txn) => txn.committed_records.load(Ordering::Relaxed),
+            None => self.counts.acked.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Transactions committed so far (0 for plain producers).
+    fn txns(&self) -> u64 {
+        self.txn
+            .as_ref()
+            .map_or(0, |txn| txn.committed.load(Ordering::Relaxed))
+    }
+}
 
 /// The calling thread during a run: merges histograms, draws progress, writes the interval
 /// log (which it owns), prints periodic reports and measures the rate in the window.
 struct Monitor {
     clock: Clock,
     rx: Receiver<Histogram<u64>>,
-    counts: Arc<DeliveryCounts>,
+    delivered: Delivered,
     hlog: HdrLog,
     total: Histogram<u64>,
     log_interval: Histogram<u64>,
@@ -759,7 +830,7 @@ struct Monitor {
     reports: Vec<IntervalReport>,
     /// The measured window of a timed run (none in catchup).
     window: Option<Window>,
-    /// Acknowledged count at the first tick inside the window and at the first after it.
+    /// Delivered counts at the first tick inside the window and at the first after it.
     window_samples: (Option<AckSample>, Option<AckSample>),
     last_rate_sample: (u64, u64),
     rate: f64,
@@ -769,14 +840,14 @@ impl Monitor {
     fn new(
         clock: Clock,
         rx: Receiver<Histogram<u64>>,
-        counts: Arc<DeliveryCounts>,
+        delivered: Delivered,
         report_every: Option<Duration>,
         hlog: HdrLog,
     ) -> Monitor {
         Monitor {
             clock,
             rx,
-            counts,
+            delivered,
             hlog,
             total: latency::new_histogram(),
             log_interval: latency::new_histogram(),
@@ -802,8 +873,9 @@ impl Monitor {
             std::thread::sleep(TICK);
             self.collect()?;
             let now_ns = self.clock.now_ns();
-            let acked = self.counts.acked.load(Ordering::Relaxed);
-            self.sample_window(now_ns, acked);
+            let acked = self.delivered.records();
+            let txns = self.delivered.txns();
+            self.sample_window(now_ns, acked, txns);
             if now_ns.saturating_sub(self.last_rate_sample.0) >= 1_000_000_000 {
                 let (t0, a0) = self.last_rate_sample;
                 self.rate = per_sec(acked.saturating_sub(a0), seconds_between(t0, now_ns));
@@ -845,23 +917,33 @@ impl Monitor {
         Ok(())
     }
 
-    fn sample_window(&mut self, now_ns: u64, acked: u64) {
+    fn sample_window(&mut self, now_ns: u64, acked: u64, txns: u64) {
         let Some(window) = self.window else { return };
         if now_ns >= window.start_ns && self.window_samples.0.is_none() {
-            self.window_samples.0 = Some((now_ns, acked));
+            self.window_samples.0 = Some((now_ns, acked, txns));
             self.report_start = (now_ns, acked);
             self.report.reset();
         }
         if now_ns >= window.end_ns && self.window_samples.1.is_none() {
-            self.window_samples.1 = Some((now_ns, acked));
+            self.window_samples.1 = Some((now_ns, acked, txns));
         }
     }
 
-    /// Acknowledged records per second between the window samples.
+    /// Delivered records per second between the window samples.
     fn window_rate(&self) -> f64 {
         match self.window_samples {
-            (Some((t0, a0)), Some((t1, a1))) => {
+            (Some((t0, a0, _)), Some((t1, a1, _))) => {
                 per_sec(a1.saturating_sub(a0), seconds_between(t0, t1))
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Committed transactions per second between the window samples.
+    fn window_txn_rate(&self) -> f64 {
+        match self.window_samples {
+            (Some((t0, _, x0)), Some((t1, _, x1))) => {
+                per_sec(x1.saturating_sub(x0), seconds_between(t0, t1))
             }
             _ => 0.0,
         }
@@ -879,7 +961,7 @@ impl Monitor {
         if now_ns.saturating_sub(t0) < duration_ns(every) {
             return;
         }
-        let window_start_ns = self.window_samples.0.map_or(0, |(t, _)| t);
+        let window_start_ns = self.window_samples.0.map_or(0, |(t, _, _)| t);
         let report = IntervalReport {
             t_s: seconds_between(window_start_ns, now_ns),
             msgs_per_sec: per_sec(acked.saturating_sub(a0), seconds_between(t0, now_ns)),

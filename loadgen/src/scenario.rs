@@ -26,6 +26,9 @@ pub struct Params {
     pub linger_ms: u32,
     pub batch_bytes: u32,
     pub idempotence: bool,
+    /// transactions: records per transaction of the closed-loop transactional producers;
+    /// `None` for the other scenarios (plain producers).
+    pub records_per_txn: Option<u32>,
     #[serde(rename = "duration_s", serialize_with = "seconds")]
     pub duration: Duration,
     #[serde(rename = "warmup_s", serialize_with = "seconds")]
@@ -74,6 +77,10 @@ const CATCHUP_BYTES: u64 = 1 << 30;
 /// so 1,000 partitions get small ones (2 GiB reserved in all).
 const SEGMENT_BYTES: u64 = 256 << 20;
 const PARTITIONS_SEGMENT_BYTES: u64 = 2 << 20;
+/// transactions: records per transaction unless `--records-per-txn` says otherwise, and the
+/// partitions each transaction's records are spread over.
+const RECORDS_PER_TXN: u32 = 10;
+const TRANSACTIONS_PARTITIONS: u32 = 3;
 
 /// The scenario whose profile each run follows: `soak` runs `--soak-of`, each `sweep` step is
 /// the latency profile at another rate.
@@ -114,8 +121,9 @@ impl Params {
             scenario,
             ScenarioName::Throughput | ScenarioName::Catchup | ScenarioName::Partitions
         );
+        let transactions = scenario == ScenarioName::Transactions;
         let rate_default = match scenario {
-            ScenarioName::Throughput | ScenarioName::Catchup => 0,
+            ScenarioName::Throughput | ScenarioName::Catchup | ScenarioName::Transactions => 0,
             _ => LATENCY_RATE_PER_SEC,
         };
         let rate = cli.rate.unwrap_or(rate_default);
@@ -127,6 +135,7 @@ impl Params {
             record_bytes: cli.record_bytes.unwrap_or(RECORD_BYTES),
             partitions: cli.partitions.unwrap_or(match scenario {
                 ScenarioName::Partitions => 1_000,
+                ScenarioName::Transactions => TRANSACTIONS_PARTITIONS,
                 _ => 6,
             }),
             acks: cli.acks.unwrap_or(Acks::All),
@@ -139,7 +148,13 @@ impl Params {
             consumers_per_group: cli.consumers.unwrap_or(1),
             linger_ms: cli.linger_ms.unwrap_or(if batching { 5 } else { 0 }),
             batch_bytes: cli.batch_bytes.unwrap_or(BATCH_BYTES),
-            idempotence: cli.idempotence,
+            // A transactional producer is idempotent (KIP-98).
+            idempotence: cli.idempotence || transactions,
+            records_per_txn: if transactions {
+                Some(cli.records_per_txn.unwrap_or(RECORDS_PER_TXN))
+            } else {
+                cli.records_per_txn
+            },
             duration: seconds_flag("--duration", cli.duration.unwrap_or(duration_default_s))?,
             warmup: seconds_flag(
                 "--warmup",
@@ -200,11 +215,26 @@ impl Params {
         if self.idempotence && self.acks != Acks::All {
             bail!("--idempotence needs --acks all");
         }
+        self.check_transactions()?;
         if self.duration.is_zero() && self.catchup_bytes.is_none() {
             bail!("--duration must be above 0");
         }
         if self.catchup_bytes == Some(0) {
             bail!("--catchup-bytes must be above 0");
+        }
+        Ok(())
+    }
+
+    /// The transactions scenario's own rules: a closed loop of whole transactions.
+    fn check_transactions(&self) -> anyhow::Result<()> {
+        let transactions = self.scenario == ScenarioName::Transactions;
+        match self.records_per_txn {
+            Some(_) if !transactions => bail!("--records-per-txn is for the transactions scenario"),
+            Some(0) => bail!("--records-per-txn must be at least 1"),
+            _ => {}
+        }
+        if transactions && self.rate_per_sec.is_some() {
+            bail!("transactions runs closed loop (the next transaction begins when the commit returns): leave out --rate");
         }
         Ok(())
     }
@@ -288,6 +318,14 @@ mod tests {
         let o = params(&["--rate", "5", "--topic-config", "flush.messages=1"]).expect("flags");
         assert_eq!(o.rate_per_sec, Some(5));
         assert_eq!(o.topic_configs, vec![("flush.messages".into(), "1".into())]);
+        let x = params(&["transactions"]).expect("transactions");
+        assert_eq!(x.records_per_txn, Some(10));
+        assert_eq!(x.partitions, 3);
+        assert_eq!(x.rate_per_sec, None, "closed loop");
+        assert!(x.idempotence, "a transactional producer is idempotent");
+        let x = params(&["transactions", "--records-per-txn", "100"]).expect("100 per txn");
+        assert_eq!(x.records_per_txn, Some(100));
+        assert_eq!(params(&[]).expect("latency").records_per_txn, None);
     }
 
     #[test]
@@ -303,5 +341,9 @@ mod tests {
         assert!(params(&["soak", "--soak-of", "soak"]).is_err());
         assert!(params(&["soak", "--soak-of", "sweep"]).is_err());
         assert!(params(&["--duration", "-1"]).is_err());
+        assert!(params(&["--records-per-txn", "10"]).is_err());
+        assert!(params(&["transactions", "--records-per-txn", "0"]).is_err());
+        assert!(params(&["transactions", "--rate", "100"]).is_err());
+        assert!(params(&["transactions", "--acks", "1"]).is_err());
     }
 }

@@ -142,6 +142,31 @@ def test_scenario_on_a_local_broker(loadgen_bin, sluice_bin, tmp_path, scenario,
     check_files(result, json_path)
 
 
+@pytest.mark.parametrize("records_per_txn", [1, 100])
+def test_transactions_commit_and_are_read_committed(loadgen_bin, sluice_bin, tmp_path,
+                                                     records_per_txn):
+    result, json_path, stdout = run_loadgen(
+        loadgen_bin, tmp_path, *local(sluice_bin, tmp_path, "transactions", "--no-baselines",
+                                      "--duration", "2",
+                                      "--records-per-txn", str(records_per_txn)))
+    assert result["scenario"] == "transactions"
+    p = result["params"]
+    assert p["records_per_txn"] == records_per_txn and p["partitions"] == 3
+    assert p["rate_per_sec"] is None and p["idempotence"] is True, p
+    assert result["floor"] is None
+    (b,) = result["brokers"]
+    # Every record of every committed transaction reached the read_committed group.
+    check_broker(b)
+    t = b["transactions"]
+    assert t["committed"] > 0, t
+    assert t["aborted"] == 0, t
+    assert b["sent"] == t["committed"] * records_per_txn, (b["sent"], t)
+    assert t["txns_per_sec"] > 0 and b["msgs_per_sec"] > 0, t
+    assert 0 < t["commit_p50_ms"] <= t["commit_p99_ms"] <= t["commit_max_ms"], t
+    assert "txns_per_sec" in stdout and "read_committed" in stdout
+    check_files(result, json_path)
+
+
 def test_catchup_reads_the_whole_backlog(loadgen_bin, sluice_bin, tmp_path):
     result, json_path, _ = run_loadgen(
         loadgen_bin, tmp_path, *local(sluice_bin, tmp_path, "catchup", "--no-baselines",
