@@ -126,10 +126,11 @@ def java_bin():
 
 
 def jvm_options():
-    """The JVM flags every Kafka process gets: heap, then GC and JIT (Kafka's defaults)."""
+    """The JVM flags every Kafka process gets: heap, then GC and JIT (Kafka's defaults), then
+    KAFKA_OPTS (system properties, as kafka-run-class.sh passes them)."""
     heap = os.environ.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS)
     perf = os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS", DEFAULT_JVM_PERFORMANCE_OPTS)
-    return heap.split() + perf.split()
+    return heap.split() + perf.split() + os.environ.get("KAFKA_OPTS", "").split()
 
 
 def classpath(quiet=False):

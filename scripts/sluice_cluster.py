@@ -8,13 +8,21 @@ nodes on distinct loopback ports, each with its own data directory, every node a
     cluster.start_node(2)      # restarts it on its data directory
     cluster.stop()             # SIGTERM every node (controlled shutdown), SIGKILL past a grace
 
+From the shell (scripts/librdkafka-suite), in the foreground until SIGTERM/SIGINT, printing the
+bootstrap address once every node serves:
+
+    python3 scripts/sluice_cluster.py run --binary target/debug/sluice --dir D --nodes 3 \
+        [--set KEY=VALUE]...
+
 Ports: each node gets a free Kafka port, admin port and voter port, chosen once, so a
 restarted node comes back at the same addresses.
 """
 
+import argparse
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -170,3 +178,43 @@ class SluiceCluster:
     def describe(self):
         return "\n".join(f"--- node {n.node_id} ({'running' if n.alive() else 'stopped'}), "
                          f"{n.log_path}:\n{n.log_tail()}" for n in self.nodes.values())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="sluice_cluster.py", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="start in the foreground until SIGTERM/SIGINT")
+    p.add_argument("--binary", required=True, help="the sluice binary")
+    p.add_argument("--dir", required=True, help="the nodes' directories go here")
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--cores", type=int, default=1, help="--smp of each node")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting for every node (repeatable)")
+    a = ap.parse_args(argv)
+    settings = dict(kv.split("=", 1) for kv in a.set)
+    cluster = SluiceCluster(a.binary, a.dir, nodes=a.nodes, settings=settings, cores=a.cores)
+    stopping = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.append(True))
+    try:
+        cluster.start()
+    except ClusterError as e:
+        cluster.stop()
+        print(f"sluice_cluster: {e}", file=sys.stderr)
+        return 1
+    print(cluster.bootstrap(), flush=True)
+    print(f"sluice_cluster: {a.nodes} node(s) serving; logs in {a.dir}/node-*/sluice.log",
+          file=sys.stderr)
+    while not stopping and all(n.alive() for n in cluster.nodes.values()):
+        time.sleep(0.5)
+    died = [n for n in cluster.nodes.values() if not n.alive()]
+    cluster.stop()
+    if died and not stopping:
+        print(f"sluice_cluster: node(s) {[n.node_id for n in died]} exited by themselves; the "
+              f"others were stopped\n{cluster.describe()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

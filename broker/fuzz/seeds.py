@@ -8,6 +8,8 @@
   prefix) as a Sluice leader answers the replica fetcher: records, a diverging epoch, an
   error, a refusal; the decoder byte in front.
 - admin_request: request heads of curl, Prometheus, a browser, and the unit tests' bad ones.
+- sasl_tokens: RFC 7677's SCRAM exchange and a librdkafka-style one with an authzid and an
+  extension, PLAIN tokens; the mechanism byte in front, tokens separated by 0xFF.
 
 Needs `pip install kafka-python lz4 zstandard cramjam` (the codecs kafka-python uses).
 Usage: broker/fuzz/seeds.py  (from anywhere; the corpus directories are made if missing)
@@ -153,7 +155,50 @@ def admin_seeds():
         write("admin_request", name, head)
 
 
+def unsecured_jws(claims):
+    import base64
+
+    def b64(text):
+        return base64.urlsafe_b64encode(text.encode()).rstrip(b"=")
+
+    return b64('{"alg":"none"}') + b"." + b64(claims) + b"."
+
+
+def oauth_first(exp, scope):
+    claims = f'{{"sub":"alice","iat":1699999990,"exp":{exp},"scope":"{scope}"}}'
+    return b"n,,\x01auth=Bearer " + unsecured_jws(claims) + b"\x01\x01"
+
+
+def sasl_seeds():
+    # Byte 0: mechanism (value % 4: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER); bit 7
+    # set: v0.
+    rfc_first = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    rfc_final = (b"c=biws,r=rOprNGfwEbeRWgbNEkqOSeRvErNoNcE,"
+                 b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    seeds = {
+        "scram-256-rfc": b"\x01" + rfc_first + b"\xff" + rfc_final,
+        "scram-256-rfc-v0": b"\x81" + rfc_first + b"\xff" + rfc_final,
+        "scram-512-authzid-ext": b"\x02n,a=user,n=user,r=abcdef,ext=1\xffc=bix1c2VyLA==,"
+                                 b"r=abcdefSeRvErNoNcE,p=AAAA",
+        "scram-tokenauth": b"\x01n,,n=user,r=abc,tokenauth=true",
+        "plain": b"\x00\x00alice\x00alice-secret",
+        "plain-v0-authzid": b"\x80alice\x00alice\x00wrong",
+        # Byte 3: OAUTHBEARER (unsecured JWS; the target's clock is 1700000000 s).
+        "oauthbearer": b"\x03" + oauth_first(1700000060, "read"),
+        "oauthbearer-reauth": b"\x03" + oauth_first(1700000060, "read") + b"\xff"
+                              + oauth_first(1700000090, "read write"),
+        "oauthbearer-expired": b"\x03" + oauth_first(1699999999, "read") + b"\xff\x01",
+        "oauthbearer-scope-v0": b"\x83" + oauth_first(1700000060, "write") + b"\xff\x01",
+        "oauthbearer-authzid-ext": b"\x03n,a=alice,\x01auth=Bearer "
+                                   + unsecured_jws('{"sub":"alice","exp":1700000060,"scope":"read"}')
+                                   + b"\x01traceId=abc\x01\x01",
+    }
+    for name, data in seeds.items():
+        write("sasl_tokens", name, data)
+
+
 if __name__ == "__main__":
     produce_seeds()
     fetcher_seeds()
     admin_seeds()
+    sasl_seeds()

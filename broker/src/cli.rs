@@ -42,9 +42,12 @@ CONFIG KEYS (for --config and --set; Kafka property names):
   Security (docs/operations.md, Security; per listener: listener.name.<l>.KEY):
     listener.security.protocol.map  NAME:PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL,...
                                   [each protocol's name to itself]
-    inter.broker.listener.name    listener other brokers connect to; PLAINTEXT
+    inter.broker.listener.name    listener other brokers connect to (TLS, SASL)
                                   [the one named after security.inter.broker.protocol]
     security.inter.broker.protocol  [PLAINTEXT]
+    sasl.mechanism.inter.broker.protocol  PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 [GSSAPI]
+    controller.listener.names     the voters' listener: PLAINTEXT or SSL  [none]
+    ssl.endpoint.identification.algorithm  https or empty (peers' host) [https]
     ssl.keystore.type, ssl.truststore.type  PEM only                    [PEM]
     ssl.keystore.location         PEM file: PKCS#8 key + certificate chain
     ssl.keystore.certificate.chain, ssl.keystore.key  the same inline (PEM)

@@ -13,16 +13,19 @@
 //! On a SASL listener the client authenticates first (`crate::sasl`: its frames go to the
 //! authenticator, at most `sasl::UNAUTHENTICATED_FRAME_MAX_BYTES` each, until it succeeds;
 //! a failure is answered after `connection.failed.authentication.delay.ms`, then the
-//! connection closes). On a TLS listener the handshake comes first (`crate::tls`; a failed one closes this
+//! connection closes). A session with a lifetime (KIP-368) may re-authenticate on the open
+//! connection — its frames go to the authenticator again while earlier responses still go out
+//! in order — and a request after it expired closes the connection. On a TLS listener the handshake comes first (`crate::tls`; a failed one closes this
 //! connection only), and responses are written through the TLS stream: record bytes are copied
 //! and encrypted there. On a plaintext listener they leave zero-copy (`crate::send`).
 
+use crate::authz::AclOperation;
 use crate::handlers;
 use crate::response::Response;
 use crate::rt::local_channel::{self, LocalReceiver};
 use crate::rt::JoinHandle;
 use crate::rt::TcpStream;
-use crate::sasl::{SaslListener, SaslServer, Step};
+use crate::sasl::{Now, SaslListener, SaslServer, SessionStep, Step};
 use crate::session::Session;
 use crate::shard::Shard;
 use crate::tls::ListenerTls;
@@ -98,7 +101,18 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<ListenerCon
             .into(),
         listener.name.clone(),
     );
-    let sasl = listener.sasl.clone().map(SaslServer::new);
+    let sasl = match listener
+        .sasl
+        .clone()
+        .map(|l| (l, crate::sasl::server_nonce()))
+    {
+        None => None,
+        Some((l, Ok(nonce))) => Some(SaslServer::new(l, nonce)),
+        Some((_, Err(e))) => {
+            tracing::error!(?peer, error = %e, "closing connection: no randomness for a SCRAM nonce");
+            return;
+        }
+    };
     let tls = listener.tls.borrow().clone();
     let Some(tls) = tls else {
         let fd = stream.as_raw_fd();
@@ -120,7 +134,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<ListenerCon
 
 /// Serves a connection's (plaintext or decrypted) byte stream. `fd`: the socket, when
 /// responses may leave it zero-copy (plaintext only); `sasl`: the authenticator its frames go
-/// to until the client is authenticated.
+/// to until the client is authenticated, and while it re-authenticates.
 async fn serve_stream<S>(
     shard: Rc<Shard>,
     stream: S,
@@ -131,7 +145,7 @@ async fn serve_stream<S>(
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let peer = client.client_host.clone();
-    // Shared by the connection's requests; replaced once SASL names the principal.
+    // Shared by the connection's requests; replaced whenever SASL names the principal.
     let mut session = Rc::new(client);
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (queue, pending) = local_channel::new_bounded::<PendingResponse>(IN_FLIGHT_REQUESTS_MAX);
@@ -144,9 +158,9 @@ async fn serve_stream<S>(
     let mut group_turn: Option<GroupTurn> = None;
     'read: loop {
         let frame_remaining = loop {
-            let max_frame = match sasl {
-                Some(_) => crate::sasl::UNAUTHENTICATED_FRAME_MAX_BYTES,
-                None => shard.config.socket_request_max_bytes,
+            let max_frame = match &sasl {
+                Some(s) if !s.is_authenticated() => crate::sasl::UNAUTHENTICATED_FRAME_MAX_BYTES,
+                _ => shard.config.socket_request_max_bytes,
             };
             match decode_frame(&mut buf, max_frame) {
                 Ok(FrameStatus::Frame(frame)) => {
@@ -155,8 +169,32 @@ async fn serve_stream<S>(
                     } else {
                         frame
                     };
-                    if let Some(server) = sasl.as_mut() {
-                        match server.on_frame(frame.clone(), handlers::supported_versions()) {
+                    if let Some(server) = sasl.as_mut().filter(|s| s.is_authenticated()) {
+                        let fresh_nonce = || {
+                            crate::sasl::server_nonce()
+                                .map_err(|e| tracing::error!(%peer, error = %e, "no randomness for a SCRAM nonce"))
+                                .ok()
+                        };
+                        match server.on_authenticated_frame(
+                            &frame,
+                            std::time::Instant::now(),
+                            fresh_nonce,
+                        ) {
+                            SessionStep::Serve | SessionStep::Reauthenticate => {}
+                            SessionStep::Expired => {
+                                tracing::info!(%peer, principal = %session.principal, "closing connection: SASL session expired");
+                                break 'read;
+                            }
+                        }
+                    }
+                    if let Some(server) = sasl.as_mut().filter(|s| !s.is_authenticated()) {
+                        let credentials = &shard.metadata().scram_credentials;
+                        match server.on_frame(
+                            frame.clone(),
+                            handlers::supported_versions(),
+                            credentials,
+                            Now::system(),
+                        ) {
                             Step::Serve => {}
                             Step::Answer(answer) => {
                                 if queue.send(ready(Response::Whole(answer))).await.is_err() {
@@ -167,7 +205,6 @@ async fn serve_stream<S>(
                             Step::Authenticated { answer, principal } => {
                                 tracing::debug!(%peer, %principal, "SASL client authenticated");
                                 session = Rc::new(session.authenticated(principal));
-                                sasl = None;
                                 if queue.send(ready(Response::Whole(answer))).await.is_err() {
                                     break 'read;
                                 }
@@ -325,7 +362,13 @@ fn start_request(
     group_turn: &mut Option<GroupTurn>,
 ) -> Option<PendingResponse> {
     if crate::controller::forward::is_forwarded(&frame) {
-        // Another broker's request for the active controller (not a client's).
+        // Another broker's request for the active controller (not a client's). Kafka
+        // authorizes what brokers send the controller (BrokerHeartbeat, Envelope, …) with
+        // CLUSTER_ACTION on the cluster: a client without it is closed on.
+        if !crate::authz::cluster(shard, session, AclOperation::ClusterAction) {
+            tracing::warn!(principal = %session.principal, listener = %session.listener, "closing connection: a forwarded controller request without CLUSTER_ACTION on the cluster");
+            return Some(ready(Response::Close));
+        }
         let shard = shard.clone();
         let task = async move { crate::controller::serve_forwarded(&shard, frame).await };
         return Some(crate::rt::spawn_local(task).detach());

@@ -4,7 +4,9 @@
 //! Which keys: the broker-level defaults of topic properties, each by its primary broker name
 //! (`log.retention.ms`, `log.segment.bytes`, `message.max.bytes`, …): Kafka's
 //! `DynamicLogConfig.ReconfigurableConfigs`, the values of `ServerTopicConfigSynonyms`; and
-//! `transaction.partition.verification.enable` (KIP-890, read per transactional produce). A
+//! `transaction.partition.verification.enable` (KIP-890, read per transactional produce), and
+//! the replication throttles (KIP-73: `leader.replication.throttled.rate`,
+//! `follower.replication.throttled.rate`, `replica.alter.log.dirs.io.max.bytes.per.second`). A
 //! change reaches every partition that does not override the property, on every shard, as a
 //! topic config change does: the values live in the metadata image as KRaft `ConfigRecord`s of
 //! resource type BROKER (`MetadataImage::broker_configs`, resource name "" for the cluster-wide
@@ -135,8 +137,15 @@ pub fn is_dynamic_tls(key: &str) -> bool {
 }
 
 /// Broker keys of no topic property that change at run time (Kafka's
-/// `DynamicProducerStateManagerConfig`, KIP-890's switch).
-pub const DYNAMIC_BROKER_KEYS: &[&str] = &[TRANSACTION_PARTITION_VERIFICATION_ENABLE];
+/// `DynamicProducerStateManagerConfig`, KIP-890's switch; the replication throttles of
+/// Kafka's `DynamicReplicationConfig`, KIP-73, which `kafka-reassign-partitions.sh` sets with
+/// `--throttle` and clears after `--verify` and `--cancel`).
+pub const DYNAMIC_BROKER_KEYS: &[&str] = &[
+    TRANSACTION_PARTITION_VERIFICATION_ENABLE,
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
 
 /// KIP-890 part 1's switch (see [`transaction_partition_verification_enable`]).
 const TRANSACTION_PARTITION_VERIFICATION_ENABLE: &str = "transaction.partition.verification.enable";

@@ -6,7 +6,7 @@ use crate::groups::GroupError;
 use crate::partitions::PartitionOpError;
 use crate::produce_checks::ProduceCheckError;
 use net::kafka_protocol::error::ResponseError;
-use replication::metadata::{ControllerError, ElectionError, TopicOperation};
+use replication::metadata::{ControllerError, ElectionError, ReassignmentError, TopicOperation};
 use replication::{IsrError, LeaderEpochError, PartitionError};
 use storage::{BatchError, StorageError};
 
@@ -18,6 +18,22 @@ pub fn election_error_code(e: &ElectionError) -> i16 {
         ElectionError::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
         ElectionError::UnknownTopic { .. } | ElectionError::UnknownPartition { .. } => {
             ResponseError::UnknownTopicOrPartition
+        }
+    })
+}
+
+/// The Kafka error code of a partition's AlterPartitionReassignments result `e`.
+pub fn reassignment_error_code(e: &ReassignmentError) -> i16 {
+    code(match e {
+        ReassignmentError::UnknownTopic { .. } | ReassignmentError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition
+        }
+        ReassignmentError::NoReassignmentInProgress => ResponseError::NoReassignmentInProgress,
+        ReassignmentError::InvalidReplicaAssignment { .. } => {
+            ResponseError::InvalidReplicaAssignment
+        }
+        ReassignmentError::InvalidReplicationFactor { .. } => {
+            ResponseError::InvalidReplicationFactor
         }
     })
 }

@@ -32,6 +32,7 @@ mod metadata;
 mod metrics;
 mod partition_lifecycle;
 mod partitions;
+mod peer;
 mod produce_checks;
 mod publisher;
 mod quorum;
@@ -53,6 +54,9 @@ pub use admin::{head_end, parse_request, Request};
 pub use produce_checks::{prepare as prepare_produce, ProduceCheckError};
 pub use replica_fetcher::fetcher::{
     decode_fetch, decode_list_offsets, listed_offset, FetcherError,
+};
+pub use sasl::{
+    server_nonce as sasl_server_nonce, Now as SaslNow, SaslListener, SaslServer, Step as SaslStep,
 };
 
 use clap::Parser;

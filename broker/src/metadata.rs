@@ -330,6 +330,8 @@ fn convert_legacy(
                 leader: node_id,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                removing_replicas: Vec::new(),
+                adding_replicas: Vec::new(),
             }));
         }
         for (key, value) in topic.overrides {

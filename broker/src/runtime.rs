@@ -35,6 +35,7 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
     let shards = config.cores.len();
     anyhow::ensure!(shards > 0, "no cores to run on");
     let (mut per_shard, closers) = bind_listeners(&config)?;
+    let inter_broker = crate::peer::PeerSecurity::inter_broker(&config)?;
     let flags = Flags {
         member: Arc::new(AtomicBool::new(false)),
         signal,
@@ -59,7 +60,8 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
             flags.clone(),
         );
         let startup = startup.take();
-        let listeners = std::mem::take(&mut per_shard[id]);
+        let mut listeners = std::mem::take(&mut per_shard[id]);
+        listeners.inter_broker = inter_broker.clone();
         let io_memory = config.shard_settings(cpu).io_memory_bytes;
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("sluice-shard-{id}"))
@@ -115,6 +117,11 @@ struct ShardListeners {
     admin: Option<Handoff>,
     /// The controller quorum voter's listener and its address (shard 0, on a voter).
     voter: Option<(Handoff, std::net::SocketAddr)>,
+    /// How the voters secure their connections (shard 0).
+    voter_security: crate::quorum::transport::VoterSecurity,
+    /// How the shard's connections to other brokers' inter-broker listener are secured (the
+    /// client side of `inter.broker.listener.name`).
+    inter_broker: crate::peer::PeerSecurity,
 }
 
 /// One shard's share of one Kafka listener (`listeners`).
@@ -159,6 +166,7 @@ fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<(Vec<ShardListeners>,
         let bound = listener::bind("Kafka listener", l.addr)?;
         kafka.push((l.name.clone(), tls, sasl, bound));
     }
+    let voter_security = crate::quorum::transport::VoterSecurity::new(config)?;
     let admin = listener::bind("admin listener", config.admin_listen)?;
     let voter = voter
         .map(|addr| listener::bind("controller quorum voter address", addr))
@@ -180,6 +188,7 @@ fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<(Vec<ShardListeners>,
     }
     let (admin_closer, mut handoffs) = admin.serve(1)?;
     shards[0].admin = handoffs.pop();
+    shards[0].voter_security = voter_security;
     let mut closers = vec![admin_closer];
     if let Some(voter) = voter {
         let addr = voter.local_addr();
@@ -217,10 +226,11 @@ async fn shard_main(
         .collect::<Vec<_>>()
         .join(",");
     let admin_listen = config.admin_listen;
-    let shard = new_shard(id, config, metadata.clone(), senders, &flags)?;
+    let inter_broker = listeners.inter_broker.clone();
+    let shard = new_shard(id, config, metadata.clone(), senders, &flags, inter_broker)?;
     crate::partition_lifecycle::apply_metadata(&shard, metadata).await;
     if let Some(startup) = startup {
-        start_controller(&shard, startup, listeners.voter).await?;
+        start_controller(&shard, startup, listeners.voter, listeners.voter_security).await?;
         spawn_shutdown_watcher(&shard, signal, stop.clone());
     }
     log_opened_partitions(&shard, id);
@@ -319,6 +329,7 @@ fn new_shard(
     metadata: Arc<ClusterMetadata>,
     senders: crate::rt::Senders<ShardMsg>,
     flags: &Flags,
+    inter_broker: crate::peer::PeerSecurity,
 ) -> anyhow::Result<Rc<Shard>> {
     let settings = config.shard_settings(config.cores[id]);
     let queues = TaskQueues::create(&settings)?;
@@ -331,6 +342,7 @@ fn new_shard(
         senders,
         flags.log_dir.clone(),
         crate::partition_lifecycle::open_partition_boxed,
+        inter_broker,
     )
     .into_rc())
 }
@@ -588,16 +600,18 @@ impl crate::admin::AdminSource for Admin {
 /// Starts this node's voter and the controller service on shard 0 from `startup` (what
 /// `controller::bootstrap::recover` read from the data directory): the publisher, and the bootstrap of a
 /// new metadata log. Errors: the voter could not start (its storage, its listener).
-/// `voter`: the listener bound for this node's voter address (see `crate::listener`).
+/// `voter`: the listener bound for this node's voter address (see `crate::listener`);
+/// `security`: how the voters secure their connections.
 async fn start_controller(
     shard: &Rc<Shard>,
     startup: Startup,
     voter: Option<(crate::listener::Handoff, std::net::SocketAddr)>,
+    security: crate::quorum::transport::VoterSecurity,
 ) -> anyhow::Result<()> {
     let (machine, view) = replication::metadata::MetadataStateMachine::new(
         replication::metadata::MetadataImage::new(String::new()),
     );
-    let quorum = crate::quorum::start(&shard.config, machine, voter)
+    let quorum = crate::quorum::start(&shard.config, machine, voter, security)
         .await
         .map_err(|e| anyhow::anyhow!("starting the controller quorum voter: {e}"))?;
     if shard

@@ -62,6 +62,9 @@ pub struct Shard {
     pub txns: crate::txn::TxnCoordinator,
     /// Shard [`crate::replica_fetcher::FETCHER_SHARD`] only: this broker's replica fetchers.
     pub replica_fetchers: crate::replica_fetcher::ReplicaFetchers,
+    /// How this broker secures its connections to other brokers' inter-broker listener
+    /// (replica fetcher, transaction markers and verification, controller forwarding).
+    pub inter_broker: crate::peer::PeerSecurity,
     /// The produce and fetch byte rates of the clients this shard serves (client quotas).
     pub(crate) quota_meters: crate::quotas::QuotaMeters,
     /// Serialises the partition lifecycle's opens, so a log is never opened twice.
@@ -166,6 +169,7 @@ impl Shard {
         senders: Senders<ShardMsg>,
         log_dir: Arc<crate::log_dir::LogDir>,
         open_partition: OpenPartition,
+        inter_broker: crate::peer::PeerSecurity,
     ) -> Shard {
         let shards = senders.nr_consumers();
         Shard {
@@ -185,6 +189,7 @@ impl Shard {
             txns: crate::txn::TxnCoordinator::new(txn_config(&config)),
             replica_fetchers: crate::replica_fetcher::ReplicaFetchers::default(),
             config,
+            inter_broker,
             quota_meters: crate::quotas::QuotaMeters::default(),
             open_lock: crate::rt::Semaphore::new(1),
             open_partition,

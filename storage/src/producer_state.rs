@@ -280,12 +280,14 @@ impl ProducerState {
         self.producers.iter().map(|(id, entry)| (*id, entry))
     }
 
-    /// Whether `producer_id`'s transaction is open in this partition (Kafka's
-    /// `UnifiedLog.hasOngoingTransaction`).
-    pub fn has_ongoing_transaction(&self, producer_id: i64) -> bool {
+    /// Whether `producer_id`'s transaction at `producer_epoch` is open in this partition
+    /// (Kafka's `UnifiedLog.hasOngoingTransaction`). The epoch matters with transaction
+    /// version 2 (KIP-890 part 2): each transaction has its own epoch, so a batch of the next
+    /// transaction, arriving before the previous one's marker, is not part of the open one.
+    pub fn has_ongoing_transaction(&self, producer_id: i64, producer_epoch: i16) -> bool {
         self.producers
             .get(&producer_id)
-            .is_some_and(|e| e.current_txn_first_offset.is_some())
+            .is_some_and(|e| e.current_txn_first_offset.is_some() && e.epoch == producer_epoch)
     }
 
     /// First offset of the oldest open transaction (Kafka's `firstUnstableOffset`).

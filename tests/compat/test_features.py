@@ -1,9 +1,9 @@
 """Finalized features (KIP-584, KIP-778): ApiVersions' supported and finalized features and
 their epoch, and UpdateFeatures (API 57) through `kafka-features.sh` (FeatureCommand):
 describe, upgrade, downgrade, disable, with Kafka's refusals. Sluice claims only what it
-implements (metadata.version 3.3-IV3; transaction.version, group.version and kraft.version at
-0), so the common assertions are about the shape of the answers; the claim itself is checked
-on Sluice only."""
+implements (metadata.version 3.3-IV3; transaction.version 0-2, finalized at 2 as Kafka 4.4
+does on a new cluster; group.version and kraft.version at 0), so the common assertions are
+about the shape of the answers; the claim itself is checked on Sluice only."""
 
 import re
 
@@ -61,6 +61,8 @@ def test_api_versions_lists_the_finalized_metadata_version(broker):
     level = finalized["metadata.version"][1]
     assert lo <= level <= hi and finalized["metadata.version"][0] == level, finalized
     assert epoch is not None and epoch >= 0
+    # A new cluster runs transaction version 2 (KIP-890 part 2), as Kafka 4.4 formats it.
+    assert finalized.get("transaction.version") == (2, 2), finalized
     # Every finalized feature is one the broker supports, within its range.
     for name, (_, level) in finalized.items():
         if name in supported:
@@ -105,16 +107,17 @@ def test_kafka_features_describe_upgrade_downgrade(broker, java_classpath):
 @pytest.mark.sluice_only("Sluice's own claim: only the features it implements")
 def test_sluice_claims_only_what_it_implements(broker, java_classpath):
     supported, _, finalized = api_versions_features(broker.bootstrap)
-    # transaction.version 1: the coordinator implements KIP-890 part 1, not part 2.
-    assert supported == {"metadata.version": (7, 7), "transaction.version": (0, 1)}
-    assert finalized == {"metadata.version": (7, 7), "transaction.version": (1, 1)}
+    # transaction.version 2: the coordinator implements KIP-890 part 2 (finalized from the
+    # start, as Kafka 4.4's `kafka-storage format`).
+    assert supported == {"metadata.version": (7, 7), "transaction.version": (0, 2)}
+    assert finalized == {"metadata.version": (7, 7), "transaction.version": (2, 2)}
     described, run = describe(java_classpath, broker)
     assert sorted(described) == ["metadata.version", "transaction.version"], run.report()
     assert described["metadata.version"][:3] == ("3.3-IV3", "3.3-IV3", "3.3-IV3"), run.report()
-    run = features(java_classpath, broker, "upgrade", "--feature", "transaction.version=2")
+    run = features(java_classpath, broker, "upgrade", "--feature", "transaction.version=3")
     assert run.returncode == 1, run.report()
-    assert ("Invalid update version 2 for feature transaction.version. Local controller 0 only "
-            "supports versions 0-1") in run.output, run.report()
+    assert ("Invalid update version 3 for feature transaction.version. Local controller 0 only "
+            "supports versions 0-2") in run.output, run.report()
     run = features(java_classpath, broker, "upgrade", "--feature", "group.version=1")
     assert run.returncode == 1, run.report()
     assert ("Invalid update version 1 for feature group.version. Local controller 0 does "

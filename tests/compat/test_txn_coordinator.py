@@ -331,6 +331,89 @@ def test_kafka_transactions_list_and_describe(broker, java_classpath):
         missing.report()
 
 
+# Kafka 4.4 and Sluice check a transactional produce with the transaction coordinator
+# (KIP-890 part 1) unless told not to: a hanging transaction can only be made with the check off.
+HANGING_SETTINGS = {"transaction.partition.verification.enable": "false"}
+
+
+def hanging_transaction(sock, corr, topic, partition, values):
+    """A transaction the coordinator knows nothing of: a transactional batch written straight
+    to `topic`-`partition` under an idempotent producer id (no AddPartitionsToTxn) ->
+    (producer id, epoch, the batch's offset)."""
+    from test_transactions import init_producer_id, produce, txn_batch
+    pid, epoch = init_producer_id(sock, corr)
+    err, offset = produce(sock, corr + 1, topic, txn_batch(values, pid, epoch, 0),
+                          transactional_id=f"{topic}-raw", partition=partition)
+    assert err == 0, f"the transactional batch was refused with error {err}"
+    return pid, epoch, offset
+
+
+def hanging_rows(classpath, broker, topic):
+    """`kafka-transactions.sh find-hanging --topic` (every open transaction older than 0
+    minutes that its coordinator does not list) -> {partition: (producer id, producer epoch,
+    coordinator epoch, start offset)}."""
+    import re
+    out = transactions_command(classpath, broker, "find-hanging", "--topic", topic,
+                               "--max-transaction-timeout", "0")
+    # Topic Partition ProducerId ProducerEpoch CoordinatorEpoch StartOffset LastTimestamp
+    # Duration(min)
+    assert re.search(r"^Topic\s+Partition\s+ProducerId\s+ProducerEpoch\s+CoordinatorEpoch\s+"
+                     r"StartOffset\s+LastTimestamp\s+Duration\(min\)\s*$", out, re.M), out
+    rows = re.findall(rf"^{re.escape(topic)}\s+(\d+)\s+(\d+)\s+(\d+)\s+(-?\d+)\s+(\d+)\s+\d+"
+                      r"\s+\d+\s*$", out, re.M)
+    return {int(r[0]): tuple(int(x) for x in r[1:]) for r in rows}
+
+
+@pytest.mark.sluice(settings=HANGING_SETTINGS)
+def test_kafka_transactions_find_hanging_and_abort(broker, java_classpath):
+    """`kafka-transactions.sh find-hanging` and `abort` (DescribeProducers, ListTransactions
+    filtered by producer id, DescribeTransactions; then WriteTxnMarkers from the admin client):
+    two transactions written straight to partitions 0 and 2, unknown to any coordinator, hold
+    the last stable offset back; an ongoing transaction on partition 1 that its coordinator
+    lists is not hanging. find-hanging lists exactly the two; `abort` by producer id, epoch and
+    coordinator epoch ends the first, `abort --start-offset` the second; then nothing hangs,
+    and read_committed consumers read past them (their records aborted)."""
+    import kafka_wire as kw
+    from test_transactions import describe_producers
+    topic = "txn-hanging"
+    create_topic(broker.bootstrap, topic, 3)
+    live = txn_producer(broker.bootstrap, "txn-hanging-live")
+    live.begin_transaction()
+    live.produce(topic, b"live", partition=1)
+    assert live.flush(30) == 0
+    sock = kw.connect(broker.bootstrap)
+    first = hanging_transaction(sock, 10, topic, 0, [b"h0-1", b"h0-2"])
+    second = hanging_transaction(sock, 20, topic, 2, [b"h2-1"])
+
+    hanging = hanging_rows(java_classpath, broker, topic)
+    assert sorted(hanging) == [0, 2], hanging
+    assert hanging[0][0:2] == first[0:2] and hanging[0][3] == first[2], (hanging, first)
+    assert hanging[2][0:2] == second[0:2] and hanging[2][3] == second[2], (hanging, second)
+
+    pid, epoch, coordinator_epoch, _start = hanging[0]
+    transactions_command(java_classpath, broker, "abort", "--topic", topic, "--partition", "0",
+                         "--producer-id", str(pid), "--producer-epoch", str(epoch),
+                         "--coordinator-epoch", str(max(coordinator_epoch, 0)))
+    transactions_command(java_classpath, broker, "abort", "--topic", topic, "--partition", "2",
+                         "--start-offset", str(second[2]))
+    assert hanging_rows(java_classpath, broker, topic) == {}
+    producers = describe_producers(sock, 30, topic, partitions=(0, 2))
+    for partition, (pid, *_rest) in ((0, first), (2, second)):
+        err, states = producers[partition]
+        assert err == 0
+        [state] = [p for p in states if p["producer_id"] == pid]
+        assert state["current_txn_start_offset"] == -1, state
+
+    live.commit_transaction(60)
+    after = producer(broker.bootstrap)
+    for partition in (0, 2):
+        after.produce(topic, f"after{partition}".encode(), partition=partition)
+    assert after.flush(30) == 0
+    assert read_all(broker.bootstrap, topic, "read_committed") == ["after0", "after2", "live"]
+    assert read_all(broker.bootstrap, topic, "read_uncommitted") == \
+        ["after0", "after2", "h0-1", "h0-2", "h2-1", "live"]
+
+
 @pytest.fixture
 def cluster5(sluice_bin, tmp_path):
     """Five nodes, so that two can be down and the controller quorum keeps its majority; a
@@ -483,3 +566,16 @@ def test_a_leader_verifies_with_a_coordinator_on_another_broker(cluster):
     for partition in range(6):
         p.produce(topic, f"v{partition}".encode(), partition=partition)
     p.commit_transaction(60)
+
+
+@pytest.mark.sluice_only("starts a multi-process Sluice cluster")
+def test_java_transactions_at_version_2_across_brokers(cluster, java_classpath):
+    """KIP-890 part 2 across brokers: at transaction version 2 the Java client sends no
+    AddPartitionsToTxn; each partition leader (most not the coordinator) adds its partition
+    with AddPartitionsToTxn v5 over the listener (Produce v12), and the group's leader its
+    offsets partition (TxnOffsetCommit v5). The commit/abort and consume-transform-produce
+    scenarios hold as on one broker."""
+    from types import SimpleNamespace
+    nodes = SimpleNamespace(bootstrap=cluster.bootstrap())
+    java(java_classpath, nodes, "commit-abort", "txn-v2-cluster")
+    java(java_classpath, nodes, "consume-transform-produce", "txn-v2-cluster-ctp", timeout=240)

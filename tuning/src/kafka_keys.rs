@@ -437,7 +437,6 @@ pub fn topic_key_for_broker_synonym(name: &str) -> Option<(&'static TopicKey, &'
 pub const UNSUPPORTED_BROKER_KEYS: &[(&str, &str)] = &[
     ("process.roles", "every Sluice node is a combined broker and controller (KRaft's broker,controller; the voters are controller.quorum.voters); remove the key"),
     ("controller.quorum.bootstrap.servers", "Sluice supports a static voter set only (KIP-595): use controller.quorum.voters; remove the key"),
-    ("controller.listener.names", "the controller quorum listens on each voter's address in controller.quorum.voters, not on a named listener; remove the key"),
     ("num.network.threads", "Sluice is thread-per-core: each shard owns its connections (set the CPUs with --cores); remove the key"),
     ("num.io.threads", "Sluice is thread-per-core: each shard does its own I/O (set the CPUs with --cores); remove the key"),
     ("num.recovery.threads.per.data.dir", "Sluice recovers each partition on the shard that owns it; remove the key"),

@@ -126,10 +126,11 @@ pub(crate) async fn route(
     let Some(endpoint) = endpoint else {
         return Err(not_active(controller));
     };
+    let host = endpoint.0.clone();
     let addr = resolve(controller, endpoint)
         .await
         .ok_or_else(|| not_active(controller))?;
-    let reply = forward::send(addr, &request).await?;
+    let reply = forward::send(&shard.inter_broker, &host, addr, &request).await?;
     if let ControllerReply::Answer { applied_index, .. } = &reply {
         installed(controller, RaftIndex(*applied_index)).await;
     }

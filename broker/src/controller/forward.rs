@@ -10,9 +10,11 @@
 //! so a client never sends it by accident and it is not advertised in ApiVersions. A frame
 //! that does not decode closes its connection, as any malformed request does.
 //!
-//! One connection per request (heartbeats come every `broker.heartbeat.interval.ms`, changes
+//! The connection goes to the active controller's inter-broker listener, secured as that
+//! listener asks (`crate::peer`: TLS, SASL). One connection per request (heartbeats come every `broker.heartbeat.interval.ms`, changes
 //! are rare), bounded by [`FORWARD_TIMEOUT`].
 
+use crate::peer::PeerSecurity;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use replication::metadata::{ControllerError, ControllerReply, ControllerRequest};
@@ -63,15 +65,30 @@ pub(super) fn encode<T: Serialize>(
     Some(out.freeze())
 }
 
-/// Sends `request` to the active controller at `addr` and returns its reply. Errors:
-/// [`ControllerError::Unavailable`] when it cannot be reached or answers nonsense in time;
-/// the controller's own error otherwise.
-pub async fn send(addr: SocketAddr, request: &ControllerRequest) -> Wire {
+/// Sends `request` to the active controller at `addr` (registered as `host`), over a
+/// connection secured by `security` (the inter-broker listener's TLS and SASL), and returns
+/// its reply. Errors: [`ControllerError::Unavailable`] when it cannot be reached, refuses
+/// the connection's security or answers nonsense in time; the controller's own error
+/// otherwise.
+pub async fn send(
+    security: &PeerSecurity,
+    host: &str,
+    addr: SocketAddr,
+    request: &ControllerRequest,
+) -> Wire {
     let frame = encode(1, Some(FORWARD_API_KEY), request).ok_or(ControllerError::Unavailable)?;
     let exchange = async {
-        let mut stream = crate::rt::TcpStream::connect(addr).await.ok()?;
+        let stream = crate::rt::TcpStream::connect(addr).await.ok()?;
         let _ = stream.set_nodelay(true);
+        let mut stream = match security.secure(host, stream).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "forwarding to the active controller: the connection could not be secured");
+                return None;
+            }
+        };
         stream.write_all(&frame).await.ok()?;
+        stream.flush().await.ok()?;
         let mut size = [0u8; 4];
         stream.read_exact(&mut size).await.ok()?;
         let size = usize::try_from(u32::from_be_bytes(size)).ok()?;

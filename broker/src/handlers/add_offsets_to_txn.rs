@@ -50,6 +50,7 @@ pub async fn handle(
         partition: crate::groups::partition_for(&req.group_id.0, partitions),
     };
     let op = TxnOp::AddPartitions {
+        client_transaction_version: crate::txn::state::CLIENT_TXN_VERSION_1,
         producer_id: req.producer_id.0,
         producer_epoch: req.producer_epoch,
         partitions: vec![offsets_partition],

@@ -1,8 +1,10 @@
 //! AddPartitionsToTxn (key 24), v0–5. The client form (v0–3, one transaction) adds
 //! partitions to the producer's open transaction (starting it); the broker form (v4+, many
-//! transactions) does the same or, with `verify_only`, only checks that the partitions are in
-//! the transaction — KIP-890 part 1's check a partition leader makes before it appends a
-//! transactional batch (a partition not added answers TRANSACTION_ABORTABLE).
+//! transactions) does the same — for a client at transaction version 2 (KIP-890 part 2:
+//! Produce v12, TxnOffsetCommit v5 add implicitly) — or, with `verify_only`, only checks that
+//! the partitions are in the transaction — KIP-890 part 1's check a partition leader makes
+//! before it appends a transactional batch (a partition not added answers
+//! TRANSACTION_ABORTABLE).
 //!
 //! As Kafka's `KafkaApis.handleAddPartitionsToTxnRequest`: a partition whose topic or
 //! partition does not exist answers UNKNOWN_TOPIC_OR_PARTITION and the others of its
@@ -48,7 +50,7 @@ pub async fn handle(
                 req.v3_and_below_producer_id.0,
                 req.v3_and_below_producer_epoch,
             ),
-            false,
+            Form::Client,
             &req.v3_and_below_topics,
             fenced_is_invalid_epoch,
         )
@@ -64,7 +66,11 @@ pub async fn handle(
             session,
             &t.transactional_id.0,
             (t.producer_id.0, t.producer_epoch),
-            t.verify_only,
+            if t.verify_only {
+                Form::BrokerVerify
+            } else {
+                Form::BrokerAdd
+            },
             &t.topics,
             false,
         )
@@ -74,6 +80,18 @@ pub async fn handle(
     response
 }
 
+/// What one transaction of the request asks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// v0–3: a client adds partitions (transaction version 1).
+    Client,
+    /// v4+ without `verify_only`: a leader adds them for a client at transaction version 2
+    /// (KIP-890 part 2).
+    BrokerAdd,
+    /// v4+ with `verify_only`: a leader checks them (KIP-890 part 1).
+    BrokerVerify,
+}
+
 /// The per-partition results of one transaction's request; `producer` is its (producer id,
 /// epoch).
 async fn one_transaction(
@@ -81,7 +99,7 @@ async fn one_transaction(
     session: &Session,
     transactional_id: &str,
     producer: (i64, i16),
-    verify_only: bool,
+    form: Form,
     topics: &[AddPartitionsToTxnTopic],
     fenced_is_invalid_epoch: bool,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
@@ -129,7 +147,7 @@ async fn one_transaction(
             .collect()
     } else {
         let n = partitions.len();
-        let op = if verify_only {
+        let op = if form == Form::BrokerVerify {
             TxnOp::Verify {
                 producer_id,
                 producer_epoch,
@@ -140,6 +158,13 @@ async fn one_transaction(
                 producer_id,
                 producer_epoch,
                 partitions: partitions.clone(),
+                // Kafka's `transactionVersionForAddPartitionsToTxn`: the broker form (v4+) is
+                // transaction version 2.
+                client_transaction_version: if form == Form::Client {
+                    crate::txn::state::CLIENT_TXN_VERSION_1
+                } else {
+                    crate::txn::state::CLIENT_TXN_VERSION_2
+                },
             }
         };
         let all = |e: TxnError| vec![txn_error_code(e, fenced_is_invalid_epoch); n];

@@ -61,7 +61,7 @@ mod tests {
             supported,
             [
                 ("metadata.version".to_string(), 7, 7),
-                ("transaction.version".to_string(), 0, 1)
+                ("transaction.version".to_string(), 0, 2)
             ]
         );
         let finalized: Vec<_> = r
@@ -73,7 +73,7 @@ mod tests {
             finalized,
             [
                 ("metadata.version".to_string(), 7, 7),
-                ("transaction.version".to_string(), 1, 1)
+                ("transaction.version".to_string(), 2, 2)
             ]
         );
         assert_eq!(r.finalized_features_epoch, 42);

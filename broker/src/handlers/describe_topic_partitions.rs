@@ -234,6 +234,8 @@ mod tests {
                     leader: 1,
                     leader_epoch: 4,
                     partition_epoch: 5,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 };
                 count
             ];

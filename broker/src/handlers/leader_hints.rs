@@ -96,6 +96,8 @@ pub(super) mod tests {
             leader,
             leader_epoch,
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         };
         image.topics.insert(
             "t".into(),

@@ -7,6 +7,8 @@ mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_client_quotas;
 mod alter_configs;
+mod alter_partition_reassignments;
+mod alter_user_scram_credentials;
 mod api_versions;
 mod authorized_operations;
 mod config_ops;
@@ -27,6 +29,7 @@ mod describe_producers;
 mod describe_quorum;
 mod describe_topic_partitions;
 mod describe_transactions;
+mod describe_user_scram_credentials;
 mod elect_leaders;
 mod end_txn;
 mod fetch;
@@ -114,7 +117,7 @@ macro_rules! registry {
 }
 
 registry! {
-    Produce 3..=11 => raw |shard, req, call| {
+    Produce 3..=12 => raw |shard, req, call| {
         let acks = req.acks;
         let response = produce::handle(shard, call.session, call.client_id, req, call.version).await;
         if acks == 0 {
@@ -165,12 +168,23 @@ registry! {
     CreateAcls 1..=3 => |shard, req, call| create_acls::handle(shard, call.session, &req).await,
     DeleteAcls 1..=3 => |shard, req, call| delete_acls::handle(shard, call.session, &req).await,
     ElectLeaders 0..=2 => |shard, req, call| elect_leaders::handle(shard, call.session, req, call.version).await,
-    ListPartitionReassignments 0..=0 => |_shard, _, _call| list_partition_reassignments::handle(),
+    AlterPartitionReassignments 0..=1 => |shard, req, call| {
+        alter_partition_reassignments::handle(shard, call.session, req, call.version).await
+    },
+    ListPartitionReassignments 0..=0 => |shard, req, call| {
+        list_partition_reassignments::handle(shard, call.session, &req)
+    },
     DescribeClientQuotas 0..=1 => |shard, req, call| {
         describe_client_quotas::handle(shard, call.session, &req)
     },
     AlterClientQuotas 0..=1 => |shard, req, call| {
         alter_client_quotas::handle(shard, call.session, req).await
+    },
+    DescribeUserScramCredentials 0..=0 => |shard, req, call| {
+        describe_user_scram_credentials::handle(shard, call.session, &req)
+    },
+    AlterUserScramCredentials 0..=0 => |shard, req, call| {
+        alter_user_scram_credentials::handle(shard, call.session, req).await
     },
     DescribeLogDirs 1..=4 => |shard, req, call| describe_log_dirs::handle(shard, call.session, req).await,
     OffsetForLeaderEpoch 2..=4 => |shard, req, call| {
@@ -182,7 +196,7 @@ registry! {
     AddOffsetsToTxn 0..=4 => |shard, req, call| {
         add_offsets_to_txn::handle(shard, call.session, req, call.version).await
     },
-    EndTxn 0..=4 => |shard, req, call| end_txn::handle(shard, call.session, req, call.version).await,
+    EndTxn 0..=5 => |shard, req, call| end_txn::handle(shard, call.session, req, call.version).await,
     WriteTxnMarkers 1..=1 => |shard, req, call| write_txn_markers::handle(shard, call.session, req).await,
     DescribeProducers 0..=0 => |shard, req, call| describe_producers::handle(shard, call.session, req).await,
     DescribeQuorum 0..=2 => |shard, req, call| {
@@ -195,7 +209,7 @@ registry! {
     DescribeTopicPartitions 0..=0 => |shard, req, call| {
         describe_topic_partitions::handle(shard, call.session, &req)
     },
-    TxnOffsetCommit 0..=5 => |shard, req, call| txn_offset_commit::handle(shard, call.session, req).await,
+    TxnOffsetCommit 0..=5 => |shard, req, call| txn_offset_commit::handle(shard, call.session, req, call.version).await,
     DescribeTransactions 0..=0 => |shard, req, call| {
         describe_transactions::handle(shard, call.session, req).await
     },

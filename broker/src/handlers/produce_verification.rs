@@ -6,6 +6,11 @@
 //! in the transaction (`crate::txn::verification`), and appends only if so, carrying the
 //! guard — so a write verified before an abort marker cannot land after it.
 //!
+//! KIP-890 part 2: from Produce v12 (a client at transaction version 2) the leader's call
+//! adds the partition to the transaction instead (AddPartitionsToTxn with `verify_only`
+//! false), whatever the switch says, and asks again for up to 100 ms while the coordinator
+//! answers CONCURRENT_TRANSACTIONS (the previous transaction still completing).
+//!
 //! Only a request with a `transactional_id` and a transactional batch pays for this: a
 //! non-transactional produce reads no config and makes no call. The switch is read per such
 //! request, so a dynamic change (IncrementalAlterConfigs on the BROKER resource) applies to
@@ -36,6 +41,20 @@ use storage::{TopicPartition, VerificationGuard};
 /// First Produce version whose clients handle TRANSACTION_ABORTABLE (Kafka's `genericError`
 /// operation, KIP-890).
 const TRANSACTION_ABORTABLE_VERSION: i16 = 11;
+
+/// First Produce version of transaction version 2 (Kafka's `addPartition` operation, KIP-890
+/// part 2): the leader adds the partition to the transaction, the client sends no
+/// AddPartitionsToTxn.
+const IMPLICIT_ADD_VERSION: i16 = 12;
+
+/// First pause before the leader asks again when the coordinator answered
+/// CONCURRENT_TRANSACTIONS to an implicit add (Kafka's
+/// `add.partitions.to.txn.retry.backoff.ms` default).
+const ADD_PARTITIONS_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long the leader keeps asking, at most (Kafka's
+/// `add.partitions.to.txn.retry.backoff.max.ms` default); then the client's own retry takes
+/// over (NOT_ENOUGH_REPLICAS).
+const ADD_PARTITIONS_RETRY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Bytes of a RecordBatch header up to and including its base sequence, and where its
 /// producer id, producer epoch and base sequence sit.
@@ -116,7 +135,9 @@ pub(super) async fn verify_transactions(
     let Some(&(_, (producer_id, producer_epoch, _))) = candidates.first() else {
         return verified;
     };
-    {
+    // Kafka asks even with verification off when the client relies on the implicit add.
+    let add = version >= IMPLICIT_ADD_VERSION;
+    if !add {
         let meta = shard.metadata();
         if !crate::dynamic_config::transaction_partition_verification_enable(
             &shard.config,
@@ -146,26 +167,88 @@ pub(super) async fn verify_transactions(
         }
         started.push((tp, sequence));
     }
+    // Kafka's `maybeRetryOnConcurrentTransactions`: a client at transaction version 2 sends
+    // the next transaction's first batch as soon as EndTxn answered, while the previous one
+    // may still be completing; the leader asks again for a short while.
+    let ask = Ask {
+        transactional_id: &transactional_id.0,
+        producer_id,
+        producer_epoch,
+        add,
+        version,
+    };
+    let mut backoff = ADD_PARTITIONS_RETRY_BACKOFF;
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        let concurrent = start_and_ask(shard, &ask, started, &mut verified).await;
+        let again = !concurrent.is_empty()
+            && add
+            && waited < ADD_PARTITIONS_RETRY_BACKOFF_MAX
+            && !shard.sleep_unless_stopped(backoff).await;
+        if !again {
+            for (tp, _, outcome) in concurrent {
+                verified
+                    .by_partition
+                    .insert((tp.topic, tp.partition), outcome);
+            }
+            return verified;
+        }
+        waited += backoff;
+        backoff = (backoff * 2).min(ADD_PARTITIONS_RETRY_BACKOFF_MAX);
+        started = concurrent
+            .into_iter()
+            .map(|(tp, seq, _)| (tp, seq))
+            .collect();
+    }
+}
+
+/// One transaction's question, as [`start_and_ask`] puts it.
+struct Ask<'a> {
+    transactional_id: &'a str,
+    producer_id: i64,
+    producer_epoch: i16,
+    /// Add the partitions (Produce v12+) rather than only check them.
+    add: bool,
+    version: i16,
+}
+
+/// A partition whose coordinator answered CONCURRENT_TRANSACTIONS: (partition, base
+/// sequence, that outcome).
+type Concurrent = (
+    TopicPartition,
+    i32,
+    Result<VerificationGuard, VerifyRefusal>,
+);
+
+/// Starts the verification of each of `started` (partition, base sequence) and asks the
+/// coordinator about those that need it; records each outcome in `verified`, except those
+/// answered CONCURRENT_TRANSACTIONS, which are returned.
+async fn start_and_ask(
+    shard: &Rc<Shard>,
+    ask: &Ask<'_>,
+    started: Vec<(TopicPartition, i32)>,
+    verified: &mut Verified,
+) -> Vec<Concurrent> {
     let starts = started.iter().map(|(tp, sequence)| {
         crate::partitions::service::call(
             shard,
             tp.clone(),
             PartitionOp::StartTxnVerification {
-                producer_id,
-                producer_epoch,
+                producer_id: ask.producer_id,
+                producer_epoch: ask.producer_epoch,
                 base_sequence: *sequence,
             },
         )
     });
     let replies = futures_util::future::join_all(starts).await;
     let mut asking = Vec::new();
-    for ((tp, _), reply) in started.into_iter().zip(replies) {
+    for ((tp, sequence), reply) in started.into_iter().zip(replies) {
         let outcome = match reply {
             PartitionReply::VerificationStarted(guard) if guard == VerificationGuard::SENTINEL => {
                 Ok(guard)
             }
             PartitionReply::VerificationStarted(guard) => {
-                asking.push((tp, guard));
+                asking.push((tp, sequence, guard));
                 continue;
             }
             PartitionReply::Error(e) => Err((partition_op_error_code(&e), None)),
@@ -179,38 +262,50 @@ pub(super) async fn verify_transactions(
             .insert((tp.topic, tp.partition), outcome);
     }
     if asking.is_empty() {
-        return verified;
+        return Vec::new();
     }
     let question = Question {
-        transactional_id: transactional_id.0.to_string(),
-        producer_id,
-        producer_epoch,
-        partitions: asking.iter().map(|(tp, _)| tp.clone()).collect(),
+        transactional_id: ask.transactional_id.to_owned(),
+        producer_id: ask.producer_id,
+        producer_epoch: ask.producer_epoch,
+        partitions: asking.iter().map(|(tp, ..)| tp.clone()).collect(),
+        add: ask.add,
     };
     let answers = crate::txn::verification::verify(shard, question).await;
-    for ((tp, guard), answer) in asking.into_iter().zip(answers) {
+    let mut concurrent = Vec::new();
+    for ((tp, sequence, guard), answer) in asking.into_iter().zip(answers) {
+        let mut busy = false;
         let outcome = answer.map(|()| guard).map_err(|u| {
             let coordinator_code = match u {
                 Unverified::Coordinator(e) => txn_error_code(e, false),
                 Unverified::Code(c) => c,
             };
-            produce_error(coordinator_code, version)
+            busy = coordinator_code == code(ResponseError::ConcurrentTransactions);
+            produce_error(
+                coordinator_code,
+                ask.version >= TRANSACTION_ABORTABLE_VERSION,
+            )
         });
+        if busy {
+            concurrent.push((tp, sequence, outcome));
+            continue;
+        }
         verified
             .by_partition
             .insert((tp.topic, tp.partition), outcome);
     }
-    verified
+    concurrent
 }
 
-/// What a Produce of `version` answers for a partition the coordinator did not verify, with
-/// its `coordinator_code` (Kafka's `AddPartitionsToTxnManager` then `ReplicaManager`; see the
-/// module doc).
-pub(super) fn produce_error(coordinator_code: i16, version: i16) -> VerifyRefusal {
+/// What a request answers for a partition the coordinator did not verify, with its
+/// `coordinator_code` (Kafka's `AddPartitionsToTxnManager` then `ReplicaManager`; see the
+/// module doc); `transaction_abortable`: the request version's clients handle
+/// TRANSACTION_ABORTABLE (Produce v11+, TxnOffsetCommit v4+), else it is INVALID_TXN_STATE.
+pub(super) fn produce_error(coordinator_code: i16, transaction_abortable: bool) -> VerifyRefusal {
     let is = |e: ResponseError| coordinator_code == e.code();
     let mapped = if is(ResponseError::ProducerFenced) {
         code(ResponseError::InvalidProducerEpoch)
-    } else if is(ResponseError::TransactionAbortable) && version < TRANSACTION_ABORTABLE_VERSION {
+    } else if is(ResponseError::TransactionAbortable) && !transaction_abortable {
         code(ResponseError::InvalidTxnState)
     } else {
         coordinator_code
@@ -257,26 +352,24 @@ mod tests {
     fn coordinator_answers_become_kafkas_produce_errors_per_version() {
         let abortable = code(ResponseError::TransactionAbortable);
         let invalid_txn_state = code(ResponseError::InvalidTxnState);
-        for version in 3..11 {
-            let (c, message) = produce_error(abortable, version);
-            assert_eq!(c, invalid_txn_state, "v{version}");
-            assert_eq!(
-                message.as_deref(),
-                Some("Partition was not added to the transaction")
-            );
-        }
-        assert_eq!(produce_error(abortable, 11), (abortable, None));
+        let (c, message) = produce_error(abortable, false);
+        assert_eq!(c, invalid_txn_state);
         assert_eq!(
-            produce_error(code(ResponseError::ProducerFenced), 9),
+            message.as_deref(),
+            Some("Partition was not added to the transaction")
+        );
+        assert_eq!(produce_error(abortable, true), (abortable, None));
+        assert_eq!(
+            produce_error(code(ResponseError::ProducerFenced), false),
             (code(ResponseError::InvalidProducerEpoch), None)
         );
-        let (c, message) = produce_error(code(ResponseError::NotCoordinator), 11);
+        let (c, message) = produce_error(code(ResponseError::NotCoordinator), true);
         assert_eq!(c, code(ResponseError::NotEnoughReplicas));
         assert!(message
             .unwrap()
             .ends_with("Underlying error: NOT_COORDINATOR"));
         let mapping = code(ResponseError::InvalidProducerIdMapping);
-        assert_eq!(produce_error(mapping, 9), (mapping, None));
+        assert_eq!(produce_error(mapping, false), (mapping, None));
     }
 
     #[test]

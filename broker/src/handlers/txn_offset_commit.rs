@@ -14,29 +14,44 @@
 //! metadata over `offset.metadata.max.bytes` OFFSET_METADATA_TOO_LARGE; the coordinator's
 //! NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE.
 //!
-//! Not done: Kafka's authorization (this broker has no ACLs), and the verification with the
-//! transaction coordinator that the producer's transaction holds the offsets partition
-//! (KIP-890: INVALID_TXN_STATE otherwise, and v5's implicit add under `transaction.version`
-//! 2), which needs the transaction coordinator.
+//! KIP-890, before the offsets are appended (Kafka's `CoordinatorRuntime
+//! .scheduleTransactionalWriteOperation`): the group's leader asks the transaction
+//! coordinator whether the group's `__consumer_offsets` partition is in the producer's
+//! transaction (with `transaction.partition.verification.enable`; not added:
+//! INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v4), or — v5, a client at transaction
+//! version 2 (part 2), which sends no AddOffsetsToTxn — adds it, whatever the switch says.
+//! A coordinator that is busy or unreachable answers COORDINATOR_NOT_AVAILABLE (retried), a
+//! fenced producer INVALID_PRODUCER_EPOCH.
 
 use super::offset_commit::{group_by_topic, partition_results};
+use super::produce_verification::produce_error;
+use super::txn_errors::txn_error_code;
 use super::wire::topic_name;
 use crate::authz::{self, AclOperation, RESOURCE_TRANSACTIONAL_ID};
 use crate::errors::code;
 use crate::groups::{GroupOp, GroupReply, OffsetCommitEntry, TxnProducer};
 use crate::session::Session;
 use crate::shard::Shard;
+use crate::txn::verification::{Question, Unverified};
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use net::kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use std::rc::Rc;
+use storage::TopicPartition;
+
+/// First TxnOffsetCommit version whose clients handle TRANSACTION_ABORTABLE (KIP-890).
+const TRANSACTION_ABORTABLE_VERSION: i16 = 4;
+/// First TxnOffsetCommit version of transaction version 2 (KIP-890 part 2): the offsets
+/// partition is added to the transaction implicitly.
+const IMPLICIT_ADD_VERSION: i16 = 5;
 
 pub async fn handle(
     shard: &Rc<Shard>,
     session: &Session,
     req: TxnOffsetCommitRequest,
+    version: i16,
 ) -> TxnOffsetCommitResponse {
     let offsets = requested_offsets(&req);
     // Kafka: WRITE on the transactional id, READ on the group (each refuses every partition),
@@ -61,7 +76,7 @@ pub async fn handle(
     }
     let group_id = req.group_id.0.to_string();
     let results = partition_results(shard, session, &group_id, offsets, |offsets| {
-        commit(shard, &req, &group_id, offsets)
+        commit(shard, &req, version, &group_id, offsets)
     })
     .await;
     respond(results)
@@ -99,6 +114,7 @@ fn requested_offsets(req: &TxnOffsetCommitRequest) -> Vec<OffsetCommitEntry> {
 async fn commit(
     shard: &Rc<Shard>,
     req: &TxnOffsetCommitRequest,
+    version: i16,
     group_id: &str,
     offsets: Vec<OffsetCommitEntry>,
 ) -> Vec<(String, i32, i16)> {
@@ -106,6 +122,9 @@ async fn commit(
         .iter()
         .map(|o| (o.topic.clone(), o.partition))
         .collect();
+    if let Err(e) = verify_offsets_partition(shard, req, version, group_id).await {
+        return fallback.iter().map(|(t, p)| (t.clone(), *p, e)).collect();
+    }
     let op = GroupOp::TxnCommit {
         producer: TxnProducer {
             producer_id: req.producer_id.0,
@@ -128,6 +147,59 @@ async fn commit(
             all(code(ResponseError::UnknownServerError))
         }
     }
+}
+
+/// KIP-890 (see the module doc): checks — or, from v5, adds — the group's offsets partition
+/// in the producer's transaction when this broker leads it (else the commit answers
+/// NOT_COORDINATOR by itself). Errors: the Kafka code every partition answers.
+async fn verify_offsets_partition(
+    shard: &Rc<Shard>,
+    req: &TxnOffsetCommitRequest,
+    version: i16,
+    group_id: &str,
+) -> Result<(), i16> {
+    let add = version >= IMPLICIT_ADD_VERSION;
+    let partition = {
+        let meta = shard.metadata();
+        if !add
+            && !crate::dynamic_config::transaction_partition_verification_enable(
+                &shard.config,
+                &meta.image,
+            )
+        {
+            return Ok(());
+        }
+        let partition = crate::groups::partition_for(group_id, shard.offsets_partition_count());
+        if !meta.leads(crate::groups::OFFSETS_TOPIC, partition) {
+            return Ok(());
+        }
+        partition
+    };
+    let question = Question {
+        transactional_id: req.transactional_id.0.to_string(),
+        producer_id: req.producer_id.0,
+        producer_epoch: req.producer_epoch,
+        partitions: vec![TopicPartition {
+            topic: crate::groups::OFFSETS_TOPIC.to_string(),
+            partition,
+        }],
+        add,
+    };
+    let answers = crate::txn::verification::verify(shard, question).await;
+    let Some(Err(unverified)) = answers.into_iter().next() else {
+        return Ok(());
+    };
+    let coordinator_code = match unverified {
+        Unverified::Coordinator(e) => txn_error_code(e, false),
+        Unverified::Code(c) => c,
+    };
+    let (mapped, _) = produce_error(coordinator_code, version >= TRANSACTION_ABORTABLE_VERSION);
+    // Kafka's `GroupCoordinatorService.handleOperationException`.
+    Err(if mapped == code(ResponseError::NotEnoughReplicas) {
+        code(ResponseError::CoordinatorNotAvailable)
+    } else {
+        mapped
+    })
 }
 
 /// One topic's answer: (partition index, error code) of each of its partitions.

@@ -81,6 +81,8 @@ mod tests {
                     leader: 2,
                     leader_epoch: 3,
                     partition_epoch: 5,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 }],
                 configs: Default::default(),
             },

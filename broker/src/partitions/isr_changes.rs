@@ -16,7 +16,9 @@
 //! proposes no shrink while one is pending), so at most one such task runs per partition. A
 //! retriable refusal is sent again, at most [`ALTER_ATTEMPTS_MAX`] times, [`ALTER_RETRY_MS`]
 //! apart; the refusals that keep the change pending are settled by the next metadata image
-//! (`partition_lifecycle::apply_role`). The expiration loop and the send tasks end at shutdown.
+//! (`partition_lifecycle::apply_role`). An expansion that completes a partition reassignment
+//! (KIP-455) is answered with a new leader or leader epoch: it stays pending in the same way
+//! (Kafka's NEW_LEADER_ELECTED). The expiration loop and the send tasks end at shutdown.
 
 use crate::shard::{LocalPartition, Shard};
 use replication::metadata::{ControllerAnswer, ControllerError, ControllerOp};
@@ -97,6 +99,16 @@ async fn send(
             new_isr: proposal.new_isr.iter().map(|n| n.0).collect(),
         };
         let answer = match crate::controller::call_answer(shard, op).await {
+            // The change completed a reassignment (KIP-455) that moved the leadership or
+            // fenced removed replicas with a new leader epoch: Kafka's NEW_LEADER_ELECTED —
+            // the change stays pending until the image brings the new state.
+            Ok(ControllerAnswer::AlterPartition {
+                leader,
+                leader_epoch,
+                ..
+            }) if leader != node || leader_epoch != proposal.leader_epoch.0 => {
+                Err(AlterRefusal::NewLeaderElected)
+            }
             Ok(ControllerAnswer::AlterPartition {
                 partition_epoch, ..
             }) => Ok((partition_epoch, proposal.new_isr.clone())),

@@ -70,7 +70,8 @@ pub const METADATA_ENTRY_BYTES_MAX: usize = 16 << 20;
 /// Reads `node.id`, `controller.quorum.voters` (none: a one-voter quorum of this node, with
 /// no listener), `controller.quorum.election.timeout.ms` and `log.dirs` (the state lives in
 /// `<log.dirs>/__cluster_metadata-0/`). The transport serves `voter_listener`, bound on this
-/// node's voter address before the executors started.
+/// node's voter address before the executors started, secured by `security`
+/// (`controller.listener.names`).
 ///
 /// # Errors
 /// [`QuorumStartError`]: the quorum keys are inconsistent, the directory could not be
@@ -79,6 +80,7 @@ pub async fn start<M: StateMachine + 'static>(
     config: &BrokerConfig,
     state_machine: M,
     voter_listener: Option<(crate::listener::Handoff, SocketAddr)>,
+    security: transport::VoterSecurity,
 ) -> Result<QuorumNode, QuorumStartError> {
     config.check_quorum()?;
     let quorum = quorum_config(config);
@@ -92,7 +94,7 @@ pub async fn start<M: StateMachine + 'static>(
         .filter(|v| NodeId(v.id) != this)
         .map(|v| (NodeId(v.id), v.addr))
         .collect();
-    let transport = TcpTransport::start(this, voter_listener, &peers);
+    let transport = TcpTransport::start(this, voter_listener, &peers, security);
     tracing::info!(
         node = this.0,
         voters = quorum.voters.len(),

@@ -8,7 +8,7 @@
 //! closed without harm. Not checked: timings (every wait is a wide bound), partitions other
 //! than a stopped voter, snapshots (the test stays below `snapshot_after_entries`).
 
-use super::transport::{TcpTransport, OUTBOUND_FRAMES_MAX};
+use super::transport::{TcpTransport, VoterSecurity, OUTBOUND_FRAMES_MAX};
 use super::wire;
 use bytes::Bytes;
 use futures_lite::{future, AsyncReadExt, AsyncWriteExt};
@@ -87,7 +87,7 @@ impl Voter {
                 let recorder = Recorder {
                     applied: applied_tx,
                 };
-                let node = super::start(&config, recorder, listen)
+                let node = super::start(&config, recorder, listen, VoterSecurity::default())
                     .await
                     .expect("quorum starts");
                 loop {
@@ -397,12 +397,14 @@ fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
             NodeId(1),
             Some((h1, one)),
             &BTreeMap::from([(NodeId(2), two)]),
+            VoterSecurity::default(),
         );
         assert_eq!(t1.local_addr(), Some(one));
         let t2 = TcpTransport::start(
             NodeId(2),
             Some((h2, two)),
             &BTreeMap::from([(NodeId(1), one)]),
+            VoterSecurity::default(),
         );
         let connect = || crate::rt::TcpStream::connect(one);
 

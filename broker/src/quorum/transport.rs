@@ -27,21 +27,33 @@
 //!
 //! Each direction between two voters has its own connection (the connecting side writes,
 //! the accepting side reads), so there is no race over who connects.
+//!
+//! Security ([`VoterSecurity`], from the first of `controller.listener.names` mapped through
+//! `listener.security.protocol.map`): `PLAINTEXT` by default; with `SSL` every inbound
+//! connection runs the TLS server handshake (that listener's `ssl.*` keys: with
+//! `ssl.client.auth=required` a voter whose certificate the trust store does not vouch for is
+//! refused) before its hello (within `crate::tls::TLS_HANDSHAKE_TIMEOUT`), and every outbound one the client
+//! handshake (its key store as the client certificate; the peer's certificate is checked
+//! against the voter's address in `controller.quorum.voters`, an IP address, unless
+//! `ssl.endpoint.identification.algorithm` is empty).
 
 use super::queue::FrameQueue;
 use super::wire::{self, FRAME_BYTES_MAX};
 use crate::listener::{Handoff, Incoming};
+use crate::peer::{PeerConfigError, PeerSecurity, PeerStream};
 use crate::rt::JoinHandle;
 use crate::rt::TcpStream;
+use crate::tls::ListenerTls;
 use bytes::Bytes;
 use futures_lite::io::{BufReader, BufWriter};
-use futures_lite::{future, AsyncWriteExt};
+use futures_lite::{future, AsyncRead, AsyncWriteExt};
 use replication::runtime::{LocalBoxFuture, NodeId, Transport, TransportError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
+use tuning::config::BrokerConfig;
 
 /// Most frames queued towards one voter.
 pub const OUTBOUND_FRAMES_MAX: usize = 1024;
@@ -71,6 +83,33 @@ const READ_BUFFER_BYTES: usize = 64 << 10;
 const _: () = assert!(RECONNECT_BACKOFF_MIN.as_nanos() <= RECONNECT_BACKOFF_MAX.as_nanos());
 const _: () = assert!(OUTBOUND_BYTES_MAX >= FRAME_BYTES_MAX);
 const _: () = assert!(INBOUND_BYTES_MAX >= FRAME_BYTES_MAX);
+
+/// How the voters secure their connections (see the module documentation): shared, immutable.
+#[derive(Clone, Default)]
+pub struct VoterSecurity {
+    /// The TLS server side of this voter's listener (`None`: plaintext).
+    pub server: Option<ListenerTls>,
+    /// The client side towards the other voters.
+    pub client: PeerSecurity,
+}
+
+impl VoterSecurity {
+    /// From the controller listener of `config` (plaintext without `controller.listener.names`).
+    /// Blocking (reads key files): call at start-up.
+    ///
+    /// # Errors
+    /// [`PeerConfigError`] naming the key at fault.
+    pub fn new(config: &BrokerConfig) -> Result<VoterSecurity, PeerConfigError> {
+        let server = match config.controller_listener() {
+            Some((name, protocol)) if protocol.uses_tls() => Some(ListenerTls::new(config, name)?),
+            _ => None,
+        };
+        Ok(VoterSecurity {
+            server,
+            client: PeerSecurity::controller(config)?,
+        })
+    }
+}
 
 /// The transport's tasks, cancelled when it is dropped.
 #[derive(Default)]
@@ -122,6 +161,7 @@ impl TcpTransport {
         this: NodeId,
         listen: Option<(Handoff, SocketAddr)>,
         peers: &BTreeMap<NodeId, SocketAddr>,
+        security: VoterSecurity,
     ) -> TcpTransport {
         assert!(
             !peers.contains_key(&this),
@@ -135,6 +175,7 @@ impl TcpTransport {
             let voters: Rc<BTreeSet<NodeId>> = Rc::new(peers.keys().copied().collect());
             let accept = accept_loop(
                 handoff.incoming(),
+                security.server.clone(),
                 voters,
                 inbox.clone(),
                 Rc::downgrade(&tasks),
@@ -145,7 +186,8 @@ impl TcpTransport {
         let mut queues = BTreeMap::new();
         for (&to, &addr) in peers {
             let queue = FrameQueue::new(OUTBOUND_FRAMES_MAX, OUTBOUND_BYTES_MAX);
-            let handle = crate::rt::spawn_local(write_loop(this, to, addr, queue.clone())).detach();
+            let writer = write_loop(this, to, addr, queue.clone(), security.client.clone());
+            let handle = crate::rt::spawn_local(writer).detach();
             tasks.borrow_mut().fixed.push(handle);
             queues.insert(to, queue);
         }
@@ -200,6 +242,7 @@ impl Transport for TcpTransport {
 
 async fn accept_loop(
     mut listener: Incoming,
+    tls: Option<ListenerTls>,
     voters: Rc<BTreeSet<NodeId>>,
     inbox: FrameQueue,
     tasks: std::rc::Weak<RefCell<Tasks>>,
@@ -224,6 +267,7 @@ async fn accept_loop(
         let number = registry.next_reader;
         registry.next_reader += 1;
         let (voters, inbox, weak) = (voters.clone(), inbox.clone(), Rc::downgrade(&tasks));
+        let tls = tls.clone();
         let handle = crate::rt::spawn_local(async move {
             let peer = stream.peer_addr().ok();
             let on_hello = |from| {
@@ -231,7 +275,20 @@ async fn accept_loop(
                     tasks.borrow_mut().hello(from, number);
                 }
             };
-            match read_connection(stream, &voters, &inbox, on_hello).await {
+            let read = match tls {
+                None => read_connection(stream, &voters, &inbox, on_hello).await,
+                Some(tls) => match tls.accept(stream).await {
+                    Ok((stream, _)) => read_connection(stream, &voters, &inbox, on_hello).await,
+                    Err(e) => Err(InboundError::Tls(e)),
+                },
+            };
+            match read {
+                Err(InboundError::Tls(e)) => tracing::warn!(
+                    ?peer,
+                    error = %e,
+                    "controller quorum: TLS refused on an inbound connection (a voter with an \
+                     untrusted certificate?); closed"
+                ),
                 Err(InboundError::NotAVoter(node)) => tracing::warn!(
                     ?peer,
                     node = node.0,
@@ -261,12 +318,14 @@ enum InboundError {
     HelloTimeout,
     #[error("node {0:?} is not another voter")]
     NotAVoter(NodeId),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsAcceptError),
 }
 
 /// Reads one inbound connection until it ends or misbehaves; `on_hello` learns the voter
 /// once its hello checked out.
-async fn read_connection(
-    stream: TcpStream,
+async fn read_connection<S: AsyncRead + Unpin>(
+    stream: S,
     voters: &BTreeSet<NodeId>,
     inbox: &FrameQueue,
     on_hello: impl FnOnce(NodeId),
@@ -292,16 +351,22 @@ async fn read_connection(
 }
 
 /// Drains `queue` into a connection to voter `to` at `addr`, reconnecting as needed.
-async fn write_loop(this: NodeId, to: NodeId, addr: SocketAddr, queue: FrameQueue) {
+async fn write_loop(
+    this: NodeId,
+    to: NodeId,
+    addr: SocketAddr,
+    queue: FrameQueue,
+    security: PeerSecurity,
+) {
     let mut backoff = RECONNECT_BACKOFF_MIN;
     // Said once per outage, when the backoff reaches its cap (about 2 s of failures).
     let mut warned = false;
-    let mut connection: Option<BufWriter<TcpStream>> = None;
+    let mut connection: Option<BufWriter<PeerStream>> = None;
     loop {
         let (_, frame) = queue.pop().await;
         let writer = match connection.as_mut() {
             Some(writer) => writer,
-            None => match connect(this, addr).await {
+            None => match connect(this, addr, &security).await {
                 Ok(writer) => {
                     backoff = RECONNECT_BACKOFF_MIN;
                     if warned {
@@ -339,12 +404,21 @@ async fn write_loop(this: NodeId, to: NodeId, addr: SocketAddr, queue: FrameQueu
     }
 }
 
-/// Opens a connection to `addr` and sends the hello naming `this`.
-async fn connect(this: NodeId, addr: SocketAddr) -> std::io::Result<BufWriter<TcpStream>> {
+/// Opens a connection to `addr`, secures it with `security` and sends the hello naming
+/// `this`.
+async fn connect(
+    this: NodeId,
+    addr: SocketAddr,
+    security: &PeerSecurity,
+) -> std::io::Result<BufWriter<PeerStream>> {
     let stream = TcpStream::connect_timeout(addr, CONNECT_TIMEOUT)
         .await
         .map_err(std::io::Error::from)?;
     stream.set_nodelay(true).map_err(std::io::Error::from)?;
+    let stream = security
+        .secure(&addr.ip().to_string(), stream)
+        .await
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::ConnectionRefused, e))?;
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, stream);
     writer.write_all(&wire::encode_hello(this)).await?;
     Ok(writer)
@@ -352,7 +426,7 @@ async fn connect(this: NodeId, addr: SocketAddr) -> std::io::Result<BufWriter<Tc
 
 /// Writes `first` and whatever else is queued, then flushes.
 async fn write_queued(
-    writer: &mut BufWriter<TcpStream>,
+    writer: &mut BufWriter<PeerStream>,
     first: Bytes,
     queue: &FrameQueue,
 ) -> std::io::Result<()> {

@@ -1,10 +1,11 @@
 //! One replica fetcher's loop, its Fetch exchange with the leader, and [`reconcile`] (see
 //! the parent module).
 
-use super::FETCHER_SHARD;
+use super::{quota, FETCHER_SHARD};
 use crate::metadata::{broker_endpoint, ClusterMetadata};
 use crate::partitions::service::call_replica;
 use crate::partitions::{PartitionOp, PartitionReply};
+use crate::peer::{PeerError, PeerStream};
 use crate::rt::TcpStream;
 use crate::shard::Shard;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -20,7 +21,7 @@ use net::kafka_protocol::messages::{
     ResponseHeader, TopicName,
 };
 use net::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -46,6 +47,9 @@ pub const REPLICA_SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
 pub const BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// The longest back-off (the first doubles up to it while errors go on).
 pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// The wait when every partition of a fetcher is held back by the follower's throttle
+/// (Kafka's `replica.fetch.backoff.ms` default).
+pub const THROTTLED_BACKOFF: Duration = Duration::from_secs(1);
 /// The Fetch version the fetchers speak (every node is a Sluice broker, which serves it):
 /// topic ids (v13+, KIP-516), the broker epoch in `ReplicaState` (v15+, KIP-903), diverging
 /// epochs (v12+, KIP-320).
@@ -72,6 +76,8 @@ pub enum FetcherError {
     },
     #[error("I/O with leader {leader}: {source}")]
     Io { leader: i32, source: std::io::Error },
+    #[error("securing the connection to leader {leader}: {source}")]
+    Peer { leader: i32, source: PeerError },
     #[error("leader {leader} did not answer within {timeout:?}")]
     TimedOut { leader: i32, timeout: Duration },
     #[error("leader {leader} sent a response frame of {size_bytes} bytes (at most {RESPONSE_FRAME_BYTES_MAX})")]
@@ -106,6 +112,7 @@ impl FetcherError {
     fn breaks_connection(&self) -> bool {
         match self {
             FetcherError::Io { .. }
+            | FetcherError::Peer { .. }
             | FetcherError::TimedOut { .. }
             | FetcherError::FrameTooLarge { .. }
             | FetcherError::CorrelationMismatch { .. }
@@ -239,7 +246,7 @@ async fn run(shard: Rc<Shard>, leader: i32) {
     let node = shard.config.node_id;
     let mut positions: HashMap<TopicPartition, Position> = HashMap::new();
     let mut delays = Delays::default();
-    let mut connection: Option<TcpStream> = None;
+    let mut connection: Option<PeerStream> = None;
     let mut connection_backoff = BACKOFF_MIN;
     let mut correlation_id: i32 = 0;
     while !shard.stop.is_requested() {
@@ -255,9 +262,36 @@ async fn run(shard: Rc<Shard>, leader: i32) {
             }
             continue;
         }
+        // KIP-73: over the follower's throttle, the throttled partitions wait.
+        let throttled = throttled_partitions(&shard, &positions);
+        let held_back = !throttled.is_empty()
+            && shard
+                .replica_fetchers
+                .throttle_exceeded(follower_throttled_rate(&shard));
+        let unthrottled: HashMap<TopicPartition, Position>;
+        let request = if held_back {
+            unthrottled = positions
+                .iter()
+                .filter(|(tp, _)| !throttled.contains(*tp))
+                .map(|(tp, p)| (tp.clone(), *p))
+                .collect();
+            &unthrottled
+        } else {
+            &positions
+        };
+        if request.is_empty() {
+            if shard.sleep_unless_stopped(THROTTLED_BACKOFF).await {
+                return;
+            }
+            continue;
+        }
         correlation_id = correlation_id.wrapping_add(1);
-        match fetch_once(&shard, leader, &mut connection, &positions, correlation_id).await {
+        match fetch_once(&shard, leader, &mut connection, request, correlation_id).await {
             Ok(response) => {
+                let bytes = throttled_bytes(&response, &positions, &throttled);
+                if bytes > 0 {
+                    shard.replica_fetchers.record_throttled(bytes);
+                }
                 let out_of_range =
                     apply_response(&shard, leader, &mut positions, &mut delays, response).await;
                 reset_all_out_of_range(
@@ -282,6 +316,77 @@ async fn run(shard: Rc<Shard>, leader: i32) {
             }
         }
     }
+}
+
+/// The partitions of `positions` whose follower fetches are throttled (KIP-73): their topic
+/// lists this broker's replica in `follower.replication.throttled.replicas` and the image
+/// does not have it in the ISR (Kafka throttles only replicas out of sync).
+fn throttled_partitions(
+    shard: &Shard,
+    positions: &HashMap<TopicPartition, Position>,
+) -> HashSet<TopicPartition> {
+    let meta = shard.metadata();
+    let node = shard.config.node_id;
+    positions
+        .keys()
+        .filter(|tp| {
+            let Some(topic) = meta.topics.get(&tp.topic) else {
+                return false;
+            };
+            let listed = topic
+                .configs
+                .get(quota::FOLLOWER_THROTTLED_REPLICAS)
+                .is_some_and(|list| quota::lists_replica(list, tp.partition, node));
+            let in_sync = usize::try_from(tp.partition)
+                .ok()
+                .and_then(|p| topic.partitions.get(p))
+                .is_some_and(|p| p.isr.contains(&node));
+            listed && !in_sync
+        })
+        .cloned()
+        .collect()
+}
+
+/// `follower.replication.throttled.rate` in effect on this broker, bytes per second: its
+/// dynamic value (this broker's, else the cluster default), else the start-up config's.
+fn follower_throttled_rate(shard: &Shard) -> u64 {
+    let meta = shard.metadata();
+    crate::dynamic_config::DynamicBrokerConfigs::of(&meta.broker_configs, shard.config.node_id)
+        .lookup(quota::FOLLOWER_THROTTLED_RATE)
+        .and_then(|(value, _)| value.trim().parse().ok())
+        .unwrap_or(shard.config.follower_replication_throttled_rate)
+}
+
+/// The record bytes `response` carries for the `throttled` partitions.
+fn throttled_bytes(
+    response: &FetchResponse,
+    positions: &HashMap<TopicPartition, Position>,
+    throttled: &HashSet<TopicPartition>,
+) -> u64 {
+    if throttled.is_empty() {
+        return 0;
+    }
+    let names: HashMap<Uuid, &str> = positions
+        .iter()
+        .map(|(tp, p)| (p.followed.topic_id, tp.topic.as_str()))
+        .collect();
+    let mut bytes = 0u64;
+    for topic in &response.responses {
+        let Some(name) = names.get(&topic.topic_id) else {
+            continue;
+        };
+        for data in &topic.partitions {
+            let tp = TopicPartition {
+                topic: (*name).to_string(),
+                partition: data.partition_index,
+            };
+            if throttled.contains(&tp) {
+                let len = data.records.as_ref().map_or(0, Bytes::len);
+                bytes = bytes.saturating_add(u64::try_from(len).unwrap_or(u64::MAX));
+            }
+        }
+    }
+    bytes
 }
 
 /// Asks the owning shard the follower position of each of `followed` that has none and is
@@ -328,7 +433,7 @@ async fn take_positions(
 async fn reset_all_out_of_range(
     shard: &Rc<Shard>,
     leader: i32,
-    connection: &mut Option<TcpStream>,
+    connection: &mut Option<PeerStream>,
     correlation_id: &mut i32,
     positions: &mut HashMap<TopicPartition, Position>,
     delays: &mut Delays,
@@ -486,7 +591,7 @@ fn take_reply(
 async fn reset_out_of_range(
     shard: &Rc<Shard>,
     leader: i32,
-    connection: &mut Option<TcpStream>,
+    connection: &mut Option<PeerStream>,
     correlation_id: i32,
     tp: &TopicPartition,
     position: Position,
@@ -542,7 +647,7 @@ async fn reset_out_of_range(
 async fn fetch_once(
     shard: &Shard,
     leader: i32,
-    connection: &mut Option<TcpStream>,
+    connection: &mut Option<PeerStream>,
     positions: &HashMap<TopicPartition, Position>,
     correlation_id: i32,
 ) -> Result<FetchResponse, FetcherError> {
@@ -562,7 +667,7 @@ async fn fetch_once(
 async fn list_leader_offset(
     shard: &Shard,
     leader: i32,
-    connection: &mut Option<TcpStream>,
+    connection: &mut Option<PeerStream>,
     correlation_id: i32,
     tp: &TopicPartition,
     leader_epoch: LeaderEpoch,
@@ -621,7 +726,7 @@ pub fn listed_offset(
 pub(crate) async fn round_trip(
     shard: &Shard,
     leader: i32,
-    connection: &mut Option<TcpStream>,
+    connection: &mut Option<PeerStream>,
     frame: &[u8],
 ) -> Result<Bytes, FetcherError> {
     let exchange = async {
@@ -633,6 +738,9 @@ pub(crate) async fn round_trip(
         };
         let io = |source| FetcherError::Io { leader, source };
         stream.write_all(frame).await.map_err(io)?;
+        // A TLS stream holds what it encrypted until flushed (a plaintext one has nothing to
+        // flush).
+        stream.flush().await.map_err(io)?;
         let mut size = [0u8; 4];
         stream.read_exact(&mut size).await.map_err(io)?;
         let size_bytes = usize::try_from(u32::from_be_bytes(size)).unwrap_or(usize::MAX);
@@ -654,8 +762,9 @@ pub(crate) async fn round_trip(
 }
 
 /// A connection to `leader`'s inter-broker listener (`inter.broker.listener.name`) as the
-/// metadata registers it (a host name is resolved on the blocking pool, never on the shard).
-async fn connect(shard: &Shard, leader: i32) -> Result<TcpStream, FetcherError> {
+/// metadata registers it (a host name is resolved on the blocking pool, never on the shard),
+/// secured as that listener asks (TLS, SASL: `crate::peer`).
+async fn connect(shard: &Shard, leader: i32) -> Result<PeerStream, FetcherError> {
     let listener = shard.config.inter_broker_listener_name();
     let (host, port) = broker_endpoint(&shard.metadata(), leader, &listener)
         .ok_or(FetcherError::UnknownEndpoint { leader })?;
@@ -682,7 +791,11 @@ async fn connect(shard: &Shard, leader: i32) -> Result<TcpStream, FetcherError> 
             source: e.into(),
         })?;
     let _ = stream.set_nodelay(true);
-    Ok(stream)
+    shard
+        .inter_broker
+        .secure(&host, stream)
+        .await
+        .map_err(|source| FetcherError::Peer { leader, source })
 }
 
 /// The size-prefixed FetchRequest v16 frame of `replica` at `broker_epoch` (-1: unknown) for

@@ -32,25 +32,63 @@
 //! looks the leader's endpoint up again in the metadata. Nothing here runs for a partition
 //! with one replica: it has no fetcher.
 //!
+//! Replication throttle (KIP-73, [`quota`]): while the bytes fetched for the replicas a topic
+//! lists in `follower.replication.throttled.replicas` (out of the ISR) go faster than
+//! `follower.replication.throttled.rate`, those partitions are left out of the fetches.
+//! Not yet: the leader's side (`leader.replication.throttled.*`).
+//!
 //! Limits: full fetches only (no KIP-227 fetch session); the partitions of a response are
 //! handed to their shards one after the other.
 
 pub mod fetcher;
+pub mod quota;
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
 
 /// The shard every replica fetcher of this broker runs on.
 pub const FETCHER_SHARD: usize = 0;
 
 /// The replica fetchers of this broker, by leader `node.id` (on [`FETCHER_SHARD`] only).
-#[derive(Default)]
 pub struct ReplicaFetchers {
     /// Dropping a fetcher's task ends it.
     running: RefCell<HashMap<i32, crate::rt::Task<()>>>,
+    /// The follower's replication throttle, shared by the fetchers.
+    throttle: RefCell<quota::ReplicationQuota>,
+    /// The origin of the throttle's clock.
+    created: Instant,
+}
+
+impl Default for ReplicaFetchers {
+    fn default() -> Self {
+        ReplicaFetchers {
+            running: RefCell::default(),
+            throttle: RefCell::default(),
+            created: Instant::now(),
+        }
+    }
 }
 
 impl ReplicaFetchers {
+    /// Milliseconds since these fetchers were created: the throttle's clock.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the throttled fetches went faster than `limit_bytes_per_s` lately.
+    pub fn throttle_exceeded(&self, limit_bytes_per_s: u64) -> bool {
+        self.throttle
+            .borrow()
+            .is_exceeded(self.now_ms(), limit_bytes_per_s)
+    }
+
+    /// Counts `bytes` fetched for throttled replicas.
+    pub fn record_throttled(&self, bytes: u64) {
+        let now_ms = self.now_ms();
+        self.throttle.borrow_mut().record(bytes, now_ms);
+    }
+
     /// Ends the fetchers of leaders not in `leaders`.
     pub fn retain(&self, leaders: &BTreeSet<i32>) {
         self.running

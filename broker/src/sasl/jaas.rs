@@ -5,6 +5,13 @@
 
 use std::collections::BTreeMap;
 
+/// The `PLAIN` mechanism's name.
+pub(super) const PLAIN: &str = "PLAIN";
+
+/// The login module `PLAIN`'s `sasl.jaas.config` must name.
+pub(super) const PLAIN_LOGIN_MODULE: &str =
+    "org.apache.kafka.common.security.plain.PlainLoginModule";
+
 /// A parsed login module entry.
 #[derive(Debug, PartialEq, Eq)]
 pub struct JaasEntry {

@@ -17,24 +17,26 @@
 //! fetch stays on plaintext listeners. A handshake that fails or does not finish within
 //! [`TLS_HANDSHAKE_TIMEOUT`] closes that connection only.
 
+mod client;
 mod error;
 mod keys;
 mod principal;
+mod settings;
 
+pub use client::{PeerTls, PeerTlsStream};
 pub use error::TlsConfigError;
 pub use principal::{NoMatchingRule, PrincipalMapper};
+pub use settings::TLS_HANDSHAKE_TIMEOUT;
+use settings::{
+    client_auth, crypto_provider, key_pair, listener_key, protocol_versions, trust_store,
+};
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls::ServerConfig;
 use tuning::config::BrokerConfig;
-
-/// Longest a client may take over its TLS handshake before the connection is closed (bounds
-/// what a client that stops mid-handshake holds).
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a TLS client was not accepted (the connection is closed).
 #[derive(Debug, thiserror::Error)]
@@ -71,16 +73,7 @@ impl ListenerTls {
     /// # Errors
     /// [`TlsConfigError`] naming the key at fault.
     pub fn new(config: &BrokerConfig, listener: &str) -> Result<ListenerTls, TlsConfigError> {
-        let get = |key: &str| {
-            config
-                .listener_property(listener, key)
-                .map(|v| (listener_key(config, listener, key), v))
-        };
-        let keystore = keys::Source::pick(
-            get("ssl.keystore.certificate.chain"),
-            get("ssl.keystore.location"),
-        )?
-        .ok_or_else(|| TlsConfigError::Invalid {
+        let (chain, key) = key_pair(config, listener)?.ok_or_else(|| TlsConfigError::Invalid {
             key: format!(
                 "listener.name.{}.ssl.keystore.location",
                 listener.to_ascii_lowercase()
@@ -90,14 +83,6 @@ impl ListenerTls {
                  ssl.keystore.certificate.chain and ssl.keystore.key (PEM)"
             ),
         })?;
-        let chain = keys::certificates(&keystore)?;
-        let key_source = match get("ssl.keystore.key") {
-            Some(inline) => keys::Source::pick(Some(inline), None)?.unwrap_or(keystore),
-            None => keystore,
-        };
-        let password = config.listener_property(listener, "ssl.key.password");
-        let key = keys::private_key(&key_source, password)?;
-
         let provider = Arc::new(crypto_provider(config, listener)?);
         let versions = protocol_versions(config, listener)?;
         let rustls_error = |source| TlsConfigError::Rustls {
@@ -111,7 +96,12 @@ impl ListenerTls {
         let builder = if client_auth == "none" {
             builder.with_no_client_auth()
         } else {
-            let roots = trust_store(config, listener)?;
+            let roots = trust_store(config, listener)?.ok_or_else(|| TlsConfigError::Invalid {
+                key: listener_key(config, listener, "ssl.client.auth"),
+                why: "client authentication needs a trust store: set ssl.truststore.location \
+                      or ssl.truststore.certificates (PEM)"
+                    .to_owned(),
+            })?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = if client_auth == "requested" {
                 verifier.allow_unauthenticated()
@@ -172,136 +162,6 @@ fn subject(der: &[u8]) -> Result<String, TlsAcceptError> {
     let cert = x509_cert::Certificate::from_der(der)
         .map_err(|e| TlsAcceptError::Certificate(e.to_string()))?;
     Ok(cert.tbs_certificate.subject.to_string())
-}
-
-/// The name of `key` as set for `listener`: its per-listener form when that is set.
-fn listener_key(config: &BrokerConfig, listener: &str, key: &str) -> String {
-    let prefixed = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());
-    if config.security_properties.contains_key(&prefixed) {
-        prefixed
-    } else {
-        key.to_owned()
-    }
-}
-
-/// `ssl.client.auth` for `listener` (default `none`). On a SASL_SSL listener only its
-/// `listener.name.<l>.ssl.client.auth` counts, the broker-wide key being for SSL listeners
-/// (KIP-684), as in Kafka.
-fn client_auth<'c>(config: &'c BrokerConfig, listener: &str) -> &'c str {
-    let sasl = config
-        .listener_protocol(listener)
-        .is_some_and(|p| p.uses_sasl());
-    let value = if sasl {
-        let prefixed = format!(
-            "listener.name.{}.ssl.client.auth",
-            listener.to_ascii_lowercase()
-        );
-        config
-            .security_properties
-            .get(&prefixed)
-            .map(String::as_str)
-    } else {
-        config.listener_property(listener, "ssl.client.auth")
-    };
-    value.unwrap_or("none")
-}
-
-/// rustls's ring provider with only the suites of `ssl.cipher.suites`, when set.
-fn crypto_provider(
-    config: &BrokerConfig,
-    listener: &str,
-) -> Result<rustls::crypto::CryptoProvider, TlsConfigError> {
-    // rustls 0.23.48 deprecates the ring provider for lacking post-quantum key exchange
-    // (aws-lc-rs has it, at the cost of a CMake and C build of aws-lc in every build). Kafka 4.4
-    // on Java 17/21 offers no post-quantum group either; revisit with the next rustls.
-    #[allow(deprecated)]
-    let mut provider = rustls::crypto::ring::default_provider();
-    let Some(wanted) = config
-        .listener_property(listener, "ssl.cipher.suites")
-        .filter(|v| !v.trim().is_empty())
-    else {
-        return Ok(provider);
-    };
-    let mut suites = Vec::new();
-    for name in wanted.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        // Java names TLS 1.3 suites TLS_AES_…; rustls TLS13_AES_….
-        let tls13 = name
-            .strip_prefix("TLS_")
-            .map(|rest| format!("TLS13_{rest}"));
-        let suite = provider.cipher_suites.iter().find(|s| {
-            let known = s.suite().as_str();
-            known == Some(name) || known.is_some_and(|k| tls13.as_deref() == Some(k))
-        });
-        match suite {
-            Some(s) => suites.push(*s),
-            None => {
-                return Err(TlsConfigError::Invalid {
-                    key: listener_key(config, listener, "ssl.cipher.suites"),
-                    why: format!("unsupported cipher suite {name}"),
-                })
-            }
-        }
-    }
-    provider.cipher_suites = suites;
-    Ok(provider)
-}
-
-/// The TLS versions of `ssl.enabled.protocols` (default TLSv1.2 and TLSv1.3).
-fn protocol_versions(
-    config: &BrokerConfig,
-    listener: &str,
-) -> Result<Vec<&'static SupportedProtocolVersion>, TlsConfigError> {
-    let enabled = config
-        .listener_property(listener, "ssl.enabled.protocols")
-        .unwrap_or("TLSv1.2,TLSv1.3");
-    let mut versions = Vec::new();
-    for name in enabled.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        versions.push(match name {
-            "TLSv1.2" => &rustls::version::TLS12,
-            "TLSv1.3" => &rustls::version::TLS13,
-            other => {
-                return Err(TlsConfigError::Invalid {
-                    key: listener_key(config, listener, "ssl.enabled.protocols"),
-                    why: format!("unsupported protocol {other}"),
-                })
-            }
-        });
-    }
-    if versions.is_empty() {
-        return Err(TlsConfigError::Invalid {
-            key: listener_key(config, listener, "ssl.enabled.protocols"),
-            why: "no protocol enabled".to_owned(),
-        });
-    }
-    Ok(versions)
-}
-
-/// The trust store that vouches for client certificates (needed by `ssl.client.auth`
-/// `required` or `requested`).
-fn trust_store(config: &BrokerConfig, listener: &str) -> Result<RootCertStore, TlsConfigError> {
-    let get = |key: &str| {
-        config
-            .listener_property(listener, key)
-            .map(|v| (listener_key(config, listener, key), v))
-    };
-    let source = keys::Source::pick(
-        get("ssl.truststore.certificates"),
-        get("ssl.truststore.location"),
-    )?
-    .ok_or_else(|| TlsConfigError::Invalid {
-        key: listener_key(config, listener, "ssl.client.auth"),
-        why: "client authentication needs a trust store: set ssl.truststore.location or \
-              ssl.truststore.certificates (PEM)"
-            .to_owned(),
-    })?;
-    let mut roots = RootCertStore::empty();
-    for cert in keys::certificates(&source)? {
-        roots.add(cert).map_err(|e| TlsConfigError::Invalid {
-            key: source.key.clone(),
-            why: e.to_string(),
-        })?;
-    }
-    Ok(roots)
 }
 
 #[cfg(test)]
@@ -383,7 +243,7 @@ Tnc5yYCnnGpp8g0cQADLa/s=
                 .len(),
             1
         );
-        assert!(trust_store(&config(&[]), "SSL").is_err());
+        assert!(trust_store(&config(&[]), "SSL").expect("none").is_none());
         let c = config(&[("ssl.client.auth", "required")]);
         assert_eq!(client_auth(&c, "SSL"), "required");
         assert_eq!(
@@ -394,6 +254,6 @@ Tnc5yYCnnGpp8g0cQADLa/s=
         let c = config(&[("listener.name.sasl_ssl.ssl.client.auth", "requested")]);
         assert_eq!(client_auth(&c, "SASL_SSL"), "requested");
         let c = config(&[("ssl.truststore.certificates", ALICE)]);
-        assert!(trust_store(&c, "SSL").is_ok());
+        assert!(trust_store(&c, "SSL").expect("PEM").is_some());
     }
 }

@@ -9,9 +9,11 @@
 
 use super::state::TxnMetadata;
 use crate::coordinator_runtime::{partition_for, CoordinatedPartitions, LoadId, LoadQueue};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::time::Duration;
+use storage::Notify;
 
 /// The transaction coordinator's settings (Kafka's names).
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +41,11 @@ pub struct TxnCoordinator {
     pub(super) config: TxnConfig,
     /// This shard's KIP-890 verification questions to other brokers' coordinators.
     pub(super) verifier: super::verify_queue::Verifier,
+    /// Notified whenever a transaction of this shard is written CompleteCommit or
+    /// CompleteAbort (held AddPartitionsToTxn requests wait on it).
+    pub(super) completed: Rc<Notify>,
+    /// AddPartitionsToTxn requests held now (at most `ADD_PARTITIONS_HELD_MAX`).
+    pub(super) held_adds: Cell<usize>,
 }
 
 impl TxnCoordinator {
@@ -49,6 +56,8 @@ impl TxnCoordinator {
             loads: LoadQueue::default(),
             config,
             verifier: super::verify_queue::Verifier::default(),
+            completed: Rc::new(Notify::default()),
+            held_adds: Cell::new(0),
         }
     }
 

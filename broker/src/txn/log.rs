@@ -7,8 +7,9 @@
 //!   producer_id:int64 | producer_epoch:int16 | timeout_ms:int32 | status:int8 |
 //!   partitions: compact nullable array of {topic: compact string, partition_ids: compact
 //!   array of int32, tagged fields} | last_update_ms:int64 | start_ms:int64 | tagged fields`
-//!   (tag 0 previous producer id, 1 next producer id, 2 client transaction version: written
-//!   only when not their defaults -1, -1, 0, which this coordinator never sets);
+//!   (tag 0 previous producer id: int64, 1 next producer id: int64 — KIP-890 part 2's
+//!   rotation when the epochs run out —, 2 client transaction version: int16; each written,
+//!   in tag order, only when not its default -1, -1, 0, as Kafka's generated code does);
 //! - value v0 (read only): the same fields, non-flexible (int32 array counts, int16 string
 //!   lengths, no tagged fields).
 //!
@@ -62,8 +63,28 @@ pub fn encode_value(t: &TxnTransit) -> Option<Vec<u8>> {
     }
     out.put_i64(t.last_update_ms);
     out.put_i64(t.start_ms);
-    put_uvarint(&mut out, 0); // no tagged fields
+    put_tagged_fields(&mut out, t);
     Some(out)
+}
+
+/// The value's tagged fields: those of `t` that are not their defaults, in tag order.
+fn put_tagged_fields(out: &mut Vec<u8>, t: &TxnTransit) {
+    let mut fields: Vec<(u64, Vec<u8>)> = Vec::with_capacity(3);
+    if t.previous_producer_id != NO_PRODUCER_ID {
+        fields.push((0, t.previous_producer_id.to_be_bytes().to_vec()));
+    }
+    if t.next_producer_id != NO_PRODUCER_ID {
+        fields.push((1, t.next_producer_id.to_be_bytes().to_vec()));
+    }
+    if t.client_transaction_version != 0 {
+        fields.push((2, t.client_transaction_version.to_be_bytes().to_vec()));
+    }
+    put_uvarint(out, fields.len() as u64);
+    for (tag, data) in fields {
+        put_uvarint(out, tag);
+        put_uvarint(out, data.len() as u64);
+        out.put_slice(&data);
+    }
 }
 
 fn group_by_topic(partitions: &BTreeSet<TopicPartition>) -> Vec<(&str, Vec<i32>)> {
@@ -145,10 +166,15 @@ fn decode_value(mut v: &[u8]) -> Result<TxnTransit, String> {
     let last_update_ms = get_i64(&mut v)?;
     let start_ms = get_i64(&mut v)?;
     let mut previous_producer_id = NO_PRODUCER_ID;
+    let mut next_producer_id = NO_PRODUCER_ID;
+    let mut client_transaction_version = 0;
     if flexible {
         skip_tagged(&mut v, |tag, mut data| {
-            if tag == 0 {
-                previous_producer_id = get_i64(&mut data)?;
+            match tag {
+                0 => previous_producer_id = get_i64(&mut data)?,
+                1 => next_producer_id = get_i64(&mut data)?,
+                2 => client_transaction_version = get_i16(&mut data)?,
+                _ => {}
             }
             Ok(())
         })?;
@@ -159,6 +185,8 @@ fn decode_value(mut v: &[u8]) -> Result<TxnTransit, String> {
     Ok(TxnTransit {
         producer_id,
         previous_producer_id,
+        next_producer_id,
+        client_transaction_version,
         producer_epoch,
         last_producer_epoch: super::state::NO_PRODUCER_EPOCH,
         timeout_ms,
@@ -263,6 +291,8 @@ mod tests {
         TxnTransit {
             producer_id: 1234,
             previous_producer_id: NO_PRODUCER_ID,
+            next_producer_id: NO_PRODUCER_ID,
+            client_transaction_version: 0,
             producer_epoch: 3,
             last_producer_epoch: super::super::state::NO_PRODUCER_EPOCH,
             timeout_ms: 60_000,
@@ -309,6 +339,8 @@ mod tests {
         let t = TxnTransit {
             producer_id: 1,
             previous_producer_id: NO_PRODUCER_ID,
+            next_producer_id: NO_PRODUCER_ID,
+            client_transaction_version: 0,
             producer_epoch: 2,
             last_producer_epoch: -1,
             timeout_ms: 3,
@@ -335,6 +367,41 @@ mod tests {
         .concat();
         assert_eq!(encode_value(&t), Some(expected));
         assert_eq!(encode_key("ab"), vec![0, 0, 0, 2, b'a', b'b']);
+    }
+
+    /// Transaction version 2's fields as Kafka's generated code writes them: tags 0, 1, 2
+    /// in order, each only when not its default.
+    #[test]
+    fn tagged_fields_of_transaction_version_2_roundtrip() {
+        let mut t = transit(TxnState::PrepareCommit, &[("a", 0)]);
+        t.previous_producer_id = 1234;
+        t.next_producer_id = 5678;
+        t.client_transaction_version = 2;
+        let value = encode_value(&t).expect("value");
+        let tail: Vec<u8> = [
+            &[3u8, 0, 8][..],
+            &1234i64.to_be_bytes(),
+            &[1, 8],
+            &5678i64.to_be_bytes(),
+            &[2, 2],
+            &2i16.to_be_bytes(),
+        ]
+        .concat();
+        assert!(value.ends_with(&tail), "{value:?}");
+        let back = decode(&encode_key("id"), Some(&value))
+            .expect("ok")
+            .expect("known");
+        assert_eq!(back.value, Some(t.clone()));
+        // Only the fields that are not their defaults.
+        t.next_producer_id = NO_PRODUCER_ID;
+        let value = encode_value(&t).expect("value");
+        assert!(
+            value.ends_with(&[&[2u8, 0, 8][..], &1234i64.to_be_bytes(), &[2, 2, 0, 2]].concat())
+        );
+        let back = decode(&encode_key("id"), Some(&value))
+            .expect("ok")
+            .expect("known");
+        assert_eq!(back.value, Some(t));
     }
 
     #[test]

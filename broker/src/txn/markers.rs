@@ -185,6 +185,7 @@ async fn write_complete(shard: &Rc<Shard>, partition: i32, coordinator_epoch: i3
                             state = state.name(),
                             "transaction completed"
                         );
+                        shard.txns.completed.notify_all();
                         return;
                     }
                     Err(e) => e,

@@ -1,5 +1,6 @@
 //! The transaction coordinator (KIP-98; Kafka's `TransactionCoordinator`,
-//! `TransactionStateManager`, `TransactionMarkerChannelManager`), transaction version 1.
+//! `TransactionStateManager`, `TransactionMarkerChannelManager`), transaction versions 1 and
+//! 2 (KIP-890).
 //!
 //! A transactional id lives on the shard that owns its partition of the internal
 //! `__transaction_state` topic — `abs(javaHashCode(id)) % partitions`, as Kafka places it —
@@ -14,7 +15,9 @@
 //! EndTxn writes PrepareCommit or PrepareAbort and answers; the markers are then written to
 //! every partition of the transaction by its leader ([`markers`]: WriteTxnMarkers, on this
 //! broker directly, to others over their Kafka listener), retried until each has one, and
-//! the transaction is written CompleteCommit or CompleteAbort. Open transactions older than
+//! the transaction is written CompleteCommit or CompleteAbort; an AddPartitionsToTxn that
+//! arrives meanwhile is held until then (at most [`ADD_PARTITIONS_HOLD`]) instead of being
+//! answered CONCURRENT_TRANSACTIONS at once, as Kafka does. Open transactions older than
 //! their timeout are aborted with an epoch bump, and ids idle past
 //! `transactional.id.expiration.ms` are removed ([`service::timeout_loop`]).
 //!
@@ -26,10 +29,15 @@
 //!
 //! KIP-890 part 1: a partition leader's question before a transaction's first batch there
 //! ([`verification`]: in-process when this broker coordinates the id, else AddPartitionsToTxn
-//! v4 `verify_only`, batched per coordinator node).
+//! v5 `verify_only`, batched per coordinator node).
 //!
-//! Not done: transaction version 2 (KIP-890 part 2: an
-//! epoch bump per transaction).
+//! KIP-890 part 2, transaction version 2 (`transaction.version` 2, finalized on a new
+//! cluster as Kafka 4.4 does): which rules apply is the request's version — EndTxn v5 bumps
+//! the producer epoch at every end and answers it ([`state`]), Produce v12 and TxnOffsetCommit
+//! v5 make the leader add the partition to the transaction (the same question with
+//! `verify_only` false). The transactions the coordinator ends itself (fences, timeouts)
+//! follow the cluster's finalized level. Kafka 4.4 advertises the same API versions at every
+//! level; a client picks the requests of the finalized one.
 
 mod coordinator;
 pub mod log;
@@ -59,6 +67,12 @@ pub const TXN_PREALLOCATE_STEP_BYTES: u64 = 1 << 20;
 /// How long a write of the transaction log may wait for the ISR (Kafka's
 /// `request.timeout.ms` default, which `TransactionStateManager` appends with).
 pub(crate) const TXN_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest an AddPartitionsToTxn waits for the producer's previous transaction to
+/// complete before it is answered CONCURRENT_TRANSACTIONS (below the clients' 20 ms backoff).
+pub(crate) const ADD_PARTITIONS_HOLD: Duration = Duration::from_millis(10);
+/// The most AddPartitionsToTxn requests one shard holds at once ([`ADD_PARTITIONS_HOLD`]).
+pub(crate) const ADD_PARTITIONS_HELD_MAX: usize = 1024;
 
 /// First and largest pause between two rounds of markers for partitions that did not take
 /// theirs yet (no leader, a leader that moved, too few replicas).

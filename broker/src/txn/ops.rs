@@ -14,11 +14,14 @@ pub enum TxnOp {
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
     },
-    /// AddPartitionsToTxn (v0–3, or v4+ without `verify_only`) and AddOffsetsToTxn.
+    /// AddPartitionsToTxn (v0–3, or v4+ without `verify_only`: a leader adding a partition
+    /// for Produce v12 or TxnOffsetCommit v5, KIP-890 part 2) and AddOffsetsToTxn;
+    /// `client_transaction_version` as `crate::txn::state::CLIENT_TXN_VERSION_1` / `_2`.
     AddPartitions {
         producer_id: i64,
         producer_epoch: i16,
         partitions: Vec<TopicPartition>,
+        client_transaction_version: i16,
     },
     /// AddPartitionsToTxn v4+ with `verify_only` (KIP-890 part 1).
     Verify {
@@ -26,10 +29,12 @@ pub enum TxnOp {
         producer_epoch: i16,
         partitions: Vec<TopicPartition>,
     },
+    /// EndTxn; `client_transaction_version` 2 for v5 (an epoch bump per transaction).
     EndTxn {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        client_transaction_version: i16,
     },
     /// DescribeTransactions.
     Describe,
@@ -68,9 +73,9 @@ pub struct ListedTxn {
 /// The coordinating shard's answer to a [`TxnOp`].
 #[derive(Debug)]
 pub enum TxnReply {
-    /// InitProducerId: the producer id and epoch.
+    /// InitProducerId and EndTxn: the producer id and epoch (EndTxn v5 answers them).
     ProducerId(Result<(i64, i16), TxnError>),
-    /// AddPartitions, EndTxn.
+    /// AddPartitions.
     Done(Result<(), TxnError>),
     /// Verify: per partition in request order, or one error for all.
     Verified(Result<Vec<Result<(), TxnError>>, TxnError>),
@@ -81,8 +86,8 @@ impl TxnReply {
     /// The reply of `op` failing as a whole with `error`.
     pub fn error(op: &TxnOp, error: TxnError) -> TxnReply {
         match op {
-            TxnOp::InitProducerId { .. } => TxnReply::ProducerId(Err(error)),
-            TxnOp::AddPartitions { .. } | TxnOp::EndTxn { .. } => TxnReply::Done(Err(error)),
+            TxnOp::InitProducerId { .. } | TxnOp::EndTxn { .. } => TxnReply::ProducerId(Err(error)),
+            TxnOp::AddPartitions { .. } => TxnReply::Done(Err(error)),
             TxnOp::Verify { .. } => TxnReply::Verified(Err(error)),
             TxnOp::Describe => TxnReply::Described(Err(error)),
         }

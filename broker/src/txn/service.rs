@@ -13,9 +13,10 @@
 use super::log::decode;
 use super::markers;
 use super::ops::{ListFilter, ListedTxn, TxnDescription, TxnOp, TxnReply};
-use super::state::{check_timeout, EndStep, InitStep, TxnError, TxnMetadata, TxnTransit};
+use super::state::{check_timeout, EndStep, InitStep, TxnError, TxnMetadata, TxnState, TxnTransit};
 use super::store::{coordinating, epoch_ms, write};
 use super::TXN_TOPIC;
+use super::{ADD_PARTITIONS_HELD_MAX, ADD_PARTITIONS_HOLD};
 use crate::coordinator_runtime::{partition_for, LoadId};
 use crate::messages::ShardMsg;
 use crate::shard::Shard;
@@ -169,11 +170,24 @@ pub async fn run_op(
             producer_id,
             producer_epoch,
             partitions,
+            client_transaction_version,
         } => {
             let partitions: BTreeSet<TopicPartition> = partitions.into_iter().collect();
-            let prepared = with_txn(shard, transactional_id, |m| {
-                m.add_partitions(producer_id, producer_epoch, &partitions, now_ms)
-            });
+            let add = |now_ms| {
+                with_txn(shard, transactional_id, |m| {
+                    m.add_partitions(
+                        producer_id,
+                        producer_epoch,
+                        &partitions,
+                        client_transaction_version,
+                        now_ms,
+                    )
+                })
+            };
+            let mut prepared = add(now_ms);
+            if completing(&prepared, shard, transactional_id) && hold_until_completed(shard).await {
+                prepared = coordinating(shard, partition).and_then(|()| add(epoch_ms()));
+            }
             TxnReply::Done(match prepared {
                 Ok(None) => Ok(()),
                 Ok(Some(t)) => write(shard, partition, transactional_id, t).await,
@@ -198,17 +212,57 @@ pub async fn run_op(
             producer_id,
             producer_epoch,
             commit,
+            client_transaction_version,
         } => {
-            let prepared = with_txn(shard, transactional_id, |m| {
-                m.end_txn(producer_id, producer_epoch, commit, now_ms)
-            });
-            TxnReply::Done(match prepared {
-                Ok(EndStep::Done) => Ok(()),
-                Ok(EndStep::Write(t)) => prepare_end(shard, partition, transactional_id, t).await,
-                Err(e) => Err(e),
-            })
+            let request = EndRequest {
+                producer_id,
+                producer_epoch,
+                commit,
+                client_transaction_version,
+            };
+            TxnReply::ProducerId(end_txn(shard, partition, transactional_id, request).await)
         }
     }
+}
+
+/// Whether `prepared` is CONCURRENT_TRANSACTIONS only because the id's previous transaction
+/// is still completing (PrepareCommit or PrepareAbort: its markers are being written).
+fn completing<T>(prepared: &Result<T, TxnError>, shard: &Shard, transactional_id: &str) -> bool {
+    matches!(prepared, Err(TxnError::ConcurrentTransactions))
+        && shard
+            .txns
+            .txns
+            .borrow()
+            .get(transactional_id)
+            .is_some_and(|m| matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort))
+}
+
+/// Holds an AddPartitionsToTxn that found the producer's previous transaction completing
+/// until a transaction of this shard completes, at most [`ADD_PARTITIONS_HOLD`]; true when
+/// one did (the caller tries again). Kafka answers CONCURRENT_TRANSACTIONS at once and the
+/// client backs off (librdkafka and the Java client 20 ms), while the markers usually land
+/// within a millisecond. At most [`ADD_PARTITIONS_HELD_MAX`] are held per shard; beyond
+/// that the answer is immediate.
+async fn hold_until_completed(shard: &Rc<Shard>) -> bool {
+    let coordinator = &shard.txns;
+    if coordinator.held_adds.get() >= ADD_PARTITIONS_HELD_MAX {
+        return false;
+    }
+    coordinator.held_adds.set(coordinator.held_adds.get() + 1);
+    let completed = coordinator.completed.notified();
+    let woken = futures_lite::future::or(
+        async {
+            completed.await;
+            true
+        },
+        async {
+            crate::rt::sleep(ADD_PARTITIONS_HOLD).await;
+            false
+        },
+    )
+    .await;
+    coordinator.held_adds.set(coordinator.held_adds.get() - 1);
+    woken
 }
 
 /// DescribeTransactions of `transactional_id` (Kafka's `handleDescribeTransactions`): an id
@@ -330,8 +384,9 @@ async fn init_producer_id(
     }
     let mut fresh_id = None;
     loop {
+        let version = transaction_version(shard);
         let step = with_txn(shard, transactional_id, |m| {
-            m.init_producer_id(timeout_ms, expected, fresh_id, epoch_ms())
+            m.init_producer_id(timeout_ms, expected, fresh_id, version, epoch_ms())
         })?;
         match step {
             InitStep::NeedProducerId => {
@@ -355,6 +410,65 @@ async fn init_producer_id(
             }
         }
     }
+}
+
+/// An EndTxn as [`TxnOp::EndTxn`] carries it.
+struct EndRequest {
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    client_transaction_version: i16,
+}
+
+/// EndTxn (Kafka's `handleEndTransaction`): PrepareCommit or PrepareAbort written, its markers
+/// started, and the producer id and epoch the producer goes on with answered (bumped at
+/// transaction version 2; the next producer id once the epochs are exhausted).
+async fn end_txn(
+    shard: &Rc<Shard>,
+    partition: i32,
+    transactional_id: &str,
+    r: EndRequest,
+) -> Result<(i64, i16), TxnError> {
+    let mut next_producer_id = None;
+    loop {
+        let step = with_txn(shard, transactional_id, |m| {
+            m.end_txn(
+                r.producer_id,
+                r.producer_epoch,
+                r.commit,
+                r.client_transaction_version,
+                next_producer_id,
+                epoch_ms(),
+            )
+        })?;
+        match step {
+            EndStep::Done {
+                producer_id,
+                producer_epoch,
+            } => return Ok((producer_id, producer_epoch)),
+            EndStep::NeedProducerId => {
+                next_producer_id = Some(allocate_producer_id(shard).await?);
+                coordinating(shard, partition)?;
+            }
+            EndStep::Write(t) => {
+                // What the producer continues with once the transaction completed (Kafka
+                // answers the next producer id at epoch 0 after an overflow).
+                let answer = if t.next_producer_id >= 0 {
+                    (t.next_producer_id, 0)
+                } else {
+                    (t.producer_id, t.producer_epoch)
+                };
+                prepare_end(shard, partition, transactional_id, t).await?;
+                return Ok(answer);
+            }
+        }
+    }
+}
+
+/// The cluster's finalized `transaction.version` (KIP-890), which the coordinator applies to
+/// the transactions it ends itself.
+fn transaction_version(shard: &Shard) -> i16 {
+    replication::metadata::transaction_version(&shard.metadata().image)
 }
 
 /// A new producer id from this broker's block (the idempotent producers' allocator).
@@ -516,12 +630,20 @@ async fn abort_timed_out(shard: &Rc<Shard>) {
         .filter(|m| m.timed_out(now_ms))
         .map(|m| m.transactional_id.clone())
         .collect();
+    let version = transaction_version(shard);
     for id in due {
         let partition = partition_for(&id, partitions);
         if coordinating(shard, partition).is_err() {
             continue;
         }
-        let Ok(t) = with_txn(shard, &id, |m| m.prepare_fence_abort(epoch_ms())) else {
+        let needs_id = with_txn(shard, &id, |m| Ok(m.fence_needs_producer_id(version)));
+        let next_producer_id = match needs_id {
+            Ok(true) => allocate_producer_id(shard).await.ok(),
+            _ => None,
+        };
+        let Ok(t) = with_txn(shard, &id, |m| {
+            m.prepare_fence_abort(version, next_producer_id, epoch_ms())
+        }) else {
             continue;
         };
         tracing::info!(transactional_id = %id, "aborting a transaction past its timeout");

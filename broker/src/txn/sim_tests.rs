@@ -55,12 +55,19 @@
 //! coordinator reads the old one's disk; `replication::sim` tests the log's replication),
 //! KIP-890 verification (the produce path does not verify yet: a zombie writes only to the
 //! partitions its transaction added), TxnOffsetCommit, KIP-360's producer-side epoch bump,
-//! transactional id expiry, transaction version 2.
+//! transactional id expiry, epoch exhaustion (a new producer id), version 2's implicit add.
+//!
+//! Transaction version (KIP-890 part 2): half the seeds run at version 2 — every EndTxn bumps
+//! the epoch and the instance continues with the answered one (sequences from 0; a retried
+//! EndTxn is answered the same epoch), the coordinator's fences bump twice — the others at 1.
 
 use super::log::{encode_key, encode_value};
 use super::markers::{outcome_of, MarkerProgress, NextRound, Outcome};
 use super::service::apply_batch;
-use super::state::{check_timeout, EndStep, InitStep, TxnError, TxnMetadata, TxnState, TxnTransit};
+use super::state::{
+    check_timeout, EndStep, InitStep, TxnError, TxnMetadata, TxnState, TxnTransit,
+    CLIENT_TXN_VERSION_1, CLIENT_TXN_VERSION_2,
+};
 use crate::coordinator_runtime::log::REPLAY_READ_BYTES;
 use crate::errors::storage_error_code;
 use bytes::Bytes;
@@ -135,6 +142,7 @@ enum Request {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        client_transaction_version: i16,
     },
     /// One transactional data batch (real bytes) and the tags of its records.
     Produce {
@@ -264,6 +272,8 @@ struct Stats {
     commits_seen: u64,
     aborts: u64,
     zombie_writes: u64,
+    /// Transaction version 2's bumps at EndTxn.
+    epoch_bumps: u64,
     /// Zombie batches a partition appended (before the fence's marker reached it).
     zombie_appends: u64,
     fences: u64,
@@ -284,6 +294,9 @@ struct World {
     model: RefCell<Model>,
     /// Producers and crashes stop.
     stopped: Cell<bool>,
+    /// The seed's `transaction.version` (1 or 2, KIP-890): the clients' EndTxn and the
+    /// coordinator's own fences follow it.
+    transaction_version: i16,
 }
 
 const COORDINATOR: NodeId = NodeId(0);
@@ -368,7 +381,13 @@ async fn coordinate(world: &Rc<World>, request: Request) -> Option<Response> {
             Some(e) => Err(e),
             None => {
                 let prepared = with_txn(&c, &transactional_id, |m| {
-                    m.add_partitions(producer_id, producer_epoch, &partitions, now_ms)
+                    m.add_partitions(
+                        producer_id,
+                        producer_epoch,
+                        &partitions,
+                        CLIENT_TXN_VERSION_1,
+                        now_ms,
+                    )
                 });
                 match prepared {
                     Ok(None) => Ok(()),
@@ -382,15 +401,33 @@ async fn coordinate(world: &Rc<World>, request: Request) -> Option<Response> {
             producer_id,
             producer_epoch,
             commit,
-        } => Response::Done(match loading {
+            client_transaction_version,
+        } => Response::ProducerId(match loading {
             Some(e) => Err(e),
             None => {
                 let prepared = with_txn(&c, &transactional_id, |m| {
-                    m.end_txn(producer_id, producer_epoch, commit, now_ms)
+                    m.end_txn(
+                        producer_id,
+                        producer_epoch,
+                        commit,
+                        client_transaction_version,
+                        None,
+                        now_ms,
+                    )
                 });
                 match prepared {
-                    Ok(EndStep::Done) => Ok(()),
-                    Ok(EndStep::Write(t)) => prepare_end(world, &c, &transactional_id, t).await,
+                    Ok(EndStep::Done {
+                        producer_id,
+                        producer_epoch,
+                    }) => Ok((producer_id, producer_epoch)),
+                    // The seeds' epochs never run out.
+                    Ok(EndStep::NeedProducerId) => Err(TxnError::EpochExhausted),
+                    Ok(EndStep::Write(t)) => {
+                        let answer = (t.producer_id, t.producer_epoch);
+                        prepare_end(world, &c, &transactional_id, t)
+                            .await
+                            .map(|()| answer)
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -430,7 +467,13 @@ async fn init_producer_id(
     let mut fresh_id = None;
     loop {
         let step = with_txn(c, id, |m| {
-            m.init_producer_id(timeout_ms, None, fresh_id, world.now_ms())
+            m.init_producer_id(
+                timeout_ms,
+                None,
+                fresh_id,
+                world.transaction_version,
+                world.now_ms(),
+            )
         })?;
         match step {
             InitStep::NeedProducerId => fresh_id = Some(allocate()),
@@ -617,7 +660,10 @@ async fn abort_timed_out(world: Rc<World>, c: Rc<SimCoordinator>) {
             .collect();
         due.sort();
         for id in due {
-            let Ok(t) = with_txn(&c, &id, |m| m.prepare_fence_abort(world.now_ms())) else {
+            let version = world.transaction_version;
+            let Ok(t) = with_txn(&c, &id, |m| {
+                m.prepare_fence_abort(version, None, world.now_ms())
+            }) else {
                 continue;
             };
             let fence = (t.producer_id, t.producer_epoch);
@@ -1112,7 +1158,7 @@ async fn run_instance(world: &World, node: &Node, transactional_id: &str, me: u3
         Some(Response::ProducerId(Ok(pe))) => pe,
         _ => return,
     };
-    let (producer_id, producer_epoch) = producer;
+    let (producer_id, mut producer_epoch) = producer;
     let mut sequences = [0i32; PARTITIONS];
     for number in 0.. {
         if world.stopped.get() {
@@ -1150,6 +1196,7 @@ async fn run_instance(world: &World, node: &Node, transactional_id: &str, me: u3
                     RecordTag { txn, index }
                 })
                 .collect();
+            let producer = (producer_id, producer_epoch);
             let batch = data_batch(producer, sequences[p], tags.len());
             match send_batch(world, node, p, batch, &tags, producer).await {
                 Sent::Appended => sequences[p] += i32::try_from(tags.len()).unwrap_or(0),
@@ -1172,19 +1219,35 @@ async fn run_instance(world: &World, node: &Node, transactional_id: &str, me: u3
         if commit {
             world.model.borrow_mut().commit_sent.insert(txn);
         }
+        let client_transaction_version = if world.transaction_version >= 2 {
+            CLIENT_TXN_VERSION_2
+        } else {
+            CLIENT_TXN_VERSION_1
+        };
         let end = || Request::EndTxn {
             transactional_id: transactional_id.to_string(),
             producer_id,
             producer_epoch,
             commit,
+            client_transaction_version,
         };
         match coordinator_call(world, node, end).await {
-            Some(Response::Done(Ok(()))) => {
+            Some(Response::ProducerId(Ok((id, epoch)))) => {
                 let mut model = world.model.borrow_mut();
                 if commit {
                     model.commit_acked.insert(txn);
                 } else {
                     model.stats.aborts += 1;
+                }
+                // Transaction version 2: the next transaction runs at the bumped epoch, its
+                // sequences from 0 (a retried EndTxn is answered the same epoch).
+                assert_eq!(id, producer_id, "the seeds' epochs never run out");
+                if epoch != producer_epoch {
+                    assert_eq!(world.transaction_version, 2, "version 1 keeps the epoch");
+                    assert_eq!(epoch, producer_epoch + 1, "one bump per transaction");
+                    model.stats.epoch_bumps += 1;
+                    producer_epoch = epoch;
+                    sequences = [0; PARTITIONS];
                 }
             }
             _ => return,
@@ -1255,6 +1318,7 @@ fn run(seed: u64) -> Stats {
         partitions,
         model: RefCell::new(Model::default()),
         stopped: Cell::new(false),
+        transaction_version: if rt.chance(50) { 2 } else { 1 },
     });
     rt.spawn(Box::pin(run_node(
         world.clone(),
@@ -1341,6 +1405,7 @@ fn transactions_stay_atomic_fenced_and_live_through_failovers_and_loss() {
         total.commits_seen += s.commits_seen;
         total.aborts += s.aborts;
         total.zombie_writes += s.zombie_writes;
+        total.epoch_bumps += s.epoch_bumps;
         total.zombie_appends += s.zombie_appends;
         total.fences += s.fences;
         total.timeouts += s.timeouts;
@@ -1351,6 +1416,7 @@ fn transactions_stay_atomic_fenced_and_live_through_failovers_and_loss() {
             total.commits_seen > 0
                 && total.aborts > 0
                 && total.zombie_writes > 0
+                && total.epoch_bumps > 0
                 && total.zombie_appends > 0
                 && total.fences > 0
                 && total.timeouts > 0

@@ -6,11 +6,18 @@
 //! answers `CONCURRENT_TRANSACTIONS`, as Kafka's `pendingState` does. A failed append drops
 //! the pending state ([`TxnMetadata::abandon`]).
 //!
-//! Transaction version 1 only (KIP-890 part 1): the producer epoch changes on
-//! InitProducerId and when the coordinator fences an open transaction, not per transaction.
+//! Both transaction versions (KIP-890): with a client at transaction version 1 (EndTxn v0–4)
+//! the producer epoch changes on InitProducerId and when the coordinator fences an open
+//! transaction; at version 2 (EndTxn v5, part 2) every EndTxn also bumps it — PrepareCommit
+//! or PrepareAbort is written with the next epoch, the markers carry it, and EndTxn answers
+//! it — and when that exhausts the epochs of the producer id, the prepared record names the
+//! next producer id (`next_producer_id`), which the completed record takes with epoch 0.
+//! A version-2 EndTxn retried with the epoch before the bump is answered as the first was
+//! (Kafka's `retryOnEpochBump` / `retryOnOverflow`), and may abort with nothing open.
 //!
-//! Invariants: a transaction in `Ongoing`, `PrepareCommit` or `PrepareAbort` has at least one
-//! partition; `Empty` has none; every transition goes to a state whose valid previous states
+//! Invariants: a transaction in `Ongoing` or `PrepareCommit` has at least one partition
+//! (`PrepareAbort` may have none: a version-2 abort with nothing open); `Empty` has none;
+//! every transition goes to a state whose valid previous states
 //! ([`TxnState::valid_previous`]) include the current one.
 
 use std::collections::BTreeSet;
@@ -20,6 +27,19 @@ use storage::TopicPartition;
 pub const NO_PRODUCER_ID: i64 = -1;
 /// See [`NO_PRODUCER_ID`].
 pub const NO_PRODUCER_EPOCH: i16 = -1;
+
+/// A client's transaction version as the coordinator records it (Kafka's
+/// `clientTransactionVersion`, stored in the log): 0 for the requests of transaction version
+/// 1 (EndTxn v0–4, AddPartitionsToTxn v0–3, AddOffsetsToTxn), 2 for those of version 2.
+pub const CLIENT_TXN_VERSION_1: i16 = 0;
+/// See [`CLIENT_TXN_VERSION_1`].
+pub const CLIENT_TXN_VERSION_2: i16 = 2;
+
+/// Whether transitions at `client_transaction_version` bump the epoch per transaction
+/// (Kafka's `TransactionVersion.supportsEpochBump`).
+pub fn supports_epoch_bump(client_transaction_version: i16) -> bool {
+    client_transaction_version >= CLIENT_TXN_VERSION_2
+}
 
 /// A transactional id's state (Kafka's `TransactionState`, with its ids as stored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -94,7 +114,15 @@ impl TxnState {
             Empty => &[Empty, CompleteCommit, CompleteAbort],
             Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
             PrepareCommit => &[Ongoing],
-            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            // Transaction version 2: an abort when the client is unsure whether a
+            // transaction is open (KIP-890 part 2).
+            PrepareAbort => &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
             CompleteCommit => &[PrepareCommit],
             CompleteAbort => &[PrepareAbort],
             Dead => &[Empty, CompleteAbort, CompleteCommit],
@@ -158,6 +186,12 @@ pub struct TxnTransit {
     pub producer_id: i64,
     /// The producer id before this transition (a rotation's old id).
     pub previous_producer_id: i64,
+    /// Transaction version 2: the producer id the completed transaction moves to, because
+    /// this one's epochs are exhausted ([`NO_PRODUCER_ID`]: none).
+    pub next_producer_id: i64,
+    /// The client's transaction version ([`CLIENT_TXN_VERSION_1`] or
+    /// [`CLIENT_TXN_VERSION_2`]).
+    pub client_transaction_version: i16,
     pub producer_epoch: i16,
     /// KIP-360: the epoch before the last bump, so a retried InitProducerId is recognised.
     pub last_producer_epoch: i16,
@@ -175,8 +209,13 @@ pub struct TxnMetadata {
     pub transactional_id: String,
     pub producer_id: i64,
     pub previous_producer_id: i64,
+    /// See [`TxnTransit::next_producer_id`].
+    pub next_producer_id: i64,
     pub producer_epoch: i16,
     pub last_producer_epoch: i16,
+    /// The transaction version of the client's last transition (see
+    /// [`TxnTransit::client_transaction_version`]).
+    pub client_transaction_version: i16,
     /// `transaction.timeout.ms` the producer asked for.
     pub timeout_ms: i32,
     pub state: TxnState,
@@ -207,10 +246,17 @@ pub enum InitStep {
 /// What EndTxn does next ([`TxnMetadata::end_txn`]).
 #[derive(Debug, PartialEq, Eq)]
 pub enum EndStep {
-    /// Already completed with the same result (a retry): answer success.
-    Done,
+    /// Already completed with the same result (a retry): answer success with this producer
+    /// id and epoch (transaction version 2 answers them).
+    Done {
+        producer_id: i64,
+        producer_epoch: i16,
+    },
     /// Write this PrepareCommit/PrepareAbort, then send the markers.
     Write(TxnTransit),
+    /// Transaction version 2 exhausts the producer id's epochs: ask again with the next
+    /// producer id.
+    NeedProducerId,
 }
 
 /// Whether `epoch` is the last a producer id may have (Kafka's `isEpochExhausted`).
@@ -234,8 +280,10 @@ impl TxnMetadata {
             transactional_id: transactional_id.to_string(),
             producer_id,
             previous_producer_id: NO_PRODUCER_ID,
+            next_producer_id: NO_PRODUCER_ID,
             producer_epoch: NO_PRODUCER_EPOCH,
             last_producer_epoch: NO_PRODUCER_EPOCH,
+            client_transaction_version: CLIENT_TXN_VERSION_1,
             timeout_ms,
             state: TxnState::Empty,
             partitions: BTreeSet::new(),
@@ -254,8 +302,10 @@ impl TxnMetadata {
             transactional_id: transactional_id.to_string(),
             producer_id: t.producer_id,
             previous_producer_id: t.previous_producer_id,
+            next_producer_id: t.next_producer_id,
             producer_epoch: t.producer_epoch,
             last_producer_epoch: NO_PRODUCER_EPOCH,
+            client_transaction_version: t.client_transaction_version,
             timeout_ms: t.timeout_ms,
             state: t.state,
             partitions: t.partitions,
@@ -269,14 +319,16 @@ impl TxnMetadata {
 
     /// InitProducerId with `timeout_ms` (already checked) and, for KIP-360, the producer's
     /// current id and epoch (`expected`); `new_producer_id` once [`InitStep::NeedProducerId`]
-    /// was answered. Errors: `ConcurrentTransactions` while a transition is written or a
-    /// transaction completes, `ProducerFenced` when `expected` is not this id's producer (or
-    /// its epoch is stale).
+    /// was answered; `transaction_version` is the cluster's finalized level, which the fence
+    /// of an open transaction applies. Errors: `ConcurrentTransactions` while a transition is
+    /// written or a transaction completes, `ProducerFenced` when `expected` is not this id's
+    /// producer (or its epoch is stale).
     pub fn init_producer_id(
         &mut self,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
         new_producer_id: Option<i64>,
+        transaction_version: i16,
         now_ms: i64,
     ) -> Result<InitStep, TxnError> {
         if self.pending.is_some() {
@@ -324,9 +376,13 @@ impl TxnMetadata {
                 self.bump_epoch(timeout_ms, expected.map(|(_, e)| e), now_ms)
                     .map(InitStep::Write)
             }
-            TxnState::Ongoing => self
-                .prepare_fence_abort(now_ms)
-                .map(InitStep::FenceAndAbort),
+            TxnState::Ongoing => {
+                if self.fence_needs_producer_id(transaction_version) && new_producer_id.is_none() {
+                    return Ok(InitStep::NeedProducerId);
+                }
+                self.prepare_fence_abort(transaction_version, new_producer_id, now_ms)
+                    .map(InitStep::FenceAndAbort)
+            }
             TxnState::Dead | TxnState::PrepareEpochFence => Err(TxnError::InvalidTxnState),
         }
     }
@@ -365,39 +421,104 @@ impl TxnMetadata {
         )
     }
 
+    /// The epoch a fence of the open transaction bumps to (Kafka's
+    /// `prepareFenceProducerEpoch`): once, even if an earlier fence's write failed, and never
+    /// past `i16::MAX`.
+    fn fenced_epoch(&self) -> i16 {
+        if self.has_failed_epoch_fence || self.producer_epoch == i16::MAX {
+            self.producer_epoch
+        } else {
+            self.producer_epoch + 1
+        }
+    }
+
+    /// Whether a fence at the cluster's `transaction_version` (its finalized level) exhausts
+    /// the producer id's epochs, so [`TxnMetadata::prepare_fence_abort`] wants the next
+    /// producer id.
+    pub fn fence_needs_producer_id(&self, transaction_version: i16) -> bool {
+        supports_epoch_bump(transaction_version)
+            && self.state == TxnState::Ongoing
+            && epoch_exhausted(self.fenced_epoch())
+    }
+
     /// Fences the open transaction (a new producer's InitProducerId, or its timeout): the
     /// epoch is bumped — once, even if the first attempt's write failed — and the
     /// transaction goes to `PrepareAbort` at that epoch (Kafka's `prepareFenceProducerEpoch`
-    /// followed by `endTransaction(ABORT, isFromClient = false)`). The bumped epoch is this
-    /// id's at once, so the fenced producer's requests are refused from now on.
-    pub fn prepare_fence_abort(&mut self, now_ms: i64) -> Result<TxnTransit, TxnError> {
+    /// followed by `endTransaction(ABORT, isFromClient = false)` at the cluster's finalized
+    /// `transaction_version`: at version 2 the abort bumps the epoch once more, and names
+    /// `next_producer_id` when that exhausts the epochs). The bumped epoch is this id's at
+    /// once, so the fenced producer's requests are refused from now on.
+    pub fn prepare_fence_abort(
+        &mut self,
+        transaction_version: i16,
+        next_producer_id: Option<i64>,
+        now_ms: i64,
+    ) -> Result<TxnTransit, TxnError> {
         if self.pending.is_some() {
             return Err(TxnError::ConcurrentTransactions);
         }
         if self.state != TxnState::Ongoing {
             return Err(TxnError::InvalidTxnState);
         }
-        if self.producer_epoch == i16::MAX {
-            return Err(TxnError::EpochExhausted);
-        }
         // PrepareEpochFence is the pending state for the instant the epoch is bumped: Kafka
         // clears it at once to make way for PrepareAbort.
         self.check_transition(TxnState::PrepareEpochFence)?;
-        if !self.has_failed_epoch_fence {
-            self.producer_epoch += 1;
-        }
+        let client_transaction_version = if supports_epoch_bump(transaction_version) {
+            CLIENT_TXN_VERSION_2
+        } else {
+            CLIENT_TXN_VERSION_1
+        };
+        let next_producer_id = match next_producer_id {
+            Some(id) if self.fence_needs_producer_id(transaction_version) => id,
+            _ => NO_PRODUCER_ID,
+        };
+        self.producer_epoch = self.fenced_epoch();
         self.last_producer_epoch = NO_PRODUCER_EPOCH;
-        let transit = self.prepare(
+        let transit = self.prepare_end(
             TxnState::PrepareAbort,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.timeout_ms,
-            self.partitions.clone(),
-            self.start_ms,
+            client_transaction_version,
+            next_producer_id,
+            false,
             now_ms,
         )?;
         self.fencing = true;
+        Ok(transit)
+    }
+
+    /// Kafka's `prepareAbortOrCommit`: PrepareCommit or PrepareAbort of the partitions; at
+    /// transaction version 2 with the next epoch (none past `i16::MAX`: an abort there goes
+    /// through at `i16::MAX`) and the previous one as the last. `nothing_added`: a version-2
+    /// abort with no transaction open starts its (empty) transaction now.
+    fn prepare_end(
+        &mut self,
+        next: TxnState,
+        client_transaction_version: i16,
+        next_producer_id: i64,
+        nothing_added: bool,
+        now_ms: i64,
+    ) -> Result<TxnTransit, TxnError> {
+        let (epoch, last) = if supports_epoch_bump(client_transaction_version) {
+            if self.producer_epoch == i16::MAX {
+                (self.producer_epoch, self.producer_epoch)
+            } else {
+                (self.producer_epoch + 1, self.producer_epoch)
+            }
+        } else {
+            (self.producer_epoch, self.last_producer_epoch)
+        };
+        let start_ms = if nothing_added { now_ms } else { self.start_ms };
+        let mut transit = self.prepare(
+            next,
+            self.producer_id,
+            epoch,
+            last,
+            self.timeout_ms,
+            self.partitions.clone(),
+            start_ms,
+            now_ms,
+        )?;
+        transit.next_producer_id = next_producer_id;
+        transit.client_transaction_version = client_transaction_version;
         Ok(transit)
     }
 
@@ -410,6 +531,7 @@ impl TxnMetadata {
         producer_id: i64,
         producer_epoch: i16,
         partitions: &BTreeSet<TopicPartition>,
+        client_transaction_version: i16,
         now_ms: i64,
     ) -> Result<Option<TxnTransit>, TxnError> {
         self.check_producer(producer_id, producer_epoch)?;
@@ -426,7 +548,7 @@ impl TxnMetadata {
             _ => self.start_ms,
         };
         let all = self.partitions.union(partitions).cloned().collect();
-        self.prepare(
+        let mut transit = self.prepare(
             TxnState::Ongoing,
             self.producer_id,
             self.producer_epoch,
@@ -435,8 +557,9 @@ impl TxnMetadata {
             all,
             start_ms,
             now_ms,
-        )
-        .map(Some)
+        )?;
+        transit.client_transaction_version = client_transaction_version;
+        Ok(Some(transit))
     }
 
     /// KIP-890 part 1's check of a partition leader (AddPartitionsToTxn v4+ `verify_only`):
@@ -470,16 +593,30 @@ impl TxnMetadata {
             .collect())
     }
 
-    /// EndTxn from the producer (`commit` or abort). Errors: `InvalidProducerIdMapping`,
-    /// `ProducerFenced` (another epoch), `ConcurrentTransactions` (a transition written, or
-    /// the same end still completing), `InvalidTxnState` (nothing open, or the other end).
+    /// EndTxn from the producer (`commit` or abort) at `client_transaction_version` (EndTxn
+    /// v5 is version 2, KIP-890 part 2); `next_producer_id` once [`EndStep::NeedProducerId`]
+    /// was answered. Errors: `InvalidProducerIdMapping`, `ProducerFenced` (another epoch; at
+    /// version 2 also an epoch that is no retry of the last EndTxn), `ConcurrentTransactions`
+    /// (a transition written, or the same end still completing), `InvalidTxnState` (nothing
+    /// open, or the other end).
     pub fn end_txn(
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        client_transaction_version: i16,
+        next_producer_id: Option<i64>,
         now_ms: i64,
     ) -> Result<EndStep, TxnError> {
+        if supports_epoch_bump(client_transaction_version) {
+            return self.end_txn_v2(
+                producer_id,
+                producer_epoch,
+                commit,
+                next_producer_id,
+                now_ms,
+            );
+        }
         self.check_producer(producer_id, producer_epoch)?;
         if self.pending.is_some() {
             return Err(TxnError::ConcurrentTransactions);
@@ -491,25 +628,84 @@ impl TxnMetadata {
                 } else {
                     TxnState::PrepareAbort
                 };
-                self.prepare(
-                    next,
-                    self.producer_id,
-                    self.producer_epoch,
-                    self.last_producer_epoch,
-                    self.timeout_ms,
-                    self.partitions.clone(),
-                    self.start_ms,
-                    now_ms,
-                )
-                .map(EndStep::Write)
+                self.prepare_end(next, CLIENT_TXN_VERSION_1, NO_PRODUCER_ID, false, now_ms)
+                    .map(EndStep::Write)
             }
-            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
-                Ok(EndStep::Done)
-            }
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(self.done()),
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
                 Err(TxnError::ConcurrentTransactions)
             }
             _ => Err(TxnError::InvalidTxnState),
+        }
+    }
+
+    /// EndTxn at transaction version 2 (Kafka's `endTransaction` with `supportsEpochBump`):
+    /// the epoch is bumped by every end; an EndTxn with the epoch before the last bump (or,
+    /// after a rotation, the old producer id at `i16::MAX - 1`) is a retry of it, answered
+    /// as it was; an abort is accepted with nothing open (an empty transaction).
+    fn end_txn_v2(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        next_producer_id: Option<i64>,
+        now_ms: i64,
+    ) -> Result<EndStep, TxnError> {
+        let retry_on_overflow = producer_id == self.previous_producer_id
+            && producer_epoch == i16::MAX - 1
+            && self.producer_epoch == 0;
+        let retry_on_epoch_bump = i32::from(self.producer_epoch) == i32::from(producer_epoch) + 1;
+        let valid_epoch = match self.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_epoch_bump,
+            TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                retry_on_epoch_bump || retry_on_overflow || producer_epoch == self.producer_epoch
+            }
+            _ => producer_epoch == self.producer_epoch,
+        };
+        let retry = retry_on_epoch_bump || retry_on_overflow;
+        if producer_id != self.producer_id && !retry_on_overflow {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        if !valid_epoch {
+            return Err(TxnError::ProducerFenced);
+        }
+        if self.pending.is_some() {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        use TxnState::*;
+        let (next, nothing_added) = match (self.state, commit) {
+            (Ongoing, true) => (PrepareCommit, false),
+            (Ongoing, false) => (PrepareAbort, false),
+            (CompleteCommit, true) | (CompleteAbort, false) if retry => return Ok(self.done()),
+            (CompleteCommit | CompleteAbort | Empty, false) if !retry => (PrepareAbort, true),
+            (PrepareCommit, true) | (PrepareAbort, false) => {
+                return Err(TxnError::ConcurrentTransactions)
+            }
+            _ => return Err(TxnError::InvalidTxnState),
+        };
+        let next_producer_id = if epoch_exhausted(self.producer_epoch) {
+            match next_producer_id {
+                Some(id) => id,
+                None => return Ok(EndStep::NeedProducerId),
+            }
+        } else {
+            NO_PRODUCER_ID
+        };
+        self.prepare_end(
+            next,
+            CLIENT_TXN_VERSION_2,
+            next_producer_id,
+            nothing_added,
+            now_ms,
+        )
+        .map(EndStep::Write)
+    }
+
+    /// A retried EndTxn's answer: this id's producer id and epoch.
+    fn done(&self) -> EndStep {
+        EndStep::Done {
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
         }
     }
 
@@ -526,16 +722,32 @@ impl TxnMetadata {
             _ => return Err(TxnError::InvalidTxnState),
         };
         self.has_failed_epoch_fence = false;
-        self.prepare(
+        // Transaction version 2 at exhausted epochs: the next producer id, at epoch 0; the
+        // last epoch stays the one the client saw (Kafka's `prepareComplete`).
+        let v2 = supports_epoch_bump(self.client_transaction_version);
+        let (producer_id, epoch, last) = if v2 && self.next_producer_id != NO_PRODUCER_ID {
+            (self.next_producer_id, 0, self.last_producer_epoch)
+        } else if v2 {
+            (
+                self.producer_id,
+                self.producer_epoch,
+                self.last_producer_epoch,
+            )
+        } else {
+            (self.producer_id, self.producer_epoch, self.producer_epoch)
+        };
+        let mut transit = self.prepare(
             next,
-            self.producer_id,
-            self.producer_epoch,
-            self.producer_epoch,
+            producer_id,
+            epoch,
+            last,
             self.timeout_ms,
             BTreeSet::new(),
             self.start_ms,
             now_ms,
-        )
+        )?;
+        transit.client_transaction_version = self.client_transaction_version;
+        Ok(transit)
     }
 
     /// Whether this id has been idle past `expiration_ms` at `now_ms`
@@ -581,6 +793,23 @@ impl TxnMetadata {
         }
         let same_producer = transit.producer_id == self.producer_id
             && transit.producer_epoch == self.producer_epoch;
+        let v2 = supports_epoch_bump(transit.client_transaction_version);
+        // Kafka's `validProducerEpoch`: at transaction version 2 a prepared end carries the
+        // next epoch (the current one as its last), and a completion may move to the next
+        // producer id at epoch 0.
+        let valid_producer = match transit.state {
+            TxnState::CompleteCommit | TxnState::CompleteAbort
+                if v2 && transit.producer_epoch == 0 =>
+            {
+                transit.last_producer_epoch == self.last_producer_epoch
+                    && transit.previous_producer_id == self.producer_id
+            }
+            TxnState::PrepareCommit | TxnState::PrepareAbort if v2 => {
+                transit.last_producer_epoch == self.producer_epoch
+                    && transit.producer_id == self.producer_id
+            }
+            _ => same_producer,
+        };
         let valid = match transit.state {
             TxnState::Empty => {
                 let bump = transit.producer_epoch == self.producer_epoch.wrapping_add(1)
@@ -594,20 +823,38 @@ impl TxnMetadata {
                     && transit.timeout_ms == self.timeout_ms
             }
             TxnState::PrepareCommit | TxnState::PrepareAbort => {
-                same_producer
+                let empty_abort = v2
+                    && transit.state == TxnState::PrepareAbort
+                    && matches!(
+                        self.state,
+                        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                    );
+                valid_producer
                     && transit.partitions == self.partitions
-                    && transit.start_ms == self.start_ms
+                    && (transit.start_ms == self.start_ms || empty_abort)
             }
             TxnState::CompleteCommit | TxnState::CompleteAbort => {
-                same_producer && transit.start_ms != -1
+                valid_producer && transit.start_ms != -1
             }
             TxnState::Dead | TxnState::PrepareEpochFence => false,
         };
         if !valid {
             return Err(TxnError::InvalidTxnState);
         }
+        // Kafka keeps the previous producer id but on an epoch bump or a version-2
+        // completion (a rotation's old id).
+        if transit.state == TxnState::Empty
+            || (v2
+                && matches!(
+                    transit.state,
+                    TxnState::CompleteCommit | TxnState::CompleteAbort
+                ))
+        {
+            self.previous_producer_id = transit.previous_producer_id;
+        }
+        self.next_producer_id = transit.next_producer_id;
+        self.client_transaction_version = transit.client_transaction_version;
         self.producer_id = transit.producer_id;
-        self.previous_producer_id = transit.previous_producer_id;
         self.producer_epoch = transit.producer_epoch;
         self.last_producer_epoch = transit.last_producer_epoch;
         self.timeout_ms = transit.timeout_ms;
@@ -673,6 +920,8 @@ impl TxnMetadata {
         Ok(TxnTransit {
             producer_id,
             previous_producer_id: self.producer_id,
+            next_producer_id: NO_PRODUCER_ID,
+            client_transaction_version: self.client_transaction_version,
             producer_epoch,
             last_producer_epoch,
             timeout_ms,

@@ -1,7 +1,9 @@
-//! KIP-890 part 1, the partition leader's question to the transaction coordinator (Kafka's
-//! `AddPartitionsToTxnManager`): is this partition in the producer's ongoing transaction?
-//! Asked before the transaction's first batch is appended to a partition, as AddPartitionsToTxn
-//! v4 with `verify_only`. When this broker leads the transactional id's `__transaction_state`
+//! KIP-890, the partition leader's question to the transaction coordinator (Kafka's
+//! `AddPartitionsToTxnManager`): is this partition in the producer's ongoing transaction
+//! (part 1, AddPartitionsToTxn with `verify_only`), or — for a client at transaction version
+//! 2 (part 2: Produce v12, TxnOffsetCommit v5) — add it to the transaction (`verify_only`
+//! false). Asked before the transaction's first batch is appended to a partition, as
+//! AddPartitionsToTxn v5. When this broker leads the transactional id's `__transaction_state`
 //! partition the coordinator is asked in-process ([`super::service::call`]); otherwise the
 //! questions for one coordinator node are batched, as Kafka's manager does: one request in
 //! flight per node from this shard, the questions that arrive meanwhile sent together in the
@@ -33,8 +35,9 @@ use net::kafka_protocol::protocol::StrBytes;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-/// The AddPartitionsToTxn version a leader verifies with (the first broker form, KIP-890).
-const VERIFY_VERSION: i16 = 4;
+/// The AddPartitionsToTxn version a leader verifies or adds with (Kafka's latest; any broker
+/// form, v4+, counts as transaction version 2 at the coordinator).
+const VERIFY_VERSION: i16 = 5;
 
 /// Asks the coordinator of `question.transactional_id` whether each of its partitions is in
 /// the producer's transaction: per partition in order, `Ok` or why not.
@@ -76,17 +79,29 @@ pub async fn verify(shard: &Rc<Shard>, question: Question) -> Answers {
 /// The coordinator on this broker, asked directly.
 async fn verify_here(shard: &Rc<Shard>, question: Question) -> Answers {
     let n = question.partitions.len();
-    let op = TxnOp::Verify {
-        producer_id: question.producer_id,
-        producer_epoch: question.producer_epoch,
-        partitions: question.partitions,
+    let op = if question.add {
+        TxnOp::AddPartitions {
+            producer_id: question.producer_id,
+            producer_epoch: question.producer_epoch,
+            partitions: question.partitions,
+            client_transaction_version: super::state::CLIENT_TXN_VERSION_2,
+        }
+    } else {
+        TxnOp::Verify {
+            producer_id: question.producer_id,
+            producer_epoch: question.producer_epoch,
+            partitions: question.partitions,
+        }
     };
     match super::service::call(shard, &question.transactional_id, op).await {
         TxnReply::Verified(Ok(each)) if each.len() == n => each
             .into_iter()
             .map(|r| r.map_err(Unverified::Coordinator))
             .collect(),
-        TxnReply::Verified(Err(e)) => vec![Err(Unverified::Coordinator(e)); n],
+        TxnReply::Done(Ok(())) => vec![Ok(()); n],
+        TxnReply::Verified(Err(e)) | TxnReply::Done(Err(e)) => {
+            vec![Err(Unverified::Coordinator(e)); n]
+        }
         other => {
             tracing::error!(?other, "unexpected reply to a verification");
             vec![Err(Unverified::Coordinator(TxnError::CoordinatorNotAvailable)); n]
@@ -186,7 +201,7 @@ async fn ask(shard: &Shard, node: i32, questions: &[&Question]) -> Vec<Answers> 
         .collect()
 }
 
-/// The broker form of one question (`verify_only`).
+/// The broker form of one question (`verify_only` unless it adds).
 fn transaction_of(q: &Question) -> AddPartitionsToTxnTransaction {
     let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in &q.partitions {
@@ -198,7 +213,7 @@ fn transaction_of(q: &Question) -> AddPartitionsToTxnTransaction {
         )))
         .with_producer_id(ProducerId(q.producer_id))
         .with_producer_epoch(q.producer_epoch)
-        .with_verify_only(true)
+        .with_verify_only(!q.add)
         .with_topics(
             topics
                 .into_iter()

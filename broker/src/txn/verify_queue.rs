@@ -34,6 +34,9 @@ pub struct Question {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub partitions: Vec<TopicPartition>,
+    /// KIP-890 part 2 (Produce v12, TxnOffsetCommit v5): add the partitions to the
+    /// transaction (`verify_only` false) rather than only check them.
+    pub add: bool,
 }
 
 /// A question waiting for its node's next request, and where its answers go.
@@ -137,6 +140,7 @@ mod tests {
                 topic: "t".to_owned(),
                 partition: 0,
             }],
+            add: false,
         };
         (Waiting { question, answer }, answered)
     }

@@ -23,7 +23,13 @@
 //!   time after asking for a controlled shutdown) and a dead one comes back as a new
 //!   incarnation;
 //! - **a client** creating topics (1–3 partitions, replication factor 1..=3) and sometimes
-//!   deleting one, on the current leader.
+//!   deleting one, on the current leader;
+//! - in the reassigning runs ([`reassignments_under_faults_keep_the_metadata_consistent`]),
+//!   **a reassigning client**: AlterPartitionReassignments of a random partition to 1–3
+//!   random brokers (or a cancellation), and, standing in for the data plane, the
+//!   partition's leader taking the live added replicas into its ISR (AlterPartition), which
+//!   completes the move. Not checked here: the records of the moved partitions (no data plane
+//!   in this simulation; `tests/compat/test_reassign.py` checks them with real clients).
 //!
 //! A seed runs [`ROUNDS`] rounds of a faulty phase (1–3 s of random faults, crashes and
 //! broker deaths) followed by a quiet phase ([`QUIET`]: no fault, every voter running; a
@@ -40,7 +46,8 @@
 //!    it covers;
 //! 4. **no leader outside the ISR**: in every applied image, every partition's ISR is a subset
 //!    of its replicas and its leader is -1 or an ISR member that is registered, unfenced and
-//!    not in controlled shutdown;
+//!    not in controlled shutdown; a reassignment's adding and removing replicas (KIP-455) are
+//!    disjoint subsets of the replicas;
 //! 5. **timely fencing and unfencing**, only in quiet windows (no network fault, no crash,
 //!    every voter running, from the event to the deadline; brokers' heartbeats may still be
 //!    lost): a broker incarnation that dies at `t` is fenced (or replaced) in the current
@@ -70,7 +77,8 @@
 
 use super::{
     encode_entry, propose, BrokerHeartbeats, ControllerAnswer, ControllerError, ControllerOp,
-    EntryError, EntryOutcome, MetadataImage, MetadataStateMachine, MetadataView, ProposeContext,
+    EntryError, EntryOutcome, MetadataImage, MetadataStateMachine, MetadataView, PartitionImage,
+    ProposeContext,
 };
 use crate::raft::sim_tests::{Disk, Faults, Link};
 use crate::raft::{
@@ -165,6 +173,10 @@ struct Stats {
     fenced: u64,
     unfenced: u64,
     topics_created: u64,
+    /// AlterPartitionReassignments that changed a partition (the reassigning runs only).
+    reassignments_changed: u64,
+    /// AlterPartitions that completed a reassignment.
+    reassignments_completed: u64,
     deaths: u64,
     rebirths: u64,
     /// Deaths whose fencing deadline fell in a quiet window (checker 5 applied).
@@ -185,6 +197,8 @@ impl std::ops::AddAssign for Stats {
         self.fenced += o.fenced;
         self.unfenced += o.unfenced;
         self.topics_created += o.topics_created;
+        self.reassignments_changed += o.reassignments_changed;
+        self.reassignments_completed += o.reassignments_completed;
         self.deaths += o.deaths;
         self.rebirths += o.rebirths;
         self.fencing_checked += o.fencing_checked;
@@ -243,6 +257,22 @@ fn check_leaders_in_isr(image: &MetadataImage) -> Result<(), String> {
     for (name, topic) in &image.topics {
         for (p, partition) in topic.partitions.iter().enumerate() {
             let (isr, replicas, leader) = (&partition.isr, &partition.replicas, partition.leader);
+            let (adding, removing) = (&partition.adding_replicas, &partition.removing_replicas);
+            if let Some(outside) = adding
+                .iter()
+                .chain(removing)
+                .find(|r| !replicas.contains(r))
+            {
+                return Err(format!(
+                    "{name}-{p}: reassigned replica {outside} is not a replica (adding \
+                     {adding:?}, removing {removing:?}, replicas {replicas:?})"
+                ));
+            }
+            if let Some(both) = adding.iter().find(|r| removing.contains(r)) {
+                return Err(format!(
+                    "{name}-{p}: replica {both} is both added and removed"
+                ));
+            }
             if let Some(outside) = isr.iter().find(|r| !replicas.contains(r)) {
                 return Err(format!(
                     "{name}-{p}: ISR member {outside} is not a replica (ISR {isr:?}, replicas {replicas:?})"
@@ -609,6 +639,25 @@ impl Controller {
                 if matches!(op, ControllerOp::CreateTopic { .. }) && before != after {
                     self.world.stats.borrow_mut().topics_created += 1;
                 }
+                if matches!(op, ControllerOp::AlterPartitionReassignments { .. }) && before != after
+                {
+                    self.world.stats.borrow_mut().reassignments_changed += 1;
+                }
+                if let ControllerOp::AlterPartition {
+                    topic, partition, ..
+                } = &op
+                {
+                    let reassigning = |image: &MetadataImage| {
+                        image
+                            .topics
+                            .get(topic)
+                            .and_then(|t| t.partitions.get(usize::try_from(*partition).ok()?))
+                            .is_some_and(PartitionImage::is_reassigning)
+                    };
+                    if reassigning(&before) && !reassigning(&after) {
+                        self.world.stats.borrow_mut().reassignments_completed += 1;
+                    }
+                }
                 Ok(Reply::Done)
             }
             Request::Heartbeat {
@@ -753,6 +802,13 @@ struct Sim {
     /// The topic client and the broker deaths stop at the final healing.
     healed: Cell<bool>,
     next_topic: Cell<u64>,
+}
+
+/// Whether a run has the reassigning client.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Clients {
+    Topics,
+    TopicsAndReassignments,
 }
 
 impl Sim {
@@ -1108,6 +1164,55 @@ impl Sim {
         }
     }
 
+    /// The reassigning client: moves random partitions to random brokers, cancels, and takes
+    /// the live added replicas into the ISR as their leader would once caught up.
+    async fn run_reassigner(self: Rc<Sim>) {
+        while !self.healed.get() {
+            self.rt
+                .sleep(Duration::from_millis(self.rt.random(100..400)))
+                .await;
+            let image = match self.active().first() {
+                Some(c) => c.view.borrow().image(),
+                None => continue,
+            };
+            let partitions: Vec<(&String, usize, &PartitionImage)> = image
+                .topics
+                .iter()
+                .flat_map(|(name, t)| {
+                    t.partitions
+                        .iter()
+                        .enumerate()
+                        .map(move |(i, p)| (name, i, p))
+                })
+                .collect();
+            if partitions.is_empty() {
+                continue;
+            }
+            let (name, index, p) = partitions[self.random_below(partitions.len())];
+            let partition = i32::try_from(index).unwrap_or(0);
+            let op = if p.is_reassigning() && p.leader >= 0 && self.rt.chance(70) {
+                match catch_up(&image, name, partition, p) {
+                    Some(op) => op,
+                    None => continue,
+                }
+            } else {
+                let target = (!self.rt.chance(15)).then(|| {
+                    let mut brokers = BROKER_IDS.to_vec();
+                    let mut target = Vec::new();
+                    for _ in 0..self.rt.random(1..4) {
+                        target.push(brokers.remove(self.random_below(brokers.len())));
+                    }
+                    target
+                });
+                ControllerOp::AlterPartitionReassignments {
+                    topics: vec![(name.clone(), vec![(partition, target)])],
+                    allow_replication_factor_change: true,
+                }
+            };
+            let _ = self.request(Request::Op(op)).await;
+        }
+    }
+
     /// Checker 5, every [`MONITOR`], for the whole run.
     async fn monitor(self: Rc<Sim>) {
         loop {
@@ -1352,7 +1457,40 @@ impl Sim {
 }
 
 /// Runs one seed with `voters` voters; returns its statistics.
+/// The AlterPartition a reassigning partition's leader sends once its live added replicas
+/// caught up: the ISR with them (`None` when none is live or the leader is unregistered).
+fn catch_up(
+    image: &MetadataImage,
+    name: &str,
+    partition: i32,
+    p: &PartitionImage,
+) -> Option<ControllerOp> {
+    let active = |b: &i32| image.brokers.get(b).is_some_and(|r| r.is_active());
+    let mut new_isr = p.isr.clone();
+    new_isr.extend(
+        p.adding_replicas
+            .iter()
+            .filter(|r| active(r) && !p.isr.contains(r)),
+    );
+    if new_isr == p.isr {
+        return None;
+    }
+    Some(ControllerOp::AlterPartition {
+        broker_id: p.leader,
+        broker_epoch: image.brokers.get(&p.leader)?.broker_epoch,
+        topic: name.to_string(),
+        partition,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr,
+    })
+}
+
 fn run_seed(seed: u64, voters: i32) -> Stats {
+    run_seed_with(seed, voters, Clients::Topics)
+}
+
+fn run_seed_with(seed: u64, voters: i32, clients: Clients) -> Stats {
     let mut ex = Executor::new(seed);
     let rt = ex.runtime();
     let sim = Sim::new(&rt, seed, voters);
@@ -1368,6 +1506,9 @@ fn run_seed(seed: u64, voters: i32) -> Stats {
             sim.birth(b);
         }
         sim.rt.spawn(Box::pin(sim.clone().run_client()));
+        if clients == Clients::TopicsAndReassignments {
+            sim.rt.spawn(Box::pin(sim.clone().run_reassigner()));
+        }
         sim.rt.spawn(Box::pin(sim.clone().monitor()));
         for _ in 0..ROUNDS {
             let length = Duration::from_millis(sim.rt.random(1_000..3_000));
@@ -1425,6 +1566,27 @@ fn run_seeds(base: u64, voters: i32) {
         total.unfencing_checked > 0,
         "checker 5 never checked an unfencing"
     );
+}
+
+#[test]
+fn reassignments_under_faults_keep_the_metadata_consistent() {
+    let mut total = Stats::default();
+    let seeds = seeds(0x7ea5_0001, SEEDS / 2);
+    for &seed in &seeds {
+        let _guard = SeedGuard(seed);
+        total += run_seed_with(seed, 3, Clients::TopicsAndReassignments);
+    }
+    eprintln!(
+        "3 voters with reassignments, {} seeds: {total:?}",
+        seeds.len()
+    );
+    if seeds.len() >= 10 {
+        assert!(total.reassignments_changed > 0, "no reassignment started");
+        assert!(
+            total.reassignments_completed > 0,
+            "no reassignment completed by AlterPartition"
+        );
+    }
 }
 
 #[test]

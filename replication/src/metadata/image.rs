@@ -13,6 +13,7 @@
 //!    `ClusterControlManager` replay checks the same).
 //! 5. ACL ids are unique and a removal names an existing one; no two ids carry the same
 //!    binding (the proposer skips a creation of an existing binding, as `AclControlManager`).
+//! 6. A SCRAM credential removal names an existing credential; no user is kept without one.
 
 use super::acl::AclBinding;
 use super::quotas::ClientQuotas;
@@ -24,10 +25,17 @@ use super::record::{
     RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
     UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
+use super::record::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
+use super::scram::{ScramCredential, ScramCredentials, ScramMechanism};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
 /// One partition's cluster assignment (which brokers hold it, which one leads).
+///
+/// While a reassignment is in progress (KIP-455) `replicas` is the target followed by the
+/// replicas being removed, `adding_replicas` the target's replicas not in the original
+/// assignment and `removing_replicas` the original's not in the target (Kafka's
+/// `PartitionReassignmentReplicas`); both are empty otherwise.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionImage {
     pub replicas: Vec<i32>,
@@ -35,6 +43,35 @@ pub struct PartitionImage {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    pub adding_replicas: Vec<i32>,
+    pub removing_replicas: Vec<i32>,
+}
+
+impl PartitionImage {
+    /// Whether a reassignment is in progress (Kafka's `isReassignmentInProgress`).
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The assignment before the ongoing reassignment: `replicas` without the ones it adds
+    /// (Kafka's `PartitionReassignmentReplicas.originalReplicas`).
+    pub fn original_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.adding_replicas.contains(r))
+            .collect()
+    }
+
+    /// The assignment the ongoing reassignment moves to: `replicas` without the ones it
+    /// removes (all of them when none is in progress).
+    pub fn target_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
+    }
 }
 
 /// One topic.
@@ -99,12 +136,14 @@ pub struct MetadataImage {
     pub producer_ids: ProducerIdsImage,
     /// Finalized feature levels by feature name, as the last `FeatureLevelRecord` of each set
     /// them (0 included). A feature absent has its bootstrap level (`metadata.version`
-    /// [`super::METADATA_VERSION_BOOTSTRAP`], `transaction.version` 1, the rest 0).
+    /// [`super::METADATA_VERSION_BOOTSTRAP`], `transaction.version` 2, the rest 0).
     pub features: BTreeMap<String, i16>,
     /// ACLs by id (invariant 5: no two ids carry the same binding).
     pub acls: BTreeMap<Uuid, AclBinding>,
     /// Client quota values by entity (no entity without a value).
     pub client_quotas: ClientQuotas,
+    /// SCRAM credentials by user and mechanism (invariant 6).
+    pub scram_credentials: ScramCredentials,
 }
 
 /// A record that does not fit the image it is applied to. The proposer never produces one,
@@ -149,6 +188,12 @@ pub enum ApplyError {
     AclExists { id: Uuid },
     #[error("no ACL has id {id}")]
     UnknownAcl { id: Uuid },
+    /// A SCRAM credential record whose mechanism type is not 1 or 2.
+    #[error("SCRAM mechanism type {mechanism} is unknown")]
+    UnknownScramMechanism { mechanism: i8 },
+    /// The removal of a SCRAM credential that does not exist (invariant 6).
+    #[error("user '{name}' has no SCRAM credential of mechanism type {mechanism}")]
+    UnknownScramCredential { name: String, mechanism: i8 },
     #[error("next broker epoch {next_broker_epoch} is below {current}")]
     BrokerEpochBackwards {
         next_broker_epoch: i64,
@@ -200,6 +245,8 @@ impl MetadataImage {
                 self.apply_client_quota(r);
                 Ok(())
             }
+            MetadataRecord::UserScramCredential(r) => self.apply_scram_credential(r),
+            MetadataRecord::RemoveUserScramCredential(r) => self.apply_remove_scram_credential(r),
             MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id }) => self
                 .acls
                 .remove(id)
@@ -280,6 +327,46 @@ impl MetadataImage {
         Ok(())
     }
 
+    fn apply_scram_credential(&mut self, r: &UserScramCredentialRecord) -> Result<(), ApplyError> {
+        let mechanism =
+            ScramMechanism::from_type(r.mechanism).ok_or(ApplyError::UnknownScramMechanism {
+                mechanism: r.mechanism,
+            })?;
+        self.scram_credentials
+            .entry(r.name.clone())
+            .or_default()
+            .insert(
+                mechanism,
+                ScramCredential {
+                    salt: r.salt.clone(),
+                    stored_key: r.stored_key.clone(),
+                    server_key: r.server_key.clone(),
+                    iterations: r.iterations,
+                },
+            );
+        Ok(())
+    }
+
+    fn apply_remove_scram_credential(
+        &mut self,
+        r: &RemoveUserScramCredentialRecord,
+    ) -> Result<(), ApplyError> {
+        let missing = || ApplyError::UnknownScramCredential {
+            name: r.name.clone(),
+            mechanism: r.mechanism,
+        };
+        let mechanism = ScramMechanism::from_type(r.mechanism).ok_or_else(missing)?;
+        let user = self
+            .scram_credentials
+            .get_mut(&r.name)
+            .ok_or_else(missing)?;
+        user.remove(&mechanism).ok_or_else(missing)?;
+        if user.is_empty() {
+            self.scram_credentials.remove(&r.name);
+        }
+        Ok(())
+    }
+
     fn apply_client_quota(&mut self, r: &ClientQuotaRecord) {
         if r.remove {
             if let Some(values) = self.client_quotas.get_mut(&r.entity) {
@@ -354,6 +441,8 @@ impl MetadataImage {
             leader: r.leader,
             leader_epoch: r.leader_epoch,
             partition_epoch: r.partition_epoch,
+            adding_replicas: r.adding_replicas.clone(),
+            removing_replicas: r.removing_replicas.clone(),
         });
         Ok(())
     }
@@ -373,11 +462,17 @@ impl MetadataImage {
         if let Some(replicas) = &r.replicas {
             partition.replicas.clone_from(replicas);
         }
+        if let Some(adding) = &r.adding_replicas {
+            partition.adding_replicas.clone_from(adding);
+        }
+        if let Some(removing) = &r.removing_replicas {
+            partition.removing_replicas.clone_from(removing);
+        }
+        // Kafka's `PartitionRegistration.merge`: a set leader is a new leader epoch, even the
+        // same broker (records written before reassignments set it only on a change).
         if let Some(leader) = r.leader {
-            if leader != partition.leader {
-                partition.leader = leader;
-                partition.leader_epoch = partition.leader_epoch.wrapping_add(1);
-            }
+            partition.leader = leader;
+            partition.leader_epoch = partition.leader_epoch.wrapping_add(1);
         }
         partition.partition_epoch = partition.partition_epoch.wrapping_add(1);
         Ok(())
@@ -514,6 +609,8 @@ impl MetadataImage {
                     leader: partition.leader,
                     leader_epoch: partition.leader_epoch,
                     partition_epoch: partition.partition_epoch,
+                    removing_replicas: partition.removing_replicas.clone(),
+                    adding_replicas: partition.adding_replicas.clone(),
                 }));
             }
             records.extend(config_records(CONFIG_RESOURCE_TOPIC, name, &topic.configs));
@@ -533,6 +630,18 @@ impl MetadataImage {
                     key: key.clone(),
                     value: *value,
                     remove: false,
+                })
+            }));
+        }
+        for (name, mechanisms) in &self.scram_credentials {
+            records.extend(mechanisms.iter().map(|(mechanism, c)| {
+                MetadataRecord::UserScramCredential(UserScramCredentialRecord {
+                    name: name.clone(),
+                    mechanism: mechanism.wire_type(),
+                    salt: c.salt.clone(),
+                    stored_key: c.stored_key.clone(),
+                    server_key: c.server_key.clone(),
+                    iterations: c.iterations,
                 })
             }));
         }

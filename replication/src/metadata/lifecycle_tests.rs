@@ -6,8 +6,12 @@
 //! only ever the sole member of an ISR; ISR ⊆ replicas; leader epochs never go back and move
 //! on every leader change; broker epochs only grow; the image's snapshot records rebuild it
 //! and the log of changes replays to it; an accepted AlterPartition replaces the ISR and bumps
-//! only the partition epoch (unit tests at the end check its refusals and their order). Not
-//! verified: heartbeats (see `heartbeats.rs`).
+//! only the partition epoch (unit tests at the end check its refusals and their order), unless
+//! it completes a reassignment; a reassignment (KIP-455) keeps its adding and removing lists
+//! disjoint subsets of the replicas, starts the replicas with its target, completes only with
+//! the whole target in sync and fences removed replicas with a new leader epoch, and a
+//! cancellation returns to the original replicas. Not verified: heartbeats (see
+//! `heartbeats.rs`).
 
 use super::*;
 use proptest::prelude::*;
@@ -631,6 +635,16 @@ enum Step {
         name: &'static str,
         partition: i32,
     },
+    /// AlterPartitionReassignments of partition `partition` of `name` to the brokers picked
+    /// by the bits of `target` (bit i: broker i + 1; rotated by `rotate`, so the preferred
+    /// replica varies), or a cancellation with `cancel`.
+    Reassign {
+        name: &'static str,
+        partition: i32,
+        target: u8,
+        rotate: usize,
+        cancel: bool,
+    },
 }
 
 const TOPICS: &[&str] = &["a", "b", "c"];
@@ -667,8 +681,17 @@ fn step_strategy() -> impl Strategy<Value = Step> {
                 stale,
             }
         ),
-        2 => (any::<bool>(), proptest::bool::weighted(0.2), topic, 0..4i32).prop_map(
+        2 => (any::<bool>(), proptest::bool::weighted(0.2), topic.clone(), 0..4i32).prop_map(
             |(unclean, all, name, partition)| Step::ElectLeaders { unclean, all, name, partition }
+        ),
+        3 => (topic, 0..4i32, 0..32u8, 0..4usize, proptest::bool::weighted(0.2)).prop_map(
+            |(name, partition, target, rotate, cancel)| Step::Reassign {
+                name,
+                partition,
+                target,
+                rotate,
+                cancel,
+            }
         ),
     ]
 }
@@ -757,6 +780,25 @@ impl Step {
                     leader_epoch,
                     partition_epoch: partition_epoch - i32::from(stale),
                     new_isr,
+                }
+            }
+            Step::Reassign {
+                name,
+                partition,
+                target,
+                rotate,
+                cancel,
+            } => {
+                // Bit 4 names broker 5, never registered: refused.
+                let mut brokers: Vec<i32> =
+                    (1..=5).filter(|b| target & (1 << (b - 1)) != 0).collect();
+                if !brokers.is_empty() {
+                    let by = rotate % brokers.len();
+                    brokers.rotate_left(by);
+                }
+                ControllerOp::AlterPartitionReassignments {
+                    topics: vec![(name.into(), vec![(partition, (!cancel).then_some(brokers))])],
+                    allow_replication_factor_change: true,
                 }
             }
             Step::ElectLeaders {
@@ -866,6 +908,7 @@ fn check_image(image: &MetadataImage) -> Result<(), TestCaseError> {
                     at
                 );
             }
+            check_reassignment_lists(partition, &at)?;
             if partition.isr.len() > 1 {
                 prop_assert!(
                     partition.isr.iter().all(|r| active(*r)),
@@ -901,6 +944,161 @@ fn check_image(image: &MetadataImage) -> Result<(), TestCaseError> {
         image,
         "invariant 'to_records rebuilds an equal image' broken"
     );
+    Ok(())
+}
+
+/// A reassignment's lists (KIP-455): disjoint subsets of the replicas, the replicas the target
+/// followed by the removed ones.
+fn check_reassignment_lists(p: &PartitionImage, at: &str) -> Result<(), TestCaseError> {
+    prop_assert!(
+        p.adding_replicas.iter().all(|r| p.replicas.contains(r))
+            && p.removing_replicas.iter().all(|r| p.replicas.contains(r)),
+        "invariant 'adding and removing replicas are replicas' broken at {}",
+        at
+    );
+    prop_assert!(
+        p.adding_replicas
+            .iter()
+            .all(|r| !p.removing_replicas.contains(r)),
+        "invariant 'no replica is both added and removed' broken at {}",
+        at
+    );
+    let distinct: BTreeSet<i32> = p.replicas.iter().copied().collect();
+    prop_assert_eq!(
+        distinct.len(),
+        p.replicas.len(),
+        "invariant 'replicas are distinct' broken at {}",
+        at
+    );
+    let target = p.target_replicas();
+    prop_assert_eq!(
+        &p.replicas[target.len()..],
+        &p.removing_replicas[..],
+        "invariant 'replicas are the target followed by the removed ones' broken at {}",
+        at
+    );
+    Ok(())
+}
+
+/// An AlterPartition that completed a reassignment: the replicas are the target, all in the
+/// ISR (the asked ISR without the removed replicas), and a replica left or the leader moved
+/// with a new leader epoch.
+fn check_completed(
+    old: &PartitionImage,
+    new: &PartitionImage,
+    asked: &[i32],
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        &new.replicas,
+        &old.target_replicas(),
+        "invariant 'a completed reassignment leaves the target' broken"
+    );
+    let isr: Vec<i32> = asked
+        .iter()
+        .copied()
+        .filter(|r| !old.removing_replicas.contains(r))
+        .collect();
+    prop_assert_eq!(
+        &new.isr,
+        &isr,
+        "invariant 'the ISR loses only the removed replicas' broken"
+    );
+    prop_assert!(
+        new.replicas.iter().all(|r| new.isr.contains(r)),
+        "invariant 'a reassignment completes only with the whole target in sync' broken"
+    );
+    if !old.removing_replicas.is_empty() || new.leader != old.leader {
+        prop_assert!(
+            new.leader_epoch > old.leader_epoch,
+            "invariant 'removed replicas are fenced by a new leader epoch' broken"
+        );
+    }
+    Ok(())
+}
+
+/// AlterPartitionReassignments of one partition: refused as Kafka refuses (unknown partition,
+/// no reassignment to cancel, an invalid target), else the partition moves towards the target
+/// (or back to its original replicas), completing at once when the ISR holds the target.
+fn check_reassignment(
+    before: &MetadataImage,
+    after: &MetadataImage,
+    (topic, partitions): &TopicReassignments,
+    answer: &ControllerAnswer,
+) -> Result<(), TestCaseError> {
+    let ControllerAnswer::AlterPartitionReassignments { results } = answer else {
+        return Err(TestCaseError::fail(format!("answered {answer:?}")));
+    };
+    let (partition, target) = &partitions[0];
+    let result = &results[0].partitions[0];
+    prop_assert_eq!(result.0, *partition);
+    let old = before
+        .topics
+        .get(topic)
+        .and_then(|t| t.partitions.get(usize::try_from(*partition).ok()?));
+    let Some(old) = old else {
+        prop_assert!(
+            matches!(
+                result.1,
+                Err(ReassignmentError::UnknownTopic { .. }
+                    | ReassignmentError::UnknownPartition { .. })
+            ),
+            "invariant 'an unknown partition is UNKNOWN_TOPIC_OR_PARTITION' broken: {:?}",
+            result
+        );
+        return Ok(());
+    };
+    let new = &after.topics[topic].partitions[usize::try_from(*partition).unwrap()];
+    match (target, &result.1) {
+        (None, Err(ReassignmentError::NoReassignmentInProgress)) => {
+            prop_assert!(!old.is_reassigning());
+        }
+        (None, Err(ReassignmentError::InvalidReplicaAssignment { .. })) => {
+            prop_assert!(old.isr.iter().all(|r| old.adding_replicas.contains(r)));
+        }
+        (None, Ok(())) => {
+            prop_assert!(
+                !new.is_reassigning(),
+                "invariant 'a cancellation ends it' broken"
+            );
+            prop_assert_eq!(
+                &new.replicas,
+                &old.original_replicas(),
+                "invariant 'a cancellation goes back to the original replicas' broken"
+            );
+        }
+        (Some(target), Err(ReassignmentError::InvalidReplicaAssignment { .. })) => {
+            prop_assert!(
+                target.is_empty() || target.iter().any(|b| !before.brokers.contains_key(b)),
+                "invariant 'only an empty target or an unknown broker is refused' broken: {:?}",
+                target
+            );
+            prop_assert_eq!(old, new);
+        }
+        (Some(target), Ok(())) => {
+            if new.is_reassigning() {
+                prop_assert_eq!(
+                    &new.target_replicas(),
+                    target,
+                    "invariant 'replicas start with the target' broken"
+                );
+                prop_assert!(
+                    !target.iter().all(|r| old.isr.contains(r)),
+                    "invariant 'a target already in sync completes at once' broken"
+                );
+            } else {
+                prop_assert_eq!(
+                    &new.replicas,
+                    target,
+                    "invariant 'a completed reassignment leaves the target' broken"
+                );
+            }
+        }
+        (target, result) => {
+            return Err(TestCaseError::fail(format!(
+                "unexpected result {result:?} for target {target:?} of {old:?}"
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -978,11 +1176,18 @@ proptest! {
                             &c.image.topics[topic].partitions[p],
                         );
                         let bump = i32::from(!records.is_empty());
-                        prop_assert_eq!(
-                            (new.leader, new.leader_epoch, new.partition_epoch, &new.isr),
-                            (old.leader, old.leader_epoch, old.partition_epoch + bump, new_isr),
-                            "invariant 'AlterPartition replaces the ISR, bumps only the partition epoch' broken"
-                        );
+                        if old.is_reassigning() && !new.is_reassigning() {
+                            check_completed(old, new, new_isr)?;
+                        } else {
+                            prop_assert_eq!(
+                                (new.leader, new.leader_epoch, new.partition_epoch, &new.isr),
+                                (old.leader, old.leader_epoch, old.partition_epoch + bump, new_isr),
+                                "invariant 'AlterPartition replaces the ISR, bumps only the partition epoch' broken"
+                            );
+                        }
+                    }
+                    if let ControllerOp::AlterPartitionReassignments { topics, .. } = &op {
+                        check_reassignment(&before, &c.image, &topics[0], &op.answer(&before, &c.image))?;
                     }
                     if let ControllerOp::ElectLeaders { election_type, .. } = &op {
                         let answer = op.answer(&before, &c.image);
@@ -1627,5 +1832,402 @@ fn client_quotas_are_set_changed_removed_and_survive_a_snapshot() {
     assert!(
         c.image.client_quotas.is_empty(),
         "no entity is kept without a value"
+    );
+}
+
+#[test]
+fn scram_credentials_are_upserted_deleted_refused_and_survive_a_snapshot() {
+    use super::scram::{ScramAlterError, ScramMechanism, ScramUpsertion};
+    let mut c = Cluster::new();
+    let up = |name: &str, mechanism: i8, iterations: i32| ScramUpsertion {
+        name: name.to_string(),
+        mechanism,
+        iterations,
+        salt: b"salt".to_vec(),
+        salted_password: b"salted".to_vec(),
+    };
+    let op = |deletions: Vec<(&str, i8)>, upsertions| ControllerOp::AlterUserScramCredentials {
+        deletions: deletions
+            .into_iter()
+            .map(|(n, m)| (n.to_string(), m))
+            .collect(),
+        upsertions,
+    };
+    let first = op(
+        vec![("carol", 1), ("dave", 1)],
+        vec![
+            up("alice", 1, 8192),
+            up("bob", 2, 100),
+            up("dave", 2, 8192),
+            up("erin", 3, 8192),
+        ],
+    );
+    assert_eq!(c.run(&first).unwrap().len(), 1, "only alice's is written");
+    match first.answer(&c.before, &c.image) {
+        ControllerAnswer::AlterUserScramCredentials { results } => {
+            let by_user: std::collections::BTreeMap<_, _> = results.into_iter().collect();
+            assert_eq!(by_user["alice"], Ok(()));
+            assert_eq!(
+                by_user["bob"],
+                Err(ScramAlterError::Unacceptable("Too few iterations".into()))
+            );
+            assert_eq!(by_user["carol"], Err(ScramAlterError::NotFound));
+            assert_eq!(by_user["dave"], Err(ScramAlterError::Duplicate));
+            assert_eq!(by_user["erin"], Err(ScramAlterError::UnknownMechanism));
+            assert_eq!(by_user.len(), 5, "one result per user");
+        }
+        other => panic!("AlterUserScramCredentials answered {other:?}"),
+    }
+    let alice = &c.image.scram_credentials["alice"][&ScramMechanism::Sha256];
+    assert_eq!(alice.iterations, 8192);
+    assert_eq!(alice.salt, b"salt");
+    assert_eq!(
+        alice.stored_key,
+        ScramMechanism::Sha256.stored_key(b"salted")
+    );
+    assert_eq!(
+        alice.server_key,
+        ScramMechanism::Sha256.server_key(b"salted")
+    );
+    c.run(&op(vec![], vec![up("alice", 2, 4096)])).unwrap();
+    let mut rebuilt = MetadataImage::new("c".into());
+    for r in c.image.to_records() {
+        rebuilt.apply(&r).unwrap();
+    }
+    assert_eq!(rebuilt, c.image, "snapshot records rebuild the credentials");
+    c.run(&op(vec![("alice", 1), ("alice", 2)], vec![]))
+        .unwrap();
+    assert!(
+        c.image.scram_credentials.contains_key("alice"),
+        "a user named twice changes nothing"
+    );
+    c.run(&op(vec![("alice", 1)], vec![])).unwrap();
+    c.run(&op(vec![], vec![])).unwrap();
+    assert_eq!(
+        c.image.scram_credentials["alice"]
+            .keys()
+            .collect::<Vec<_>>(),
+        vec![&ScramMechanism::Sha512]
+    );
+    c.run(&op(vec![("alice", 2)], vec![])).unwrap();
+    assert!(
+        c.image.scram_credentials.is_empty(),
+        "no user is kept without a credential"
+    );
+}
+
+// ---- AlterPartitionReassignments (KIP-455) --------------------------------------------------
+
+/// Brokers 1, 2, 3 and topic "r" with one partition on [1, 2], led by 1.
+fn reassign_cluster() -> Cluster {
+    let mut c = Cluster::with_brokers(&[1, 2, 3]);
+    c.run(&ControllerOp::CreateTopic {
+        assignment: Some(vec![vec![1, 2]]),
+        name: "r".into(),
+        partitions: 1,
+        replication_factor: -1,
+        overrides: BTreeMap::new(),
+        internal: false,
+        validate_only: false,
+    })
+    .unwrap();
+    c
+}
+
+/// Reassigns "r"-0 to `target` (`None`: cancels); the partition's result.
+fn reassign(c: &mut Cluster, target: Option<Vec<i32>>) -> Result<(), ReassignmentError> {
+    reassign_with(c, "r", 0, target, true)
+}
+
+fn reassign_with(
+    c: &mut Cluster,
+    topic: &str,
+    partition: i32,
+    target: Option<Vec<i32>>,
+    allow_replication_factor_change: bool,
+) -> Result<(), ReassignmentError> {
+    let op = ControllerOp::AlterPartitionReassignments {
+        topics: vec![(topic.into(), vec![(partition, target)])],
+        allow_replication_factor_change,
+    };
+    c.run(&op).unwrap();
+    match op.answer(&c.before, &c.image) {
+        ControllerAnswer::AlterPartitionReassignments { results } => {
+            assert_eq!(results.len(), 1);
+            assert_eq!(results[0].topic, topic);
+            results[0].partitions[0].1.clone()
+        }
+        other => panic!("answered {other:?}"),
+    }
+}
+
+/// AlterPartition of "r"-0 from its leader at its current epochs.
+fn alter_r(c: &mut Cluster, new_isr: &[i32]) -> ControllerAnswer {
+    let p = c.partition("r", 0).clone();
+    let op = ControllerOp::AlterPartition {
+        broker_id: p.leader,
+        broker_epoch: c.epoch(p.leader),
+        topic: "r".into(),
+        partition: 0,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: new_isr.to_vec(),
+    };
+    c.run(&op).unwrap();
+    op.answer(&c.before, &c.image)
+}
+
+#[test]
+fn a_move_adds_the_new_replica_then_completes_when_it_is_in_sync() {
+    let mut c = reassign_cluster();
+    reassign(&mut c, Some(vec![2, 3])).unwrap();
+    let p = c.partition("r", 0);
+    assert_eq!(
+        (
+            p.replicas.clone(),
+            p.adding_replicas.clone(),
+            p.removing_replicas.clone()
+        ),
+        (vec![2, 3, 1], vec![3], vec![1])
+    );
+    assert_eq!(
+        (p.isr.clone(), p.leader, p.leader_epoch, p.partition_epoch),
+        (vec![1, 2], 1, 0, 1)
+    );
+    // Broker 3 catches up: the leader takes it into the ISR, which completes the move; the
+    // leader (1) is being removed, so broker 2 leads at a new leader epoch.
+    let answer = alter_r(&mut c, &[1, 2, 3]);
+    let p = c.partition("r", 0).clone();
+    assert_eq!(
+        (p.replicas.clone(), p.isr.clone(), p.leader),
+        (vec![2, 3], vec![2, 3], 2)
+    );
+    assert!(!p.is_reassigning());
+    assert_eq!((p.leader_epoch, p.partition_epoch), (1, 2));
+    assert_eq!(
+        answer,
+        ControllerAnswer::AlterPartition {
+            leader: 2,
+            leader_epoch: 1,
+            partition_epoch: 2
+        }
+    );
+    assert!(matches!(
+        reassign(&mut c, None),
+        Err(ReassignmentError::NoReassignmentInProgress)
+    ));
+}
+
+#[test]
+fn a_move_that_keeps_the_leader_completes_with_a_new_leader_epoch() {
+    let mut c = reassign_cluster();
+    reassign(&mut c, Some(vec![1, 3])).unwrap();
+    assert_eq!(c.partition("r", 0).replicas, [1, 3, 2]);
+    // Partial progress: no completion while 3 is out of sync.
+    alter_r(&mut c, &[1]);
+    assert!(c.partition("r", 0).is_reassigning());
+    alter_r(&mut c, &[1, 3]);
+    let p = c.partition("r", 0);
+    assert_eq!(
+        (p.replicas.clone(), p.isr.clone(), p.leader),
+        (vec![1, 3], vec![1, 3], 1)
+    );
+    assert_eq!(
+        p.leader_epoch, 1,
+        "broker 2 left: fenced by a new leader epoch"
+    );
+    assert!(!p.is_reassigning());
+}
+
+#[test]
+fn a_reorder_or_a_shrink_within_the_isr_completes_at_once() {
+    let mut c = reassign_cluster();
+    reassign(&mut c, Some(vec![2, 1])).unwrap();
+    let p = c.partition("r", 0);
+    assert_eq!(
+        (p.replicas.clone(), p.leader, p.leader_epoch),
+        (vec![2, 1], 1, 0)
+    );
+    assert!(!p.is_reassigning());
+    // The same assignment again: nothing to write.
+    let changes = c.changes.len();
+    reassign(&mut c, Some(vec![2, 1])).unwrap();
+    assert_eq!(c.changes.len(), changes);
+    reassign(&mut c, Some(vec![2])).unwrap();
+    let p = c.partition("r", 0);
+    assert_eq!(
+        (p.replicas.clone(), p.isr.clone(), p.leader, p.leader_epoch),
+        (vec![2], vec![2], 2, 1)
+    );
+}
+
+#[test]
+fn a_cancellation_returns_to_the_original_replicas() {
+    let mut c = reassign_cluster();
+    reassign(&mut c, Some(vec![3, 2])).unwrap();
+    assert_eq!(c.partition("r", 0).replicas, [3, 2, 1]);
+    let before = c.partition("r", 0).clone();
+    reassign(&mut c, None).unwrap();
+    let p = c.partition("r", 0);
+    // The original replicas in the order the reassignment kept them (Kafka's
+    // `originalReplicas`: the replicas without the added ones).
+    assert_eq!(
+        (p.replicas.clone(), p.isr.clone(), p.leader),
+        (vec![2, 1], vec![1, 2], 1)
+    );
+    assert!(!p.is_reassigning());
+    assert_eq!(
+        p.leader_epoch,
+        before.leader_epoch + 1,
+        "the added replica is fenced"
+    );
+    assert!(matches!(
+        reassign(&mut c, None),
+        Err(ReassignmentError::NoReassignmentInProgress)
+    ));
+}
+
+#[test]
+fn a_cancellation_that_needs_an_unclean_election_is_refused_unless_enabled() {
+    let mut c = reassign_cluster();
+    reassign(&mut c, Some(vec![1, 2, 3])).unwrap();
+    alter_r(&mut c, &[1, 2, 3]);
+    assert!(
+        !c.partition("r", 0).is_reassigning(),
+        "an RF increase completes with 3 in sync"
+    );
+    reassign(&mut c, Some(vec![3])).unwrap();
+    assert_eq!(c.partition("r", 0).leader, 3);
+    // Now move back to [1] and lose 3 from the ISR… only 3 is in sync after the move to [3]:
+    reassign(&mut c, Some(vec![1])).unwrap();
+    assert_eq!(c.partition("r", 0).adding_replicas, [1]);
+    assert_eq!(c.partition("r", 0).isr, [3]);
+    // Cancelling keeps [3]: it was the original replica; nothing unclean.
+    reassign(&mut c, None).unwrap();
+    assert_eq!(c.partition("r", 0).replicas, [3]);
+    // A partition whose only in-sync replicas are being added (a state Kafka reaches through
+    // an unclean election) cannot go back cleanly.
+    reassign(&mut c, Some(vec![1])).unwrap();
+    let partition = &mut c.image.topics.get_mut("r").unwrap().partitions[0];
+    (partition.isr, partition.leader) = (vec![1], -1);
+    match reassign(&mut c, None) {
+        Err(ReassignmentError::InvalidReplicaAssignment { reason }) => assert_eq!(
+            reason,
+            "Unable to revert partition assignment for r:0 because it would require an unclean \
+             leader election."
+        ),
+        other => panic!("{other:?}"),
+    }
+    c.run(&ControllerOp::AlterTopicConfig {
+        name: "r".into(),
+        changes: vec![(UNCLEAN_LEADER_ELECTION_ENABLE.into(), Some("true".into()))],
+        validate_only: false,
+    })
+    .unwrap();
+    reassign(&mut c, None).unwrap();
+    let p = c.partition("r", 0);
+    assert_eq!(
+        (p.replicas.clone(), p.isr.clone(), p.leader),
+        (vec![3], vec![3], 3)
+    );
+}
+
+#[test]
+fn invalid_reassignments_are_refused_per_partition_with_kafkas_errors() {
+    let mut c = reassign_cluster();
+    let invalid = |r: Result<(), ReassignmentError>| match r {
+        Err(ReassignmentError::InvalidReplicaAssignment { reason }) => reason,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        invalid(reassign(&mut c, Some(vec![]))),
+        "The manual partition assignment includes an empty replica list."
+    );
+    assert_eq!(
+        invalid(reassign(&mut c, Some(vec![2, 2]))),
+        "The manual partition assignment includes the broker 2 more than once."
+    );
+    assert_eq!(
+        invalid(reassign(&mut c, Some(vec![1, 9]))),
+        "The manual partition assignment includes broker 9, but no such broker is registered."
+    );
+    assert_eq!(
+        reassign_with(&mut c, "nope", 0, Some(vec![1]), true),
+        Err(ReassignmentError::UnknownTopic {
+            topic: "nope".into()
+        })
+    );
+    assert_eq!(
+        reassign_with(&mut c, "r", 1, Some(vec![1]), true),
+        Err(ReassignmentError::UnknownPartition {
+            topic: "r".into(),
+            partition: 1
+        })
+    );
+    assert_eq!(
+        reassign_with(&mut c, "r", 0, Some(vec![1, 2, 3]), false),
+        Err(ReassignmentError::InvalidReplicationFactor {
+            current: 2,
+            target: 3
+        })
+    );
+    assert!(
+        !c.partition("r", 0).is_reassigning(),
+        "refusals change nothing"
+    );
+    // One request: a refused partition does not stop the others.
+    c.create("s", 2, 1, BTreeMap::new()).unwrap();
+    let op = ControllerOp::AlterPartitionReassignments {
+        topics: vec![
+            ("s".into(), vec![(0, Some(vec![3])), (1, None)]),
+            ("r".into(), vec![(0, Some(vec![3, 1]))]),
+        ],
+        allow_replication_factor_change: true,
+    };
+    c.run(&op).unwrap();
+    let ControllerAnswer::AlterPartitionReassignments { results } = op.answer(&c.before, &c.image)
+    else {
+        panic!()
+    };
+    assert_eq!(results[0].partitions[0], (0, Ok(())));
+    assert_eq!(
+        results[0].partitions[1],
+        (1, Err(ReassignmentError::NoReassignmentInProgress))
+    );
+    assert_eq!(results[1].partitions[0], (0, Ok(())));
+    assert_eq!(c.partition("r", 0).adding_replicas, [3]);
+}
+
+#[test]
+fn reassignments_survive_a_snapshot_and_older_partition_records_still_decode() {
+    let mut c = reassign_cluster();
+    reassign(&mut c, Some(vec![2, 3])).unwrap();
+    let mut rebuilt = MetadataImage::new(c.image.cluster_id.clone());
+    for r in c.image.to_records() {
+        rebuilt.apply(&r).unwrap();
+    }
+    assert_eq!(rebuilt, c.image);
+    let id = "00000000-0000-0000-0000-000000000007";
+    let records = [
+        format!(r#"{{"type":"Topic","name":"o","topic_id":"{id}"}}"#),
+        format!(
+            r#"{{"type":"Partition","partition_id":0,"topic_id":"{id}","replicas":[1],
+            "isr":[1],"leader":1,"leader_epoch":0,"partition_epoch":0}}"#
+        ),
+        format!(r#"{{"type":"PartitionChange","partition_id":0,"topic_id":"{id}","isr":[1]}}"#),
+    ];
+    let mut image = MetadataImage::new("c".into());
+    for json in &records {
+        let record: MetadataRecord = serde_json::from_str(json).unwrap();
+        image.apply(&record).unwrap();
+    }
+    let p = &image.topics["o"].partitions[0];
+    assert!(!p.is_reassigning());
+    assert_eq!(p.partition_epoch, 1);
+    // Nothing new is written for a partition that is not being reassigned.
+    let json = serde_json::to_string(&image.to_records()).unwrap();
+    assert!(
+        !json.contains("adding_replicas") && !json.contains("removing_replicas"),
+        "{json}"
     );
 }

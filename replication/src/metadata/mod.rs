@@ -29,6 +29,7 @@ pub mod quotas;
 mod raft_machine;
 mod record;
 mod request;
+pub mod scram;
 mod store;
 
 pub use heartbeats::BrokerHeartbeats;
@@ -37,15 +38,17 @@ pub use image::{
 };
 pub use op::{
     BrokerConfigCheck, BrokerSessionLive, ControllerAnswer, ControllerError, ControllerOp,
-    ElectionError, ElectionType, FeatureUpdate, ProposeContext, TopicConfigCheck,
-    TopicElectionResults, TopicOperation, UpgradeType, ACL_RECORDS_PER_OP_MAX,
-    CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
+    ElectionError, ElectionType, FeatureUpdate, ProposeContext, ReassignmentError,
+    TopicConfigCheck, TopicElectionResults, TopicOperation, TopicReassignmentResults,
+    TopicReassignments, UpgradeType, ACL_RECORDS_PER_OP_MAX, CONSUMER_OFFSETS_TOPIC,
+    INTERNAL_TOPIC_NAMES, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
     UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use propose::{
-    check_not_internal, check_topic_not_internal, elect_leaders, finalized_features, is_internal,
-    leaderships, partitions_to_balance, place_replicas, propose, validate_topic_name,
-    ELECTIONS_PER_BALANCE_MAX, METADATA_VERSION, METADATA_VERSION_BOOTSTRAP, SUPPORTED_FEATURES,
+    alter_partition_reassignments, check_not_internal, check_topic_not_internal, elect_leaders,
+    finalized_features, is_internal, leaderships, partitions_to_balance, place_replicas, propose,
+    transaction_version, validate_topic_name, ELECTIONS_PER_BALANCE_MAX, METADATA_VERSION,
+    METADATA_VERSION_BOOTSTRAP, SUPPORTED_FEATURES, TRANSACTION_VERSION_MAX,
 };
 pub use raft_machine::{
     apply_entry, decode_entry, decode_snapshot, encode_entry, encode_snapshot, recover_image,
@@ -56,8 +59,9 @@ pub use record::{
     AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord,
     ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, MetadataRecord, NextBrokerEpochRecord,
     PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
-    RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    RemoveAccessControlEntryRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord,
+    TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, UserScramCredentialRecord,
+    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 pub use request::{ControllerReply, ControllerRequest, QuorumDescription, ReplicaDescription};
 pub use store::{

@@ -354,6 +354,8 @@ fn partition_change_moves_the_epochs() {
             isr,
             leader,
             replicas: None,
+            removing_replicas: None,
+            adding_replicas: None,
         })
     };
     image.apply(&change(None, Some(vec![1, 2]))).unwrap();

@@ -9,6 +9,7 @@ use super::quotas::QuotaChanges;
 use super::record::BrokerEndpoint;
 #[cfg(doc)]
 use super::record::FeatureLevelRecord;
+use super::scram::{ScramAlterResult, ScramUpsertion};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -170,6 +171,19 @@ pub enum ControllerOp {
         partition_epoch: i32,
         new_isr: Vec<i32>,
     },
+    /// AlterPartitionReassignments (KIP-455; KRaft `ReplicationControlManager::
+    /// alterPartitionReassignments`): per named partition, in order, `Some(target)` starts a
+    /// reassignment to `target` (replacing any in progress) and `None` cancels the one in
+    /// progress, as `propose::alter_partition_reassignments` does. Never refused as a whole: each
+    /// partition gets its own result. Answer: [`ControllerAnswer::AlterPartitionReassignments`].
+    AlterPartitionReassignments {
+        /// The request's topics in its order, each with (partition id, target replicas).
+        topics: Vec<TopicReassignments>,
+        /// The request's `allow_replication_factor_change` (v1; true before): when false, a
+        /// target with another replica count than the original assignment is refused
+        /// ([`ReassignmentError::InvalidReplicationFactor`]).
+        allow_replication_factor_change: bool,
+    },
     /// Changes finalized feature levels (UpdateFeatures, KIP-584/KIP-778; KRaft
     /// `FeatureControlManager::updateFeatures`): every update is checked in Kafka's order and
     /// the first refused one refuses them all
@@ -198,6 +212,15 @@ pub enum ControllerOp {
     AlterClientQuotas {
         entries: Vec<QuotaChanges>,
         validate_only: bool,
+    },
+    /// AlterUserScramCredentials (KRaft `ScramControlManager::alterCredentials`, KIP-554):
+    /// `deletions` are (user, mechanism type); each user's change is checked on its own
+    /// ([`super::scram::validate_upsertion`]; a user named twice is refused); the valid ones
+    /// become `UserScramCredentialRecord`s (the keys derived from the salted password) and
+    /// `RemoveUserScramCredentialRecord`s. Answer: [`ControllerAnswer::AlterUserScramCredentials`].
+    AlterUserScramCredentials {
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<ScramUpsertion>,
     },
 }
 
@@ -261,8 +284,10 @@ impl ControllerOp {
             | ControllerOp::UnregisterBroker { .. }
             | ControllerOp::AlterPartition { .. }
             | ControllerOp::ElectLeaders { .. }
+            | ControllerOp::AlterPartitionReassignments { .. }
             | ControllerOp::CreateAcls { .. }
-            | ControllerOp::DeleteAcls { .. } => false,
+            | ControllerOp::DeleteAcls { .. }
+            | ControllerOp::AlterUserScramCredentials { .. } => false,
         }
     }
 }
@@ -287,6 +312,11 @@ pub enum ControllerAnswer {
     },
     /// [`ControllerOp::ElectLeaders`]: the result of each partition, by topic.
     ElectLeaders { results: Vec<TopicElectionResults> },
+    /// [`ControllerOp::AlterPartitionReassignments`]: the result of each partition, by topic,
+    /// in the request's order.
+    AlterPartitionReassignments {
+        results: Vec<TopicReassignmentResults>,
+    },
     /// [`ControllerOp::CreateAcls`]: per creation in request order, `Err` with Kafka's
     /// INVALID_REQUEST message when it was refused.
     CreateAcls {
@@ -300,6 +330,9 @@ pub enum ControllerAnswer {
     /// [`ControllerOp::AlterClientQuotas`]: per entity in request order, `Err` with Kafka's
     /// INVALID_REQUEST message when its changes were refused.
     AlterClientQuotas { results: Vec<Result<(), String>> },
+    /// [`ControllerOp::AlterUserScramCredentials`]: per user, its result (Kafka's order: the
+    /// deletions done, the upsertions done, then the refused).
+    AlterUserScramCredentials { results: Vec<ScramAlterResult> },
 }
 
 /// ElectLeaders' election types (KIP-460; the wire's `ElectionType` int8).
@@ -344,6 +377,42 @@ pub enum ElectionError {
     UnknownTopic { topic: String },
     #[error("No such partition as {topic}-{partition}")]
     UnknownPartition { topic: String, partition: i32 },
+}
+
+/// One topic of [`ControllerOp::AlterPartitionReassignments`]: its name and, per named
+/// partition, its target replicas (`None`: cancel the reassignment in progress).
+pub type TopicReassignments = (String, Vec<(i32, Option<Vec<i32>>)>);
+
+/// The results of [`ControllerOp::AlterPartitionReassignments`] for one topic
+/// (AlterPartitionReassignmentsResponse's `ReassignableTopicResponse`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicReassignmentResults {
+    pub topic: String,
+    /// By partition id, in the request's order.
+    pub partitions: Vec<(i32, Result<(), ReassignmentError>)>,
+}
+
+/// Why a partition's reassignment was refused (Kafka's error per partition, with Kafka's
+/// messages; the broker maps it to the code).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ReassignmentError {
+    /// `UNKNOWN_TOPIC_OR_PARTITION` (3).
+    #[error("Unable to find a topic named {topic}.")]
+    UnknownTopic { topic: String },
+    #[error("Unable to find partition {topic}:{partition}.")]
+    UnknownPartition { topic: String, partition: i32 },
+    /// `NO_REASSIGNMENT_IN_PROGRESS` (85): a cancellation of a partition not being
+    /// reassigned.
+    #[error("No partition reassignment is in progress.")]
+    NoReassignmentInProgress,
+    /// `INVALID_REPLICA_ASSIGNMENT` (39): an empty target, a broker named twice or not
+    /// registered, or a cancellation that would need an unclean election.
+    #[error("{reason}")]
+    InvalidReplicaAssignment { reason: String },
+    /// `INVALID_REPLICATION_FACTOR` (38): the target changes the replica count while the
+    /// request does not allow it.
+    #[error("The replication factor is changed from {current} to {target} but allowReplicationFactorChange is false.")]
+    InvalidReplicationFactor { current: usize, target: usize },
 }
 
 /// What a client may not do to an internal topic.

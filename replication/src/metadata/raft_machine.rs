@@ -309,6 +309,8 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                removing_replicas: Vec::new(),
+                adding_replicas: Vec::new(),
             }),
         ]
     }

@@ -54,6 +54,43 @@ pub enum MetadataRecord {
     RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
     /// [`ClientQuotaRecord`].
     ClientQuota(ClientQuotaRecord),
+    /// [`UserScramCredentialRecord`].
+    UserScramCredential(UserScramCredentialRecord),
+    /// [`RemoveUserScramCredentialRecord`].
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+}
+
+/// A user's SCRAM credential for one mechanism, new or replacing the previous one (KRaft
+/// `UserScramCredentialRecord`, KIP-554).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserScramCredentialRecord {
+    pub name: String,
+    /// The mechanism's wire type ([`super::scram::ScramMechanism::wire_type`]).
+    pub mechanism: i8,
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
+}
+
+/// Keys stay out of logs.
+impl std::fmt::Debug for UserScramCredentialRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserScramCredentialRecord")
+            .field("name", &self.name)
+            .field("mechanism", &self.mechanism)
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The removal of a user's SCRAM credential for one mechanism (KRaft
+/// `RemoveUserScramCredentialRecord`); applying it refuses a credential that does not exist.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveUserScramCredentialRecord {
+    pub name: String,
+    /// The mechanism's wire type.
+    pub mechanism: i8,
 }
 
 /// A finalized feature level (KRaft `FeatureLevelRecord`, KIP-584/KIP-778): `feature_level`
@@ -113,11 +150,19 @@ pub struct PartitionRecord {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// Replicas an ongoing reassignment removes (KIP-455; empty when none is in progress;
+    /// absent from records written before reassignments).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<i32>,
+    /// Replicas an ongoing reassignment adds (KIP-455), as `removing_replicas`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<i32>,
 }
 
 /// A change of an existing partition (KRaft `PartitionChangeRecord`): `None` fields keep
-/// their value. Applying it increments the partition epoch, and the leader epoch when the
-/// leader changes.
+/// their value. Applying it increments the partition epoch, and the leader epoch when
+/// `leader` is set — to another broker, or to the same one to bump the epoch, as Kafka's
+/// `PartitionRegistration.merge` (a reassignment that drops replicas does).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionChangeRecord {
     pub partition_id: i32,
@@ -128,6 +173,12 @@ pub struct PartitionChangeRecord {
     pub leader: Option<i32>,
     #[serde(default)]
     pub replicas: Option<Vec<i32>>,
+    /// The new `removing_replicas` of a reassignment (KIP-455); `Some(vec![])` clears them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removing_replicas: Option<Vec<i32>>,
+    /// The new `adding_replicas` of a reassignment (KIP-455); `Some(vec![])` clears them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adding_replicas: Option<Vec<i32>>,
 }
 
 /// Sets (`Some`) or removes (`None`) one config override (KRaft `ConfigRecord`).

@@ -253,7 +253,10 @@ impl PartitionLog {
             if !h.is_transactional() || h.is_control() || h.producer_id < 0 {
                 continue;
             }
-            if st.producers.has_ongoing_transaction(h.producer_id) {
+            if st
+                .producers
+                .has_ongoing_transaction(h.producer_id, h.producer_epoch)
+            {
                 continue;
             }
             if !st.verifications.guard(h.producer_id).verifies(guard) {

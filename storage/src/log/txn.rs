@@ -62,7 +62,7 @@ impl PartitionLog {
         epoch: i16,
     ) -> VerificationGuard {
         let st = &mut *self.shared.state.borrow_mut();
-        if st.producers.has_ongoing_transaction(producer_id) {
+        if st.producers.has_ongoing_transaction(producer_id, epoch) {
             return VerificationGuard::SENTINEL;
         }
         st.verifications.start(producer_id, sequence, epoch)

@@ -43,6 +43,11 @@ pub struct BrokerConfig {
     /// `security.inter.broker.protocol` when set (only one of it and
     /// `inter.broker.listener.name` may be).
     pub security_inter_broker_protocol: Option<SecurityProtocol>,
+    /// `controller.listener.names`: the listeners the controller quorum speaks on, upper
+    /// case; the first names the voters' own traffic (each voter's address of
+    /// `controller.quorum.voters`), its protocol from `listener.security.protocol.map`
+    /// (`PLAINTEXT` or `SSL`). Empty (default): the voters speak `PLAINTEXT`.
+    pub controller_listener_names: Vec<String>,
     /// The TLS and SASL keys (`ssl.*`, `sasl.enabled.mechanisms`, `sasl.jaas.config`) and
     /// their per-listener overrides (`listener.name.<l>.ssl.*`,
     /// `listener.name.<l>.<mechanism>.sasl.jaas.config`, the listener and mechanism names in
@@ -146,6 +151,19 @@ pub struct BrokerConfig {
     /// Default 30000 (Kafka's); at least 1 (Kafka accepts any long). Read-only, as in Kafka
     /// 4.x: fixed at start-up, not a dynamic broker config.
     pub replica_lag_time_max_ms: u64,
+    /// `leader.replication.throttled.rate` (KIP-73): the bytes per second a leader may send
+    /// to followers of the replicas its topics list in `leader.replication.throttled.replicas`.
+    /// Default `i64::MAX` (no limit), as Kafka; dynamic. Stored; not enforced yet.
+    pub leader_replication_throttled_rate: u64,
+    /// `follower.replication.throttled.rate` (KIP-73): the bytes per second this broker's
+    /// replica fetchers may fetch for the replicas its topics list in
+    /// `follower.replication.throttled.replicas` while they are out of the ISR. Default
+    /// `i64::MAX` (no limit), as Kafka; dynamic.
+    pub follower_replication_throttled_rate: u64,
+    /// `replica.alter.log.dirs.io.max.bytes.per.second`: Kafka's limit on moving replicas
+    /// between log directories. Sluice has one data directory and moves none; accepted (and
+    /// cleared by `kafka-reassign-partitions.sh --verify`) with Kafka's default `i64::MAX`.
+    pub replica_alter_log_dirs_io_max_bytes_per_second: u64,
     /// `controller.quorum.voters` (KIP-595): every voter of the controller quorum with the
     /// address its quorum transport listens on, `id@host:port,…`. Default empty: this node
     /// is a one-voter quorum of itself and listens for no voter. When set, `node.id` must be
@@ -216,6 +234,7 @@ impl Default for BrokerConfig {
             listener_security_protocol_map: default_protocol_map(),
             inter_broker_listener_name: None,
             security_inter_broker_protocol: None,
+            controller_listener_names: Vec::new(),
             security_properties: BTreeMap::new(),
             admin_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9644),
             data_dir: PathBuf::from("./data"),
@@ -249,6 +268,9 @@ impl Default for BrokerConfig {
             replica_high_watermark_checkpoint_interval_ms: 5_000,
             offsets_topic_replication_factor: 3,
             replica_lag_time_max_ms: 30_000,
+            leader_replication_throttled_rate: i64::MAX.unsigned_abs(),
+            follower_replication_throttled_rate: i64::MAX.unsigned_abs(),
+            replica_alter_log_dirs_io_max_bytes_per_second: i64::MAX.unsigned_abs(),
             controller_quorum_voters: Vec::new(),
             controller_quorum_election_timeout_ms: 1000,
             broker_heartbeat_interval_ms: 2000,
@@ -384,6 +406,23 @@ impl BrokerConfig {
         })
     }
 
+    /// The security protocol of the inter-broker listener ([`Self::inter_broker_listener_name`]);
+    /// `PLAINTEXT` when it names no mapped listener ([`Self::check_listeners`] refuses that).
+    pub fn inter_broker_protocol(&self) -> SecurityProtocol {
+        self.listener_protocol(&self.inter_broker_listener_name())
+            .unwrap_or(SecurityProtocol::Plaintext)
+    }
+
+    /// The listener the voters speak on (the first of `controller.listener.names`) and its
+    /// protocol; `None` without `controller.listener.names` (the voters speak `PLAINTEXT`).
+    pub fn controller_listener(&self) -> Option<(&str, SecurityProtocol)> {
+        let name = self.controller_listener_names.first()?;
+        let protocol = self
+            .listener_protocol(name)
+            .unwrap_or(SecurityProtocol::Plaintext);
+        Some((name.as_str(), protocol))
+    }
+
     /// The value of TLS key `key` (`ssl.…`) for listener `listener`: its
     /// `listener.name.<listener in lower case>.<key>` override, else `key` itself.
     pub fn listener_property(&self, listener: &str, key: &str) -> Option<&str> {
@@ -396,8 +435,10 @@ impl BrokerConfig {
 
     /// Checks the listener keys against each other once every key is set, with Kafka's
     /// messages: each listener has a security protocol; no two listeners share a port;
-    /// `advertised.listeners` names only listeners; the inter-broker listener is one of them
-    /// and is `PLAINTEXT` (Sluice's replica fetcher and forwarding speak neither TLS nor SASL).
+    /// `advertised.listeners` names only listeners; the inter-broker listener is one of them,
+    /// and when it uses SASL `sasl.mechanism.inter.broker.protocol` (Kafka's default `GSSAPI`)
+    /// names a mechanism of [`INTER_BROKER_SASL_MECHANISMS`]; the controller listener (see
+    /// [`BrokerConfig::controller_listener`]) is `PLAINTEXT` or `SSL` and not a Kafka listener.
     ///
     /// # Errors
     /// [`ConfigError::InvalidValue`] naming the key at fault.
@@ -469,17 +510,71 @@ impl BrokerConfig {
                 ),
             ));
         }
-        if self.listener_protocol(&inter) != Some(SecurityProtocol::Plaintext) {
+        if self.inter_broker_protocol().uses_sasl() {
+            let mechanism = self
+                .security_properties
+                .get("sasl.mechanism.inter.broker.protocol")
+                .map_or("GSSAPI", String::as_str);
+            if !INTER_BROKER_SASL_MECHANISMS.contains(&mechanism) {
+                return Err(invalid(
+                    "sasl.mechanism.inter.broker.protocol",
+                    mechanism,
+                    format!(
+                        "the inter-broker listener {inter} uses SASL: Sluice's brokers \
+                         authenticate to each other with {} only",
+                        INTER_BROKER_SASL_MECHANISMS.join(", ")
+                    ),
+                ));
+            }
+        }
+        self.check_controller_listener(&names)
+    }
+
+    /// `controller.listener.names` against the other listener keys: its first name has a
+    /// protocol, `PLAINTEXT` or `SSL`, and is not one of `listeners` (the voters listen on
+    /// their address of `controller.quorum.voters`).
+    fn check_controller_listener(&self, names: &[&str]) -> Result<(), ConfigError> {
+        let Some(name) = self.controller_listener_names.first() else {
+            return Ok(());
+        };
+        let value = self.controller_listener_names.join(",");
+        match self.listener_protocol(name) {
+            None => {
+                return Err(invalid(
+                    "listener.security.protocol.map",
+                    &render_protocol_map(&self.listener_security_protocol_map),
+                    format!("No security protocol defined for listener {name}"),
+                ))
+            }
+            Some(SecurityProtocol::Plaintext | SecurityProtocol::Ssl) => {}
+            Some(p) => {
+                return Err(invalid(
+                    "controller.listener.names",
+                    &value,
+                    format!(
+                        "controller listener {name} is {p}: Sluice's voters speak PLAINTEXT or \
+                         SSL (no SASL between voters)"
+                    ),
+                ))
+            }
+        }
+        if names.contains(&name.as_str()) {
             return Err(invalid(
-                "inter.broker.listener.name",
-                &inter,
-                "Sluice's brokers reach each other over PLAINTEXT only (no TLS or SASL between \
-                 brokers yet): name a PLAINTEXT listener",
+                "controller.listener.names",
+                &value,
+                format!(
+                    "{name} is also in listeners: Sluice's voters listen on their address in \
+                     controller.quorum.voters, not on a Kafka listener; remove it from listeners"
+                ),
             ));
         }
         Ok(())
     }
 }
+
+/// The SASL mechanisms a broker authenticates to other brokers with
+/// (`sasl.mechanism.inter.broker.protocol`).
+const INTER_BROKER_SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// `listener.security.protocol.map` as Kafka writes it.
 pub(super) fn render_protocol_map(map: &[(String, SecurityProtocol)]) -> String {
@@ -1066,7 +1161,40 @@ mod tests {
         let mut bad = b.clone();
         bad.set("inter.broker.listener.name", "EXTERNAL")
             .expect("parses");
-        bad.check_listeners().expect_err("SSL between brokers");
+        bad.check_listeners().expect("SSL between brokers");
+        let mut sasl = BrokerConfig::default();
+        sasl.set_all([
+            ("listeners", "SASL_SSL://127.0.0.1:9093"),
+            ("inter.broker.listener.name", "SASL_SSL"),
+        ])
+        .expect("parses");
+        let err = sasl.check_listeners().expect_err("GSSAPI by default");
+        assert!(
+            err.to_string()
+                .contains("sasl.mechanism.inter.broker.protocol"),
+            "{err}"
+        );
+        sasl.set("sasl.mechanism.inter.broker.protocol", "PLAIN")
+            .expect("parses");
+        sasl.check_listeners().expect("PLAIN between brokers");
+        sasl.set("controller.listener.names", "controller,other")
+            .expect("parses");
+        let err = sasl.check_listeners().expect_err("CONTROLLER unmapped");
+        assert!(err.to_string().contains("listener CONTROLLER"), "{err}");
+        sasl.set(
+            "listener.security.protocol.map",
+            "SASL_SSL:SASL_SSL,CONTROLLER:SSL",
+        )
+        .expect("parses");
+        sasl.check_listeners().expect("an SSL controller listener");
+        assert_eq!(
+            sasl.controller_listener(),
+            Some(("CONTROLLER", SecurityProtocol::Ssl))
+        );
+        sasl.set("controller.listener.names", "SASL_SSL")
+            .expect("parses");
+        let err = sasl.check_listeners().expect_err("no SASL between voters");
+        assert!(err.to_string().contains("PLAINTEXT or SSL"), "{err}");
         let mut bad = b.clone();
         bad.set("security.inter.broker.protocol", "PLAINTEXT")
             .expect("parses");

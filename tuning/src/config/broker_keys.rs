@@ -125,26 +125,52 @@ pub const SSL_KEYS: &[&str] = &[
     "ssl.endpoint.identification.algorithm",
 ];
 
-/// The SASL keys Sluice reads (Kafka's `BrokerSecurityConfigs`), at broker level or under
-/// `listener.name.<listener>.`; `sasl.jaas.config` also as
-/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`.
-pub const SASL_KEYS: &[&str] = &["sasl.enabled.mechanisms", "sasl.jaas.config"];
+/// The SASL keys Sluice reads (Kafka's `BrokerSecurityConfigs` and `SaslConfigs`), at broker
+/// level or under `listener.name.<listener>.`; those of [`SASL_MECHANISM_KEYS`] also as
+/// `listener.name.<listener>.<mechanism>.<key>`.
+pub const SASL_KEYS: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.server.callback.handler.class",
+    "connections.max.reauth.ms",
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
+];
+
+/// The SASL keys Kafka also reads per mechanism, as
+/// `listener.name.<listener>.<mechanism>.<key>` (`ListenerName.saslMechanismConfigPrefix`).
+pub const SASL_MECHANISM_KEYS: &[&str] = &[
+    "sasl.jaas.config",
+    "sasl.server.callback.handler.class",
+    "connections.max.reauth.ms",
+];
 
 /// The TLS or SASL key `key` names (itself, or the part after `listener.name.<listener>.`,
-/// a mechanism's `sasl.jaas.config` as `<mechanism>.sasl.jaas.config`), if it is one of
-/// [`SSL_KEYS`] or [`SASL_KEYS`].
+/// a per-mechanism key as `<mechanism>.<key>`), if it is one of [`SSL_KEYS`] or
+/// [`SASL_KEYS`].
 fn security_key(key: &str) -> Option<String> {
     let base = match key.strip_prefix("listener.name.") {
         Some(rest) => rest.split_once('.').map(|(_, k)| k)?,
         None => key,
     };
-    if let Some(mechanism) = base.strip_suffix(".sasl.jaas.config") {
+    for suffix in SASL_MECHANISM_KEYS {
+        let Some(mechanism) = base.strip_suffix(suffix).and_then(|m| m.strip_suffix('.')) else {
+            continue;
+        };
+        if mechanism.is_empty() {
+            continue;
+        }
         let valid = key.starts_with("listener.name.")
-            && !mechanism.is_empty()
             && mechanism
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        return valid.then(|| format!("{}.sasl.jaas.config", mechanism.to_ascii_lowercase()));
+        return valid.then(|| format!("{}.{suffix}", mechanism.to_ascii_lowercase()));
     }
     SSL_KEYS
         .iter()
@@ -180,6 +206,13 @@ fn set_security_key(
         }
         "sasl.enabled.mechanisms" if v.split(',').all(|m| m.trim().is_empty()) => {
             return Err(invalid(key, value, "name at least one mechanism"));
+        }
+        b if (b.ends_with("connections.max.reauth.ms")
+            || b == "sasl.oauthbearer.jwks.endpoint.refresh.ms"
+            || b == "sasl.oauthbearer.clock.skew.seconds")
+            && v.parse::<u64>().is_err() =>
+        {
+            return Err(invalid(key, value, "expected a non-negative integer"));
         }
         "ssl.enabled.protocols" => {
             if let Some(p) = v
@@ -334,6 +367,22 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
             Ok(())
         },
         show: Some(BrokerConfig::inter_broker_listener_name),
+    },
+    BrokerKey {
+        name: "controller.listener.names",
+        set: |c, key, value, v| {
+            let names: Vec<String> = v
+                .split(',')
+                .map(|n| n.trim().to_ascii_uppercase())
+                .filter(|n| !n.is_empty())
+                .collect();
+            if names.is_empty() {
+                return Err(invalid(key, value, "name at least one listener"));
+            }
+            c.controller_listener_names = names;
+            Ok(())
+        },
+        show: Some(|c| c.controller_listener_names.join(",")),
     },
     BrokerKey {
         name: "security.inter.broker.protocol",
@@ -601,6 +650,31 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
             Ok(())
         },
         show: Some(|c| c.replica_lag_time_max_ms.to_string()),
+    },
+    BrokerKey {
+        name: "leader.replication.throttled.rate",
+        set: |c, key, value, _| {
+            c.leader_replication_throttled_rate = parse_unsigned(key, value, 0, i64::MAX)?;
+            Ok(())
+        },
+        show: Some(|c| c.leader_replication_throttled_rate.to_string()),
+    },
+    BrokerKey {
+        name: "follower.replication.throttled.rate",
+        set: |c, key, value, _| {
+            c.follower_replication_throttled_rate = parse_unsigned(key, value, 0, i64::MAX)?;
+            Ok(())
+        },
+        show: Some(|c| c.follower_replication_throttled_rate.to_string()),
+    },
+    BrokerKey {
+        name: "replica.alter.log.dirs.io.max.bytes.per.second",
+        set: |c, key, value, _| {
+            c.replica_alter_log_dirs_io_max_bytes_per_second =
+                parse_unsigned(key, value, 0, i64::MAX)?;
+            Ok(())
+        },
+        show: Some(|c| c.replica_alter_log_dirs_io_max_bytes_per_second.to_string()),
     },
     BrokerKey {
         name: "controller.quorum.voters",

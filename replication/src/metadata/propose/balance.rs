@@ -123,6 +123,8 @@ mod tests {
                 leader: *leader,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
             })
             .collect();
         let topic = TopicImage {

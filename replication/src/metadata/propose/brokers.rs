@@ -2,7 +2,8 @@
 //! with a new broker epoch), unfencing, fencing and controlled shutdown, which move the
 //! broker's leaderships and ISR memberships off it; and producer-id blocks.
 
-use super::elections::{elect_leader, partition_change, unclean_leader_election};
+use super::elections::{elect_leader, partition_change};
+use super::lookup::unclean_leader_election;
 use crate::metadata::image::MetadataImage;
 use crate::metadata::op::*;
 use crate::metadata::record::{

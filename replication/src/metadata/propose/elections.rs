@@ -3,8 +3,9 @@
 //! KIP-460), and the election that leaders come from the ISR unless the topic's
 //! `unclean.leader.election.enable` says otherwise.
 
-use super::lookup::existing;
-use crate::metadata::image::{MetadataImage, PartitionImage, TopicImage};
+use super::lookup::{existing, unclean_leader_election};
+use super::reassignments::{change_record, PartitionTarget};
+use crate::metadata::image::{MetadataImage, PartitionImage};
 use crate::metadata::op::*;
 use crate::metadata::record::{MetadataRecord, PartitionChangeRecord};
 use uuid::Uuid;
@@ -161,18 +162,13 @@ pub(super) fn alter_partition(
         (leader_epoch, partition_epoch),
     )?;
     check_new_isr(image, p, topic, partition_id, new_isr)?;
-    if new_isr == p.isr.as_slice() {
-        return Ok(Vec::new());
-    }
-    Ok(vec![MetadataRecord::PartitionChange(
-        PartitionChangeRecord {
-            partition_id,
-            topic_id: t.id,
-            isr: Some(new_isr.to_vec()),
-            leader: None,
-            replicas: None,
-        },
-    )])
+    // Kafka's `PartitionChangeBuilder`: the new ISR may complete a reassignment (KIP-455),
+    // which can move the leadership off the sender (answered as a new leader).
+    let mut target = PartitionTarget::with_isr(p, new_isr.to_vec());
+    target.unclean = unclean_leader_election(image, t);
+    Ok(change_record(image, (t.id, partition_id), p, target)
+        .into_iter()
+        .collect())
 }
 
 /// AlterPartition's epoch and leader checks, in Kafka's order: epochs ahead of the image,
@@ -265,22 +261,6 @@ fn check_new_isr(
     Ok(())
 }
 
-/// Whether topic `topic` may elect a leader outside the ISR: its
-/// [`UNCLEAN_LEADER_ELECTION_ENABLE`] override, else the cluster-wide dynamic broker config,
-/// else false (Kafka's default; a per-broker or static value is not consulted).
-pub(super) fn unclean_leader_election(image: &MetadataImage, topic: &TopicImage) -> bool {
-    topic
-        .configs
-        .get(UNCLEAN_LEADER_ELECTION_ENABLE)
-        .or_else(|| {
-            image
-                .broker_configs
-                .get("")
-                .and_then(|c| c.get(UNCLEAN_LEADER_ELECTION_ENABLE))
-        })
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-}
-
 /// Kafka's `PartitionChangeBuilder::electLeader`: the first replica (preferred order) in `isr`
 /// that `acceptable` allows; else, with `unclean`, the first acceptable replica, and the ISR
 /// becomes just it; else no leader (-1) and the ISR unchanged. Returns (leader, ISR).
@@ -322,5 +302,7 @@ pub(super) fn partition_change(
         isr: isr_changed.then_some(isr),
         leader: leader_changed.then_some(leader),
         replicas: None,
+        removing_replicas: None,
+        adding_replicas: None,
     }))
 }

@@ -5,9 +5,9 @@
 //! Sluice supports only what it implements: `metadata.version` 3.3-IV3 (level 7, the lowest
 //! Kafka 4.x accepts — the KRaft records Sluice keeps, without ZooKeeper migration, SCRAM,
 //! delegation tokens, JBOD directories or ELR that later levels bring), `transaction.version`
-//! 0–1 (finalized at 1 from the start: the transaction coordinator of `crate::txn` implements
-//! KIP-890 part 1, not part 2's epoch bump per transaction) and every other feature at level
-//! 0: `kraft.version` 0 (a static voter set, no KIP-853), `group.version` 0 (the classic group
+//! 0–2 (finalized at 2 from the start, as `kafka-storage format` of Kafka 4.4 does: the
+//! transaction coordinator implements KIP-890 part 2's epoch bump per transaction) and every
+//! other feature at level 0: `kraft.version` 0 (a static voter set, no KIP-853), `group.version` 0 (the classic group
 //! protocol only),
 //! `eligible.leader.replicas.version` 0, `share.version` 0, `streams.version` 0. A feature
 //! this node supports only at 0 is not listed, as Kafka lists only features with a level
@@ -33,13 +33,17 @@ pub const SUPPORTED_FEATURES: &[(&str, i16, i16)] = &[
         METADATA_VERSION_BOOTSTRAP,
         METADATA_VERSION_BOOTSTRAP,
     ),
-    (TRANSACTION_VERSION, 0, 1),
+    (TRANSACTION_VERSION, 0, TRANSACTION_VERSION_MAX),
 ];
+
+/// The highest `transaction.version` this node supports (KIP-890 part 2: EndTxn v5, Produce
+/// v12, TxnOffsetCommit v5, an epoch bump per transaction), and a new cluster's level.
+pub const TRANSACTION_VERSION_MAX: i16 = 2;
 
 /// The finalized level of each feature no FeatureLevelRecord has set yet (a new cluster's).
 const BOOTSTRAP_LEVELS: &[(&str, i16)] = &[
     (METADATA_VERSION, METADATA_VERSION_BOOTSTRAP),
-    (TRANSACTION_VERSION, 1),
+    (TRANSACTION_VERSION, TRANSACTION_VERSION_MAX),
 ];
 
 /// The lowest `metadata.version` a FeatureLevelRecord may set (3.3-IV0, the first with the
@@ -131,6 +135,13 @@ fn check_update(
     Ok(())
 }
 
+/// The finalized `transaction.version` of `image` (KIP-890): what the transaction coordinator
+/// applies to the transactions it ends itself (fences and timeouts), as Kafka's
+/// `TransactionStateManager.transactionVersionLevel`.
+pub fn transaction_version(image: &MetadataImage) -> i16 {
+    current_level(image, TRANSACTION_VERSION)
+}
+
 /// The finalized level of `feature` (0: not finalized).
 fn current_level(image: &MetadataImage, feature: &str) -> i16 {
     image.features.get(feature).copied().unwrap_or_else(|| {
@@ -186,7 +197,7 @@ mod tests {
             finalized_features(&image),
             [
                 ("metadata.version".to_string(), 7),
-                ("transaction.version".to_string(), 1)
+                ("transaction.version".to_string(), 2)
             ]
         );
         image
@@ -200,7 +211,7 @@ mod tests {
             [
                 ("a.feature".to_string(), 2),
                 ("metadata.version".to_string(), 7),
-                ("transaction.version".to_string(), 1)
+                ("transaction.version".to_string(), 2)
             ]
         );
         // Level 0 takes it out of the finalized set (kept at 0, so that a feature with a
@@ -259,9 +270,9 @@ mod tests {
     fn refusals_carry_kafkas_messages() {
         use UpgradeType::*;
         assert_eq!(
-            refusal(&[update("transaction.version", 2, Upgrade)]),
-            "Invalid update version 2 for feature transaction.version. Local controller 1 only \
-             supports versions 0-1"
+            refusal(&[update("transaction.version", 3, Upgrade)]),
+            "Invalid update version 3 for feature transaction.version. Local controller 1 only \
+             supports versions 0-2"
         );
         assert_eq!(
             refusal(&[update("group.version", 1, Upgrade)]),

@@ -1,5 +1,5 @@
-//! Finding a topic in the image, and the internal-topic check: shared by the topic, config
-//! and election proposers.
+//! Finding a topic in the image, the internal-topic check and whether a topic may elect a
+//! leader outside the ISR: shared by the topic, config, election and reassignment proposers.
 
 use crate::metadata::image::{MetadataImage, TopicImage};
 use crate::metadata::op::*;
@@ -53,4 +53,20 @@ pub(super) fn existing<'a>(
         .ok_or_else(|| ControllerError::UnknownTopic {
             topic: name.to_string(),
         })
+}
+
+/// Whether topic `topic` may elect a leader outside the ISR: its
+/// [`UNCLEAN_LEADER_ELECTION_ENABLE`] override, else the cluster-wide dynamic broker config,
+/// else false (Kafka's default; a per-broker or static value is not consulted).
+pub(super) fn unclean_leader_election(image: &MetadataImage, topic: &TopicImage) -> bool {
+    topic
+        .configs
+        .get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        .or_else(|| {
+            image
+                .broker_configs
+                .get("")
+                .and_then(|c| c.get(UNCLEAN_LEADER_ELECTION_ENABLE))
+        })
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }

@@ -12,15 +12,19 @@
 //! partitions are placed round-robin over the active brokers (Kafka's rack-unaware
 //! assignment).
 //!
+//! AlterPartitionReassignments ([`alter_partition_reassignments`], KIP-455) follows KRaft's
+//! reassignment steps; the AlterPartition that brings the last added replica into the ISR
+//! completes it.
+//!
 //! ElectLeaders ([`elect_leaders`]) follows `ReplicationControlManager::electLeaders` and
 //! `PartitionChangeBuilder`'s preferred and unclean elections (KIP-183, KIP-460), without
 //! eligible leader replicas (KIP-966).
 //!
 //! Files by concern, as KRaft's control managers: `topics` (topics, partitions, placement),
-//! `brokers` (the broker lifecycle, producer ids), `elections` (AlterPartition, ElectLeaders),
+//! `brokers` (the broker lifecycle, producer ids), `elections` (AlterPartition, ElectLeaders), `reassignments` (KIP-455),
 //! `balance` (which leaders to move back, `auto.leader.rebalance.enable`), `features`
 //! (finalized features, UpdateFeatures), `acls` (CreateAcls, DeleteAcls), `quotas`
-//! (AlterClientQuotas) and `configs`; this one dispatches an op to them. The op vocabulary is
+//! (AlterClientQuotas), `scram` (AlterUserScramCredentials) and `configs`; this one dispatches an op to them. The op vocabulary is
 //! in `super::op`.
 //!
 //! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index); racks
@@ -34,15 +38,19 @@ mod elections;
 mod features;
 mod lookup;
 mod quotas;
+mod reassignments;
+mod scram;
 mod topics;
 
 pub use balance::{partitions_to_balance, ELECTIONS_PER_BALANCE_MAX};
 pub use brokers::leaderships;
 pub use elections::elect_leaders;
 pub use features::{
-    finalized_features, METADATA_VERSION, METADATA_VERSION_BOOTSTRAP, SUPPORTED_FEATURES,
+    finalized_features, transaction_version, METADATA_VERSION, METADATA_VERSION_BOOTSTRAP,
+    SUPPORTED_FEATURES, TRANSACTION_VERSION_MAX,
 };
 pub use lookup::{check_not_internal, check_topic_not_internal, is_internal};
+pub use reassignments::alter_partition_reassignments;
 pub use topics::{place_replicas, validate_topic_name};
 
 use super::image::MetadataImage;
@@ -138,6 +146,10 @@ pub fn propose(
             election_type,
             partitions,
         } => Ok(elect_leaders(image, *election_type, partitions.as_deref()).0),
+        ControllerOp::AlterPartitionReassignments {
+            topics,
+            allow_replication_factor_change,
+        } => Ok(alter_partition_reassignments(image, topics, *allow_replication_factor_change).0),
         ControllerOp::UpdateFeatures {
             updates,
             validate_only: _,
@@ -145,6 +157,10 @@ pub fn propose(
         ControllerOp::CreateAcls { creations } => Ok(acls::create_acls(image, ctx, creations)),
         ControllerOp::DeleteAcls { filters } => acls::delete_acls(image, filters),
         ControllerOp::AlterClientQuotas { entries, .. } => Ok(quotas::alter(image, entries).0),
+        ControllerOp::AlterUserScramCredentials {
+            deletions,
+            upsertions,
+        } => Ok(scram::alter(image, deletions, upsertions).0),
     }
 }
 
@@ -159,6 +175,17 @@ impl ControllerOp {
                 partitions,
             } => ControllerAnswer::ElectLeaders {
                 results: elect_leaders(before, *election_type, partitions.as_deref()).1,
+            },
+            ControllerOp::AlterPartitionReassignments {
+                topics,
+                allow_replication_factor_change,
+            } => ControllerAnswer::AlterPartitionReassignments {
+                results: alter_partition_reassignments(
+                    before,
+                    topics,
+                    *allow_replication_factor_change,
+                )
+                .1,
             },
             ControllerOp::RegisterBroker { broker_id, .. } => {
                 after
@@ -196,6 +223,12 @@ impl ControllerOp {
                     results: quotas::alter(before, entries).1,
                 }
             }
+            ControllerOp::AlterUserScramCredentials {
+                deletions,
+                upsertions,
+            } => ControllerAnswer::AlterUserScramCredentials {
+                results: scram::alter(before, deletions, upsertions).1,
+            },
             _ => ControllerAnswer::Done,
         }
     }

@@ -123,6 +123,8 @@ pub(super) fn new_partition(
         replicas,
         leader_epoch: 0,
         partition_epoch: 0,
+        removing_replicas: Vec::new(),
+        adding_replicas: Vec::new(),
     }))
 }
 

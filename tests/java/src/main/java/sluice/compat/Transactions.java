@@ -10,6 +10,7 @@ import java.util.concurrent.ExecutionException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -46,6 +47,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       transaction is aborted: the loop seeks back to the group's committed offsets and reads
  *       those inputs again. At the end read_committed sees each input exactly once in TOPIC,
  *       and the group's committed offsets are TOPIC-in's end offsets.
+ *   <li>{@code epoch-bump}: KIP-890 part 2. Two commits and an abort; after each,
+ *       DescribeTransactions shows the producer epoch bumped by one at a finalized
+ *       {@code transaction.version} of 2 (the client uses EndTxn v5, Produce v12, no
+ *       AddPartitionsToTxn) and unchanged at 1. Prints {@code EPOCHS pid e0 e1 e2 e3 LEVEL}.
  * </ul>
  */
 public final class Transactions {
@@ -65,6 +70,7 @@ public final class Transactions {
             case "commit-abort" -> commitAbort(bootstrap, topic);
             case "fencing" -> fencing(bootstrap, topic);
             case "consume-transform-produce" -> consumeTransformProduce(bootstrap, topic);
+            case "epoch-bump" -> epochBump(bootstrap, topic);
             default -> {
                 System.err.println("unknown scenario " + args[0]);
                 System.exit(2);
@@ -208,6 +214,62 @@ public final class Transactions {
         List<String> committed = readAll(bootstrap, topic, "read_committed");
         check(committed.equals(List.of("c1", "c2", "c3")),
               "the fenced producer's open transaction was aborted: " + committed);
+    }
+
+    static void epochBump(String bootstrap, String topic) throws Exception {
+        String id = topic + "-txn";
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(ap);
+                KafkaProducer<String, String> p = transactional(bootstrap, id)) {
+            var tv = admin.describeFeatures().featureMetadata().get().finalizedFeatures()
+                    .get("transaction.version");
+            short level = tv == null ? 0 : tv.maxVersionLevel();
+            int bump = level >= 2 ? 1 : 0;
+            p.initTransactions();
+            List<Short> epochs = new ArrayList<>();
+            long producerId = -1;
+            for (int i = 0; i < 4; i++) {
+                if (i > 0) {
+                    p.beginTransaction();
+                    send(p, topic, "v" + i);
+                    if (i == 3) {
+                        p.abortTransaction();
+                    } else {
+                        p.commitTransaction();
+                    }
+                }
+                var d = admin.describeTransactions(List.of(id)).description(id).get();
+                if (i > 0) {
+                    TransactionState want = i == 3
+                            ? TransactionState.COMPLETE_ABORT : TransactionState.COMPLETE_COMMIT;
+                    long deadline = System.nanoTime() + WAIT.toNanos();
+                    // The markers may still be out when EndTxn answered.
+                    while (d.state() != want) {
+                        if (System.nanoTime() > deadline) {
+                            throw new AssertionError("state " + d.state() + ", wanted " + want);
+                        }
+                        Thread.sleep(50);
+                        d = admin.describeTransactions(List.of(id)).description(id).get();
+                    }
+                }
+                if (i == 0) {
+                    producerId = d.producerId();
+                }
+                check(d.producerId() == producerId, "the producer id stays " + producerId);
+                epochs.add((short) d.producerEpoch());
+            }
+            for (int i = 1; i < 4; i++) {
+                check(epochs.get(i) == epochs.get(0) + i * bump,
+                      "epoch after transaction " + i + " at transaction.version " + level
+                      + ": " + epochs);
+            }
+            System.out.println("EPOCHS " + producerId + " " + epochs.get(0) + " " + epochs.get(1)
+                    + " " + epochs.get(2) + " " + epochs.get(3) + " " + level);
+        }
+        List<String> committed = readAll(bootstrap, topic, "read_committed");
+        check(committed.equals(List.of("v1", "v2")),
+              "read_committed sees the two committed transactions: " + committed);
     }
 
     static final int CTP_INPUTS = 300;
