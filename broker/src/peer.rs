@@ -287,6 +287,36 @@ async fn authenticate_once(
     Ok(answer.auth_bytes)
 }
 
+/// The size-prefixed frame of `request` as client `client_id` sends it to another node: a
+/// request header (`api_key` at `version`, `correlation_id`), then the request.
+///
+/// # Errors
+/// Why the codec refused the header or the request, or that the frame exceeds 4 GiB.
+pub(crate) fn frame_request<Q: Encodable>(
+    client_id: &'static str,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    request: &Q,
+) -> Result<Bytes, String> {
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str(client_id)));
+    let mut buf = BytesMut::new();
+    buf.put_u32(0);
+    header
+        .encode(&mut buf, api_key.request_header_version(version))
+        .map_err(|e| e.to_string())?;
+    request
+        .encode(&mut buf, version)
+        .map_err(|e| e.to_string())?;
+    let size = u32::try_from(buf.len() - 4).map_err(|_| format!("a {}-byte request", buf.len()))?;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
+
 /// Sends `request` (`api_key` at `version`) and decodes its response.
 async fn exchange<Q: Encodable, R: Decodable>(
     stream: &mut PeerStream,
@@ -304,21 +334,8 @@ async fn exchange<Q: Encodable, R: Decodable>(
         host: host.to_owned(),
         reason: format!("{api_key:?}: {reason}"),
     };
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
-    let mut buf = BytesMut::new();
-    buf.put_u32(0);
-    header
-        .encode(&mut buf, api_key.request_header_version(version))
-        .map_err(|e| malformed(e.to_string()))?;
-    request
-        .encode(&mut buf, version)
-        .map_err(|e| malformed(e.to_string()))?;
-    let size = u32::try_from(buf.len() - 4).map_err(|_| malformed("too large".to_owned()))?;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
+    let buf =
+        frame_request(CLIENT_ID, api_key, version, correlation_id, request).map_err(malformed)?;
     stream.write_all(&buf).await.map_err(io)?;
     stream.flush().await.map_err(io)?;
     let mut size = [0u8; 4];

@@ -118,6 +118,8 @@ def check_log(records, sent, acked, step):
                 f"{values[max(acked_seqs)]!r} is lost (log has seq {latest.get(key)})")
 
 
+@pytest.mark.long("a child broker SIGKILLed at every swap step, about a minute; the swap steps "
+                  "themselves are in the README command by storage/tests/clean_swap.rs")
 @pytest.mark.timeout(120 + 30 * STEPS)
 @pytest.mark.sluice(cores=1, settings=FAST_CLEANER)
 def test_sigkill_at_every_swap_step_and_in_recovery_loses_nothing(broker):

@@ -97,12 +97,10 @@ class App:
         self.log.close()
 
 
+@pytest.mark.long("a store restored from its changelog after SIGKILL; in the README command "
+                  "test_streams_exactly_once_counts_exact_after_a_sigkill_mid_run restores one")
 @pytest.mark.sluice(settings=GROUP_SETTINGS)
-@pytest.mark.parametrize("guarantee", [
-    pytest.param("at_least_once", marks=pytest.mark.long(
-        "the exactly_once_v2 case restores the same changelog and runs in the README command")),
-    "exactly_once_v2",
-])
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_streams_state_restored_from_the_changelog_after_sigkill(broker, java_classpath,
                                                                  tmp_path, guarantee):
     def step(*args):

@@ -47,6 +47,7 @@ def consume_and_commit(bootstrap, group, n):
     return c
 
 
+@pytest.mark.long("waits out offsets.retention.minutes twice (about a minute)")
 @pytest.mark.sluice(settings=SETTINGS)
 def test_an_empty_groups_offsets_expire_and_a_stable_groups_stay(broker):
     create_topic(broker.bootstrap, TOPIC, 1)

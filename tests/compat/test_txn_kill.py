@@ -560,6 +560,7 @@ def transactions_listed(classpath, bootstrap):
     return states
 
 
+@pytest.mark.long("a transactional loop through coordinator and leader SIGKILLs on 3 nodes")
 @pytest.mark.timeout(300 + 60 * KILLS)
 def test_transactional_loop_survives_coordinator_and_leader_kills(target, kafka_classpath):
     rng = random.Random(SEED)

@@ -8,7 +8,7 @@ use crate::partitions::{PartitionOp, PartitionReply};
 use crate::peer::{PeerError, PeerStream};
 use crate::rt::TcpStream;
 use crate::shard::Shard;
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::fetch_request::{
@@ -17,8 +17,8 @@ use net::kafka_protocol::messages::fetch_request::{
 use net::kafka_protocol::messages::fetch_response::PartitionData;
 use net::kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use net::kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    ApiKey, BrokerId, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, ResponseHeader,
+    TopicName,
 };
 use net::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -862,27 +862,8 @@ pub(crate) fn frame<R: Encodable>(
     correlation_id: i32,
     request: &R,
 ) -> Result<Bytes, FetcherError> {
-    let encode_error = |e: anyhow::Error| FetcherError::Encode {
-        api,
-        reason: e.to_string(),
-    };
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
-    let mut buf = BytesMut::new();
-    buf.put_u32(0);
-    header
-        .encode(&mut buf, api_key.request_header_version(version))
-        .map_err(encode_error)?;
-    request.encode(&mut buf, version).map_err(encode_error)?;
-    let size = u32::try_from(buf.len() - 4).map_err(|_| FetcherError::Encode {
-        api,
-        reason: format!("a {}-byte request", buf.len()),
-    })?;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(buf.freeze())
+    crate::peer::frame_request(CLIENT_ID, api_key, version, correlation_id, request)
+        .map_err(|reason| FetcherError::Encode { api, reason })
 }
 
 /// The size-prefixed ListOffsets v7 frame of `replica` for `tp` at `timestamp`, with
@@ -996,9 +977,11 @@ pub(crate) fn unframe<R: Decodable>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
     use net::kafka_protocol::messages::fetch_response::{
         EpochEndOffset, FetchableTopicResponse, PartitionData,
     };
+    use net::kafka_protocol::messages::RequestHeader;
 
     fn topic_id(topic: &str) -> Uuid {
         Uuid::from_u128(u128::from(topic.as_bytes()[0]))

@@ -74,48 +74,23 @@ impl SaslCredentials {
                 ),
             });
         };
-        let lower = listener.to_ascii_lowercase();
-        let prefixed = format!(
-            "listener.name.{lower}.{}.sasl.jaas.config",
-            mechanism.to_ascii_lowercase()
-        );
-        let (key, text) = match (
-            config.security_properties.get(&prefixed),
-            config.security_properties.get("sasl.jaas.config"),
-        ) {
-            (Some(text), _) => (prefixed, text),
-            (None, Some(text)) => ("sasl.jaas.config".to_owned(), text),
-            (None, None) => {
-                return Err(SaslConfigError::BadJaasConfig {
-                    key: prefixed,
-                    why: format!(
-                        "the inter-broker listener {listener} uses SASL: set the broker's \
-                         username and password there"
-                    ),
-                })
+        let (key, options) = jaas::listener_options(config, listener, &mechanism, module, |key| {
+            SaslConfigError::BadJaasConfig {
+                key,
+                why: format!(
+                    "the inter-broker listener {listener} uses SASL: set the broker's \
+                     username and password there"
+                ),
             }
-        };
-        let bad = |why: String| SaslConfigError::BadJaasConfig {
-            key: key.clone(),
-            why,
-        };
-        let entry = jaas::parse(text).map_err(bad)?;
-        if entry.module != module {
-            return Err(bad(format!(
-                "{mechanism} needs {module}, not {}",
-                entry.module
-            )));
-        }
+        })?;
         let option = |name: &str| {
-            entry
-                .options
+            options
                 .get(name)
                 .filter(|v| !v.is_empty())
                 .cloned()
-                .ok_or_else(|| {
-                    bad(format!(
-                        "no {name} option: the broker's own credentials between brokers"
-                    ))
+                .ok_or_else(|| SaslConfigError::BadJaasConfig {
+                    key: key.clone(),
+                    why: format!("no {name} option: the broker's own credentials between brokers"),
                 })
         };
         Ok(SaslCredentials {

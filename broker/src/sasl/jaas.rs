@@ -5,6 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use tuning::config::BrokerConfig;
+
+use super::error::SaslConfigError;
+
 /// The `PLAIN` mechanism's name.
 pub(super) const PLAIN: &str = "PLAIN";
 
@@ -19,6 +23,46 @@ pub struct JaasEntry {
     pub module: String,
     /// The options, by name.
     pub options: BTreeMap<String, String>,
+}
+
+/// The key and options of `mechanism`'s JAAS entry on `listener`
+/// (`listener.name.<l>.<mechanism>.sasl.jaas.config`, else `sasl.jaas.config`), which must
+/// name `module`. When neither key is set, `missing` makes the error from the prefixed key.
+///
+/// # Errors
+/// [`SaslConfigError`] naming the key at fault: none set (`missing`), a malformed entry,
+/// another login module.
+pub(super) fn listener_options(
+    config: &BrokerConfig,
+    listener: &str,
+    mechanism: &str,
+    module: &str,
+    missing: impl FnOnce(String) -> SaslConfigError,
+) -> Result<(String, BTreeMap<String, String>), SaslConfigError> {
+    let prefixed = format!(
+        "listener.name.{}.{}.sasl.jaas.config",
+        listener.to_ascii_lowercase(),
+        mechanism.to_ascii_lowercase()
+    );
+    let (key, text) = match (
+        config.security_properties.get(&prefixed),
+        config.security_properties.get("sasl.jaas.config"),
+    ) {
+        (Some(text), _) => (prefixed, text),
+        (None, Some(text)) => ("sasl.jaas.config".to_owned(), text),
+        (None, None) => return Err(missing(prefixed)),
+    };
+    let entry = parse(text).map_err(|why| SaslConfigError::BadJaasConfig {
+        key: key.clone(),
+        why,
+    })?;
+    if entry.module != module {
+        return Err(SaslConfigError::BadJaasConfig {
+            key,
+            why: format!("{mechanism} needs {module}, not {}", entry.module),
+        });
+    }
+    Ok((key, entry.options))
 }
 
 /// Parses `text`: `CLASS FLAG (NAME=VALUE)* ;` — one entry, as Kafka's broker accepts it.

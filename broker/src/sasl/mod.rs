@@ -196,7 +196,14 @@ fn plain_users(
     config: &BrokerConfig,
     listener: &str,
 ) -> Result<BTreeMap<String, String>, SaslConfigError> {
-    let options = jaas_options(config, listener, PLAIN, PLAIN_LOGIN_MODULE)?;
+    let (_, options) =
+        jaas::listener_options(config, listener, PLAIN, PLAIN_LOGIN_MODULE, |key| {
+            SaslConfigError::NoJaasConfig {
+                listener: listener.to_owned(),
+                mechanism: PLAIN.to_owned(),
+                key,
+            }
+        })?;
     Ok(options
         .into_iter()
         .filter_map(|(k, v)| k.strip_prefix("user_").map(|u| (u.to_owned(), v)))
@@ -210,7 +217,17 @@ fn plain_users(
 /// # Errors
 /// [`SaslConfigError`] naming the key at fault.
 fn oauth_validator(config: &BrokerConfig, listener: &str) -> Result<Validator, SaslConfigError> {
-    let options = jaas_options(config, listener, OAUTHBEARER, oauthbearer::LOGIN_MODULE)?;
+    let (_, options) = jaas::listener_options(
+        config,
+        listener,
+        OAUTHBEARER,
+        oauthbearer::LOGIN_MODULE,
+        |key| SaslConfigError::NoJaasConfig {
+            listener: listener.to_owned(),
+            mechanism: OAUTHBEARER.to_owned(),
+            key,
+        },
+    )?;
     let handler_key = "oauthbearer.sasl.server.callback.handler.class";
     match config
         .listener_property(listener, handler_key)
@@ -236,50 +253,6 @@ fn oauth_validator(config: &BrokerConfig, listener: &str) -> Result<Validator, S
             class: class.to_owned(),
         }),
     }
-}
-
-/// The options of `mechanism`'s JAAS entry on `listener`
-/// (`listener.name.<l>.<mechanism>.sasl.jaas.config`, else `sasl.jaas.config`), which must
-/// name `module`.
-///
-/// # Errors
-/// [`SaslConfigError`] naming the key at fault.
-fn jaas_options(
-    config: &BrokerConfig,
-    listener: &str,
-    mechanism: &str,
-    module: &str,
-) -> Result<BTreeMap<String, String>, SaslConfigError> {
-    let lower = listener.to_ascii_lowercase();
-    let prefixed = format!(
-        "listener.name.{lower}.{}.sasl.jaas.config",
-        mechanism.to_ascii_lowercase()
-    );
-    let (key, text) = match (
-        config.security_properties.get(&prefixed),
-        config.security_properties.get("sasl.jaas.config"),
-    ) {
-        (Some(text), _) => (prefixed, text),
-        (None, Some(text)) => ("sasl.jaas.config".to_owned(), text),
-        (None, None) => {
-            return Err(SaslConfigError::NoJaasConfig {
-                listener: listener.to_owned(),
-                mechanism: mechanism.to_owned(),
-                key: prefixed,
-            })
-        }
-    };
-    let entry = jaas::parse(text).map_err(|why| SaslConfigError::BadJaasConfig {
-        key: key.clone(),
-        why,
-    })?;
-    if entry.module != module {
-        return Err(SaslConfigError::BadJaasConfig {
-            key,
-            why: format!("{mechanism} needs {module}, not {}", entry.module),
-        });
-    }
-    Ok(entry.options)
 }
 
 /// A SCRAM server nonce from the OS's secure random source: printable, without commas.
