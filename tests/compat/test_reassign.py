@@ -25,7 +25,6 @@ Both run against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka: a 3-node KRaf
 scripts/kafka_ref.py). Waits are bounded widely; nothing asserts a duration."""
 
 import json
-import os
 import threading
 
 import pytest
@@ -33,7 +32,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from compat_util import admin, consume_all, consumer, producer, wait_until
-from conftest import TARGET, _die_with_parent
+from cluster_targets import finish, start_cluster
 from jvm import run_java
 
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
@@ -51,93 +50,11 @@ CLIENT_S = 60
 TOOL_S = 120
 
 
-class SluiceTarget:
-    def __init__(self, binary, directory):
-        from sluice_cluster import SluiceCluster
-        self.cluster = SluiceCluster(binary, directory, nodes=len(NODES), settings=SETTINGS,
-                                     preexec_fn=_die_with_parent)
-
-    def start(self):
-        self.cluster.start()
-
-    def bootstrap(self, exclude=()):
-        return self.cluster.bootstrap(exclude=exclude)
-
-    def kill(self, node_id):
-        self.cluster.kill(node_id)
-
-    def restart(self, node_id):
-        self.cluster.start_node(node_id)
-
-    def partition_dirs(self, node_id, topic):
-        """The directories of `topic`'s partitions (deleted ones included) on `node_id`."""
-        data = self.cluster.nodes[node_id].dir / "data"
-        return sorted(p.name for p in data.iterdir() if p.name.startswith(f"{topic}-"))
-
-    def stop(self):
-        self.cluster.stop()
-
-    def exited_badly(self):
-        return [n.node_id for n in self.cluster.nodes.values()
-                if n.proc is not None and n.proc.poll() not in (None, 0, -9)]
-
-    def describe(self):
-        return self.cluster.describe()
-
-
-class KafkaTarget:
-    """Three combined KRaft nodes of Apache Kafka 4.4 (scripts/kafka_ref.py)."""
-
-    def __init__(self, directory):
-        import kafka_ref
-        self.ref = kafka_ref
-        os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m")
-        self.cluster = kafka_ref.KafkaCluster(directory, len(NODES), SETTINGS, shipped=False)
-        self.nodes = {n.node_id: n for n in self.cluster.nodes}
-
-    def start(self):
-        self.cluster.start(preexec_fn=_die_with_parent)
-
-    def bootstrap(self, exclude=()):
-        return ",".join(f"{n.host}:{n.port}" for i, n in self.nodes.items() if i not in exclude)
-
-    def kill(self, node_id):
-        self.cluster._kill_node(self.nodes[node_id])
-
-    def restart(self, node_id):
-        self.nodes[node_id].start(self.ref.classpath(quiet=True), _die_with_parent)
-        self.cluster.wait_ready()
-
-    def partition_dirs(self, node_id, topic):
-        return None  # Kafka's log directories are its own business: not checked.
-
-    def stop(self):
-        self.cluster.kill()
-
-    def exited_badly(self):
-        return []
-
-    def describe(self):
-        return "\n".join(f"--- node {i}: {n.log_path}\n{n.log_tail()}"
-                         for i, n in self.nodes.items())
-
-
 @pytest.fixture
 def target(request, tmp_path):
-    if TARGET == "kafka":
-        request.getfixturevalue("kafka_classpath")
-        t = KafkaTarget(tmp_path / "kafka")
-    else:
-        t = SluiceTarget(request.getfixturevalue("sluice_bin"), tmp_path / "cluster")
-    try:
-        t.start()
-    except Exception:
-        t.stop()
-        raise
+    t = start_cluster(request, tmp_path, len(NODES), SETTINGS)
     yield t
-    bad = t.exited_badly()
-    t.stop()
-    assert not bad, f"nodes {bad} exited by themselves\n{t.describe()}"
+    finish(t)
 
 
 # ---- the tool --------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from confluent_kafka.admin import NewTopic
 
 import kafka_wire as kw
 from compat_util import admin, wait_until
-from conftest import TARGET, _die_with_parent
+from cluster_targets import finish, start_cluster
 
 KILLS = int(os.environ.get("SLUICE_TXN_KILLS", "3"))
 SEED = int(os.environ.get("SLUICE_TXN_KILL_SEED", str(random.randrange(1 << 30))))
@@ -87,92 +87,11 @@ SETTINGS = {
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 
 
-class SluiceTarget:
-    def __init__(self, binary, directory):
-        from sluice_cluster import SluiceCluster
-        self.cluster = SluiceCluster(binary, directory, nodes=len(NODES), settings=SETTINGS,
-                                     preexec_fn=_die_with_parent)
-
-    def start(self):
-        self.cluster.start()
-
-    def bootstrap(self, exclude=()):
-        return self.cluster.bootstrap(exclude=exclude)
-
-    def node_bootstrap(self, node_id):
-        return self.cluster.nodes[node_id].bootstrap
-
-    def kill(self, node_id):
-        self.cluster.kill(node_id)
-
-    def restart(self, node_id):
-        self.cluster.start_node(node_id)
-
-    def stop(self):
-        self.cluster.stop()
-
-    def exited_badly(self):
-        return [n.node_id for n in self.cluster.nodes.values()
-                if n.proc is not None and n.proc.poll() not in (None, 0, -9)]
-
-    def describe(self):
-        return self.cluster.describe()
-
-
-class KafkaTarget:
-    """Three combined KRaft nodes of Apache Kafka 4.4 (scripts/kafka_ref.py)."""
-
-    def __init__(self, directory):
-        import kafka_ref
-        self.ref = kafka_ref
-        os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m")
-        self.cluster = kafka_ref.KafkaCluster(directory, len(NODES), SETTINGS, shipped=False)
-        self.nodes = {n.node_id: n for n in self.cluster.nodes}
-
-    def start(self):
-        self.cluster.start(preexec_fn=_die_with_parent)
-
-    def bootstrap(self, exclude=()):
-        return ",".join(f"{n.host}:{n.port}" for i, n in self.nodes.items() if i not in exclude)
-
-    def node_bootstrap(self, node_id):
-        n = self.nodes[node_id]
-        return f"{n.host}:{n.port}"
-
-    def kill(self, node_id):
-        self.cluster._kill_node(self.nodes[node_id])
-
-    def restart(self, node_id):
-        self.nodes[node_id].start(self.ref.classpath(quiet=True), _die_with_parent)
-        self.cluster.wait_ready()
-
-    def stop(self):
-        self.cluster.kill()
-
-    def exited_badly(self):
-        return []
-
-    def describe(self):
-        return "\n".join(f"--- node {i}: {n.log_path}\n{n.log_tail()}"
-                         for i, n in self.nodes.items())
-
-
 @pytest.fixture
 def target(request, tmp_path):
-    if TARGET == "kafka":
-        request.getfixturevalue("kafka_classpath")
-        t = KafkaTarget(tmp_path / "kafka")
-    else:
-        t = SluiceTarget(request.getfixturevalue("sluice_bin"), tmp_path / "cluster")
-    try:
-        t.start()
-    except Exception:
-        t.stop()
-        raise
+    t = start_cluster(request, tmp_path, len(NODES), SETTINGS)
     yield t
-    bad = t.exited_badly()
-    t.stop()
-    assert not bad, f"nodes {bad} exited by themselves\n{t.describe()}"
+    finish(t)
 
 
 # ---- cluster views ---------------------------------------------------------------------------
