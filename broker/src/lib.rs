@@ -22,6 +22,7 @@ mod coordinator_runtime;
 mod dispatch;
 mod dynamic_config;
 mod errors;
+mod fetch_sessions;
 mod groups;
 mod handlers;
 mod listener;

@@ -117,6 +117,8 @@ pub struct ShardSnapshot {
     pub fetch_bytes: u64,
     pub cross_shard_messages: u64,
     pub parked_fetches: i64,
+    /// Open incremental fetch sessions (KIP-227).
+    pub fetch_sessions: usize,
     pub connections: usize,
     pub cache_hits: u64,
     pub cache_misses: u64,
@@ -353,7 +355,7 @@ impl Snapshots {
         Ok(())
     }
 
-    /// Parked fetches, connections, partitions and cache bytes per shard.
+    /// Parked fetches, fetch sessions, connections, partitions and cache bytes per shard.
     fn encode_shard_gauges(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
         let gauges = |f: fn(&ShardSnapshot) -> i64| -> Vec<(Labels, i64)> {
             self.0.iter().map(|s| (shard_label(s), f(s))).collect()
@@ -363,6 +365,12 @@ impl Snapshots {
             "parked_fetches",
             "Fetches waiting for data on this shard.",
             &gauges(|s| s.parked_fetches),
+        )?;
+        gauge(
+            enc,
+            "fetch_sessions",
+            "Open incremental fetch sessions (KIP-227; Kafka's NumIncrementalFetchSessions).",
+            &gauges(|s| i64::try_from(s.fetch_sessions).unwrap_or(i64::MAX)),
         )?;
         gauge(
             enc,

@@ -55,6 +55,8 @@ pub struct Shard {
     /// The log directory's state, shared by every shard (see [`crate::log_dir`]).
     pub log_dir: Arc<crate::log_dir::LogDir>,
     pub metrics: ShardMetrics,
+    /// The incremental fetch sessions (KIP-227) of the fetches this shard serves.
+    pub(crate) fetch_sessions: RefCell<crate::fetch_sessions::FetchSessionCache>,
     pub queues: TaskQueues,
     /// The consumer groups of the `__consumer_offsets` partitions this shard owns.
     pub groups: crate::groups::GroupCoordinator,
@@ -185,6 +187,11 @@ impl Shard {
             stop: Rc::default(),
             log_dir,
             metrics: ShardMetrics::default(),
+            fetch_sessions: RefCell::new(crate::fetch_sessions::FetchSessionCache::new(
+                id,
+                shards,
+                config.max_incremental_fetch_session_cache_slots,
+            )),
             groups: crate::groups::GroupCoordinator::new(group_config(&config)),
             txns: crate::txn::TxnCoordinator::new(txn_config(&config)),
             replica_fetchers: crate::replica_fetcher::ReplicaFetchers::default(),
@@ -257,6 +264,7 @@ impl Shard {
             fetch_bytes: m.fetch_bytes.get(),
             cross_shard_messages: m.cross_shard_messages.get(),
             parked_fetches: m.parked_fetches.get(),
+            fetch_sessions: self.fetch_sessions.borrow().len(),
             connections: self.stop.connections(),
             cache_hits: cache.hits,
             cache_misses: cache.misses,

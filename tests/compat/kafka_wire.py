@@ -255,6 +255,25 @@ def fetch_classic(correlation_id, version, topic, partition, offset, isolation_l
     return frame(header_v1(API_FETCH, version, correlation_id) + body)
 
 
+
+def fetch_session_v11(correlation_id, session_id, epoch, partitions, forgotten=(), max_wait_ms=0,
+                      max_bytes=1 << 20):
+    """Fetch v11 of fetch session `session_id` at `epoch` (KIP-227: 0 opens one, -1 none):
+    `partitions` [(topic, partition, offset)] to add or update, `forgotten` [(topic,
+    [partitions])] to drop from the session."""
+    topics = {}
+    for topic, partition, offset in partitions:
+        topics.setdefault(topic, []).append(
+            i32(partition) + i32(-1) + i64(offset) + i64(-1) + i32(max_bytes))
+    body = (i32(-1) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(0)
+            + i32(session_id) + i32(epoch)
+            + i32(len(topics)) + b"".join(string(t) + i32(len(ps)) + b"".join(ps)
+                                          for t, ps in topics.items())
+            + i32(len(forgotten)) + b"".join(string(t) + i32(len(ps)) + b"".join(i32(p) for p in ps)
+                                             for t, ps in forgotten)
+            + string(""))
+    return frame(header_v1(API_FETCH, 11, correlation_id) + body)
+
 # ---- responses --------------------------------------------------------------------------------
 
 def recv_exact(sock, n):
@@ -374,6 +393,17 @@ def parse_fetch_classic(payload, version):
     if r.remaining():
         raise ValueError(f"{r.remaining()} trailing bytes after Fetch v{version} response")
     return corr, top_error, out
+
+
+def parse_fetch_session_v11(payload):
+    """Fetch v11 -> (top-level error, session id, {(topic, partition): partition}) as
+    `parse_fetch_classic` reads the partitions."""
+    r = Reader(payload)
+    r.i32()  # correlation id
+    r.i32()  # throttle time
+    error, session_id = r.i16(), r.i32()
+    _, _, out = parse_fetch_classic(payload, 11)
+    return error, session_id, out
 
 
 def batch_headers(records):

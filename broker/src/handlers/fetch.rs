@@ -26,8 +26,12 @@
 //! `FetchDataInfo.abortedTransactions`). The client drops the aborted records and the control
 //! batches. Every consumer answer's `last_stable_offset` is the LSO, whatever its isolation
 //! level, as Kafka's `LogReadResult`; a follower's is the high watermark (followers read
-//! everything and ignore it). There are no fetch sessions (KIP-227: `session_id` is always 0,
-//! every fetch is full), so no per-partition state is cached between fetches. v13+ name topics by id (KIP-516), resolved against
+//! everything and ignore it).
+//!
+//! Fetch sessions (KIP-227, v7+; `crate::fetch_sessions`): an incremental fetch is expanded
+//! into its session's partitions before anything else and runs as a full one; its response is
+//! then pruned to the partitions with something to say. A session error answers the top-level
+//! code alone. v13+ name topics by id (KIP-516), resolved against
 //! this broker's image; an unknown id answers UNKNOWN_TOPIC_ID for each of its partitions, as
 //! Kafka's `KafkaApis.handleFetchRequest` does, and the response carries the requested id.
 //! v14 only adds an error this broker never gives (tiered storage, KIP-405). v15+ name the
@@ -55,6 +59,7 @@
 use super::leader_hints::LeaderHints;
 use crate::authz::{self, AclOperation};
 use crate::errors::{code, partition_op_error_code};
+use crate::fetch_sessions::FetchContext;
 use crate::metadata::{ClusterMetadata, Placement};
 use crate::metrics::ShardMetrics;
 use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
@@ -120,17 +125,25 @@ pub async fn handle(
     shard: &Rc<Shard>,
     session: &Session,
     client_id: &str,
-    req: FetchRequest,
+    mut req: FetchRequest,
     version: i16,
     correlation_id: i32,
 ) -> Response {
+    let follower = follower(&req, version);
+    let context =
+        shard
+            .fetch_sessions
+            .borrow_mut()
+            .begin(&mut req, version, follower.is_some(), now_ms());
+    if let FetchContext::Error(error_code) = context {
+        return encode(version, correlation_id, &session_error(error_code, 0));
+    }
     let wait_ms = u64::try_from(req.max_wait_ms)
         .unwrap_or(0)
         .min(FETCH_WAIT_MAX_MS);
     let deadline = ShardRuntime.now() + Duration::from_millis(wait_ms);
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
-    let follower = follower(&req, version);
     let (names, wanted, follower) = resolve(shard, session, &req, version, follower);
     let isolation = if req.isolation_level == READ_COMMITTED {
         Isolation::LastStable
@@ -140,6 +153,21 @@ pub async fn handle(
     let replies = fetch_all(shard, wanted, follower, min_bytes, isolation, deadline).await;
     let read_committed = req.isolation_level == READ_COMMITTED;
     let mut topics = lay_out(&req, &names, replies, max_bytes, version, read_committed);
+    let session_id =
+        match shard
+            .fetch_sessions
+            .borrow_mut()
+            .finish(context, &req.topics, &mut topics, now_ms())
+        {
+            Ok(id) => id,
+            Err(e) => {
+                return encode(
+                    version,
+                    correlation_id,
+                    &session_error(e.error_code, e.session_id),
+                )
+            }
+        };
     // The hints are the image's after the wait, looked up only for answers that carry them.
     let node_endpoints = if version >= LEADER_HINTS_VERSION && hinted_answers(&topics) {
         add_leader_hints(&shard.metadata(), &session.listener, &names, &mut topics)
@@ -162,11 +190,32 @@ pub async fn handle(
     let response = FetchResponseData {
         throttle_time_ms,
         error_code: 0,
-        session_id: 0,
+        session_id,
         topics,
         node_endpoints,
     };
-    match net::encode_fetch_response(version, correlation_id, &response) {
+    encode(version, correlation_id, &response)
+}
+
+/// A fetch session's error (KIP-227): the top-level code, session `session_id`, nothing else.
+fn session_error(error_code: i16, session_id: i32) -> FetchResponseData {
+    FetchResponseData {
+        throttle_time_ms: 0,
+        error_code,
+        session_id,
+        topics: Vec::new(),
+        node_endpoints: Vec::new(),
+    }
+}
+
+/// The shard clock in ms, for the fetch sessions' last use.
+fn now_ms() -> u64 {
+    u64::try_from(ShardRuntime.now().0.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `response` framed for `version`; a response the codec refuses closes the connection.
+fn encode(version: i16, correlation_id: i32, response: &FetchResponseData) -> Response {
+    match net::encode_fetch_response(version, correlation_id, response) {
         Ok(chunks) => Response::Frame(chunks),
         Err(e) => {
             tracing::error!(api = ?ApiKey::Fetch, version, error = %e, "encoding fetch response failed");

@@ -190,6 +190,10 @@ pub struct BrokerConfig {
     /// `leader.imbalance.check.interval.seconds`: how often the active controller checks the
     /// leader balance, s. Default 300; at least 1.
     pub leader_imbalance_check_interval_seconds: u64,
+    /// `max.incremental.fetch.session.cache.slots`: how many incremental fetch sessions
+    /// (KIP-227) the broker keeps, shared out among its shards (each gets its share, rounded
+    /// up). Default 1000; at least 0 (0: no sessions, every fetch is full).
+    pub max_incremental_fetch_session_cache_slots: usize,
     /// The log cleaner's `log.cleaner.*` settings (`enable`, `threads`, `backoff.ms`,
     /// `dedupe.buffer.size`, `io.buffer.size`, `io.max.bytes.per.second`), Kafka's defaults.
     /// One cleaner runs per shard whatever `log.cleaner.threads` says, except that 0 runs none.
@@ -278,6 +282,7 @@ impl Default for BrokerConfig {
             auto_leader_rebalance_enable: true,
             leader_imbalance_per_broker_percentage: 10,
             leader_imbalance_check_interval_seconds: 300,
+            max_incremental_fetch_session_cache_slots: 1000,
             cleaner: CleanerConfig::default(),
             broker_rack: None,
             authorizer_enabled: false,

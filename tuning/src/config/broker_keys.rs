@@ -740,6 +740,15 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
         show: Some(|c| c.leader_imbalance_check_interval_seconds.to_string()),
     },
     BrokerKey {
+        name: "max.incremental.fetch.session.cache.slots",
+        set: |c, key, value, _| {
+            let n = parse_ranged(key, value, 0, i64::from(i32::MAX))?;
+            c.max_incremental_fetch_session_cache_slots = usize::try_from(n).unwrap_or(0);
+            Ok(())
+        },
+        show: Some(|c| c.max_incremental_fetch_session_cache_slots.to_string()),
+    },
+    BrokerKey {
         name: "log.cleaner.enable",
         set: |c, key, value, _| {
             c.cleaner.enable = parse_bool(key, value)?;
