@@ -1,17 +1,20 @@
-//! Client byte-rate quotas (KIP-13, KIP-55, KIP-219), enforced where the bytes pass: each
-//! shard meters the produce and fetch bytes of every (user, client id) it serves over Kafka's
-//! window — `quota.window.num` (11) samples of `quota.window.size.seconds` (1 s) — and a
-//! request that takes the rate above the quota resolved from the metadata
-//! (`replication::metadata::quotas::resolve`) is answered with `throttle_time_ms` = how long
-//! the client must pause to fall back to the quota, and its connection reads nothing more for
-//! that long (KIP-219's muted channel). Kafka meters per broker; here each shard meters its
-//! own connections, so a client whose connections land on several shards of one broker gets
-//! the quota on each. `request_percentage` and `controller_mutation_rate` are stored and
-//! described, not enforced.
+//! Client quotas enforced where the work is done: byte rates (KIP-13, KIP-55, KIP-219) and
+//! request time (`request_percentage`, KIP-124). Each shard meters, for every (user, client
+//! id) it serves, the produce request bytes, the fetch response bytes and the time its
+//! handlers spent on the client's requests over Kafka's window — `quota.window.num` (11)
+//! samples of `quota.window.size.seconds` (1 s) — and a request that takes the rate above the
+//! quota resolved from the metadata (`replication::metadata::quotas::resolve`, Kafka's order of
+//! entity matches) is answered with `throttle_time_ms` = how long the client must pause to fall
+//! back to the quota (for request time at most one sample, as Kafka bounds it), and its
+//! connection reads nothing more for that long (KIP-219's muted channel). Request time is in
+//! Kafka's unit: percent of one handler thread's time — here of the shard's, which handles all
+//! of its connections' requests. Kafka meters per broker; here each shard meters its own
+//! connections, so a client whose connections land on several shards of one broker gets the
+//! quota on each. `controller_mutation_rate` is stored and described, not enforced.
 
 use crate::session::Session;
 use replication::metadata::quotas::{
-    resolve, ClientQuotas, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE,
+    resolve, ClientQuotas, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -74,20 +77,48 @@ fn throttle_ms(rate: f64, quota: f64, window_ms: u64) -> u64 {
     ((rate - quota) / quota * window_ms as f64).round() as u64
 }
 
-/// Which bytes a meter counts.
+/// What a meter counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Direction {
+pub enum Metered {
     /// Produce request bytes (`producer_byte_rate`).
     Produce,
     /// Fetch response bytes (`consumer_byte_rate`).
     Fetch,
+    /// Handler time on the shard (`request_percentage`, KIP-124).
+    RequestTime,
 }
 
-/// One shard's meters, by direction and (user, client id).
+impl Metered {
+    /// The quota key that bounds this meter.
+    fn quota_key(self) -> &'static str {
+        match self {
+            Metered::Produce => PRODUCER_BYTE_RATE,
+            Metered::Fetch => CONSUMER_BYTE_RATE,
+            Metered::RequestTime => REQUEST_PERCENTAGE,
+        }
+    }
+
+    /// The longest throttle this meter asks for, ms: one sample for request time (Kafka's
+    /// `ClientRequestQuotaManager` bounds it by `quota.window.size.seconds`), none for bytes.
+    fn throttle_max_ms(self) -> u64 {
+        match self {
+            Metered::Produce | Metered::Fetch => u64::MAX,
+            Metered::RequestTime => SAMPLE_MS,
+        }
+    }
+}
+
+/// `time` in the unit of `request_percentage`'s rate: percent of one second (Kafka's
+/// `ClientRequestQuotaManager.nanosToPercentage`).
+pub fn request_time_percent(time: Duration) -> f64 {
+    time.as_secs_f64() * 100.0
+}
+
+/// One shard's meters, by what they count and (user, client id).
 #[derive(Debug)]
 pub struct QuotaMeters {
     epoch: Instant,
-    meters: RefCell<HashMap<(Direction, String, String), Meter>>,
+    meters: RefCell<HashMap<(Metered, String, String), Meter>>,
 }
 
 impl Default for QuotaMeters {
@@ -100,27 +131,23 @@ impl Default for QuotaMeters {
 }
 
 impl QuotaMeters {
-    /// Meters `bytes` of `direction` for the session's (user, client id) against `quotas` (the
-    /// metadata's) and returns the throttle time to answer, ms (0: within its quota, or no
-    /// quota). A throttled session's connection reads nothing more until the throttle time has
-    /// passed (KIP-219).
+    /// Meters `amount` of `metered` (bytes, or [`request_time_percent`]) for the session's
+    /// (user, client id) against `quotas` (the metadata's) and returns the throttle time to
+    /// answer, ms (0: within its quota, or no quota). A throttled session's connection reads
+    /// nothing more until the throttle time has passed (KIP-219).
     pub fn record(
         &self,
         quotas: &ClientQuotas,
         session: &Session,
         client_id: &str,
-        direction: Direction,
-        bytes: usize,
+        metered: Metered,
+        amount: f64,
     ) -> i32 {
         if quotas.is_empty() {
             return 0;
         }
-        let key = match direction {
-            Direction::Produce => PRODUCER_BYTE_RATE,
-            Direction::Fetch => CONSUMER_BYTE_RATE,
-        };
         let user = session.user();
-        let Some(quota) = resolve(quotas, user, client_id, key) else {
+        let Some(quota) = resolve(quotas, user, client_id, metered.quota_key()) else {
             return 0;
         };
         let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -134,10 +161,10 @@ impl QuotaMeters {
             });
         }
         let meter = all
-            .entry((direction, user.to_string(), client_id.to_string()))
+            .entry((metered, user.to_string(), client_id.to_string()))
             .or_insert_with(Meter::new);
-        let (rate, window_ms) = meter.record(bytes as f64, now_ms);
-        let throttle = throttle_ms(rate, quota, window_ms);
+        let (rate, window_ms) = meter.record(amount, now_ms);
+        let throttle = throttle_ms(rate, quota, window_ms).min(metered.throttle_max_ms());
         if throttle > 0 {
             session.throttle_for(Duration::from_millis(throttle));
         }
@@ -165,5 +192,17 @@ mod tests {
         let (rate, window) = m.record(500.0, 11_600);
         assert_eq!(window, 10_600);
         assert!(rate > 0.0 && rate < 100.0);
+    }
+
+    #[test]
+    fn request_time_is_in_percent_of_a_second_and_its_throttle_is_at_most_one_sample() {
+        assert!((request_time_percent(Duration::from_millis(5)) - 0.5).abs() < 1e-9);
+        let mut m = Meter::new();
+        // 2 s of handling in the minimum 10 s window: 20 %, against a quota of 1 %.
+        let (rate, window) = m.record(request_time_percent(Duration::from_secs(2)), 0);
+        assert!((rate - 20.0).abs() < 1e-9);
+        assert_eq!(throttle_ms(rate, 1.0, window), 190_000);
+        assert_eq!(Metered::RequestTime.throttle_max_ms(), 1000);
+        assert_eq!(Metered::Produce.throttle_max_ms(), u64::MAX);
     }
 }

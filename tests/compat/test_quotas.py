@@ -1,14 +1,17 @@
-"""Client quotas (issue #29 point 5; KIP-13, KIP-55, KIP-219, KIP-546): `kafka-configs.sh`
-sets, describes and deletes `producer_byte_rate` / `consumer_byte_rate` for clients and users
-(AlterClientQuotas, DescribeClientQuotas), and a client over its quota is throttled: its
-responses carry `throttle_time_ms`, which librdkafka reports through `throttle_cb`. A client
-without a quota is never throttled. Passes against Kafka 4.4 too."""
+"""Client quotas (issue #29 point 5; KIP-13, KIP-55, KIP-124, KIP-219, KIP-546):
+`kafka-configs.sh` sets, describes and deletes `producer_byte_rate` / `consumer_byte_rate` for
+clients and users (AlterClientQuotas, DescribeClientQuotas), and a client over its quota is
+throttled: its responses carry `throttle_time_ms`, which librdkafka reports through
+`throttle_cb`. A client over its `request_percentage` (request handling time) is throttled
+the same way. A client without a quota is never throttled. Passes against Kafka 4.4 too."""
 
+import socket
 import uuid
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import kafka_wire as wire
 from jvm import check_java, run_java
 
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
@@ -96,3 +99,38 @@ def test_a_consumer_over_its_fetch_quota_is_throttled(broker, java_classpath):
         assert throttles and max(throttles) > 0, throttles
     finally:
         c.close()
+
+
+def metadata_throttles(broker, client_id, most):
+    """Sends Metadata v4 requests (no topics) as `client_id` on one connection, one at a time,
+    until a response carries a throttle time or `most` were sent; returns every response's
+    `throttle_time_ms`."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    throttles = []
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        for correlation_id in range(most):
+            # Metadata v4: an empty topic list (no topics), allow_auto_topic_creation false.
+            body = wire.i32(0) + wire.i8(0)
+            sock.sendall(wire.frame(wire.header_v1(wire.API_METADATA, 4, correlation_id,
+                                                   client_id) + body))
+            r = wire.Reader(wire.read_frame(sock))
+            assert r.i32() == correlation_id
+            throttles.append(r.i32())
+            if throttles[-1] > 0:
+                break
+    return throttles
+
+
+def test_a_client_over_its_request_percentage_is_throttled(broker, java_classpath):
+    # 0.01 % of a handler's time over an 11 s window: a millisecond or so of handling.
+    configs(java_classpath, broker, "--alter", "--add-config", "request_percentage=0.01",
+            "--entity-type", "clients", "--entity-name", "busy")
+    out = configs(java_classpath, broker, "--describe", "--entity-type", "clients",
+                  "--entity-name", "busy")
+    assert "request_percentage=0.01" in out, out
+    busy = metadata_throttles(broker, "busy", 5000)
+    assert busy[-1] > 0, f"no throttle in {len(busy)} responses"
+    # Kafka bounds a request-time throttle by one sample window (1 s).
+    assert busy[-1] <= 1000, busy[-1]
+    idle = metadata_throttles(broker, "idle", len(busy))
+    assert idle == [0] * len(busy), idle

@@ -121,6 +121,9 @@ struct Wanted {
     last_fetched_epoch: i32,
 }
 
+/// Serves one Fetch and frames its response. `request_throttle_ms` meters the request's
+/// handler time against the client's `request_percentage` once the answer is ready (a
+/// consumer's fetch only: followers are exempt).
 pub async fn handle(
     shard: &Rc<Shard>,
     session: &Session,
@@ -128,6 +131,7 @@ pub async fn handle(
     mut req: FetchRequest,
     version: i16,
     correlation_id: i32,
+    request_throttle_ms: impl FnOnce() -> i32,
 ) -> Response {
     let follower = follower(&req, version);
     let context =
@@ -175,15 +179,17 @@ pub async fn handle(
         Vec::new()
     };
     let returned = count_response(shard, &topics);
-    // A consumer over its `consumer_byte_rate` is throttled (`crate::quotas`); followers are not.
+    // A consumer over its `consumer_byte_rate` or `request_percentage` is throttled
+    // (`crate::quotas`; the longer throttle answered); followers are not, as Kafka exempts them.
     let throttle_time_ms = if follower.is_none() {
-        shard.quota_meters.record(
+        let bytes = shard.quota_meters.record(
             &shard.metadata.borrow().client_quotas,
             session,
             client_id,
-            crate::quotas::Direction::Fetch,
-            returned,
-        )
+            crate::quotas::Metered::Fetch,
+            returned as f64,
+        );
+        bytes.max(request_throttle_ms())
     } else {
         0
     };

@@ -34,6 +34,7 @@ mod elect_leaders;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
+mod handler_time;
 mod heartbeat;
 mod incremental_alter_configs;
 mod init_producer_id;
@@ -62,9 +63,11 @@ mod update_features;
 mod wire;
 mod write_txn_markers;
 
+use crate::quotas::{request_time_percent, Metered};
 use crate::response::Response;
 use crate::session::Session;
 use crate::shard::Shard;
+use handler_time::HandlerTime;
 use net::kafka_protocol::messages::{ApiKey, RequestKind};
 use net::kafka_protocol::protocol::Encodable;
 use net::{ApiVersionTable, Request};
@@ -78,9 +81,11 @@ use std::sync::OnceLock;
 ///
 /// Each entry is `Variant min..=max => |shard, request, call| expression`: `request` is the
 /// decoded body of `RequestKind::Variant`, `call` the [`Call`] (version, correlation id,
-/// client). A plain entry's expression is the response body, encoded here; a `raw` entry's
-/// expression is the whole [`Response`] (Produce with acks=0 sends none; Fetch frames its own
-/// zero-copy response).
+/// client). A plain entry's expression is the response body, encoded here with the request
+/// quota's throttle time in it ([`Call::request_throttle_ms`]); an `exempt` entry's likewise but
+/// neither metered nor throttled (Kafka's exemptions, and bodies without a throttle time); a
+/// `raw` entry's expression is the whole [`Response`] (Produce with acks=0 sends none; Fetch
+/// frames its own zero-copy response), its throttle time set by the entry.
 macro_rules! registry {
     ($($variant:ident $min:literal..=$max:literal => $($raw:ident)? |$shard:ident, $req:pat_param, $call:ident| $body:expr,)*) => {
         /// (API, min version, max version, name for metrics) advertised and served.
@@ -88,8 +93,15 @@ macro_rules! registry {
             $((ApiKey::$variant, $min, $max, stringify!($variant)),)*
         ];
 
-        async fn dispatch(shard: &Rc<Shard>, request: Request, session: &Session) -> Response {
+        async fn dispatch(
+            shard: &Rc<Shard>,
+            request: Request,
+            session: &Session,
+            handler_time: &HandlerTime,
+        ) -> Response {
             let call = Call {
+                shard,
+                handler_time,
                 key: request.api_key,
                 version: request.api_version,
                 correlation_id: request.correlation_id(),
@@ -111,18 +123,25 @@ macro_rules! registry {
         }
     };
     (@respond $call:ident, [raw] $body:expr) => { $body };
-    (@respond $call:ident, [] $body:expr) => {
+    (@respond $call:ident, [exempt] $body:expr) => {
         respond($call.key, $call.version, $call.correlation_id, &$body)
     };
+    (@respond $call:ident, [] $body:expr) => {{
+        let mut body = $body;
+        body.throttle_time_ms = body.throttle_time_ms.max($call.request_throttle_ms());
+        respond($call.key, $call.version, $call.correlation_id, &body)
+    }};
 }
 
 registry! {
     Produce 3..=12 => raw |shard, req, call| {
         let acks = req.acks;
-        let response = produce::handle(shard, call.session, call.client_id, req, call.version).await;
+        let mut response = produce::handle(shard, call.session, call.client_id, req, call.version).await;
         if acks == 0 {
+            // Kafka meters no request time for a produce it does not answer.
             Response::None
         } else {
+            response.throttle_time_ms = response.throttle_time_ms.max(call.request_throttle_ms());
             respond(call.key, call.version, call.correlation_id, &response)
         }
     },
@@ -130,7 +149,10 @@ registry! {
         init_producer_id::handle(shard, call.session, req, call.version).await
     },
     Fetch 4..=16 => raw |shard, req, call| {
-        fetch::handle(shard, call.session, call.client_id, req, call.version, call.correlation_id).await
+        fetch::handle(shard, call.session, call.client_id, req, call.version, call.correlation_id, || {
+            call.request_throttle_ms()
+        })
+        .await
     },
     ListOffsets 1..=7 => |shard, req, call| list_offsets::handle(shard, call.session, req, call.version).await,
     Metadata 0..=12 => |shard, req, call| metadata::handle(shard, call.session, req, call.version).await,
@@ -197,9 +219,11 @@ registry! {
         add_offsets_to_txn::handle(shard, call.session, req, call.version).await
     },
     EndTxn 0..=5 => |shard, req, call| end_txn::handle(shard, call.session, req, call.version).await,
-    WriteTxnMarkers 1..=1 => |shard, req, call| write_txn_markers::handle(shard, call.session, req).await,
+    // A cluster action: Kafka exempts it from the request quota.
+    WriteTxnMarkers 1..=1 => exempt |shard, req, call| write_txn_markers::handle(shard, call.session, req).await,
     DescribeProducers 0..=0 => |shard, req, call| describe_producers::handle(shard, call.session, req).await,
-    DescribeQuorum 0..=2 => |shard, req, call| {
+    // A cluster action in Kafka's ApiKeys, and its response has no throttle time.
+    DescribeQuorum 0..=2 => exempt |shard, req, call| {
         describe_quorum::handle(shard, call.session, &req, call.version).await
     },
     UnregisterBroker 0..=0 => |shard, req, call| unregister_broker::handle(shard, call.session, &req).await,
@@ -216,12 +240,18 @@ registry! {
     ListTransactions 0..=1 => |shard, req, call| {
         list_transactions::handle(shard, call.session, req, call.version).await
     },
-    SaslHandshake 0..=1 => |_shard, _, _call| sasl_handshake::handle(),
-    SaslAuthenticate 0..=2 => |_shard, _, _call| sasl_authenticate::handle(),
+    // The SASL exchange is exempt (on a SASL listener the authenticator answers it; these are
+    // the answers out of it), and neither response has a throttle time.
+    SaslHandshake 0..=1 => exempt |_shard, _, _call| sasl_handshake::handle(),
+    SaslAuthenticate 0..=2 => exempt |_shard, _, _call| sasl_authenticate::handle(),
 }
 
 /// What a handler is told about its request besides the body.
 struct Call<'a> {
+    /// The shard serving it.
+    shard: &'a Rc<Shard>,
+    /// Its handler's time on the shard so far (what `request_percentage` meters).
+    handler_time: &'a HandlerTime,
     key: ApiKey,
     version: i16,
     correlation_id: i32,
@@ -231,6 +261,21 @@ struct Call<'a> {
     client_host: &'a str,
     /// Who sends it (the principal requests are authorized as, `crate::authz`).
     session: &'a Session,
+}
+
+impl Call<'_> {
+    /// Meters the request's handler time so far against the client's `request_percentage`
+    /// (KIP-124; `crate::quotas`) and returns the throttle time for its response, ms (0 when
+    /// within its quota or without one). Called once, when the response body is complete.
+    fn request_throttle_ms(&self) -> i32 {
+        self.shard.quota_meters.record(
+            &self.shard.metadata.borrow().client_quotas,
+            self.session,
+            self.client_id,
+            Metered::RequestTime,
+            request_time_percent(self.handler_time.so_far()),
+        )
+    }
 }
 
 /// The broker's ApiVersions table.
@@ -259,7 +304,10 @@ fn api_name(key: ApiKey) -> &'static str {
 pub async fn handle(shard: &Rc<Shard>, request: Request, session: &Session) -> Response {
     let started = std::time::Instant::now();
     let key = request.api_key;
-    let response = dispatch(shard, request, session).await;
+    let handler_time = HandlerTime::default();
+    let response = handler_time
+        .measure(dispatch(shard, request, session, &handler_time))
+        .await;
     shard
         .metrics
         .record_latency(api_name(key), started.elapsed());

@@ -122,8 +122,8 @@ pub async fn handle(
         &shard.metadata.borrow().client_quotas,
         session,
         client_id,
-        crate::quotas::Direction::Produce,
-        bytes,
+        crate::quotas::Metered::Produce,
+        bytes as f64,
     );
     let mut verified = if unauthorized_transactional || acks.is_none() {
         Verified::default()
