@@ -30,6 +30,10 @@ pub enum ScenarioName {
     /// returns), `--records-per-txn` records per transaction over 3 partitions, read by a
     /// read_committed consumer: transactions/s, records/s and send → commit → receipt latency.
     Transactions,
+    /// New connections per second: `--connections` (1,000) connections one after another,
+    /// each connect → TLS handshake (with `security.protocol` SSL or SASL_SSL) → ApiVersions →
+    /// close; connections/s and the broker's CPU per connection.
+    Connect,
 }
 
 impl ScenarioName {
@@ -44,6 +48,7 @@ impl ScenarioName {
             ScenarioName::Soak => "soak",
             ScenarioName::Sweep => "sweep",
             ScenarioName::Transactions => "transactions",
+            ScenarioName::Connect => "connect",
         }
     }
 }
@@ -113,9 +118,14 @@ impl Compression {
         catchup     produce --catchup-bytes (1 GiB) unlimited, then one group reads it all from the start\n  \
         soak        --soak-of (latency) for 3600 s, a report line every 60 s\n  \
         sweep       latency at 1k, 2k, 5k, 10k, 20k, 50k, … msg/s until one is not held (95 %), 10 s + 2 s warm-up per step\n  \
+        connect     --connections (1000) new connections one at a time: connect, TLS handshake (SSL, SASL_SSL), ApiVersions, close\n  \
         transactions  closed loop, --records-per-txn (10) records per transaction, 1024 B, 3 partitions, acks=all, linger.ms=0, 1 transactional producer, 1 read_committed group, 30 s + 5 s warm-up\n\n\
         Kafka beside Sluice: `scripts/kafka-ref start` prints Kafka's bootstrap and writes its pid to \
         target/kafka-ref/run/state.json; give them as --compare HOST:PORT --compare-pid PID.\n\n\
+        Security: --client-config KEY=VALUE (librdkafka properties, e.g. security.protocol=SASL_SSL, \
+        ssl.ca.location=ca.pem, sasl.mechanism=SCRAM-SHA-256, sasl.username, sasl.password) goes to \
+        every client of the broker under test, --compare-client-config to those of the --compare \
+        broker; the table and the JSON result record each broker's security.protocol.\n\n\
         Each group's consumers join it with subscribe() (the broker's group coordinator assigns \
         the partitions; no offset commits); --assign makes them assign() their share instead.\n\n\
         The floor (latency only; --no-floor skips it): after the broker(s), the same scenario runs \
@@ -138,6 +148,22 @@ pub struct Cli {
     /// A second broker: the same scenario runs against it, figures are shown side by side.
     #[arg(long, value_name = "HOST:PORT")]
     pub compare: Option<String>,
+
+    /// A librdkafka property for every client (producers, consumers, admin) of the broker
+    /// under test, e.g. security.protocol=SASL_SSL, ssl.ca.location=FILE,
+    /// sasl.mechanism=SCRAM-SHA-256, sasl.username=U, sasl.password=P; repeatable, applied
+    /// after loadgen's own settings.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub client_config: Vec<String>,
+
+    /// As --client-config, for the clients of the --compare broker [the --client-config
+    /// properties when none is given].
+    #[arg(long, value_name = "KEY=VALUE", requires = "compare")]
+    pub compare_client_config: Vec<String>,
+
+    /// connect: connections opened per broker [1000].
+    #[arg(long)]
+    pub connections: Option<u32>,
 
     /// Process id of the --bootstrap broker: its CPU and RSS are sampled as a local one's.
     #[arg(long, value_name = "PID", requires = "bootstrap")]

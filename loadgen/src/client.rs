@@ -152,43 +152,91 @@ impl ProducerContext for CountingContext {
     }
 }
 
-fn common_config(bootstrap: &str) -> ClientConfig {
+/// A broker as loadgen's clients reach it: its bootstrap and the librdkafka properties
+/// (`--client-config`, e.g. `security.protocol=SASL_SSL`, `ssl.ca.location`, `sasl.*`) that
+/// every producer, consumer and admin client of it gets on top of loadgen's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub bootstrap: String,
+    /// Applied last, in order: they override loadgen's settings.
+    pub client_config: Vec<(String, String)>,
+}
+
+impl Endpoint {
+    /// A broker reached with librdkafka's defaults (PLAINTEXT).
+    pub fn plaintext(bootstrap: String) -> Endpoint {
+        Endpoint {
+            bootstrap,
+            client_config: Vec::new(),
+        }
+    }
+
+    /// The `security.protocol` the clients use, upper case as Kafka spells it (librdkafka's
+    /// default PLAINTEXT when not configured).
+    pub fn security_protocol(&self) -> String {
+        self.client_config
+            .iter()
+            .rev()
+            .find(|(key, _)| key == "security.protocol")
+            .map_or_else(|| "PLAINTEXT".to_string(), |(_, v)| v.to_ascii_uppercase())
+    }
+
+    /// The value of a `--client-config` property, the last one given.
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.client_config
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.bootstrap)
+    }
+}
+
+fn common_config(endpoint: &Endpoint) -> ClientConfig {
     let mut config = ClientConfig::new();
     config
-        .set("bootstrap.servers", bootstrap)
+        .set("bootstrap.servers", &endpoint.bootstrap)
         .set("client.id", "sluice-loadgen")
         .set("socket.nagle.disable", "true");
+    for (key, value) in &endpoint.client_config {
+        config.set(key, value);
+    }
     config
 }
 
 /// A producer with the run's acks, batching and compression.
 pub fn producer(
-    bootstrap: &str,
+    endpoint: &Endpoint,
     params: &Params,
     counts: Arc<DeliveryCounts>,
 ) -> anyhow::Result<ThreadedProducer<CountingContext>> {
-    producer_config(bootstrap, params)
+    producer_config(endpoint, params)
         .create_with_context(CountingContext::new(counts))
-        .with_context(|| format!("creating a producer for {bootstrap}"))
+        .with_context(|| format!("creating a producer for {endpoint}"))
 }
 
 /// A transactional producer (`transactional.id` = `transactional_id`, idempotent, acks=all)
 /// with the run's batching and compression, its transactions initialised (InitProducerId):
 /// ready for `begin_transaction`.
 pub fn transactional_producer(
-    bootstrap: &str,
+    endpoint: &Endpoint,
     params: &Params,
     counts: Arc<DeliveryCounts>,
     transactional_id: &str,
 ) -> anyhow::Result<ThreadedProducer<CountingContext>> {
-    let mut config = producer_config(bootstrap, params);
+    let mut config = producer_config(endpoint, params);
     config.set("transactional.id", transactional_id);
     let producer: ThreadedProducer<CountingContext> = config
         .create_with_context(CountingContext::new(counts))
-        .with_context(|| format!("creating a transactional producer for {bootstrap}"))?;
+        .with_context(|| format!("creating a transactional producer for {endpoint}"))?;
     producer
         .init_transactions(REQUEST_TIMEOUT)
-        .with_context(|| format!("init_transactions ({transactional_id}) on {bootstrap}"))?;
+        .with_context(|| format!("init_transactions ({transactional_id}) on {endpoint}"))?;
     Ok(producer)
 }
 
@@ -212,8 +260,8 @@ pub fn send<'a>(
 }
 
 /// The configuration shared by plain and transactional producers.
-fn producer_config(bootstrap: &str, params: &Params) -> ClientConfig {
-    let mut config = common_config(bootstrap);
+fn producer_config(endpoint: &Endpoint, params: &Params) -> ClientConfig {
+    let mut config = common_config(endpoint);
     config
         .set("acks", params.acks.as_config())
         .set("linger.ms", params.linger_ms.to_string())
@@ -227,13 +275,13 @@ fn producer_config(bootstrap: &str, params: &Params) -> ClientConfig {
 /// A consumer of `group_id` that reads `topic` from the beginning: by joining the group
 /// (`subscribe()`), or with `--assign` by `assign()`ing `partitions` (no group coordinator).
 pub fn consumer(
-    bootstrap: &str,
+    endpoint: &Endpoint,
     params: &Params,
     group_id: &str,
     topic: &str,
     partitions: &[i32],
 ) -> anyhow::Result<BaseConsumer> {
-    let mut config = common_config(bootstrap);
+    let mut config = common_config(endpoint);
     config
         .set("group.id", group_id)
         .set("enable.auto.commit", "false")
@@ -242,7 +290,7 @@ pub fn consumer(
         .set("isolation.level", "read_committed");
     let consumer: BaseConsumer = config
         .create()
-        .with_context(|| format!("creating a consumer for {bootstrap}"))?;
+        .with_context(|| format!("creating a consumer for {endpoint}"))?;
     if params.subscribe {
         consumer
             .subscribe(&[topic])
@@ -263,10 +311,10 @@ pub fn consumer(
 
 /// Creates `topic` with the run's partitions and configs (an existing topic is kept as it is)
 /// and returns its partition count as the broker reports it.
-pub fn create_topic(bootstrap: &str, topic: &str, params: &Params) -> anyhow::Result<u32> {
-    let admin: AdminClient<DefaultClientContext> = common_config(bootstrap)
+pub fn create_topic(endpoint: &Endpoint, topic: &str, params: &Params) -> anyhow::Result<u32> {
+    let admin: AdminClient<DefaultClientContext> = common_config(endpoint)
         .create()
-        .with_context(|| format!("creating an admin client for {bootstrap}"))?;
+        .with_context(|| format!("creating an admin client for {endpoint}"))?;
     let partitions = i32::try_from(params.partitions).context("--partitions too large")?;
     let segment_bytes = params.segment_bytes.to_string();
     let mut new_topic = NewTopic::new(
@@ -280,27 +328,27 @@ pub fn create_topic(bootstrap: &str, topic: &str, params: &Params) -> anyhow::Re
     }
     let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
     let results = block_on(admin.create_topics([&new_topic], &options))
-        .with_context(|| format!("CreateTopics {topic} on {bootstrap}"))?;
+        .with_context(|| format!("CreateTopics {topic} on {endpoint}"))?;
     for result in results {
         match result {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((name, code)) => bail!("CreateTopics {name} on {bootstrap}: {code}"),
+            Err((name, code)) => bail!("CreateTopics {name} on {endpoint}: {code}"),
         }
     }
-    partition_count(admin.inner(), topic, bootstrap)
+    partition_count(admin.inner(), topic, endpoint)
 }
 
 /// Partitions of `topic` in the broker's metadata (waits until the topic shows up).
 fn partition_count<C: ClientContext>(
     client: &rdkafka::client::Client<C>,
     topic: &str,
-    bootstrap: &str,
+    endpoint: &Endpoint,
 ) -> anyhow::Result<u32> {
     let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
     loop {
         let metadata = client
             .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
-            .with_context(|| format!("Metadata for {topic} from {bootstrap}"))?;
+            .with_context(|| format!("Metadata for {topic} from {endpoint}"))?;
         let found = metadata
             .topics()
             .iter()
@@ -309,7 +357,7 @@ fn partition_count<C: ClientContext>(
         match found {
             Some(n) if n > 0 => return u32::try_from(n).context("partition count"),
             _ if std::time::Instant::now() >= deadline => {
-                bail!("{topic} has no partitions in {bootstrap}'s metadata after creation")
+                bail!("{topic} has no partitions in {endpoint}'s metadata after creation")
             }
             _ => std::thread::sleep(Duration::from_millis(100)),
         }
@@ -333,5 +381,44 @@ fn block_on<F: Future>(future: F) -> F::Output {
             Poll::Ready(output) => return output,
             Poll::Pending => std::thread::park(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(client_config: &[(&str, &str)]) -> Endpoint {
+        Endpoint {
+            bootstrap: "127.0.0.1:9092".into(),
+            client_config: client_config
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn security_protocol_is_the_last_one_given_or_plaintext() {
+        assert_eq!(endpoint(&[]).security_protocol(), "PLAINTEXT");
+        let e = endpoint(&[
+            ("security.protocol", "ssl"),
+            ("ssl.ca.location", "/tmp/ca.pem"),
+            ("security.protocol", "sasl_ssl"),
+        ]);
+        assert_eq!(e.security_protocol(), "SASL_SSL");
+        assert_eq!(e.property("ssl.ca.location"), Some("/tmp/ca.pem"));
+        assert_eq!(e.property("sasl.username"), None);
+    }
+
+    #[test]
+    fn client_config_overrides_loadgen_settings() {
+        let config = common_config(&endpoint(&[
+            ("security.protocol", "SASL_SSL"),
+            ("client.id", "mine"),
+        ]));
+        assert_eq!(config.get("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(config.get("client.id"), Some("mine"));
+        assert_eq!(config.get("bootstrap.servers"), Some("127.0.0.1:9092"));
     }
 }

@@ -11,6 +11,7 @@ mod baseline;
 mod broker_proc;
 mod cli;
 mod client;
+mod connect;
 mod cpus;
 mod hdr_log;
 mod latency;
@@ -29,6 +30,7 @@ use anyhow::Context as _;
 use broker_proc::{LocalBroker, LocalOptions, ServerKind};
 use clap::Parser;
 use cli::Cli;
+use client::Endpoint;
 use cpus::CpuSet;
 use report::{BrokerResult, CpuUse, FloorRatios, Machine, ResultFile};
 use run::RunIdentity;
@@ -50,6 +52,9 @@ fn main() -> ExitCode {
 
 /// Runs the scenario on every broker and writes the outputs; true when every run was complete.
 fn run_all(cli: &Cli) -> anyhow::Result<bool> {
+    if cli.scenario == cli::ScenarioName::Connect {
+        return run_connect(cli);
+    }
     let params = Params::resolve(cli)?;
     let scenario = cli.scenario.name().to_string();
     let paths = OutputPaths::resolve(cli, &scenario)?;
@@ -247,12 +252,21 @@ fn measure_baselines(
     baseline::measure(&disk_dir, broker_cpus)
 }
 
-/// (label, bootstrap) of each broker, in run order: the local or `--bootstrap` one, then any
-/// `--compare`.
-fn targets(cli: &Cli, local: Option<&LocalBroker>) -> anyhow::Result<Vec<(String, String)>> {
-    let mut targets: Vec<(String, String)> = match (local, &cli.bootstrap) {
-        (Some(broker), _) => vec![("sluice (local)".into(), broker.bootstrap.clone())],
-        (None, Some(bootstrap)) => vec![(bootstrap.clone(), bootstrap.clone())],
+/// (label, endpoint) of each broker, in run order: the local or `--bootstrap` one with
+/// `--client-config`, then any `--compare` with `--compare-client-config` (or, when that is not
+/// given, `--client-config`).
+fn targets(cli: &Cli, local: Option<&LocalBroker>) -> anyhow::Result<Vec<(String, Endpoint)>> {
+    let client_config = key_values("--client-config", &cli.client_config)?;
+    let endpoint = |bootstrap: &str, client_config: &[(String, String)]| Endpoint {
+        bootstrap: bootstrap.to_string(),
+        client_config: client_config.to_vec(),
+    };
+    let mut targets: Vec<(String, Endpoint)> = match (local, &cli.bootstrap) {
+        (Some(broker), _) => vec![(
+            "sluice (local)".into(),
+            endpoint(&broker.bootstrap, &client_config),
+        )],
+        (None, Some(bootstrap)) => vec![(bootstrap.clone(), endpoint(bootstrap, &client_config))],
         (None, None) => anyhow::bail!("no broker: give --bootstrap HOST:PORT"),
     };
     if let Some(compare) = &cli.compare {
@@ -262,9 +276,59 @@ fn targets(cli: &Cli, local: Option<&LocalBroker>) -> anyhow::Result<Vec<(String
         } else {
             compare.clone()
         };
-        targets.push((label, compare.clone()));
+        let compare_config = if cli.compare_client_config.is_empty() {
+            client_config
+        } else {
+            key_values("--compare-client-config", &cli.compare_client_config)?
+        };
+        targets.push((label, endpoint(compare, &compare_config)));
     }
     Ok(targets)
+}
+
+/// The `KEY=VALUE`s of a repeatable flag, in order.
+fn key_values(flag: &str, values: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    values.iter().map(|kv| parse_key_value(flag, kv)).collect()
+}
+
+/// The `connect` scenario on every broker in turn: connections/s and CPU per connection;
+/// writes the JSON result and prints the table.
+fn run_connect(cli: &Cli) -> anyhow::Result<bool> {
+    let paths = OutputPaths::resolve(cli, "connect")?;
+    let available = CpuSet::available()?;
+    let (mut local, _, loadgen_cpus) = start_local_broker(cli, &available)?;
+    if let Some(cpus) = &loadgen_cpus {
+        cpus.pin_current_thread()
+            .with_context(|| format!("pinning loadgen to CPUs {cpus}"))?;
+    }
+    let connections = cli.connections.unwrap_or(connect::DEFAULT_CONNECTIONS);
+    let mut brokers = Vec::new();
+    for (i, (label, endpoint)) in targets(cli, local.as_ref())?.iter().enumerate() {
+        let is_local = local
+            .as_ref()
+            .is_some_and(|b| b.bootstrap == endpoint.bootstrap);
+        let broker = if is_local { local.take() } else { None };
+        let pid = broker
+            .as_ref()
+            .and_then(LocalBroker::pid)
+            .or(external_pid(cli, i));
+        let result = connect::run(label, endpoint, connections, pid);
+        if let Some(broker) = broker {
+            broker.stop()?;
+        }
+        brokers.push(result?);
+    }
+    let file = connect::ConnectFile {
+        schema: connect::SCHEMA,
+        scenario: "connect",
+        brokers,
+    };
+    let text = serde_json::to_string_pretty(&file).context("encoding the JSON result")?;
+    std::fs::write(&paths.json_path, text + "\n")
+        .with_context(|| format!("writing {}", paths.json_path.display()))?;
+    connect::print_table(&file);
+    println!("\nwrote {}", paths.json_path.display());
+    Ok(true)
 }
 
 /// The process to sample for target `i` when loadgen did not start it.
@@ -281,7 +345,7 @@ fn run_sweep(
     cli: &Cli,
     params: &Params,
     scenario: &str,
-    targets: &[(String, String)],
+    targets: &[(String, Endpoint)],
     local: &mut Option<LocalBroker>,
     paths: &OutputPaths,
     machine: MachineStart,
@@ -297,11 +361,13 @@ fn run_sweep(
     let sweep_targets = targets
         .iter()
         .enumerate()
-        .map(|(i, (label, bootstrap))| {
-            let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
+        .map(|(i, (label, endpoint))| {
+            let is_local = local
+                .as_ref()
+                .is_some_and(|b| b.bootstrap == endpoint.bootstrap);
             sweep::SweepTarget {
                 label: label.clone(),
-                bootstrap: bootstrap.clone(),
+                endpoint: endpoint.clone(),
                 local: if is_local { local.take() } else { None },
                 pid: external_pid(cli, i),
             }
@@ -335,7 +401,7 @@ fn run_each_target(
     cli: &Cli,
     params: &Params,
     scenario: &str,
-    targets: &[(String, String)],
+    targets: &[(String, Endpoint)],
     local: &mut Option<LocalBroker>,
     paths: &OutputPaths,
     baselines: Option<&baseline::Baselines>,
@@ -345,16 +411,18 @@ fn run_each_target(
 )> {
     let mut results = Vec::new();
     let mut histograms = Vec::new();
-    for (i, (label, bootstrap)) in targets.iter().enumerate() {
+    for (i, (label, endpoint)) in targets.iter().enumerate() {
         let identity = identity(cli, scenario, i);
         let hlog_path = paths
             .out_dir
             .join(format!("{}.{}.hlog", paths.stem, run::slug(label)));
-        let is_local = local.as_ref().is_some_and(|b| &b.bootstrap == bootstrap);
+        let is_local = local
+            .as_ref()
+            .is_some_and(|b| b.bootstrap == endpoint.bootstrap);
         let broker = if is_local { local.take() } else { None };
         let (result, latency) = run_target(
             label,
-            bootstrap,
+            endpoint,
             params,
             &identity,
             &hlog_path,
@@ -374,7 +442,7 @@ fn run_each_target(
 #[allow(clippy::too_many_arguments)]
 fn run_target(
     label: &str,
-    bootstrap: &str,
+    endpoint: &Endpoint,
     params: &Params,
     identity: &RunIdentity,
     hlog_path: &Path,
@@ -391,7 +459,7 @@ fn run_target(
     let loadgen_cpu_s = procstat::cpu_seconds(None);
     let broker_cpu_s = broker_pid.and_then(|pid| procstat::cpu_seconds(Some(pid)));
     let outcome =
-        run::run(bootstrap, label, params, identity, hlog_path).map_err(|e| match &local {
+        run::run(endpoint, label, params, identity, hlog_path).map_err(|e| match &local {
             Some(broker) => e.context(broker.describe()),
             None => e,
         })?;
@@ -424,7 +492,7 @@ fn run_target(
             stopping.elapsed().as_secs_f64()
         );
     }
-    let result = BrokerResult::new(label, bootstrap, &outcome, rss, cpu, baselines, hlog_path);
+    let result = BrokerResult::new(label, endpoint, &outcome, rss, cpu, baselines, hlog_path);
     Ok((result, outcome.latency))
 }
 
@@ -478,13 +546,14 @@ fn run_floor(
         subscribe: false,
         ..params.clone()
     };
-    let bootstrap = floor.bootstrap.clone();
+    // The floor speaks PLAINTEXT only.
+    let endpoint = Endpoint::plaintext(floor.bootstrap.clone());
     let hlog_path = paths
         .out_dir
         .join(format!("{}.{FLOOR_LABEL}.hlog", paths.stem));
     run_target(
         FLOOR_LABEL,
-        &bootstrap,
+        &endpoint,
         &floor_params,
         &identity(cli, scenario, FLOOR_TARGET),
         &hlog_path,

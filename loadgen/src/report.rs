@@ -16,6 +16,7 @@
 //! records of committed transactions and the percentiles are send → read_committed receipt.
 
 use crate::baseline::Baselines;
+use crate::client::Endpoint;
 use crate::latency::Percentiles;
 use crate::run::{CatchupFigures, IntervalReport, RunOutcome};
 use crate::scenario::Params;
@@ -62,6 +63,8 @@ pub struct Machine {
 pub struct BrokerResult {
     pub label: String,
     pub bootstrap: String,
+    /// The clients' `security.protocol` (`--client-config`; PLAINTEXT when not given).
+    pub security_protocol: String,
     pub local: bool,
     pub topic: String,
     pub partitions: u32,
@@ -229,7 +232,7 @@ fn ratio(numerator: f64, denominator: f64) -> Option<f64> {
 impl BrokerResult {
     pub fn new(
         label: &str,
-        bootstrap: &str,
+        endpoint: &Endpoint,
         outcome: &RunOutcome,
         rss: Option<Rss>,
         cpu: CpuUse,
@@ -258,7 +261,8 @@ impl BrokerResult {
         });
         BrokerResult {
             label: label.to_string(),
-            bootstrap: bootstrap.to_string(),
+            bootstrap: endpoint.bootstrap.clone(),
+            security_protocol: endpoint.security_protocol(),
             local: rss.is_some(),
             topic: outcome.topic.clone(),
             partitions: outcome.partitions,
@@ -400,6 +404,11 @@ fn print_figures(result: &ResultFile) {
         header += &format!(" {:>8}", "ratio");
     }
     println!("{header}");
+    let mut security = format!("{:<14}", "security");
+    for b in &result.brokers {
+        security += &format!(" {:>22}", truncate(&b.security_protocol, 22));
+    }
+    println!("{security}");
     let rows: Vec<Vec<(&str, Option<f64>)>> = result.brokers.iter().map(figures).collect();
     for (i, (name, _)) in rows.first().into_iter().flatten().enumerate() {
         let mut line = format!("{name:<14}");
@@ -641,7 +650,7 @@ mod tests {
         };
         let local = BrokerResult::new(
             "local",
-            "127.0.0.1:1",
+            &Endpoint::plaintext("127.0.0.1:1".into()),
             &outcome(1),
             Some(rss),
             cpu.clone(),
@@ -650,7 +659,7 @@ mod tests {
         );
         let remote = BrokerResult::new(
             "remote",
-            "127.0.0.1:2",
+            &Endpoint::plaintext("127.0.0.1:2".into()),
             &outcome(2),
             None,
             cpu.clone(),
@@ -659,7 +668,7 @@ mod tests {
         );
         let floor = BrokerResult::new(
             "floor",
-            "127.0.0.1:3",
+            &Endpoint::plaintext("127.0.0.1:3".into()),
             &outcome(1),
             Some(rss),
             CpuUse {
@@ -749,7 +758,7 @@ mod tests {
         };
         let b = BrokerResult::new(
             "b",
-            "127.0.0.1:1",
+            &Endpoint::plaintext("127.0.0.1:1".into()),
             &run,
             None,
             cpu,

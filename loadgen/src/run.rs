@@ -13,7 +13,7 @@
 //! catchup runs in two phases: produce the whole backlog with no consumer, then start the
 //! consumers from the beginning and time the read.
 
-use crate::client::{self, CountingContext, DeliveryCounts};
+use crate::client::{self, CountingContext, DeliveryCounts, Endpoint};
 use crate::hdr_log::HdrLog;
 use crate::latency::{self, LatencyRecorder, Percentiles, Window};
 use crate::payload::{self, Stamp};
@@ -169,7 +169,7 @@ pub struct RunIdentity {
 
 /// What the phases of one run share.
 struct RunContext<'a> {
-    bootstrap: &'a str,
+    endpoint: &'a Endpoint,
     label: &'a str,
     params: &'a Params,
     identity: &'a RunIdentity,
@@ -182,22 +182,22 @@ struct RunContext<'a> {
     histograms: SyncSender<Histogram<u64>>,
 }
 
-/// Runs `params` against `bootstrap`; writes one interval histogram per second to the
+/// Runs `params` against `endpoint`; writes one interval histogram per second to the
 /// HdrHistogram log at `hlog_path`.
 pub fn run(
-    bootstrap: &str,
+    endpoint: &Endpoint,
     label: &str,
     params: &Params,
     identity: &RunIdentity,
     hlog_path: &Path,
 ) -> anyhow::Result<RunOutcome> {
     let topic = identity.topic.as_str();
-    let partitions = client::create_topic(bootstrap, topic, params)?;
+    let partitions = client::create_topic(endpoint, topic, params)?;
     let clock = Clock::start();
     let hlog = HdrLog::create(hlog_path, label, SystemTime::now())?;
     let counts = Arc::new(DeliveryCounts::new(clock));
     let txn = params.records_per_txn.map(|_| Arc::new(TxnCounts::new()));
-    let producers = connected_producers(bootstrap, topic, params, &counts)?;
+    let producers = connected_producers(endpoint, topic, params, &counts)?;
     let shared = Arc::new(Shared::new(params.groups));
     let (histograms, histograms_rx) = sync_channel(HISTOGRAM_CHANNEL_BOUND);
     let mut monitor = Monitor::new(
@@ -211,7 +211,7 @@ pub fn run(
         hlog,
     );
     let context = RunContext {
-        bootstrap,
+        endpoint,
         label,
         params,
         identity,
@@ -261,7 +261,7 @@ pub fn run(
 /// (before the clock starts); transactional ones (transactions) with their transactions
 /// initialised, `transactional.id` `<topic>-<producer>`.
 fn connected_producers(
-    bootstrap: &str,
+    endpoint: &Endpoint,
     topic: &str,
     params: &Params,
     counts: &Arc<DeliveryCounts>,
@@ -270,18 +270,18 @@ fn connected_producers(
         .map(|index| {
             let producer = match params.records_per_txn {
                 Some(_) => client::transactional_producer(
-                    bootstrap,
+                    endpoint,
                     params,
                     counts.clone(),
                     &format!("{topic}-{index}"),
                 )?,
-                None => client::producer(bootstrap, params, counts.clone())?,
+                None => client::producer(endpoint, params, counts.clone())?,
             };
             // Connects and learns the leaders before the clock starts.
             producer
                 .client()
                 .fetch_metadata(Some(topic), params.drain_timeout)
-                .with_context(|| format!("Metadata for {topic} from {bootstrap}"))?;
+                .with_context(|| format!("Metadata for {topic} from {endpoint}"))?;
             Ok(producer)
         })
         .collect()
@@ -421,7 +421,7 @@ fn set_window(shared: &Shared, counts: &DeliveryCounts, window: Window) {
 fn probe(ctx: &RunContext) -> anyhow::Result<()> {
     let (params, identity, shared) = (ctx.params, ctx.identity, &ctx.shared);
     let counts = Arc::new(DeliveryCounts::new(Clock::start()));
-    let producer = client::producer(ctx.bootstrap, params, counts)?;
+    let producer = client::producer(ctx.endpoint, params, counts)?;
     let mut value = payload::filler(params.record_bytes);
     Stamp {
         intended_ns: 0,
@@ -637,7 +637,7 @@ fn spawn_consumers(ctx: &RunContext) -> anyhow::Result<Vec<JoinHandle<()>>> {
                 .map(|p| i32::try_from(p).context("partition id"))
                 .collect::<anyhow::Result<_>>()?;
             let consumer =
-                client::consumer(ctx.bootstrap, params, &group_id, &identity.topic, &mine)?;
+                client::consumer(ctx.endpoint, params, &group_id, &identity.topic, &mine)?;
             let job = ConsumerJob {
                 consumer,
                 group: group as usize,

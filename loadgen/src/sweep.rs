@@ -11,6 +11,7 @@
 //! broker.
 
 use crate::broker_proc::LocalBroker;
+use crate::client::Endpoint;
 use crate::latency::Percentiles;
 use crate::report::{self, Machine};
 use crate::run::{self, RunIdentity};
@@ -60,6 +61,8 @@ pub struct SweepStep {
 pub struct SweepSeries {
     pub label: String,
     pub bootstrap: String,
+    /// The clients' `security.protocol` (`--client-config`; PLAINTEXT when not given).
+    pub security_protocol: String,
     /// The highest target rate held; null when even the first was not.
     pub knee_msgs_per_sec: Option<u64>,
     pub steps: Vec<SweepStep>,
@@ -81,7 +84,7 @@ pub struct SweepFile {
 /// One broker to sweep.
 pub struct SweepTarget {
     pub label: String,
-    pub bootstrap: String,
+    pub endpoint: Endpoint,
     /// Started by loadgen: its CPU is sampled, and it is stopped after the last step.
     pub local: Option<LocalBroker>,
     /// Process to sample when the broker is not local.
@@ -182,7 +185,8 @@ fn sweep_target(
             .map(|s| s.target_msgs_per_sec)
             .last(),
         label: target.label,
-        bootstrap: target.bootstrap,
+        security_protocol: target.endpoint.security_protocol(),
+        bootstrap: target.endpoint.bootstrap,
         steps,
     })
 }
@@ -224,13 +228,12 @@ fn run_step(
     let started = std::time::Instant::now();
     let loadgen_cpu_s = procstat::cpu_seconds(None);
     let broker_cpu_s = pid.and_then(|p| procstat::cpu_seconds(Some(p)));
-    let outcome =
-        run::run(&target.bootstrap, &target.label, params, identity, hlog).map_err(|e| {
-            match &target.local {
-                Some(broker) => e.context(broker.describe()),
-                None => e,
-            }
-        })?;
+    let outcome = run::run(&target.endpoint, &target.label, params, identity, hlog).map_err(
+        |e| match &target.local {
+            Some(broker) => e.context(broker.describe()),
+            None => e,
+        },
+    )?;
     let wall_s = started.elapsed().as_secs_f64();
     let broker_cpu_used_s = broker_cpu_s
         .zip(pid.and_then(|p| procstat::cpu_seconds(Some(p))))
@@ -287,7 +290,7 @@ pub fn print_table(file: &SweepFile) {
         let knee = s
             .knee_msgs_per_sec
             .map_or_else(|| "none held".to_string(), |k| format!("{k} msg/s"));
-        println!("\n{} (knee: {knee})", s.label);
+        println!("\n{} over {} (knee: {knee})", s.label, s.security_protocol);
         println!(
             "{:>10} {:>12} {:>9} {:>9} {:>10} {:>9} {:>12} {:>5}",
             "target/s",

@@ -238,3 +238,64 @@ def test_sweep_steps_up_until_a_rate_is_not_held(loadgen_bin, sluice_bin, tmp_pa
     assert "knee" in stdout and "achieved/s" in stdout
     svg = json_path.with_suffix(".svg")
     assert "<svg" in svg.read_text() and b["label"] in svg.read_text()
+
+
+# A SASL_SSL listener with SCRAM beside the PLAINTEXT one (test_scram.py's settings).
+SCRAM_SSL_SETTINGS = {
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+    "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "ssl.keystore.type": "PEM", "ssl.keystore.location": "{certs}/server.pem"}
+
+
+def add_scram_user(bootstrap, user, password):
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(user, info, password.encode())])
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def sasl_ssl_client_config(tls_certs):
+    return ["--client-config", "security.protocol=SASL_SSL",
+            "--client-config", f"ssl.ca.location={tls_certs['ca']}",
+            "--client-config", "sasl.mechanism=SCRAM-SHA-256",
+            "--client-config", "sasl.username=alice",
+            "--client-config", "sasl.password=alice-secret"]
+
+
+@pytest.mark.sluice(listeners={"SASL_SSL": "SASL_SSL"}, settings=SCRAM_SSL_SETTINGS)
+def test_latency_over_sasl_ssl_beside_plaintext(loadgen_bin, broker, tls_certs, tmp_path):
+    # --client-config reaches every client of the broker under test (a wrong password would
+    # fail the topic creation), --compare-client-config those of the compared one.
+    add_scram_user(broker.bootstrap, "alice", "alice-secret")
+    result, json_path, stdout = run_loadgen(
+        loadgen_bin, tmp_path, "latency", "--bootstrap", broker.listener_bootstrap("SASL_SSL"),
+        *sasl_ssl_client_config(tls_certs),
+        "--compare", broker.bootstrap, "--compare-client-config", "security.protocol=PLAINTEXT",
+        "--duration", "2", "--warmup", "0", "--rate", "500", "--no-baselines", "--no-floor",
+        "--segment-bytes", str(16 << 20))
+    assert [b["security_protocol"] for b in result["brokers"]] == ["SASL_SSL", "PLAINTEXT"]
+    for b in result["brokers"]:
+        check_broker(b)
+    assert "SASL_SSL" in stdout and "alice-secret" not in json_path.read_text()
+    check_files(result, json_path)
+
+
+@pytest.mark.sluice(listeners={"SASL_SSL": "SASL_SSL"}, settings=SCRAM_SSL_SETTINGS)
+def test_connect_counts_tls_handshakes(loadgen_bin, broker, tls_certs, tmp_path):
+    result, _, stdout = run_loadgen(
+        loadgen_bin, tmp_path, "connect", "--bootstrap", broker.listener_bootstrap("SASL_SSL"),
+        *sasl_ssl_client_config(tls_certs), "--compare", broker.bootstrap,
+        "--compare-client-config", "security.protocol=PLAINTEXT", "--connections", "20",
+        "--bootstrap-pid", str(broker.proc.pid))
+    assert result["scenario"] == "connect"
+    tls, plain = result["brokers"]
+    assert (tls["security_protocol"], plain["security_protocol"]) == ("SASL_SSL", "PLAINTEXT")
+    for b in (tls, plain):
+        assert b["connections"] == 20 and b["connections_per_sec"] > 0, b
+    assert tls["broker_us_per_connection"] is not None and plain["broker_us_per_connection"] is None
+    assert "conns/s" in stdout
