@@ -1,6 +1,7 @@
 //! One replica fetcher's loop, its Fetch exchange with the leader, and [`reconcile`] (see
 //! the parent module).
 
+use super::session::{FetcherSession, SessionFetch, Wanted};
 use super::{quota, FETCHER_SHARD};
 use crate::metadata::{broker_endpoint, ClusterMetadata};
 use crate::partitions::service::call_replica;
@@ -11,9 +12,7 @@ use crate::shard::Shard;
 use bytes::{Buf, Bytes};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use net::kafka_protocol::error::ResponseError;
-use net::kafka_protocol::messages::fetch_request::{
-    FetchPartition, FetchRequest, FetchTopic, ReplicaState,
-};
+use net::kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, ReplicaState};
 use net::kafka_protocol::messages::fetch_response::PartitionData;
 use net::kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use net::kafka_protocol::messages::{
@@ -21,7 +20,7 @@ use net::kafka_protocol::messages::{
     TopicName,
 };
 use net::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -247,6 +246,7 @@ async fn run(shard: Rc<Shard>, leader: i32) {
     let mut positions: HashMap<TopicPartition, Position> = HashMap::new();
     let mut delays = Delays::default();
     let mut connection: Option<PeerStream> = None;
+    let mut session = FetcherSession::default();
     let mut connection_backoff = BACKOFF_MIN;
     let mut correlation_id: i32 = 0;
     while !shard.stop.is_requested() {
@@ -286,8 +286,10 @@ async fn run(shard: Rc<Shard>, leader: i32) {
             continue;
         }
         correlation_id = correlation_id.wrapping_add(1);
-        match fetch_once(&shard, leader, &mut connection, request, correlation_id).await {
+        let fetch = session.next_fetch(wanted(request));
+        match fetch_once(&shard, leader, &mut connection, &fetch, correlation_id).await {
             Ok(response) => {
+                session.answered(fetch, response.session_id);
                 let bytes = throttled_bytes(&response, &positions, &throttled);
                 if bytes > 0 {
                     shard.replica_fetchers.record_throttled(bytes);
@@ -309,6 +311,7 @@ async fn run(shard: Rc<Shard>, leader: i32) {
             Err(e) => {
                 tracing::warn!(leader, error = %e, backoff = ?connection_backoff, "replica fetch failed");
                 connection = None;
+                session.reset();
                 if shard.sleep_unless_stopped(connection_backoff).await {
                     return;
                 }
@@ -642,19 +645,19 @@ async fn reset_out_of_range(
     }
 }
 
-/// One Fetch exchange with `leader` over `connection` (opened first when `None`), bounded by
-/// [`REPLICA_SOCKET_TIMEOUT`].
+/// One Fetch exchange of `fetch` with `leader` over `connection` (opened first when `None`),
+/// bounded by [`REPLICA_SOCKET_TIMEOUT`].
 async fn fetch_once(
     shard: &Shard,
     leader: i32,
     connection: &mut Option<PeerStream>,
-    positions: &HashMap<TopicPartition, Position>,
+    fetch: &SessionFetch,
     correlation_id: i32,
 ) -> Result<FetchResponse, FetcherError> {
     let node = shard.config.node_id;
     // KIP-903: this broker's epoch as the image registers it (-1 before its registration).
     let broker_epoch = shard.metadata().registered_broker_epoch(node).unwrap_or(-1);
-    let frame = encode_fetch(node, broker_epoch, positions, correlation_id)?;
+    let frame = encode_fetch(node, broker_epoch, fetch, correlation_id)?;
     let body = round_trip(shard, leader, connection, &frame).await?;
     decode_fetch(leader, body, correlation_id)
 }
@@ -798,37 +801,31 @@ async fn connect(shard: &Shard, leader: i32) -> Result<PeerStream, FetcherError>
         .map_err(|source| FetcherError::Peer { leader, source })
 }
 
+/// Each partition of `positions` with its Fetch parameters.
+fn wanted(positions: &HashMap<TopicPartition, Position>) -> Wanted {
+    positions
+        .iter()
+        .map(|(tp, position)| {
+            let partition = FetchPartition::default()
+                .with_partition(tp.partition)
+                .with_current_leader_epoch(position.followed.leader_epoch.0)
+                .with_fetch_offset(position.fetch_offset.0)
+                .with_last_fetched_epoch(position.last_fetched_epoch.map_or(-1, |e| e.0))
+                .with_log_start_offset(position.log_start_offset.0)
+                .with_partition_max_bytes(REPLICA_FETCH_MAX_BYTES);
+            (tp.clone(), (position.followed.topic_id, partition))
+        })
+        .collect()
+}
+
 /// The size-prefixed FetchRequest v16 frame of `replica` at `broker_epoch` (-1: unknown) for
-/// `positions`.
+/// `fetch`, its session's next fetch (KIP-227, [`FetcherSession`]).
 fn encode_fetch(
     replica: i32,
     broker_epoch: i64,
-    positions: &HashMap<TopicPartition, Position>,
+    fetch: &SessionFetch,
     correlation_id: i32,
 ) -> Result<Bytes, FetcherError> {
-    let mut by_topic: BTreeMap<Uuid, Vec<FetchPartition>> = BTreeMap::new();
-    for (tp, position) in positions {
-        by_topic
-            .entry(position.followed.topic_id)
-            .or_default()
-            .push(
-                FetchPartition::default()
-                    .with_partition(tp.partition)
-                    .with_current_leader_epoch(position.followed.leader_epoch.0)
-                    .with_fetch_offset(position.fetch_offset.0)
-                    .with_last_fetched_epoch(position.last_fetched_epoch.map_or(-1, |e| e.0))
-                    .with_log_start_offset(position.log_start_offset.0)
-                    .with_partition_max_bytes(REPLICA_FETCH_MAX_BYTES),
-            );
-    }
-    let topics = by_topic
-        .into_iter()
-        .map(|(topic_id, partitions)| {
-            FetchTopic::default()
-                .with_topic_id(topic_id)
-                .with_partitions(partitions)
-        })
-        .collect();
     let request = FetchRequest::default()
         .with_replica_state(
             ReplicaState::default()
@@ -839,9 +836,10 @@ fn encode_fetch(
         .with_min_bytes(REPLICA_FETCH_MIN_BYTES)
         .with_max_bytes(REPLICA_FETCH_RESPONSE_MAX_BYTES)
         .with_isolation_level(0)
-        .with_session_id(0)
-        .with_session_epoch(-1)
-        .with_topics(topics);
+        .with_session_id(fetch.session_id)
+        .with_session_epoch(fetch.epoch)
+        .with_topics(fetch.topics.clone())
+        .with_forgotten_topics_data(fetch.forgotten.clone());
     frame(
         ApiKey::Fetch,
         "Fetch",
@@ -1037,7 +1035,8 @@ mod tests {
         positions.insert(tp("a", 0), position("a", 7, Some(2), 3));
         positions.insert(tp("a", 1), position("a", 0, None, 0));
         positions.insert(tp("b", 4), position("b", 42, Some(1), 1));
-        let frame = encode_fetch(2, 11, &positions, 9).unwrap();
+        let fetch = FetcherSession::default().next_fetch(wanted(&positions));
+        let frame = encode_fetch(2, 11, &fetch, 9).unwrap();
         let mut body = frame.slice(4..);
         let size = u32::from_be_bytes(frame[..4].try_into().unwrap());
         assert_eq!(usize::try_from(size).unwrap(), body.len());
@@ -1052,7 +1051,8 @@ mod tests {
         assert_eq!(request.replica_state.replica_epoch, 11);
         assert_eq!(request.max_wait_ms, 500);
         assert_eq!(request.min_bytes, 1);
-        assert_eq!(request.session_epoch, -1);
+        // KIP-227: the first fetch is full and asks the leader to open a session.
+        assert_eq!((request.session_id, request.session_epoch), (0, 0));
         let mut got = Vec::new();
         for topic in &request.topics {
             for p in &topic.partitions {

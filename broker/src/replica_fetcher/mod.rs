@@ -42,6 +42,7 @@
 
 pub mod fetcher;
 pub mod quota;
+mod session;
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
