@@ -14,8 +14,8 @@
 //! `compression.type=zstd` topic with its zstd batches and no error (Kafka 3's
 //! UNSUPPORTED_COMPRESSION_TYPE went with down-conversion, KIP-724; checked against Kafka 4.4 by
 //! tests/compat/test_fetch_produce_versions.py); up to v5 KAFKA_STORAGE_ERROR is answered as
-//! NOT_LEADER_OR_FOLLOWER; `log_start_offset` is written from v5, `preferred_read_replica` (-1)
-//! from v11 (by `net::encode_fetch_response`).
+//! NOT_LEADER_OR_FOLLOWER; `log_start_offset` is written from v5, `preferred_read_replica`
+//! from v11 (by `net::encode_fetch_response`; -1 unless a leader names one, KIP-392 below).
 //!
 //! Transactions (KIP-98, v4+): `isolation_level` 1 (read_committed) reads below the partition's
 //! last stable offset (LSO) instead of the high watermark, is parked until the LSO (not the
@@ -45,6 +45,18 @@
 //! `NOT_LEADER_OR_FOLLOWER` too, and only a matching one (or none) lets the follower into the
 //! ISR (see `replication::check_follower_broker_epoch`). It is parked like a consumer's, woken
 //! by the leader's writes rather than by the high watermark.
+//!
+//! Fetch from the closest replica (KIP-392, v11+): a consumer's Fetch is served by any replica
+//! of the partition, leader or follower, as Kafka's `FetchParams.fetchOnlyLeader` allows once
+//! the request carries client metadata (v11+; below, only the leader serves and a follower
+//! answers NOT_LEADER_OR_FOLLOWER). A follower reads below the high watermark it learned from
+//! its leader — for read_committed below its last stable offset, which its log keeps from the
+//! replicated transaction markers — after the same `current_leader_epoch` check
+//! (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), and answers OFFSET_OUT_OF_RANGE beyond its
+//! log. With `replica.selector.class` set, the leader answers a consumer naming a `rack_id`
+//! with `preferred_read_replica` when another in-sync replica is in that rack
+//! (`super::read_replica`), and then with its offsets and no records, as Kafka's
+//! `ReplicaManager.readFromLog`; the consumer fetches from that replica next.
 //!
 //! One corner differs from Kafka: Kafka answers a parked fetch as soon as the bytes summed over
 //! its partitions reach `min_bytes`; here a waiting partition answers early only when it alone
@@ -80,6 +92,9 @@ use storage::{LeaderEpoch, Offset, RecordBatch, TopicPartition};
 const FETCH_WAIT_MAX_MS: u64 = 30_000;
 /// First Fetch version naming topics by id (KIP-516); an unknown id answers UNKNOWN_TOPIC_ID.
 const FIRST_TOPIC_ID_VERSION: i16 = 13;
+/// First Fetch version carrying the client's metadata (its `rack_id`): a follower serves it and
+/// the leader may answer a preferred read replica (KIP-392).
+const FIRST_CLIENT_METADATA_VERSION: i16 = 11;
 /// First Fetch version carrying `ReplicaState` (replica id and broker epoch, KIP-903).
 const FIRST_REPLICA_STATE_VERSION: i16 = 15;
 /// First Fetch version whose NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers carry
@@ -114,6 +129,9 @@ struct Wanted {
     current_leader_epoch: i32,
     /// The follower's `last_fetched_epoch` (v12+; -1 for none).
     last_fetched_epoch: i32,
+    /// The replica a consumer should read the partition from instead (KIP-392, see
+    /// `super::read_replica`); `Some`: answered with the leader's offsets and no records.
+    preferred_read_replica: Option<i32>,
 }
 
 pub async fn handle(
@@ -137,9 +155,26 @@ pub async fn handle(
     } else {
         Isolation::HighWatermark
     };
-    let replies = fetch_all(shard, wanted, follower, min_bytes, isolation, deadline).await;
+    // KIP-392: a consumer's Fetch v11+ carries client metadata, so any replica serves it.
+    let any_replica = follower.is_none() && version >= FIRST_CLIENT_METADATA_VERSION;
+    let preferred: Vec<Option<i32>> = wanted.iter().map(|w| w.preferred_read_replica).collect();
+    let fetching = Fetching {
+        follower,
+        any_replica,
+        min_bytes,
+        isolation,
+        deadline,
+    };
+    let replies = fetch_all(shard, wanted, &fetching).await;
     let read_committed = req.isolation_level == READ_COMMITTED;
-    let mut topics = lay_out(&req, &names, replies, max_bytes, version, read_committed);
+    let mut topics = lay_out(
+        &req,
+        &names,
+        (replies, preferred),
+        max_bytes,
+        version,
+        read_committed,
+    );
     // The hints are the image's after the wait, looked up only for answers that carry them.
     let node_endpoints = if version >= LEADER_HINTS_VERSION && hinted_answers(&topics) {
         add_leader_hints(&shard.metadata(), &session.listener, &names, &mut topics)
@@ -181,14 +216,14 @@ pub async fn handle(
 fn lay_out(
     req: &FetchRequest,
     names: &[Result<String, i16>],
-    replies: Vec<Option<PartitionReply>>,
+    (replies, preferred): (Vec<Option<PartitionReply>>, Vec<Option<i32>>),
     max_bytes: usize,
     version: i16,
     read_committed: bool,
 ) -> Vec<FetchTopicData> {
     let mut budget_left = max_bytes;
     let mut first_batch = true;
-    let mut replies = replies.into_iter();
+    let mut replies = replies.into_iter().zip(preferred);
     let mut topics = Vec::with_capacity(req.topics.len());
     for (topic, name) in req.topics.iter().zip(names) {
         let mut partitions_out = Vec::with_capacity(topic.partitions.len());
@@ -201,18 +236,22 @@ fn lay_out(
                 partitions_out.push(data);
                 continue;
             }
-            let reply = replies
-                .next()
-                .flatten()
-                .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable));
+            let (reply, preferred) = replies.next().unwrap_or((None, None));
+            let reply = reply.unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable));
             let mut data = partition_data(p.partition, reply, &mut budget_left, &mut first_batch);
             if version <= LAST_STORAGE_ERROR_DOWN_CONVERTED_VERSION
                 && data.error_code == code(ResponseError::KafkaStorageError)
             {
                 data.error_code = code(ResponseError::NotLeaderOrFollower);
             }
-            // read_committed gets the list (maybe empty), read_uncommitted none, as Kafka.
-            if !read_committed || data.error_code != 0 {
+            if data.error_code == 0 {
+                if let Some(replica) = preferred {
+                    data.preferred_read_replica = replica;
+                }
+            }
+            // read_committed gets the list (maybe empty), read_uncommitted none, as Kafka; an
+            // answer naming a preferred read replica none (Kafka's `readFromLog` reads nothing).
+            if !read_committed || data.error_code != 0 || preferred.is_some() {
                 data.aborted_transactions = None;
             } else if data.aborted_transactions.is_none() {
                 data.aborted_transactions = Some(Vec::new());
@@ -264,6 +303,13 @@ fn resolve(
     let follower_allowed =
         follower.is_none() || authz::cluster(shard, session, AclOperation::ClusterAction);
     let meta = shard.metadata();
+    // KIP-392: the rack of a consumer the leader may point to a replica in its rack.
+    let client_rack = req.rack_id.as_str();
+    let client_rack = (follower.is_none()
+        && version >= FIRST_CLIENT_METADATA_VERSION
+        && shard.config.rack_aware_replica_selector
+        && !client_rack.is_empty())
+    .then_some(client_rack);
     let mut names = Vec::with_capacity(req.topics.len());
     let mut wanted = Vec::new();
     for topic in &req.topics {
@@ -299,6 +345,9 @@ fn resolve(
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
                 current_leader_epoch: p.current_leader_epoch,
                 last_fetched_epoch: p.last_fetched_epoch,
+                preferred_read_replica: image.zip(client_rack).and_then(|(t, rack)| {
+                    super::read_replica::preferred_read_replica(&meta, t, p.partition, rack)
+                }),
             });
         }
         names.push(Ok(name));
@@ -410,19 +459,36 @@ fn answers_now(reply: &PartitionReply) -> bool {
     }
 }
 
+/// How a Fetch's partitions are read ([`fetch_all`]).
+struct Fetching {
+    /// Who sent a follower's fetch (`None`: a consumer's).
+    follower: Option<Follower>,
+    /// Whether a follower of a partition may serve this (consumer's) fetch, KIP-392.
+    any_replica: bool,
+    min_bytes: usize,
+    isolation: Isolation,
+    deadline: MonotonicTime,
+}
+
 /// Sends one [`PartitionOp::Fetch`] per partition — [`PartitionOp::ReplicaFetch`] for a
-/// follower's fetch (`follower`) — all at once, and collects the answers in request order
+/// follower's fetch, [`PartitionOp::FetchOffsets`] for a partition answered with a preferred
+/// read replica — all at once, on the leader or, when `any_replica`, on this broker's replica
+/// whatever its role (KIP-392), and collects the answers in request order
 /// (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes`
 /// (at least 1) or an answer is an error or a diverging epoch, the partitions still waiting
 /// are cancelled and answer with what they have.
 async fn fetch_all(
     shard: &Rc<Shard>,
     wanted: Vec<Wanted>,
-    follower: Option<Follower>,
-    min_bytes: usize,
-    isolation: Isolation,
-    deadline: MonotonicTime,
+    fetching: &Fetching,
 ) -> Vec<Option<PartitionReply>> {
+    let Fetching {
+        follower,
+        any_replica,
+        min_bytes,
+        isolation,
+        deadline,
+    } = *fetching;
     let n = wanted.len();
     let mut cancels = Vec::with_capacity(n);
     // Every partition's fetch runs concurrently inside this task: no task spawned, and a local
@@ -432,6 +498,7 @@ async fn fetch_all(
         let (cancel_tx, cancel) = oneshot::channel::<()>();
         cancels.push(cancel_tx);
         let op = match follower {
+            None if w.preferred_read_replica.is_some() => PartitionOp::FetchOffsets,
             Some(follower) => PartitionOp::ReplicaFetch {
                 replica: follower.replica,
                 fetch_offset: Offset(w.offset),
@@ -455,8 +522,12 @@ async fn fetch_all(
         };
         let epoch = replication::fetch_requested_leader_epoch(w.current_leader_epoch);
         fetches.push(async move {
-            let reply = epoch_check::call_checked_placed(shard, w.tp, w.placement, epoch, op);
-            (i, reply.await)
+            let reply = if any_replica {
+                epoch_check::call_checked_hosted(shard, w.tp, w.placement, epoch, op).await
+            } else {
+                epoch_check::call_checked_placed(shard, w.tp, w.placement, epoch, op).await
+            };
+            (i, reply)
         });
     }
     let mut replies: Vec<Option<PartitionReply>> = (0..n).map(|_| None).collect();

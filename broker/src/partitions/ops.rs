@@ -54,6 +54,11 @@ pub enum PartitionOp {
         deadline: MonotonicTime,
         cancel: oneshot::Receiver<()>,
     },
+    /// The leader's offsets for a consumer's Fetch answered with a preferred read replica
+    /// (KIP-392), with no records: [`PartitionReply::Read`] with the high watermark, the last
+    /// stable offset and the log start offset, no batches (Kafka's `fetchOffsetSnapshot` in
+    /// `ReplicaManager.readFromLog`).
+    FetchOffsets,
     /// A follower's fetch (a Fetch with `replica_id` ≥ 0), answered once with
     /// [`PartitionReply::ReplicaRead`] (see [`replication::Partition::replica_fetch_parked`]):
     /// moves the follower's state in the ISR and reads at most `max_bytes` from

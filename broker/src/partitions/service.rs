@@ -26,7 +26,8 @@ pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> Par
 /// ([`crate::metadata::ClusterMetadata::placement`]; `None`: no such partition) — says: no
 /// lookup here. Errors: [`PartitionOpError::UnknownTopicOrPartition`] without a placement,
 /// [`PartitionOpError::NotLeaderOrFollower`] when the partition exists but this broker does
-/// not lead it (every op here is a leader's: produce, fetch, offsets, record deletion).
+/// not lead it (every op here is a leader's: produce, fetch, offsets, record deletion; a
+/// consumer's Fetch v11+ goes by [`call_hosted`], KIP-392).
 pub async fn call_placed(
     shard: &Rc<Shard>,
     tp: TopicPartition,
@@ -43,7 +44,8 @@ pub async fn call_placed(
 }
 
 /// Runs `op` on the partition's owning shard, here or over the mesh, when this broker is one
-/// of its replicas, leader or follower — `placement` resolved as for [`call_placed`]. Errors:
+/// of its replicas, leader or follower (a consumer's Fetch v11+ that a follower serves,
+/// KIP-392) — `placement` resolved as for [`call_placed`]. Errors:
 /// [`PartitionOpError::UnknownTopicOrPartition`] without a placement,
 /// [`PartitionOpError::NotLeaderOrFollower`] when this broker holds no replica of it (Kafka's
 /// `ReplicaManager.getPartitionOrError` for a partition hosted elsewhere).
@@ -190,6 +192,16 @@ async fn run(
             Ok(PartitionReply::VerificationStarted(guard))
         }
         op @ PartitionOp::Fetch { .. } => fetch(shard, tp, partition, op).await,
+        PartitionOp::FetchOffsets => {
+            let log = partition.log();
+            Ok(PartitionReply::Read {
+                high_watermark: log.high_watermark().0,
+                last_stable_offset: log.last_stable_offset().0,
+                log_start_offset: log.log_start_offset().0,
+                batches: Vec::new(),
+                aborted: None,
+            })
+        }
         op @ PartitionOp::ReplicaFetch { .. } => replica_fetch(shard, tp, &partition, op).await,
         PartitionOp::FollowerPosition => {
             if partition.leader() == partition_node(shard) {
