@@ -9,9 +9,11 @@ closest replica (KIP-392), on one 3-node cluster with `broker.rack` a, b and c a
    `preferred_read_replica` and no records);
 2. on the wire (Fetch v10/v11): the leader names the follower of the consumer's rack as
    `preferred_read_replica` with its offsets and no records, and none for a consumer of its
-   own rack or of no rack; a follower serves a consumer's Fetch v11 up to its high watermark,
-   answers NOT_LEADER_OR_FOLLOWER to v10 (no client metadata), UNKNOWN_LEADER_EPOCH to a newer
-   `current_leader_epoch` and OFFSET_OUT_OF_RANGE beyond its log.
+   own rack or of no rack; a follower serves a consumer's Fetch v11 up to its high watermark
+   (read_committed: its last stable offset), answers NOT_LEADER_OR_FOLLOWER to v10 (no client
+   metadata), UNKNOWN_LEADER_EPOCH to a newer `current_leader_epoch` and OFFSET_OUT_OF_RANGE
+   beyond its log. Not checked: FENCED_LEADER_EPOCH at a follower (a fresh topic is at leader
+   epoch 0, so no older epoch can be asked without an election).
 
 Runs against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka: a 3-node KRaft cluster from
 scripts/kafka_ref.py with the same per-node racks). Waits are bounded; nothing asserts a
@@ -112,6 +114,11 @@ def test_leader_points_to_the_rack_and_followers_serve_consumers(bootstrap):
     assert answer["error"] == NONE_
     assert records_in(answer) == 5
     assert answer["preferred_read_replica"] == -1
+    # read_committed too, below the follower's last stable offset (no transaction here).
+    answer = fetch(address[follower], 11, topic, isolation_level=1)
+    assert (answer["error"], answer["last_stable_offset"]) == (NONE_, 5)
+    assert answer["aborted_transactions"] == []
+    assert records_in(answer) == 5
 
     # Only with client metadata (v11+), and at the current leader epoch, within its log.
     assert fetch(address[follower], 10, topic)["error"] == NOT_LEADER_OR_FOLLOWER

@@ -703,6 +703,41 @@ mod tests {
     }
 
     #[test]
+    fn a_preferred_read_replica_goes_out_with_the_offsets_and_no_aborted_list() {
+        use net::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        let req = FetchRequest::default().with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(vec![
+                FetchPartition::default().with_partition(0),
+                FetchPartition::default().with_partition(1),
+            ])]);
+        let offsets = PartitionReply::Read {
+            high_watermark: 5,
+            last_stable_offset: 5,
+            log_start_offset: 0,
+            batches: Vec::new(),
+            aborted: None,
+        };
+        let failed = PartitionReply::Error(PartitionOpError::NotLeaderOrFollower);
+        let replies = (vec![Some(offsets), Some(failed)], vec![Some(2), Some(3)]);
+        let names = [Ok("t".to_string())];
+        let topics = lay_out(&req, &names, replies, 1 << 20, 11, true);
+        let [answered, refused] = &topics[0].partitions[..] else {
+            panic!("two partitions: {topics:?}");
+        };
+        assert_eq!(answered.preferred_read_replica, 2);
+        assert_eq!(answered.high_watermark, 5);
+        assert_eq!(
+            answered.aborted_transactions, None,
+            "read_committed, but nothing read"
+        );
+        assert_eq!(
+            refused.preferred_read_replica, -1,
+            "an error names no replica"
+        );
+    }
+
+    #[test]
     fn only_not_leader_and_fenced_epoch_answers_get_hints() {
         let meta = super::super::leader_hints::tests::metadata();
         let partition = |index, error: ResponseError| {
