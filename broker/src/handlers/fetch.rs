@@ -54,9 +54,10 @@
 //! replicated transaction markers — after the same `current_leader_epoch` check
 //! (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), and answers OFFSET_OUT_OF_RANGE beyond its
 //! log. With `replica.selector.class` set, the leader answers a consumer naming a `rack_id`
-//! with `preferred_read_replica` when another in-sync replica is in that rack
-//! (`super::read_replica`), and then with its offsets and no records, as Kafka's
-//! `ReplicaManager.readFromLog`; the consumer fetches from that replica next.
+//! with `preferred_read_replica` when another in-sync replica holding the fetch offset is in
+//! that rack (the most caught-up; `super::read_replica`), at once and with its offsets and no
+//! records, as Kafka's `ReplicaManager.readFromLog`; the consumer fetches from that replica
+//! next.
 //!
 //! One corner differs from Kafka: Kafka answers a parked fetch as soon as the bytes summed over
 //! its partitions reach `min_bytes`; here a waiting partition answers early only when it alone
@@ -129,9 +130,9 @@ struct Wanted {
     current_leader_epoch: i32,
     /// The follower's `last_fetched_epoch` (v12+; -1 for none).
     last_fetched_epoch: i32,
-    /// The replica a consumer should read the partition from instead (KIP-392, see
-    /// `super::read_replica`); `Some`: answered with the leader's offsets and no records.
-    preferred_read_replica: Option<i32>,
+    /// The replicas of the consumer's rack its leader may point it to (KIP-392, see
+    /// `super::read_replica`); empty for none.
+    read_replica_candidates: Vec<NodeId>,
 }
 
 pub async fn handle(
@@ -157,7 +158,6 @@ pub async fn handle(
     };
     // KIP-392: a consumer's Fetch v11+ carries client metadata, so any replica serves it.
     let any_replica = follower.is_none() && version >= FIRST_CLIENT_METADATA_VERSION;
-    let preferred: Vec<Option<i32>> = wanted.iter().map(|w| w.preferred_read_replica).collect();
     let fetching = Fetching {
         follower,
         any_replica,
@@ -167,14 +167,7 @@ pub async fn handle(
     };
     let replies = fetch_all(shard, wanted, &fetching).await;
     let read_committed = req.isolation_level == READ_COMMITTED;
-    let mut topics = lay_out(
-        &req,
-        &names,
-        (replies, preferred),
-        max_bytes,
-        version,
-        read_committed,
-    );
+    let mut topics = lay_out(&req, &names, replies, max_bytes, version, read_committed);
     // The hints are the image's after the wait, looked up only for answers that carry them.
     let node_endpoints = if version >= LEADER_HINTS_VERSION && hinted_answers(&topics) {
         add_leader_hints(&shard.metadata(), &session.listener, &names, &mut topics)
@@ -216,14 +209,14 @@ pub async fn handle(
 fn lay_out(
     req: &FetchRequest,
     names: &[Result<String, i16>],
-    (replies, preferred): (Vec<Option<PartitionReply>>, Vec<Option<i32>>),
+    replies: Vec<Option<PartitionReply>>,
     max_bytes: usize,
     version: i16,
     read_committed: bool,
 ) -> Vec<FetchTopicData> {
     let mut budget_left = max_bytes;
     let mut first_batch = true;
-    let mut replies = replies.into_iter().zip(preferred);
+    let mut replies = replies.into_iter();
     let mut topics = Vec::with_capacity(req.topics.len());
     for (topic, name) in req.topics.iter().zip(names) {
         let mut partitions_out = Vec::with_capacity(topic.partitions.len());
@@ -236,22 +229,19 @@ fn lay_out(
                 partitions_out.push(data);
                 continue;
             }
-            let (reply, preferred) = replies.next().unwrap_or((None, None));
-            let reply = reply.unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable));
+            let reply = replies
+                .next()
+                .flatten()
+                .unwrap_or(PartitionReply::Error(PartitionOpError::ShardUnavailable));
             let mut data = partition_data(p.partition, reply, &mut budget_left, &mut first_batch);
             if version <= LAST_STORAGE_ERROR_DOWN_CONVERTED_VERSION
                 && data.error_code == code(ResponseError::KafkaStorageError)
             {
                 data.error_code = code(ResponseError::NotLeaderOrFollower);
             }
-            if data.error_code == 0 {
-                if let Some(replica) = preferred {
-                    data.preferred_read_replica = replica;
-                }
-            }
             // read_committed gets the list (maybe empty), read_uncommitted none, as Kafka; an
             // answer naming a preferred read replica none (Kafka's `readFromLog` reads nothing).
-            if !read_committed || data.error_code != 0 || preferred.is_some() {
+            if !read_committed || data.error_code != 0 || data.preferred_read_replica >= 0 {
                 data.aborted_transactions = None;
             } else if data.aborted_transactions.is_none() {
                 data.aborted_transactions = Some(Vec::new());
@@ -345,9 +335,12 @@ fn resolve(
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
                 current_leader_epoch: p.current_leader_epoch,
                 last_fetched_epoch: p.last_fetched_epoch,
-                preferred_read_replica: image.zip(client_rack).and_then(|(t, rack)| {
-                    super::read_replica::preferred_read_replica(&meta, t, p.partition, rack)
-                }),
+                read_replica_candidates: image.zip(client_rack).map_or_else(
+                    Vec::new,
+                    |(t, rack)| {
+                        super::read_replica::read_replica_candidates(&meta, t, p.partition, rack)
+                    },
+                ),
             });
         }
         names.push(Ok(name));
@@ -447,8 +440,9 @@ fn reply_bytes(reply: &PartitionReply) -> usize {
     }
 }
 
-/// Whether `reply` ends the wait of the others: an error, or a diverging epoch (the follower
-/// must truncate before anything else helps it, as Kafka's `DelayedFetch` completes).
+/// Whether `reply` ends the wait of the others: an error, a diverging epoch (the follower
+/// must truncate before anything else helps it, as Kafka's `DelayedFetch` completes), or a
+/// preferred read replica (Kafka's `fetchMessages` answers at once then too).
 fn answers_now(reply: &PartitionReply) -> bool {
     match reply {
         PartitionReply::Read { .. } => false,
@@ -471,8 +465,7 @@ struct Fetching {
 }
 
 /// Sends one [`PartitionOp::Fetch`] per partition — [`PartitionOp::ReplicaFetch`] for a
-/// follower's fetch, [`PartitionOp::FetchOffsets`] for a partition answered with a preferred
-/// read replica — all at once, on the leader or, when `any_replica`, on this broker's replica
+/// follower's fetch — all at once, on the leader or, when `any_replica`, on this broker's replica
 /// whatever its role (KIP-392), and collects the answers in request order
 /// (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes`
 /// (at least 1) or an answer is an error or a diverging epoch, the partitions still waiting
@@ -498,7 +491,6 @@ async fn fetch_all(
         let (cancel_tx, cancel) = oneshot::channel::<()>();
         cancels.push(cancel_tx);
         let op = match follower {
-            None if w.preferred_read_replica.is_some() => PartitionOp::FetchOffsets,
             Some(follower) => PartitionOp::ReplicaFetch {
                 replica: follower.replica,
                 fetch_offset: Offset(w.offset),
@@ -513,6 +505,7 @@ async fn fetch_all(
             },
             None => PartitionOp::Fetch {
                 offset: Offset(w.offset),
+                read_replica_candidates: w.read_replica_candidates,
                 max_bytes: w.max_bytes,
                 min_bytes,
                 isolation,
@@ -597,6 +590,17 @@ fn partition_data(
             data.log_start_offset = log_start_offset;
             let end = take_batches(&mut data, batches, budget_left, first_batch);
             data.aborted_transactions = aborted.map(|aborted| aborted_in(&aborted, end));
+        }
+        PartitionReply::ReadElsewhere {
+            preferred_read_replica,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset,
+        } => {
+            data.preferred_read_replica = preferred_read_replica;
+            data.high_watermark = high_watermark;
+            data.last_stable_offset = last_stable_offset;
+            data.log_start_offset = log_start_offset;
         }
         PartitionReply::Error(error) => data.error_code = partition_op_error_code(&error),
         other => {
@@ -704,6 +708,7 @@ mod tests {
 
     #[test]
     fn a_preferred_read_replica_goes_out_with_the_offsets_and_no_aborted_list() {
+        // Partition 0 pointed elsewhere, partition 1 read here (nothing new).
         use net::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
         let req = FetchRequest::default().with_topics(vec![FetchTopic::default()
             .with_topic(TopicName(StrBytes::from_static_str("t")))
@@ -711,30 +716,33 @@ mod tests {
                 FetchPartition::default().with_partition(0),
                 FetchPartition::default().with_partition(1),
             ])]);
-        let offsets = PartitionReply::Read {
+        let elsewhere = PartitionReply::ReadElsewhere {
+            preferred_read_replica: 2,
+            high_watermark: 5,
+            last_stable_offset: 5,
+            log_start_offset: 0,
+        };
+        let read = PartitionReply::Read {
             high_watermark: 5,
             last_stable_offset: 5,
             log_start_offset: 0,
             batches: Vec::new(),
             aborted: None,
         };
-        let failed = PartitionReply::Error(PartitionOpError::NotLeaderOrFollower);
-        let replies = (vec![Some(offsets), Some(failed)], vec![Some(2), Some(3)]);
+        let replies = vec![Some(elsewhere), Some(read)];
         let names = [Ok("t".to_string())];
         let topics = lay_out(&req, &names, replies, 1 << 20, 11, true);
-        let [answered, refused] = &topics[0].partitions[..] else {
+        let [elsewhere, read] = &topics[0].partitions[..] else {
             panic!("two partitions: {topics:?}");
         };
-        assert_eq!(answered.preferred_read_replica, 2);
-        assert_eq!(answered.high_watermark, 5);
+        assert_eq!(elsewhere.preferred_read_replica, 2);
+        assert_eq!(elsewhere.high_watermark, 5);
         assert_eq!(
-            answered.aborted_transactions, None,
+            elsewhere.aborted_transactions, None,
             "read_committed, but nothing read"
         );
-        assert_eq!(
-            refused.preferred_read_replica, -1,
-            "an error names no replica"
-        );
+        assert_eq!(read.preferred_read_replica, -1);
+        assert_eq!(read.aborted_transactions, Some(Vec::new()));
     }
 
     #[test]

@@ -1,34 +1,37 @@
-//! Fetch from the closest replica (KIP-392), the leader's side: which replica a consumer
-//! should read a partition from, Kafka's `RackAwareReplicaSelector` as
+//! Fetch from the closest replica (KIP-392), the leader's side: which replicas a consumer's
+//! Fetch could be pointed to, by Kafka's `RackAwareReplicaSelector` as
 //! `ReplicaManager.findPreferredReadReplica` applies it. Pure: it reads the request's one
-//! metadata snapshot.
+//! metadata snapshot; the partition's leader then picks among them
+//! (`replication::Partition::preferred_read_replica`: in its ISR, holding the fetch offset,
+//! the most caught-up).
 //!
-//! Only a leader answers with a preferred read replica, and only to a consumer's Fetch v11+
-//! naming a `rack_id` when `replica.selector.class` is set. The candidates are the partition's
-//! in-sync replicas whose broker is registered, unfenced and in the client's rack; the leader
-//! itself when it is in that rack, and then none is answered (the consumer stays), nor when no
-//! replica is in that rack. One difference from Kafka: Kafka picks among several candidates in
-//! the rack the most caught-up one (log end offset, then time since caught up) and skips a
-//! replica whose log does not hold the fetch offset; here the candidate with the lowest broker
-//! id is picked from the image's ISR, and a consumer that asks such a follower for an offset it
-//! does not have gets OFFSET_OUT_OF_RANGE, on which Kafka's clients go back to the leader.
+//! Only a leader points a consumer elsewhere, and only for a Fetch v11+ naming a `rack_id`
+//! when `replica.selector.class` is set. The candidates are the partition's other replicas
+//! whose broker is registered, unfenced (Kafka's metadata cache has an endpoint for it) and in
+//! the client's rack; none when the leader itself is in that rack (the selector picks the
+//! leader, and Kafka sends no preferred replica then).
 
 use crate::metadata::ClusterMetadata;
 use replication::metadata::TopicImage;
+use replication::runtime::NodeId;
 
-/// The broker a consumer in rack `client_rack` should read partition `partition` of `topic`
-/// from instead of this broker, which leads it; `None` when this broker does not lead it, is
-/// itself in `client_rack`, or no live in-sync replica is (the module docs).
-pub fn preferred_read_replica(
+/// The replicas of partition `partition` of `topic` that this broker, its leader, may point a
+/// consumer in rack `client_rack` to, by id; empty when this broker does not lead it, is
+/// itself in `client_rack`, or no live replica is (the module docs).
+pub fn read_replica_candidates(
     meta: &ClusterMetadata,
     topic: &TopicImage,
     partition: i32,
     client_rack: &str,
-) -> Option<i32> {
-    if !meta.placement(topic, partition)?.leads {
-        return None;
-    }
-    let p = topic.partitions.get(usize::try_from(partition).ok()?)?;
+) -> Vec<NodeId> {
+    let leads = meta.placement(topic, partition).is_some_and(|p| p.leads);
+    let Some(p) = usize::try_from(partition)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+        .filter(|_| leads)
+    else {
+        return Vec::new();
+    };
     let in_rack = |id: &i32| {
         meta.image
             .brokers
@@ -36,13 +39,13 @@ pub fn preferred_read_replica(
             .is_some_and(|b| !b.fenced && b.rack.as_deref() == Some(client_rack))
     };
     if in_rack(&p.leader) {
-        return None;
+        return Vec::new();
     }
-    p.isr
+    p.replicas
         .iter()
         .filter(|id| **id != p.leader && in_rack(id))
-        .min()
-        .copied()
+        .map(|&id| NodeId(id))
+        .collect()
 }
 
 #[cfg(test)]
@@ -51,8 +54,8 @@ mod tests {
     use replication::metadata::{BrokerRegistration, MetadataImage, PartitionImage};
 
     /// Brokers 1 (rack a), 2 (rack b), 3 (rack b), 4 (rack c, fenced); topic "t" partition 0
-    /// on 1–4 led by 1, ISR `isr`; as broker `node` sees it.
-    fn metadata(node: i32, isr: Vec<i32>) -> (ClusterMetadata, TopicImage) {
+    /// on 1–4 led by 1; as broker `node` sees it.
+    fn metadata(node: i32) -> (ClusterMetadata, TopicImage) {
         let mut image = MetadataImage::default();
         for (id, rack, fenced) in [
             (1, "a", false),
@@ -77,7 +80,7 @@ mod tests {
             internal: false,
             partitions: vec![PartitionImage {
                 replicas: vec![1, 2, 3, 4],
-                isr,
+                isr: vec![1, 2, 3, 4],
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
@@ -91,44 +94,34 @@ mod tests {
     }
 
     #[test]
-    fn the_leader_names_the_lowest_in_sync_replica_of_the_clients_rack() {
-        let (meta, topic) = metadata(1, vec![1, 2, 3, 4]);
-        assert_eq!(preferred_read_replica(&meta, &topic, 0, "b"), Some(2));
-        let (meta, topic) = metadata(1, vec![1, 3, 4]);
+    fn the_leader_may_point_to_the_live_replicas_of_the_clients_rack() {
+        let (meta, topic) = metadata(1);
         assert_eq!(
-            preferred_read_replica(&meta, &topic, 0, "b"),
-            Some(3),
-            "2 is out of the ISR"
+            read_replica_candidates(&meta, &topic, 0, "b"),
+            vec![NodeId(2), NodeId(3)]
         );
     }
 
     #[test]
     fn none_for_the_leaders_rack_an_empty_or_fenced_rack_or_at_a_follower() {
-        let (meta, topic) = metadata(1, vec![1, 2, 3, 4]);
-        assert_eq!(
-            preferred_read_replica(&meta, &topic, 0, "a"),
-            None,
-            "the leader's rack"
-        );
-        assert_eq!(
-            preferred_read_replica(&meta, &topic, 0, "c"),
-            None,
-            "4 is fenced"
-        );
-        assert_eq!(
-            preferred_read_replica(&meta, &topic, 0, "d"),
-            None,
-            "no replica there"
-        );
-        assert_eq!(
-            preferred_read_replica(&meta, &topic, 1, "b"),
-            None,
+        let (meta, topic) = metadata(1);
+        for (rack, why) in [
+            ("a", "the leader's rack"),
+            ("c", "4 is fenced"),
+            ("d", "no replica there"),
+        ] {
+            assert!(
+                read_replica_candidates(&meta, &topic, 0, rack).is_empty(),
+                "{why}"
+            );
+        }
+        assert!(
+            read_replica_candidates(&meta, &topic, 1, "b").is_empty(),
             "no such partition"
         );
-        let (meta, topic) = metadata(2, vec![1, 2, 3, 4]);
-        assert_eq!(
-            preferred_read_replica(&meta, &topic, 0, "b"),
-            None,
+        let (meta, topic) = metadata(2);
+        assert!(
+            read_replica_candidates(&meta, &topic, 0, "b").is_empty(),
             "2 does not lead"
         );
     }

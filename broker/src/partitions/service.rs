@@ -192,16 +192,6 @@ async fn run(
             Ok(PartitionReply::VerificationStarted(guard))
         }
         op @ PartitionOp::Fetch { .. } => fetch(shard, tp, partition, op).await,
-        PartitionOp::FetchOffsets => {
-            let log = partition.log();
-            Ok(PartitionReply::Read {
-                high_watermark: log.high_watermark().0,
-                last_stable_offset: log.last_stable_offset().0,
-                log_start_offset: log.log_start_offset().0,
-                batches: Vec::new(),
-                aborted: None,
-            })
-        }
         op @ PartitionOp::ReplicaFetch { .. } => replica_fetch(shard, tp, &partition, op).await,
         PartitionOp::FollowerPosition => {
             if partition.leader() == partition_node(shard) {
@@ -396,7 +386,8 @@ pub(crate) fn check_produce(
 }
 
 /// A consumer's Fetch (`op`, as [`run`] passes only a Fetch), parked until `min_bytes` or
-/// its deadline.
+/// its deadline — or, on a leader with a replica of the consumer's rack to point to (KIP-392),
+/// answered at once with that replica and the offsets.
 async fn fetch(
     shard: &Shard,
     tp: &TopicPartition,
@@ -405,6 +396,7 @@ async fn fetch(
 ) -> Result<PartitionReply, PartitionOpError> {
     let PartitionOp::Fetch {
         offset,
+        read_replica_candidates,
         max_bytes,
         min_bytes,
         isolation,
@@ -414,6 +406,15 @@ async fn fetch(
     else {
         unreachable!("run passes only a Fetch to fetch");
     };
+    if let Some(replica) = partition.preferred_read_replica(&read_replica_candidates, offset) {
+        let log = partition.log();
+        return Ok(PartitionReply::ReadElsewhere {
+            preferred_read_replica: replica.0,
+            high_watermark: log.high_watermark().0,
+            last_stable_offset: log.last_stable_offset().0,
+            log_start_offset: log.log_start_offset().0,
+        });
+    }
     let parked = &shard.metrics.parked_fetches;
     parked.set(parked.get() + 1);
     let cancelled = async {
