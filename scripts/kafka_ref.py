@@ -332,13 +332,15 @@ class KafkaNode:
 class KafkaCluster:
     """`nodes` combined KRaft nodes (1 or 3 …) under `directory`; every node is a voter."""
 
-    def __init__(self, directory, nodes=1, settings=None, shipped=True):
+    def __init__(self, directory, nodes=1, settings=None, shipped=True, node_settings=None):
         """`shipped`: start from Kafka's config/server.properties (as a user would); False
-        keeps only what a KRaft node needs (the compatibility tests)."""
+        keeps only what a KRaft node needs (the compatibility tests). `settings` go to every
+        node, `node_settings` ({node id: {key: value}}, e.g. `broker.rack`) to one."""
         if nodes < 1:
             raise KafkaRefError("--nodes must be at least 1")
         self.dir = Path(directory)
         self.settings = dict(settings or {})
+        self.node_settings = dict(node_settings or {})
         self.shipped = shipped
         self.cluster_id = _kafka_uuid()
         self.nodes = [KafkaNode(i + 1, self.dir / f"node-{i + 1}", free_port(), free_port())
@@ -353,7 +355,8 @@ class KafkaCluster:
         quorum = ",".join(f"{n.host}:{n.controller_port}" for n in self.nodes)
         rf = min(len(self.nodes), 3)
         for n in self.nodes:
-            n.write_config(quorum, rf, self.settings, self.shipped)
+            settings = {**self.settings, **self.node_settings.get(n.node_id, {})}
+            n.write_config(quorum, rf, settings, self.shipped)
 
     def start(self, preexec_fn=None, timeout=START_TIMEOUT_S):
         """Formats (first start only), starts every node and waits until each lists them all."""
@@ -472,6 +475,7 @@ class KafkaCluster:
         c = cls.__new__(cls)
         c.dir = Path(directory)
         c.settings = {}
+        c.node_settings = {}
         c.shipped = True
         c.cluster_id = st["cluster_id"]
         c._formatted = True

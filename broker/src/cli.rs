@@ -36,7 +36,11 @@ CONFIG KEYS (for --config and --set; Kafka property names):
                                   watermarks are checkpointed, ms       [5000]
     offsets.topic.replication.factor  replicas of __consumer_offsets;
                                   at most the quorum's nodes           [3]
-    broker.rack                   this broker's rack (listed in Metadata) [none]
+    broker.rack                   this broker's rack (replicas are placed
+                                  rack by rack, KIP-36)                 [none]
+    replica.selector.class        org.apache.kafka.common.replica.
+                                  RackAwareReplicaSelector: consumers
+                                  with client.rack read from their rack [none]
     replica.lag.time.max.ms       an ISR follower not caught up this long
                                   leaves the ISR, ms                    [30000]
   Security (docs/operations.md, Security; per listener: listener.name.<l>.KEY):

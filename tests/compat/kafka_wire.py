@@ -233,9 +233,11 @@ def produce_classic(correlation_id, version, topic, partition_batches, acks=1,
 
 
 def fetch_classic(correlation_id, version, topic, partition, offset, isolation_level=0,
-                  max_wait_ms=0, max_bytes=1 << 20, replica_id=-1, current_leader_epoch=-1):
+                  max_wait_ms=0, max_bytes=1 << 20, replica_id=-1, current_leader_epoch=-1,
+                  rack_id=""):
     """Fetch v4-v11 (non-flexible), one partition, without a session; `replica_id` >= 0 makes
-    it a follower's fetch (-1: a consumer's); `current_leader_epoch` (v9+; -1: not checked)."""
+    it a follower's fetch (-1: a consumer's); `current_leader_epoch` (v9+; -1: not checked);
+    `rack_id` (v11+, KIP-392: the consumer's `client.rack`)."""
     assert 4 <= version <= 11
     body = i32(replica_id) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(isolation_level)
     if version >= 7:
@@ -251,7 +253,7 @@ def fetch_classic(correlation_id, version, topic, partition, offset, isolation_l
     if version >= 7:
         body += i32(0)  # forgotten topics
     if version >= 11:
-        body += string("")  # rack id
+        body += string(rack_id)
     return frame(header_v1(API_FETCH, version, correlation_id) + body)
 
 

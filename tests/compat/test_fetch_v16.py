@@ -1,10 +1,11 @@
 """Fetch v12-v16 on the wire, as Apache Kafka answers them: v13+ name topics by id (KIP-516)
 and answer with the id; an id the broker does not know is UNKNOWN_TOPIC_ID (100) for each of
 its partitions, with no records; v15+ carry the replica in ReplicaState (KIP-903; a
-consumer's default is left out); v16 answers a fetch off the leader with NOT_LEADER_OR_FOLLOWER,
-the partition's current leader and epoch, and the leader's endpoint (KIP-951) — v15 with
-the error alone; v12 still names topics. The single-node tests also pass against Kafka 4.4
-(SLUICE_COMPAT_TARGET=kafka); the off-leader test needs a 3-node Sluice cluster.
+consumer's default is left out); v16 answers a fetch at a broker holding no replica with
+NOT_LEADER_OR_FOLLOWER, the partition's current leader and epoch, and the leader's endpoint
+(KIP-951) — v15 with the error alone — while a follower serves it (KIP-392); v12 still names
+topics. The single-node tests also pass against Kafka 4.4 (SLUICE_COMPAT_TARGET=kafka); the
+off-leader test needs a 3-node Sluice cluster.
 
 Not checked here: FENCED_LEADER_EPOCH's hints (a fresh topic is at leader epoch 0, so no
 older epoch can be asked without an election), and a follower's stale broker epoch (covered
@@ -115,8 +116,8 @@ def test_a_v16_fetch_off_the_leader_names_the_leader_and_its_endpoint(sluice_bin
                             node_settings={i: {"broker.rack": f"rack-{i}"} for i in (1, 2, 3)})
     try:
         cluster.start()
-        # Two replicas of three partitions: every partition has a follower and a broker
-        # holding no replica, and both answer with the leader's hints.
+        # Two replicas of three partitions: every partition has a broker holding no replica,
+        # which answers with the leader's hints; its follower serves the fetch (KIP-392).
         client = admin(cluster.bootstrap())
         client.create_topics([NewTopic("hints16", num_partitions=3, replication_factor=2)],
                              operation_timeout=20, request_timeout=20)["hints16"].result()
@@ -130,7 +131,9 @@ def test_a_v16_fetch_off_the_leader_names_the_leader_and_its_endpoint(sluice_bin
                 where = f"partition {p} (leader {leader}, replicas {replicas}) on {node_id}"
                 out, endpoints = fetch(bootstrap, 16, [(topic_id, [(p, epoch, 0)])])
                 got = out[(topic_id, p)]
-                if node_id == leader:
+                if node_id in replicas:
+                    # The leader, and a follower too (KIP-392: a consumer's Fetch v11+ may
+                    # read from any replica, as Kafka's `FetchParams.fetchOnlyLeader` allows).
                     assert got["error"] == 0, (where, got)
                     assert got["current_leader"] is None and endpoints == {}, where
                     continue

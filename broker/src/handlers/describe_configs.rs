@@ -375,7 +375,8 @@ fn broker_config_type(key: &str) -> Option<ConfigType> {
         | "inter.broker.listener.name"
         | "security.inter.broker.protocol"
         | "log.dirs"
-        | "broker.rack" => ConfigType::String,
+        | "broker.rack"
+        | "replica.selector.class" => ConfigType::String,
         "sluice.cores" | "controller.quorum.voters" => ConfigType::List,
         "node.id"
         | "controller.quorum.election.timeout.ms"

@@ -14,8 +14,8 @@
 //! `compression.type=zstd` topic with its zstd batches and no error (Kafka 3's
 //! UNSUPPORTED_COMPRESSION_TYPE went with down-conversion, KIP-724; checked against Kafka 4.4 by
 //! tests/compat/test_fetch_produce_versions.py); up to v5 KAFKA_STORAGE_ERROR is answered as
-//! NOT_LEADER_OR_FOLLOWER; `log_start_offset` is written from v5, `preferred_read_replica` (-1)
-//! from v11 (by `net::encode_fetch_response`).
+//! NOT_LEADER_OR_FOLLOWER; `log_start_offset` is written from v5, `preferred_read_replica`
+//! from v11 (by `net::encode_fetch_response`; -1 unless a leader names one, KIP-392 below).
 //!
 //! Transactions (KIP-98, v4+): `isolation_level` 1 (read_committed) reads below the partition's
 //! last stable offset (LSO) instead of the high watermark, is parked until the LSO (not the
@@ -49,6 +49,19 @@
 //! `NOT_LEADER_OR_FOLLOWER` too, and only a matching one (or none) lets the follower into the
 //! ISR (see `replication::check_follower_broker_epoch`). It is parked like a consumer's, woken
 //! by the leader's writes rather than by the high watermark.
+//!
+//! Fetch from the closest replica (KIP-392, v11+): a consumer's Fetch is served by any replica
+//! of the partition, leader or follower, as Kafka's `FetchParams.fetchOnlyLeader` allows once
+//! the request carries client metadata (v11+; below, only the leader serves and a follower
+//! answers NOT_LEADER_OR_FOLLOWER). A follower reads below the high watermark it learned from
+//! its leader — for read_committed below its last stable offset, which its log keeps from the
+//! replicated transaction markers — after the same `current_leader_epoch` check
+//! (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), and answers OFFSET_OUT_OF_RANGE beyond its
+//! log. With `replica.selector.class` set, the leader answers a consumer naming a `rack_id`
+//! with `preferred_read_replica` when another in-sync replica holding the fetch offset is in
+//! that rack (the most caught-up; `super::read_replica`), at once and with its offsets and no
+//! records, as Kafka's `ReplicaManager.readFromLog`; the consumer fetches from that replica
+//! next.
 //!
 //! One corner differs from Kafka: Kafka answers a parked fetch as soon as the bytes summed over
 //! its partitions reach `min_bytes`; here a waiting partition answers early only when it alone
@@ -85,6 +98,9 @@ use storage::{LeaderEpoch, Offset, RecordBatch, TopicPartition};
 const FETCH_WAIT_MAX_MS: u64 = 30_000;
 /// First Fetch version naming topics by id (KIP-516); an unknown id answers UNKNOWN_TOPIC_ID.
 const FIRST_TOPIC_ID_VERSION: i16 = 13;
+/// First Fetch version carrying the client's metadata (its `rack_id`): a follower serves it and
+/// the leader may answer a preferred read replica (KIP-392).
+const FIRST_CLIENT_METADATA_VERSION: i16 = 11;
 /// First Fetch version carrying `ReplicaState` (replica id and broker epoch, KIP-903).
 const FIRST_REPLICA_STATE_VERSION: i16 = 15;
 /// First Fetch version whose NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers carry
@@ -119,6 +135,9 @@ struct Wanted {
     current_leader_epoch: i32,
     /// The follower's `last_fetched_epoch` (v12+; -1 for none).
     last_fetched_epoch: i32,
+    /// The replicas of the consumer's rack its leader may point it to (KIP-392, see
+    /// `super::read_replica`); empty for none.
+    read_replica_candidates: Vec<NodeId>,
 }
 
 /// Serves one Fetch and frames its response. `request_throttle_ms` meters the request's
@@ -154,7 +173,16 @@ pub async fn handle(
     } else {
         Isolation::HighWatermark
     };
-    let replies = fetch_all(shard, wanted, follower, min_bytes, isolation, deadline).await;
+    // KIP-392: a consumer's Fetch v11+ carries client metadata, so any replica serves it.
+    let any_replica = follower.is_none() && version >= FIRST_CLIENT_METADATA_VERSION;
+    let fetching = Fetching {
+        follower,
+        any_replica,
+        min_bytes,
+        isolation,
+        deadline,
+    };
+    let replies = fetch_all(shard, wanted, &fetching).await;
     let read_committed = req.isolation_level == READ_COMMITTED;
     let mut topics = lay_out(&req, &names, replies, max_bytes, version, read_committed);
     let session_id =
@@ -266,8 +294,9 @@ fn lay_out(
             {
                 data.error_code = code(ResponseError::NotLeaderOrFollower);
             }
-            // read_committed gets the list (maybe empty), read_uncommitted none, as Kafka.
-            if !read_committed || data.error_code != 0 {
+            // read_committed gets the list (maybe empty), read_uncommitted none, as Kafka; an
+            // answer naming a preferred read replica none (Kafka's `readFromLog` reads nothing).
+            if !read_committed || data.error_code != 0 || data.preferred_read_replica >= 0 {
                 data.aborted_transactions = None;
             } else if data.aborted_transactions.is_none() {
                 data.aborted_transactions = Some(Vec::new());
@@ -319,6 +348,13 @@ fn resolve(
     let follower_allowed =
         follower.is_none() || authz::cluster(shard, session, AclOperation::ClusterAction);
     let meta = shard.metadata();
+    // KIP-392: the rack of a consumer the leader may point to a replica in its rack.
+    let client_rack = req.rack_id.as_str();
+    let client_rack = (follower.is_none()
+        && version >= FIRST_CLIENT_METADATA_VERSION
+        && shard.config.rack_aware_replica_selector
+        && !client_rack.is_empty())
+    .then_some(client_rack);
     let mut names = Vec::with_capacity(req.topics.len());
     let mut wanted = Vec::new();
     for topic in &req.topics {
@@ -354,6 +390,12 @@ fn resolve(
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
                 current_leader_epoch: p.current_leader_epoch,
                 last_fetched_epoch: p.last_fetched_epoch,
+                read_replica_candidates: image.zip(client_rack).map_or_else(
+                    Vec::new,
+                    |(t, rack)| {
+                        super::read_replica::read_replica_candidates(&meta, t, p.partition, rack)
+                    },
+                ),
             });
         }
         names.push(Ok(name));
@@ -453,8 +495,9 @@ fn reply_bytes(reply: &PartitionReply) -> usize {
     }
 }
 
-/// Whether `reply` ends the wait of the others: an error, or a diverging epoch (the follower
-/// must truncate before anything else helps it, as Kafka's `DelayedFetch` completes).
+/// Whether `reply` ends the wait of the others: an error, a diverging epoch (the follower
+/// must truncate before anything else helps it, as Kafka's `DelayedFetch` completes), or a
+/// preferred read replica (Kafka's `fetchMessages` answers at once then too).
 fn answers_now(reply: &PartitionReply) -> bool {
     match reply {
         PartitionReply::Read { .. } => false,
@@ -465,19 +508,35 @@ fn answers_now(reply: &PartitionReply) -> bool {
     }
 }
 
+/// How a Fetch's partitions are read ([`fetch_all`]).
+struct Fetching {
+    /// Who sent a follower's fetch (`None`: a consumer's).
+    follower: Option<Follower>,
+    /// Whether a follower of a partition may serve this (consumer's) fetch, KIP-392.
+    any_replica: bool,
+    min_bytes: usize,
+    isolation: Isolation,
+    deadline: MonotonicTime,
+}
+
 /// Sends one [`PartitionOp::Fetch`] per partition — [`PartitionOp::ReplicaFetch`] for a
-/// follower's fetch (`follower`) — all at once, and collects the answers in request order
+/// follower's fetch — all at once, on the leader or, when `any_replica`, on this broker's replica
+/// whatever its role (KIP-392), and collects the answers in request order
 /// (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes`
 /// (at least 1) or an answer is an error or a diverging epoch, the partitions still waiting
 /// are cancelled and answer with what they have.
 async fn fetch_all(
     shard: &Rc<Shard>,
     wanted: Vec<Wanted>,
-    follower: Option<Follower>,
-    min_bytes: usize,
-    isolation: Isolation,
-    deadline: MonotonicTime,
+    fetching: &Fetching,
 ) -> Vec<Option<PartitionReply>> {
+    let Fetching {
+        follower,
+        any_replica,
+        min_bytes,
+        isolation,
+        deadline,
+    } = *fetching;
     let n = wanted.len();
     let mut cancels = Vec::with_capacity(n);
     // Every partition's fetch runs concurrently inside this task: no task spawned, and a local
@@ -501,6 +560,7 @@ async fn fetch_all(
             },
             None => PartitionOp::Fetch {
                 offset: Offset(w.offset),
+                read_replica_candidates: w.read_replica_candidates,
                 max_bytes: w.max_bytes,
                 min_bytes,
                 isolation,
@@ -510,8 +570,12 @@ async fn fetch_all(
         };
         let epoch = replication::fetch_requested_leader_epoch(w.current_leader_epoch);
         fetches.push(async move {
-            let reply = epoch_check::call_checked_placed(shard, w.tp, w.placement, epoch, op);
-            (i, reply.await)
+            let reply = if any_replica {
+                epoch_check::call_checked_hosted(shard, w.tp, w.placement, epoch, op).await
+            } else {
+                epoch_check::call_checked_placed(shard, w.tp, w.placement, epoch, op).await
+            };
+            (i, reply)
         });
     }
     let mut replies: Vec<Option<PartitionReply>> = (0..n).map(|_| None).collect();
@@ -581,6 +645,17 @@ fn partition_data(
             data.log_start_offset = log_start_offset;
             let end = take_batches(&mut data, batches, budget_left, first_batch);
             data.aborted_transactions = aborted.map(|aborted| aborted_in(&aborted, end));
+        }
+        PartitionReply::ReadElsewhere {
+            preferred_read_replica,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset,
+        } => {
+            data.preferred_read_replica = preferred_read_replica;
+            data.high_watermark = high_watermark;
+            data.last_stable_offset = last_stable_offset;
+            data.log_start_offset = log_start_offset;
         }
         PartitionReply::Error(error) => data.error_code = partition_op_error_code(&error),
         other => {
@@ -684,6 +759,45 @@ mod tests {
             follower(&FetchRequest::default(), 16).is_none(),
             "a consumer"
         );
+    }
+
+    #[test]
+    fn a_preferred_read_replica_goes_out_with_the_offsets_and_no_aborted_list() {
+        // Partition 0 pointed elsewhere, partition 1 read here (nothing new).
+        use net::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        let req = FetchRequest::default().with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(vec![
+                FetchPartition::default().with_partition(0),
+                FetchPartition::default().with_partition(1),
+            ])]);
+        let elsewhere = PartitionReply::ReadElsewhere {
+            preferred_read_replica: 2,
+            high_watermark: 5,
+            last_stable_offset: 5,
+            log_start_offset: 0,
+        };
+        let read = PartitionReply::Read {
+            high_watermark: 5,
+            last_stable_offset: 5,
+            log_start_offset: 0,
+            batches: Vec::new(),
+            aborted: None,
+        };
+        let replies = vec![Some(elsewhere), Some(read)];
+        let names = [Ok("t".to_string())];
+        let topics = lay_out(&req, &names, replies, 1 << 20, 11, true);
+        let [elsewhere, read] = &topics[0].partitions[..] else {
+            panic!("two partitions: {topics:?}");
+        };
+        assert_eq!(elsewhere.preferred_read_replica, 2);
+        assert_eq!(elsewhere.high_watermark, 5);
+        assert_eq!(
+            elsewhere.aborted_transactions, None,
+            "read_committed, but nothing read"
+        );
+        assert_eq!(read.preferred_read_replica, -1);
+        assert_eq!(read.aborted_transactions, Some(Vec::new()));
     }
 
     #[test]

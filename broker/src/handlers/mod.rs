@@ -52,6 +52,7 @@ mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
 mod produce_verification;
+mod read_replica;
 mod replica_assignment;
 mod sasl_authenticate;
 mod sasl_handshake;

@@ -39,12 +39,38 @@ pub async fn call_checked_placed(
     current_leader_epoch: Option<LeaderEpoch>,
     op: PartitionOp,
 ) -> PartitionReply {
-    if let (Some(requested), Some(placement)) = (current_leader_epoch, placement) {
-        if let Err(e) = check_hosted(placement, requested) {
-            return PartitionReply::Error(e);
-        }
+    if let Err(e) = check_placed(placement, current_leader_epoch) {
+        return PartitionReply::Error(e);
     }
     super::service::call_placed(shard, tp, placement, op).await
+}
+
+/// [`super::service::call_hosted`] after the check [`call_checked_placed`] makes: `op` runs
+/// on this broker's replica of the partition, leader or follower — a consumer's Fetch that a
+/// follower serves (KIP-392). Errors: as [`call_checked_placed`], but a follower answers.
+pub async fn call_checked_hosted(
+    shard: &Rc<Shard>,
+    tp: TopicPartition,
+    placement: Option<Placement>,
+    current_leader_epoch: Option<LeaderEpoch>,
+    op: PartitionOp,
+) -> PartitionReply {
+    if let Err(e) = check_placed(placement, current_leader_epoch) {
+        return PartitionReply::Error(e);
+    }
+    super::service::call_hosted(shard, tp, placement, op).await
+}
+
+/// The check of `current_leader_epoch` (`None`: no check) against a partition placed so
+/// (`None`: no such partition; the routing answers).
+fn check_placed(
+    placement: Option<Placement>,
+    current_leader_epoch: Option<LeaderEpoch>,
+) -> Result<(), PartitionOpError> {
+    match (current_leader_epoch, placement) {
+        (Some(requested), Some(placement)) => check_hosted(placement, requested),
+        _ => Ok(()),
+    }
 }
 
 /// The check of `requested` against the leader epoch of a partition placed so, when this

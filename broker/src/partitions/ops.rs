@@ -45,9 +45,13 @@ pub enum PartitionOp {
     /// `cancel` (it has enough from other partitions). `isolation` is
     /// [`Isolation::LastStable`] for a read_committed fetch (below the last stable offset,
     /// woken when it moves, with the aborted transactions read), else
-    /// [`Isolation::HighWatermark`].
+    /// [`Isolation::HighWatermark`]. On a leader, when one of `read_replica_candidates` (the
+    /// replicas in the consumer's rack, KIP-392) qualifies
+    /// ([`replication::Partition::preferred_read_replica`]), answered at once with
+    /// [`PartitionReply::ReadElsewhere`] instead.
     Fetch {
         offset: Offset,
+        read_replica_candidates: Vec<NodeId>,
         max_bytes: usize,
         min_bytes: usize,
         isolation: Isolation,
@@ -158,6 +162,15 @@ pub enum PartitionReply {
         batches: Vec<RecordBatch>,
         /// A read_committed fetch's aborted transactions in the range read; `None` otherwise.
         aborted: Option<Vec<storage::AbortedTxn>>,
+    },
+    /// A consumer's [`PartitionOp::Fetch`] pointed to another replica (KIP-392): its id and
+    /// the leader's offsets, no records (Kafka's `ReplicaManager.readFromLog` with a preferred
+    /// read replica).
+    ReadElsewhere {
+        preferred_read_replica: i32,
+        high_watermark: i64,
+        last_stable_offset: i64,
+        log_start_offset: i64,
     },
     /// The answer to a [`PartitionOp::ReplicaFetch`].
     ReplicaRead {

@@ -26,7 +26,8 @@ pub async fn call(shard: &Rc<Shard>, tp: TopicPartition, op: PartitionOp) -> Par
 /// ([`crate::metadata::ClusterMetadata::placement`]; `None`: no such partition) — says: no
 /// lookup here. Errors: [`PartitionOpError::UnknownTopicOrPartition`] without a placement,
 /// [`PartitionOpError::NotLeaderOrFollower`] when the partition exists but this broker does
-/// not lead it (every op here is a leader's: produce, fetch, offsets, record deletion).
+/// not lead it (every op here is a leader's: produce, fetch, offsets, record deletion; a
+/// consumer's Fetch v11+ goes by [`call_hosted`], KIP-392).
 pub async fn call_placed(
     shard: &Rc<Shard>,
     tp: TopicPartition,
@@ -43,7 +44,8 @@ pub async fn call_placed(
 }
 
 /// Runs `op` on the partition's owning shard, here or over the mesh, when this broker is one
-/// of its replicas, leader or follower — `placement` resolved as for [`call_placed`]. Errors:
+/// of its replicas, leader or follower (a consumer's Fetch v11+ that a follower serves,
+/// KIP-392) — `placement` resolved as for [`call_placed`]. Errors:
 /// [`PartitionOpError::UnknownTopicOrPartition`] without a placement,
 /// [`PartitionOpError::NotLeaderOrFollower`] when this broker holds no replica of it (Kafka's
 /// `ReplicaManager.getPartitionOrError` for a partition hosted elsewhere).
@@ -384,7 +386,8 @@ pub(crate) fn check_produce(
 }
 
 /// A consumer's Fetch (`op`, as [`run`] passes only a Fetch), parked until `min_bytes` or
-/// its deadline.
+/// its deadline — or, on a leader with a replica of the consumer's rack to point to (KIP-392),
+/// answered at once with that replica and the offsets.
 async fn fetch(
     shard: &Shard,
     tp: &TopicPartition,
@@ -393,6 +396,7 @@ async fn fetch(
 ) -> Result<PartitionReply, PartitionOpError> {
     let PartitionOp::Fetch {
         offset,
+        read_replica_candidates,
         max_bytes,
         min_bytes,
         isolation,
@@ -402,6 +406,15 @@ async fn fetch(
     else {
         unreachable!("run passes only a Fetch to fetch");
     };
+    if let Some(replica) = partition.preferred_read_replica(&read_replica_candidates, offset) {
+        let log = partition.log();
+        return Ok(PartitionReply::ReadElsewhere {
+            preferred_read_replica: replica.0,
+            high_watermark: log.high_watermark().0,
+            last_stable_offset: log.last_stable_offset().0,
+            log_start_offset: log.log_start_offset().0,
+        });
+    }
     let parked = &shard.metrics.parked_fetches;
     parked.set(parked.get() + 1);
     let cancelled = async {

@@ -82,6 +82,16 @@ impl Cluster {
 
     /// Registers `broker_id` (incarnation `incarnation`) and returns its broker epoch.
     fn register(&mut self, broker_id: i32, incarnation: u128) -> Result<i64, ControllerError> {
+        self.register_in(broker_id, incarnation, None)
+    }
+
+    /// [`Cluster::register`] with `broker.rack` `rack`.
+    fn register_in(
+        &mut self,
+        broker_id: i32,
+        incarnation: u128,
+        rack: Option<&str>,
+    ) -> Result<i64, ControllerError> {
         let op = ControllerOp::RegisterBroker {
             broker_id,
             incarnation_id: Uuid::from_u128(incarnation),
@@ -91,7 +101,7 @@ impl Cluster {
                 port: 9092,
                 security_protocol: 0,
             }],
-            rack: None,
+            rack: rack.map(str::to_string),
         };
         self.run(&op)?;
         match op.answer(&self.before, &self.image) {
@@ -296,6 +306,45 @@ fn ops_with_a_stale_epoch_or_an_unknown_broker_are_refused() {
             ),
             "{op:?}"
         );
+    }
+}
+
+#[test]
+fn placement_spreads_replicas_over_racks() {
+    // Racks a {1, 2}, b {3, 4}, c {5, 6}.
+    let mut c = Cluster::new();
+    for id in 1..=6 {
+        let rack = ["a", "b", "c"][usize::try_from(id - 1).unwrap() / 2];
+        c.register_in(id, 100 + u128::try_from(id).unwrap(), Some(rack))
+            .unwrap();
+        c.unfence(id).unwrap();
+    }
+    let rack_of = |c: &Cluster, id: i32| c.image.brokers[&id].rack.clone();
+    c.create("r", 6, 3, BTreeMap::new()).unwrap();
+    let leaders: Vec<i32> = c.image.topics["r"]
+        .partitions
+        .iter()
+        .map(|p| p.leader)
+        .collect();
+    assert_eq!(
+        leaders,
+        [1, 3, 5, 2, 4, 6],
+        "leaders go round the racks, then their brokers"
+    );
+    for p in &c.image.topics["r"].partitions {
+        let racks: BTreeSet<_> = p.replicas.iter().map(|&b| rack_of(&c, b)).collect();
+        assert_eq!(racks.len(), 3, "one replica per rack: {:?}", p.replicas);
+    }
+    // A fenced broker's rack still has another; a broker without a rack is one more group
+    // (Kafka's placer accepts the mix).
+    c.run(&ControllerOp::FenceBroker { broker_id: 3 }).unwrap();
+    c.register(7, 107).unwrap();
+    c.unfence(7).unwrap();
+    c.create("s", 8, 4, BTreeMap::new()).unwrap();
+    for p in &c.image.topics["s"].partitions {
+        assert!(!p.replicas.contains(&3), "{:?}", p.replicas);
+        let racks: BTreeSet<_> = p.replicas.iter().map(|&b| rack_of(&c, b)).collect();
+        assert_eq!(racks.len(), 4, "racks a, b, c and none: {:?}", p.replicas);
     }
 }
 

@@ -14,7 +14,7 @@
 //! epoch), [`ControllerOp::UnfenceBroker`], [`ControllerOp::FenceBroker`] when
 //! [`BrokerHeartbeats::expired`] names it, [`ControllerOp::ControlledShutdown`]; each moves
 //! leaderships and ISRs so that a leader is always an active broker of its ISR. New
-//! partitions are placed round-robin over the active brokers ([`place_replicas`]).
+//! partitions are placed over the active brokers rack by rack, KIP-36 ([`place_replicas`]).
 //!
 //! Node-local concerns (which shard of a broker serves a partition) are not in the image:
 //! each broker derives them from it.

@@ -14,6 +14,36 @@ impl<S: PartitionStore + 'static> Partition<S> {
         }
     }
 
+    /// The replica a consumer fetching from `fetch_offset` should read from instead of this
+    /// leader (KIP-392), among `candidates` (the replicas in the consumer's rack, the caller's
+    /// choice): those in this leader's ISR whose log end offset, as their fetches told it, is
+    /// at or past `fetch_offset`; of them the most caught-up — the highest log end offset,
+    /// then the latest caught-up time, then the lowest id — as Kafka's
+    /// `ReplicaManager.findPreferredReadReplica` ranks them with `ReplicaView.comparator`.
+    /// `None` on a follower or when no candidate qualifies. Unlike Kafka, a replica's log start
+    /// offset is not checked (the leader does not track it).
+    pub fn preferred_read_replica(
+        &self,
+        candidates: &[NodeId],
+        fetch_offset: Offset,
+    ) -> Option<NodeId> {
+        let role = self.role.borrow();
+        let Role::Leader(isr) = &*role else {
+            return None;
+        };
+        let in_sync = isr.isr();
+        candidates
+            .iter()
+            .filter(|c| in_sync.contains(c))
+            .filter_map(|&c| {
+                let state = isr.follower(c)?;
+                let log_end = state.log_end_offset.filter(|&leo| leo >= fetch_offset)?;
+                Some((log_end, state.last_caught_up_time_ms, std::cmp::Reverse(c)))
+            })
+            .max()
+            .map(|(_, _, std::cmp::Reverse(c))| c)
+    }
+
     /// Batches from `from`, at most `max_bytes` (the first batch whole, KIP-74), below the
     /// high watermark, the last stable offset or the log end as `isolation` says; under
     /// [`Isolation::LastStable`] with the aborted transactions that may have records among

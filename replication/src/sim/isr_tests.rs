@@ -1200,3 +1200,65 @@ fn a_stale_expansion_candidate_is_not_proposed() {
         .expect("a candidate");
     assert_eq!(proposal.new_isr, vec![NodeId(1), NodeId(2)]);
 }
+
+#[test]
+fn the_preferred_read_replica_is_the_most_caught_up_in_sync_candidate() {
+    let mut ex = Executor::new(5);
+    let rt = ex.runtime();
+    let leader = open(&rt, NodeId(1), &SimDisk::default());
+    let three = crate::Leadership {
+        leader_epoch: LeaderEpoch(1),
+        partition_epoch: 0,
+        replicas: vec![NodeId(1), NodeId(2), NodeId(3), NodeId(4)],
+        isr: vec![NodeId(1), NodeId(2), NodeId(3)],
+    };
+    let (p, now) = (leader.clone(), rt.now());
+    ex.run_until(async move { p.become_leader(three, CONFIG, now).await })
+        .expect("runs")
+        .expect("becomes leader");
+    let (_, written) = ex
+        .run_until(produce(leader.clone(), 0, 3, Acks::Leader))
+        .expect("runs");
+    written.expect("the leader's write");
+    let fetch = |ex: &mut Executor, replica: i32, offset: i64| {
+        let (p, now) = (leader.clone(), rt.now());
+        ex.run_until(async move {
+            p.replica_fetch(NodeId(replica), Offset(offset), None, None, 0, now)
+                .await
+        })
+        .expect("runs")
+        .expect("a replica's fetch");
+    };
+    let candidates = [NodeId(2), NodeId(3), NodeId(4)];
+    assert_eq!(
+        leader.preferred_read_replica(&candidates, Offset(0)),
+        None,
+        "no follower has fetched yet"
+    );
+    fetch(&mut ex, 2, 1);
+    fetch(&mut ex, 3, 3);
+    fetch(&mut ex, 4, 3);
+    assert_eq!(
+        leader.preferred_read_replica(&candidates, Offset(0)),
+        Some(NodeId(3)),
+        "3 is ahead of 2, and 4 is out of the ISR"
+    );
+    assert_eq!(
+        leader.preferred_read_replica(&[NodeId(2)], Offset(2)),
+        None,
+        "2's log ends at 1"
+    );
+    fetch(&mut ex, 2, 3);
+    assert_eq!(
+        leader.preferred_read_replica(&candidates, Offset(3)),
+        Some(NodeId(2)),
+        "caught up together: the lowest id"
+    );
+    let follower = open(&rt, NodeId(2), &SimDisk::default());
+    follower.become_follower(NodeId(1), LeaderEpoch(1));
+    assert_eq!(
+        follower.preferred_read_replica(&candidates, Offset(0)),
+        None,
+        "only a leader points elsewhere"
+    );
+}

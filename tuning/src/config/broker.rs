@@ -203,8 +203,15 @@ pub struct BrokerConfig {
     /// 100 (Kafka's); at most `connections.max.idle.ms` (600000) here.
     pub connection_failed_authentication_delay_ms: u64,
     /// `broker.rack`: this broker's rack, registered with the controller and listed in
-    /// Metadata and DescribeCluster (placement does not use it yet). Default: none.
+    /// Metadata and DescribeCluster; new replicas are placed rack by rack (KIP-36). Default:
+    /// none.
     pub broker_rack: Option<String>,
+    /// `replica.selector.class`: when it names Kafka's
+    /// `org.apache.kafka.common.replica.RackAwareReplicaSelector` (the only selector Sluice
+    /// has, KIP-392), a leader answers a consumer's Fetch (v11+) naming a `rack_id` with the
+    /// `preferred_read_replica` in that rack; "" (the default, Kafka's null): no selector,
+    /// consumers read from the leader unless they choose a follower themselves.
+    pub rack_aware_replica_selector: bool,
     /// `authorizer.class.name`: ACLs are checked on every request when it names Kafka's
     /// `org.apache.kafka.metadata.authorizer.StandardAuthorizer` (the only authorizer Sluice
     /// has, KIP-801); "" (the default): no authorizer, the ACL APIs answer SECURITY_DISABLED.
@@ -286,6 +293,7 @@ impl Default for BrokerConfig {
             cleaner: CleanerConfig::default(),
             broker_rack: None,
             authorizer_enabled: false,
+            rack_aware_replica_selector: false,
             super_users: Vec::new(),
             allow_everyone_if_no_acl_found: false,
             connection_failed_authentication_delay_ms: 100,
@@ -1023,6 +1031,33 @@ mod tests {
             .set("leader.imbalance.check.interval.seconds", "0")
             .is_err());
         assert!(b.set("auto.leader.rebalance.enable", "yes").is_err());
+    }
+
+    #[test]
+    fn only_the_rack_aware_replica_selector_is_accepted() {
+        let mut b = BrokerConfig::default();
+        assert!(
+            !b.rack_aware_replica_selector,
+            "Kafka's default is no selector"
+        );
+        b.set(
+            "replica.selector.class",
+            "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+        )
+        .expect("Kafka's rack-aware selector");
+        assert!(b.rack_aware_replica_selector);
+        let refused = b
+            .set(
+                "replica.selector.class",
+                "com.example.NearestReplicaSelector",
+            )
+            .expect_err("Sluice has no other selector");
+        assert!(
+            refused.to_string().contains("RackAwareReplicaSelector"),
+            "{refused}"
+        );
+        b.set("replica.selector.class", "").expect("back to none");
+        assert!(!b.rack_aware_replica_selector);
     }
 
     #[test]

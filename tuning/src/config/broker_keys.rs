@@ -816,6 +816,31 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
         show: Some(|c| c.broker_rack.clone().unwrap_or_default()),
     },
     BrokerKey {
+        name: "replica.selector.class",
+        set: |c, key, value, v| {
+            c.rack_aware_replica_selector = match v {
+                "" => false,
+                RACK_AWARE_REPLICA_SELECTOR => true,
+                _ => {
+                    return Err(invalid(
+                        key,
+                        value,
+                        format!("Sluice's only replica selector is {RACK_AWARE_REPLICA_SELECTOR}"),
+                    ))
+                }
+            };
+            Ok(())
+        },
+        show: Some(|c| {
+            if c.rack_aware_replica_selector {
+                RACK_AWARE_REPLICA_SELECTOR
+            } else {
+                ""
+            }
+            .to_string()
+        }),
+    },
+    BrokerKey {
         name: "authorizer.class.name",
         set: |c, key, value, v| {
             c.authorizer_enabled = match v {
@@ -882,6 +907,11 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
 
 /// Kafka's KRaft authorizer (KIP-801), the value of `authorizer.class.name` that turns ACLs on.
 pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// Kafka's rack-aware replica selector (KIP-392), the value of `replica.selector.class` that
+/// turns preferred read replicas on.
+pub const RACK_AWARE_REPLICA_SELECTOR: &str =
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector";
 
 /// The row of broker key `name`, if it is one (topic defaults are not).
 pub(super) fn broker_key(name: &str) -> Option<&'static BrokerKey> {

@@ -9,8 +9,8 @@
 //! caught up, is fenced when its session expires, and moves its leaderships off before a
 //! controlled shutdown. Leaders come only from the ISR (unless the topic's
 //! `unclean.leader.election.enable` is true), as `PartitionChangeBuilder` elects them; new
-//! partitions are placed round-robin over the active brokers (Kafka's rack-unaware
-//! assignment).
+//! partitions are placed over the active brokers rack by rack (KIP-36, after KRaft's
+//! `StripedReplicaPlacer`; `placement`).
 //!
 //! AlterPartitionReassignments ([`alter_partition_reassignments`], KIP-455) follows KRaft's
 //! reassignment steps; the AlterPartition that brings the last added replica into the ISR
@@ -20,15 +20,14 @@
 //! `PartitionChangeBuilder`'s preferred and unclean elections (KIP-183, KIP-460), without
 //! eligible leader replicas (KIP-966).
 //!
-//! Files by concern, as KRaft's control managers: `topics` (topics, partitions, placement),
+//! Files by concern, as KRaft's control managers: `topics` (topics, partitions), `placement` (rack-aware replica placement),
 //! `brokers` (the broker lifecycle, producer ids), `elections` (AlterPartition, ElectLeaders), `reassignments` (KIP-455),
 //! `balance` (which leaders to move back, `auto.leader.rebalance.enable`), `features`
 //! (finalized features, UpdateFeatures), `acls` (CreateAcls, DeleteAcls), `quotas`
 //! (AlterClientQuotas), `scram` (AlterUserScramCredentials) and `configs`; this one dispatches an op to them. The op vocabulary is
 //! in `super::op`.
 //!
-//! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index); racks
-//! are recorded but not used for placement.
+//! Limits: fencing and shutdown scan every partition (Kafka keeps a broker → ISR index).
 
 mod acls;
 mod balance;
@@ -37,6 +36,7 @@ mod configs;
 mod elections;
 mod features;
 mod lookup;
+mod placement;
 mod quotas;
 mod reassignments;
 mod scram;

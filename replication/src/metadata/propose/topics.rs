@@ -1,6 +1,6 @@
 //! Topics and their partitions (KRaft's `ReplicationControlManager`, topic side): name rules,
-//! the internal-topic check, CreateTopics, DeleteTopics, CreatePartitions and replica
-//! placement (Kafka's rack-unaware round-robin).
+//! the internal-topic check, CreateTopics, DeleteTopics and CreatePartitions; replicas are
+//! placed by `super::placement` (KIP-36).
 
 use super::configs::config_diff;
 use super::lookup::{check_not_internal, existing};
@@ -170,21 +170,22 @@ pub(super) fn manual_assignment(
 
 /// The replicas of each partition in `partitions` with `replication_factor` replicas (-1: the
 /// context's default), placed on the active brokers (registered, unfenced, not in controlled
-/// shutdown) sorted by id, as Kafka's rack-unaware round-robin does: partition `p`'s replicas
-/// are the brokers from `(placement_seed + p) mod n` on, so leaders (the first replica)
-/// spread. Errors: [`ControllerError::InvalidReplicationFactor`] for a factor below 1 or
-/// above the active brokers.
+/// shutdown) rack by rack (KIP-36, see `super::placement`): partition `p` is the placer's
+/// partition `placement_seed + p`, so its replicas span `min(RF, racks)` racks and leaders (the
+/// first replica) spread; without racks, the brokers sorted by id from
+/// `(placement_seed + p) mod n` on. Errors: [`ControllerError::InvalidReplicationFactor`] for
+/// a factor below 1 or above the active brokers.
 pub fn place_replicas(
     image: &MetadataImage,
     ctx: &ProposeContext<'_>,
     replication_factor: i16,
     partitions: std::ops::Range<usize>,
 ) -> Result<Vec<Vec<i32>>, ControllerError> {
-    let active: Vec<i32> = image
+    let active: Vec<(i32, Option<&str>)> = image
         .brokers
         .iter()
         .filter(|(_, b)| b.is_active())
-        .map(|(id, _)| *id)
+        .map(|(id, b)| (*id, b.rack.as_deref()))
         .collect();
     let replication_factor = match replication_factor {
         -1 => ctx.default_replication_factor,
@@ -201,14 +202,11 @@ pub fn place_replicas(
         return Err(refused);
     }
     let n = active.len();
+    let racks = super::placement::group_by_rack(active);
     // `n` is at least 1 here; the seed is reduced first so the sums cannot overflow.
     let start = usize::try_from(ctx.placement_seed % n as u64).unwrap_or(0);
     Ok(partitions
-        .map(|p| {
-            (0..count)
-                .map(|i| active[(start + p % n + i) % n])
-                .collect()
-        })
+        .map(|p| super::placement::striped(&racks, start + p, count))
         .collect())
 }
 
