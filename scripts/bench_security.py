@@ -12,7 +12,8 @@ SASL_SSL listener (SCRAM-SHA-256; user `bench` created through the admin API, as
 (`target/release/sluice`, one shard) first, then Kafka (scripts/kafka-ref's KafkaCluster, one
 KRaft node, the same listeners). Against each, `sluice-loadgen` on CPU 1 runs `latency` and
 `throughput` over PLAINTEXT and over SASL_SSL (--seconds measured after --warmup each, no
-floor, no baselines), then `connect` (--connections connections one at a time: TLS handshake
+baselines; the PLAINTEXT `latency` run also measures the floor, `sluice-floor`, in the same
+run, whose p99 and CPU per record the table prints beside it), then `connect` (--connections connections one at a time: TLS handshake
 over SASL_SSL, TCP only over PLAINTEXT, and one ApiVersions round trip each).
 
 Prints one table (p50/p99/p99.99 ms, msg/s, broker CPU µs per record and what SASL_SSL adds to
@@ -171,12 +172,23 @@ def bench_broker(broker, args, certs, out):
         rows = {"profiles": {}, "connect": {}}
         for profile in PROFILES:
             for protocol in PROTOCOLS:
+                # The floor of the run: once per broker, beside its PLAINTEXT latency run.
+                with_floor = profile == "latency" and protocol == "PLAINTEXT"
+                # Kafka's JVM warms for --kafka-warmup seconds before its first measured run.
+                warmup = args.warmup
+                if broker.name == "kafka" and not rows["profiles"]:
+                    warmup = max(warmup, args.kafka_warmup)
                 result = loadgen(out, f"{broker.name}-{profile}-{protocol.lower()}", [
                     profile, "--bootstrap", broker.bootstrap(protocol),
                     "--bootstrap-pid", str(broker.pid), *client_config(protocol, certs),
-                    "--duration", str(args.seconds), "--warmup", str(args.warmup),
-                    "--no-floor", "--no-baselines"])
+                    "--duration", str(args.seconds), "--warmup", str(warmup),
+                    *([] if with_floor else ["--no-floor"]), "--no-baselines"])
                 (b,) = result["brokers"]
+                if with_floor and result.get("floor"):
+                    f = result["floor"]
+                    rows["floor"] = {"p50_ms": f["p50_ms"], "p99_ms": f["p99_ms"],
+                                     "p9999_ms": f["p9999_ms"],
+                                     "broker_us_per_record": f["cpu"]["broker_us_per_record"]}
                 rows["profiles"][f"{profile}/{protocol}"] = {
                     "p50_ms": b["p50_ms"], "p99_ms": b["p99_ms"], "p9999_ms": b["p9999_ms"],
                     "msgs_per_sec": b["msgs_per_sec"],
@@ -222,6 +234,14 @@ def print_table(summary):
                       f"| {fmt(r['p99_ms'], 3)} | {fmt(r['p9999_ms'], 3)} "
                       f"| {fmt(r['msgs_per_sec'], 0)} | {fmt(r['broker_us_per_record'])} "
                       f"| {fmt(added)} |")
+    print("\n| floor of the run (sluice-floor, PLAINTEXT, beside the broker's latency run) "
+          "| p50 ms | p99 ms | p99.99 ms | CPU µs/record |")
+    print("|---|---:|---:|---:|---:|")
+    for name, rows in summary["brokers"].items():
+        f = rows.get("floor")
+        if f:
+            print(f"| beside {name} | {fmt(f['p50_ms'], 3)} | {fmt(f['p99_ms'], 3)} "
+                  f"| {fmt(f['p9999_ms'], 3)} | {fmt(f['broker_us_per_record'])} |")
     print("\n| broker | new connections | connections/s | broker CPU µs/connection |")
     print("|---|---|---:|---:|")
     for name, rows in summary["brokers"].items():
@@ -237,6 +257,8 @@ def main():
     p.add_argument("--seconds", type=float, default=30.0,
                    help="measured seconds per loadgen run, after the warm-up [30]")
     p.add_argument("--warmup", type=float, default=5.0, help="warm-up seconds per run [5]")
+    p.add_argument("--kafka-warmup", type=float, default=60.0,
+                   help="warm-up seconds of Kafka's first run (its JVM) [60]")
     p.add_argument("--connections", type=int, default=1000,
                    help="connections per connect run [1000]")
     p.add_argument("--brokers", default="sluice,kafka",
