@@ -424,4 +424,4 @@ fn session_topics(partitions: &IndexMap<PartitionKey, CachedPartition>) -> Vec<F
 }
 
 #[cfg(test)]
-mod tests;
+mod fetch_sessions_tests;
