@@ -10,12 +10,20 @@ data directory. It waits until every node answers a Kafka Metadata request listi
 cluster's brokers, prints the bootstrap address, and stops the nodes with SIGTERM (Kafka's
 controlled shutdown), SIGKILL only after a grace period.
 
-    scripts/kafka-ref start [--nodes 3] [--dir D] [--set KEY=VALUE]...   # background; prints bootstrap
+    scripts/kafka-ref start [--nodes 3] [--dir D] [--set KEY=VALUE]... [--node-set ID:KEY=VALUE]...
+                                                  # background; prints bootstrap
     scripts/kafka-ref stop [--dir D]
     scripts/kafka-ref run [--nodes 3] ...         # foreground; stops on SIGTERM/SIGINT
     scripts/kafka-ref fetch                       # only resolve the jars (scripts/test-all)
     scripts/kafka-ref classpath                   # print the class path
     scripts/kafka-ref java CLASS [ARGS...]        # run a Kafka tool, e.g. org.apache.kafka.tools.TopicCommand
+
+`--set` writes a server.properties key into every node's file, `--node-set ID:KEY=VALUE` into
+node ID's only, after the `--set` ones: what differs per node, such as each node's own key
+store in a cluster whose nodes talk mTLS (`--node-set 2:ssl.keystore.location=/pki/node2.pem`).
+The start-up probe speaks PLAINTEXT to each node's first port, so the command line keeps that
+listener; `KafkaCluster(probe_tls=...)` starts clusters whose listeners are all TLS
+(tests/compat/test_cluster_tls.py).
 
 JVM settings are Kafka's own start-script defaults unless the same environment variables
 Kafka's scripts read say otherwise: KAFKA_HEAP_OPTS (default `-Xmx1G -Xms1G`, from
@@ -157,16 +165,19 @@ def classpath(quiet=False):
     return cp
 
 
-def _metadata_brokers(port, timeout=2.0, host="127.0.0.1"):
-    """Sends Metadata v1 (no topics) to `host`:`port`; returns the broker ids it lists."""
+def _metadata_brokers(port, timeout=2.0, host="127.0.0.1", tls=None):
+    """Sends Metadata v1 (no topics) to `host`:`port`, over TLS when `tls` (an
+    `ssl.SSLContext`) is given; returns the broker ids it lists."""
     client_id = b"kafka-ref"
     # Request header v1: api_key, api_version, correlation_id, client_id; body: topics = [] (0).
     body = struct.pack(">hhih", 3, 1, 1, len(client_id)) + client_id + struct.pack(">i", 0)
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(struct.pack(">i", len(body)) + body)
-        head = _recv_exact(s, 4)
-        (size,) = struct.unpack(">i", head)
-        data = _recv_exact(s, size)
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        s = raw if tls is None else tls.wrap_socket(raw, server_hostname=host)
+        with s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = _recv_exact(s, 4)
+            (size,) = struct.unpack(">i", head)
+            data = _recv_exact(s, size)
     pos = 4  # correlation id
     (count,) = struct.unpack_from(">i", data, pos)
     pos += 4
@@ -220,7 +231,9 @@ class KafkaNode:
 
     def write_config(self, quorum_bootstrap, replication_factor, settings, shipped=True):
         # Kafka 4.4's config/server.properties (what a user starts), with this node's ports,
-        # ids and directory; `settings` (--set) are added last and win. Without `shipped`, only
+        # ids and directory; `settings` (--set, then this node's --node-set) are added last and
+        # win; when they name `listeners` but not `advertised.listeners`, Kafka's default (the
+        # listeners) is advertised. Without `shipped`, only
         # the keys a KRaft node needs: the rest stays at Kafka's built-in defaults, as Sluice's
         # do in the compatibility tests (so that DescribeConfigs sources compare).
         props = {
@@ -255,6 +268,8 @@ class KafkaNode:
         })
         if shipped:
             props.update(shipped_file)
+        if "listeners" in settings and "advertised.listeners" not in settings:
+            del props["advertised.listeners"]
         props.update({k: str(v) for k, v in settings.items()})
         self.dir.mkdir(parents=True, exist_ok=True)
         # A value's line breaks (inline PEM keys) are written as `\n` escapes, which
@@ -332,16 +347,20 @@ class KafkaNode:
 class KafkaCluster:
     """`nodes` combined KRaft nodes (1 or 3 …) under `directory`; every node is a voter."""
 
-    def __init__(self, directory, nodes=1, settings=None, shipped=True, node_settings=None):
-        """`shipped`: start from Kafka's config/server.properties (as a user would); False
-        keeps only what a KRaft node needs (the compatibility tests). `settings` go to every
-        node, `node_settings` ({node id: {key: value}}, e.g. `broker.rack`) to one."""
+    def __init__(self, directory, nodes=1, settings=None, shipped=True, node_settings=None,
+                 probe_tls=None):
+        """`settings` go to every node, `node_settings` ({node id: {key: value}}) to one, after
+        `settings`. `shipped`: start from Kafka's config/server.properties (as a user would);
+        False keeps only what a KRaft node needs (the compatibility tests). `probe_tls`: the
+        `ssl.SSLContext` the readiness probe speaks to each node's port with, when that
+        listener is SSL (PLAINTEXT when None)."""
         if nodes < 1:
             raise KafkaRefError("--nodes must be at least 1")
         self.dir = Path(directory)
         self.settings = dict(settings or {})
-        self.node_settings = dict(node_settings or {})
+        self.node_settings = {int(k): dict(v) for k, v in (node_settings or {}).items()}
         self.shipped = shipped
+        self.probe_tls = probe_tls
         self.cluster_id = _kafka_uuid()
         self.nodes = [KafkaNode(i + 1, self.dir / f"node-{i + 1}", free_port(), free_port())
                       for i in range(nodes)]
@@ -351,18 +370,22 @@ class KafkaCluster:
     def bootstrap(self):
         return ",".join(f"{n.host}:{n.port}" for n in self.nodes)
 
-    def _configure(self):
+    def configure(self, node):
+        """Writes `node`'s server.properties from the cluster's and the node's settings (start
+        does so on the first start; call it again before restarting a node whose settings
+        changed)."""
         quorum = ",".join(f"{n.host}:{n.controller_port}" for n in self.nodes)
         rf = min(len(self.nodes), 3)
-        for n in self.nodes:
-            settings = {**self.settings, **self.node_settings.get(n.node_id, {})}
-            n.write_config(quorum, rf, settings, self.shipped)
+        settings = {**self.settings, **self.node_settings.get(node.node_id, {})}
+        node.write_config(quorum, rf, settings, self.shipped)
 
     def start(self, preexec_fn=None, timeout=START_TIMEOUT_S):
-        """Formats (first start only), starts every node and waits until each lists them all."""
+        """Formats (first start only), starts every node and waits until each lists them all;
+        when they do not, stops the nodes and raises KafkaRefError."""
         cp = classpath()
         if not self._formatted:
-            self._configure()
+            for n in self.nodes:
+                self.configure(n)
             voters = None if len(self.nodes) == 1 else ",".join(
                 f"{n.node_id}@{n.host}:{n.controller_port}:{n.directory_id}" for n in self.nodes)
             for n in self.nodes:
@@ -371,10 +394,16 @@ class KafkaCluster:
         for n in self.nodes:
             if not n.alive():
                 n.start(cp, preexec_fn)
-        self.wait_ready(timeout)
+        try:
+            self.wait_ready(timeout)
+        except KafkaRefError:
+            self.stop(grace=5)
+            raise
         return self
 
     def wait_ready(self, timeout=START_TIMEOUT_S):
+        """Waits until every node answers Metadata listing every node as a broker; raises
+        KafkaRefError when a node exits or `timeout` s pass (the nodes keep running)."""
         want = sorted(n.node_id for n in self.nodes)
         deadline = time.monotonic() + timeout
         last = "not tried"
@@ -384,7 +413,7 @@ class KafkaCluster:
                 if not n.alive():
                     raise KafkaRefError(f"Kafka node {n.node_id} exited while starting\n{n.log_tail()}")
                 try:
-                    ids = sorted(_metadata_brokers(n.port, host=n.host))
+                    ids = sorted(_metadata_brokers(n.port, host=n.host, tls=self.probe_tls))
                     if ids == want:
                         pending.remove(n)
                     else:
@@ -394,7 +423,6 @@ class KafkaCluster:
             if pending and time.monotonic() > deadline:
                 tails = "\n".join(f"--- node {n.node_id} ({n.log_path}):\n{n.log_tail()}"
                                   for n in pending)
-                self.stop(grace=5)
                 raise KafkaRefError(f"Kafka not ready after {timeout} s ({last})\n{tails}")
             if pending:
                 time.sleep(0.2)
@@ -476,6 +504,7 @@ class KafkaCluster:
         c.dir = Path(directory)
         c.settings = {}
         c.node_settings = {}
+        c.probe_tls = None
         c.shipped = True
         c.cluster_id = st["cluster_id"]
         c._formatted = True
@@ -494,6 +523,17 @@ def _parse_settings(pairs):
         if not sep or not key:
             raise KafkaRefError(f"--set wants KEY=VALUE, got {pair!r}")
         out[key] = value
+    return out
+
+
+def _parse_node_settings(items):
+    """{node id: {key: value}} from `ID:KEY=VALUE` items (--node-set)."""
+    out = {}
+    for item in items or []:
+        node, sep, pair = item.partition(":")
+        if not sep or not node.isdigit():
+            raise KafkaRefError(f"--node-set wants ID:KEY=VALUE, got {item!r}")
+        out.setdefault(int(node), {}).update(_parse_settings([pair]))
     return out
 
 
@@ -522,6 +562,8 @@ def main(argv=None):
                        help="run directory, emptied first (default target/kafka-ref/run)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="a server.properties key for every node (repeatable)")
+        p.add_argument("--node-set", action="append", metavar="ID:KEY=VALUE",
+                       help="a server.properties key for node ID only, after --set (repeatable)")
     p = sub.add_parser("stop", help="stop a Kafka started with `start` (SIGTERM, SIGKILL after "
                                      f"{STOP_GRACE_S:.0f} s)")
     p.add_argument("--dir", default=str(DEFAULT_RUN_DIR))
@@ -541,8 +583,13 @@ def main(argv=None):
             cp = classpath(quiet=True)
             os.execv(java_bin(), [java_bin(), "-Xmx512m", "-cp", cp, a.main_class, *a.args])
         elif a.command in ("start", "run"):
+            node_settings = _parse_node_settings(a.node_set)
+            unknown = sorted(set(node_settings) - set(range(1, a.nodes + 1)))
+            if unknown:
+                raise KafkaRefError(f"--node-set names nodes {unknown}; the nodes are 1..{a.nodes}")
             directory = _fresh_dir(a.dir)
-            cluster = KafkaCluster(directory, a.nodes, _parse_settings(a.set))
+            cluster = KafkaCluster(directory, a.nodes, _parse_settings(a.set),
+                                   node_settings=node_settings)
             cluster.start()
             (directory / "state.json").write_text(json.dumps(cluster.state(), indent=2))
             print(cluster.bootstrap, flush=True)

@@ -3,11 +3,17 @@
 
 `start_cluster(request, tmp_path, nodes, settings)` starts one and returns it; a test's fixture
 yields it and calls `finish(cluster)` afterwards, which stops the nodes and fails the test if a
-node exited by itself (a crash rather than a kill)."""
+node exited by itself (a crash rather than a kill). `make_cluster` returns one not started yet,
+for settings that name a node's ports (`listeners`) or differ per node (`node_settings`, e.g.
+each node's own key store)."""
 
 import os
 
 from conftest import TARGET, _die_with_parent
+
+
+class NotServing(Exception):
+    """A node did not come to serve in the time given, or exited while starting."""
 
 
 class SluiceClusterTarget:
@@ -17,6 +23,17 @@ class SluiceClusterTarget:
         from sluice_cluster import SluiceCluster
         self.cluster = SluiceCluster(binary, directory, nodes=nodes, settings=settings,
                                      preexec_fn=_die_with_parent)
+        # {node id: {key: value}} applied after `settings` at each start of that node.
+        self.node_settings = self.cluster.node_settings
+        self.node_ids = sorted(self.cluster.nodes)
+
+    def listeners(self, node_id, name, extra=()):
+        """A `listeners` value for node `node_id`: listener `name` on the node's client port,
+        then each (name, port) of `extra`. Sluice's voters listen apart (their own port, the
+        protocol of `controller.listener.names` in `listener.security.protocol.map`)."""
+        n = self.cluster.nodes[node_id]
+        return ",".join([f"{name}://{n.bootstrap}"]
+                        + [f"{x}://127.0.0.1:{port}" for x, port in extra])
 
     def start(self):
         self.cluster.start()
@@ -30,8 +47,14 @@ class SluiceClusterTarget:
     def kill(self, node_id):
         self.cluster.kill(node_id)
 
-    def restart(self, node_id):
-        self.cluster.start_node(node_id)
+    def restart(self, node_id, timeout=60):
+        """Starts node `node_id` again and waits until it serves; NotServing when it does not
+        within `timeout` s."""
+        from sluice_cluster import ClusterError
+        try:
+            self.cluster.start_node(node_id, timeout=timeout)
+        except ClusterError as e:
+            raise NotServing(str(e)) from e
 
     def partition_dirs(self, node_id, topic):
         """The directories of `topic`'s partitions (deleted ones included) on `node_id`."""
@@ -45,6 +68,10 @@ class SluiceClusterTarget:
         return [n.node_id for n in self.cluster.nodes.values()
                 if n.proc is not None and n.proc.poll() not in (None, 0, -9)]
 
+    def log_text(self, node_id):
+        """Everything node `node_id` logged (every start)."""
+        return self.cluster.nodes[node_id].log_path.read_text(errors="replace")
+
     def describe(self):
         return self.cluster.describe()
 
@@ -52,12 +79,23 @@ class SluiceClusterTarget:
 class KafkaClusterTarget:
     """`nodes` combined KRaft nodes of Apache Kafka 4.4 (scripts/kafka_ref.py)."""
 
-    def __init__(self, directory, nodes, settings):
+    def __init__(self, directory, nodes, settings, probe_tls=None):
         import kafka_ref
         self.ref = kafka_ref
         os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m")
-        self.cluster = kafka_ref.KafkaCluster(directory, nodes, settings, shipped=False)
+        self.cluster = kafka_ref.KafkaCluster(directory, nodes, settings, shipped=False,
+                                              probe_tls=probe_tls)
         self.nodes = {n.node_id: n for n in self.cluster.nodes}
+        self.node_settings = self.cluster.node_settings
+        self.node_ids = sorted(self.nodes)
+
+    def listeners(self, node_id, name, extra=()):
+        """A `listeners` value for node `node_id`: listener `name` on the node's client port,
+        the CONTROLLER listener on its voter port, then each (name, port) of `extra`."""
+        n = self.nodes[node_id]
+        return ",".join([f"{name}://{n.host}:{n.port}",
+                         f"CONTROLLER://{n.host}:{n.controller_port}"]
+                        + [f"{x}://{n.host}:{port}" for x, port in extra])
 
     def start(self):
         self.cluster.start(preexec_fn=_die_with_parent)
@@ -72,9 +110,17 @@ class KafkaClusterTarget:
     def kill(self, node_id):
         self.cluster._kill_node(self.nodes[node_id])
 
-    def restart(self, node_id):
-        self.nodes[node_id].start(self.ref.classpath(quiet=True), _die_with_parent)
-        self.cluster.wait_ready()
+    def restart(self, node_id, timeout=90):
+        """Starts node `node_id` again (with its settings as they are now) and waits until
+        every node lists every broker; NotServing when that does not happen within `timeout`
+        s (the nodes keep running)."""
+        n = self.nodes[node_id]
+        self.cluster.configure(n)
+        n.start(self.ref.classpath(quiet=True), _die_with_parent)
+        try:
+            self.cluster.wait_ready(timeout)
+        except self.ref.KafkaRefError as e:
+            raise NotServing(str(e)) from e
 
     def partition_dirs(self, node_id, topic):
         return None  # Kafka's log directories are its own business: not checked.
@@ -85,19 +131,29 @@ class KafkaClusterTarget:
     def exited_badly(self):
         return []
 
+    def log_text(self, node_id):
+        """Everything node `node_id` logged (every start)."""
+        return self.nodes[node_id].log_path.read_text(errors="replace")
+
     def describe(self):
         return "\n".join(f"--- node {i}: {n.log_path}\n{n.log_tail()}"
                          for i, n in self.nodes.items())
 
 
-def start_cluster(request, tmp_path, nodes, settings):
-    """A started cluster of `nodes` nodes of the target under test with broker `settings`."""
+def make_cluster(request, tmp_path, nodes, settings, probe_tls=None):
+    """A cluster of `nodes` nodes of the target under test with broker `settings`, not started.
+    `probe_tls`: the `ssl.SSLContext` Kafka's start-up probe speaks to the nodes' client ports
+    with when that listener is SSL (Sluice's nodes say in their logs when they serve)."""
     if TARGET == "kafka":
         request.getfixturevalue("kafka_classpath")
-        t = KafkaClusterTarget(tmp_path / "kafka", nodes, settings)
-    else:
-        t = SluiceClusterTarget(request.getfixturevalue("sluice_bin"), tmp_path / "cluster",
-                                nodes, settings)
+        return KafkaClusterTarget(tmp_path / "kafka", nodes, settings, probe_tls)
+    return SluiceClusterTarget(request.getfixturevalue("sluice_bin"), tmp_path / "cluster",
+                               nodes, settings)
+
+
+def start_cluster(request, tmp_path, nodes, settings):
+    """A started cluster of `nodes` nodes of the target under test with broker `settings`."""
+    t = make_cluster(request, tmp_path, nodes, settings)
     try:
         t.start()
     except Exception:

@@ -1,15 +1,16 @@
-"""A three-node Sluice cluster whose client, inter-broker and controller listeners all speak
-TLS with `ssl.client.auth=required` (issue #29 points 1 and 7), with certificates made at run
-time (a CA, one certificate per node naming 127.0.0.1/localhost, one client certificate), and
-the StandardAuthorizer on with the nodes' principals in `super.users` and
+"""A three-node cluster whose client, inter-broker and controller listeners all speak TLS with
+`ssl.client.auth=required` (issue #29 points 1 and 7), with certificates made at run time (a
+CA, one certificate per node naming 127.0.0.1/localhost, one client certificate), and the
+StandardAuthorizer on with the nodes' principals in `super.users` and
 `allow.everyone.if.no.acl.found=false`: an RF-3 topic is produced with acks=all over mTLS and
-read back; a SIGKILLed broker restarts and catches up (its replica fetcher speaks TLS); a node
-whose certificate another CA signed cannot join; a client without CLUSTER_ACTION cannot send
-the brokers' forwarded controller requests. The same with a SASL_SSL (PLAIN) inter-broker
-listener.
+read back; a connection without a client certificate, and a plaintext one, get no answer from
+the TLS listener; a SIGKILLed broker restarts and catches up (its replica fetcher speaks TLS); a
+node whose certificate another CA signed is refused by the others and never listed as a broker;
+(Sluice) a client without CLUSTER_ACTION cannot send the brokers' forwarded controller
+requests. The same with a SASL_SSL (PLAIN) inter-broker listener.
 
-Sluice only for now: the same scenario against a 3-node Kafka 4.4 (scripts/kafka-ref with a key
-store per node) is not written yet."""
+Against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka): three combined KRaft nodes from
+scripts/kafka_ref.py configured with the same keys, each with its own PEM key store."""
 
 import datetime
 import ipaddress
@@ -27,17 +28,19 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from cluster_targets import NotServing, finish, make_cluster
 from compat_util import producer, wait_until
+from conftest import TARGET
 from kafka_ref import free_port
-from conftest import _die_with_parent
-from sluice_cluster import ClusterError, SluiceCluster
 import tls_certs
-
-pytestmark = pytest.mark.sluice_only("starts a multi-process Sluice cluster with a key store per node")
 
 RECORDS = 200
 PARTITIONS = 3
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# What a node logs when it refuses a peer's TLS handshake: Sluice's quorum transport and client
+# listener; Kafka's Selector ("Failed authentication with … (SSL handshake failed)").
+HANDSHAKE_REFUSED = {"sluice": ("TLS refused", "closing connection: TLS"),
+                     "kafka": ("SSL handshake failed",)}[TARGET]
 
 
 def _node_cert(ca_key, ca, cn):
@@ -83,8 +86,7 @@ def pki(tmp_path):
     return paths
 
 
-def _cluster(sluice_bin, path, pki, sasl):
-    cluster = SluiceCluster(sluice_bin, path, nodes=3, preexec_fn=_die_with_parent)
+def _cluster(request, tmp_path, pki, sasl):
     inter = "INTERNAL" if sasl else "SSL"
     settings = {
         "broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000,
@@ -107,14 +109,20 @@ def _cluster(sluice_bin, path, pki, sasl):
                 'org.apache.kafka.common.security.plain.PlainLoginModule required '
                 'username="broker" password="broker-secret" user_broker="broker-secret";',
         })
-    cluster.settings = settings
-    for node in cluster.nodes.values():
-        listeners = f"SSL://127.0.0.1:{node.port}"
-        if sasl:
-            listeners += f",INTERNAL://127.0.0.1:{free_port()}"
-        cluster.node_settings[node.node_id] = {
-            "listeners": listeners, "ssl.keystore.location": pki[f"node{node.node_id}"]}
-    return cluster
+    t = make_cluster(request, tmp_path, 3, settings, probe_tls=_client_context(pki))
+    for i in t.node_ids:
+        extra = [("INTERNAL", free_port())] if sasl else []
+        t.node_settings[i] = {"listeners": t.listeners(i, "SSL", extra),
+                              "ssl.keystore.location": pki[f"node{i}"]}
+    return t
+
+
+def _client_context(pki, certificate=True):
+    """A client's TLS context trusting the test CA, with the admin's certificate or none."""
+    context = ssl.create_default_context(cafile=pki["ca"])
+    if certificate:
+        context.load_cert_chain(pki["client"])
+    return context
 
 
 def client_conf(pki, bootstrap):
@@ -152,6 +160,48 @@ def _produce(conf, topic, prefix):
     assert not failed, failed[:3]
 
 
+# ApiVersions v0 with client id "probe" and a correlation id a Kafka response would echo.
+_CORRELATION = 0x5EED
+_API_VERSIONS = struct.pack(">hhih", 18, 0, _CORRELATION, 5) + b"probe"
+
+
+def _answered(sock):
+    """Sends ApiVersions on `sock`; whether a Kafka response to it came back before the peer
+    closed (a TLS alert or a reset is no answer)."""
+    try:
+        sock.sendall(struct.pack(">i", len(_API_VERSIONS)) + _API_VERSIONS)
+        data = b""
+        while len(data) < 8:
+            chunk = sock.recv(8 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+        return False
+    return len(data) == 8 and struct.unpack(">i", data[4:])[0] == _CORRELATION
+
+
+def _answered_tls(context, port):
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as raw:
+        try:
+            tls = context.wrap_socket(raw, server_hostname="127.0.0.1")
+        except (ConnectionResetError, ssl.SSLError):
+            return False
+        with tls:
+            return _answered(tls)
+
+
+def _answered_plaintext(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as raw:
+        return _answered(raw)
+
+
+def _refusals(t):
+    """How many TLS handshakes nodes 1 and 2 refused so far."""
+    logs = [t.log_text(i) for i in (1, 2)]
+    return sum(log.count(marker) for log in logs for marker in HANDSHAKE_REFUSED)
+
+
 def _forward_closed(pki, port):
     context = ssl.create_default_context(cafile=pki["ca"])
     context.load_cert_chain(pki["alice"])
@@ -171,11 +221,11 @@ def _forward_closed(pki, port):
         "the sasl_ssl_plain case runs the same mTLS cluster with SASL on top")),
     True,
 ], ids=["ssl", "sasl_ssl_plain"])
-def test_mtls_cluster(sluice_bin, tmp_path, pki, sasl):
-    cluster = _cluster(sluice_bin, tmp_path / "cluster", pki, sasl)
+def test_mtls_cluster(request, tmp_path, pki, sasl):
+    t = _cluster(request, tmp_path, pki, sasl)
     try:
-        cluster.start()
-        conf = client_conf(pki, cluster.bootstrap())
+        t.start()
+        conf = client_conf(pki, t.bootstrap())
         a = AdminClient(conf)
         a.create_topics([NewTopic("secure", num_partitions=PARTITIONS,
                                   replication_factor=3)])["secure"].result(30)
@@ -185,30 +235,41 @@ def test_mtls_cluster(sluice_bin, tmp_path, pki, sasl):
         _produce(conf, "secure", "a")
         assert len(_read_all(conf, "secure", RECORDS)) == RECORDS
 
+        # The TLS listener answers a client with a certificate the CA signed, and neither one
+        # without a certificate (ssl.client.auth=required) nor one speaking plaintext.
+        port = int(t.node_bootstrap(1).rsplit(":", 1)[1])
+        assert _answered_tls(_client_context(pki), port)
+        assert not _answered_tls(_client_context(pki, certificate=False), port)
+        assert not _answered_plaintext(port)
+
         # A broker SIGKILLed and restarted catches up over the TLS replica fetcher.
-        cluster.kill(3)
-        _produce({**conf, "bootstrap.servers": cluster.bootstrap(exclude=(3,))}, "secure", "b")
-        cluster.start_node(3)
+        t.kill(3)
+        _produce({**conf, "bootstrap.servers": t.bootstrap(exclude=(3,))}, "secure", "b")
+        t.restart(3)
         wait_until(lambda: all(3 in p.isrs for p in
                                a.list_topics("secure", timeout=10).topics["secure"]
                                .partitions.values()), 60, what="node 3 back in every ISR")
         assert len(_read_all(conf, "secure", 2 * RECORDS)) == 2 * RECORDS
 
-        # A client without CLUSTER_ACTION cannot send the brokers' own controller requests
-        # (Sluice's forwarding frame, API key 32000): the connection is closed unanswered.
-        assert _forward_closed(pki, cluster.nodes[1].port)
+        if TARGET == "sluice":
+            # A client without CLUSTER_ACTION cannot send the brokers' own controller requests
+            # (Sluice's forwarding frame, API key 32000): the connection is closed unanswered.
+            assert _forward_closed(pki, port)
 
         # A node whose certificate another CA signed cannot join: the voters and brokers
-        # refuse its TLS, so it never registers and serves.
-        cluster.kill(3)
-        cluster.node_settings[3]["ssl.keystore.location"] = pki["stranger"]
-        with pytest.raises(ClusterError):
-            cluster.start_node(3, timeout=20)
-        cluster.kill(3)
-        logs = "".join(cluster.nodes[i].log_path.read_text(errors="replace") for i in (1, 2))
-        assert "TLS" in logs
+        # refuse its TLS, so it never registers and the others never list it.
+        t.kill(3)
+        t.node_settings[3]["ssl.keystore.location"] = pki["stranger"]
+        refused = _refusals(t)
+        with pytest.raises(NotServing):
+            t.restart(3, timeout=10)
+        wait_until(lambda: _refusals(t) > refused, 60,
+                   what="nodes 1 and 2 refusing node 3's certificate")
+        others = AdminClient({**conf, "bootstrap.servers": t.bootstrap(exclude=(3,))})
+        assert 3 not in others.list_topics(timeout=10).brokers
+        t.kill(3)
     except Exception:
-        print(cluster.describe())
+        print(t.describe())
         raise
     finally:
-        cluster.stop()
+        finish(t)

@@ -1,8 +1,9 @@
 """The Kafka reference script (scripts/kafka-ref): Apache Kafka 4.4.0 from Maven, formatted
 with KRaft's StorageTool and started as one combined node (`start` / `stop`) or as a 3-node
 cluster (`run`, stopped by SIGTERM), on 127.0.0.1 ports of its own. Checked with a real client:
-the bootstrap it prints serves, a 3-replica topic gets 3 in-sync replicas, and stopping leaves
-no Kafka process behind. Needs Java 17+ and Maven (scripts/test-all installs them)."""
+the bootstrap it prints serves, a 3-replica topic gets 3 in-sync replicas, a `--node-set` key
+lands in its node's server.properties only, and stopping leaves no Kafka process behind.
+Needs Java 17+ and Maven (scripts/test-all installs them)."""
 
 import json
 import os
@@ -86,7 +87,9 @@ def test_run_three_nodes_until_sigterm(tmp_path):
         return f"kafka-ref stderr:\n{err_path.read_text(errors='replace')[-6000:]}\n{logs}"
 
     with open(err_path, "w") as err:
-        proc = subprocess.Popen([str(SCRIPT), "run", "--nodes", "3", "--dir", str(run_dir)],
+        proc = subprocess.Popen([str(SCRIPT), "run", "--nodes", "3", "--dir", str(run_dir),
+                                 "--set", "broker.rack=rack-a",
+                                 "--node-set", "2:broker.rack=rack-b"],
                                 stdout=subprocess.PIPE, stderr=err, text=True)
     try:
         line = proc.stdout.readline().strip()
@@ -94,6 +97,10 @@ def test_run_three_nodes_until_sigterm(tmp_path):
         assert len(line.split(",")) == 3, line
         state = json.loads((run_dir / "state.json").read_text())
         assert [n["node_id"] for n in state["nodes"]] == [1, 2, 3]
+        racks = {i: [line for line in (run_dir / f"node-{i}" / "server.properties").read_text()
+                     .splitlines() if line.startswith("broker.rack=")] for i in (1, 2, 3)}
+        assert racks == {1: ["broker.rack=rack-a"], 2: ["broker.rack=rack-b"],
+                         3: ["broker.rack=rack-a"]}, racks
         try:
             a = round_trip(line, "ref-three", replicas=3)
         except Exception as e:
