@@ -151,9 +151,12 @@ def make_cluster(request, tmp_path, nodes, settings, probe_tls=None):
                                nodes, settings)
 
 
-def start_cluster(request, tmp_path, nodes, settings):
-    """A started cluster of `nodes` nodes of the target under test with broker `settings`."""
+def start_cluster(request, tmp_path, nodes, settings, node_settings=None):
+    """A started cluster of `nodes` nodes of the target under test with broker `settings`, and
+    `node_settings` ({node id: {key: value}}) for single nodes."""
     t = make_cluster(request, tmp_path, nodes, settings)
+    for node, extra in (node_settings or {}).items():
+        t.node_settings.setdefault(node, {}).update(extra)
     try:
         t.start()
     except Exception:

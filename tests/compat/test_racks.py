@@ -19,14 +19,13 @@ Runs against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka: a 3-node KRaft cl
 scripts/kafka_ref.py with the same per-node racks). Waits are bounded; nothing asserts a
 duration."""
 
-import os
 import socket
 
 import pytest
 
 import kafka_wire as kw
 from compat_util import create_topic, producer, wait_until
-from conftest import TARGET, _die_with_parent
+from cluster_targets import finish, start_cluster
 from jvm import check_java, run_java
 
 NODES = (1, 2, 3)
@@ -44,28 +43,10 @@ NOT_LEADER_OR_FOLLOWER = 6
 @pytest.fixture(scope="module")
 def bootstrap(request, tmp_path_factory):
     """The bootstrap servers of a 3-node cluster of the target in racks a, b and c."""
-    directory = tmp_path_factory.mktemp("racks")
-    if TARGET == "kafka":
-        request.getfixturevalue("kafka_classpath")
-        import kafka_ref
-        os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m")
-        cluster = kafka_ref.KafkaCluster(directory / "kafka", len(NODES), SETTINGS,
-                                         shipped=False, node_settings=NODE_SETTINGS)
-        try:
-            cluster.start(preexec_fn=_die_with_parent)
-            yield cluster.bootstrap
-        finally:
-            cluster.kill()
-    else:
-        from sluice_cluster import SluiceCluster
-        cluster = SluiceCluster(request.getfixturevalue("sluice_bin"), directory / "cluster",
-                                nodes=len(NODES), settings=SETTINGS,
-                                node_settings=NODE_SETTINGS, preexec_fn=_die_with_parent)
-        try:
-            cluster.start()
-            yield cluster.bootstrap()
-        finally:
-            cluster.stop()
+    t = start_cluster(request, tmp_path_factory.mktemp("racks"), len(NODES), SETTINGS,
+                      NODE_SETTINGS)
+    yield t.bootstrap()
+    finish(t)
 
 
 def test_a_consumer_reads_from_the_replica_in_its_rack(bootstrap, java_classpath):
