@@ -220,6 +220,9 @@ def test_a_client_ids_quota_holds_across_its_connections_on_every_shard(broker, 
             break
     else:
         pytest.fail("1000 requests of 20 kB at 200 kB/s were never throttled")
+    # Sluice's shards see each other's meters at most a report interval (200 ms) late: let
+    # the other shard hear of the first connection's bytes before the second one sends.
+    time.sleep(1)
     # Then both, for SPREAD_SECONDS: the second connection, which sent nothing yet, is
     # throttled by what the first sent, and the two together stay within the quota — the
     # window already holds its fill from the first connection, so what they may add is well
