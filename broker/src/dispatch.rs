@@ -1,6 +1,7 @@
 //! The shard mesh's receiving end: each message another shard sends this one ([`ShardMsg`]) is
 //! handed to the service that owns its kind — the partition service (`partitions::service::run_here`), the
-//! controller, the group service, metadata installation, metrics snapshots.
+//! controller, the group service, metadata installation, metrics snapshots, client-quota
+//! reports.
 
 use crate::messages::ShardMsg;
 use crate::partitions::PartitionOp;
@@ -84,5 +85,6 @@ pub async fn handle_message(shard: &Rc<Shard>, msg: ShardMsg) {
         ShardMsg::Snapshot { reply } => {
             let _ = reply.send(shard.snapshot());
         }
+        ShardMsg::QuotaReport { report } => shard.quota_meters.apply_report(&report),
     }
 }

@@ -71,4 +71,9 @@ pub enum ShardMsg {
     Snapshot {
         reply: oneshot::Sender<crate::metrics::ShardSnapshot>,
     },
+    /// Another shard's client-quota meters that moved since its last report (at most
+    /// `quotas::QUOTA_REPORT_METERS_MAX`), for the broker-wide rates; no reply.
+    QuotaReport {
+        report: Arc<crate::quotas::QuotaReport>,
+    },
 }

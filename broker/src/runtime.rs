@@ -385,8 +385,9 @@ fn log_opened_partitions(shard: &Shard, id: usize) {
     );
 }
 
-/// The shard's background loops: retention, high-watermark checkpoints, the log cleaner, ISR
-/// expiration, and the group coordinator's deadlines, loads and offset expiry.
+/// The shard's background loops: retention, high-watermark checkpoints, client-quota reports
+/// to the other shards (in the default queue: their delay is the quotas' staleness), the log
+/// cleaner, ISR expiration, and the group coordinator's deadlines, loads and offset expiry.
 fn spawn_background_loops(shard: &Rc<Shard>) {
     let background = shard.clone();
     crate::shard::spawn_into(Some(shard.queues.background), async move {
@@ -396,6 +397,10 @@ fn spawn_background_loops(shard: &Rc<Shard>) {
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         background.high_watermark_checkpoint_loop().await
     });
+    if shard.shards > 1 {
+        let reporter = shard.clone();
+        crate::rt::spawn_local(async move { reporter.quota_report_loop().await }).detach();
+    }
     let cleaner = shard.clone();
     crate::shard::spawn_into(Some(shard.queues.background), async move {
         crate::cleaner::cleaner_loop(&cleaner).await

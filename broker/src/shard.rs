@@ -67,7 +67,8 @@ pub struct Shard {
     /// How this broker secures its connections to other brokers' inter-broker listener
     /// (replica fetcher, transaction markers and verification, controller forwarding).
     pub inter_broker: crate::peer::PeerSecurity,
-    /// The produce and fetch byte rates of the clients this shard serves (client quotas).
+    /// The produce and fetch byte rates and request times of the clients this shard serves,
+    /// with the other shards' reported ones (client quotas, metered per broker).
     pub(crate) quota_meters: crate::quotas::QuotaMeters,
     /// Serialises the partition lifecycle's opens, so a log is never opened twice.
     pub(crate) open_lock: crate::rt::Semaphore,
@@ -352,6 +353,26 @@ impl Shard {
             for (tp, p) in self.owned_partitions() {
                 if let Err(e) = p.log().checkpoint_high_watermark().await {
                     tracing::warn!(%tp, error = %e, "writing the high-watermark checkpoint");
+                }
+            }
+        }
+    }
+
+    /// Sends the other shards, every [`crate::quotas::QUOTA_REPORT_INTERVAL_MS`] until
+    /// shutdown, this shard's client-quota meters that moved since the last report (nothing
+    /// while the metadata has no client quotas), so that every shard throttles on the
+    /// broker's rates.
+    pub async fn quota_report_loop(&self) {
+        let interval = std::time::Duration::from_millis(crate::quotas::QUOTA_REPORT_INTERVAL_MS);
+        while !self.sleep_unless_stopped(interval).await {
+            let reports = self
+                .quota_meters
+                .take_reports(&self.metadata.borrow().client_quotas, self.id);
+            for report in reports {
+                for peer in (0..self.shards).filter(|peer| *peer != self.id) {
+                    let report = report.clone();
+                    // A shard that is gone is stopping: its meters no longer matter.
+                    let _ = self.send(peer, ShardMsg::QuotaReport { report }).await;
                 }
             }
         }

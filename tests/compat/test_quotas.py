@@ -3,15 +3,25 @@
 clients and users (AlterClientQuotas, DescribeClientQuotas), and a client over its quota is
 throttled: its responses carry `throttle_time_ms`, which librdkafka reports through
 `throttle_cb`. A client over its `request_percentage` (request handling time) is throttled
-the same way. A client without a quota is never throttled. Passes against Kafka 4.4 too."""
+the same way. A client without a quota is never throttled. Quotas hold per broker: a client
+whose connections Sluice's shards serve apart gets its quota once. Passes against Kafka 4.4
+too."""
 
+import re
 import socket
+import struct
+import threading
+import time
+import urllib.request
 import uuid
+
+import pytest
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_wire as wire
+from conftest import TARGET
 from jvm import check_java, run_java
 
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
@@ -134,3 +144,121 @@ def test_a_client_over_its_request_percentage_is_throttled(broker, java_classpat
     assert busy[-1] <= 1000, busy[-1]
     idle = metadata_throttles(broker, "idle", len(busy))
     assert idle == [0] * len(busy), idle
+
+
+# A client id's produce quota for the test below, B/s, and how long both connections send.
+SPREAD_QUOTA = 200_000
+SPREAD_SECONDS = 8
+SPREAD_RECORD = 20_000
+
+
+def produce_as(sock, client_id, topic, correlation_id):
+    """Produce v3 (acks=1) of one SPREAD_RECORD-byte record to partition 0 as `client_id`;
+    returns the response's `throttle_time_ms`."""
+    batch = wire.record_batch([b"s" * SPREAD_RECORD])
+    body = (wire.string(None) + wire.i16(1) + wire.i32(30000) + wire.i32(1) + wire.string(topic)
+            + wire.i32(1) + wire.i32(0) + wire.bytes_(batch))
+    sock.sendall(wire.frame(wire.header_v1(wire.API_PRODUCE, 3, correlation_id, client_id)
+                            + body))
+    payload = wire.read_frame(sock)
+    corr, out = wire.parse_produce_classic(payload, 3)
+    assert corr == correlation_id and out[(topic, 0)]["error"] == 0, out
+    return struct.unpack(">i", payload[-4:])[0]
+
+
+def shard_counts(broker, name):
+    """Sluice's per-shard metric `name` from the admin `/metrics`: {shard: value}."""
+    with urllib.request.urlopen(broker.admin_url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {int(s): float(v) for s, v in re.findall(rf'^{name}{{shard="(\d+)"}} (\S+)$', text, re.M)}
+
+
+def connections_on_two_shards(broker):
+    """Two connections that Sluice's shards 0 and 1 serve (connections are handed to the
+    shards in turn; each is placed by the shard whose connection count it raised), or, against
+    Kafka (no shards), two connections."""
+    if TARGET == "kafka":
+        return [wire.connect(broker.bootstrap) for _ in range(2)]
+    by_shard, spare = {}, []
+    for i in range(8):
+        before = shard_counts(broker, "sluice_connections")
+        s = wire.connect(broker.bootstrap)
+        s.sendall(wire.api_versions_v0(i))
+        wire.read_frame(s)
+        after = shard_counts(broker, "sluice_connections")
+        raised = [k for k in after if after[k] > before.get(k, 0)]
+        if len(raised) == 1 and raised[0] not in by_shard:
+            by_shard[raised[0]] = s
+        else:
+            spare.append(s)
+        if len(by_shard) == 2:
+            break
+    for s in spare:
+        s.close()
+    assert sorted(by_shard) == [0, 1], f"connections landed on shards {sorted(by_shard)}"
+    return [by_shard[0], by_shard[1]]
+
+
+def test_a_client_ids_quota_holds_across_its_connections_on_every_shard(broker, java_classpath):
+    # Kafka meters a client per broker; Sluice's two shards each serve one of the client's
+    # connections, and the quota holds for their sum, not for each.
+    topic = f"quota-s-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    configs(java_classpath, broker, "--alter", "--add-config",
+            f"producer_byte_rate={SPREAD_QUOTA}", "--entity-type", "clients", "--entity-name",
+            "spread")
+    out = configs(java_classpath, broker, "--describe", "--entity-type", "clients",
+                  "--entity-name", "spread")
+    assert f"producer_byte_rate={SPREAD_QUOTA}" in out, out
+    first, second = connections_on_two_shards(broker)
+    if TARGET != "kafka":
+        produced_before = shard_counts(broker, "sluice_produce_requests_total")
+    # The first connection alone, until it is throttled (its quota's window is full).
+    for correlation_id in range(1000):
+        if produce_as(first, "spread", topic, correlation_id) > 0:
+            break
+    else:
+        pytest.fail("1000 requests of 20 kB at 200 kB/s were never throttled")
+    # Sluice's shards see each other's meters at most a report interval (200 ms) late: let
+    # the other shard hear of the first connection's bytes before the second one sends.
+    time.sleep(1)
+    # Then both, for SPREAD_SECONDS: the second connection, which sent nothing yet, is
+    # throttled by what the first sent, and the two together stay within the quota — the
+    # window already holds its fill from the first connection, so what they may add is well
+    # under the quota × SPREAD_SECONDS (a quota per shard would let the second connection
+    # send a whole window's fill of its own, 10 × the quota, at once).
+    end = time.monotonic() + SPREAD_SECONDS
+    sent, throttles, errors = [0, 0], [[], []], []
+
+    def run(i, sock):
+        correlation_id = 1000
+        try:
+            while time.monotonic() < end:
+                throttle = produce_as(sock, "spread", topic, correlation_id)
+                if time.monotonic() < end:
+                    sent[i] += SPREAD_RECORD
+                    throttles[i].append(throttle)
+                correlation_id += 1
+        except OSError:
+            pass  # closed at the end while waiting out a throttle
+        except Exception as e:  # noqa: BLE001 — reported by the test below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i, s)) for i, s in enumerate((first, second))]
+    for t in threads:
+        t.start()
+    time.sleep(SPREAD_SECONDS)
+    for s in (first, second):
+        s.shutdown(socket.SHUT_RDWR)
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive()
+    first.close()
+    second.close()
+    assert not errors, errors
+    assert any(t > 0 for t in throttles[1]), throttles[1]
+    assert sum(sent) < SPREAD_QUOTA * SPREAD_SECONDS, (sent, throttles)
+    if TARGET != "kafka":
+        produced = shard_counts(broker, "sluice_produce_requests_total")
+        assert all(produced[k] > produced_before.get(k, 0) for k in (0, 1)), produced
