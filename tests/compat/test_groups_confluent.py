@@ -601,7 +601,15 @@ def test_static_member_rejoins_without_rebalance(broker):
 
 
 def listed_groups(a):
-    res = a.list_consumer_groups(request_timeout=30).result(timeout=60)
+    """The groups ListGroups lists; asked again while a coordinator is still loading (Kafka
+    answers COORDINATOR_LOAD_IN_PROGRESS then, and the Java admin client retries it too)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        res = a.list_consumer_groups(request_timeout=30).result(timeout=60)
+        loading = [e for e in res.errors if e.code() == KafkaError.COORDINATOR_LOAD_IN_PROGRESS]
+        if not loading or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert not res.errors, res.errors
     return {g.group_id: g for g in res.valid}
 

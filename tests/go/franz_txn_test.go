@@ -108,7 +108,9 @@ func TestFranzGroupTransactSessionExactlyOnce(t *testing.T) {
 			done, transactions, n, len(aborted))
 	}
 
-	committedOffsets, err := adm.FetchOffsets(ctx, group)
+	// RequireStable (KIP-447): the last transaction's offsets are pending until its markers
+	// are written, which End does not wait for (in Kafka either).
+	committedOffsets, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
 	if err != nil {
 		t.Fatalf("fetch offsets: %v", err)
 	}
