@@ -25,12 +25,15 @@
 //! summed the same way, so `request_percentage=100` is one shard's worth of time, however it
 //! is spread. `controller_mutation_rate` is stored and described, not enforced.
 //!
-//! Limit: meters are per (user, client id), so a quota of a user alone bounds each of its
-//! client ids apart, where Kafka meters all of them together (KIP-55).
+//! What a meter is for follows the quota that matched, as Kafka's metric tags (KIP-55,
+//! `DefaultQuotaCallback.quotaMetricTags`): the user if the matched entity names a user or
+//! the default user, the client id if it names a client id or the default one. So a quota of
+//! a user alone meters all of that user's client ids together, a quota of user + client id
+//! each client id of the user apart, and a quota of a client id alone all its users together.
 
 use crate::session::Session;
 use replication::metadata::quotas::{
-    resolve, ClientQuotas, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
+    resolve_matched, ClientQuotas, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
 };
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -59,8 +62,9 @@ const _: () = assert!(QUOTA_REPORT_METERS_MAX <= METERS_MAX);
 
 /// A sample: (its start, ms since its shard's meters' epoch; its value).
 type Sample = (u64, f64);
-/// What a meter counts, for (user, client id).
-type MeterKey = (Metered, String, String);
+/// What a meter counts, for the user and the client id its quota's entity names (None: the
+/// entity does not name it, so the meter spans all of them).
+type MeterKey = (Metered, Option<String>, Option<String>);
 
 /// One shard's samples of one meter: Kafka's `SampledStat` samples of [`SAMPLE_MS`], of which
 /// those in the last [`SAMPLES`] count.
@@ -196,7 +200,7 @@ pub struct QuotaReport {
     meters: Vec<MeterReport>,
 }
 
-/// One shard's meters, by what they count and (user, client id), with the latest samples the
+/// One shard's meters, by what they count and for whom ([`MeterKey`]), with the latest samples the
 /// other shards reported for them.
 #[derive(Debug)]
 pub struct QuotaMeters {
@@ -271,10 +275,15 @@ impl QuotaMeters {
         amount: f64,
         now_ms: u64,
     ) -> u64 {
-        let Some(quota) = resolve(quotas, user, client_id, metered.quota_key()) else {
+        let Some(quota) = resolve_matched(quotas, user, client_id, metered.quota_key()) else {
             return 0;
         };
-        let key = (metered, user.to_string(), client_id.to_string());
+        let (metered_user, metered_client_id) = quota.metered_as(user, client_id);
+        let key = (
+            metered,
+            metered_user.map(str::to_string),
+            metered_client_id.map(str::to_string),
+        );
         let mut all = self.meters.borrow_mut();
         if all.len() >= METERS_MAX {
             all.retain(|_, m| m.is_live(now_ms));
@@ -289,7 +298,7 @@ impl QuotaMeters {
             .flat_map(|by_shard| by_shard.values());
         let (rate, window_ms) = window_rate(&meter.samples, reported.map(Vec::as_slice), now_ms);
         self.moved.borrow_mut().insert(key);
-        throttle_ms(rate, quota, window_ms).min(metered.throttle_max_ms())
+        throttle_ms(rate, quota.value, window_ms).min(metered.throttle_max_ms())
     }
 
     /// The reports of shard `from_shard` for the other shards: the samples of every meter
@@ -382,19 +391,25 @@ impl QuotaMeters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use replication::metadata::quotas::{QuotaValue, ENTITY_CLIENT_ID};
+    use replication::metadata::quotas::{QuotaValue, ENTITY_CLIENT_ID, ENTITY_USER};
 
-    /// `key`=`value` for client id `client_id`.
-    fn client_quota(client_id: &str, key: &str, value: f64) -> ClientQuotas {
+    /// `key`=`value` for the entity `pairs` (entity type, name; None: the default).
+    fn quota(pairs: &[(&str, Option<&str>)], key: &str, value: f64) -> ClientQuotas {
         let mut quotas = ClientQuotas::default();
+        let entity = pairs
+            .iter()
+            .map(|(kind, name)| (kind.to_string(), name.map(str::to_string)))
+            .collect();
         quotas
-            .entry(vec![(
-                ENTITY_CLIENT_ID.to_string(),
-                Some(client_id.to_string()),
-            )])
+            .entry(entity)
             .or_default()
             .insert(key.to_string(), QuotaValue(value));
         quotas
+    }
+
+    /// `key`=`value` for client id `client_id`.
+    fn client_quota(client_id: &str, key: &str, value: f64) -> ClientQuotas {
+        quota(&[(ENTITY_CLIENT_ID, Some(client_id))], key, value)
     }
 
     /// Sends every report of `from` (shard `from_id`) to `to`, at `now_ms`.
@@ -479,6 +494,31 @@ mod tests {
     }
 
     #[test]
+    fn a_users_quota_meters_all_its_client_ids_together() {
+        // 1 000 B/s for user "u" alone: two client ids taking 6 000 B each in the minimum
+        // 10 s window are 1 200 B/s together, over it; each alone would be within it.
+        let q = quota(&[(ENTITY_USER, Some("u"))], PRODUCER_BYTE_RATE, 1000.0);
+        let a = QuotaMeters::default();
+        assert_eq!(a.record_at(&q, "u", "c1", Metered::Produce, 6000.0, 0), 0);
+        assert!(a.record_at(&q, "u", "c2", Metered::Produce, 6000.0, 0) > 0);
+        // The default user's quota is metered per user, each user apart.
+        let q = quota(&[(ENTITY_USER, None)], PRODUCER_BYTE_RATE, 1000.0);
+        let b = QuotaMeters::default();
+        assert_eq!(b.record_at(&q, "v", "c1", Metered::Produce, 6000.0, 0), 0);
+        assert_eq!(b.record_at(&q, "w", "c1", Metered::Produce, 6000.0, 0), 0);
+        assert!(b.record_at(&q, "v", "c2", Metered::Produce, 6000.0, 0) > 0);
+        // A user + default client id quota: each client id of the user apart.
+        let q = quota(
+            &[(ENTITY_USER, Some("u")), (ENTITY_CLIENT_ID, None)],
+            PRODUCER_BYTE_RATE,
+            1000.0,
+        );
+        let c = QuotaMeters::default();
+        assert_eq!(c.record_at(&q, "u", "c1", Metered::Produce, 6000.0, 0), 0);
+        assert_eq!(c.record_at(&q, "u", "c2", Metered::Produce, 6000.0, 0), 0);
+    }
+
+    #[test]
     fn reports_older_than_the_window_do_not_count() {
         let q = client_quota("c", PRODUCER_BYTE_RATE, 1000.0);
         let epoch = Instant::now();
@@ -527,10 +567,10 @@ mod tests {
 
     #[test]
     fn a_report_carries_at_most_its_bound_of_meters() {
-        let q = client_quota("c", PRODUCER_BYTE_RATE, 1000.0);
+        let q = quota(&[(ENTITY_CLIENT_ID, None)], PRODUCER_BYTE_RATE, 1000.0);
         let a = QuotaMeters::default();
-        for user in 0..QUOTA_REPORT_METERS_MAX + 1 {
-            a.record_at(&q, &user.to_string(), "c", Metered::Produce, 1.0, 0);
+        for client_id in 0..QUOTA_REPORT_METERS_MAX + 1 {
+            a.record_at(&q, "u", &client_id.to_string(), Metered::Produce, 1.0, 0);
         }
         let reports = a.take_reports(&q, 3);
         assert_eq!(reports.len(), 2);

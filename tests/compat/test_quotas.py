@@ -5,7 +5,7 @@ throttled: its responses carry `throttle_time_ms`, which librdkafka reports thro
 `throttle_cb`. A client over its `request_percentage` (request handling time) is throttled
 the same way. A client without a quota is never throttled. Quotas hold per broker: a client
 whose connections Sluice's shards serve apart gets its quota once. Passes against Kafka 4.4
-too."""
+too. A quota of a user meters all its client ids together (KIP-55)."""
 
 import re
 import socket
@@ -262,3 +262,33 @@ def test_a_client_ids_quota_holds_across_its_connections_on_every_shard(broker, 
     if TARGET != "kafka":
         produced = shard_counts(broker, "sluice_produce_requests_total")
         assert all(produced[k] > produced_before.get(k, 0) for k in (0, 1)), produced
+
+
+def test_a_users_quota_holds_across_its_client_ids(broker, java_classpath):
+    # KIP-55: a quota of a user (here the default user, so every user, the unauthenticated
+    # one included) meters all of the user's client ids together, unlike a quota of user +
+    # client id. The first client id sends half of what the quota's window holds, unthrottled;
+    # the second is then throttled after about the other half, where metered on its own it
+    # could send a whole window's fill (100 records) first.
+    topic = f"quota-u-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    configs(java_classpath, broker, "--alter", "--add-config",
+            f"producer_byte_rate={SPREAD_QUOTA}", "--entity-type", "users", "--entity-default")
+    first, second = wire.connect(broker.bootstrap), wire.connect(broker.bootstrap)
+    try:
+        # 50 records of 20 kB: 1 MB over the minimum 10 s window, 100 kB/s of 200 kB/s.
+        first_throttles = [produce_as(first, "app-a", topic, i) for i in range(50)]
+        assert not any(first_throttles), first_throttles
+        # Sluice's shards see each other's meters at most a report interval late.
+        time.sleep(1)
+        for sent in range(1, 76):
+            if produce_as(second, "app-b", topic, sent) > 0:
+                break
+        else:
+            pytest.fail("app-b sent 75 records of 20 kB without a throttle: its user's "
+                        "quota did not count app-a's bytes")
+        assert sent > 20, f"app-b throttled after {sent} records"
+    finally:
+        first.close()
+        second.close()

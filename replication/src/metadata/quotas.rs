@@ -121,22 +121,68 @@ pub fn validate_value(entity: &QuotaEntity, key: &str, value: f64) -> Result<(),
 /// user + default client id, user, default user + client id, default user + default client
 /// id, default user, client id, default client id. `None`: no quota.
 pub fn resolve(quotas: &ClientQuotas, user: &str, client_id: &str, key: &str) -> Option<f64> {
+    resolve_matched(quotas, user, client_id, key).map(|m| m.value)
+}
+
+/// A quota as it was resolved: its value and which of the client's names the matched entity
+/// holds, user or default user, client id or default client id (Kafka's
+/// `DefaultQuotaCallback.quotaMetricTags`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MatchedQuota {
+    /// The quota's value, in the key's unit.
+    pub value: f64,
+    /// The matched entity names a user (or the default user).
+    pub by_user: bool,
+    /// The matched entity names a client id (or the default client id).
+    pub by_client_id: bool,
+}
+
+impl MatchedQuota {
+    /// Which client the quota is metered for, as Kafka's metric tags (KIP-55): the user if the
+    /// matched entity names one, the client id if it names one. So a quota of a user alone
+    /// (or of the default user) meters all of that user's client ids together, and a quota of
+    /// a client id alone all users of that client id.
+    pub fn metered_as<'a>(
+        &self,
+        user: &'a str,
+        client_id: &'a str,
+    ) -> (Option<&'a str>, Option<&'a str>) {
+        (
+            self.by_user.then_some(user),
+            self.by_client_id.then_some(client_id),
+        )
+    }
+}
+
+/// [`resolve`], saying which entity matched.
+pub fn resolve_matched(
+    quotas: &ClientQuotas,
+    user: &str,
+    client_id: &str,
+    key: &str,
+) -> Option<MatchedQuota> {
     let u = |n: Option<&str>| (ENTITY_USER.to_string(), n.map(str::to_string));
     let c = |n: Option<&str>| (ENTITY_CLIENT_ID.to_string(), n.map(str::to_string));
-    let candidates: [QuotaEntity; 8] = [
-        vec![c(Some(client_id)), u(Some(user))],
-        vec![c(None), u(Some(user))],
-        vec![u(Some(user))],
-        vec![c(Some(client_id)), u(None)],
-        vec![c(None), u(None)],
-        vec![u(None)],
-        vec![c(Some(client_id))],
-        vec![c(None)],
+    let candidates: [(QuotaEntity, bool, bool); 8] = [
+        (vec![c(Some(client_id)), u(Some(user))], true, true),
+        (vec![c(None), u(Some(user))], true, true),
+        (vec![u(Some(user))], true, false),
+        (vec![c(Some(client_id)), u(None)], true, true),
+        (vec![c(None), u(None)], true, true),
+        (vec![u(None)], true, false),
+        (vec![c(Some(client_id))], false, true),
+        (vec![c(None)], false, true),
     ];
     candidates
         .iter()
-        .find_map(|entity| quotas.get(entity)?.get(key))
-        .map(|v| v.0)
+        .find_map(|(entity, by_user, by_client_id)| {
+            let value = quotas.get(entity)?.get(key)?.0;
+            Some(MatchedQuota {
+                value,
+                by_user: *by_user,
+                by_client_id: *by_client_id,
+            })
+        })
 }
 
 /// DescribeClientQuotas' match types (KIP-546).
@@ -293,6 +339,35 @@ mod tests {
             Some(1.0)
         );
         assert_eq!(resolve(&quotas, "bob", "app", CONSUMER_BYTE_RATE), None);
+    }
+
+    #[test]
+    fn a_quota_is_metered_for_the_names_its_entity_holds() {
+        let mut quotas = ClientQuotas::new();
+        let mut set = |pairs: &[(&str, Option<&str>)], v: f64| {
+            quotas
+                .entry(entity(pairs))
+                .or_default()
+                .insert(PRODUCER_BYTE_RATE.to_string(), QuotaValue(v));
+        };
+        set(&[("user", Some("alice"))], 3.0);
+        set(&[("user", Some("bob")), ("client-id", None)], 5.0);
+        set(&[("client-id", Some("app"))], 7.0);
+        let m = |user, client| {
+            let q = resolve_matched(&quotas, user, client, PRODUCER_BYTE_RATE).unwrap();
+            (q.value, q.metered_as(user, client))
+        };
+        // A user's quota: all of alice's client ids together.
+        assert_eq!(m("alice", "a1"), (3.0, (Some("alice"), None)));
+        assert_eq!(m("alice", "a2"), (3.0, (Some("alice"), None)));
+        // User + default client id: each of bob's client ids apart.
+        assert_eq!(m("bob", "b1"), (5.0, (Some("bob"), Some("b1"))));
+        // A client id's quota: all users of it together.
+        assert_eq!(m("carol", "app"), (7.0, (None, Some("app"))));
+        assert_eq!(
+            resolve_matched(&quotas, "carol", "other", PRODUCER_BYTE_RATE),
+            None
+        );
     }
 
     #[test]
