@@ -39,6 +39,7 @@ mod publisher;
 mod quorum;
 mod quotas;
 mod replica_fetcher;
+mod replication_quota;
 mod response;
 mod rt;
 mod runtime;

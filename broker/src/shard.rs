@@ -70,6 +70,9 @@ pub struct Shard {
     /// The produce and fetch byte rates and request times of the clients this shard serves,
     /// with the other shards' reported ones (client quotas, metered per broker).
     pub(crate) quota_meters: crate::quotas::QuotaMeters,
+    /// The leader's replication throttle of the follower fetches this shard serves (KIP-73,
+    /// against `leader.replication.throttled.rate / shards`; see [`crate::replication_quota`]).
+    pub(crate) leader_throttle: RefCell<crate::replication_quota::ReplicationQuota>,
     /// Serialises the partition lifecycle's opens, so a log is never opened twice.
     pub(crate) open_lock: crate::rt::Semaphore,
     /// The partition lifecycle's open (see [`OpenPartition`]).
@@ -199,6 +202,7 @@ impl Shard {
             config,
             inter_broker,
             quota_meters: crate::quotas::QuotaMeters::default(),
+            leader_throttle: RefCell::default(),
             open_lock: crate::rt::Semaphore::new(1),
             open_partition,
             this: std::cell::OnceCell::new(),

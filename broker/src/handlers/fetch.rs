@@ -50,6 +50,17 @@
 //! ISR (see `replication::check_follower_broker_epoch`). It is parked like a consumer's, woken
 //! by the leader's writes rather than by the high watermark.
 //!
+//! The leader's replication throttle (KIP-73, as Kafka's `ReplicaManager.readFromLog` and
+//! `shouldLeaderThrottle`; `crate::replication_quota`): a partition whose topic lists this
+//! broker's replica in `leader.replication.throttled.replicas` (`partition:broker` naming the
+//! serving broker, as Kafka's `TopicConfigHandler` reads it, or `*`) is throttled for a
+//! follower not in its ISR; while this shard's throttled bytes go faster than
+//! `leader.replication.throttled.rate / shards`, each throttled partition answers with no
+//! records (no error, offsets as usual) and its bytes do not end the wait (Kafka's
+//! `DelayedFetch`), so a fetch with nothing else to say waits out `max_wait_ms`; the record
+//! bytes sent for throttled partitions are counted into the shard's quota. A topic with no
+//! such list costs one config lookup per follower fetch.
+//!
 //! Fetch from the closest replica (KIP-392, v11+): a consumer's Fetch is served by any replica
 //! of the partition, leader or follower, as Kafka's `FetchParams.fetchOnlyLeader` allows once
 //! the request carries client metadata (v11+; below, only the leader serves and a follower
@@ -76,6 +87,7 @@ use crate::fetch_sessions::FetchContext;
 use crate::metadata::{ClusterMetadata, Placement};
 use crate::metrics::ShardMetrics;
 use crate::partitions::{epoch_check, PartitionOp, PartitionOpError, PartitionReply};
+use crate::replication_quota;
 use crate::response::Response;
 use crate::seam::ShardRuntime;
 use crate::session::Session;
@@ -138,6 +150,9 @@ struct Wanted {
     /// The replicas of the consumer's rack its leader may point it to (KIP-392, see
     /// `super::read_replica`); empty for none.
     read_replica_candidates: Vec<NodeId>,
+    /// Whether the leader throttles this follower's fetch of the partition (KIP-73, see the
+    /// module docs); always false for a consumer.
+    leader_throttled: bool,
 }
 
 /// Serves one Fetch and frames its response. `request_throttle_ms` meters the request's
@@ -182,9 +197,25 @@ pub async fn handle(
         isolation,
         deadline,
     };
-    let replies = fetch_all(shard, wanted, &fetching).await;
+    // KIP-73: which partitions the leader throttles (no allocation when none), and whether
+    // they are held back now.
+    let throttled: Vec<bool> = if wanted.iter().any(|w| w.leader_throttled) {
+        wanted.iter().map(|w| w.leader_throttled).collect()
+    } else {
+        Vec::new()
+    };
+    let held_back: &[bool] = if !throttled.is_empty() && leader_throttle_exceeded(shard) {
+        &throttled
+    } else {
+        &[]
+    };
+    let replies = fetch_all(shard, wanted, &fetching, held_back).await;
     let read_committed = req.isolation_level == READ_COMMITTED;
     let mut topics = lay_out(&req, &names, replies, max_bytes, version, read_committed);
+    if !throttled.is_empty() {
+        let bytes = throttled_bytes(&names, &topics, &throttled);
+        shard.leader_throttle.borrow_mut().record(bytes, now_ms());
+    }
     let session_id =
         match shard
             .fetch_sessions
@@ -242,7 +273,48 @@ fn session_error(error_code: i16, session_id: i32) -> FetchResponseData {
     }
 }
 
-/// The shard clock in ms, for the fetch sessions' last use.
+/// Whether this shard's throttled follower fetches went faster than its share of
+/// `leader.replication.throttled.rate` lately (KIP-73): the rate in effect on this broker —
+/// its dynamic value (this broker's, else the cluster default), else the start-up config's —
+/// divided by the shard count.
+fn leader_throttle_exceeded(shard: &Shard) -> bool {
+    let rate = crate::dynamic_config::DynamicBrokerConfigs::of(
+        &shard.metadata().broker_configs,
+        shard.config.node_id,
+    )
+    .lookup(replication_quota::LEADER_THROTTLED_RATE)
+    .and_then(|(value, _)| value.trim().parse::<u64>().ok())
+    .unwrap_or(shard.config.leader_replication_throttled_rate);
+    let shards = u64::try_from(shard.shards.max(1)).unwrap_or(1);
+    shard
+        .leader_throttle
+        .borrow()
+        .is_exceeded(now_ms(), rate / shards)
+}
+
+/// The record bytes `topics` (as laid out, before any session pruning) carries for the
+/// partitions `throttled` marks, in the order of the resolved request's partitions (`names`:
+/// its topics; an unresolved topic's partitions were never fetched).
+fn throttled_bytes(
+    names: &[Result<String, i16>],
+    topics: &[FetchTopicData],
+    throttled: &[bool],
+) -> u64 {
+    let fetched = topics
+        .iter()
+        .zip(names)
+        .filter(|(_, name)| name.is_ok())
+        .flat_map(|(t, _)| &t.partitions);
+    let bytes: usize = fetched
+        .zip(throttled)
+        .filter(|(_, throttled)| **throttled)
+        .flat_map(|(p, _)| &p.records)
+        .map(|chunk| chunk.len())
+        .sum();
+    u64::try_from(bytes).unwrap_or(u64::MAX)
+}
+
+/// The shard clock in ms, for the fetch sessions' last use and the leader's throttle.
 fn now_ms() -> u64 {
     u64::try_from(ShardRuntime.now().0.as_millis()).unwrap_or(u64::MAX)
 }
@@ -379,7 +451,28 @@ fn resolve(
             names.push(Err(code(ResponseError::TopicAuthorizationFailed)));
             continue;
         }
+        // KIP-73: one lookup per topic of a follower's fetch.
+        let leader_throttled_list = follower.zip(image).and_then(|(_, t)| {
+            t.configs
+                .get(replication_quota::LEADER_THROTTLED_REPLICAS)
+                .map(|list| (list.as_str(), t))
+        });
         for p in &topic.partitions {
+            let leader_throttled = leader_throttled_list.is_some_and(|(list, t)| {
+                let isr = usize::try_from(p.partition)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i))
+                    .map_or(&[][..], |state| &state.isr[..]);
+                follower.is_some_and(|f| {
+                    replication_quota::is_leader_throttled(
+                        list,
+                        p.partition,
+                        shard.config.node_id,
+                        f.replica.0,
+                        isr,
+                    )
+                })
+            });
             wanted.push(Wanted {
                 tp: TopicPartition {
                     topic: name.clone(),
@@ -396,6 +489,7 @@ fn resolve(
                         super::read_replica::read_replica_candidates(&meta, t, p.partition, rack)
                     },
                 ),
+                leader_throttled,
             });
         }
         names.push(Ok(name));
@@ -524,11 +618,14 @@ struct Fetching {
 /// whatever its role (KIP-392), and collects the answers in request order
 /// (`None`: a partition whose answer never came); once the answered bytes reach `min_bytes`
 /// (at least 1) or an answer is an error or a diverging epoch, the partitions still waiting
-/// are cancelled and answer with what they have.
+/// are cancelled and answer with what they have. A partition `held_back` marks (KIP-73, the
+/// leader's throttle) answers with no records, and its bytes count for nothing: when no
+/// other answer ended the wait, the fetch waits out its deadline, as Kafka's `DelayedFetch`.
 async fn fetch_all(
     shard: &Rc<Shard>,
     wanted: Vec<Wanted>,
     fetching: &Fetching,
+    held_back: &[bool],
 ) -> Vec<Option<PartitionReply>> {
     let Fetching {
         follower,
@@ -580,15 +677,27 @@ async fn fetch_all(
     }
     let mut replies: Vec<Option<PartitionReply>> = (0..n).map(|_| None).collect();
     let mut answered_bytes = 0usize;
-    while let Some((i, reply)) = fetches.next().await {
+    let (mut any_held_back, mut ended) = (false, false);
+    while let Some((i, mut reply)) = fetches.next().await {
+        if held_back.get(i).copied().unwrap_or(false) {
+            if let PartitionReply::ReplicaRead { batches, .. } = &mut reply {
+                any_held_back |= !batches.is_empty();
+                batches.clear();
+            }
+        }
         answered_bytes += reply_bytes(&reply);
         if answers_now(&reply) || answered_bytes >= min_bytes.max(1) {
             // Dropping the senders cancels the partitions still waiting.
             cancels.clear();
+            ended = true;
         }
         if let Some(slot) = replies.get_mut(i) {
             *slot = Some(reply);
         }
+    }
+    if any_held_back && !ended {
+        let left = deadline.saturating_duration_since(ShardRuntime.now());
+        crate::rt::sleep(left).await;
     }
     replies
 }

@@ -2,11 +2,12 @@
 //! the parent module).
 
 use super::session::{FetcherSession, SessionFetch, Wanted};
-use super::{quota, FETCHER_SHARD};
+use super::FETCHER_SHARD;
 use crate::metadata::{broker_endpoint, ClusterMetadata};
 use crate::partitions::service::call_replica;
 use crate::partitions::{PartitionOp, PartitionReply};
 use crate::peer::{PeerError, PeerStream};
+use crate::replication_quota as quota;
 use crate::rt::TcpStream;
 use crate::shard::Shard;
 use bytes::{Buf, Bytes};
@@ -336,15 +337,19 @@ fn throttled_partitions(
             let Some(topic) = meta.topics.get(&tp.topic) else {
                 return false;
             };
-            let listed = topic
-                .configs
-                .get(quota::FOLLOWER_THROTTLED_REPLICAS)
-                .is_some_and(|list| quota::lists_replica(list, tp.partition, node));
-            let in_sync = usize::try_from(tp.partition)
+            let isr = usize::try_from(tp.partition)
                 .ok()
                 .and_then(|p| topic.partitions.get(p))
-                .is_some_and(|p| p.isr.contains(&node));
-            listed && !in_sync
+                .map_or(&[][..], |p| &p.isr[..]);
+            quota::is_follower_throttled(
+                topic
+                    .configs
+                    .get(quota::FOLLOWER_THROTTLED_REPLICAS)
+                    .map(String::as_str),
+                tp.partition,
+                node,
+                isr,
+            )
         })
         .cloned()
         .collect()

@@ -41,7 +41,6 @@
 //! handed to their shards one after the other.
 
 pub mod fetcher;
-pub mod quota;
 mod session;
 
 use std::cell::RefCell;
@@ -56,7 +55,7 @@ pub struct ReplicaFetchers {
     /// Dropping a fetcher's task ends it.
     running: RefCell<HashMap<i32, crate::rt::Task<()>>>,
     /// The follower's replication throttle, shared by the fetchers.
-    throttle: RefCell<quota::ReplicationQuota>,
+    throttle: RefCell<crate::replication_quota::ReplicationQuota>,
     /// The origin of the throttle's clock.
     created: Instant,
 }

@@ -1,14 +1,22 @@
-//! The follower's replication throttle (KIP-73; Kafka's `ReplicationQuotaManager` as its
-//! `ReplicaFetcherThread` uses it): the bytes this broker's replica fetchers fetch for
-//! throttled replicas — those its topics list in `follower.replication.throttled.replicas`
-//! (`partition:broker` items, or `*` for all) with this broker, while not in the ISR — are
-//! measured as a rate over a window of one-second samples; while that rate is above
-//! `follower.replication.throttled.rate`, the throttled partitions are left out of the
-//! fetches (in-sync replicas and the others are fetched as usual). Pure: the clock comes in.
+//! The replication throttles (KIP-73; Kafka's `ReplicationQuotaManager`): the bytes moved for
+//! throttled replicas — those a topic lists in `*.replication.throttled.replicas`
+//! (`partition:broker` items, or `*` for all) while they are not in the ISR — are measured as
+//! a rate over a window of one-second samples; while that rate is above the broker's
+//! `*.replication.throttled.rate`, the throttled partitions move nothing (in-sync replicas and
+//! the others move as usual). Pure: the clock comes in.
 //!
-//! State: one [`ReplicationQuota`] per broker, on the fetchers' shard, shared by every
-//! fetcher (Kafka's quota is per broker too). Bounded: at most [`QUOTA_WINDOW_SAMPLES`]
-//! samples.
+//! Two sides, as Kafka's `ReplicaFetcherThread` and `ReplicaManager.readFromLog`:
+//! - the follower's (`follower.*`, `crate::replica_fetcher`): one [`ReplicationQuota`] per
+//!   broker, on the fetchers' shard, shared by every fetcher (per broker, as Kafka's); over
+//!   the rate, its fetches leave the throttled partitions out;
+//! - the leader's (`leader.*`, `crate::handlers::fetch`; the list names the serving broker's
+//!   replicas, throttled for followers out of the ISR): one [`ReplicationQuota`] per shard,
+//!   metering the follower fetches that shard serves against `rate / shards`. The bound: the
+//!   broker sends throttled replicas at most about the rate in all (each shard its share;
+//!   less when the followers' connections sit on fewer shards than all); over its share, a
+//!   shard answers a throttled partition with no records (its offsets as usual).
+//!
+//! Bounded: at most [`QUOTA_WINDOW_SAMPLES`] samples per quota.
 
 use std::collections::VecDeque;
 
@@ -21,8 +29,12 @@ pub const QUOTA_SAMPLE_MS: u64 = 1_000;
 pub const FOLLOWER_THROTTLED_REPLICAS: &str = "follower.replication.throttled.replicas";
 /// The broker config of the follower's throttle, bytes per second.
 pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
+/// The topic config naming the replicas whose fetches their leader throttles.
+pub const LEADER_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
+/// The broker config of the leader's throttle, bytes per second.
+pub const LEADER_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
 
-/// The bytes fetched for throttled replicas over the last [`QUOTA_WINDOW_SAMPLES`] seconds.
+/// The bytes moved for throttled replicas over the last [`QUOTA_WINDOW_SAMPLES`] seconds.
 #[derive(Debug, Default)]
 pub struct ReplicationQuota {
     /// (sample start ms, bytes), oldest first; at most [`QUOTA_WINDOW_SAMPLES`].
@@ -30,7 +42,7 @@ pub struct ReplicationQuota {
 }
 
 impl ReplicationQuota {
-    /// Counts `bytes` fetched at `now_ms`.
+    /// Counts `bytes` moved at `now_ms`.
     pub fn record(&mut self, bytes: u64, now_ms: u64) {
         let start = now_ms - now_ms % QUOTA_SAMPLE_MS;
         match self.samples.back_mut() {
@@ -90,6 +102,28 @@ impl ReplicationQuota {
     }
 }
 
+/// Whether replica `broker` of `partition` is throttled (Kafka's `isThrottled` and not
+/// `isReplicaInSync`): `list`, its topic's `*.replication.throttled.replicas` (`None`: unset),
+/// names it and it is not in `isr`.
+pub fn is_follower_throttled(list: Option<&str>, partition: i32, broker: i32, isr: &[i32]) -> bool {
+    list.is_some_and(|list| lists_replica(list, partition, broker)) && !isr.contains(&broker)
+}
+
+/// Whether the leader, broker `leader`, throttles its fetches of `partition` for follower
+/// `follower` (Kafka's `ReplicaManager.shouldLeaderThrottle` without the rate): `list`, the
+/// topic's `leader.replication.throttled.replicas`, names the leader's replica (Kafka's
+/// `TopicConfigHandler` keeps the items naming the broker it runs on) and the follower is not
+/// in `isr`.
+pub fn is_leader_throttled(
+    list: &str,
+    partition: i32,
+    leader: i32,
+    follower: i32,
+    isr: &[i32],
+) -> bool {
+    lists_replica(list, partition, leader) && !isr.contains(&follower)
+}
+
 /// Whether `list`, a `*.replication.throttled.replicas` value, names replica `broker` of
 /// `partition`: `*`, or a `partition:broker` item (Kafka's `ThrottledReplicaListValidator`
 /// shape; an item that does not parse names nothing).
@@ -129,6 +163,43 @@ mod tests {
             q.record(1, second * 1_000);
         }
         assert!(q.samples.len() <= 11);
+    }
+
+    #[test]
+    fn only_listed_replicas_out_of_the_isr_are_throttled() {
+        assert!(is_follower_throttled(Some("0:3"), 0, 3, &[1, 2]));
+        assert!(is_follower_throttled(Some("*"), 5, 3, &[1]));
+        assert!(
+            !is_follower_throttled(Some("0:3"), 0, 3, &[1, 2, 3]),
+            "in sync: not throttled"
+        );
+        assert!(
+            !is_follower_throttled(Some("0:3"), 1, 3, &[1]),
+            "another partition"
+        );
+        assert!(
+            !is_follower_throttled(Some("0:2"), 0, 3, &[1]),
+            "another broker"
+        );
+        assert!(!is_follower_throttled(None, 0, 3, &[1]), "no list set");
+    }
+
+    #[test]
+    fn a_leader_throttles_its_listed_replicas_for_followers_out_of_the_isr() {
+        assert!(is_leader_throttled("0:1,0:2", 0, 1, 3, &[1, 2]));
+        assert!(is_leader_throttled("*", 4, 1, 3, &[1, 2]));
+        assert!(
+            !is_leader_throttled("0:1,0:2", 0, 1, 2, &[1, 2]),
+            "a follower in sync is not throttled"
+        );
+        assert!(
+            !is_leader_throttled("0:3", 0, 1, 3, &[1]),
+            "the list names the serving broker, not the follower"
+        );
+        assert!(
+            !is_leader_throttled("1:1", 0, 1, 3, &[1]),
+            "another partition"
+        );
     }
 
     #[test]
