@@ -316,15 +316,19 @@ mod tests {
         assert!(validate_value(&ip, CONNECTION_CREATION_RATE, 5.0).is_ok());
     }
 
+    /// Sets `producer_byte_rate` = `v` for the entity `pairs`.
+    fn set_produce_rate(quotas: &mut ClientQuotas, pairs: &[(&str, Option<&str>)], v: f64) {
+        quotas
+            .entry(entity(pairs))
+            .or_default()
+            .insert(PRODUCER_BYTE_RATE.to_string(), QuotaValue(v));
+    }
+
     #[test]
     fn the_most_specific_quota_wins() {
         let mut quotas = ClientQuotas::new();
-        let mut set = |pairs: &[(&str, Option<&str>)], v: f64| {
-            quotas
-                .entry(entity(pairs))
-                .or_default()
-                .insert(PRODUCER_BYTE_RATE.to_string(), QuotaValue(v));
-        };
+        let mut set =
+            |pairs: &[(&str, Option<&str>)], v: f64| set_produce_rate(&mut quotas, pairs, v);
         set(&[("client-id", None)], 1.0);
         set(&[("user", None)], 2.0);
         set(&[("user", Some("alice"))], 3.0);
@@ -344,12 +348,8 @@ mod tests {
     #[test]
     fn a_quota_is_metered_for_the_names_its_entity_holds() {
         let mut quotas = ClientQuotas::new();
-        let mut set = |pairs: &[(&str, Option<&str>)], v: f64| {
-            quotas
-                .entry(entity(pairs))
-                .or_default()
-                .insert(PRODUCER_BYTE_RATE.to_string(), QuotaValue(v));
-        };
+        let mut set =
+            |pairs: &[(&str, Option<&str>)], v: f64| set_produce_rate(&mut quotas, pairs, v);
         set(&[("user", Some("alice"))], 3.0);
         set(&[("user", Some("bob")), ("client-id", None)], 5.0);
         set(&[("client-id", Some("app"))], 7.0);
