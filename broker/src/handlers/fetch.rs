@@ -452,26 +452,24 @@ fn resolve(
             continue;
         }
         // KIP-73: one lookup per topic of a follower's fetch.
-        let leader_throttled_list = follower.zip(image).and_then(|(_, t)| {
+        let leader_throttled_list = follower.zip(image).and_then(|(f, t)| {
             t.configs
                 .get(replication_quota::LEADER_THROTTLED_REPLICAS)
-                .map(|list| (list.as_str(), t))
+                .map(|list| (list.as_str(), t, f))
         });
         for p in &topic.partitions {
-            let leader_throttled = leader_throttled_list.is_some_and(|(list, t)| {
+            let leader_throttled = leader_throttled_list.is_some_and(|(list, t, f)| {
                 let isr = usize::try_from(p.partition)
                     .ok()
                     .and_then(|i| t.partitions.get(i))
                     .map_or(&[][..], |state| &state.isr[..]);
-                follower.is_some_and(|f| {
-                    replication_quota::is_leader_throttled(
-                        list,
-                        p.partition,
-                        shard.config.node_id,
-                        f.replica.0,
-                        isr,
-                    )
-                })
+                replication_quota::is_leader_throttled(
+                    list,
+                    p.partition,
+                    shard.config.node_id,
+                    f.replica.0,
+                    isr,
+                )
             });
             wanted.push(Wanted {
                 tp: TopicPartition {
