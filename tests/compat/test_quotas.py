@@ -152,10 +152,10 @@ SPREAD_SECONDS = 8
 SPREAD_RECORD = 20_000
 
 
-def produce_as(sock, client_id, topic, correlation_id):
-    """Produce v3 (acks=1) of one SPREAD_RECORD-byte record to partition 0 as `client_id`;
+def produce_as(sock, client_id, topic, correlation_id, size=SPREAD_RECORD):
+    """Produce v3 (acks=1) of one `size`-byte record to partition 0 as `client_id`;
     returns the response's `throttle_time_ms`."""
-    batch = wire.record_batch([b"s" * SPREAD_RECORD])
+    batch = wire.record_batch([b"s" * size])
     body = (wire.string(None) + wire.i16(1) + wire.i32(30000) + wire.i32(1) + wire.string(topic)
             + wire.i32(1) + wire.i32(0) + wire.bytes_(batch))
     sock.sendall(wire.frame(wire.header_v1(wire.API_PRODUCE, 3, correlation_id, client_id)
@@ -269,26 +269,34 @@ def test_a_users_quota_holds_across_its_client_ids(broker, java_classpath):
     # one included) meters all of the user's client ids together, unlike a quota of user +
     # client id. The first client id sends half of what the quota's window holds, unthrottled;
     # the second is then throttled after about the other half, where metered on its own it
-    # could send a whole window's fill (100 records) first.
+    # could send a whole window's fill (20 records) first. Records of 100 kB keep a window's
+    # fill to 20 requests, so a slow machine (up to about 400 ms a request) still sends faster
+    # than the quota and the window's samples do not expire under the test.
     topic = f"quota-u-{uuid.uuid4().hex[:8]}"
+    record = SPREAD_QUOTA // 2
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     configs(java_classpath, broker, "--alter", "--add-config",
             f"producer_byte_rate={SPREAD_QUOTA}", "--entity-type", "users", "--entity-default")
+    out = configs(java_classpath, broker, "--describe", "--entity-type", "users",
+                  "--entity-default")
+    assert f"producer_byte_rate={SPREAD_QUOTA}" in out, out
     first, second = wire.connect(broker.bootstrap), wire.connect(broker.bootstrap)
     try:
-        # 50 records of 20 kB: 1 MB over the minimum 10 s window, 100 kB/s of 200 kB/s.
-        first_throttles = [produce_as(first, "app-a", topic, i) for i in range(50)]
+        # 10 records of 100 kB: 1 MB over the minimum 10 s window, 100 kB/s of 200 kB/s.
+        started = time.monotonic()
+        first_throttles = [produce_as(first, "app-a", topic, i, record) for i in range(10)]
         assert not any(first_throttles), first_throttles
         # Sluice's shards see each other's meters at most a report interval late.
         time.sleep(1)
-        for sent in range(1, 76):
-            if produce_as(second, "app-b", topic, sent) > 0:
+        for sent in range(1, 16):
+            if produce_as(second, "app-b", topic, sent, record) > 0:
                 break
         else:
-            pytest.fail("app-b sent 75 records of 20 kB without a throttle: its user's "
-                        "quota did not count app-a's bytes")
-        assert sent > 20, f"app-b throttled after {sent} records"
+            pytest.fail(f"app-b sent 15 records of 100 kB without a throttle in "
+                        f"{time.monotonic() - started:.1f} s: its user's quota did not count "
+                        "app-a's bytes")
+        assert sent > 5, f"app-b throttled after {sent} records"
     finally:
         first.close()
         second.close()

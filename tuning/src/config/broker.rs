@@ -877,6 +877,16 @@ mod tests {
             assert!(matches!(err, ConfigError::Unsupported { .. }), "{err}");
             assert_eq!(err.key(), Some(key));
         }
+        // A key Sluice accepts is never refused: the refused list is checked first.
+        for (key, _) in crate::kafka_keys::UNSUPPORTED_BROKER_KEYS {
+            assert!(
+                !broker_key_names().contains(key),
+                "{key} is both accepted and refused"
+            );
+        }
+        b.set("transaction.state.log.replication.factor", "1")
+            .expect("transactions are built");
+        assert_eq!(b.transaction_state_log_replication_factor, 1);
         b.set("min.insync.replicas", "2").expect("topic default");
         assert_eq!(b.topic_defaults.min_insync_replicas, 2);
         b.set("log.roll.jitter.hours", "1").expect("coarse synonym");
