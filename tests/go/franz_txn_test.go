@@ -2,12 +2,14 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -109,13 +111,28 @@ func TestFranzGroupTransactSessionExactlyOnce(t *testing.T) {
 	}
 
 	// RequireStable (KIP-447): the last transaction's offsets are pending until its markers
-	// are written, which End does not wait for (in Kafka either).
-	committedOffsets, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
-	if err != nil {
-		t.Fatalf("fetch offsets: %v", err)
-	}
+	// are written, which End does not wait for (in Kafka either): a partition answers
+	// UNSTABLE_OFFSET_COMMIT until then, and the client asks again.
 	var committedSum int64
-	committedOffsets.Each(func(o kadm.OffsetResponse) { committedSum += o.At })
+	for unstable := true; unstable; {
+		committedOffsets, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+		if err != nil {
+			t.Fatalf("fetch offsets: %v", err)
+		}
+		committedSum, unstable = 0, false
+		committedOffsets.Each(func(o kadm.OffsetResponse) {
+			switch {
+			case errors.Is(o.Err, kerr.UnstableOffsetCommit) && ctx.Err() == nil:
+				unstable = true
+			case o.Err != nil:
+				t.Fatalf("fetch the offset of %s-%d: %v", o.Topic, o.Partition, o.Err)
+			}
+			committedSum += o.At
+		})
+		if unstable {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	if committedSum != n {
 		t.Fatalf("the group committed offsets summing to %d, want %d", committedSum, n)
 	}
