@@ -47,9 +47,12 @@ pub const REPLICA_SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
 pub const BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// The longest back-off (the first doubles up to it while errors go on).
 pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// The wait when every partition of a fetcher is held back by the follower's throttle
-/// (Kafka's `replica.fetch.backoff.ms` default).
-pub const THROTTLED_BACKOFF: Duration = Duration::from_secs(1);
+/// The wait when every partition of a fetcher is held back by the follower's throttle, before
+/// the throttle and the ISR are looked at again. Kafka waits `replica.fetch.backoff.ms` (1 s);
+/// a replica the leader has just taken into the ISR is no longer throttled, and the leader's
+/// `acks=all` produces wait for it: a fetcher asleep for a second then would hold them up to
+/// that second.
+pub const THROTTLED_BACKOFF: Duration = BACKOFF_MIN;
 /// The Fetch version the fetchers speak (every node is a Sluice broker, which serves it):
 /// topic ids (v13+, KIP-516), the broker epoch in `ReplicaState` (v15+, KIP-903), diverging
 /// epochs (v12+, KIP-320).
@@ -206,25 +209,30 @@ struct Position {
 
 /// The partitions in back-off after an error (Kafka's `delayPartitions`): each is left out of
 /// the fetches until its time comes, so one failing partition does not slow the others.
-/// Holds at most the fetcher's partitions (pruned with them every round).
+/// Holds at most the fetcher's partitions (pruned with them every round). A back-off belongs
+/// to the leader epoch it failed at: a new epoch in the image (the error was most often the
+/// stale epoch's FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH) ends it, so a follower whose
+/// image lagged the leader's by a few rounds fetches at once, not after a doubled back-off.
 #[derive(Default)]
 struct Delays {
-    /// Per partition: when it is fetched again, and its back-off (doubling per error).
-    until: HashMap<TopicPartition, (Instant, Duration)>,
+    /// Per partition: when it is fetched again, its back-off (doubling per error) and what
+    /// the image said of it at the error.
+    until: HashMap<TopicPartition, (Instant, Duration, Followed)>,
 }
 
 impl Delays {
-    /// Backs `tp` off: [`BACKOFF_MIN`] after its first error, doubling up to [`BACKOFF_MAX`].
-    fn delay(&mut self, tp: TopicPartition, now: Instant) {
-        let backoff = self
-            .until
-            .get(&tp)
-            .map_or(BACKOFF_MIN, |(_, b)| (*b * 2).min(BACKOFF_MAX));
-        self.until.insert(tp, (now + backoff, backoff));
+    /// Backs `tp`, followed as `followed`, off: [`BACKOFF_MIN`] after its first error at
+    /// `followed`, doubling up to [`BACKOFF_MAX`].
+    fn delay(&mut self, tp: TopicPartition, followed: Followed, now: Instant) {
+        let backoff = match self.until.get(&tp) {
+            Some((_, b, at)) if *at == followed => (*b * 2).min(BACKOFF_MAX),
+            _ => BACKOFF_MIN,
+        };
+        self.until.insert(tp, (now + backoff, backoff, followed));
     }
 
     fn is_delayed(&self, tp: &TopicPartition, now: Instant) -> bool {
-        self.until.get(tp).is_some_and(|(until, _)| *until > now)
+        self.until.get(tp).is_some_and(|(until, ..)| *until > now)
     }
 
     /// `tp` was fetched and appended: its next error starts from [`BACKOFF_MIN`].
@@ -232,11 +240,17 @@ impl Delays {
         self.until.remove(tp);
     }
 
+    /// Keeps the back-offs of the partitions `followed` still lists as they were at the error.
+    fn retain(&mut self, followed: &HashMap<TopicPartition, Followed>) {
+        self.until
+            .retain(|tp, (.., at)| followed.get(tp) == Some(&*at));
+    }
+
     /// How long until the first delayed partition is due (`None`: none is delayed).
     fn next_due(&self, now: Instant) -> Option<Duration> {
         self.until
             .values()
-            .map(|(until, _)| until.saturating_duration_since(now))
+            .map(|(until, ..)| until.saturating_duration_since(now))
             .min()
     }
 }
@@ -253,12 +267,15 @@ async fn run(shard: Rc<Shard>, leader: i32) {
     while !shard.stop.is_requested() {
         let followed = followed_partitions(&shard.metadata(), node, leader);
         positions.retain(|tp, p| followed.get(tp) == Some(&p.followed));
-        delays.until.retain(|tp, _| followed.contains_key(tp));
+        delays.retain(&followed);
         take_positions(&shard, leader, &followed, &mut positions, &mut delays).await;
         if positions.is_empty() {
-            // Nothing to fetch now: wait for the first delayed partition (or a new image).
-            let wait = delays.next_due(Instant::now()).unwrap_or(BACKOFF_MAX);
-            if shard.sleep_unless_stopped(wait.max(BACKOFF_MIN)).await {
+            // Nothing to fetch now: with a partition delayed, look again after BACKOFF_MIN (it
+            // may be due, or a new image may have ended its back-off); else wait for an image.
+            let wait = delays
+                .next_due(Instant::now())
+                .map_or(BACKOFF_MAX, |_| BACKOFF_MIN);
+            if shard.sleep_unless_stopped(wait).await {
                 return;
             }
             continue;
@@ -429,7 +446,7 @@ async fn take_positions(
             }
             other => {
                 tracing::debug!(%tp, leader, reply = ?other, "follower position unavailable");
-                delays.delay(tp.clone(), Instant::now());
+                delays.delay(tp.clone(), *now_followed, Instant::now());
             }
         }
     }
@@ -462,7 +479,7 @@ async fn reset_all_out_of_range(
                     *connection = None;
                 }
                 positions.remove(&tp);
-                delays.delay(tp, Instant::now());
+                delays.delay(tp, position.followed, Instant::now());
             }
         }
     }
@@ -508,7 +525,7 @@ async fn apply_response(
             if data.error_code != 0 {
                 tracing::debug!(%tp, leader, error_code = data.error_code, "replica fetch partition error");
                 positions.remove(&tp);
-                delays.delay(tp, Instant::now());
+                delays.delay(tp, position.followed, Instant::now());
                 continue;
             }
             let op = follower_op(&tp, leader, &position, data);
@@ -582,7 +599,7 @@ fn take_reply(
         other => {
             tracing::warn!(%tp, leader, reply = ?other, "follower append failed");
             positions.remove(&tp);
-            delays.delay(tp, Instant::now());
+            delays.delay(tp, position.followed, Instant::now());
         }
     }
 }
@@ -1008,16 +1025,20 @@ mod tests {
             topic: "t".into(),
             partition,
         };
+        let at = Followed {
+            leader_epoch: LeaderEpoch(3),
+            topic_id: Uuid::from_u128(7),
+        };
         let start = Instant::now();
         let mut delays = Delays::default();
         assert_eq!(delays.next_due(start), None);
-        delays.delay(tp(0), start);
+        delays.delay(tp(0), at, start);
         assert!(delays.is_delayed(&tp(0), start));
         assert!(!delays.is_delayed(&tp(1), start), "the others are fetched");
         assert!(!delays.is_delayed(&tp(0), start + BACKOFF_MIN));
         let mut backoffs = Vec::new();
         for _ in 0..8 {
-            delays.delay(tp(0), start);
+            delays.delay(tp(0), at, start);
             backoffs.push(delays.next_due(start).unwrap());
         }
         assert_eq!(backoffs[0], BACKOFF_MIN * 2);
@@ -1026,8 +1047,44 @@ mod tests {
             .all(|w| w[1] == (w[0] * 2).min(BACKOFF_MAX)));
         assert_eq!(*backoffs.last().unwrap(), BACKOFF_MAX);
         delays.clear(&tp(0));
-        delays.delay(tp(0), start);
+        delays.delay(tp(0), at, start);
         assert_eq!(delays.next_due(start), Some(BACKOFF_MIN));
+    }
+
+    #[test]
+    fn a_new_leader_epoch_ends_a_back_off_and_the_next_error_starts_it_again() {
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        let old = Followed {
+            leader_epoch: LeaderEpoch(3),
+            topic_id: Uuid::from_u128(7),
+        };
+        let new = Followed {
+            leader_epoch: LeaderEpoch(4),
+            ..old
+        };
+        let start = Instant::now();
+        let mut delays = Delays::default();
+        for _ in 0..5 {
+            delays.delay(tp.clone(), old, start);
+        }
+        assert_eq!(delays.next_due(start), Some(BACKOFF_MIN * 16));
+        delays.retain(&HashMap::from([(tp.clone(), old)]));
+        assert!(delays.is_delayed(&tp, start), "the same epoch keeps it");
+        delays.retain(&HashMap::from([(tp.clone(), new)]));
+        assert!(
+            !delays.is_delayed(&tp, start),
+            "the image's new epoch ended it"
+        );
+        delays.delay(tp.clone(), old, start);
+        delays.delay(tp.clone(), new, start);
+        assert_eq!(
+            delays.next_due(start),
+            Some(BACKOFF_MIN),
+            "an error at another epoch starts from the first back-off"
+        );
     }
 
     #[test]

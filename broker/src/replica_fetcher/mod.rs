@@ -28,7 +28,7 @@
 //!
 //! A partition error drops the partition's position (asked again) and delays that partition
 //! alone ([`fetcher::BACKOFF_MIN`] doubling to [`fetcher::BACKOFF_MAX`], Kafka's
-//! `delayPartitions`); a connection error closes the connection, backs off the same way and
+//! `delayPartitions`) until an image gives it a new leader epoch; a connection error closes the connection, backs off the same way and
 //! looks the leader's endpoint up again in the metadata. Nothing here runs for a partition
 //! with one replica: it has no fetcher.
 //!
