@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""The `acks=all` p99 while partitions move (issue #30 point 1): the loadgen `latency` profile
+on a 3-node cluster before any move, then again while kafka-reassign-partitions.sh keeps
+moving the topic's replicas, Sluice and Apache Kafka 4.4 in one sitting.
+
+    scripts/bench-reassign [--runs 2] [--seconds 40] [--rate 2000] [--prefill-mb 200]
+                           [--throttle 10000000] [--only sluice|kafka] [--json FILE]
+
+Each run starts a fresh 3-node cluster (Sluice: `target/release/sluice`, one shard a node,
+scripts/sluice_cluster.py; Kafka: scripts/kafka_ref.py's KafkaCluster, combined KRaft nodes),
+every node pinned to CPU 0, the clients (loadgen, the tool's JVM) to CPU 1. The topic `moves`
+has 6 partitions of replication factor 2 on brokers 1 and 2 only, and --prefill-mb of records
+(1 kB values) so that every move copies data. Then:
+
+1. `before`: `sluice-loadgen latency --acks all --rate R` on the topic for --seconds;
+2. `during`: the same run, while moves follow one another from the end of its warm-up until
+   it stops: half of the partitions onto broker 3 (the new broker), then every partition off
+   broker 1 (decommissioning it), then back where they started, and again. Each move is
+   started with `--execute --throttle T` (KIP-73, both sides), waited for through Metadata
+   (every partition listing exactly its new replicas, all in sync), and ended with one
+   `--verify` (which clears the throttles), as an operator runs the tool.
+
+A move's tool runs (a JVM start each) share CPU 1 with loadgen in `during` only. Every Sluice
+node is a voter today (issue #30 point 2), so the "new broker" is the third voter, present from
+the start, on which the topic has no replica at first — the same moves for both brokers.
+
+Prints one table (p50 / p99 / p99.99 ms before and during, the p99 ratio, moves completed in the
+window, MB copied) for docs/benchmarks.md and keeps every loadgen JSON (--json summary, default
+loadgen-out/reassign.json). Needs the release binaries (cargo build --release -p sluice-broker
+--bin sluice; cargo build --release -p sluice-loadgen; SLUICE_BIN, SLUICE_LOADGEN_BIN override)
+and the Java tools (tests/java: mvn package dependency:build-classpath). A short --seconds
+proves the script works; figures come from a quiet machine only.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import kafka_ref  # noqa: E402
+from sluice_cluster import SluiceCluster  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+BROKER_CPU, CLIENT_CPU = 0, 1
+TOPIC, PARTITIONS = "moves", 6
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+JAVA_CP_FILE = ROOT / "tests" / "java" / "target" / "classpath.txt"
+JAVA_JAR = ROOT / "tests" / "java" / "target" / "sluice-java-compat-0.1.0.jar"
+WARMUP_S = 5
+MOVE_TIMEOUT_S = 300
+SETTINGS = {"log.segment.bytes": 64 << 20}
+
+START = {p: [1, 2] if p % 2 == 0 else [2, 1] for p in range(PARTITIONS)}
+HALF_ON_3 = {p: ([3, 2] if p % 2 == 0 else [2, 3]) if p < PARTITIONS // 2 else START[p]
+             for p in range(PARTITIONS)}
+OFF_1 = {p: [3, 2] if p % 2 == 0 else [2, 3] for p in range(PARTITIONS)}
+# The cycle of moves: each plan's replicas differ from the one before it.
+CYCLE = (("half onto broker 3", HALF_ON_3), ("off broker 1", OFF_1), ("back", START))
+
+
+def pin(cpu):
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def java_classpath():
+    if not JAVA_CP_FILE.exists():
+        raise SystemExit(f"{JAVA_CP_FILE} missing: (cd tests/java && mvn -q -B package "
+                         "dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)")
+    return f"{JAVA_JAR}:{JAVA_CP_FILE.read_text().strip()}"
+
+
+def reassign_tool(cp, bootstrap, *args):
+    cmd = ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp, REASSIGN,
+           "--bootstrap-server", bootstrap, *map(str, args)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
+                         preexec_fn=pin(CLIENT_CPU))
+    if run.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {run.returncode}:\n{run.stdout}\n{run.stderr}")
+    return run.stdout
+
+
+def assignment(admin):
+    md = admin.list_topics(topic=TOPIC, timeout=10)
+    t = md.topics.get(TOPIC)
+    if t is None or t.error is not None:
+        return {}
+    return {p: (sorted(x.replicas), sorted(x.isrs)) for p, x in t.partitions.items()}
+
+
+def wait_assignment(admin, want, timeout=MOVE_TIMEOUT_S):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = assignment(admin)
+        if all(p in got and got[p][0] == sorted(r) and got[p][1] == sorted(r)
+               for p, r in want.items()):
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"partitions not at {want} after {timeout} s: {assignment(admin)}")
+
+
+def plan_file(work, name, plan):
+    path = work / f"{name.replace(' ', '-')}.json"
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": TOPIC, "partition": p, "replicas": r} for p, r in sorted(plan.items())]}))
+    return path
+
+
+def prefill(bootstrap, megabytes):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                  "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 20})
+    value = b"p" * 1000
+    for i in range(megabytes * 1000):
+        while True:
+            try:
+                p.produce(TOPIC, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    if p.flush(300) != 0:
+        raise SystemExit("prefill: records left unacknowledged")
+
+
+def loadgen(bootstrap, args, out, duration):
+    binary = os.environ.get("SLUICE_LOADGEN_BIN", str(ROOT / "target/release/sluice-loadgen"))
+    cmd = [binary, "latency", "--bootstrap", bootstrap, "--topic", TOPIC, "--acks", "all",
+           "--rate", str(args.rate), "--duration", str(duration), "--warmup", str(WARMUP_S),
+           "--no-baselines", "--no-floor", "--json", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, preexec_fn=pin(CLIENT_CPU))
+
+
+def figures(out):
+    b = json.loads(out.read_text())["brokers"][0]
+    return {k: b[k] for k in ("p50_ms", "p99_ms", "p9999_ms")}
+
+
+class Moves(threading.Thread):
+    """Runs the cycle of moves until `stop` is set, counting the completed ones."""
+
+    def __init__(self, cp, bootstrap, admin, work, throttle):
+        super().__init__(daemon=True)
+        self.cp, self.bootstrap, self.admin, self.work = cp, bootstrap, admin, work
+        self.throttle = throttle
+        self.stop = threading.Event()
+        self.completed, self.error = [], None
+        self.replicas_added = 0
+
+    def run(self):
+        try:
+            step, current = 0, START
+            while not self.stop.is_set():
+                name, plan = CYCLE[step % len(CYCLE)]
+                path = plan_file(self.work, name, plan)
+                t0 = time.monotonic()
+                reassign_tool(self.cp, self.bootstrap, "--reassignment-json-file", path,
+                              "--execute", "--throttle", self.throttle)
+                wait_assignment(self.admin, plan)
+                reassign_tool(self.cp, self.bootstrap, "--reassignment-json-file", path,
+                              "--verify")
+                self.completed.append((name, round(time.monotonic() - t0, 1)))
+                self.replicas_added += sum(len(set(plan[p]) - set(current[p])) for p in plan)
+                step, current = step + 1, plan
+        except BaseException as e:  # reported by the caller
+            self.error = e
+
+
+def start_cluster(kind, work):
+    if kind == "sluice":
+        binary = os.environ.get("SLUICE_BIN", str(ROOT / "target/release/sluice"))
+        c = SluiceCluster(binary, work / "sluice", nodes=3, settings=SETTINGS,
+                          preexec_fn=pin(BROKER_CPU))
+        c.start()
+        return c, c.bootstrap()
+    c = kafka_ref.KafkaCluster(work / "kafka", 3, SETTINGS)
+    c.start(preexec_fn=pin(BROKER_CPU))
+    return c, c.bootstrap
+
+
+def one_run(kind, args, cp, work):
+    cluster, bootstrap = start_cluster(kind, work)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS,
+                                      replica_assignment=[START[p] for p in range(PARTITIONS)])]
+                            )[TOPIC].result(60)
+        wait_assignment(admin, START)
+        prefill(bootstrap, args.prefill_mb)
+        before = work / f"{kind}-before.json"
+        lg = loadgen(bootstrap, args, before, args.seconds)
+        if lg.wait() != 0:
+            raise SystemExit(f"loadgen exited {lg.returncode} (before)")
+        during = work / f"{kind}-during.json"
+        lg = loadgen(bootstrap, args, during, args.seconds)
+        time.sleep(WARMUP_S)
+        moves = Moves(cp, bootstrap, admin, work, args.throttle)
+        moves.start()
+        rc = lg.wait()
+        moves.stop.set()
+        moves.join(MOVE_TIMEOUT_S + 60)
+        if moves.error is not None:
+            raise SystemExit(f"moves failed: {moves.error!r}")
+        if rc != 0:
+            raise SystemExit(f"loadgen exited {rc} (during)")
+        b, d = figures(before), figures(during)
+        return {"broker": kind, "before": b, "during": d,
+                "p99_ratio": round(d["p99_ms"] / b["p99_ms"], 2),
+                "moves": moves.completed,
+                # Each new replica copies its partition's prefill (and what the load added).
+                "copied_mb": round(moves.replicas_added * args.prefill_mb / PARTITIONS, 1)}
+    finally:
+        if kind == "sluice":
+            cluster.stop()
+        else:
+            cluster.stop(grace=30)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=40, help="measured seconds of each run")
+    ap.add_argument("--rate", type=int, default=2000, help="records/s of the latency profile")
+    ap.add_argument("--prefill-mb", type=int, default=200)
+    ap.add_argument("--throttle", type=int, default=10_000_000, help="--throttle of each move, B/s")
+    ap.add_argument("--only", choices=("sluice", "kafka"))
+    ap.add_argument("--json", type=Path, default=ROOT / "loadgen-out" / "reassign.json")
+    args = ap.parse_args()
+    cp = java_classpath()
+    kinds = [args.only] if args.only else ["sluice", "kafka"]
+    results = []
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    for run in range(args.runs):
+        for kind in kinds:
+            work = Path(tempfile.mkdtemp(prefix=f"bench-reassign-{kind}-"))
+            try:
+                r = one_run(kind, args, cp, work)
+                r["run"] = run + 1
+                results.append(r)
+                for phase in ("before", "during"):
+                    shutil.copy(work / f"{kind}-{phase}.json",
+                                args.json.parent / f"reassign-{kind}-{run + 1}-{phase}.json")
+                print(json.dumps(r), flush=True)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    args.json.write_text(json.dumps({"rate": args.rate, "seconds": args.seconds,
+                                     "prefill_mb": args.prefill_mb, "throttle": args.throttle,
+                                     "runs": results}, indent=2))
+    print(f"\n| broker | run | p50 / p99 / p99.99 before, ms | during, ms | p99 during/before "
+          f"| moves completed | MB copied |\n|---|---|---|---|---|---|---|")
+    for r in results:
+        b, d = r["before"], r["during"]
+        print(f"| {r['broker']} | {r['run']} | {b['p50_ms']:.2f} / {b['p99_ms']:.2f} / "
+              f"{b['p9999_ms']:.2f} | {d['p50_ms']:.2f} / {d['p99_ms']:.2f} / "
+              f"{d['p9999_ms']:.2f} | {r['p99_ratio']:.2f}× | {len(r['moves'])} | "
+              f"{r['copied_mb']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
