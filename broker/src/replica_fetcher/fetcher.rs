@@ -271,7 +271,8 @@ async fn run(shard: Rc<Shard>, leader: i32) {
         take_positions(&shard, leader, &followed, &mut positions, &mut delays).await;
         if positions.is_empty() {
             // Nothing to fetch now: with a partition delayed, look again after BACKOFF_MIN (it
-            // may be due, or a new image may have ended its back-off); else wait for an image.
+            // may be due, or a new image may have ended its back-off); with none (nothing is
+            // followed from this leader now), after BACKOFF_MAX.
             let wait = delays
                 .next_due(Instant::now())
                 .map_or(BACKOFF_MAX, |_| BACKOFF_MIN);
