@@ -28,8 +28,8 @@ Prints one table (p50 / p99 / p99.99 ms before and during, the p99 ratio, moves 
 window, MB copied) for docs/benchmarks.md and keeps every loadgen JSON (--json summary, default
 loadgen-out/reassign.json). Needs the release binaries (cargo build --release -p sluice-broker
 --bin sluice; cargo build --release -p sluice-loadgen; SLUICE_BIN, SLUICE_LOADGEN_BIN override)
-and the Java tools (tests/java: mvn package dependency:build-classpath). A short --seconds
-proves the script works; figures come from a quiet machine only.
+and Java 17+; kafka-reassign-partitions runs from scripts/kafka-ref's Kafka 4.4 class path
+(resolved with Maven on first use). A short --seconds proves the script works; figures come from a quiet machine only.
 """
 
 import argparse
@@ -54,8 +54,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 BROKER_CPU, CLIENT_CPU = 0, 1
 TOPIC, PARTITIONS = "moves", 6
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
-JAVA_CP_FILE = ROOT / "tests" / "java" / "target" / "classpath.txt"
-JAVA_JAR = ROOT / "tests" / "java" / "target" / "sluice-java-compat-0.1.0.jar"
 WARMUP_S = 5
 MOVE_TIMEOUT_S = 300
 SETTINGS = {"log.segment.bytes": 64 << 20}
@@ -72,15 +70,8 @@ def pin(cpu):
     return lambda: os.sched_setaffinity(0, {cpu})
 
 
-def java_classpath():
-    if not JAVA_CP_FILE.exists():
-        raise SystemExit(f"{JAVA_CP_FILE} missing: (cd tests/java && mvn -q -B package "
-                         "dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)")
-    return f"{JAVA_JAR}:{JAVA_CP_FILE.read_text().strip()}"
-
-
 def reassign_tool(cp, bootstrap, *args):
-    cmd = ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp, REASSIGN,
+    cmd = [kafka_ref.java_bin(), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp, REASSIGN,
            "--bootstrap-server", bootstrap, *map(str, args)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
                          preexec_fn=pin(CLIENT_CPU))
@@ -234,7 +225,7 @@ def main():
     ap.add_argument("--only", choices=("sluice", "kafka"))
     ap.add_argument("--json", type=Path, default=ROOT / "loadgen-out" / "reassign.json")
     args = ap.parse_args()
-    cp = java_classpath()
+    cp = kafka_ref.classpath()  # Kafka 4.4's, kafka-tools included
     kinds = [args.only] if args.only else ["sluice", "kafka"]
     results = []
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -254,8 +245,8 @@ def main():
     args.json.write_text(json.dumps({"rate": args.rate, "seconds": args.seconds,
                                      "prefill_mb": args.prefill_mb, "throttle": args.throttle,
                                      "runs": results}, indent=2))
-    print(f"\n| broker | run | p50 / p99 / p99.99 before, ms | during, ms | p99 during/before "
-          f"| moves completed | MB copied |\n|---|---|---|---|---|---|---|")
+    print("\n| broker | run | p50 / p99 / p99.99 before, ms | during, ms | p99 during/before "
+          "| moves completed | MB copied |\n|---|---|---|---|---|---|---|")
     for r in results:
         b, d = r["before"], r["during"]
         print(f"| {r['broker']} | {r['run']} | {b['p50_ms']:.2f} / {b['p99_ms']:.2f} / "
