@@ -28,8 +28,9 @@
 //!
 //! A partition error drops the partition's position (asked again) and delays that partition
 //! alone ([`fetcher::BACKOFF_MIN`] doubling to [`fetcher::BACKOFF_MAX`], Kafka's
-//! `delayPartitions`) until an image gives it a new leader epoch; a connection error closes the connection, backs off the same way and
-//! looks the leader's endpoint up again in the metadata. Nothing here runs for a partition
+//! `delayPartitions`) until an image gives it a new leader epoch; a connection error closes
+//! the connection, backs off the same way and looks the leader's endpoint up again in the
+//! metadata. Nothing here runs for a partition
 //! with one replica: it has no fetcher.
 //!
 //! Replication throttle (KIP-73, [`quota`]): while the bytes fetched for the replicas a topic
