@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tuning::config::BrokerConfig;
 
 /// How often shard 0 checks, at start-up, whether every shard serves before it says so.
@@ -62,10 +63,16 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
         let startup = startup.take();
         let mut listeners = std::mem::take(&mut per_shard[id]);
         listeners.inter_broker = inter_broker.clone();
-        let io_memory = config.shard_settings(cpu).io_memory_bytes;
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+        let settings = config.shard_settings(cpu);
+        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("sluice-shard-{id}"))
-            .io_memory(io_memory)
+            .io_memory(settings.io_memory_bytes);
+        if settings.spin_before_park_us > 0 {
+            // `[[shard]] spin.before.park.us`: busy-poll the rings before sleeping (a
+            // dedicated core); glommio spins only on an executor bound to one CPU, as here.
+            builder = builder.spin_before_park(Duration::from_micros(settings.spin_before_park_us));
+        }
+        let handle = builder
             .spawn(move || async move {
                 shard_main(
                     id,

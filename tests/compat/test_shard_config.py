@@ -1,6 +1,7 @@
 """Per-core `[[shard]]` sections take effect: a shard with `listen = false` accepts no client
-connections (yet still owns and serves partitions through the others), and a shard's
-`batch.cache.bytes` budget bounds its batch cache."""
+connections (yet still owns and serves partitions through the others), a shard's
+`batch.cache.bytes` budget bounds its batch cache, and `spin.before.park.us` makes an idle
+shard busy-poll its core instead of sleeping."""
 
 import json
 import re
@@ -9,7 +10,10 @@ import time
 import urllib.request
 
 import kafka_wire as kw
-from compat_util import create_topic, producer, wait_until
+import os
+from pathlib import Path
+
+from compat_util import consume_all, create_topic, producer, wait_until
 from conftest import free_port
 
 CACHE_BUDGET = 1 << 20
@@ -76,6 +80,54 @@ def test_shard_sections_apply(sluice_bin, tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+def cpu_seconds(pid):
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu_share(sluice_bin, tmp_path, shard_section):
+    """Starts a one-shard broker with `shard_section`, serves a produce and a consume through
+    it, then returns the share of one core the idle broker used over 3 s."""
+    tmp_path.mkdir()
+    config = tmp_path / "sluice.toml"
+    config.write_text(shard_section)
+    port, admin = free_port(), free_port()
+    log = open(tmp_path / "broker.log", "wb")
+    proc = subprocess.Popen(
+        [str(sluice_bin), "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
+         "--data-dir", str(tmp_path / "data"), "--cores", "0", "--config", str(config)],
+        stdout=log, stderr=log,
+    )
+    try:
+        bootstrap = f"127.0.0.1:{port}"
+        wait_until(lambda: _health(f"http://127.0.0.1:{admin}"), 30, what="broker health")
+        create_topic(bootstrap, "spin", 1)
+        p = producer(bootstrap)
+        for i in range(100):
+            p.produce("spin", value=b"%d" % i, partition=0)
+        assert p.flush(30) == 0
+        got = consume_all(bootstrap, "spin", 1, expected=100)
+        assert [m.value() for m in got[0]] == [b"%d" % i for i in range(100)]
+        time.sleep(1)
+        before, started = cpu_seconds(proc.pid), time.monotonic()
+        time.sleep(3)
+        return (cpu_seconds(proc.pid) - before) / (time.monotonic() - started)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_spin_before_park_busy_polls_an_idle_shard(sluice_bin, tmp_path):
+    parked = idle_cpu_share(sluice_bin, tmp_path / "parked", "")
+    spinning = idle_cpu_share(sluice_bin, tmp_path / "spinning",
+                              '[[shard]]\ncore = 0\n"spin.before.park.us" = 1000000\n')
+    # Idle, a parked shard sleeps in the kernel between its timers; a spinning one polls its
+    # rings for up to 1 s after each wake-up, so it keeps its core busy.
+    assert parked < 0.2, f"an idle broker without spin used {parked:.0%} of a core"
+    assert spinning > 0.4, f"an idle broker spinning 1 s before park used {spinning:.0%}"
 
 
 def _health(admin_url):

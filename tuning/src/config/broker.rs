@@ -678,6 +678,7 @@ impl BrokerConfig {
             produce_shares: pick(|o| o.produce_shares, TASK_QUEUE_SHARES_DEFAULT),
             fetch_shares: pick(|o| o.fetch_shares, TASK_QUEUE_SHARES_DEFAULT),
             background_shares: pick(|o| o.background_shares, TASK_QUEUE_SHARES_DEFAULT),
+            spin_before_park_us: o.and_then(|o| o.spin_before_park_us).unwrap_or(0),
         }
     }
 
@@ -1346,7 +1347,7 @@ mod shard_section_tests {
 
     #[test]
     fn shard_sections_parse_and_apply_to_their_core() {
-        let text = "num.partitions = 3\n[[shard]]\ncore = 1\nlisten = false\n\"batch.cache.bytes\" = 1048576\n\"produce.shares\" = 200\n";
+        let text = "num.partitions = 3\n[[shard]]\ncore = 1\nlisten = false\n\"batch.cache.bytes\" = 1048576\n\"produce.shares\" = 200\n\"spin.before.park.us\" = 500\n";
         let overrides = parse(text).expect("valid");
         assert_eq!(overrides.len(), 1);
         let config = BrokerConfig {
@@ -1359,8 +1360,10 @@ mod shard_section_tests {
         assert_eq!(one.batch_cache_bytes, 1 << 20);
         assert_eq!(one.produce_shares, 200);
         assert_eq!(one.fetch_shares, TASK_QUEUE_SHARES_DEFAULT);
+        assert_eq!(one.spin_before_park_us, 500);
         let zero = config.shard_settings(0);
         assert!(zero.listen);
+        assert_eq!(zero.spin_before_park_us, 0, "no spin unless asked");
         assert_eq!(zero.batch_cache_bytes, config.batch_cache_bytes);
         config.check_shard_overrides().expect("consistent");
         // The flat keys around the sections are still read.
@@ -1375,6 +1378,12 @@ mod shard_section_tests {
         assert!(err.to_string().contains("[[shard]] listen`"), "{err}");
         let err = parse("[[shard]]\ncore = 0\n\"fetch.shares\" = 5000\n").expect_err("range");
         assert!(err.to_string().contains("[[shard]] fetch.shares"), "{err}");
+        let err = parse("[[shard]]\ncore = 0\n\"spin.before.park.us\" = 2000000\n")
+            .expect_err("a spin longer than 1 s");
+        assert!(
+            err.to_string().contains("[[shard]] spin.before.park.us"),
+            "{err}"
+        );
         let err = parse("[[shard]]\nlisten = true\n").expect_err("no core");
         assert!(err.to_string().contains("[[shard]] core"), "{err}");
         let err = parse("shard = 1\n").expect_err("not an array of tables");
