@@ -281,7 +281,9 @@ pub struct Cli {
     #[arg(long, env = "SLUICE_BIN", value_name = "PATH")]
     pub sluice_bin: Option<PathBuf>,
 
-    /// CPUs of the local broker, e.g. 0 or 0-1 [the first half of this process's CPUs].
+    /// CPUs of the local broker, e.g. 0 or 0-1 [the first half of this process's CPUs]; with
+    /// --bootstrap, where the floor and the baselines' server run [the CPUs --loadgen-cpus
+    /// leaves].
     #[arg(long, value_name = "LIST")]
     pub broker_cpus: Option<String>,
 

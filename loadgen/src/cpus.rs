@@ -89,6 +89,17 @@ impl CpuSet {
         )
     }
 
+    /// These CPUs without those of `other`; `None` when none is left.
+    pub fn without(&self, other: &CpuSet) -> Option<CpuSet> {
+        let rest: Vec<usize> = self
+            .0
+            .iter()
+            .copied()
+            .filter(|c| !other.0.contains(c))
+            .collect();
+        CpuSet::from_ids(rest).ok()
+    }
+
     /// Restricts the calling thread (and the threads it starts later) to these CPUs.
     pub fn pin_current_thread(&self) -> std::io::Result<()> {
         // SAFETY: a zeroed cpu_set_t is a valid empty set.
@@ -138,6 +149,13 @@ mod tests {
         assert!(CpuSet::parse("").is_err());
         assert!(CpuSet::parse("2-1").is_err());
         assert!(CpuSet::parse("x").is_err());
+        let all = CpuSet::parse("0-3").expect("valid");
+        let loadgen = CpuSet::parse("1,3").expect("valid");
+        assert_eq!(
+            all.without(&loadgen),
+            Some(CpuSet::parse("0,2").expect("valid"))
+        );
+        assert_eq!(loadgen.without(&all), None);
     }
 
     #[test]

@@ -66,10 +66,17 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         cpus.pin_current_thread()
             .with_context(|| format!("pinning loadgen to CPUs {cpus}"))?;
     }
+    // The floor and the baselines' server side run where the broker does: its CPUs, or with
+    // --bootstrap and no --broker-cpus the CPUs loadgen leaves (unpinned, the floor shared
+    // loadgen's core and its figures were loadgen's as much as its own).
+    let floor_cpus = broker_cpus.clone().or_else(|| {
+        loadgen_cpus
+            .as_ref()
+            .and_then(|cpus| available.without(cpus))
+    });
     let baselines =
-        (!cli.no_baselines).then(|| measure_baselines(cli, local.as_ref(), broker_cpus.as_ref()));
+        (!cli.no_baselines).then(|| measure_baselines(cli, local.as_ref(), floor_cpus.as_ref()));
     let targets = targets(cli, local.as_ref())?;
-    let floor_cpus = broker_cpus.clone();
     let machine = MachineStart {
         cpus: available.len(),
         broker_cpus,
