@@ -74,6 +74,7 @@ def test_start_prints_a_serving_bootstrap_and_stop_ends_it(tmp_path):
     wait_until(lambda: not alive(node["pid"]), 30, what="Kafka to exit")
 
 
+@pytest.mark.long("three Kafka JVMs started and stopped (the reference script, not Sluice)")
 @pytest.mark.timeout(400)
 def test_run_three_nodes_until_sigterm(tmp_path):
     run_dir = tmp_path / "kafka3"

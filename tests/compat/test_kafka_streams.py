@@ -97,8 +97,7 @@ class App:
         self.log.close()
 
 
-@pytest.mark.long("a store restored from its changelog after SIGKILL; in the README command "
-                  "test_streams_exactly_once_counts_exact_after_a_sigkill_mid_run restores one")
+@pytest.mark.long("a store restored from its changelog after SIGKILL")
 @pytest.mark.sluice(settings=GROUP_SETTINGS)
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_streams_state_restored_from_the_changelog_after_sigkill(broker, java_classpath,
@@ -143,6 +142,8 @@ def output_written(bootstrap):
         c.close()
 
 
+@pytest.mark.long("about a minute: SIGKILL mid-run and a restore from the changelog (the README "
+                  "command's 30-minute budget)")
 @pytest.mark.sluice(settings=GROUP_SETTINGS)
 def test_streams_exactly_once_counts_exact_after_a_sigkill_mid_run(broker, java_classpath,
                                                                    tmp_path):
