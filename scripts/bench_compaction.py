@@ -312,7 +312,8 @@ def loadgen(bootstrap, pid, json_path, duration, during=None):
     measured window started at and loadgen's JSON."""
     cmd = [str(ROOT / "target" / "release" / "sluice-loadgen"), "latency",
            "--bootstrap", bootstrap, "--bootstrap-pid", str(pid),
-           "--loadgen-cpus", str(CLIENT_CPU), "--duration", str(duration),
+           "--broker-cpus", str(BROKER_CPU), "--loadgen-cpus", str(CLIENT_CPU),
+           "--duration", str(duration),
            "--warmup", str(WARMUP_S), "--report-every", "1", "--json", str(json_path)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     window_started = None

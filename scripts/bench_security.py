@@ -169,7 +169,8 @@ def loadgen(out, name, scenario_args):
     binary = os.environ.get("SLUICE_LOADGEN_BIN", str(ROOT / "target" / "release" / "sluice-loadgen"))
     json_path = out / f"{name}.json"
     json_path.unlink(missing_ok=True)
-    cmd = [binary, *scenario_args, "--loadgen-cpus", str(CLIENT_CPU), "--json", str(json_path)]
+    cmd = [binary, *scenario_args, "--broker-cpus", str(BROKER_CPU), "--loadgen-cpus",
+           str(CLIENT_CPU), "--json", str(json_path)]
     print(f"\n== {name}: {' '.join(cmd)}", flush=True)
     proc = subprocess.run(cmd)
     if proc.returncode != 0 and not json_path.exists():

@@ -3,7 +3,8 @@
 //! against a baseline measured in the same run).
 //!
 //! - Loopback TCP round trip: 1 KiB ping-pong with an echo thread (on the broker's CPUs when
-//!   the broker is local, so the hop crosses cores as a request to the broker does).
+//!   they are known, else on those `--loadgen-cpus` leaves, so the hop crosses cores as a
+//!   request to the broker does).
 //! - Disk, in the broker's data directory's filesystem: O_DIRECT sequential write bandwidth
 //!   (1 MiB writes, `SEQ_WRITERS` in flight, into a preallocated file, ending with fdatasync),
 //!   4 KiB O_DIRECT write latency and 4 KiB O_DIRECT write + fdatasync latency at queue

@@ -282,8 +282,8 @@ pub struct Cli {
     pub sluice_bin: Option<PathBuf>,
 
     /// CPUs of the local broker, e.g. 0 or 0-1 [the first half of this process's CPUs]; with
-    /// --bootstrap, where the floor and the baselines' server run [the CPUs --loadgen-cpus
-    /// leaves].
+    /// --bootstrap, where the broker runs: the floor and the baselines' server run there [this
+    /// process's CPUs that --loadgen-cpus leaves; unpinned if none].
     #[arg(long, value_name = "LIST")]
     pub broker_cpus: Option<String>,
 

@@ -67,12 +67,20 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
             .with_context(|| format!("pinning loadgen to CPUs {cpus}"))?;
     }
     // The floor and the baselines' server side run where the broker does: its CPUs, or with
-    // --bootstrap and no --broker-cpus the CPUs loadgen leaves (unpinned, the floor shared
-    // loadgen's core and its figures were loadgen's as much as its own).
+    // --bootstrap and no --broker-cpus the CPUs of this process that loadgen leaves (unpinned,
+    // the floor could share loadgen's core and its figures were loadgen's as much as its own).
     let floor_cpus = broker_cpus.clone().or_else(|| {
-        loadgen_cpus
+        let rest = loadgen_cpus
             .as_ref()
-            .and_then(|cpus| available.without(cpus))
+            .and_then(|cpus| available.without(cpus));
+        if rest.is_none() && cli.bootstrap.is_some() && !cli.no_floor {
+            eprintln!(
+                "sluice-loadgen: warning: no CPU of this process ({available}) is left beside \
+                 --loadgen-cpus: the floor and the baselines' server run unpinned (give \
+                 --broker-cpus)"
+            );
+        }
+        rest
     });
     let baselines =
         (!cli.no_baselines).then(|| measure_baselines(cli, local.as_ref(), floor_cpus.as_ref()));
@@ -103,7 +111,7 @@ fn run_all(cli: &Cli) -> anyhow::Result<bool> {
         .clone()
         .unwrap_or_else(|| available.clone());
     for result in &mut results {
-        result.cpu.saturated = saturation(&result.cpu, floor_cpus.as_ref(), &loadgen_cpus);
+        result.cpu.saturated = saturation(&result.cpu, machine.broker_cpus.as_ref(), &loadgen_cpus);
     }
     let floor = if cli.scenario == cli::ScenarioName::Latency && !cli.no_floor {
         let (floor, latency) = run_floor(
@@ -529,7 +537,8 @@ fn saturation(
     ))
 }
 
-/// The floor (latency): `sluice-floor` started on `cpus` (the broker's), the same scenario
+/// The floor (latency): `sluice-floor` started on `cpus` (the broker's, or with --bootstrap
+/// those --loadgen-cpus leaves), the same scenario
 /// run against it with `assign()`ing consumers (it has no groups), then stopped. Returns its
 /// result, in a broker's layout, and its latency histogram.
 fn run_floor(

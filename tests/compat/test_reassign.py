@@ -200,8 +200,8 @@ def create_on(bootstrap, topic, replica_lists):
     wait_assignment(bootstrap, topic, want)
 
 
-@pytest.mark.long("about 45 s: a 3-node cluster grown to 4 under load, moves and a decommission; "
-                  "the README command keeps the listing and cancellation test below")
+@pytest.mark.long("about 45 s: moves and a decommission on a 3-node cluster under load; the "
+                  "README command keeps the listing and cancellation test below")
 def test_reassign_tool_moves_partitions_under_load_then_decommissions_a_broker(
         target, java_classpath, tmp_path):
     cp = java_classpath

@@ -20,6 +20,7 @@ listen = false
 "produce.shares" = 1000
 "fetch.shares" = 500
 "background.shares" = 100
+"spin.before.park.us" = 0
 ''',
     "cluster-node.toml": '''"node.id" = 2
 listeners = "PLAINTEXT://127.0.0.1:19093"

@@ -26,7 +26,7 @@ pub const TASK_QUEUE_SHARES_DEFAULT: usize = 1000;
 pub const IO_MEMORY_BYTES_DEFAULT: usize = 10 << 20;
 /// Longest `spin.before.park.us` accepted, in microseconds (1 s: longer buys nothing, the
 /// shard's own timers wake it more often than that).
-pub const SPIN_BEFORE_PARK_US_MAX: i64 = 1_000_000;
+const SPIN_BEFORE_PARK_US_MAX: i64 = 1_000_000;
 
 /// One `[[shard]]` section: overrides for the shard running on CPU `core`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
