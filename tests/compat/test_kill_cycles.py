@@ -10,7 +10,7 @@ different values (an offset handed out again after a crash).
 What this checks: a process crash loses nothing acknowledged. What it cannot check: power loss
 (a SIGKILL keeps the device's cache; that needs `flush.messages`, see docs/storage-format.md).
 
-`SLUICE_KILL_CYCLES` (default 20 with SLUICE_LONG=1, else 10) sets the number of cycles and `SLUICE_KILL_SEED` the seed of
+`SLUICE_KILL_CYCLES` (default 20 with SLUICE_LONG=1, else 5) sets the number of cycles and `SLUICE_KILL_SEED` the seed of
 the kill moments; the counts are printed (run with -s to see them).
 """
 
@@ -24,7 +24,7 @@ from confluent_kafka import KafkaException, Producer
 from compat_util import consume_all, create_topic, long_or
 
 PARTITIONS = 3
-CYCLES = int(os.environ.get("SLUICE_KILL_CYCLES", str(long_or(20, 10))))
+CYCLES = int(os.environ.get("SLUICE_KILL_CYCLES", str(long_or(20, 5))))
 SEED = int(os.environ.get("SLUICE_KILL_SEED", str(random.randrange(1 << 30))))
 # librdkafka's local queue bound: a full queue is drained by poll() before producing more.
 QUEUE_MAX_MESSAGES = 20000

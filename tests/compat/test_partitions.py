@@ -27,6 +27,8 @@ def _namespaces_or_skip():
         pytest.skip(f"network namespaces refused here: {e}")
 
 
+@pytest.mark.long("a 3-node cluster whose leader is cut off 10 s and healed (about 30 s); "
+                  "scripts/partition-nemesis --all runs the whole set")
 @pytest.mark.timeout(240)
 def test_leader_isolated_three_nodes(sluice_bin, tmp_path):
     _namespaces_or_skip()

@@ -13,7 +13,7 @@ acks=all producer and a reader run across them:
 - a live process listening on the port still stops a start, naming the address and the process.
 
 Cycles: SLUICE_RESTART_CYCLES, else 50 for a single node and 20 for a cluster node with
-SLUICE_LONG=1 (scripts/test-long), 15 and 6 in the README test command.
+SLUICE_LONG=1 (scripts/test-long), 6 and 3 in the README test command.
 """
 
 import os
@@ -144,7 +144,7 @@ def test_back_to_back_restarts_on_the_same_ports_serve_at_once_and_lose_nothing(
     work.start()
     starts = []
     try:
-        for cycle in range(cycles(50, 15)):
+        for cycle in range(cycles(50, 6)):
             wait_new_acks(work, work.acks(), f"acknowledgements before stop {cycle}")
             if cycle % 2 == 0:
                 status, needed_kill = broker.stop()
@@ -203,7 +203,7 @@ def test_a_cluster_node_restarted_back_to_back_serves_at_once_and_loses_nothing(
         work.start()
         node = c.nodes[2]
         try:
-            for cycle in range(cycles(20, 6)):
+            for cycle in range(cycles(20, 3)):
                 wait_new_acks(work, work.acks(), f"acknowledgements before stop {cycle}")
                 if cycle % 2 == 0:
                     assert c.stop_node(2) == 0, f"cycle {cycle}: SIGTERM exit\n{node.log_tail()}"
