@@ -3,6 +3,7 @@ connections (yet still owns and serves partitions through the others), a shard's
 `batch.cache.bytes` budget bounds its batch cache, and `spin.before.park.us` makes an idle
 shard busy-poll its core instead of sleeping."""
 
+import contextlib
 import json
 import re
 import subprocess
@@ -29,25 +30,38 @@ def get(url):
         return r.read().decode()
 
 
-def test_shard_sections_apply(sluice_bin, tmp_path):
+@contextlib.contextmanager
+def running_broker(sluice_bin, tmp_path, cores, config_text):
+    """A broker on `cores` with the config file `config_text`, serving (its health answers)
+    until the block ends; yields (process, bootstrap, admin URL)."""
     config = tmp_path / "sluice.toml"
-    config.write_text(
+    config.write_text(config_text)
+    port, admin = free_port(), free_port()
+    log = open(tmp_path / "broker.log", "wb")
+    proc = subprocess.Popen(
+        [str(sluice_bin), "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
+         "--data-dir", str(tmp_path / "data"), "--cores", cores, "--config", str(config)],
+        stdout=log, stderr=log,
+    )
+    try:
+        admin_url = f"http://127.0.0.1:{admin}"
+        wait_until(lambda: _health(admin_url), 30, what="broker health")
+        yield proc, f"127.0.0.1:{port}", admin_url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_shard_sections_apply(sluice_bin, tmp_path):
+    config = (
         '"log.segment.bytes" = 67108864\n'
         "[[shard]]\n"
         "core = 1\n"
         "listen = false\n"
         f'"batch.cache.bytes" = {CACHE_BUDGET}\n'
     )
-    port, admin = free_port(), free_port()
-    log = open(tmp_path / "broker.log", "wb")
-    proc = subprocess.Popen(
-        [str(sluice_bin), "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
-         "--data-dir", str(tmp_path / "data"), "--cores", "0-1", "--config", str(config)],
-        stdout=log, stderr=log,
-    )
-    try:
-        bootstrap, admin_url = f"127.0.0.1:{port}", f"http://127.0.0.1:{admin}"
-        wait_until(lambda: _health(admin_url), 30, what="broker health")
+    with running_broker(sluice_bin, tmp_path, "0-1", config) as (_proc, bootstrap, admin_url):
         create_topic(bootstrap, TOPIC, 2)
         status = json.loads(get(admin_url + "/v1/status"))
         on_shard_1 = [p["partition"] for s in status["shards"] if s["shard"] == 1 for p in s["partitions"]]
@@ -74,10 +88,6 @@ def test_shard_sections_apply(sluice_bin, tmp_path):
         assert metric(text, "sluice_produce_requests_total", 0) > 0
         for s in sockets:
             s.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def shard_sleeps(pid):
@@ -99,18 +109,7 @@ def idle_shard_sleeps(sluice_bin, tmp_path, shard_section, serve):
     """Starts a one-shard broker with `shard_section`, with `serve` has it take a produce and a
     consume, then returns how many times its idle shard threads slept over 2 s."""
     tmp_path.mkdir()
-    config = tmp_path / "sluice.toml"
-    config.write_text(shard_section)
-    port, admin = free_port(), free_port()
-    log = open(tmp_path / "broker.log", "wb")
-    proc = subprocess.Popen(
-        [str(sluice_bin), "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
-         "--data-dir", str(tmp_path / "data"), "--cores", "0", "--config", str(config)],
-        stdout=log, stderr=log,
-    )
-    try:
-        bootstrap = f"127.0.0.1:{port}"
-        wait_until(lambda: _health(f"http://127.0.0.1:{admin}"), 30, what="broker health")
+    with running_broker(sluice_bin, tmp_path, "0", shard_section) as (proc, bootstrap, _admin):
         if serve:
             create_topic(bootstrap, "spin", 1)
             p = producer(bootstrap)
@@ -123,10 +122,6 @@ def idle_shard_sleeps(sluice_bin, tmp_path, shard_section, serve):
         before = shard_sleeps(proc.pid)
         time.sleep(2)
         return shard_sleeps(proc.pid) - before
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def test_spin_before_park_busy_polls_an_idle_shard(sluice_bin, tmp_path):
