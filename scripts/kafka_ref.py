@@ -10,19 +10,27 @@ data directory. It waits until every node answers a Kafka Metadata request listi
 cluster's brokers, prints the bootstrap address, and stops the nodes with SIGTERM (Kafka's
 controlled shutdown), SIGKILL only after a grace period.
 
-    scripts/kafka-ref start [--nodes 3] [--dir D] [--set KEY=VALUE]... [--node-set ID:KEY=VALUE]...
-                                                  # background; prints bootstrap
+With `--controllers N` (`KafkaCluster(controllers=N)`) the roles are separate, as in Kafka's
+config/controller.properties and config/broker.properties: nodes 1..N are
+`process.roles=controller` (the voters, listening on their CONTROLLER port only) and nodes
+N+1..nodes are `process.roles=broker` (PLAINTEXT only; they reach the quorum through the
+controllers' CONTROLLER ports). The bootstrap address then names the brokers only.
+
+    scripts/kafka-ref start [--nodes 3] [--controllers N] [--dir D] [--set KEY=VALUE]...
+                            [--node-set ID:KEY=VALUE]...  # background; prints bootstrap
     scripts/kafka-ref stop [--dir D]
     scripts/kafka-ref run [--nodes 3] ...         # foreground; stops on SIGTERM/SIGINT
     scripts/kafka-ref fetch                       # only resolve the jars (scripts/test-all)
     scripts/kafka-ref classpath                   # print the class path
     scripts/kafka-ref java CLASS [ARGS...]        # run a Kafka tool, e.g. org.apache.kafka.tools.TopicCommand
 
-`--set` writes a server.properties key into every node's file, `--node-set ID:KEY=VALUE` into
-node ID's only, after the `--set` ones: what differs per node, such as each node's own key
-store in a cluster whose nodes talk mTLS (`--node-set 2:ssl.keystore.location=/pki/node2.pem`).
-The start-up probe speaks PLAINTEXT to each node's first port, so the command line keeps that
-listener; `KafkaCluster(probe_tls=...)` starts clusters whose listeners are all TLS
+`--set` writes a server.properties key into every node's file (the controller-only ones too:
+with `--controllers`, give listener layouts per node with `--node-set`), `--node-set
+ID:KEY=VALUE` into node ID's only, after the `--set` ones: what differs per node, such as each
+node's own key store in a cluster whose nodes talk mTLS (`--node-set
+2:ssl.keystore.location=/pki/node2.pem`). The start-up probe speaks PLAINTEXT to each broker's
+client port (a controller-only node's CONTROLLER port is only connected to), so the command
+line keeps that listener; `KafkaCluster(probe_tls=...)` starts clusters whose listeners are all TLS
 (tests/compat/test_cluster_tls.py).
 
 JVM settings are Kafka's own start-script defaults unless the same environment variables
@@ -201,8 +209,16 @@ def _recv_exact(sock, n):
     return buf
 
 
+COMBINED = "broker,controller"
+CONTROLLER = "controller"
+BROKER = "broker"
+
+
 class KafkaNode:
-    """One combined broker+controller `kafka.Kafka` process with its own directory."""
+    """One `kafka.Kafka` process with its own directory: a combined broker+controller node,
+    or (KafkaCluster(controllers=N)) a controller-only or broker-only one. `port` is the
+    PLAINTEXT (client) port, `controller_port` the CONTROLLER (voter) port; a node without
+    that role has None there."""
 
     def __init__(self, node_id, directory, port, controller_port):
         self.node_id = node_id
@@ -229,23 +245,34 @@ class KafkaNode:
     def log_path(self):
         return self.dir / "server.log"
 
-    def write_config(self, quorum_bootstrap, replication_factor, settings, shipped=True):
+    def write_config(self, quorum_bootstrap, replication_factor, settings, shipped=True,
+                     roles=COMBINED):
         # Kafka 4.4's config/server.properties (what a user starts), with this node's ports,
         # ids and directory; `settings` (--set, then this node's --node-set) are added last and
         # win; when they name `listeners` but not `advertised.listeners`, Kafka's default (the
         # listeners) is advertised. Without `shipped`, only
         # the keys a KRaft node needs: the rest stays at Kafka's built-in defaults, as Sluice's
         # do in the compatibility tests (so that DescribeConfigs sources compare).
+        # `roles` CONTROLLER or BROKER: the same keys as Kafka's config/controller.properties
+        # (only the CONTROLLER listener, no inter-broker listener) or config/broker.properties
+        # (only PLAINTEXT; the quorum is reached through controller.listener.names' first
+        # name, which the protocol map must still name).
+        plaintext = f"PLAINTEXT://{self.host}:{self.port}"
+        controller = f"CONTROLLER://{self.host}:{self.controller_port}"
+        listeners = {COMBINED: f"{plaintext},{controller}", CONTROLLER: controller,
+                     BROKER: plaintext}[roles]
         props = {
-            "process.roles": "broker,controller",
+            "process.roles": roles,
             "node.id": str(self.node_id),
             "controller.quorum.bootstrap.servers": quorum_bootstrap,
-            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "listeners": listeners,
             "inter.broker.listener.name": "PLAINTEXT",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         }
+        if roles == CONTROLLER:
+            del props["inter.broker.listener.name"]
         shipped_file = {
             "num.network.threads": "3",
             "num.io.threads": "8",
@@ -266,6 +293,8 @@ class KafkaNode:
             "transaction.state.log.replication.factor": str(replication_factor),
             "transaction.state.log.min.isr": str(min(replication_factor, 2)),
         })
+        if roles == BROKER:
+            shipped_file["num.recovery.threads.per.data.dir"] = "2"  # config/broker.properties
         if shipped:
             props.update(shipped_file)
         if "listeners" in settings and "advertised.listeners" not in settings:
@@ -286,10 +315,17 @@ class KafkaNode:
 
     def format(self, cp, cluster_id, initial_controllers):
         # `kafka-storage.sh format`: one node formats itself --standalone, a cluster names its
-        # initial voters (id@host:port:directory-id) so that every node formats the same quorum.
+        # initial voters (id@host:port:directory-id) so that every voter formats the same
+        # quorum; a broker-only node (`initial_controllers` False) is no voter and formats with
+        # --no-initial-controllers, as Kafka's docs say for brokers (it learns the voters from
+        # controller.quorum.bootstrap.servers).
         args = ["format", "-t", cluster_id, "-c", str(self.properties_path), "--ignore-formatted"]
-        args += ["--standalone"] if initial_controllers is None else \
-            ["--initial-controllers", initial_controllers]
+        if initial_controllers is None:
+            args += ["--standalone"]
+        elif initial_controllers is False:
+            args += ["--no-initial-controllers"]
+        else:
+            args += ["--initial-controllers", initial_controllers]
         # The storage tool is short-lived: a small heap is enough and starts faster.
         cmd = [java_bin(), "-Xmx256m", "-XX:TieredStopAtLevel=1",
                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
@@ -345,53 +381,95 @@ class KafkaNode:
 
 
 class KafkaCluster:
-    """`nodes` combined KRaft nodes (1 or 3 …) under `directory`; every node is a voter."""
+    """`nodes` KRaft nodes (1 or 3 …) under `directory`, ids 1..nodes. By default every node
+    is a combined broker+controller voter; with `controllers=N`, nodes 1..N are controller-only
+    voters and N+1..nodes broker-only (`controller_ids`, `broker_ids`)."""
 
     def __init__(self, directory, nodes=1, settings=None, shipped=True, node_settings=None,
-                 probe_tls=None):
+                 probe_tls=None, controllers=None):
         """`settings` go to every node, `node_settings` ({node id: {key: value}}) to one, after
         `settings`. `shipped`: start from Kafka's config/server.properties (as a user would);
         False keeps only what a KRaft node needs (the compatibility tests). `probe_tls`: the
-        `ssl.SSLContext` the readiness probe speaks to each node's port with, when that
-        listener is SSL (PLAINTEXT when None)."""
+        `ssl.SSLContext` the readiness probe speaks to each broker's port with, when that
+        listener is SSL (PLAINTEXT when None). `controllers`: None, every node combined; N
+        (1 <= N < nodes), separate roles: nodes 1..N `process.roles=controller`, the others
+        `process.roles=broker`. A controller-only node's `port` and a broker-only node's
+        `controller_port` are None (they do not listen there)."""
         if nodes < 1:
             raise KafkaRefError("--nodes must be at least 1")
+        if controllers is not None and not 1 <= controllers < nodes:
+            raise KafkaRefError(f"--controllers must be from 1 to {nodes - 1} (--nodes {nodes} "
+                                f"with at least one broker-only node), got {controllers}")
         self.dir = Path(directory)
         self.settings = dict(settings or {})
         self.node_settings = {int(k): dict(v) for k, v in (node_settings or {}).items()}
         self.shipped = shipped
         self.probe_tls = probe_tls
         self.cluster_id = _kafka_uuid()
-        self.nodes = [KafkaNode(i + 1, self.dir / f"node-{i + 1}", free_port(), free_port())
-                      for i in range(nodes)]
+        self._set_roles(nodes, controllers)
+        self.nodes = [KafkaNode(i, self.dir / f"node-{i}",
+                                free_port() if i in self.broker_ids else None,
+                                free_port() if i in self.controller_ids else None)
+                      for i in range(1, nodes + 1)]
         self._formatted = False
+
+    def _set_roles(self, nodes, controllers):
+        self.controllers = controllers
+        ids = list(range(1, nodes + 1))
+        self.controller_ids = ids if controllers is None else ids[:controllers]
+        self.broker_ids = ids if controllers is None else ids[controllers:]
+
+    @property
+    def split(self):
+        """True when controllers and brokers are separate processes."""
+        return self.controllers is not None
+
+    def roles(self, node):
+        """`node`'s process.roles: COMBINED, CONTROLLER or BROKER (by its id)."""
+        if not self.split:
+            return COMBINED
+        return CONTROLLER if node.node_id in self.controller_ids else BROKER
+
+    @property
+    def controller_nodes(self):
+        """The voters (every node when combined)."""
+        return [n for n in self.nodes if n.node_id in self.controller_ids]
+
+    @property
+    def broker_nodes(self):
+        """The nodes that serve Kafka clients (every node when combined)."""
+        return [n for n in self.nodes if n.node_id in self.broker_ids]
 
     @property
     def bootstrap(self):
-        return ",".join(f"{n.host}:{n.port}" for n in self.nodes)
+        return ",".join(f"{n.host}:{n.port}" for n in self.broker_nodes)
 
     def configure(self, node):
         """Writes `node`'s server.properties from the cluster's and the node's settings (start
         does so on the first start; call it again before restarting a node whose settings
         changed)."""
-        quorum = ",".join(f"{n.host}:{n.controller_port}" for n in self.nodes)
-        rf = min(len(self.nodes), 3)
+        quorum = ",".join(f"{n.host}:{n.controller_port}" for n in self.controller_nodes)
+        rf = min(len(self.broker_ids), 3)
         settings = {**self.settings, **self.node_settings.get(node.node_id, {})}
-        node.write_config(quorum, rf, settings, self.shipped)
+        node.write_config(quorum, rf, settings, self.shipped, self.roles(node))
 
     def start(self, preexec_fn=None, timeout=START_TIMEOUT_S):
-        """Formats (first start only), starts every node and waits until each lists them all;
-        when they do not, stops the nodes and raises KafkaRefError."""
+        """Formats (first start only), starts every node (the controllers first) and waits
+        until each broker lists them all; when they do not, stops the nodes and raises
+        KafkaRefError."""
         cp = classpath()
         if not self._formatted:
             for n in self.nodes:
                 self.configure(n)
             voters = None if len(self.nodes) == 1 else ",".join(
-                f"{n.node_id}@{n.host}:{n.controller_port}:{n.directory_id}" for n in self.nodes)
+                f"{n.node_id}@{n.host}:{n.controller_port}:{n.directory_id}"
+                for n in self.controller_nodes)
             for n in self.nodes:
-                n.format(cp, self.cluster_id, voters)
+                # A broker-only node is no voter: False, --no-initial-controllers.
+                n.format(cp, self.cluster_id,
+                         voters if n.node_id in self.controller_ids else False)
             self._formatted = True
-        for n in self.nodes:
+        for n in self.controller_nodes + [n for n in self.nodes if n not in self.controller_nodes]:
             if not n.alive():
                 n.start(cp, preexec_fn)
         try:
@@ -402,9 +480,11 @@ class KafkaCluster:
         return self
 
     def wait_ready(self, timeout=START_TIMEOUT_S):
-        """Waits until every node answers Metadata listing every node as a broker; raises
-        KafkaRefError when a node exits or `timeout` s pass (the nodes keep running)."""
-        want = sorted(n.node_id for n in self.nodes)
+        """Waits until every broker answers Metadata listing every broker (every node when
+        combined) and every controller-only node is alive and accepts connections on its
+        CONTROLLER port (it is sent no request: Metadata there is no client's business);
+        raises KafkaRefError when a node exits or `timeout` s pass (the nodes keep running)."""
+        want = sorted(self.broker_ids)
         deadline = time.monotonic() + timeout
         last = "not tried"
         pending = list(self.nodes)
@@ -413,6 +493,10 @@ class KafkaCluster:
                 if not n.alive():
                     raise KafkaRefError(f"Kafka node {n.node_id} exited while starting\n{n.log_tail()}")
                 try:
+                    if n.node_id not in self.broker_ids:
+                        socket.create_connection((n.host, n.controller_port), timeout=2.0).close()
+                        pending.remove(n)
+                        continue
                     ids = sorted(_metadata_brokers(n.port, host=n.host, tls=self.probe_tls))
                     if ids == want:
                         pending.remove(n)
@@ -431,23 +515,37 @@ class KafkaCluster:
         """SIGTERM to every node (controlled shutdown), SIGKILL to those still alive after
         `grace` s. Returns True when every node exited on SIGTERM.
 
-        Every node here is a combined broker and controller voter. Its broker part waits for
-        the controller quorum to approve its controlled shutdown (BrokerServer.shutdown, up to
-        5 min) before its controller part stops. Once a majority of the voters has exited, a
-        node still waiting can never be approved: after QUORUM_LOST_GRACE_S more it is killed
-        (its logs recover on the next start as after a crash), and that counts as stopped,
-        since no controlled shutdown was possible for it."""
-        for n in self.nodes:
-            n.signal(signal.SIGTERM)
+        A broker (the broker part of a combined node, or a broker-only node) waits for the
+        controller quorum to approve its controlled shutdown (BrokerServer.shutdown, up to
+        5 min); a combined node stops its controller part only after that. Once a majority of
+        the voters has exited, a broker still waiting can never be approved: after
+        QUORUM_LOST_GRACE_S more it is killed (its logs recover on the next start as after a
+        crash), and that counts as stopped, since no controlled shutdown was possible for it.
+        With separate roles the brokers are stopped first, while the controllers can approve
+        their shutdown, and the controllers then (what is left of `grace`, but at least
+        QUORUM_LOST_GRACE_S or `grace` if shorter)."""
         deadline = time.monotonic() + grace
-        majority = len(self.nodes) // 2 + 1
+        if not self.split:
+            return self._stop_group(self.nodes, self.nodes, deadline, grace)
+        clean = self._stop_group(self.broker_nodes, self.controller_nodes, deadline, grace)
+        # The brokers are gone now: the controllers' own shutdown needs no quorum.
+        deadline = max(deadline, time.monotonic() + min(grace, QUORUM_LOST_GRACE_S))
+        return self._stop_group(self.controller_nodes, [], deadline, grace) and clean
+
+    def _stop_group(self, group, voters, deadline, grace):
+        """SIGTERM to the nodes of `group`; waits until they exit or `deadline`, SIGKILL then.
+        `voters`: the quorum the group's brokers need for their controlled shutdown (see
+        stop)."""
+        for n in group:
+            n.signal(signal.SIGTERM)
+        majority = len(voters) // 2 + 1
         quorum_lost_at = None
         while True:
-            alive = [n for n in self.nodes if n.alive()]
+            alive = [n for n in group if n.alive()]
             now = time.monotonic()
             if not alive or now >= deadline:
                 break
-            if len(self.nodes) > 1 and len(alive) < majority:
+            if voters and sum(v.alive() for v in voters) < majority:
                 quorum_lost_at = quorum_lost_at or now
                 if now - quorum_lost_at >= QUORUM_LOST_GRACE_S:
                     for n in alive:
@@ -460,7 +558,7 @@ class KafkaCluster:
             for n in alive:
                 n.reap(timeout=0.2 / len(alive))
         clean = True
-        for n in self.nodes:
+        for n in group:
             if n.alive():
                 clean = False
                 print(f"kafka-ref: node {n.node_id} still running {grace:.0f} s after SIGTERM; "
@@ -489,8 +587,10 @@ class KafkaCluster:
 
     def state(self):
         return {"bootstrap": self.bootstrap, "cluster_id": self.cluster_id,
-                "nodes": [{"node_id": n.node_id, "pid": n.pid, "port": n.port,
-                           "controller_port": n.controller_port, "dir": str(n.dir)}
+                "controllers": self.controllers,
+                "nodes": [{"node_id": n.node_id, "roles": self.roles(n), "pid": n.pid,
+                           "port": n.port, "controller_port": n.controller_port,
+                           "dir": str(n.dir)}
                           for n in self.nodes]}
 
     @classmethod
@@ -513,6 +613,7 @@ class KafkaCluster:
             n = KafkaNode(ns["node_id"], ns["dir"], ns["port"], ns["controller_port"])
             n.pid = ns["pid"]
             c.nodes.append(n)
+        c._set_roles(len(c.nodes), st.get("controllers"))
         return c
 
 
@@ -557,7 +658,11 @@ def main(argv=None):
     for name, help_text in (("start", "start in the background, print the bootstrap address"),
                             ("run", "start in the foreground until SIGTERM/SIGINT")):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--nodes", type=int, default=1, help="KRaft nodes (broker+controller each)")
+        p.add_argument("--nodes", type=int, default=1,
+                       help="KRaft nodes (broker+controller each, unless --controllers)")
+        p.add_argument("--controllers", type=int, metavar="N",
+                       help="separate roles: nodes 1..N controller-only (the voters), the "
+                            "others broker-only (default: every node combined)")
         p.add_argument("--dir", default=str(DEFAULT_RUN_DIR),
                        help="run directory, emptied first (default target/kafka-ref/run)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -587,14 +692,19 @@ def main(argv=None):
             unknown = sorted(set(node_settings) - set(range(1, a.nodes + 1)))
             if unknown:
                 raise KafkaRefError(f"--node-set names nodes {unknown}; the nodes are 1..{a.nodes}")
+            if a.controllers is not None and not 1 <= a.controllers < a.nodes:
+                raise KafkaRefError(f"--controllers must be from 1 to --nodes - 1 ({a.nodes - 1}),"
+                                    f" got {a.controllers}")
             directory = _fresh_dir(a.dir)
             cluster = KafkaCluster(directory, a.nodes, _parse_settings(a.set),
-                                   node_settings=node_settings)
+                                   node_settings=node_settings, controllers=a.controllers)
             cluster.start()
             (directory / "state.json").write_text(json.dumps(cluster.state(), indent=2))
             print(cluster.bootstrap, flush=True)
-            print(f"kafka-ref: {len(cluster.nodes)} node(s) of Kafka {KAFKA_VERSION} serving on "
-                  f"{cluster.bootstrap}; logs in {directory}/node-*/server.log; JVM: "
+            roles = "" if not cluster.split else (
+                f" (controllers {cluster.controller_ids}, brokers {cluster.broker_ids})")
+            print(f"kafka-ref: {len(cluster.nodes)} node(s){roles} of Kafka {KAFKA_VERSION} "
+                  f"serving on {cluster.bootstrap}; logs in {directory}/node-*/server.log; JVM: "
                   f"{' '.join(jvm_options())}", file=sys.stderr)
             if a.command == "run":
                 stopping = []

@@ -1,6 +1,9 @@
 """A cluster of `sluice` processes on one host (issue #14): N combined broker + controller
 nodes on distinct loopback ports, each with its own data directory, every node a voter of
-`controller.quorum.voters`. Used by tests/compat/test_cluster.py and scripts/cluster-failover.
+`controller.quorum.voters`; or, with `controllers=K`, nodes 1..K controller-only
+(`process.roles=controller`, the voters) and the others broker-only (`process.roles=broker`,
+observers of the metadata log). Used by tests/compat/test_cluster.py, tests/compat/test_roles.py
+and scripts/cluster-failover.
 
     cluster = SluiceCluster(binary, directory, nodes=3, settings={...})
     cluster.start()            # every node, then waits until each lists all brokers
@@ -64,8 +67,13 @@ class SluiceCluster:
     """`nodes` Sluice nodes under `directory` (ids 1..nodes)."""
 
     def __init__(self, binary, directory, nodes=3, settings=None, cores=1, preexec_fn=None,
-                 node_settings=None):
-        """`settings` go to every node, `node_settings` ({node id: {key: value}}) to one."""
+                 node_settings=None, controllers=None):
+        """`settings` go to every node, `node_settings` ({node id: {key: value}}) to one.
+        `controllers`: None, every node is both; K, nodes 1..K are controllers only and the
+        rest brokers only."""
+        if controllers is not None and not 0 < controllers < nodes:
+            raise ClusterError(f"controllers={controllers} must leave brokers among {nodes} nodes")
+        self.controllers = controllers
         self.binary = str(binary)
         self.dir = Path(directory)
         self.settings = dict(settings or {})
@@ -75,11 +83,28 @@ class SluiceCluster:
         self.nodes = {i: SluiceNode(i, self.dir / f"node-{i}") for i in range(1, nodes + 1)}
 
     @property
+    def controller_ids(self):
+        """The voters' ids."""
+        return sorted(self.nodes) if self.controllers is None else list(range(1, self.controllers + 1))
+
+    @property
+    def broker_ids(self):
+        """The ids of the nodes that serve clients."""
+        return sorted(self.nodes) if self.controllers is None else \
+            list(range(self.controllers + 1, len(self.nodes) + 1))
+
+    def roles(self, node_id):
+        """`process.roles` of node `node_id`."""
+        if self.controllers is None:
+            return "broker,controller"
+        return "controller" if node_id in self.controller_ids else "broker"
+
+    @property
     def voters(self):
-        return ",".join(f"{n.node_id}@127.0.0.1:{n.voter_port}" for n in self.nodes.values())
+        return ",".join(f"{i}@127.0.0.1:{self.nodes[i].voter_port}" for i in self.controller_ids)
 
     def bootstrap(self, exclude=()):
-        return ",".join(n.bootstrap for n in self.nodes.values() if n.node_id not in exclude)
+        return ",".join(self.nodes[i].bootstrap for i in self.broker_ids if i not in exclude)
 
     def command(self, node):
         """The node's command line; settings that name `listeners` replace `--listen` (they
@@ -92,6 +117,8 @@ class SluiceCluster:
                 "--data-dir", str(node.dir / "data"), "--smp", str(self.cores),
                 "--set", f"node.id={node.node_id}",
                 "--set", f"controller.quorum.voters={self.voters}"]
+        if self.controllers is not None:
+            cmd += ["--set", f"process.roles={self.roles(node.node_id)}"]
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd
@@ -114,17 +141,20 @@ class SluiceCluster:
             self.wait_serving(node_id, timeout)
 
     def wait_serving(self, node_id, timeout=60):
-        """Waits until node `node_id` printed its `listening` line for its latest start: it is
-        registered with the controller and unfenced."""
+        """Waits until node `node_id` printed its `listening` line for its latest start: a
+        broker is registered with the controller and unfenced; a controller-only node has
+        started its voter."""
         node = self.nodes[node_id]
         deadline = time.monotonic() + timeout
         marker = f"=== start #{node.starts}:"
+        serving = "sluice: controller listening on" if self.roles(node_id) == "controller" \
+            else "sluice: listening on"
         while time.monotonic() < deadline:
             if not node.alive():
                 raise ClusterError(f"node {node_id} exited ({node.proc.returncode}) while "
                                    f"starting\n{node.log_tail()}")
             text = node.log_path.read_bytes().decode("utf-8", "replace")
-            if "sluice: listening on" in text.rsplit(marker, 1)[-1]:
+            if serving in text.rsplit(marker, 1)[-1]:
                 return
             time.sleep(0.05)
         raise ClusterError(f"node {node_id} not serving after {timeout} s\n{node.log_tail()}")
@@ -169,11 +199,16 @@ class SluiceCluster:
             return None
 
     def stop(self):
-        for node_id in self.nodes:
-            if self.nodes[node_id].alive():
-                self.nodes[node_id].proc.send_signal(signal.SIGTERM)
-        for node_id in self.nodes:
-            self.stop_node(node_id)
+        """SIGTERM every node; with separate roles the brokers first (their controlled shutdown
+        needs the controllers), then the controllers."""
+        groups = [sorted(self.nodes)] if self.controllers is None else \
+            [self.broker_ids, self.controller_ids]
+        for group in groups:
+            for node_id in group:
+                if self.nodes[node_id].alive():
+                    self.nodes[node_id].proc.send_signal(signal.SIGTERM)
+            for node_id in group:
+                self.stop_node(node_id)
 
     def describe(self):
         return "\n".join(f"--- node {n.node_id} ({'running' if n.alive() else 'stopped'}), "
@@ -188,11 +223,15 @@ def main(argv=None):
     p.add_argument("--dir", required=True, help="the nodes' directories go here")
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--cores", type=int, default=1, help="--smp of each node")
+    p.add_argument("--controllers", type=int, default=None,
+                   help="nodes 1..N are controllers only, the rest brokers only "
+                        "(default: every node is both)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a setting for every node (repeatable)")
     a = ap.parse_args(argv)
     settings = dict(kv.split("=", 1) for kv in a.set)
-    cluster = SluiceCluster(a.binary, a.dir, nodes=a.nodes, settings=settings, cores=a.cores)
+    cluster = SluiceCluster(a.binary, a.dir, nodes=a.nodes, settings=settings, cores=a.cores,
+                            controllers=a.controllers)
     stopping = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.append(True))

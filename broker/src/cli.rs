@@ -244,7 +244,10 @@ pub fn load(args: Args) -> Result<BrokerConfig, ConfigError> {
     }
     config.check_shard_overrides()?;
     config.check_quorum()?;
-    config.check_listeners()?;
+    if config.process_roles.broker {
+        // A controller-only node binds no Kafka listener (its voter address is its listener).
+        config.check_listeners()?;
+    }
     Ok(config)
 }
 

@@ -158,7 +158,14 @@ fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<(Vec<ShardListeners>,
         .find(|v| v.id == config.node_id)
         .map(|v| v.addr);
     let mut kafka = Vec::with_capacity(config.listeners.len());
-    for l in &config.listeners {
+    // A controller-only node (`process.roles=controller`) serves no Kafka client: it binds
+    // only its voter address, where brokers reach it too.
+    let kafka_listeners: &[tuning::config::Listener] = if config.process_roles.broker {
+        &config.listeners
+    } else {
+        &[]
+    };
+    for l in kafka_listeners {
         let protocol = config.listener_protocol(&l.name);
         let tls = match protocol {
             Some(p) if p.uses_tls() => Some(crate::tls::ListenerTls::new(config, &l.name)?),
@@ -223,6 +230,7 @@ async fn shard_main(
     let listen = config
         .listeners
         .iter()
+        .filter(|_| config.process_roles.broker)
         .map(|l| {
             if config.listeners.len() == 1 && l.name == "PLAINTEXT" {
                 l.addr.to_string()
@@ -362,7 +370,9 @@ fn spawn_shutdown_watcher(shard: &Rc<Shard>, signal: Arc<AtomicBool>, stop: Arc<
         while !signal.load(Ordering::SeqCst) {
             crate::rt::sleep(crate::shutdown::STOP_POLL).await;
         }
-        if crate::controller::has_other_live_brokers(&stopping) {
+        if stopping.config.process_roles.broker
+            && crate::controller::has_other_live_brokers(&stopping)
+        {
             let agreed = crate::controller::controlled_shutdown(&stopping).await;
             tracing::info!(
                 agreed,
@@ -440,6 +450,10 @@ fn spawn_background_loops(shard: &Rc<Shard>) {
 /// Waits until this broker is a registered, unfenced member (shard 0 watches the controller
 /// and says so to every shard through `member`), or the shard stops.
 async fn wait_for_membership(shard: &Rc<Shard>, id: usize, member: &Arc<AtomicBool>) {
+    if !shard.config.process_roles.broker {
+        // A controller-only node is no member of the brokers and serves no client.
+        return;
+    }
     if id == 0 {
         let watcher = shard.clone();
         let member = member.clone();
@@ -490,6 +504,20 @@ fn spawn_announcer(
         }
         // A shutdown during start-up bound no listener: nothing serves.
         if announcer.stop.is_requested() {
+            return;
+        }
+        if !announcer.config.process_roles.broker {
+            let voter = announcer
+                .config
+                .controller_quorum_voters
+                .iter()
+                .find(|v| v.id == announcer.config.node_id)
+                .map_or_else(String::new, |v| v.addr.to_string());
+            tracing::info!(%voter, %admin_listen, "sluice serving as a controller only");
+            eprintln!(
+                "sluice: controller listening on {voter} (admin {admin_listen}), no Kafka \
+                 listener (process.roles=controller)"
+            );
             return;
         }
         tracing::info!(%listen, %admin_listen, shards = announcer.shards, "sluice serving Kafka clients");
@@ -609,46 +637,81 @@ impl crate::admin::AdminSource for Admin {
     }
 }
 
-/// Starts this node's voter and the controller service on shard 0 from `startup` (what
-/// `controller::bootstrap::recover` read from the data directory): the publisher, and the bootstrap of a
-/// new metadata log. Errors: the voter could not start (its storage, its listener).
-/// `voter`: the listener bound for this node's voter address (see `crate::listener`);
-/// `security`: how the voters secure their connections.
+/// Starts the controller service on shard 0 from `startup` (what
+/// `controller::bootstrap::recover` read from the data directory): on a controller
+/// (`process.roles` holds it) this node's voter, the bootstrap of a new metadata log, fencing
+/// and leader balance; on a broker-only node the observer that follows the metadata log
+/// instead; then the publisher, and on a broker its lifecycle. Errors: the voter could not
+/// start (its storage, its listener). `voter`: the listener bound for this node's voter
+/// address (see `crate::listener`); `security`: how the voters secure their connections.
 async fn start_controller(
     shard: &Rc<Shard>,
     startup: Startup,
     voter: Option<(crate::listener::Handoff, std::net::SocketAddr)>,
     security: crate::quorum::transport::VoterSecurity,
 ) -> anyhow::Result<()> {
+    let roles = shard.config.process_roles;
     let (machine, view) = replication::metadata::MetadataStateMachine::new(
         replication::metadata::MetadataImage::new(String::new()),
     );
-    let quorum = crate::quorum::start(&shard.config, machine, voter, security)
-        .await
-        .map_err(|e| anyhow::anyhow!("starting the controller quorum voter: {e}"))?;
-    if shard
-        .controller
-        .set(crate::controller::state::Controller::new(quorum, view))
-        .is_err()
-    {
+    let to_voters = security.client.clone();
+    let (quorum, observer) = if roles.controller {
+        let forwarded = voter.is_some().then(|| forwarded_requests(shard));
+        let quorum = crate::quorum::start(&shard.config, machine, voter, security, forwarded)
+            .await
+            .map_err(|e| anyhow::anyhow!("starting the controller quorum voter: {e}"))?;
+        (Some(quorum), None)
+    } else {
+        (None, Some(machine))
+    };
+    let controller = crate::controller::state::Controller::new(quorum, view, to_voters);
+    if shard.controller.set(controller).is_err() {
         anyhow::bail!("the controller was started twice");
     }
     let publisher = shard.clone();
     let initial = startup.initial_applied;
     crate::rt::spawn_local(async move { crate::publisher::run(&publisher, initial).await })
         .detach();
-    let booting = shard.clone();
-    crate::rt::spawn_local(
-        async move { crate::controller::bootstrap::run(&booting, startup).await },
-    )
-    .detach();
-    let fencing = shard.clone();
-    crate::rt::spawn_local(async move { crate::controller::fence_expired(&fencing).await })
+    if let Some(machine) = observer {
+        let observing = shard.clone();
+        crate::rt::spawn_local(async move {
+            crate::controller::run_observer(&observing, machine).await
+        })
         .detach();
-    let balancing = shard.clone();
-    crate::rt::spawn_local(async move { crate::controller::balance_leaders(&balancing).await })
+    } else {
+        let booting = shard.clone();
+        crate::rt::spawn_local(async move {
+            crate::controller::bootstrap::run(&booting, startup).await
+        })
         .detach();
-    let broker = shard.clone();
-    crate::rt::spawn_local(async move { crate::controller::run_broker(&broker).await }).detach();
+        let fencing = shard.clone();
+        crate::rt::spawn_local(async move { crate::controller::fence_expired(&fencing).await })
+            .detach();
+        let balancing = shard.clone();
+        crate::rt::spawn_local(async move { crate::controller::balance_leaders(&balancing).await })
+            .detach();
+    }
+    if roles.broker {
+        let broker = shard.clone();
+        crate::rt::spawn_local(async move { crate::controller::run_broker(&broker).await })
+            .detach();
+    }
     Ok(())
+}
+
+/// The controller's answers to the requests other nodes send to this voter's listener
+/// (`crate::quorum::transport::ForwardedRequests`): forwarded controller requests, an
+/// observer's fetches among them. Holds the shard weakly (the transport lives in it).
+fn forwarded_requests(shard: &Rc<Shard>) -> crate::quorum::transport::ForwardedRequests {
+    let weak = Rc::downgrade(shard);
+    crate::quorum::transport::ForwardedRequests {
+        frame_bytes_max: crate::controller::forward::FORWARD_BYTES_MAX,
+        serve: Rc::new(move |frame: bytes::Bytes| {
+            let weak = weak.clone();
+            Box::pin(async move {
+                let shard = weak.upgrade()?;
+                crate::controller::answer_forwarded(&shard, frame).await
+            })
+        }),
+    }
 }

@@ -5,7 +5,9 @@
 yields it and calls `finish(cluster)` afterwards, which stops the nodes and fails the test if a
 node exited by itself (a crash rather than a kill). `make_cluster` returns one not started yet,
 for settings that name a node's ports (`listeners`) or differ per node (`node_settings`, e.g.
-each node's own key store)."""
+each node's own key store). `controllers=K` starts nodes 1..K as controllers only and the
+rest as brokers only (`process.roles`); `controller_ids` and `broker_ids` say which is
+which (every node is both without it)."""
 
 import os
 
@@ -17,15 +19,18 @@ class NotServing(Exception):
 
 
 class SluiceClusterTarget:
-    """`nodes` Sluice nodes, every one a broker and a controller voter."""
+    """`nodes` Sluice nodes, every one a broker and a controller voter (or `controllers` of
+    them controllers only, the others brokers only)."""
 
-    def __init__(self, binary, directory, nodes, settings):
+    def __init__(self, binary, directory, nodes, settings, controllers=None):
         from sluice_cluster import SluiceCluster
         self.cluster = SluiceCluster(binary, directory, nodes=nodes, settings=settings,
-                                     preexec_fn=_die_with_parent)
+                                     preexec_fn=_die_with_parent, controllers=controllers)
         # {node id: {key: value}} applied after `settings` at each start of that node.
         self.node_settings = self.cluster.node_settings
         self.node_ids = sorted(self.cluster.nodes)
+        self.controller_ids = self.cluster.controller_ids
+        self.broker_ids = self.cluster.broker_ids
 
     def listeners(self, node_id, name, extra=()):
         """A `listeners` value for node `node_id`: listener `name` on the node's client port,
@@ -43,6 +48,11 @@ class SluiceClusterTarget:
 
     def node_bootstrap(self, node_id):
         return self.cluster.nodes[node_id].bootstrap
+
+    def controller_address(self, node_id):
+        """The `host:port` of a voter's controller listener (its `controller.quorum.voters`
+        address)."""
+        return f"127.0.0.1:{self.cluster.nodes[node_id].voter_port}"
 
     def kill(self, node_id):
         self.cluster.kill(node_id)
@@ -79,15 +89,17 @@ class SluiceClusterTarget:
 class KafkaClusterTarget:
     """`nodes` combined KRaft nodes of Apache Kafka 4.4 (scripts/kafka_ref.py)."""
 
-    def __init__(self, directory, nodes, settings, probe_tls=None):
+    def __init__(self, directory, nodes, settings, probe_tls=None, controllers=None):
         import kafka_ref
         self.ref = kafka_ref
         os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m")
         self.cluster = kafka_ref.KafkaCluster(directory, nodes, settings, shipped=False,
-                                              probe_tls=probe_tls)
+                                              probe_tls=probe_tls, controllers=controllers)
         self.nodes = {n.node_id: n for n in self.cluster.nodes}
         self.node_settings = self.cluster.node_settings
         self.node_ids = sorted(self.nodes)
+        self.controller_ids = list(self.cluster.controller_ids)
+        self.broker_ids = list(self.cluster.broker_ids)
 
     def listeners(self, node_id, name, extra=()):
         """A `listeners` value for node `node_id`: listener `name` on the node's client port,
@@ -101,11 +113,17 @@ class KafkaClusterTarget:
         self.cluster.start(preexec_fn=_die_with_parent)
 
     def bootstrap(self, exclude=()):
-        return ",".join(f"{n.host}:{n.port}" for i, n in self.nodes.items() if i not in exclude)
+        return ",".join(f"{self.nodes[i].host}:{self.nodes[i].port}" for i in self.broker_ids
+                        if i not in exclude)
 
     def node_bootstrap(self, node_id):
         n = self.nodes[node_id]
         return f"{n.host}:{n.port}"
+
+    def controller_address(self, node_id):
+        """The `host:port` of a voter's CONTROLLER listener."""
+        n = self.nodes[node_id]
+        return f"{n.host}:{n.controller_port}"
 
     def kill(self, node_id):
         self.cluster._kill_node(self.nodes[node_id])
@@ -140,21 +158,23 @@ class KafkaClusterTarget:
                          for i, n in self.nodes.items())
 
 
-def make_cluster(request, tmp_path, nodes, settings, probe_tls=None):
+def make_cluster(request, tmp_path, nodes, settings, probe_tls=None, controllers=None):
     """A cluster of `nodes` nodes of the target under test with broker `settings`, not started.
     `probe_tls`: the `ssl.SSLContext` Kafka's start-up probe speaks to the nodes' client ports
-    with when that listener is SSL (Sluice's nodes say in their logs when they serve)."""
+    with when that listener is SSL (Sluice's nodes say in their logs when they serve).
+    `controllers`: see the module documentation."""
     if TARGET == "kafka":
         request.getfixturevalue("kafka_classpath")
-        return KafkaClusterTarget(tmp_path / "kafka", nodes, settings, probe_tls)
+        return KafkaClusterTarget(tmp_path / "kafka", nodes, settings, probe_tls, controllers)
     return SluiceClusterTarget(request.getfixturevalue("sluice_bin"), tmp_path / "cluster",
-                               nodes, settings)
+                               nodes, settings, controllers)
 
 
-def start_cluster(request, tmp_path, nodes, settings, node_settings=None):
-    """A started cluster of `nodes` nodes of the target under test with broker `settings`, and
-    `node_settings` ({node id: {key: value}}) for single nodes."""
-    t = make_cluster(request, tmp_path, nodes, settings)
+def start_cluster(request, tmp_path, nodes, settings, node_settings=None, controllers=None):
+    """A started cluster of `nodes` nodes of the target under test with broker `settings`,
+    `node_settings` ({node id: {key: value}}) for single nodes, and `controllers` (see the
+    module documentation)."""
+    t = make_cluster(request, tmp_path, nodes, settings, controllers=controllers)
     for node, extra in (node_settings or {}).items():
         t.node_settings.setdefault(node, {}).update(extra)
     try:

@@ -36,7 +36,10 @@ async fn caught_up(shard: &Shard, controller: &Controller) -> Result<(), Control
     loop {
         let changed = controller.view.borrow().changed();
         let notified = changed.notified();
-        let status = controller.quorum.status();
+        let Some(quorum) = controller.voter() else {
+            return Err(not_active(controller));
+        };
+        let status = quorum.status();
         if !controller.is_active(NodeId(shard.config.node_id)) {
             return Err(not_active(controller));
         }
@@ -119,7 +122,8 @@ pub(super) async fn append(
     controller: &Controller,
     entry: bytes::Bytes,
 ) -> Result<RaftIndex, ControllerError> {
-    let proposal = async { Some(controller.quorum.propose(entry).await) };
+    let quorum = controller.voter().ok_or_else(|| not_active(controller))?;
+    let proposal = async { Some(quorum.propose(entry).await) };
     let timeout = async {
         crate::rt::sleep(PROPOSAL_TIMEOUT).await;
         None

@@ -120,17 +120,32 @@ pub(crate) async fn route(
     if forwarded {
         return Err(not_active(controller));
     }
-    let listener = shard.config.inter_broker_listener_name();
-    let endpoint = active
-        .and_then(|node| crate::metadata::broker_endpoint(&shard.metadata(), node.0, &listener));
-    let Some(endpoint) = endpoint else {
+    let Some(active) = active else {
         return Err(not_active(controller));
     };
-    let host = endpoint.0.clone();
-    let addr = resolve(controller, endpoint)
-        .await
-        .ok_or_else(|| not_active(controller))?;
-    let reply = forward::send(&shard.inter_broker, &host, addr, &request).await?;
+    let listener = shard.config.inter_broker_listener_name();
+    let endpoint = crate::metadata::broker_endpoint(&shard.metadata(), active.0, &listener);
+    let reply = match endpoint {
+        // A registered broker: its inter-broker listener.
+        Some(endpoint) => {
+            let host = endpoint.0.clone();
+            let addr = resolve(controller, endpoint)
+                .await
+                .ok_or_else(|| not_active(controller))?;
+            forward::send(&shard.inter_broker, &host, addr, &request).await?
+        }
+        // A controller-only node (`process.roles=controller`): its voter address.
+        None => {
+            let voter = shard
+                .config
+                .controller_quorum_voters
+                .iter()
+                .find(|v| v.id == active.0)
+                .ok_or_else(|| not_active(controller))?;
+            let host = voter.addr.ip().to_string();
+            forward::send(&controller.to_voters, &host, voter.addr, &request).await?
+        }
+    };
     if let ControllerReply::Answer { applied_index, .. } = &reply {
         installed(controller, RaftIndex(*applied_index)).await;
     }
@@ -179,15 +194,24 @@ pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, ControllerEr
 /// or the request fails with `NOT_CONTROLLER` inside the reply). `Response::Close` when the
 /// frame does not decode.
 pub async fn serve_forwarded(shard: &Rc<Shard>, frame: Bytes) -> Response {
-    let Some((correlation_id, request)) = forward::decode_request(&frame) else {
-        tracing::debug!("closing connection: a forwarded controller request does not decode");
-        return Response::Close;
-    };
-    let reply = handle_here_or_on_shard_0(shard, request).await;
-    match forward::encode(correlation_id, None, &reply) {
+    match answer_forwarded(shard, frame).await {
         Some(frame) => Response::Whole(frame),
         None => Response::Close,
     }
+}
+
+/// [`serve_forwarded`]'s reply frame, `None` when `frame` is not a forwarded request that
+/// decodes (the voter listener's handler: `crate::quorum::transport::ForwardedRequests`).
+pub async fn answer_forwarded(shard: &Rc<Shard>, frame: Bytes) -> Option<Bytes> {
+    if !forward::is_forwarded(&frame) {
+        return None;
+    }
+    let Some((correlation_id, request)) = forward::decode_request(&frame) else {
+        tracing::debug!("closing connection: a forwarded controller request does not decode");
+        return None;
+    };
+    let reply = handle_here_or_on_shard_0(shard, request).await;
+    forward::encode(correlation_id, None, &reply)
 }
 
 /// Hands out the next producer id from this broker's current block, asking the active

@@ -76,6 +76,10 @@ pub(super) async fn handle_active(
             super::quorum_state::describe(controller, NodeId(shard.config.node_id))
                 .map(ControllerReply::Quorum)
         }
+        ControllerRequest::FetchMetadata { from, after } => {
+            super::observer::serve(shard, controller, from, replication::raft::RaftIndex(after))
+                .await
+        }
     }
 }
 
@@ -268,7 +272,10 @@ pub(crate) async fn fence_expired(shard: &Rc<Shard>) {
             return;
         }
         let active = controller.is_active(node);
-        let term = controller.quorum.status().term;
+        let Some(quorum) = controller.voter() else {
+            return;
+        };
+        let term = quorum.status().term;
         let now = ShardRuntime.now();
         if active && active_term != Some(term) {
             let image = controller.view.borrow().image();

@@ -24,8 +24,13 @@ use std::time::Duration;
 
 /// The API key of a forwarded controller request (outside Kafka's key range).
 pub const FORWARD_API_KEY: i16 = 32_000;
-/// Largest forwarded request or reply, bytes (a CreateTopics of many topics fits).
+/// Largest forwarded request, bytes (a CreateTopics of many topics fits).
 pub const FORWARD_BYTES_MAX: usize = 16 << 20;
+/// Largest reply, bytes: an observer's fetch may carry a whole metadata image (at most a
+/// snapshot's size) or one entry of up to `crate::quorum::METADATA_ENTRY_BYTES_MAX`.
+pub const REPLY_BYTES_MAX: usize = replication::raft::codec::SNAPSHOT_BYTES_MAX + (1 << 20);
+
+const _: () = assert!(REPLY_BYTES_MAX > crate::quorum::METADATA_ENTRY_BYTES_MAX + (1 << 20));
 /// How long a forwarded request may take, connection included.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -43,7 +48,8 @@ pub(super) fn decode_request(frame: &[u8]) -> Option<(i32, ControllerRequest)> {
     Some((correlation_id, request))
 }
 
-/// `size | [api_key] | correlation_id | JSON body`, or `None` past [`FORWARD_BYTES_MAX`].
+/// `size | [api_key] | correlation_id | JSON body`, or `None` past [`FORWARD_BYTES_MAX`] (a
+/// request, with its `api_key`) or [`REPLY_BYTES_MAX`] (a reply).
 pub(super) fn encode<T: Serialize>(
     correlation_id: i32,
     api_key: Option<i16>,
@@ -52,7 +58,12 @@ pub(super) fn encode<T: Serialize>(
     let json = serde_json::to_vec(body).ok()?;
     let header = 4 + if api_key.is_some() { 2 } else { 0 };
     let size = header + json.len();
-    if size > FORWARD_BYTES_MAX {
+    let max = if api_key.is_some() {
+        FORWARD_BYTES_MAX
+    } else {
+        REPLY_BYTES_MAX
+    };
+    if size > max {
         return None;
     }
     let mut out = BytesMut::with_capacity(4 + size);
@@ -92,7 +103,7 @@ pub async fn send(
         let mut size = [0u8; 4];
         stream.read_exact(&mut size).await.ok()?;
         let size = usize::try_from(u32::from_be_bytes(size)).ok()?;
-        if !(4..=FORWARD_BYTES_MAX).contains(&size) {
+        if !(4..=REPLY_BYTES_MAX).contains(&size) {
             return None;
         }
         let mut body = vec![0u8; size];

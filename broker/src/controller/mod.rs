@@ -1,5 +1,6 @@
 //! The metadata controller, on shard 0: this node's voter of the controller quorum (raft-rs,
-//! `replication::raft`; one voter, this node, without `controller.quorum.voters`), and the
+//! `replication::raft`; one voter, this node, without `controller.quorum.voters`; none on a
+//! broker-only node, `process.roles=broker`, which observes the log instead), and the
 //! service that runs each metadata change on the active controller as
 //! lock → propose records against the applied image (`replication::metadata::propose`) →
 //! one Raft entry, committed by a majority of the voters (fsynced on each) → applied by every
@@ -22,8 +23,9 @@
 //! fencing); [`balance`] its leader balance (`auto.leader.rebalance.enable`); [`lifecycle`] the broker side of those (registration, heartbeats, controlled
 //! shutdown: Kafka's BrokerLifecycleManager; over a host trait, so that
 //! `lifecycle_sim_tests` runs it under the simulation); [`quorum_state`] DescribeQuorum's view of the quorum; [`state`] shard 0's controller state,
-//! the broker's side of the lifecycle included; [`bootstrap`] a new metadata log's first
-//! records; [`forward`] the wire of a forwarded request. The metadata publisher, which drives
+//! the broker's side of the lifecycle included; [`observer`] a broker-only node's following of
+//! the metadata log (`process.roles=broker`) and the active controller's answers to it;
+//! [`bootstrap`] a new metadata log's first records; [`forward`] the wire of a forwarded request. The metadata publisher, which drives
 //! the data plane from the applied image, sits above in `crate::publisher`; the runtime starts
 //! all of it (`crate::runtime`).
 
@@ -36,6 +38,7 @@ pub mod forward;
 mod lifecycle;
 #[cfg(test)]
 mod lifecycle_sim_tests;
+mod observer;
 mod quorum_state;
 pub mod state;
 
@@ -44,9 +47,10 @@ pub(crate) use balance::balance_leaders;
 pub use bootstrap::Startup;
 pub(crate) use channel::route;
 pub use channel::{
-    allocate_producer_id, allocate_producer_id_here, call, call_answer, describe_quorum,
-    serve_forwarded,
+    allocate_producer_id, allocate_producer_id_here, answer_forwarded, call, call_answer,
+    describe_quorum, serve_forwarded,
 };
 pub(crate) use fencing::fence_expired;
 pub use lifecycle::controlled_shutdown;
 pub(crate) use lifecycle::run_broker;
+pub(crate) use observer::run as run_observer;

@@ -18,7 +18,10 @@ pub(super) fn describe(
     controller: &Controller,
     node: NodeId,
 ) -> Result<QuorumDescription, ControllerError> {
-    let status = controller.quorum.status();
+    let Some(quorum) = controller.voter() else {
+        return Err(not_active(controller));
+    };
+    let status = quorum.status();
     if status.role != Role::Leader || status.leader != Some(node) || status.stopped.is_some() {
         return Err(not_active(controller));
     }
@@ -36,8 +39,31 @@ pub(super) fn describe(
         leader_epoch: i32::try_from(status.term.0).unwrap_or(i32::MAX),
         high_watermark: i64::try_from(status.commit_index.0).unwrap_or(i64::MAX),
         voters,
-        observers: Vec::new(),
+        observers: observers(controller, now, wall_ms),
     })
+}
+
+/// The observers that fetched from this controller (`super::observer`), as replicas whose
+/// log end is what they had applied at their last fetch.
+fn observers(
+    controller: &Controller,
+    now: MonotonicTime,
+    wall: Duration,
+) -> Vec<ReplicaDescription> {
+    controller
+        .observers
+        .borrow()
+        .iter()
+        .map(|(&id, o)| {
+            let progress = VoterProgress {
+                node: NodeId(id),
+                log_end: o.applied,
+                last_fetch: Some(o.last_fetch),
+                last_caught_up: o.last_caught_up,
+            };
+            replica(&progress, now, wall)
+        })
+        .collect()
 }
 
 /// One voter's progress, its monotonic times as wall-clock ms (`now` is `wall` on the

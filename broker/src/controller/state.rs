@@ -1,5 +1,6 @@
-//! The controller's state on shard 0: this node's voter of the controller quorum, the
-//! metadata view its state machine keeps current, the lock that serialises this node's
+//! The controller's state on shard 0: this node's voter of the controller quorum (none on a
+//! broker-only node, which observes the metadata log: `super::observer`), the metadata view
+//! its state machine keeps current, the lock that serialises this node's
 //! proposals, how far every shard has installed the image, and the producer ids of the
 //! current block. The controller service (`super`) runs the changes; the shard only holds
 //! this.
@@ -20,8 +21,16 @@ pub struct Controller {
     /// Serialises this node's proposals: one change at a time is proposed against the image
     /// it will be appended after.
     pub(super) lock: Semaphore,
-    /// This node's voter.
-    pub(super) quorum: QuorumNode,
+    /// This node's voter; `None` on a broker-only node (`process.roles=broker`), whose
+    /// view an observer keeps current (`super::observer`).
+    pub(super) quorum: Option<QuorumNode>,
+    /// How this node's connections to the voters' addresses are secured (the client side of
+    /// `controller.listener.names`): an observer's fetches, and requests forwarded to a
+    /// controller-only active controller.
+    pub(super) to_voters: crate::peer::PeerSecurity,
+    /// On the active controller: the observers that fetched from it since it became active
+    /// (DescribeQuorum's observers).
+    pub(super) observers: RefCell<BTreeMap<i32, ObserverProgress>>,
     /// What the quorum's state machine applied.
     pub(super) view: Rc<RefCell<MetadataView>>,
     /// Index of the last entry whose image every shard has installed.
@@ -66,11 +75,18 @@ impl Controller {
         self.published_changed.notify_all();
     }
 
-    /// The state of a controller over `quorum`, whose state machine keeps `view` current.
-    pub fn new(quorum: QuorumNode, view: Rc<RefCell<MetadataView>>) -> Controller {
+    /// The state of a controller over `quorum` (`None`: an observer's), whose state machine
+    /// keeps `view` current; `to_voters` secures connections to the voters' addresses.
+    pub fn new(
+        quorum: Option<QuorumNode>,
+        view: Rc<RefCell<MetadataView>>,
+        to_voters: crate::peer::PeerSecurity,
+    ) -> Controller {
         Controller {
             lock: Semaphore::new(1),
             quorum,
+            to_voters,
+            observers: RefCell::new(BTreeMap::new()),
             view,
             published: Cell::new(RaftIndex(0)),
             published_changed: Rc::new(Notify::default()),
@@ -93,19 +109,30 @@ impl Controller {
             .map_err(|_| ControllerError::Unavailable)
     }
 
-    /// The active controller as this node knows it: this node when its voter leads.
+    /// The active controller as this node knows it: this node when its voter leads; on an
+    /// observer, the leader that last answered its fetch.
     pub fn active(&self) -> Option<NodeId> {
-        let status = self.quorum.status();
+        let Some(quorum) = &self.quorum else {
+            return self.view.borrow().leader().0;
+        };
+        let status = quorum.status();
         if status.stopped.is_some() {
             return None;
         }
         status.leader
     }
 
-    /// Whether this node is the active controller.
+    /// Whether this node is the active controller (never on an observer).
     pub fn is_active(&self, node: NodeId) -> bool {
-        let status = self.quorum.status();
-        status.stopped.is_none() && status.role == Role::Leader && status.leader == Some(node)
+        self.quorum.as_ref().is_some_and(|quorum| {
+            let status = quorum.status();
+            status.stopped.is_none() && status.role == Role::Leader && status.leader == Some(node)
+        })
+    }
+
+    /// This node's voter, `None` on an observer.
+    pub(super) fn voter(&self) -> Option<&QuorumNode> {
+        self.quorum.as_ref()
     }
 
     /// Whether this broker is registered and unfenced: it serves as a member of the cluster.
@@ -113,10 +140,24 @@ impl Controller {
         self.broker.serving()
     }
 
-    /// Stops the voter (at shutdown).
+    /// Stops the voter (at shutdown); an observer stops with its shard.
     pub fn stop(&self) {
-        self.quorum.stop();
+        if let Some(quorum) = &self.quorum {
+            quorum.stop();
+        }
     }
+}
+
+/// What the active controller knows of one observer (`super::observer`; DescribeQuorum's
+/// observers).
+#[derive(Clone, Copy, Debug)]
+pub struct ObserverProgress {
+    /// The index the observer had applied when it last fetched.
+    pub applied: RaftIndex,
+    /// When it last fetched.
+    pub last_fetch: replication::runtime::MonotonicTime,
+    /// When it last fetched having applied everything this controller had.
+    pub last_caught_up: Option<replication::runtime::MonotonicTime>,
 }
 
 /// This broker's side of the lifecycle, as the controller last answered it (shard 0 holds it

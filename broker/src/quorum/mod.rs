@@ -7,6 +7,9 @@
 //! Modules: `wire` (the hello and frame bytes), `queue` (the bounded frame queues),
 //! `transport`, `dir`. The state machine (the metadata image) is the caller's.
 //!
+//! Broker-only nodes (`process.roles=broker`) run no voter: they observe the metadata log
+//! through the active controller (`crate::controller::observer`), over this listener.
+//!
 //! Limits: a static voter set (KIP-595's `controller.quorum.voters`, no KIP-853 membership
 //! changes); the Raft tick is fixed at [`BrokerConfig::QUORUM_TICK_MS`] and the leader's
 //! heartbeat at two ticks; everything runs on the shard that calls [`start`].
@@ -71,7 +74,8 @@ pub const METADATA_ENTRY_BYTES_MAX: usize = 16 << 20;
 /// no listener), `controller.quorum.election.timeout.ms` and `log.dirs` (the state lives in
 /// `<log.dirs>/__cluster_metadata-0/`). The transport serves `voter_listener`, bound on this
 /// node's voter address before the executors started, secured by `security`
-/// (`controller.listener.names`).
+/// (`controller.listener.names`); `forwarded` answers brokers' requests arriving on that
+/// listener (see [`transport`]).
 ///
 /// # Errors
 /// [`QuorumStartError`]: the quorum keys are inconsistent, the directory could not be
@@ -81,6 +85,7 @@ pub async fn start<M: StateMachine + 'static>(
     state_machine: M,
     voter_listener: Option<(crate::listener::Handoff, SocketAddr)>,
     security: transport::VoterSecurity,
+    forwarded: Option<transport::ForwardedRequests>,
 ) -> Result<QuorumNode, QuorumStartError> {
     config.check_quorum()?;
     let quorum = quorum_config(config);
@@ -94,7 +99,7 @@ pub async fn start<M: StateMachine + 'static>(
         .filter(|v| NodeId(v.id) != this)
         .map(|v| (NodeId(v.id), v.addr))
         .collect();
-    let transport = TcpTransport::start(this, voter_listener, &peers, security);
+    let transport = TcpTransport::start(this, voter_listener, &peers, security, forwarded);
     tracing::info!(
         node = this.0,
         voters = quorum.voters.len(),

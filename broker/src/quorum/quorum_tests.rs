@@ -16,6 +16,7 @@ use replication::raft::{Committed, ProposeError, QuorumStatus, RaftIndex, RaftTe
 use replication::runtime::{NodeId, Transport, TransportError};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tuning::config::BrokerConfig;
@@ -87,7 +88,7 @@ impl Voter {
                 let recorder = Recorder {
                     applied: applied_tx,
                 };
-                let node = super::start(&config, recorder, listen, VoterSecurity::default())
+                let node = super::start(&config, recorder, listen, VoterSecurity::default(), None)
                     .await
                     .expect("quorum starts");
                 loop {
@@ -393,11 +394,23 @@ fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
     on_executor(move || async move {
         let (h1, _, _c1) = voter_listener(one);
         let (h2, _, _c2) = voter_listener(two);
+        // Voter 1 answers forwarded requests: each frame back, reversed, with its length.
+        let echo = super::transport::ForwardedRequests {
+            frame_bytes_max: 16,
+            serve: Rc::new(|frame: Bytes| {
+                Box::pin(async move {
+                    let mut reply = u32::try_from(frame.len()).ok()?.to_be_bytes().to_vec();
+                    reply.extend(frame.iter().rev());
+                    Some(Bytes::from(reply))
+                })
+            }),
+        };
         let t1 = TcpTransport::start(
             NodeId(1),
             Some((h1, one)),
             &BTreeMap::from([(NodeId(2), two)]),
             VoterSecurity::default(),
+            Some(echo),
         );
         assert_eq!(t1.local_addr(), Some(one));
         let t2 = TcpTransport::start(
@@ -405,8 +418,34 @@ fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
             Some((h2, two)),
             &BTreeMap::from([(NodeId(1), one)]),
             VoterSecurity::default(),
+            None,
         );
         let connect = || crate::rt::TcpStream::connect(one);
+
+        // Forwarded requests on the voter listener: answered in order on one connection; a
+        // frame beyond the handler's bound closes it; a transport without a handler closes
+        // a connection that sends no hello.
+        let mut stream = connect().await.expect("connect");
+        for body in [&b"abc"[..], &b"xy"[..]] {
+            let mut frame = u32::try_from(body.len()).unwrap().to_be_bytes().to_vec();
+            frame.extend_from_slice(body);
+            stream.write_all(&frame).await.expect("write");
+            stream.flush().await.expect("flush");
+            let mut reply = vec![0; 4 + body.len()];
+            stream.read_exact(&mut reply).await.expect("answered");
+            let reversed: Vec<u8> = body.iter().rev().copied().collect();
+            assert_eq!(&reply[4..], &reversed[..]);
+        }
+        stream.write_all(&[0, 0, 0, 17]).await.expect("write");
+        stream.flush().await.expect("flush");
+        assert!(closed_by_peer(&mut stream).await, "17 bytes > 16 is closed");
+        let mut stream = crate::rt::TcpStream::connect(two).await.expect("connect");
+        stream
+            .write_all(&[0, 0, 0, 3, 1, 2, 3])
+            .await
+            .expect("write");
+        stream.flush().await.expect("flush");
+        assert!(closed_by_peer(&mut stream).await, "no handler on voter 2");
 
         let mut hello = wire::encode_hello(NodeId(2)).to_vec();
         let mut bad_frame = hello.clone();

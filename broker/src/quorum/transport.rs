@@ -25,6 +25,14 @@
 //!    reached are dropped at each failed connection attempt, and a frame being written when
 //!    a connection fails is lost.
 //!
+//! Forwarded controller requests ([`ForwardedRequests`]): a connection whose first four bytes
+//! are not the hello's magic is a broker's request to the controller (a length-prefixed
+//! frame, as on a Kafka listener: `crate::controller::forward`), not a voter's. With a
+//! handler, each such frame is answered on the same connection, one at a time (so that
+//! broker-only nodes reach a controller-only active controller, and observers fetch the
+//! metadata log); without one it is closed as a stranger. The listener is as trusted as its
+//! security makes it: its clients are the cluster's own nodes.
+//!
 //! Each direction between two voters has its own connection (the connecting side writes,
 //! the accepting side reads), so there is no race over who connects.
 //!
@@ -46,7 +54,7 @@ use crate::rt::TcpStream;
 use crate::tls::ListenerTls;
 use bytes::Bytes;
 use futures_lite::io::{BufReader, BufWriter};
-use futures_lite::{future, AsyncRead, AsyncWriteExt};
+use futures_lite::{future, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use replication::runtime::{LocalBoxFuture, NodeId, Transport, TransportError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -111,6 +119,17 @@ impl VoterSecurity {
     }
 }
 
+/// The controller's side of forwarded requests arriving on the voter listener (see the module
+/// documentation): `serve` takes a frame without its length prefix and returns the whole
+/// reply frame, or `None` to close the connection.
+#[derive(Clone)]
+pub struct ForwardedRequests {
+    /// Largest request frame, bytes; a longer one closes the connection.
+    pub frame_bytes_max: usize,
+    /// Answers one request frame.
+    pub serve: Rc<dyn Fn(Bytes) -> LocalBoxFuture<Option<Bytes>>>,
+}
+
 /// The transport's tasks, cancelled when it is dropped.
 #[derive(Default)]
 struct Tasks {
@@ -162,6 +181,7 @@ impl TcpTransport {
         listen: Option<(Handoff, SocketAddr)>,
         peers: &BTreeMap<NodeId, SocketAddr>,
         security: VoterSecurity,
+        forwarded: Option<ForwardedRequests>,
     ) -> TcpTransport {
         assert!(
             !peers.contains_key(&this),
@@ -179,6 +199,7 @@ impl TcpTransport {
                 voters,
                 inbox.clone(),
                 Rc::downgrade(&tasks),
+                forwarded,
             );
             let handle = crate::rt::spawn_local(accept).detach();
             tasks.borrow_mut().fixed.push(handle);
@@ -246,6 +267,7 @@ async fn accept_loop(
     voters: Rc<BTreeSet<NodeId>>,
     inbox: FrameQueue,
     tasks: std::rc::Weak<RefCell<Tasks>>,
+    forwarded: Option<ForwardedRequests>,
 ) {
     loop {
         let stream = match listener.accept().await {
@@ -267,7 +289,7 @@ async fn accept_loop(
         let number = registry.next_reader;
         registry.next_reader += 1;
         let (voters, inbox, weak) = (voters.clone(), inbox.clone(), Rc::downgrade(&tasks));
-        let tls = tls.clone();
+        let (tls, forwarded) = (tls.clone(), forwarded.clone());
         let handle = crate::rt::spawn_local(async move {
             let peer = stream.peer_addr().ok();
             let on_hello = |from| {
@@ -275,10 +297,13 @@ async fn accept_loop(
                     tasks.borrow_mut().hello(from, number);
                 }
             };
+            let forwarded = forwarded.as_ref();
             let read = match tls {
-                None => read_connection(stream, &voters, &inbox, on_hello).await,
+                None => read_connection(stream, &voters, &inbox, on_hello, forwarded).await,
                 Some(tls) => match tls.accept(stream).await {
-                    Ok((stream, _)) => read_connection(stream, &voters, &inbox, on_hello).await,
+                    Ok((stream, _)) => {
+                        read_connection(stream, &voters, &inbox, on_hello, forwarded).await
+                    }
                     Err(e) => Err(InboundError::Tls(e)),
                 },
             };
@@ -320,23 +345,52 @@ enum InboundError {
     NotAVoter(NodeId),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsAcceptError),
+    #[error("a forwarded request of {frame_bytes} bytes, outside 1..={max}")]
+    ForwardedLength { frame_bytes: usize, max: usize },
+    #[error("a forwarded request was not answered")]
+    ForwardedUnanswered,
 }
 
-/// Reads one inbound connection until it ends or misbehaves; `on_hello` learns the voter
-/// once its hello checked out.
-async fn read_connection<S: AsyncRead + Unpin>(
+/// Reads one inbound connection until it ends or misbehaves: a voter's (its hello, then
+/// frames; `on_hello` learns the voter once its hello checked out), or a node's forwarded
+/// requests when `forwarded` serves them.
+async fn read_connection<S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
     voters: &BTreeSet<NodeId>,
     inbox: &FrameQueue,
     on_hello: impl FnOnce(NodeId),
+    forwarded: Option<&ForwardedRequests>,
 ) -> Result<(), InboundError> {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
-    let hello = future::or(async { Some(wire::read_hello(&mut reader).await) }, async {
-        crate::rt::sleep(HELLO_TIMEOUT).await;
-        None
-    })
+    let mut hello = [0; wire::HELLO_BYTES];
+    let first = future::or(
+        async { Some(reader.read_exact(&mut hello[..4]).await) },
+        async {
+            crate::rt::sleep(HELLO_TIMEOUT).await;
+            None
+        },
+    )
     .await;
-    let sender = hello.ok_or(InboundError::HelloTimeout)??;
+    first
+        .ok_or(InboundError::HelloTimeout)?
+        .map_err(wire::WireError::Io)?;
+    if hello[..4] != wire::HELLO_MAGIC {
+        if let Some(forwarded) = forwarded {
+            let first = [hello[0], hello[1], hello[2], hello[3]];
+            return serve_forwarded(reader, first, forwarded).await;
+        }
+    }
+    let rest = future::or(
+        async { Some(reader.read_exact(&mut hello[4..]).await) },
+        async {
+            crate::rt::sleep(HELLO_TIMEOUT).await;
+            None
+        },
+    )
+    .await;
+    rest.ok_or(InboundError::HelloTimeout)?
+        .map_err(wire::WireError::Io)?;
+    let sender = wire::decode_hello(&hello)?;
     if !voters.contains(&sender) {
         return Err(InboundError::NotAVoter(sender));
     }
@@ -348,6 +402,52 @@ async fn read_connection<S: AsyncRead + Unpin>(
         }
     }
     Ok(())
+}
+
+/// Answers the forwarded requests of one connection, in order; `first` is the first request's
+/// length prefix, already read.
+async fn serve_forwarded<S: AsyncRead + AsyncWrite + Unpin>(
+    mut reader: BufReader<S>,
+    first: [u8; 4],
+    forwarded: &ForwardedRequests,
+) -> Result<(), InboundError> {
+    let mut prefix = first;
+    loop {
+        let frame_bytes = usize::try_from(u32::from_be_bytes(prefix)).unwrap_or(usize::MAX);
+        if frame_bytes == 0 || frame_bytes > forwarded.frame_bytes_max {
+            return Err(InboundError::ForwardedLength {
+                frame_bytes,
+                max: forwarded.frame_bytes_max,
+            });
+        }
+        let mut frame = vec![0; frame_bytes];
+        reader
+            .read_exact(&mut frame)
+            .await
+            .map_err(wire::WireError::Io)?;
+        let reply = (forwarded.serve)(Bytes::from(frame))
+            .await
+            .ok_or(InboundError::ForwardedUnanswered)?;
+        let stream = reader.get_mut();
+        stream
+            .write_all(&reply)
+            .await
+            .map_err(wire::WireError::Io)?;
+        stream.flush().await.map_err(wire::WireError::Io)?;
+        // The next request, or a clean end between requests.
+        if reader
+            .read(&mut prefix[..1])
+            .await
+            .map_err(wire::WireError::Io)?
+            == 0
+        {
+            return Ok(());
+        }
+        reader
+            .read_exact(&mut prefix[1..])
+            .await
+            .map_err(wire::WireError::Io)?;
+    }
 }
 
 /// Drains `queue` into a connection to voter `to` at `addr`, reconnecting as needed.

@@ -31,6 +31,14 @@
 //!   completes the move. Not checked here: the records of the moved partitions (no data plane
 //!   in this simulation; `tests/compat/test_reassign.py` checks them with real clients).
 //!
+//! - in the observer runs ([`observers_follow_the_metadata_log_under_faults`]), **observers**
+//!   ([`OBSERVER_IDS`], broker-only nodes of `process.roles=broker`; a model of
+//!   `broker/src/controller/observer.rs` on the same functions): every [`OBSERVER_FETCH`]
+//!   each asks a controller it finds active (a deposed one too) for the entries after its
+//!   applied index (`MetadataView::fetch_after`) over the lossy channel, and applies the
+//!   answer (`MetadataStateMachine::apply_fetched`): entries, or the whole image when that
+//!   voter no longer keeps them (after a restart from a snapshot).
+//!
 //! A seed runs [`ROUNDS`] rounds of a faulty phase (1–3 s of random faults, crashes and
 //! broker deaths) followed by a quiet phase ([`QUIET`]: no fault, every voter running; a
 //! broker may die or come back early in it), then heals for good and waits for convergence.
@@ -59,6 +67,10 @@
 //!    every voter has applied the leader's commit index with the same image, every live
 //!    broker's incarnation is registered and unfenced, every dead broker (no live incarnation)
 //!    fenced or unregistered.
+//! 8. **an observer shows only committed images, in order** (observer runs): after each
+//!    fetch its applied index has not gone back and its image is the voters' image after the
+//!    entries up to that index (checker 3's); after healing (checker 6) every observer has
+//!    applied what the leader applied, with the same image.
 //! 7. **a proposal follows the image it was computed against**: when a controller's entry
 //!    commits, no entry it did not see lies between the image's index and its own (else its
 //!    records, such as a partition's new ISR, apply to a state they were not made for).
@@ -77,8 +89,8 @@
 
 use super::{
     encode_entry, propose, BrokerHeartbeats, ControllerAnswer, ControllerError, ControllerOp,
-    EntryError, EntryOutcome, MetadataImage, MetadataStateMachine, MetadataView, PartitionImage,
-    ProposeContext,
+    EntryError, EntryOutcome, FetchedMetadata, MetadataImage, MetadataStateMachine, MetadataView,
+    PartitionImage, ProposeContext,
 };
 use crate::raft::sim_tests::{Disk, Faults, Link};
 use crate::raft::{
@@ -116,6 +128,10 @@ const ROUNDS: usize = 2;
 const CLUSTER_ID: &str = "sim-cluster";
 /// The simulated brokers (not voters).
 const BROKER_IDS: [i32; 5] = [11, 12, 13, 14, 15];
+/// The simulated observers (broker-only nodes following the metadata log; observer runs).
+const OBSERVER_IDS: [i32; 2] = [21, 22];
+/// How often an observer fetches (the real one long-polls; here a fetch is answered at once).
+const OBSERVER_FETCH: Duration = Duration::from_millis(20);
 
 /// A live broker's heartbeat interval (`broker.heartbeat.interval.ms`).
 const HEARTBEAT: Duration = Duration::from_millis(500);
@@ -183,6 +199,9 @@ struct Stats {
     fencing_checked: u64,
     /// Fenced heartbeats whose unfencing was checked in a quiet window.
     unfencing_checked: u64,
+    /// Observer fetches answered with entries, and with the whole image (observer runs).
+    observer_entries: u64,
+    observer_images: u64,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -203,6 +222,8 @@ impl std::ops::AddAssign for Stats {
         self.rebirths += o.rebirths;
         self.fencing_checked += o.fencing_checked;
         self.unfencing_checked += o.unfencing_checked;
+        self.observer_entries += o.observer_entries;
+        self.observer_images += o.observer_images;
     }
 }
 
@@ -788,6 +809,13 @@ struct Broker {
     shutting_down: Cell<bool>,
 }
 
+/// A simulated observer: its own metadata state machine and the view it keeps.
+struct Observer {
+    id: i32,
+    machine: RefCell<MetadataStateMachine>,
+    view: Rc<RefCell<MetadataView>>,
+}
+
 struct Sim {
     rt: SimRuntime,
     world: Rc<World>,
@@ -797,6 +825,8 @@ struct Sim {
     links: Vec<Link>,
     nodes: RefCell<Vec<Option<Running>>>,
     brokers: Vec<Broker>,
+    /// The observers (observer runs only: none otherwise).
+    observers: Vec<Observer>,
     /// Chance of losing a broker's request, and (separately) its reply, in percent.
     broker_drop_percent: Cell<u64>,
     /// The topic client and the broker deaths stop at the final healing.
@@ -809,10 +839,11 @@ struct Sim {
 enum Clients {
     Topics,
     TopicsAndReassignments,
+    TopicsAndObservers,
 }
 
 impl Sim {
-    fn new(rt: &SimRuntime, seed: u64, voters: i32) -> Rc<Sim> {
+    fn new(rt: &SimRuntime, seed: u64, voters: i32, clients: Clients) -> Rc<Sim> {
         let faults = Faults::percent(0, 0, 0, 0);
         let net = SimNetwork::new(
             rt.clone(),
@@ -858,6 +889,23 @@ impl Sim {
                     shutting_down: Cell::new(false),
                 })
                 .collect(),
+            observers: if clients == Clients::TopicsAndObservers {
+                OBSERVER_IDS
+                    .iter()
+                    .map(|&id| {
+                        // As the voters start (the broker's all start from an empty one).
+                        let (machine, view) =
+                            MetadataStateMachine::new(MetadataImage::new(CLUSTER_ID.into()));
+                        Observer {
+                            id,
+                            machine: RefCell::new(machine),
+                            view,
+                        }
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             broker_drop_percent: Cell::new(rt.random(0..15)),
             healed: Cell::new(false),
             next_topic: Cell::new(0),
@@ -1214,6 +1262,81 @@ impl Sim {
     }
 
     /// Checker 5, every [`MONITOR`], for the whole run.
+    /// Observer `o`: fetches from a controller it finds active, over the lossy channel, and
+    /// applies the answer; checker 8 after each.
+    async fn run_observer(self: Rc<Sim>, o: usize) {
+        let delay = || Duration::from_micros(self.rt.random(0..5_000));
+        loop {
+            self.rt.sleep(OBSERVER_FETCH).await;
+            let active = self.active();
+            if active.is_empty() || self.rt.chance(self.broker_drop_percent.get()) {
+                continue;
+            }
+            let controller = active[self.random_below(active.len())].clone();
+            self.rt.sleep(delay()).await;
+            let observer = &self.observers[o];
+            let before = observer.view.borrow().applied_index();
+            let fetched = controller.view.borrow().fetch_after(before);
+            let term = controller.quorum.status().term;
+            self.rt.sleep(delay()).await;
+            if self.rt.chance(self.broker_drop_percent.get()) {
+                continue;
+            }
+            {
+                let mut stats = self.world.stats.borrow_mut();
+                match &fetched {
+                    FetchedMetadata::Image { .. } => stats.observer_images += 1,
+                    FetchedMetadata::Entries(e) if !e.is_empty() => stats.observer_entries += 1,
+                    FetchedMetadata::Entries(_) => {}
+                }
+            }
+            if let Err(e) =
+                observer
+                    .machine
+                    .borrow_mut()
+                    .apply_fetched(controller.node, term, fetched)
+            {
+                panic!(
+                    "observer {} could not apply a fetch (seed {}): {e}",
+                    observer.id, self.world.seed
+                );
+            }
+            self.check_observer(observer, before);
+        }
+    }
+
+    /// Checker 8 on `observer` after a fetch made at applied index `before`.
+    fn check_observer(&self, observer: &Observer, before: RaftIndex) {
+        let seed = self.world.seed;
+        let view = observer.view.borrow();
+        let applied = view.applied_index();
+        assert!(
+            applied >= before,
+            "checker 8 (an observer shows only committed images, in order), seed {seed}: \
+             observer {} went back from {} to {}",
+            observer.id,
+            before.0,
+            applied.0
+        );
+        if applied == RaftIndex(0) {
+            return;
+        }
+        let expected = self
+            .world
+            .images_at
+            .borrow()
+            .range(..=applied.0)
+            .next_back()
+            .map(|(_, image)| image.clone());
+        assert!(
+            expected.is_some_and(|e| *e == *view.image()),
+            "checker 8 (an observer shows only committed images, in order), seed {seed}: \
+             observer {}'s image at {} is not the voters' image there",
+            observer.id,
+            applied.0
+        );
+    }
+
     async fn monitor(self: Rc<Sim>) {
         loop {
             self.rt.sleep(MONITOR).await;
@@ -1431,6 +1554,19 @@ impl Sim {
                 ));
             }
         }
+        let applied = leader.view.borrow().applied_index();
+        for observer in &self.observers {
+            let view = observer.view.borrow();
+            if view.applied_index() != applied || *view.image() != *image {
+                return Some(format!(
+                    "observer {} applied {} of {} (image equal: {})",
+                    observer.id,
+                    view.applied_index().0,
+                    applied.0,
+                    *view.image() == *image
+                ));
+            }
+        }
         for broker in &self.brokers {
             let registration = image.brokers.get(&broker.id);
             match broker.incarnation.get() {
@@ -1493,7 +1629,7 @@ fn run_seed(seed: u64, voters: i32) -> Stats {
 fn run_seed_with(seed: u64, voters: i32, clients: Clients) -> Stats {
     let mut ex = Executor::new(seed);
     let rt = ex.runtime();
-    let sim = Sim::new(&rt, seed, voters);
+    let sim = Sim::new(&rt, seed, voters, clients);
     let world = sim.world.clone();
     let run = sim.clone();
     ex.run_until(async move {
@@ -1508,6 +1644,9 @@ fn run_seed_with(seed: u64, voters: i32, clients: Clients) -> Stats {
         sim.rt.spawn(Box::pin(sim.clone().run_client()));
         if clients == Clients::TopicsAndReassignments {
             sim.rt.spawn(Box::pin(sim.clone().run_reassigner()));
+        }
+        for o in 0..sim.observers.len() {
+            sim.rt.spawn(Box::pin(sim.clone().run_observer(o)));
         }
         sim.rt.spawn(Box::pin(sim.clone().monitor()));
         for _ in 0..ROUNDS {
@@ -1585,6 +1724,24 @@ fn reassignments_under_faults_keep_the_metadata_consistent() {
         assert!(
             total.reassignments_completed > 0,
             "no reassignment completed by AlterPartition"
+        );
+    }
+}
+
+#[test]
+fn observers_follow_the_metadata_log_under_faults() {
+    let mut total = Stats::default();
+    let seeds = seeds(0x0b5e_0001, SEEDS / 2);
+    for &seed in &seeds {
+        let _guard = SeedGuard(seed);
+        total += run_seed_with(seed, 3, Clients::TopicsAndObservers);
+    }
+    eprintln!("3 voters with observers, {} seeds: {total:?}", seeds.len());
+    if seeds.len() >= 10 {
+        assert!(total.observer_entries > 0, "no observer fetched entries");
+        assert!(
+            total.observer_images > 0,
+            "no observer fetched a whole image"
         );
     }
 }

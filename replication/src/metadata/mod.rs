@@ -53,7 +53,7 @@ pub use propose::{
 pub use raft_machine::{
     apply_entry, decode_entry, decode_snapshot, encode_entry, encode_snapshot, recover_image,
     EntryError, EntryOutcome, MetadataStateMachine, MetadataView, ENTRY_FORMAT_VERSION,
-    OUTCOMES_MAX,
+    OUTCOMES_MAX, TAIL_BYTES_MAX, TAIL_ENTRIES_MAX,
 };
 pub use record::{
     AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ClusterIdRecord,
@@ -63,7 +63,10 @@ pub use record::{
     TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, UserScramCredentialRecord,
     CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
-pub use request::{ControllerReply, ControllerRequest, QuorumDescription, ReplicaDescription};
+pub use request::{
+    ControllerReply, ControllerRequest, FetchedEntry, FetchedMetadata, MetadataFetch,
+    QuorumDescription, ReplicaDescription,
+};
 pub use store::{
     decode_files, MetadataStore, Opened, StoreError, FRAME_BYTES_MAX, LOG_FILE_NAME,
     SNAPSHOT_FILE_NAME, SNAPSHOT_LOG_BYTES,

@@ -16,6 +16,7 @@
 
 use super::image::{ApplyError, MetadataImage};
 use super::record::MetadataRecord;
+use super::request::{FetchedEntry, FetchedMetadata};
 use crate::raft::{RaftIndex, RaftTerm, Recovered, StateMachine};
 use crate::runtime::NodeId;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -25,6 +26,14 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 use storage::Notify;
+
+/// Most committed entries a [`MetadataView`] keeps for observers ([`MetadataView::fetch_after`]);
+/// an observer further behind gets the whole image.
+pub const TAIL_ENTRIES_MAX: usize = 4_096;
+/// Most bytes of entries a [`MetadataView`] keeps for observers.
+pub const TAIL_BYTES_MAX: usize = 16 << 20;
+/// Most bytes of entries one [`MetadataView::fetch_after`] answer carries (at least one entry).
+pub const FETCH_BYTES_MAX: usize = 1 << 20;
 
 /// Format version of entries and snapshots.
 pub const ENTRY_FORMAT_VERSION: u8 = 1;
@@ -128,6 +137,13 @@ pub struct MetadataView {
     leader: Option<NodeId>,
     term: RaftTerm,
     outcomes: VecDeque<(RaftIndex, EntryOutcome)>,
+    /// The last applied entries, for observers: at most [`TAIL_ENTRIES_MAX`] and
+    /// [`TAIL_BYTES_MAX`] (`tail_bytes`), in index order, every one after `tail_floor`.
+    tail: VecDeque<(RaftIndex, Bytes)>,
+    tail_bytes: usize,
+    /// The applied index just before the first entry of `tail` (a restored snapshot's, or the
+    /// last entry dropped from it): `tail` holds every applied entry after it.
+    tail_floor: RaftIndex,
     changed: Rc<Notify>,
 }
 
@@ -161,6 +177,49 @@ impl MetadataView {
     pub fn changed(&self) -> Rc<Notify> {
         self.changed.clone()
     }
+
+    /// What an observer that applied everything up to `after` needs next: the applied entries
+    /// after it (at most [`FETCH_BYTES_MAX`] bytes of them, at least one), or the whole image
+    /// when this view no longer keeps the entries right after `after`. An observer ahead of
+    /// this view (it fetched from a leader that had applied more) gets no entries.
+    pub fn fetch_after(&self, after: RaftIndex) -> FetchedMetadata {
+        if after < self.tail_floor {
+            return FetchedMetadata::Image {
+                index: self.applied.0,
+                cluster_id: self.image.cluster_id.clone(),
+                records: self.image.to_records(),
+            };
+        }
+        let mut entries = Vec::new();
+        let mut bytes = 0;
+        for (index, entry) in self.tail.iter().filter(|(index, _)| *index > after) {
+            if !entries.is_empty() && bytes + entry.len() > FETCH_BYTES_MAX {
+                break;
+            }
+            bytes += entry.len();
+            entries.push(FetchedEntry {
+                index: index.0,
+                records: decode_entry(entry).ok(),
+            });
+        }
+        FetchedMetadata::Entries(entries)
+    }
+
+    fn remember(&mut self, index: RaftIndex, entry: &[u8]) {
+        assert!(
+            self.tail.back().is_none_or(|(last, _)| *last < index),
+            "entries are applied in index order"
+        );
+        self.tail.push_back((index, Bytes::copy_from_slice(entry)));
+        self.tail_bytes += entry.len();
+        while self.tail.len() > TAIL_ENTRIES_MAX || self.tail_bytes > TAIL_BYTES_MAX {
+            let Some((dropped, bytes)) = self.tail.pop_front() else {
+                break;
+            };
+            self.tail_bytes -= bytes.len();
+            self.tail_floor = dropped;
+        }
+    }
 }
 
 /// The [`StateMachine`] applying metadata entries to a [`MetadataImage`].
@@ -178,6 +237,9 @@ impl MetadataStateMachine {
             leader: None,
             term: RaftTerm(0),
             outcomes: VecDeque::new(),
+            tail: VecDeque::new(),
+            tail_bytes: 0,
+            tail_floor: RaftIndex(0),
             changed: Rc::new(Notify::default()),
         }));
         (MetadataStateMachine { view: view.clone() }, view)
@@ -186,6 +248,51 @@ impl MetadataStateMachine {
     fn ring(&self) {
         let changed = self.view.borrow().changed.clone();
         changed.notify_all();
+    }
+
+    /// An observer's step (`process.roles=broker`): applies what it fetched from the active
+    /// controller — its entries as a voter applies them (an entry that does not decode is
+    /// skipped, as every voter skipped it), or its image as a restored snapshot — and takes
+    /// `leader` of `term` as the known leader. Entries at or below the applied index are
+    /// ignored (a repeated answer). Errors: an image whose records do not rebuild one (the
+    /// observer keeps its image).
+    pub fn apply_fetched(
+        &mut self,
+        leader: NodeId,
+        term: RaftTerm,
+        fetched: FetchedMetadata,
+    ) -> Result<(), EntryError> {
+        match fetched {
+            FetchedMetadata::Entries(entries) => {
+                for entry in entries {
+                    let index = RaftIndex(entry.index);
+                    if index <= self.view.borrow().applied {
+                        continue;
+                    }
+                    let bytes = match &entry.records {
+                        Some(records) => encode_entry(records)?,
+                        None => Bytes::new(),
+                    };
+                    self.apply(index, &bytes);
+                }
+            }
+            FetchedMetadata::Image {
+                index,
+                cluster_id,
+                records,
+            } => {
+                let snapshot = encode(&SnapshotBody {
+                    cluster_id,
+                    records,
+                })?;
+                self.restore(RaftIndex(index), snapshot)?;
+            }
+        }
+        let known = self.view.borrow().leader();
+        if known != (Some(leader), term) {
+            self.leader_changed(Some(leader), term);
+        }
+        Ok(())
     }
 }
 
@@ -253,6 +360,7 @@ impl StateMachine for MetadataStateMachine {
                 Err(reason) => EntryOutcome::Skipped { reason },
             };
             view.applied = index;
+            view.remember(index, entry);
             if view.outcomes.len() == OUTCOMES_MAX {
                 view.outcomes.pop_front();
             }
@@ -273,6 +381,9 @@ impl StateMachine for MetadataStateMachine {
             view.image = Arc::new(image);
             view.applied = index;
             view.outcomes.clear();
+            view.tail.clear();
+            view.tail_bytes = 0;
+            view.tail_floor = index;
         }
         self.ring();
         Ok(())
@@ -388,6 +499,79 @@ mod tests {
         assert!(
             image.topics.contains_key("a"),
             "a sole voter's persisted entry is committed"
+        );
+    }
+
+    /// An observer that fetches from a voter's view ends with the voter's image and applied
+    /// index: from entries while the voter keeps them, from the image once it does not, and
+    /// with skipped entries skipped alike.
+    #[test]
+    fn an_observer_fetching_from_a_voter_ends_with_its_image() {
+        let (mut voter, voter_view) = MetadataStateMachine::new(MetadataImage::new(String::new()));
+        let (mut observer, observer_view) =
+            MetadataStateMachine::new(MetadataImage::new(String::new()));
+        let follow = |observer: &mut MetadataStateMachine| loop {
+            let after = observer_view.borrow().applied_index();
+            let fetched = voter_view.borrow().fetch_after(after);
+            if fetched == FetchedMetadata::Entries(Vec::new()) {
+                return;
+            }
+            observer
+                .apply_fetched(NodeId(1), RaftTerm(3), fetched)
+                .unwrap();
+        };
+        voter.apply(RaftIndex(1), &encode_entry(&[cluster("c")]).unwrap());
+        // Raft's own empty entries never reach the state machine: indices have gaps.
+        voter.apply(
+            RaftIndex(3),
+            &encode_entry(&topic("a", Uuid::from_u128(1))).unwrap(),
+        );
+        voter.apply(RaftIndex(4), b"\x01not json");
+        voter.apply(
+            RaftIndex(5),
+            &encode_entry(&topic("a", Uuid::from_u128(2))).unwrap(),
+        );
+        follow(&mut observer);
+        {
+            let (v, o) = (voter_view.borrow(), observer_view.borrow());
+            assert_eq!(*o.image(), *v.image());
+            assert_eq!(o.applied_index(), RaftIndex(5));
+            assert_eq!(o.leader(), (Some(NodeId(1)), RaftTerm(3)));
+            assert!(matches!(
+                o.outcome(RaftIndex(5)),
+                Some(EntryOutcome::Skipped { .. })
+            ));
+        }
+        // The voter moves on by more bytes of entries than it keeps (a broker config of
+        // 1 MiB, set again and again): the observer gets the image.
+        let first = 6;
+        let last = first + (TAIL_BYTES_MAX >> 20) as u64 + 2;
+        for index in first..=last {
+            let config = MetadataRecord::Config(crate::metadata::record::ConfigRecord {
+                resource_type: crate::metadata::record::CONFIG_RESOURCE_BROKER,
+                resource_name: String::new(),
+                name: "k".into(),
+                value: Some(format!("{index}{}", "0".repeat(1 << 20))),
+            });
+            voter.apply(RaftIndex(index), &encode_entry(&[config]).unwrap());
+        }
+        assert!(matches!(
+            voter_view.borrow().fetch_after(RaftIndex(5)),
+            FetchedMetadata::Image { .. }
+        ));
+        follow(&mut observer);
+        let (v, o) = (voter_view.borrow(), observer_view.borrow());
+        assert_eq!(*o.image(), *v.image());
+        assert_eq!(o.applied_index(), RaftIndex(last));
+        // A repeated answer changes nothing.
+        drop((v, o));
+        let again = voter_view.borrow().fetch_after(RaftIndex(last - 3));
+        observer
+            .apply_fetched(NodeId(1), RaftTerm(3), again)
+            .unwrap();
+        assert_eq!(
+            *observer_view.borrow().image(),
+            *voter_view.borrow().image()
         );
     }
 

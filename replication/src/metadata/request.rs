@@ -4,6 +4,7 @@
 //! controller service runs them (`broker/src/controller/`).
 
 use super::op::{ControllerAnswer, ControllerOp};
+use super::record::MetadataRecord;
 use serde::{Deserialize, Serialize};
 
 /// What a broker asks the active controller.
@@ -23,6 +24,11 @@ pub enum ControllerRequest {
     },
     /// The controller quorum's state as the leader sees it (DescribeQuorum, KIP-595).
     DescribeQuorum,
+    /// A broker-only node (`process.roles=broker`, an observer of the metadata log: KRaft's
+    /// Fetch from an observer, KIP-595) asks for the committed entries after index `after`
+    /// (0: from the start). The active controller answers at once when it has applied more,
+    /// else once it does or a bounded wait elapsed (a long poll).
+    FetchMetadata { from: i32, after: u64 },
 }
 
 /// What the active controller answers a [`ControllerRequest`].
@@ -44,6 +50,41 @@ pub enum ControllerReply {
     },
     /// The controller quorum's state.
     Quorum(QuorumDescription),
+    /// What an observer fetched ([`ControllerRequest::FetchMetadata`]).
+    Metadata(MetadataFetch),
+}
+
+/// The committed metadata an observer fetched, and the leader that served it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataFetch {
+    /// The active controller that answered (the Raft leader) and its term.
+    pub leader: i32,
+    pub term: u64,
+    pub batch: FetchedMetadata,
+}
+
+/// Entries after the observer's index, or the whole image when the leader no longer keeps
+/// them (KRaft's snapshot fetch).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FetchedMetadata {
+    /// The committed non-empty entries after the asked index, in index order (none: nothing
+    /// newer within the wait).
+    Entries(Vec<FetchedEntry>),
+    /// The image after the entry at `index`, as records (a snapshot's content).
+    Image {
+        index: u64,
+        cluster_id: String,
+        records: Vec<MetadataRecord>,
+    },
+}
+
+/// One committed entry of the metadata log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchedEntry {
+    pub index: u64,
+    /// Its records; `None` when the entry does not decode (every voter skipped it, and so
+    /// does the observer).
+    pub records: Option<Vec<MetadataRecord>>,
 }
 
 /// The controller quorum as its leader describes it (DescribeQuorumResponse's partition).
@@ -55,7 +96,8 @@ pub struct QuorumDescription {
     /// The metadata log's committed end (Raft's commit index).
     pub high_watermark: i64,
     pub voters: Vec<ReplicaDescription>,
-    /// Replicas that follow without voting: none, every node is a voter.
+    /// Replicas that follow without voting: the broker-only nodes that fetched from this
+    /// leader (`process.roles=broker`).
     pub observers: Vec<ReplicaDescription>,
 }
 

@@ -164,6 +164,11 @@ pub struct BrokerConfig {
     /// between log directories. Sluice has one data directory and moves none; accepted (and
     /// cleared by `kafka-reassign-partitions.sh --verify`) with Kafka's default `i64::MAX`.
     pub replica_alter_log_dirs_io_max_bytes_per_second: u64,
+    /// `process.roles` (KIP-631): what this node is — a broker, a controller (a voter of
+    /// `controller.quorum.voters`), or both. Default both, as every Sluice node was before the
+    /// key existed (Kafka has no default). A broker-only node follows the metadata log as an
+    /// observer and never votes; a controller-only node serves no Kafka listener.
+    pub process_roles: ProcessRoles,
     /// `controller.quorum.voters` (KIP-595): every voter of the controller quorum with the
     /// address its quorum transport listens on, `id@host:port,…`. Default empty: this node
     /// is a one-voter quorum of itself and listens for no voter. When set, `node.id` must be
@@ -282,6 +287,7 @@ impl Default for BrokerConfig {
             leader_replication_throttled_rate: i64::MAX.unsigned_abs(),
             follower_replication_throttled_rate: i64::MAX.unsigned_abs(),
             replica_alter_log_dirs_io_max_bytes_per_second: i64::MAX.unsigned_abs(),
+            process_roles: ProcessRoles::COMBINED,
             controller_quorum_voters: Vec::new(),
             controller_quorum_election_timeout_ms: 1000,
             broker_heartbeat_interval_ms: 2000,
@@ -597,6 +603,60 @@ pub(super) fn render_protocol_map(map: &[(String, SecurityProtocol)]) -> String 
         .join(",")
 }
 
+/// `process.roles`: which of Kafka's two roles a node plays (at least one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessRoles {
+    /// Serves Kafka clients and hosts partitions.
+    pub broker: bool,
+    /// Votes in the controller quorum and may become the active controller.
+    pub controller: bool,
+}
+
+impl ProcessRoles {
+    /// `broker,controller` (the default).
+    pub const COMBINED: ProcessRoles = ProcessRoles {
+        broker: true,
+        controller: true,
+    };
+
+    /// Parses Kafka's comma-separated list of `broker` and `controller`. Errors: Kafka's
+    /// messages for an unknown role, a duplicate and an empty list.
+    pub fn parse(value: &str) -> Result<ProcessRoles, String> {
+        let mut roles = ProcessRoles {
+            broker: false,
+            controller: false,
+        };
+        for role in value.split(',').map(str::trim) {
+            let slot = match role {
+                "broker" => &mut roles.broker,
+                "controller" => &mut roles.controller,
+                "" => continue,
+                other => return Err(format!("Unknown process role: {other}")),
+            };
+            if *slot {
+                return Err(format!(
+                    "Duplicate role names found in process.roles: {value}"
+                ));
+            }
+            *slot = true;
+        }
+        if !roles.broker && !roles.controller {
+            return Err("process.roles must contain broker, controller or both".into());
+        }
+        Ok(roles)
+    }
+}
+
+impl std::fmt::Display for ProcessRoles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.broker, self.controller) {
+            (true, true) => f.write_str("broker,controller"),
+            (true, false) => f.write_str("broker"),
+            _ => f.write_str("controller"),
+        }
+    }
+}
+
 /// One Kafka listener: its name, its address as given and as resolved for binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listener {
@@ -636,20 +696,48 @@ impl BrokerConfig {
     }
 
     /// Checks the quorum keys against each other, once every key is set: `node.id` is one
-    /// of `controller.quorum.voters` (when any are configured), and
+    /// of `controller.quorum.voters` (when any are configured) exactly when `process.roles`
+    /// holds `controller`, a node that is not both has voters to follow, and
     /// `broker.heartbeat.interval.ms` is below `broker.session.timeout.ms` (else every
     /// broker would be fenced between two heartbeats).
     ///
     /// # Errors
     /// [`ConfigError::InvalidValue`] naming `controller.quorum.voters` or
-    /// `broker.heartbeat.interval.ms`.
+    /// `broker.heartbeat.interval.ms`, with Kafka's reasons.
     pub fn check_quorum(&self) -> Result<(), ConfigError> {
         let voters = &self.controller_quorum_voters;
-        if !voters.is_empty() && !voters.iter().any(|v| v.id == self.node_id) {
+        let roles = self.process_roles;
+        if roles != ProcessRoles::COMBINED && voters.is_empty() {
+            return Err(invalid(
+                "controller.quorum.voters",
+                "",
+                format!(
+                    "process.roles={roles} needs the controller quorum's voters: set \
+                     controller.quorum.voters"
+                ),
+            ));
+        }
+        let voter = voters.iter().any(|v| v.id == self.node_id);
+        if roles.controller && !voters.is_empty() && !voter {
             return Err(invalid(
                 "controller.quorum.voters",
                 &render_quorum_voters(voters),
-                format!("node.id {} is not among the voters", self.node_id),
+                format!(
+                    "node.id {} is not among the voters: if process.roles contains the \
+                     'controller' role, the node id must be included in the set of voters",
+                    self.node_id
+                ),
+            ));
+        }
+        if !roles.controller && voter {
+            return Err(invalid(
+                "controller.quorum.voters",
+                &render_quorum_voters(voters),
+                format!(
+                    "if process.roles contains just the 'broker' role, the node id {} must \
+                     not be included in the set of voters",
+                    self.node_id
+                ),
             ));
         }
         if self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms {
@@ -868,7 +956,7 @@ mod tests {
             .expect_err("not negative");
         assert_eq!(b.replica_lag_time_max_ms, 4000, "unchanged on error");
         for key in [
-            "process.roles",
+            "controller.quorum.bootstrap.servers",
             "num.network.threads",
             "socket.send.buffer.bytes",
         ] {
@@ -1110,6 +1198,47 @@ mod tests {
             .iter()
             .any(|(k, v)| *k == "controller.quorum.voters"
                 && v == "1@127.0.0.1:9093,2@127.0.0.1:9094"));
+
+        // process.roles (KIP-631), Kafka's checks against the voters.
+        assert_eq!(b.process_roles, ProcessRoles::COMBINED);
+        assert!(entries
+            .iter()
+            .any(|(k, v)| *k == "process.roles" && v == "broker,controller"));
+        b.set("process.roles", "broker").expect("valid");
+        let err = b
+            .check_quorum()
+            .expect_err("a broker-only node 2 is a voter");
+        assert!(err.to_string().contains("must not be included"), "{err}");
+        b.set("node.id", "4").expect("valid");
+        b.check_quorum().expect("broker 4 observes voters 1 and 2");
+        b.set("process.roles", "controller").expect("valid");
+        let err = b.check_quorum().expect_err("controller 4 is no voter");
+        assert!(err.to_string().contains("must be included"), "{err}");
+        b.set("node.id", "1").expect("valid");
+        b.check_quorum().expect("controller 1 votes");
+        assert_eq!(b.process_roles.to_string(), "controller");
+        b.set("process.roles", " controller , broker")
+            .expect("valid");
+        assert_eq!(b.process_roles, ProcessRoles::COMBINED);
+        for (bad, why) in [
+            ("", "must contain"),
+            ("broker,broker", "Duplicate role names"),
+            ("observer", "Unknown process role: observer"),
+        ] {
+            let err = b.set("process.roles", bad).expect_err(bad);
+            assert_eq!(err.key(), Some("process.roles"));
+            assert!(err.to_string().contains(why), "{err}");
+        }
+        assert_eq!(
+            b.process_roles,
+            ProcessRoles::COMBINED,
+            "unchanged on error"
+        );
+        let mut alone = BrokerConfig::default();
+        alone.set("process.roles", "broker").expect("valid");
+        let err = alone.check_quorum().expect_err("nothing to follow");
+        assert_eq!(err.key(), Some("controller.quorum.voters"));
+        b.set("node.id", "2").expect("valid");
 
         b.set("controller.quorum.election.timeout.ms", "350")
             .expect("valid");

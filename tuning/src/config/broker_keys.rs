@@ -5,7 +5,7 @@
 //! Each setter gets the key as given, the value as given (for error messages) and the value
 //! trimmed; on error it changes nothing.
 
-use super::broker::{render_protocol_map, BrokerConfig, Listener};
+use super::broker::{render_protocol_map, BrokerConfig, Listener, ProcessRoles};
 use super::cores::{available_cores, parse_cores, render_cores};
 use super::error::{invalid, unknown, ConfigError};
 use super::listener::{
@@ -675,6 +675,14 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
             Ok(())
         },
         show: Some(|c| c.replica_alter_log_dirs_io_max_bytes_per_second.to_string()),
+    },
+    BrokerKey {
+        name: "process.roles",
+        set: |c, key, value, v| {
+            c.process_roles = ProcessRoles::parse(v).map_err(|why| invalid(key, value, why))?;
+            Ok(())
+        },
+        show: Some(|c| c.process_roles.to_string()),
     },
     BrokerKey {
         name: "controller.quorum.voters",

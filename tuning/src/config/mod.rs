@@ -52,7 +52,7 @@ mod topic;
 mod value;
 mod voters;
 
-pub use broker::{AdvertisedListener, BrokerConfig, Listener};
+pub use broker::{AdvertisedListener, BrokerConfig, Listener, ProcessRoles};
 pub use broker_keys::{broker_key_names, SASL_KEYS, SSL_KEYS};
 pub use cores::{available_cores, parse_cores};
 pub use error::ConfigError;

@@ -1,0 +1,216 @@
+//! Observers of the metadata log (`process.roles=broker`; KIP-631's broker-only nodes,
+//! KIP-595's observers): a broker-only node runs no voter. Its shard 0 fetches the committed
+//! entries from the active controller ([`run`]) into its own metadata state machine, whose
+//! view the publisher installs as on a voter; the active controller answers each fetch
+//! ([`serve`]) from the entries its view keeps, or with its whole image when the observer is
+//! further behind (`MetadataView::fetch_after`).
+//!
+//! Wire: a [`ControllerRequest::FetchMetadata`] like any forwarded request
+//! ([`super::forward`]), sent to the voter address of `controller.quorum.voters` (the
+//! controller listener, secured as `controller.listener.names` says), one connection per
+//! fetch. The active controller holds a fetch up to [`FETCH_WAIT_MAX`] while it has nothing
+//! newer (a long poll), so an idle observer costs about one exchange per second.
+//!
+//! Target: the leader the last answer named; none known (at start, after an error), the
+//! voters in turn. A voter that does not lead answers `NOT_CONTROLLER` with the leader it
+//! knows, which is asked next.
+//!
+//! Invariants: an observer only applies entries the leader applied, and the leader applies
+//! only committed ones, so an observer never shows an entry the quorum may lose; it applies
+//! them in index order, each once (`MetadataStateMachine::apply_fetched`).
+//!
+//! Limits: the observer keeps nothing on disk; a restarted broker-only node fetches the image
+//! again and opens its partitions once it has it (it registers only after that, like a new
+//! node). It never votes and never becomes the active controller.
+
+use super::active::{controller, not_active};
+use super::forward;
+use super::state::{Controller, ObserverProgress};
+use crate::seam::ShardRuntime;
+use crate::shard::Shard;
+use replication::metadata::{
+    ControllerError, ControllerReply, ControllerRequest, MetadataFetch, MetadataStateMachine,
+};
+use replication::raft::{RaftIndex, RaftTerm, StateMachine};
+use replication::runtime::{Clock, NodeId};
+use std::rc::Rc;
+use std::time::Duration;
+use tuning::config::QuorumVoter;
+
+/// Longest the active controller holds a fetch that has nothing newer.
+pub const FETCH_WAIT_MAX: Duration = Duration::from_millis(500);
+/// Longest an observer waits for a fetch's answer, connection included (a leader gone
+/// without a reset is given up after it).
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+/// The wait after a failed fetch; it doubles with each further one.
+pub const FETCH_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// The longest wait between two failed fetches.
+pub const FETCH_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The active controller's answer to observer `from`, which has applied everything up to
+/// `after`: the entries after it (or the image), once there are any or [`FETCH_WAIT_MAX`]
+/// elapsed. Errors: [`ControllerError::NotController`] when this node does not lead (any
+/// more).
+pub(super) async fn serve(
+    shard: &Shard,
+    controller: &Controller,
+    from: i32,
+    after: RaftIndex,
+) -> Result<ControllerReply, ControllerError> {
+    let node = NodeId(shard.config.node_id);
+    let now = ShardRuntime.now();
+    {
+        let applied = controller.view.borrow().applied_index();
+        let mut observers = controller.observers.borrow_mut();
+        let last_caught_up = observers.get(&from).and_then(|o| o.last_caught_up);
+        observers.insert(
+            from,
+            ObserverProgress {
+                applied: after,
+                last_fetch: now,
+                last_caught_up: if after >= applied {
+                    Some(now)
+                } else {
+                    last_caught_up
+                },
+            },
+        );
+    }
+    let deadline = crate::rt::sleep(FETCH_WAIT_MAX);
+    futures_lite::pin!(deadline);
+    loop {
+        let changed = controller.view.borrow().changed();
+        let notified = changed.notified();
+        let Some(quorum) = controller.voter().filter(|_| controller.is_active(node)) else {
+            return Err(not_active(controller));
+        };
+        if controller.view.borrow().applied_index() > after {
+            let fetched = controller.view.borrow().fetch_after(after);
+            return Ok(answer(node, quorum.status().term, fetched));
+        }
+        let woke = futures_lite::future::or(
+            async {
+                notified.await;
+                true
+            },
+            async {
+                (&mut deadline).await;
+                false
+            },
+        )
+        .await;
+        if !woke || shard.stop.is_requested() {
+            let term = quorum.status().term;
+            return Ok(answer(
+                node,
+                term,
+                controller.view.borrow().fetch_after(after),
+            ));
+        }
+    }
+}
+
+fn answer(
+    node: NodeId,
+    term: RaftTerm,
+    batch: replication::metadata::FetchedMetadata,
+) -> ControllerReply {
+    ControllerReply::Metadata(MetadataFetch {
+        leader: node.0,
+        term: term.0,
+        batch,
+    })
+}
+
+/// Shard 0 of a broker-only node: keeps `machine` (whose view is the controller state's)
+/// following the active controller until the shard stops.
+pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
+    let Ok(controller) = controller(shard) else {
+        return;
+    };
+    let voters = &shard.config.controller_quorum_voters;
+    // `check_quorum` refused a broker-only node without voters.
+    assert!(!voters.is_empty(), "an observer has voters to follow");
+    let mut turn = 0usize;
+    let mut backoff = FETCH_BACKOFF_MIN;
+    while !shard.stop.is_requested() {
+        let known = controller.active();
+        let target = known
+            .and_then(|leader| voters.iter().find(|v| v.id == leader.0))
+            .unwrap_or_else(|| {
+                turn = turn.wrapping_add(1);
+                &voters[turn % voters.len()]
+            });
+        let (applied, term) = {
+            let view = controller.view.borrow();
+            (view.applied_index(), view.leader().1)
+        };
+        let fetched = fetch(shard, controller, target, applied).await;
+        let failed = match fetched {
+            Ok(ControllerReply::Metadata(fetch)) => {
+                let leader = NodeId(fetch.leader);
+                match machine.apply_fetched(leader, RaftTerm(fetch.term), fetch.batch) {
+                    Ok(()) => false,
+                    Err(e) => {
+                        tracing::warn!(from = target.id, error = %e, "observer: the fetched metadata does not apply; fetching again");
+                        true
+                    }
+                }
+            }
+            Ok(other) => {
+                tracing::warn!(from = target.id, reply = ?other, "observer: unexpected answer to a metadata fetch");
+                true
+            }
+            Err(ControllerError::NotController { active }) => {
+                // Follow the hint unless it names the voter that just refused.
+                let hint = active.filter(|&id| id != target.id).map(NodeId);
+                if hint != known {
+                    machine.leader_changed(hint, term);
+                }
+                hint.is_none()
+            }
+            Err(e) => {
+                tracing::debug!(from = target.id, error = %e, "observer: fetching the metadata log failed");
+                if known.is_some() {
+                    machine.leader_changed(None, term);
+                }
+                true
+            }
+        };
+        if failed {
+            if shard.sleep_unless_stopped(backoff).await {
+                return;
+            }
+            backoff = (backoff * 2).min(FETCH_BACKOFF_MAX);
+        } else {
+            backoff = FETCH_BACKOFF_MIN;
+        }
+    }
+}
+
+/// One fetch from voter `target`, bounded by [`FETCH_TIMEOUT`] and the shard's stop.
+async fn fetch(
+    shard: &Shard,
+    controller: &Controller,
+    target: &QuorumVoter,
+    applied: RaftIndex,
+) -> Result<ControllerReply, ControllerError> {
+    let request = ControllerRequest::FetchMetadata {
+        from: shard.config.node_id,
+        after: applied.0,
+    };
+    let host = target.addr.ip().to_string();
+    let exchange =
+        async { Some(forward::send(&controller.to_voters, &host, target.addr, &request).await) };
+    let bounded = async {
+        crate::rt::sleep(FETCH_TIMEOUT).await;
+        None
+    };
+    let stopped = async {
+        shard.stop.requested().await;
+        None
+    };
+    futures_lite::future::or(exchange, futures_lite::future::or(bounded, stopped))
+        .await
+        .unwrap_or(Err(ControllerError::Unavailable))
+}

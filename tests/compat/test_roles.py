@@ -1,0 +1,191 @@
+"""Separate roles (issue #30 point 2, KIP-631's `process.roles`): a cluster of three
+controller-only nodes (1–3, `process.roles=controller`, the voters of the metadata quorum) and
+three broker-only nodes (4–6, `process.roles=broker`, observers of the metadata log).
+
+One cluster, checked as a user would with real clients and Kafka's own tools:
+1. only the brokers serve clients: Metadata lists brokers 4–6 and names one of them as the
+   controller (the active controller is not reachable by clients); a Metadata request sent to
+   a controller's listener gets no answer (the connection is closed);
+2. `kafka-metadata-quorum.sh describe --status` shows voters 1–3 and observers 4–6, and
+   `--replication` lists the observers as `Observer`;
+3. an idempotent `acks=all` producer keeps writing to a replication-factor-3 topic while the
+   active controller is SIGKILLed: a new leader is elected among the two other controllers, a
+   topic created afterwards through the brokers works, and every acknowledged record is read
+   back exactly once;
+4. the killed controller restarts and rejoins the voters; a SIGKILLed broker-only node
+   restarts on its data directory, follows the metadata log again and serves its replicas.
+
+Runs against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka: scripts/kafka_ref.py with
+controller-only and broker-only nodes). Waits are bounded widely; nothing asserts a
+duration."""
+
+import re
+import subprocess
+import threading
+
+import pytest
+
+import kafka_wire as kw
+from cluster_targets import finish, start_cluster
+from compat_util import admin, consume_all, create_topic, producer, wait_until
+from jvm import check_java, run_java
+
+SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
+CONTROLLERS = [1, 2, 3]
+BROKERS = [4, 5, 6]
+FAILOVER_BOUND_S = 60
+QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
+
+
+@pytest.fixture
+def split(request, tmp_path):
+    t = start_cluster(request, tmp_path, len(CONTROLLERS) + len(BROKERS), SETTINGS,
+                      controllers=len(CONTROLLERS))
+    yield t
+    finish(t)
+
+
+def describe(classpath, bootstrap, what):
+    return check_java(run_java(classpath, QUORUM_TOOL,
+                               ["--bootstrap-server", bootstrap, "describe", what], timeout=90))
+
+
+def quorum_ids(out, field):
+    """The node ids of `CurrentVoters:` or `CurrentObservers:` in `describe --status`."""
+    line = out.split(f"{field}:")[1].split("\n")[0]
+    return sorted(int(i) for i in re.findall(r'"id": (\d+)', line))
+
+
+def leader_of(out):
+    return int(re.search(r"LeaderId:\s+(\d+)", out)[1])
+
+
+def answers_metadata(address):
+    """Whether a Metadata v1 request on `address` gets an answer (else the peer closes)."""
+    with kw.connect(address, timeout=30) as s:
+        s.sendall(kw.metadata_v1(7))
+        try:
+            kw.read_frame(s)
+        except (ConnectionError, EOFError, AssertionError, OSError):
+            return False
+    return True
+
+
+def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(split,
+                                                                            java_classpath):
+    assert (split.controller_ids, split.broker_ids) == (CONTROLLERS, BROKERS)
+    bootstrap = split.bootstrap()
+
+    # 1. Only the brokers serve clients.
+    md = admin(bootstrap).list_topics(timeout=10)
+    assert sorted(md.brokers) == BROKERS, md.brokers
+    assert md.controller_id in BROKERS, md.controller_id
+    for node in CONTROLLERS:
+        assert not answers_metadata(split.controller_address(node)), node
+    assert answers_metadata(split.node_bootstrap(BROKERS[0]))
+
+    # 2. Voters and observers, as the leader describes them.
+    def status_with_every_observer():
+        out = describe(java_classpath, bootstrap, "--status")
+        return out if quorum_ids(out, "CurrentObservers") == BROKERS else None
+
+    out = wait_until(status_with_every_observer, FAILOVER_BOUND_S, interval=1,
+                     what="observers 4-6 in DescribeQuorum")
+    assert quorum_ids(out, "CurrentVoters") == CONTROLLERS, out
+    leader = leader_of(out)
+    assert leader in CONTROLLERS, out
+    out = describe(java_classpath, bootstrap, "--replication")
+    states = {int(r.split()[0]): r.split()[-1] for r in out.splitlines() if re.match(r"\d+\s", r)}
+    assert {n: states.get(n) for n in BROKERS} == {n: "Observer" for n in BROKERS}, out
+    assert states.get(leader) == "Leader", out
+
+    # 3. Writes go on while the active controller is SIGKILLed.
+    topic = "roles"
+    create_topic(bootstrap, topic, 3, replication_factor=3, config={"min.insync.replicas": "2"})
+    acked, failed = [], []
+    p = producer(bootstrap, **{"enable.idempotence": True, "message.timeout.ms": 60000})
+
+    def delivered(err, msg):
+        (failed if err is not None else acked).append(err or msg.value())
+
+    stop = threading.Event()
+
+    def produce():
+        i = 0
+        while not stop.is_set():
+            p.produce(topic, value=b"%06d" % i, on_delivery=delivered)
+            p.poll(0)
+            i += 1
+            if i % 50 == 0:
+                stop.wait(0.02)
+        p.flush(90)
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    try:
+        wait_until(lambda: len(acked) >= 300, FAILOVER_BOUND_S, what="300 records acknowledged")
+        split.kill(leader)
+        survivors = [c for c in CONTROLLERS if c != leader]
+
+        def new_leader():
+            try:
+                new = leader_of(describe(java_classpath, bootstrap, "--status"))
+            except (subprocess.SubprocessError, AssertionError, pytest.fail.Exception):
+                return None
+            return new if new in survivors else None
+
+        wait_until(new_leader, FAILOVER_BOUND_S, interval=1, what="a new active controller")
+        # A metadata change after the failover, through the brokers.
+        create_topic(bootstrap, "roles-after", 1, replication_factor=3)
+        at = len(acked)
+        wait_until(lambda: len(acked) >= at + 300, FAILOVER_BOUND_S,
+                   what="300 more records acknowledged")
+    finally:
+        stop.set()
+        writer.join(120)
+    assert not failed, failed[:5]
+    got = consume_all(bootstrap, topic, 3, expected=len(acked), timeout=120)
+    values = sorted(m.value() for part in got.values() for m in part)
+    assert values == sorted(acked), (len(values), len(acked))
+    after = producer(bootstrap)
+    after.produce("roles-after", value=b"after")
+    assert after.flush(60) == 0
+    got = consume_all(bootstrap, "roles-after", 1, expected=1)
+    assert [m.value() for m in got[0]] == [b"after"]
+
+    # 4. The killed controller rejoins; a SIGKILLed broker-only node comes back with its data.
+    split.restart(leader)
+
+    def caught_up():
+        out = describe(java_classpath, bootstrap, "--replication")
+        rows = {int(r.split()[0]): r.split() for r in out.splitlines() if re.match(r"\d+\s", r)}
+        return rows.get(leader, [None] * 4)[3] == "0"
+
+    wait_until(caught_up, FAILOVER_BOUND_S, interval=1, what=f"voter {leader} caught up")
+    split.kill(BROKERS[0])
+    split.restart(BROKERS[0])
+    only = split.node_bootstrap(BROKERS[0])
+    md = admin(only).list_topics(timeout=10)
+    assert sorted(md.brokers) == BROKERS, md.brokers
+    got = consume_all(only, topic, 3, expected=len(acked), timeout=120)
+    assert sum(len(v) for v in got.values()) == len(acked)
+
+
+@pytest.mark.sluice_only("Sluice's start-up checks (Kafka's StorageTool refuses the same first)")
+def test_roles_that_contradict_the_voters_stop_the_start(sluice_bin, tmp_path):
+    """Kafka's checks of `process.roles` against `controller.quorum.voters`, with its messages:
+    a controller must be a voter, a broker-only node must not be one, and a node that is not
+    both needs voters to follow."""
+    cases = [
+        ("controller", "2@127.0.0.1:1", "must be included in the set of voters"),
+        ("broker", "1@127.0.0.1:1", "must not be included in the set of voters"),
+        ("broker", "", "needs the controller quorum's voters"),
+        ("observer", "1@127.0.0.1:1", "Unknown process role: observer"),
+    ]
+    for roles, voters, message in cases:
+        run = subprocess.run([sluice_bin, "--data-dir", str(tmp_path / "data"),
+                              "--set", "node.id=1", "--set", f"process.roles={roles}",
+                              "--set", f"controller.quorum.voters={voters}"],
+                             capture_output=True, text=True, timeout=30)
+        assert run.returncode != 0, (roles, voters, run.stderr)
+        assert message in run.stderr, (roles, voters, run.stderr)
