@@ -65,8 +65,10 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     listener.name.<l>.plain.sasl.jaas.config, sasl.jaas.config
                                   PlainLoginModule required user_NAME=\"PASSWORD\" ...;
     connection.failed.authentication.delay.ms                           [100]
-  Controller quorum (KRaft's names; every node is a combined broker and voter):
-    controller.quorum.voters      ID@HOST:PORT,... ; must name node.id  [empty: this node alone]
+  Controller quorum (KRaft's names):
+    process.roles                 broker|controller|broker,controller   [broker,controller]
+    controller.quorum.voters      ID@HOST:PORT,... ; names node.id exactly when it is a
+                                  controller                  [empty: this node alone]
     controller.quorum.election.timeout.ms  at least 300                 [1000]
     broker.heartbeat.interval.ms  below broker.session.timeout.ms       [2000]
     broker.session.timeout.ms                                           [9000]
@@ -97,7 +99,7 @@ CONFIG KEYS (for --config and --set; Kafka property names):
     log.flush.interval.ms = flush.ms                                    [never]
     log.index.interval.bytes = index.interval.bytes                     [4096]
     min.insync.replicas       acks=all needs this many in-sync replicas [1]
-  Kafka keys for what Sluice lacks (process.roles, num.io.threads, ...) stop start-up with
+  Kafka keys for what Sluice lacks (num.io.threads, num.network.threads, ...) stop start-up with
   the reason.
 
 CONFIG FILE (TOML): flat quoted keys or nested tables, integer/boolean/string values:

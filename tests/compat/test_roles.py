@@ -13,7 +13,8 @@ One cluster, checked as a user would with real clients and Kafka's own tools:
    topic created afterwards through the brokers works, and every acknowledged record is read
    back exactly once;
 4. the killed controller restarts and rejoins the voters; a SIGKILLed broker-only node
-   restarts on its data directory, follows the metadata log again and serves its replicas.
+   restarts on its data directory, follows the metadata log again and serves its replicas;
+5. a consumer group reads and commits (its coordinator is on a broker-only node).
 
 Runs against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka: scripts/kafka_ref.py with
 controller-only and broker-only nodes). Waits are bounded widely; nothing asserts a
@@ -24,13 +25,15 @@ import subprocess
 import threading
 
 import pytest
+from confluent_kafka import TopicPartition
 
 import kafka_wire as kw
 from cluster_targets import finish, start_cluster
-from compat_util import admin, consume_all, create_topic, producer, wait_until
+from compat_util import admin, consume_all, consumer, create_topic, producer, wait_until
 from jvm import check_java, run_java
 
-SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
+SETTINGS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000,
+            "group.initial.rebalance.delay.ms": 0}
 CONTROLLERS = [1, 2, 3]
 BROKERS = [4, 5, 6]
 FAILOVER_BOUND_S = 60
@@ -169,6 +172,21 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
     assert sorted(md.brokers) == BROKERS, md.brokers
     got = consume_all(only, topic, 3, expected=len(acked), timeout=120)
     assert sum(len(v) for v in got.values()) == len(acked)
+
+    # 5. A consumer group: its coordinator lives on a broker-only node (`__consumer_offsets`
+    # gets three replicas, the brokers).
+    c = consumer(bootstrap, **{"group.id": "roles-group", "auto.offset.reset": "earliest",
+                               "enable.partition.eof": False})
+    try:
+        c.subscribe(["roles-after"])
+        msg = wait_until(lambda: (lambda m: m if m is not None and not m.error() else None)(
+            c.poll(1)), FAILOVER_BOUND_S, interval=0, what="a record through the group")
+        assert msg.value() == b"after"
+        c.commit(message=msg, asynchronous=False)
+        committed = c.committed([TopicPartition("roles-after", 0)], timeout=30)
+        assert committed[0].offset == msg.offset() + 1, committed
+    finally:
+        c.close()
 
 
 @pytest.mark.sluice_only("Sluice's start-up checks (Kafka's StorageTool refuses the same first)")

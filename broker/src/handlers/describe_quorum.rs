@@ -7,7 +7,8 @@
 //!
 //! As Kafka's `KafkaRaftClient.handleDescribeQuorumRequest`: only `__cluster_metadata`
 //! partition 0 is described (anything else is `UNKNOWN_TOPIC_OR_PARTITION` on the partition);
-//! every node is a voter, so there are no observers. v2 lists each voter's endpoint as its
+//! the observers are the broker-only nodes (`process.roles=broker`) that fetched the log from
+//! the active controller. v2 lists each voter's endpoint as its
 //! `controller.quorum.voters` address under the listener name `CONTROLLER` (a single node
 //! without voters configured has none), and no directory ids (Sluice keeps none: zero uuid).
 //! A controller that cannot be reached answers its error on the partition.

@@ -123,10 +123,11 @@ pub fn txn_topic_overrides(
     ])
 }
 
-/// `transaction.state.log.replication.factor`, at most the cluster's size (its voters), as
+/// `transaction.state.log.replication.factor`, at most
+/// `BrokerConfig::internal_topic_replicas_max` (a combined cluster's size), as
 /// `__consumer_offsets`'; `CoordinatorNotAvailable` until that many brokers are active.
 fn txn_replication_factor(shard: &Shard) -> Result<i16, TxnError> {
-    let nodes = shard.config.controller_quorum_voters.len().max(1);
+    let nodes = shard.config.internal_topic_replicas_max();
     let factor = shard
         .config
         .transaction_state_log_replication_factor

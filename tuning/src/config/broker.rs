@@ -753,6 +753,19 @@ impl BrokerConfig {
         Ok(())
     }
 
+    /// The most replicas an internal topic (`__consumer_offsets`, `__transaction_state`) is
+    /// created with, whatever its replication-factor key says: a cluster of combined nodes is
+    /// as large as its voters (one without them), so a single node gets its internal topics
+    /// with Kafka's default factor of 3. With separate roles the voters are no brokers: no
+    /// cap, as Kafka (the topic waits until that many brokers are active).
+    pub fn internal_topic_replicas_max(&self) -> usize {
+        if self.process_roles == ProcessRoles::COMBINED {
+            self.controller_quorum_voters.len().max(1)
+        } else {
+            usize::MAX
+        }
+    }
+
     /// Settings of the shard on CPU `core`.
     pub fn shard_settings(&self, core: usize) -> ShardSettings {
         let o = self.shard_overrides.iter().find(|o| o.core == core);
