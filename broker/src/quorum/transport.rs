@@ -4,7 +4,8 @@
 //!
 //! Tasks, all on the shard that binds the transport and all cancelled when it is dropped:
 //! - one accept loop over this node's voter listener (bound by `crate::listener`), taking at most
-//!   [`INBOUND_CONNECTIONS_MAX`] connections at a time; each is read by its own task: the hello
+//!   [`INBOUND_CONNECTIONS_MAX`] connections at a time (at most [`FORWARDED_CONNECTIONS_MAX`]
+//!   of them forwarding requests, the rest kept for the voters); each is read by its own task: the hello
 //!   ([`super::wire`]) within [`HELLO_TIMEOUT`], then frames into the inbound queue. A hello
 //!   not naming another configured voter, a malformed frame or a read error closes that
 //!   connection only. A voter's newest connection replaces its older one (closed), so a
@@ -30,7 +31,8 @@
 //! frame, as on a Kafka listener: `crate::controller::forward`), not a voter's. With a
 //! handler, each such frame is answered on the same connection, one at a time (so that
 //! broker-only nodes reach a controller-only active controller, and observers fetch the
-//! metadata log); without one it is closed as a stranger. The listener is as trusted as its
+//! metadata log), each within [`FORWARDED_READ_TIMEOUT`]; without one it is closed as a
+//! stranger. The listener is as trusted as its
 //! security makes it: its clients are the cluster's own nodes.
 //!
 //! Each direction between two voters has its own connection (the connecting side writes,
@@ -71,8 +73,19 @@ pub const OUTBOUND_BYTES_MAX: usize = 2 * FRAME_BYTES_MAX;
 pub const INBOUND_FRAMES_MAX: usize = 4096;
 /// Most bytes received and not yet taken by [`Transport::recv`].
 pub const INBOUND_BYTES_MAX: usize = 2 * FRAME_BYTES_MAX;
-/// Most inbound connections open at once (a voter that reconnects may briefly hold two).
-pub const INBOUND_CONNECTIONS_MAX: usize = 64;
+/// Most inbound connections of nodes that forward requests ([`ForwardedRequests`]: brokers,
+/// observers' fetches) open at once; more are closed as they are recognised, so that they
+/// never take the voters' room.
+pub const FORWARDED_CONNECTIONS_MAX: usize = 1024;
+/// Inbound connections kept for the voters beyond [`FORWARDED_CONNECTIONS_MAX`] (a voter that
+/// reconnects may briefly hold two).
+pub const VOTER_CONNECTIONS_RESERVED: usize = 64;
+/// Most inbound connections open at once, of every kind (a connection not yet recognised
+/// counts until its hello timeout).
+pub const INBOUND_CONNECTIONS_MAX: usize = FORWARDED_CONNECTIONS_MAX + VOTER_CONNECTIONS_RESERVED;
+/// How long a forwarded request may take to arrive, from the end of the previous answer (or
+/// the connection's first bytes) to its last byte; an idle connection is closed after it.
+pub const FORWARDED_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an accepted connection may take to send its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long writing out the queued frames may take before the connection is given up.
@@ -140,6 +153,9 @@ struct Tasks {
     readers: BTreeMap<u64, JoinHandle<()>>,
     /// The live connection of each voter that sent its hello (a reader's number).
     by_voter: BTreeMap<NodeId, u64>,
+    /// The connections serving forwarded requests (readers' numbers), at most
+    /// [`FORWARDED_CONNECTIONS_MAX`].
+    forwarding: BTreeSet<u64>,
     next_reader: u64,
 }
 
@@ -153,9 +169,19 @@ impl Tasks {
         }
     }
 
+    /// Reader `number` sends forwarded requests: whether there is room for it.
+    fn forwarding(&mut self, number: u64) -> bool {
+        if self.forwarding.len() >= FORWARDED_CONNECTIONS_MAX {
+            return false;
+        }
+        self.forwarding.insert(number);
+        true
+    }
+
     /// Reader `number` ended.
     fn ended(&mut self, number: u64) {
         self.readers.remove(&number);
+        self.forwarding.remove(&number);
         self.by_voter.retain(|_, n| *n != number);
     }
 }
@@ -297,12 +323,16 @@ async fn accept_loop(
                     tasks.borrow_mut().hello(from, number);
                 }
             };
-            let forwarded = forwarded.as_ref();
+            let admit = || {
+                let handler = forwarded.as_ref()?;
+                let room = weak.upgrade()?.borrow_mut().forwarding(number);
+                room.then_some(handler)
+            };
             let read = match tls {
-                None => read_connection(stream, &voters, &inbox, on_hello, forwarded).await,
+                None => read_connection(stream, &voters, &inbox, on_hello, admit).await,
                 Some(tls) => match tls.accept(stream).await {
                     Ok((stream, _)) => {
-                        read_connection(stream, &voters, &inbox, on_hello, forwarded).await
+                        read_connection(stream, &voters, &inbox, on_hello, admit).await
                     }
                     Err(e) => Err(InboundError::Tls(e)),
                 },
@@ -349,17 +379,21 @@ enum InboundError {
     ForwardedLength { frame_bytes: usize, max: usize },
     #[error("a forwarded request was not answered")]
     ForwardedUnanswered,
+    #[error("no forwarded request within {FORWARDED_READ_TIMEOUT:?}")]
+    ForwardedTimeout,
+    #[error("a connection that is not a voter's, and no room or handler for forwarded requests")]
+    ForwardedRefused,
 }
 
 /// Reads one inbound connection until it ends or misbehaves: a voter's (its hello, then
 /// frames; `on_hello` learns the voter once its hello checked out), or a node's forwarded
-/// requests when `forwarded` serves them.
-async fn read_connection<S: AsyncRead + AsyncWrite + Unpin>(
+/// requests when `admit` gives their handler (none: no handler, or no room).
+async fn read_connection<'a, S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
     voters: &BTreeSet<NodeId>,
     inbox: &FrameQueue,
     on_hello: impl FnOnce(NodeId),
-    forwarded: Option<&ForwardedRequests>,
+    admit: impl FnOnce() -> Option<&'a ForwardedRequests>,
 ) -> Result<(), InboundError> {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let mut hello = [0; wire::HELLO_BYTES];
@@ -375,10 +409,9 @@ async fn read_connection<S: AsyncRead + AsyncWrite + Unpin>(
         .ok_or(InboundError::HelloTimeout)?
         .map_err(wire::WireError::Io)?;
     if hello[..4] != wire::HELLO_MAGIC {
-        if let Some(forwarded) = forwarded {
-            let first = [hello[0], hello[1], hello[2], hello[3]];
-            return serve_forwarded(reader, first, forwarded).await;
-        }
+        let forwarded = admit().ok_or(InboundError::ForwardedRefused)?;
+        let first = [hello[0], hello[1], hello[2], hello[3]];
+        return serve_forwarded(reader, first, forwarded).await;
     }
     let rest = future::or(
         async { Some(reader.read_exact(&mut hello[4..]).await) },
@@ -405,27 +438,26 @@ async fn read_connection<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Answers the forwarded requests of one connection, in order; `first` is the first request's
-/// length prefix, already read.
+/// length prefix, already read. Each request must arrive within [`FORWARDED_READ_TIMEOUT`].
 async fn serve_forwarded<S: AsyncRead + AsyncWrite + Unpin>(
     mut reader: BufReader<S>,
     first: [u8; 4],
     forwarded: &ForwardedRequests,
 ) -> Result<(), InboundError> {
-    let mut prefix = first;
+    let mut prefix = Some(first);
     loop {
-        let frame_bytes = usize::try_from(u32::from_be_bytes(prefix)).unwrap_or(usize::MAX);
-        if frame_bytes == 0 || frame_bytes > forwarded.frame_bytes_max {
-            return Err(InboundError::ForwardedLength {
-                frame_bytes,
-                max: forwarded.frame_bytes_max,
-            });
-        }
-        let mut frame = vec![0; frame_bytes];
-        reader
-            .read_exact(&mut frame)
-            .await
-            .map_err(wire::WireError::Io)?;
-        let reply = (forwarded.serve)(Bytes::from(frame))
+        let read = future::or(
+            async { Some(read_forwarded(&mut reader, prefix.take(), forwarded).await) },
+            async {
+                crate::rt::sleep(FORWARDED_READ_TIMEOUT).await;
+                None
+            },
+        )
+        .await;
+        let Some(frame) = read.ok_or(InboundError::ForwardedTimeout)?? else {
+            return Ok(());
+        };
+        let reply = (forwarded.serve)(frame)
             .await
             .ok_or(InboundError::ForwardedUnanswered)?;
         let stream = reader.get_mut();
@@ -434,20 +466,55 @@ async fn serve_forwarded<S: AsyncRead + AsyncWrite + Unpin>(
             .await
             .map_err(wire::WireError::Io)?;
         stream.flush().await.map_err(wire::WireError::Io)?;
-        // The next request, or a clean end between requests.
-        if reader
-            .read(&mut prefix[..1])
-            .await
-            .map_err(wire::WireError::Io)?
-            == 0
-        {
-            return Ok(());
-        }
-        reader
-            .read_exact(&mut prefix[1..])
-            .await
-            .map_err(wire::WireError::Io)?;
     }
+}
+
+/// One forwarded request frame (without its length prefix; `prefix` when already read);
+/// `Ok(None)` at a clean end between requests. The buffer grows as bytes arrive, so a length
+/// alone reserves nothing.
+async fn read_forwarded<S: AsyncRead + Unpin>(
+    reader: &mut BufReader<S>,
+    prefix: Option<[u8; 4]>,
+    forwarded: &ForwardedRequests,
+) -> Result<Option<Bytes>, InboundError> {
+    let prefix = match prefix {
+        Some(prefix) => prefix,
+        None => {
+            let mut prefix = [0; 4];
+            if reader
+                .read(&mut prefix[..1])
+                .await
+                .map_err(wire::WireError::Io)?
+                == 0
+            {
+                return Ok(None);
+            }
+            reader
+                .read_exact(&mut prefix[1..])
+                .await
+                .map_err(wire::WireError::Io)?;
+            prefix
+        }
+    };
+    let frame_bytes = usize::try_from(u32::from_be_bytes(prefix)).unwrap_or(usize::MAX);
+    if frame_bytes == 0 || frame_bytes > forwarded.frame_bytes_max {
+        return Err(InboundError::ForwardedLength {
+            frame_bytes,
+            max: forwarded.frame_bytes_max,
+        });
+    }
+    let mut frame = Vec::new();
+    let limit = u64::try_from(frame_bytes).unwrap_or(u64::MAX);
+    reader
+        .take(limit)
+        .read_to_end(&mut frame)
+        .await
+        .map_err(wire::WireError::Io)?;
+    if frame.len() != frame_bytes {
+        let torn = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "a torn request");
+        return Err(wire::WireError::Io(torn).into());
+    }
+    Ok(Some(Bytes::from(frame)))
 }
 
 /// Drains `queue` into a connection to voter `to` at `addr`, reconnecting as needed.
