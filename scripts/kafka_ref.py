@@ -415,20 +415,44 @@ class KafkaCluster:
 
     def _set_roles(self, nodes, controllers):
         self.controllers = controllers
-        ids = list(range(1, nodes + 1))
-        self.controller_ids = ids if controllers is None else ids[:controllers]
-        self.broker_ids = ids if controllers is None else ids[controllers:]
+        # `process.roles` of each node id (add_broker adds broker-only ones).
+        self.node_roles = {i: COMBINED if controllers is None
+                           else (CONTROLLER if i <= controllers else BROKER)
+                           for i in range(1, nodes + 1)}
+
+    @property
+    def controller_ids(self):
+        """The voters' ids."""
+        return sorted(i for i, r in self.node_roles.items() if r != BROKER)
+
+    @property
+    def broker_ids(self):
+        """The ids of the nodes that serve Kafka clients."""
+        return sorted(i for i, r in self.node_roles.items() if r != CONTROLLER)
 
     @property
     def split(self):
-        """True when controllers and brokers are separate processes."""
-        return self.controllers is not None
+        """True when some node is not a combined broker and controller."""
+        return any(r != COMBINED for r in self.node_roles.values())
 
     def roles(self, node):
         """`node`'s process.roles: COMBINED, CONTROLLER or BROKER (by its id)."""
-        if not self.split:
-            return COMBINED
-        return CONTROLLER if node.node_id in self.controller_ids else BROKER
+        return self.node_roles[node.node_id]
+
+    def add_broker(self, preexec_fn=None, timeout=START_TIMEOUT_S):
+        """Adds a broker-only node (`process.roles=broker`, the next id; formatted with
+        --no-initial-controllers, as Kafka's docs add a broker) to the running cluster, starts
+        it, waits until every broker lists it, and returns its id."""
+        node_id = max(n.node_id for n in self.nodes) + 1
+        node = KafkaNode(node_id, self.dir / f"node-{node_id}", free_port(), None)
+        self.node_roles[node_id] = BROKER
+        self.nodes.append(node)
+        self.configure(node)
+        cp = classpath()
+        node.format(cp, self.cluster_id, False)
+        node.start(cp, preexec_fn)
+        self.wait_ready(timeout)
+        return node_id
 
     @property
     def controller_nodes(self):
@@ -525,12 +549,16 @@ class KafkaCluster:
         their shutdown, and the controllers then (what is left of `grace`, but at least
         QUORUM_LOST_GRACE_S or `grace` if shorter)."""
         deadline = time.monotonic() + grace
-        if not self.split:
-            return self._stop_group(self.nodes, self.nodes, deadline, grace)
-        clean = self._stop_group(self.broker_nodes, self.controller_nodes, deadline, grace)
-        # The brokers are gone now: the controllers' own shutdown needs no quorum.
+        brokers_only = [n for n in self.nodes if self.roles(n) == BROKER]
+        rest = [n for n in self.nodes if n not in brokers_only]
+        if not brokers_only:
+            return self._stop_group(rest, rest, deadline, grace)
+        clean = self._stop_group(brokers_only, self.controller_nodes, deadline, grace)
+        # The broker-only nodes are gone now: controller-only nodes' own shutdown needs no
+        # quorum; combined ones still need each other's.
         deadline = max(deadline, time.monotonic() + min(grace, QUORUM_LOST_GRACE_S))
-        return self._stop_group(self.controller_nodes, [], deadline, grace) and clean
+        voters = rest if any(self.roles(n) == COMBINED for n in rest) else []
+        return self._stop_group(rest, voters, deadline, grace) and clean
 
     def _stop_group(self, group, voters, deadline, grace):
         """SIGTERM to the nodes of `group`; waits until they exit or `deadline`, SIGKILL then.
@@ -614,6 +642,8 @@ class KafkaCluster:
             n.pid = ns["pid"]
             c.nodes.append(n)
         c._set_roles(len(c.nodes), st.get("controllers"))
+        c.node_roles = {ns["node_id"]: ns.get("roles", c.node_roles.get(ns["node_id"], COMBINED))
+                        for ns in st["nodes"]}
         return c
 
 

@@ -32,6 +32,10 @@ from pathlib import Path
 from kafka_ref import free_port, log_tail
 
 STOP_GRACE_S = 20.0
+# The values of `process.roles`.
+COMBINED = "broker,controller"
+CONTROLLER = "controller"
+BROKER = "broker"
 
 
 class ClusterError(Exception):
@@ -81,23 +85,33 @@ class SluiceCluster:
         self.cores = cores
         self.preexec_fn = preexec_fn
         self.nodes = {i: SluiceNode(i, self.dir / f"node-{i}") for i in range(1, nodes + 1)}
+        # `process.roles` of each node.
+        self.node_roles = {i: COMBINED if controllers is None
+                           else (CONTROLLER if i <= controllers else BROKER)
+                           for i in self.nodes}
 
     @property
     def controller_ids(self):
         """The voters' ids."""
-        return sorted(self.nodes) if self.controllers is None else list(range(1, self.controllers + 1))
+        return sorted(i for i, r in self.node_roles.items() if r != BROKER)
 
     @property
     def broker_ids(self):
         """The ids of the nodes that serve clients."""
-        return sorted(self.nodes) if self.controllers is None else \
-            list(range(self.controllers + 1, len(self.nodes) + 1))
+        return sorted(i for i, r in self.node_roles.items() if r != CONTROLLER)
 
     def roles(self, node_id):
         """`process.roles` of node `node_id`."""
-        if self.controllers is None:
-            return "broker,controller"
-        return "controller" if node_id in self.controller_ids else "broker"
+        return self.node_roles[node_id]
+
+    def add_broker(self, wait=True, timeout=60):
+        """Adds a broker-only node (`process.roles=broker`, the next id) to the running cluster,
+        starts it and returns its id: a new broker joins, as in Kafka (the voters stay)."""
+        node_id = max(self.nodes) + 1
+        self.nodes[node_id] = SluiceNode(node_id, self.dir / f"node-{node_id}")
+        self.node_roles[node_id] = BROKER
+        self.start_node(node_id, wait=wait, timeout=timeout)
+        return node_id
 
     @property
     def voters(self):
@@ -117,7 +131,7 @@ class SluiceCluster:
                 "--data-dir", str(node.dir / "data"), "--smp", str(self.cores),
                 "--set", f"node.id={node.node_id}",
                 "--set", f"controller.quorum.voters={self.voters}"]
-        if self.controllers is not None:
+        if self.roles(node.node_id) != COMBINED:
             cmd += ["--set", f"process.roles={self.roles(node.node_id)}"]
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
@@ -147,7 +161,7 @@ class SluiceCluster:
         node = self.nodes[node_id]
         deadline = time.monotonic() + timeout
         marker = f"=== start #{node.starts}:"
-        serving = "sluice: controller listening on" if self.roles(node_id) == "controller" \
+        serving = "sluice: controller listening on" if self.roles(node_id) == CONTROLLER \
             else "sluice: listening on"
         while time.monotonic() < deadline:
             if not node.alive():
@@ -201,8 +215,8 @@ class SluiceCluster:
     def stop(self):
         """SIGTERM every node; with separate roles the brokers first (their controlled shutdown
         needs the controllers), then the controllers."""
-        groups = [sorted(self.nodes)] if self.controllers is None else \
-            [self.broker_ids, self.controller_ids]
+        brokers_only = [i for i, r in self.node_roles.items() if r == BROKER]
+        groups = [brokers_only, [i for i in sorted(self.nodes) if i not in brokers_only]]
         for group in groups:
             for node_id in group:
                 if self.nodes[node_id].alive():

@@ -651,9 +651,12 @@ async fn start_controller(
     security: crate::quorum::transport::VoterSecurity,
 ) -> anyhow::Result<()> {
     let roles = shard.config.process_roles;
-    let (machine, view) = replication::metadata::MetadataStateMachine::new(
-        replication::metadata::MetadataImage::new(String::new()),
-    );
+    let empty = replication::metadata::MetadataImage::new(String::new());
+    let (machine, view) = if roles.controller {
+        replication::metadata::MetadataStateMachine::new(empty)
+    } else {
+        replication::metadata::MetadataStateMachine::observer(empty)
+    };
     let to_voters = security.client.clone();
     let (quorum, observer) = if roles.controller {
         let forwarded = voter.is_some().then(|| forwarded_requests(shard));
@@ -701,15 +704,33 @@ async fn start_controller(
 
 /// The controller's answers to the requests other nodes send to this voter's listener
 /// (`crate::quorum::transport::ForwardedRequests`): forwarded controller requests, an
-/// observer's fetches among them. Holds the shard weakly (the transport lives in it).
+/// observer's fetches among them, authorized as on a Kafka listener (CLUSTER_ACTION on the
+/// cluster for the peer's principal: its certificate's on an SSL controller listener, else
+/// `User:ANONYMOUS`). Holds the shard weakly (the transport lives in it).
 fn forwarded_requests(shard: &Rc<Shard>) -> crate::quorum::transport::ForwardedRequests {
     let weak = Rc::downgrade(shard);
     crate::quorum::transport::ForwardedRequests {
         frame_bytes_max: crate::controller::forward::FORWARD_BYTES_MAX,
-        serve: Rc::new(move |frame: bytes::Bytes| {
+        serve: Rc::new(move |frame: bytes::Bytes, peer| {
             let weak = weak.clone();
             Box::pin(async move {
                 let shard = weak.upgrade()?;
+                let host = peer
+                    .addr
+                    .map_or_else(String::new, |a| format!("/{}", a.ip()));
+                let listener = shard
+                    .config
+                    .controller_listener()
+                    .map_or("CONTROLLER", |(name, _)| name);
+                let mut session = crate::session::Session::anonymous(host.into(), listener.into());
+                if let Some(name) = &peer.principal {
+                    session.principal = format!("User:{name}");
+                }
+                let action = crate::authz::AclOperation::ClusterAction;
+                if !crate::authz::cluster(&shard, &session, action) {
+                    tracing::warn!(principal = %session.principal, peer = ?peer.addr, "controller listener: closing a connection whose forwarded request lacks CLUSTER_ACTION on the cluster");
+                    return None;
+                }
                 crate::controller::answer_forwarded(&shard, frame).await
             })
         }),

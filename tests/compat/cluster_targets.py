@@ -28,9 +28,23 @@ class SluiceClusterTarget:
                                      preexec_fn=_die_with_parent, controllers=controllers)
         # {node id: {key: value}} applied after `settings` at each start of that node.
         self.node_settings = self.cluster.node_settings
-        self.node_ids = sorted(self.cluster.nodes)
-        self.controller_ids = self.cluster.controller_ids
-        self.broker_ids = self.cluster.broker_ids
+
+    @property
+    def node_ids(self):
+        return sorted(self.cluster.nodes)
+
+    @property
+    def controller_ids(self):
+        return self.cluster.controller_ids
+
+    @property
+    def broker_ids(self):
+        return self.cluster.broker_ids
+
+    def add_broker(self, timeout=60):
+        """Starts a broker-only node (`process.roles=broker`, the next id) in the running
+        cluster and returns its id once it serves."""
+        return self.cluster.add_broker(timeout=timeout)
 
     def listeners(self, node_id, name, extra=()):
         """A `listeners` value for node `node_id`: listener `name` on the node's client port,
@@ -97,9 +111,26 @@ class KafkaClusterTarget:
                                               probe_tls=probe_tls, controllers=controllers)
         self.nodes = {n.node_id: n for n in self.cluster.nodes}
         self.node_settings = self.cluster.node_settings
-        self.node_ids = sorted(self.nodes)
-        self.controller_ids = list(self.cluster.controller_ids)
-        self.broker_ids = list(self.cluster.broker_ids)
+
+    @property
+    def node_ids(self):
+        return sorted(self.nodes)
+
+    @property
+    def controller_ids(self):
+        return list(self.cluster.controller_ids)
+
+    @property
+    def broker_ids(self):
+        return list(self.cluster.broker_ids)
+
+    def add_broker(self, timeout=90):
+        """Starts a broker-only node (`process.roles=broker`, the next id, formatted with
+        --no-initial-controllers) in the running cluster and returns its id once every broker
+        lists it."""
+        node_id = self.cluster.add_broker(_die_with_parent, timeout)
+        self.nodes = {n.node_id: n for n in self.cluster.nodes}
+        return node_id
 
     def listeners(self, node_id, name, extra=()):
         """A `listeners` value for node `node_id`: listener `name` on the node's client port,

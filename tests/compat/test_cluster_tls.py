@@ -253,8 +253,12 @@ def test_mtls_cluster(request, tmp_path, pki, sasl):
 
         if TARGET == "sluice":
             # A client without CLUSTER_ACTION cannot send the brokers' own controller requests
-            # (Sluice's forwarding frame, API key 32000): the connection is closed unanswered.
+            # (Sluice's forwarding frame, API key 32000): the connection is closed unanswered,
+            # on a Kafka listener as on the controller listener (the voters' address, where
+            # broker-only nodes send theirs).
             assert _forward_closed(pki, port)
+            voter_port = int(t.controller_address(1).rsplit(":", 1)[1])
+            assert _forward_closed(pki, voter_port)
 
         # A node whose certificate another CA signed cannot join: the voters and brokers
         # refuse its TLS, so it never registers and the others never list it.

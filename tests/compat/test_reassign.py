@@ -1,20 +1,18 @@
 """Partition reassignment (KIP-455, issue #30 point 1) driven by Kafka's own tool,
 kafka-reassign-partitions.sh (`org.apache.kafka.tools.reassign.ReassignPartitionsCommand`, run as
-the script runs it), on a 3-node cluster, while an idempotent acks=all confluent-kafka producer
-writes and a consumer reads:
+the script runs it), on a 3-node cluster that grows to 4, while an idempotent acks=all
+confluent-kafka producer writes and a consumer reads:
 
-1. `--generate` proposes an assignment of the topic over brokers 2 and 3;
-2. half of the topic's partitions (on brokers 1 and 2) are moved onto broker 3 with
+1. a fourth broker joins the running cluster: a broker-only node (`process.roles=broker`,
+   KIP-631; the three voters stay);
+2. `--generate` proposes an assignment of the topic over brokers 2, 3 and 4;
+3. half of the topic's partitions (spread over brokers 1–3) are moved onto broker 4 with
    `--execute`, `--verify` repeated until every move is completed;
-3. broker 1 is decommissioned: the `--generate` proposal moves every partition off it, with
+4. broker 1 is decommissioned: the `--generate` proposal moves every partition off it, with
    a replication throttle (`--throttle`, KIP-73) that `--verify` clears at the end;
-4. nothing acknowledged is lost, the live consumer and a final read from the beginning read
+5. nothing acknowledged is lost, the live consumer and a final read from the beginning read
    every acknowledged record, Metadata lists exactly the new replicas all in sync, and (Sluice)
    broker 1 no longer holds a directory of the topic.
-
-Every Sluice node is a controller voter today (no `process.roles`, issue #30 point 2), so a
-fourth broker cannot join a running 3-voter cluster: the moves are done within three nodes,
-the topic starting on brokers 1 and 2 only (broker 3 plays the new broker).
 
 A second test stalls a reassignment (its new replica's broker is down), sees it with `--list`
 and `--verify`, cancels it with `--cancel`, and checks Kafka's per-partition errors through
@@ -22,7 +20,7 @@ kafka-python's admin client (NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGN
 UNKNOWN_TOPIC_OR_PARTITION).
 
 Both run against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka: a 3-node KRaft cluster from
-scripts/kafka_ref.py). Waits are bounded widely; nothing asserts a duration."""
+scripts/kafka_ref.py, its fourth broker formatted with --no-initial-controllers). Waits are bounded widely; nothing asserts a duration."""
 
 import json
 import threading
@@ -200,29 +198,35 @@ def create_on(bootstrap, topic, replica_lists):
     wait_assignment(bootstrap, topic, want)
 
 
-@pytest.mark.long("about 45 s: moves and a decommission on a 3-node cluster under load; the "
+@pytest.mark.long("about 45 s: a fourth broker, moves and a decommission under load; the "
                   "README command keeps the listing and cancellation test below")
 def test_reassign_tool_moves_partitions_under_load_then_decommissions_a_broker(
         target, java_classpath, tmp_path):
     cp = java_classpath
     bootstrap = target.bootstrap()
-    create_on(bootstrap, TOPIC, [[1, 2] if p % 2 == 0 else [2, 1] for p in range(PARTITIONS)])
+    spread = [[1, 2], [2, 3], [3, 1]]
+    create_on(bootstrap, TOPIC, [spread[p % 3] for p in range(PARTITIONS)])
     load = Load(bootstrap, TOPIC, PARTITIONS)
     load.start()
     load.wait_acked(500)
 
-    # 1. --generate: a proposal over brokers 2 and 3 only.
+    # 1. A fourth broker joins: broker-only, the voters stay.
+    assert target.add_broker() == 4
+    assert sorted(admin(bootstrap).list_topics(timeout=10).brokers) == [1, 2, 3, 4]
+
+    # 2. --generate: a proposal over brokers 2, 3 and 4 only.
     topics = tmp_path / "topics.json"
     topics.write_text(json.dumps({"version": 1, "topics": [{"topic": TOPIC}]}))
-    out = reassign_tool(cp, target, "--topics-to-move-json-file", topics, "--broker-list", "2,3",
-                        "--generate")
+    out = reassign_tool(cp, target, "--topics-to-move-json-file", topics, "--broker-list",
+                        "2,3,4", "--generate")
     current = json_after(out, "Current partition replica assignment")
     proposed = json_after(out, "Proposed partition reassignment configuration")
     assert sorted(p["partition"] for p in current["partitions"]) == list(range(PARTITIONS)), out
-    assert {tuple(sorted(p["replicas"])) for p in proposed["partitions"]} == {(2, 3)}, out
+    assert all(len(set(p["replicas"])) == 2 and set(p["replicas"]) <= {2, 3, 4}
+               for p in proposed["partitions"]), out
 
-    # 2. Half the partitions move onto broker 3 (the new broker): [1, 2] → [3, 2].
-    half = {(TOPIC, p): [3, 2] if p % 2 == 0 else [2, 3] for p in range(PARTITIONS // 2)}
+    # 3. Half the partitions move onto broker 4 (the new broker): each one's first replica.
+    half = {(TOPIC, p): [4, spread[p % 3][1]] for p in range(PARTITIONS // 2)}
     plan = plan_file(tmp_path, "half.json", half)
     out = reassign_tool(cp, target, "--reassignment-json-file", plan, "--execute")
     assert "Successfully started partition reassignment" in out, out
@@ -232,7 +236,7 @@ def test_reassign_tool_moves_partitions_under_load_then_decommissions_a_broker(
     wait_assignment(bootstrap, TOPIC, {p: r for (_, p), r in half.items()})
     load.wait_acked(len(load.acked) + 500)
 
-    # 3. Decommission broker 1: the --generate proposal moves everything off it.
+    # 4. Decommission broker 1: the --generate proposal moves everything off it.
     rest = plan_file(tmp_path, "off-1.json", {(p["topic"], p["partition"]): p["replicas"]
                                               for p in proposed["partitions"]})
     # With a replication throttle (KIP-73) far above the load: set on the topic and the
@@ -249,7 +253,7 @@ def test_reassign_tool_moves_partitions_under_load_then_decommissions_a_broker(
     load.wait_acked(len(load.acked) + 500)
     load.stop()
 
-    # 4. Nothing acknowledged lost; everything read; broker 1 holds nothing of the topic.
+    # 5. Nothing acknowledged lost; everything read; broker 1 holds nothing of the topic.
     assert not load.failed, load.failed[:5]
     got = consume_all(bootstrap, TOPIC, PARTITIONS, expected=len(load.acked), timeout=CLIENT_S)
     values = {m.value() for msgs in got.values() for m in msgs}

@@ -211,7 +211,14 @@ pub async fn answer_forwarded(shard: &Rc<Shard>, frame: Bytes) -> Option<Bytes> 
         return None;
     };
     let reply = handle_here_or_on_shard_0(shard, request).await;
-    forward::encode(correlation_id, None, &reply)
+    let frame = forward::encode(correlation_id, None, &reply);
+    if frame.is_none() {
+        tracing::warn!(
+            max = forward::REPLY_BYTES_MAX,
+            "a forwarded request's reply does not encode within the reply bound; closing"
+        );
+    }
+    frame
 }
 
 /// Hands out the next producer id from this broker's current block, asking the active

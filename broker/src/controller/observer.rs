@@ -40,17 +40,22 @@ use tuning::config::QuorumVoter;
 /// Longest the active controller holds a fetch that has nothing newer.
 pub const FETCH_WAIT_MAX: Duration = Duration::from_millis(500);
 /// Longest an observer waits for a fetch's answer, connection included (a leader gone
-/// without a reset is given up after it).
-pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+/// without a reset is given up after it; a whole image of tens of MiB fits in it).
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The wait after a failed fetch; it doubles with each further one.
 pub const FETCH_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// The longest wait between two failed fetches.
 pub const FETCH_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// How long the active controller lists an observer that stopped fetching (Kafka's
+/// `OBSERVER_SESSION_TIMEOUT_MS`).
+pub const OBSERVER_SESSION: Duration = Duration::from_secs(300);
+/// Most observers the active controller lists at once (further ones are served, not listed).
+pub const OBSERVERS_LISTED_MAX: usize = 10_000;
 
 /// The active controller's answer to observer `from`, which has applied everything up to
 /// `after`: the entries after it (or the image), once there are any or [`FETCH_WAIT_MAX`]
 /// elapsed. Errors: [`ControllerError::NotController`] when this node does not lead (any
-/// more).
+/// more, checked again before answering).
 pub(super) async fn serve(
     shard: &Shard,
     controller: &Controller,
@@ -58,24 +63,7 @@ pub(super) async fn serve(
     after: RaftIndex,
 ) -> Result<ControllerReply, ControllerError> {
     let node = NodeId(shard.config.node_id);
-    let now = ShardRuntime.now();
-    {
-        let applied = controller.view.borrow().applied_index();
-        let mut observers = controller.observers.borrow_mut();
-        let last_caught_up = observers.get(&from).and_then(|o| o.last_caught_up);
-        observers.insert(
-            from,
-            ObserverProgress {
-                applied: after,
-                last_fetch: now,
-                last_caught_up: if after >= applied {
-                    Some(now)
-                } else {
-                    last_caught_up
-                },
-            },
-        );
-    }
+    note_observer(shard, controller, from, after);
     let deadline = crate::rt::sleep(FETCH_WAIT_MAX);
     futures_lite::pin!(deadline);
     loop {
@@ -84,9 +72,15 @@ pub(super) async fn serve(
         let Some(quorum) = controller.voter().filter(|_| controller.is_active(node)) else {
             return Err(not_active(controller));
         };
-        if controller.view.borrow().applied_index() > after {
-            let fetched = controller.view.borrow().fetch_after(after);
-            return Ok(answer(node, quorum.status().term, fetched));
+        let applied = controller.view.borrow().applied_index();
+        if applied > after || shard.stop.is_requested() {
+            let view = controller.view.borrow();
+            return Ok(ControllerReply::Metadata(MetadataFetch {
+                leader: node.0,
+                term: quorum.status().term.0,
+                cluster_id: view.image().cluster_id.clone(),
+                batch: view.fetch_after(after),
+            }));
         }
         let woke = futures_lite::future::or(
             async {
@@ -99,27 +93,52 @@ pub(super) async fn serve(
             },
         )
         .await;
-        if !woke || shard.stop.is_requested() {
-            let term = quorum.status().term;
-            return Ok(answer(
-                node,
-                term,
-                controller.view.borrow().fetch_after(after),
-            ));
+        if !woke {
+            // Nothing newer within the wait: an empty answer, if this node still leads.
+            let Some(quorum) = controller.voter().filter(|_| controller.is_active(node)) else {
+                return Err(not_active(controller));
+            };
+            let view = controller.view.borrow();
+            return Ok(ControllerReply::Metadata(MetadataFetch {
+                leader: node.0,
+                term: quorum.status().term.0,
+                cluster_id: view.image().cluster_id.clone(),
+                batch: view.fetch_after(after),
+            }));
         }
     }
 }
 
-fn answer(
-    node: NodeId,
-    term: RaftTerm,
-    batch: replication::metadata::FetchedMetadata,
-) -> ControllerReply {
-    ControllerReply::Metadata(MetadataFetch {
-        leader: node.0,
-        term: term.0,
-        batch,
-    })
+/// Records observer `from`'s fetch at `after` for DescribeQuorum (not a voter's, nor a
+/// negative id; at most [`OBSERVERS_LISTED_MAX`]), and forgets observers silent for
+/// [`OBSERVER_SESSION`].
+fn note_observer(shard: &Shard, controller: &Controller, from: i32, after: RaftIndex) {
+    let now = ShardRuntime.now();
+    let applied = controller.view.borrow().applied_index();
+    let mut observers = controller.observers.borrow_mut();
+    observers.retain(|_, o| now.saturating_duration_since(o.last_fetch) < OBSERVER_SESSION);
+    let voter = shard
+        .config
+        .controller_quorum_voters
+        .iter()
+        .any(|v| v.id == from);
+    let full = observers.len() >= OBSERVERS_LISTED_MAX && !observers.contains_key(&from);
+    if from < 0 || voter || from == shard.config.node_id || full {
+        return;
+    }
+    let last_caught_up = observers.get(&from).and_then(|o| o.last_caught_up);
+    observers.insert(
+        from,
+        ObserverProgress {
+            applied: after,
+            last_fetch: now,
+            last_caught_up: if after >= applied {
+                Some(now)
+            } else {
+                last_caught_up
+            },
+        },
+    );
 }
 
 /// Shard 0 of a broker-only node: keeps `machine` (whose view is the controller state's)
@@ -148,8 +167,8 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
         let fetched = fetch(shard, controller, target, applied).await;
         let failed = match fetched {
             Ok(ControllerReply::Metadata(fetch)) => {
-                let leader = NodeId(fetch.leader);
-                match machine.apply_fetched(leader, RaftTerm(fetch.term), fetch.batch) {
+                let (leader, term) = (NodeId(fetch.leader), RaftTerm(fetch.term));
+                match machine.apply_fetched(leader, term, &fetch.cluster_id, fetch.batch) {
                     Ok(()) => false,
                     Err(e) => {
                         tracing::warn!(from = target.id, error = %e, "observer: the fetched metadata does not apply; fetching again");
@@ -167,7 +186,8 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
                 if hint != known {
                     machine.leader_changed(hint, term);
                 }
-                hint.is_none()
+                // Backed off too: two voters naming each other must not spin.
+                true
             }
             Err(e) => {
                 tracing::debug!(from = target.id, error = %e, "observer: fetching the metadata log failed");

@@ -117,14 +117,15 @@ pub fn offsets_topic_overrides(config: &tuning::config::BrokerConfig) -> BTreeMa
 }
 
 /// The replication factor `__consumer_offsets` is created with: `offsets.topic.replication.factor`,
-/// at most `BrokerConfig::internal_topic_replicas_max` — a combined cluster's size, its
-/// `controller.quorum.voters`, one without them — so a single node gets its offsets topic with
-/// the default of 3 (Kafka would wait for three brokers; so does a cluster of broker-only
-/// nodes). As Kafka, the topic is not created
-/// with fewer replicas while brokers are down: `CoordinatorNotAvailable` until that many are
-/// active (registered, unfenced, not shutting down), which clients retry.
+/// at most `BrokerConfig::internal_topic_replicas_max` (the larger of the voters and the
+/// registered brokers), so a single node gets its offsets topic with the default of 3 (Kafka
+/// would wait for three brokers). As Kafka, the topic is not created with fewer replicas while
+/// brokers are down: `CoordinatorNotAvailable` until that many are active (registered,
+/// unfenced, not shutting down), which clients retry.
 fn offsets_replication_factor(shard: &Shard) -> Result<i16, GroupError> {
-    let nodes = shard.config.internal_topic_replicas_max();
+    let nodes = shard
+        .config
+        .internal_topic_replicas_max(shard.metadata().brokers.len());
     let factor = shard
         .config
         .offsets_topic_replication_factor

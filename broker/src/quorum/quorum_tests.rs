@@ -397,7 +397,7 @@ fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
         // Voter 1 answers forwarded requests: each frame back, reversed, with its length.
         let echo = super::transport::ForwardedRequests {
             frame_bytes_max: 16,
-            serve: Rc::new(|frame: Bytes| {
+            serve: Rc::new(|frame: Bytes, _peer| {
                 Box::pin(async move {
                     let mut reply = u32::try_from(frame.len()).ok()?.to_be_bytes().to_vec();
                     reply.extend(frame.iter().rev());

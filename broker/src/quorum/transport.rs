@@ -133,14 +133,27 @@ impl VoterSecurity {
 }
 
 /// The controller's side of forwarded requests arriving on the voter listener (see the module
-/// documentation): `serve` takes a frame without its length prefix and returns the whole
-/// reply frame, or `None` to close the connection.
+/// documentation): `serve` takes a frame without its length prefix and the peer that sent it,
+/// and returns the whole reply frame, or `None` to close the connection.
 #[derive(Clone)]
 pub struct ForwardedRequests {
     /// Largest request frame, bytes; a longer one closes the connection.
     pub frame_bytes_max: usize,
     /// Answers one request frame.
-    pub serve: Rc<dyn Fn(Bytes) -> LocalBoxFuture<Option<Bytes>>>,
+    pub serve: Rc<ServeForwarded>,
+}
+
+/// Answers one forwarded request frame from a peer: the reply frame, `None` to close.
+pub type ServeForwarded = dyn Fn(Bytes, Rc<ForwardingPeer>) -> LocalBoxFuture<Option<Bytes>>;
+
+/// Who sent forwarded requests on a connection of the voter listener (what authorizes them).
+#[derive(Clone, Debug, Default)]
+pub struct ForwardingPeer {
+    /// Its address, when the socket has one.
+    pub addr: Option<SocketAddr>,
+    /// The principal name its TLS client certificate maps to (`ssl.principal.mapping.rules`);
+    /// `None` on a plaintext listener or without a certificate.
+    pub principal: Option<String>,
 }
 
 /// The transport's tasks, cancelled when it is dropped.
@@ -328,11 +341,16 @@ async fn accept_loop(
                 let room = weak.upgrade()?.borrow_mut().forwarding(number);
                 room.then_some(handler)
             };
+            let mut forwarder = ForwardingPeer {
+                addr: peer,
+                principal: None,
+            };
             let read = match tls {
-                None => read_connection(stream, &voters, &inbox, on_hello, admit).await,
+                None => read_connection(stream, &voters, &inbox, on_hello, admit, forwarder).await,
                 Some(tls) => match tls.accept(stream).await {
-                    Ok((stream, _)) => {
-                        read_connection(stream, &voters, &inbox, on_hello, admit).await
+                    Ok((stream, principal)) => {
+                        forwarder.principal = principal;
+                        read_connection(stream, &voters, &inbox, on_hello, admit, forwarder).await
                     }
                     Err(e) => Err(InboundError::Tls(e)),
                 },
@@ -394,6 +412,7 @@ async fn read_connection<'a, S: AsyncRead + AsyncWrite + Unpin>(
     inbox: &FrameQueue,
     on_hello: impl FnOnce(NodeId),
     admit: impl FnOnce() -> Option<&'a ForwardedRequests>,
+    forwarder: ForwardingPeer,
 ) -> Result<(), InboundError> {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let mut hello = [0; wire::HELLO_BYTES];
@@ -411,7 +430,7 @@ async fn read_connection<'a, S: AsyncRead + AsyncWrite + Unpin>(
     if hello[..4] != wire::HELLO_MAGIC {
         let forwarded = admit().ok_or(InboundError::ForwardedRefused)?;
         let first = [hello[0], hello[1], hello[2], hello[3]];
-        return serve_forwarded(reader, first, forwarded).await;
+        return serve_forwarded(reader, first, forwarded, Rc::new(forwarder)).await;
     }
     let rest = future::or(
         async { Some(reader.read_exact(&mut hello[4..]).await) },
@@ -443,6 +462,7 @@ async fn serve_forwarded<S: AsyncRead + AsyncWrite + Unpin>(
     mut reader: BufReader<S>,
     first: [u8; 4],
     forwarded: &ForwardedRequests,
+    peer: Rc<ForwardingPeer>,
 ) -> Result<(), InboundError> {
     let mut prefix = Some(first);
     loop {
@@ -457,7 +477,7 @@ async fn serve_forwarded<S: AsyncRead + AsyncWrite + Unpin>(
         let Some(frame) = read.ok_or(InboundError::ForwardedTimeout)?? else {
             return Ok(());
         };
-        let reply = (forwarded.serve)(frame)
+        let reply = (forwarded.serve)(frame, peer.clone())
             .await
             .ok_or(InboundError::ForwardedUnanswered)?;
         let stream = reader.get_mut();

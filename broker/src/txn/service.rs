@@ -124,10 +124,12 @@ pub fn txn_topic_overrides(
 }
 
 /// `transaction.state.log.replication.factor`, at most
-/// `BrokerConfig::internal_topic_replicas_max` (a combined cluster's size), as
-/// `__consumer_offsets`'; `CoordinatorNotAvailable` until that many brokers are active.
+/// `BrokerConfig::internal_topic_replicas_max` (the larger of the voters and the registered
+/// brokers), as `__consumer_offsets`'; `CoordinatorNotAvailable` until that many brokers are active.
 fn txn_replication_factor(shard: &Shard) -> Result<i16, TxnError> {
-    let nodes = shard.config.internal_topic_replicas_max();
+    let nodes = shard
+        .config
+        .internal_topic_replicas_max(shard.metadata().brokers.len());
     let factor = shard
         .config
         .transaction_state_log_replication_factor

@@ -67,13 +67,13 @@
 //!    every voter has applied the leader's commit index with the same image, every live
 //!    broker's incarnation is registered and unfenced, every dead broker (no live incarnation)
 //!    fenced or unregistered.
+//! 7. **a proposal follows the image it was computed against**: when a controller's entry
+//!    commits, no entry it did not see lies between the image's index and its own (else its
+//!    records, such as a partition's new ISR, apply to a state they were not made for).
 //! 8. **an observer shows only committed images, in order** (observer runs): after each
 //!    fetch its applied index has not gone back and its image is the voters' image after the
 //!    entries up to that index (checker 3's); after healing (checker 6) every observer has
 //!    applied what the leader applied, with the same image.
-//! 7. **a proposal follows the image it was computed against**: when a controller's entry
-//!    commits, no entry it did not see lies between the image's index and its own (else its
-//!    records, such as a partition's new ISR, apply to a state they were not made for).
 //!
 //! Bug found (seed [`STALE_IMAGE_SEED`], 5 voters): a voter that became leader again
 //! proposed while its predecessor's last entry (a controlled shutdown moving a leadership)
@@ -895,7 +895,7 @@ impl Sim {
                     .map(|&id| {
                         // As the voters start (the broker's all start from an empty one).
                         let (machine, view) =
-                            MetadataStateMachine::new(MetadataImage::new(CLUSTER_ID.into()));
+                            MetadataStateMachine::observer(MetadataImage::new(CLUSTER_ID.into()));
                         Observer {
                             id,
                             machine: RefCell::new(machine),
@@ -1261,7 +1261,6 @@ impl Sim {
         }
     }
 
-    /// Checker 5, every [`MONITOR`], for the whole run.
     /// Observer `o`: fetches from a controller it finds active, over the lossy channel, and
     /// applies the answer; checker 8 after each.
     async fn run_observer(self: Rc<Sim>, o: usize) {
@@ -1277,6 +1276,7 @@ impl Sim {
             let observer = &self.observers[o];
             let before = observer.view.borrow().applied_index();
             let fetched = controller.view.borrow().fetch_after(before);
+            let cluster_id = controller.view.borrow().image().cluster_id.clone();
             let term = controller.quorum.status().term;
             self.rt.sleep(delay()).await;
             if self.rt.chance(self.broker_drop_percent.get()) {
@@ -1290,12 +1290,12 @@ impl Sim {
                     FetchedMetadata::Entries(_) => {}
                 }
             }
-            if let Err(e) =
-                observer
-                    .machine
-                    .borrow_mut()
-                    .apply_fetched(controller.node, term, fetched)
-            {
+            if let Err(e) = observer.machine.borrow_mut().apply_fetched(
+                controller.node,
+                term,
+                &cluster_id,
+                fetched,
+            ) {
                 panic!(
                     "observer {} could not apply a fetch (seed {}): {e}",
                     observer.id, self.world.seed
@@ -1337,6 +1337,7 @@ impl Sim {
         );
     }
 
+    /// Checker 5, every [`MONITOR`], for the whole run.
     async fn monitor(self: Rc<Sim>) {
         loop {
             self.rt.sleep(MONITOR).await;

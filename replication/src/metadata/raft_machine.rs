@@ -53,6 +53,9 @@ pub enum EntryError {
     /// A snapshot's records do not rebuild an image.
     #[error("metadata snapshot record {position}: {source}")]
     Rebuild { position: usize, source: ApplyError },
+    /// An observer's fetch answered from another cluster's metadata log.
+    #[error("the controller serves cluster {theirs}, this node belongs to cluster {ours}")]
+    OtherCluster { ours: String, theirs: String },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -144,6 +147,8 @@ pub struct MetadataView {
     /// The applied index just before the first entry of `tail` (a restored snapshot's, or the
     /// last entry dropped from it): `tail` holds every applied entry after it.
     tail_floor: RaftIndex,
+    /// Whether `tail` is kept (a voter's view; an observer serves nobody).
+    keeps_tail: bool,
     changed: Rc<Notify>,
 }
 
@@ -183,6 +188,10 @@ impl MetadataView {
     /// when this view no longer keeps the entries right after `after`. An observer ahead of
     /// this view (it fetched from a leader that had applied more) gets no entries.
     pub fn fetch_after(&self, after: RaftIndex) -> FetchedMetadata {
+        assert!(
+            self.tail_floor <= self.applied,
+            "the entries kept follow the applied index"
+        );
         if after < self.tail_floor {
             return FetchedMetadata::Image {
                 index: self.applied.0,
@@ -206,6 +215,9 @@ impl MetadataView {
     }
 
     fn remember(&mut self, index: RaftIndex, entry: &[u8]) {
+        if !self.keeps_tail {
+            return;
+        }
         assert!(
             self.tail.back().is_none_or(|(last, _)| *last < index),
             "entries are applied in index order"
@@ -228,9 +240,22 @@ pub struct MetadataStateMachine {
 }
 
 impl MetadataStateMachine {
-    /// A state machine starting from `image` (empty, or converted from an older store), and
-    /// the view it keeps current.
+    /// A voter's state machine starting from `image` (empty, or converted from an older
+    /// store), and the view it keeps current (with the last entries, for observers).
     pub fn new(image: MetadataImage) -> (MetadataStateMachine, Rc<RefCell<MetadataView>>) {
+        Self::with_tail(image, true)
+    }
+
+    /// An observer's state machine (`process.roles=broker`): as [`MetadataStateMachine::new`],
+    /// keeping no entries (it serves no other observer).
+    pub fn observer(image: MetadataImage) -> (MetadataStateMachine, Rc<RefCell<MetadataView>>) {
+        Self::with_tail(image, false)
+    }
+
+    fn with_tail(
+        image: MetadataImage,
+        keeps_tail: bool,
+    ) -> (MetadataStateMachine, Rc<RefCell<MetadataView>>) {
         let view = Rc::new(RefCell::new(MetadataView {
             image: Arc::new(image),
             applied: RaftIndex(0),
@@ -240,6 +265,7 @@ impl MetadataStateMachine {
             tail: VecDeque::new(),
             tail_bytes: 0,
             tail_floor: RaftIndex(0),
+            keeps_tail,
             changed: Rc::new(Notify::default()),
         }));
         (MetadataStateMachine { view: view.clone() }, view)
@@ -251,17 +277,30 @@ impl MetadataStateMachine {
     }
 
     /// An observer's step (`process.roles=broker`): applies what it fetched from the active
-    /// controller — its entries as a voter applies them (an entry that does not decode is
-    /// skipped, as every voter skipped it), or its image as a restored snapshot — and takes
-    /// `leader` of `term` as the known leader. Entries at or below the applied index are
-    /// ignored (a repeated answer). Errors: an image whose records do not rebuild one (the
-    /// observer keeps its image).
+    /// controller of `cluster_id` — its entries as a voter applies them (an entry that does
+    /// not decode is skipped, as every voter skipped it), or its image as a restored snapshot —
+    /// and takes `leader` of `term` as the known leader unless it knows a later term. Entries
+    /// and images at or below the applied index are ignored (a repeated or stale answer: the
+    /// applied index never goes back). Errors: [`EntryError::OtherCluster`] when this
+    /// observer's image names another cluster; an image whose records do not rebuild one (the
+    /// observer keeps its image either way).
     pub fn apply_fetched(
         &mut self,
         leader: NodeId,
         term: RaftTerm,
+        cluster_id: &str,
         fetched: FetchedMetadata,
     ) -> Result<(), EntryError> {
+        let (ours, before) = {
+            let view = self.view.borrow();
+            (view.image.cluster_id.clone(), view.applied)
+        };
+        if !ours.is_empty() && ours != cluster_id {
+            return Err(EntryError::OtherCluster {
+                ours,
+                theirs: cluster_id.to_string(),
+            });
+        }
         match fetched {
             FetchedMetadata::Entries(entries) => {
                 for entry in entries {
@@ -281,15 +320,21 @@ impl MetadataStateMachine {
                 cluster_id,
                 records,
             } => {
-                let snapshot = encode(&SnapshotBody {
-                    cluster_id,
-                    records,
-                })?;
-                self.restore(RaftIndex(index), snapshot)?;
+                if RaftIndex(index) > before {
+                    let snapshot = encode(&SnapshotBody {
+                        cluster_id,
+                        records,
+                    })?;
+                    self.restore(RaftIndex(index), snapshot)?;
+                }
             }
         }
-        let known = self.view.borrow().leader();
-        if known != (Some(leader), term) {
+        assert!(
+            self.view.borrow().applied >= before,
+            "an observer's applied index never goes back"
+        );
+        let (known, known_term) = self.view.borrow().leader();
+        if term >= known_term && (known, known_term) != (Some(leader), term) {
             self.leader_changed(Some(leader), term);
         }
         Ok(())
@@ -509,7 +554,7 @@ mod tests {
     fn an_observer_fetching_from_a_voter_ends_with_its_image() {
         let (mut voter, voter_view) = MetadataStateMachine::new(MetadataImage::new(String::new()));
         let (mut observer, observer_view) =
-            MetadataStateMachine::new(MetadataImage::new(String::new()));
+            MetadataStateMachine::observer(MetadataImage::new(String::new()));
         let follow = |observer: &mut MetadataStateMachine| loop {
             let after = observer_view.borrow().applied_index();
             let fetched = voter_view.borrow().fetch_after(after);
@@ -517,7 +562,7 @@ mod tests {
                 return;
             }
             observer
-                .apply_fetched(NodeId(1), RaftTerm(3), fetched)
+                .apply_fetched(NodeId(1), RaftTerm(3), "c", fetched)
                 .unwrap();
         };
         voter.apply(RaftIndex(1), &encode_entry(&[cluster("c")]).unwrap());
@@ -563,16 +608,43 @@ mod tests {
         let (v, o) = (voter_view.borrow(), observer_view.borrow());
         assert_eq!(*o.image(), *v.image());
         assert_eq!(o.applied_index(), RaftIndex(last));
-        // A repeated answer changes nothing.
+        // A repeated answer changes nothing, nor does a stale image.
         drop((v, o));
         let again = voter_view.borrow().fetch_after(RaftIndex(last - 3));
         observer
-            .apply_fetched(NodeId(1), RaftTerm(3), again)
+            .apply_fetched(NodeId(1), RaftTerm(3), "c", again)
             .unwrap();
+        let stale = FetchedMetadata::Image {
+            index: 5,
+            cluster_id: "c".into(),
+            records: Vec::new(),
+        };
+        observer
+            .apply_fetched(NodeId(1), RaftTerm(3), "c", stale)
+            .unwrap();
+        assert_eq!(observer_view.borrow().applied_index(), RaftIndex(last));
         assert_eq!(
             *observer_view.borrow().image(),
             *voter_view.borrow().image()
         );
+        // Another cluster's answer is refused; a deposed leader's (an earlier term) does not
+        // take the leadership back.
+        let nothing = || FetchedMetadata::Entries(Vec::new());
+        let other = observer.apply_fetched(NodeId(2), RaftTerm(9), "x", nothing());
+        assert!(
+            matches!(other, Err(EntryError::OtherCluster { .. })),
+            "{other:?}"
+        );
+        observer
+            .apply_fetched(NodeId(2), RaftTerm(2), "c", nothing())
+            .unwrap();
+        assert_eq!(
+            observer_view.borrow().leader(),
+            (Some(NodeId(1)), RaftTerm(3))
+        );
+        // An observer keeps no entries for others; a voter does.
+        assert!(observer_view.borrow().tail.is_empty());
+        assert!(!voter_view.borrow().tail.is_empty());
     }
 
     fn cluster(id: &str) -> MetadataRecord {

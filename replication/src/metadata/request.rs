@@ -60,6 +60,8 @@ pub struct MetadataFetch {
     /// The active controller that answered (the Raft leader) and its term.
     pub leader: i32,
     pub term: u64,
+    /// The cluster its metadata log names (an observer refuses another cluster's).
+    pub cluster_id: String,
     pub batch: FetchedMetadata,
 }
 

@@ -754,16 +754,17 @@ impl BrokerConfig {
     }
 
     /// The most replicas an internal topic (`__consumer_offsets`, `__transaction_state`) is
-    /// created with, whatever its replication-factor key says: a cluster of combined nodes is
-    /// as large as its voters (one without them), so a single node gets its internal topics
-    /// with Kafka's default factor of 3. With separate roles the voters are no brokers: no
-    /// cap, as Kafka (the topic waits until that many brokers are active).
-    pub fn internal_topic_replicas_max(&self) -> usize {
-        if self.process_roles == ProcessRoles::COMBINED {
-            self.controller_quorum_voters.len().max(1)
-        } else {
-            usize::MAX
-        }
+    /// created with, whatever its replication-factor key says, in a cluster whose metadata
+    /// lists `registered_brokers` brokers: the larger of that and the voters of
+    /// `controller.quorum.voters` (at least one), so that a single node gets its internal
+    /// topics with Kafka's default factor of 3, a cluster of combined nodes as many replicas as
+    /// it has nodes even before all registered, and every node of a cluster computes the same
+    /// (the topic still waits until that many brokers are active, as Kafka's).
+    pub fn internal_topic_replicas_max(&self, registered_brokers: usize) -> usize {
+        self.controller_quorum_voters
+            .len()
+            .max(registered_brokers)
+            .max(1)
     }
 
     /// Settings of the shard on CPU `core`.
