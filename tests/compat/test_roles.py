@@ -198,7 +198,7 @@ def test_roles_that_contradict_the_voters_stop_the_start(sluice_bin, tmp_path):
         ("controller", "2@127.0.0.1:1", "must be included in the set of voters"),
         ("broker", "1@127.0.0.1:1", "must not be included in the set of voters"),
         ("broker", "", "needs the controller quorum's voters"),
-        ("observer", "1@127.0.0.1:1", "Unknown process role: observer"),
+        ("observer", "1@127.0.0.1:1", "Unknown process role 'observer'"),
     ]
     for roles, voters, message in cases:
         run = subprocess.run([sluice_bin, "--data-dir", str(tmp_path / "data"),

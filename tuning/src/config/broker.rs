@@ -620,22 +620,32 @@ impl ProcessRoles {
     };
 
     /// Parses Kafka's comma-separated list of `broker` and `controller`. Errors: Kafka's
-    /// messages for an unknown role, a duplicate and an empty list.
+    /// messages for an unknown role (an empty one included) and a duplicate
+    /// (`KafkaConfig.parseProcessRoles`), and one for an empty list.
     pub fn parse(value: &str) -> Result<ProcessRoles, String> {
         let mut roles = ProcessRoles {
             broker: false,
             controller: false,
         };
-        for role in value.split(',').map(str::trim) {
-            let slot = match role {
+        if value.trim().is_empty() {
+            return Err("process.roles must contain broker, controller or both".into());
+        }
+        let listed: Vec<&str> = value.split(',').map(str::trim).collect();
+        for role in &listed {
+            let slot = match *role {
                 "broker" => &mut roles.broker,
                 "controller" => &mut roles.controller,
-                "" => continue,
-                other => return Err(format!("Unknown process role: {other}")),
+                other => {
+                    return Err(format!(
+                        "Unknown process role '{other}' (only 'broker' and 'controller' are \
+                         allowed roles)"
+                    ))
+                }
             };
             if *slot {
                 return Err(format!(
-                    "Duplicate role names found in process.roles: {value}"
+                    "Duplicate role names found in `process.roles`: {}",
+                    listed.join(", ")
                 ));
             }
             *slot = true;
@@ -1237,7 +1247,8 @@ mod tests {
         for (bad, why) in [
             ("", "must contain"),
             ("broker,broker", "Duplicate role names"),
-            ("observer", "Unknown process role: observer"),
+            ("observer", "Unknown process role 'observer'"),
+            ("broker,,controller", "Unknown process role ''"),
         ] {
             let err = b.set("process.roles", bad).expect_err(bad);
             assert_eq!(err.key(), Some("process.roles"));
