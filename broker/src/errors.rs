@@ -250,11 +250,13 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         ControllerError::NotController { .. }
         | ControllerError::NotCommitted { .. }
         | ControllerError::AlterPartitionEpochAhead { .. } => ResponseError::NotController,
+        // The active controller did not answer in time (paused, cut off, failing over): as
+        // Kafka's ForwardingManager answers a forwarded request that timed out; clients retry.
+        ControllerError::Unavailable => ResponseError::RequestTimedOut,
         ControllerError::TopicIdTaken { .. }
         | ControllerError::ProducerIdsExhausted { .. }
         | ControllerError::TooManyAclRecords
-        | ControllerError::Apply(_)
-        | ControllerError::Unavailable => ResponseError::UnknownServerError,
+        | ControllerError::Apply(_) => ResponseError::UnknownServerError,
     };
     if matches!(
         error,

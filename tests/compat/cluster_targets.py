@@ -10,6 +10,7 @@ rest as brokers only (`process.roles`); `controller_ids` and `broker_ids` say wh
 which (every node is both without it)."""
 
 import os
+import signal
 
 from conftest import TARGET, _die_with_parent
 
@@ -70,6 +71,13 @@ class SluiceClusterTarget:
 
     def kill(self, node_id):
         self.cluster.kill(node_id)
+
+    def pause(self, node_id):
+        """SIGSTOP node `node_id`: it keeps its sockets and answers nothing."""
+        self.cluster.pause(node_id)
+
+    def resume(self, node_id):
+        self.cluster.resume(node_id)
 
     def restart(self, node_id, timeout=60):
         """Starts node `node_id` again and waits until it serves; NotServing when it does not
@@ -158,6 +166,13 @@ class KafkaClusterTarget:
 
     def kill(self, node_id):
         self.cluster._kill_node(self.nodes[node_id])
+
+    def pause(self, node_id):
+        """SIGSTOP node `node_id`: it keeps its sockets and answers nothing."""
+        self.nodes[node_id].signal(signal.SIGSTOP)
+
+    def resume(self, node_id):
+        self.nodes[node_id].signal(signal.SIGCONT)
 
     def restart(self, node_id, timeout=90):
         """Starts node `node_id` again (with its settings as they are now) and waits until

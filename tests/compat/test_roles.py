@@ -14,7 +14,10 @@ One cluster, checked as a user would with real clients and Kafka's own tools:
    back exactly once;
 4. the killed controller restarts and rejoins the voters; a SIGKILLed broker-only node
    restarts on its data directory, follows the metadata log again and serves its replicas;
-5. a consumer group reads and commits (its coordinator is on a broker-only node).
+5. the active controller is paused (SIGSTOP) for longer than a broker session: the brokers
+   find its successor (none is fenced: a topic of three replicas is created meanwhile) and
+   writes go on;
+6. a consumer group reads and commits (its coordinator is on a broker-only node).
 
 Runs against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka: scripts/kafka_ref.py with
 controller-only and broker-only nodes). Waits are bounded widely; nothing asserts a
@@ -97,10 +100,17 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
     assert quorum_ids(out, "CurrentVoters") == CONTROLLERS, out
     leader = leader_of(out)
     assert leader in CONTROLLERS, out
-    out = describe(java_classpath, bootstrap, "--replication")
-    states = {int(r.split()[0]): r.split()[-1] for r in out.splitlines() if re.match(r"\d+\s", r)}
-    assert {n: states.get(n) for n in BROKERS} == {n: "Observer" for n in BROKERS}, out
-    assert states.get(leader) == "Leader", out
+
+    def replication_with_every_observer():
+        out = describe(java_classpath, bootstrap, "--replication")
+        states = {int(r.split()[0]): r.split()[-1]
+                  for r in out.splitlines() if re.match(r"\d+\s", r)}
+        observers = {n: states.get(n) for n in BROKERS}
+        return states if observers == {n: "Observer" for n in BROKERS} else None
+
+    states = wait_until(replication_with_every_observer, FAILOVER_BOUND_S, interval=1,
+                        what="observers 4-6 in describe --replication")
+    assert states.get(leader) == "Leader", states
 
     # 3. Writes go on while the active controller is SIGKILLed.
     topic = "roles"
@@ -173,7 +183,25 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
     got = consume_all(only, topic, 3, expected=len(acked), timeout=120)
     assert sum(len(v) for v in got.values()) == len(acked)
 
-    # 5. A consumer group: its coordinator lives on a broker-only node (`__consumer_offsets`
+    # 5. The active controller paused (SIGSTOP) for longer than a broker session: the brokers
+    # find its successor in time (none is fenced, so a topic of three replicas can be created)
+    # and writes go on; resumed, it follows the new leader.
+    paused = leader_of(describe(java_classpath, bootstrap, "--status"))
+    split.pause(paused)
+    try:
+        create_topic(bootstrap, "roles-paused", 1, replication_factor=3,
+                     timeout=FAILOVER_BOUND_S)
+        during = producer(bootstrap, **{"enable.idempotence": True})
+        for i in range(100):
+            during.produce("roles-paused", value=b"%d" % i)
+        assert during.flush(FAILOVER_BOUND_S) == 0
+    finally:
+        split.resume(paused)
+    assert leader_of(describe(java_classpath, bootstrap, "--status")) != paused
+    got = consume_all(bootstrap, "roles-paused", 1, expected=100)
+    assert sorted(int(m.value()) for m in got[0]) == list(range(100))
+
+    # 6. A consumer group: its coordinator lives on a broker-only node (`__consumer_offsets`
     # gets three replicas, the brokers).
     c = consumer(bootstrap, **{"group.id": "roles-group", "auto.offset.reset": "earliest",
                                "enable.partition.eof": False})

@@ -113,26 +113,59 @@ pub(crate) async fn route(
             });
         }
     }
-    if controller.is_active(NodeId(shard.config.node_id)) {
+    let node = NodeId(shard.config.node_id);
+    if controller.is_active(node) {
         return handle_active(shard, controller, request).await;
     }
-    let active = controller.active();
     if forwarded {
         return Err(not_active(controller));
     }
-    let Some(active) = active else {
+    // As Kafka's brokers re-send to the controller they learn next: while no active controller
+    // is known, or the one asked stops answering (paused, cut off) or no longer leads, look
+    // again until the forward's timeout, rather than hand the client a NOT_CONTROLLER.
+    let deadline = std::time::Instant::now() + forward::FORWARD_TIMEOUT;
+    loop {
+        match forward_once(shard, controller, &request).await {
+            Err(ControllerError::NotController { .. })
+                if std::time::Instant::now() < deadline =>
+            {
+                crate::rt::sleep(SUPERSEDED_CHECK).await;
+                if controller.is_active(node) {
+                    return handle_active(shard, controller, request).await;
+                }
+            }
+            Ok(reply) => {
+                if let ControllerReply::Answer { applied_index, .. } = &reply {
+                    installed(controller, RaftIndex(*applied_index)).await;
+                }
+                return Ok(reply);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Sends `request` to the active controller this node knows, once. Errors: the controller's;
+/// [`ControllerError::NotController`] when none is known, or another became active while
+/// it was in flight (it is abandoned).
+async fn forward_once(
+    shard: &Rc<Shard>,
+    controller: &Controller,
+    request: &ControllerRequest,
+) -> Result<ControllerReply, ControllerError> {
+    let Some(active) = controller.active() else {
         return Err(not_active(controller));
     };
     let listener = shard.config.inter_broker_listener_name();
     let endpoint = crate::metadata::broker_endpoint(&shard.metadata(), active.0, &listener);
-    let reply = match endpoint {
+    let (host, addr, security) = match endpoint {
         // A registered broker: its inter-broker listener.
         Some(endpoint) => {
             let host = endpoint.0.clone();
             let addr = resolve(controller, endpoint)
                 .await
                 .ok_or_else(|| not_active(controller))?;
-            forward::send(&shard.inter_broker, &host, addr, &request).await?
+            (host, addr, &shard.inter_broker)
         }
         // A controller-only node (`process.roles=controller`): its voter address.
         None => {
@@ -142,15 +175,25 @@ pub(crate) async fn route(
                 .iter()
                 .find(|v| v.id == active.0)
                 .ok_or_else(|| not_active(controller))?;
-            let host = voter.addr.ip().to_string();
-            forward::send(&controller.to_voters, &host, voter.addr, &request).await?
+            (voter.addr.ip().to_string(), voter.addr, &controller.to_voters)
         }
     };
-    if let ControllerReply::Answer { applied_index, .. } = &reply {
-        installed(controller, RaftIndex(*applied_index)).await;
-    }
-    Ok(reply)
+    let sent = async { Some(forward::send(security, &host, addr, request).await) };
+    let superseded = async {
+        loop {
+            crate::rt::sleep(SUPERSEDED_CHECK).await;
+            if controller.active().is_some_and(|now| now != active) {
+                return None;
+            }
+        }
+    };
+    futures_lite::future::or(sent, superseded)
+        .await
+        .unwrap_or_else(|| Err(not_active(controller)))
 }
+
+/// How often a forwarded request in flight looks whether another controller became active.
+const SUPERSEDED_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The socket address of a broker's registered `(host, port)`: an IP literal as it is, a host
 /// name resolved once on the blocking pool (never on the shard: a slow resolver would stall

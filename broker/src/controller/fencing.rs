@@ -283,9 +283,6 @@ pub(crate) async fn fence_expired(shard: &Rc<Shard>) {
             heartbeats.follow(&image, now);
             heartbeats.reset_all(now);
             controller.heard.borrow_mut().clear();
-            // A new leadership lists the observers that fetch from it (Kafka's per-epoch
-            // leader state).
-            controller.observers.borrow_mut().clear();
         }
         if !active {
             active_term = None;

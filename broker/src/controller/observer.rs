@@ -39,10 +39,16 @@ use tuning::config::QuorumVoter;
 
 /// Longest the active controller holds a fetch that has nothing newer.
 pub const FETCH_WAIT_MAX: Duration = Duration::from_millis(500);
-/// Longest an observer waits for a fetch's answer, connection included (a leader gone
-/// without a reset is given up after it; a whole image of tens of MiB fits in it).
-pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
-/// The wait after a failed fetch; it doubles with each further one.
+/// How long an observer waits for a fetch's answer, connection included, after an answered
+/// one (Kafka's `controller.quorum.fetch.timeout.ms` default): a leader gone without a reset
+/// (paused, cut off) is given up after it, so the brokers' heartbeats reach its successor well
+/// within a session. It doubles with each fetch that timed out, up to
+/// [`FETCH_TIMEOUT_MAX`], so that a whole image of tens of MiB gets through.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest wait for one fetch's answer.
+pub const FETCH_TIMEOUT_MAX: Duration = Duration::from_secs(32);
+/// The wait after a failed fetch (it doubles with each further one), and after a voter that
+/// does not lead named another.
 pub const FETCH_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// The longest wait between two failed fetches.
 pub const FETCH_BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -63,7 +69,10 @@ pub(super) async fn serve(
     after: RaftIndex,
 ) -> Result<ControllerReply, ControllerError> {
     let node = NodeId(shard.config.node_id);
-    note_observer(shard, controller, from, after);
+    let Some(quorum) = controller.voter().filter(|_| controller.is_active(node)) else {
+        return Err(not_active(controller));
+    };
+    note_observer(shard, controller, quorum.status().term, from, after);
     let deadline = crate::rt::sleep(FETCH_WAIT_MAX);
     futures_lite::pin!(deadline);
     loop {
@@ -111,11 +120,20 @@ pub(super) async fn serve(
 
 /// Records observer `from`'s fetch at `after` for DescribeQuorum (not a voter's, nor a
 /// negative id; at most [`OBSERVERS_LISTED_MAX`]), and forgets observers silent for
-/// [`OBSERVER_SESSION`].
-fn note_observer(shard: &Shard, controller: &Controller, from: i32, after: RaftIndex) {
+/// [`OBSERVER_SESSION`], and all of them when `term` is a new leadership's.
+fn note_observer(
+    shard: &Shard,
+    controller: &Controller,
+    term: RaftTerm,
+    from: i32,
+    after: RaftIndex,
+) {
     let now = ShardRuntime.now();
     let applied = controller.view.borrow().applied_index();
     let mut observers = controller.observers.borrow_mut();
+    if controller.observers_term.replace(term) != term {
+        observers.clear();
+    }
     observers.retain(|_, o| now.saturating_duration_since(o.last_fetch) < OBSERVER_SESSION);
     let voter = shard
         .config
@@ -152,69 +170,124 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
     assert!(!voters.is_empty(), "an observer has voters to follow");
     let mut turn = 0usize;
     let mut backoff = FETCH_BACKOFF_MIN;
+    let mut timeout = FETCH_TIMEOUT;
+    // The voter whose last fetch failed: not asked again (nor followed to) while another
+    // voter may answer, so that a paused leader costs one timeout, not one per hint.
+    let mut avoid: Option<i32> = None;
     while !shard.stop.is_requested() {
         let known = controller.active();
         let target = known
             .and_then(|leader| voters.iter().find(|v| v.id == leader.0))
-            .unwrap_or_else(|| {
+            .unwrap_or_else(|| loop {
                 turn = turn.wrapping_add(1);
-                &voters[turn % voters.len()]
+                let voter = &voters[turn % voters.len()];
+                if voters.len() == 1 || Some(voter.id) != avoid {
+                    break voter;
+                }
             });
         let (applied, term) = {
             let view = controller.view.borrow();
             (view.applied_index(), view.leader().1)
         };
-        let fetched = fetch(shard, controller, target, applied).await;
-        let failed = match fetched {
+        let Some(fetched) = fetch(shard, controller, target, applied, timeout).await else {
+            if shard.stop.is_requested() {
+                return;
+            }
+            // No answer in time: a leader paused or cut off. Ask the others; a whole image
+            // may need longer, so the next wait doubles.
+            tracing::debug!(from = target.id, ?timeout, "observer: a metadata fetch timed out");
+            timeout = (timeout * 2).min(FETCH_TIMEOUT_MAX);
+            avoid = Some(target.id);
+            if known.is_some() {
+                machine.leader_changed(None, term);
+            }
+            continue;
+        };
+        timeout = FETCH_TIMEOUT;
+        match &fetched {
+            Ok(ControllerReply::Metadata(_)) => avoid = None,
+            Err(ControllerError::Unavailable) => avoid = Some(target.id),
+            _ => {}
+        }
+        // The wait before the next fetch: none after an answer; a short, flat one after a
+        // voter named another leader (during an election voters may name each other, or the
+        // dead leader, for a while: the successor must be found well within a broker
+        // session); a doubling one after a failure.
+        let wait = match fetched {
             Ok(ControllerReply::Metadata(fetch)) => {
                 let (leader, term) = (NodeId(fetch.leader), RaftTerm(fetch.term));
                 match machine.apply_fetched(leader, term, &fetch.cluster_id, fetch.batch) {
-                    Ok(()) => false,
+                    Ok(()) => Wait::None,
                     Err(e) => {
                         tracing::warn!(from = target.id, error = %e, "observer: the fetched metadata does not apply; fetching again");
-                        true
+                        Wait::Backoff
                     }
                 }
             }
             Ok(other) => {
                 tracing::warn!(from = target.id, reply = ?other, "observer: unexpected answer to a metadata fetch");
-                true
+                Wait::Backoff
             }
             Err(ControllerError::NotController { active }) => {
-                // Follow the hint unless it names the voter that just refused.
-                let hint = active.filter(|&id| id != target.id).map(NodeId);
+                // Follow the hint unless it names the voter that just refused (or one that
+                // failed last: voters name a paused leader until they elect another).
+                let hint = active
+                    .filter(|&id| id != target.id && Some(id) != avoid)
+                    .map(NodeId);
                 if hint != known {
                     machine.leader_changed(hint, term);
                 }
-                // Backed off too: two voters naming each other must not spin.
-                true
+                Wait::Redirected
             }
             Err(e) => {
                 tracing::debug!(from = target.id, error = %e, "observer: fetching the metadata log failed");
                 if known.is_some() {
                     machine.leader_changed(None, term);
                 }
-                true
+                Wait::Backoff
             }
         };
-        if failed {
-            if shard.sleep_unless_stopped(backoff).await {
-                return;
+        let pause = match wait {
+            Wait::None => {
+                backoff = FETCH_BACKOFF_MIN;
+                continue;
             }
-            backoff = (backoff * 2).min(FETCH_BACKOFF_MAX);
-        } else {
-            backoff = FETCH_BACKOFF_MIN;
+            Wait::Redirected => {
+                backoff = FETCH_BACKOFF_MIN;
+                FETCH_BACKOFF_MIN
+            }
+            Wait::Backoff => {
+                let pause = backoff;
+                backoff = (backoff * 2).min(FETCH_BACKOFF_MAX);
+                pause
+            }
+        };
+        if shard.sleep_unless_stopped(pause).await {
+            return;
         }
     }
 }
 
-/// One fetch from voter `target`, bounded by [`FETCH_TIMEOUT`] and the shard's stop.
+/// What an observer waits for before its next fetch.
+enum Wait {
+    /// Nothing: the fetch was answered.
+    None,
+    /// [`FETCH_BACKOFF_MIN`]: a voter named another leader (or none).
+    Redirected,
+    /// The doubling back-off: the fetch failed.
+    Backoff,
+}
+
+/// One fetch from voter `target`: its answer, or `None` when `timeout` passed first (or the
+/// shard stops). Errors inside: [`ControllerError::Unavailable`] when it could not be
+/// reached, or answered nonsense.
 async fn fetch(
     shard: &Shard,
     controller: &Controller,
     target: &QuorumVoter,
     applied: RaftIndex,
-) -> Result<ControllerReply, ControllerError> {
+    timeout: Duration,
+) -> Option<Result<ControllerReply, ControllerError>> {
     let request = ControllerRequest::FetchMetadata {
         from: shard.config.node_id,
         after: applied.0,
@@ -223,14 +296,12 @@ async fn fetch(
     let exchange =
         async { Some(forward::send(&controller.to_voters, &host, target.addr, &request).await) };
     let bounded = async {
-        crate::rt::sleep(FETCH_TIMEOUT).await;
+        crate::rt::sleep(timeout).await;
         None
     };
     let stopped = async {
         shard.stop.requested().await;
         None
     };
-    futures_lite::future::or(exchange, futures_lite::future::or(bounded, stopped))
-        .await
-        .unwrap_or(Err(ControllerError::Unavailable))
+    futures_lite::future::or(exchange, futures_lite::future::or(bounded, stopped)).await
 }

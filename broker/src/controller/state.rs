@@ -7,7 +7,7 @@
 
 use crate::rt::{Permit, Semaphore};
 use replication::metadata::{BrokerHeartbeats, ControllerError, MetadataView};
-use replication::raft::{QuorumNode, RaftIndex, Role};
+use replication::raft::{QuorumNode, RaftIndex, RaftTerm, Role};
 use replication::runtime::NodeId;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +31,9 @@ pub struct Controller {
     /// On the active controller: the observers that fetched from it since it became active
     /// (DescribeQuorum's observers).
     pub(super) observers: RefCell<BTreeMap<i32, ObserverProgress>>,
+    /// The term `observers` belong to: a new leadership lists those that fetch from it
+    /// (Kafka's per-epoch leader state).
+    pub(super) observers_term: Cell<RaftTerm>,
     /// What the quorum's state machine applied.
     pub(super) view: Rc<RefCell<MetadataView>>,
     /// Index of the last entry whose image every shard has installed.
@@ -87,6 +90,7 @@ impl Controller {
             quorum,
             to_voters,
             observers: RefCell::new(BTreeMap::new()),
+            observers_term: Cell::new(RaftTerm(0)),
             view,
             published: Cell::new(RaftIndex(0)),
             published_changed: Rc::new(Notify::default()),
