@@ -126,9 +126,7 @@ pub(crate) async fn route(
     let deadline = std::time::Instant::now() + forward::FORWARD_TIMEOUT;
     loop {
         match forward_once(shard, controller, &request).await {
-            Err(ControllerError::NotController { .. })
-                if std::time::Instant::now() < deadline =>
-            {
+            Err(ControllerError::NotController { .. }) if std::time::Instant::now() < deadline => {
                 crate::rt::sleep(SUPERSEDED_CHECK).await;
                 if controller.is_active(node) {
                     return handle_active(shard, controller, request).await;
@@ -175,7 +173,11 @@ async fn forward_once(
                 .iter()
                 .find(|v| v.id == active.0)
                 .ok_or_else(|| not_active(controller))?;
-            (voter.addr.ip().to_string(), voter.addr, &controller.to_voters)
+            (
+                voter.addr.ip().to_string(),
+                voter.addr,
+                &controller.to_voters,
+            )
         }
     };
     let sent = async { Some(forward::send(security, &host, addr, request).await) };

@@ -148,6 +148,8 @@ pub(crate) async fn run_broker_on<H: LifecycleHost>(host: &H) {
     let interval = host.heartbeat_interval();
     // Retries come faster than heartbeats at start, so that a one-node broker serves at once.
     let retry = interval.min(Duration::from_millis(100));
+    // The last refusal logged at WARN (once each, not at every retry).
+    let mut warned: Option<String> = None;
     loop {
         let broker_epoch = match host.call_answer(host.registration()).await {
             Ok(ControllerAnswer::Registered { broker_epoch }) => broker_epoch,
@@ -159,7 +161,19 @@ pub(crate) async fn run_broker_on<H: LifecycleHost>(host: &H) {
                 continue;
             }
             Err(e) => {
-                tracing::debug!(error = %e, "broker registration; retrying");
+                // No controller yet is the normal start; a refusal (a duplicate node.id, …)
+                // is the operator's business.
+                let transient = matches!(
+                    e,
+                    ControllerError::NotController { .. } | ControllerError::Unavailable
+                );
+                let said = e.to_string();
+                if !transient && warned.as_deref() != Some(said.as_str()) {
+                    tracing::warn!(error = %e, "the controller refuses this broker's registration; retrying");
+                    warned = Some(said);
+                } else {
+                    tracing::debug!(error = %e, "broker registration; retrying");
+                }
                 if host.sleep_unless_stopped(retry).await {
                     return;
                 }

@@ -55,6 +55,8 @@ pub const FETCH_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// How long the active controller lists an observer that stopped fetching (Kafka's
 /// `OBSERVER_SESSION_TIMEOUT_MS`).
 pub const OBSERVER_SESSION: Duration = Duration::from_secs(300);
+/// How long an observer's fetches may go unanswered before it says so at WARN.
+pub const OBSERVER_SILENCE_WARN: Duration = Duration::from_secs(10);
 /// Most observers the active controller lists at once (further ones are served, not listed).
 pub const OBSERVERS_LISTED_MAX: usize = 10_000;
 
@@ -174,7 +176,15 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
     // The voter whose last fetch failed: not asked again (nor followed to) while another
     // voter may answer, so that a paused leader costs one timeout, not one per hint.
     let mut avoid: Option<i32> = None;
+    // Since when no fetch was answered, and whether that was said at WARN.
+    let mut silent_since: Option<std::time::Instant> = None;
+    let mut warned = false;
     while !shard.stop.is_requested() {
+        let silent_for = silent_since.map_or(Duration::ZERO, |t| t.elapsed());
+        if silent_for >= OBSERVER_SILENCE_WARN && !warned {
+            warned = true;
+            tracing::warn!(?silent_for, voters = %tuning::config::render_quorum_voters(voters), "observer: no controller has answered this broker's metadata fetches (check that the controllers run, that controller.quorum.voters names their addresses, and the controller listener's TLS)");
+        }
         let known = controller.active();
         let target = known
             .and_then(|leader| voters.iter().find(|v| v.id == leader.0))
@@ -195,7 +205,12 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
             }
             // No answer in time: a leader paused or cut off. Ask the others; a whole image
             // may need longer, so the next wait doubles.
-            tracing::debug!(from = target.id, ?timeout, "observer: a metadata fetch timed out");
+            silent_since.get_or_insert_with(std::time::Instant::now);
+            tracing::debug!(
+                from = target.id,
+                ?timeout,
+                "observer: a metadata fetch timed out"
+            );
             timeout = (timeout * 2).min(FETCH_TIMEOUT_MAX);
             avoid = Some(target.id);
             if known.is_some() {
@@ -213,6 +228,14 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
         // voter named another leader (during an election voters may name each other, or the
         // dead leader, for a while: the successor must be found well within a broker
         // session); a doubling one after a failure.
+        if matches!(fetched, Ok(ControllerReply::Metadata(_))) {
+            if warned {
+                tracing::info!(from = target.id, "observer: a controller answers again");
+            }
+            (silent_since, warned) = (None, false);
+        } else {
+            silent_since.get_or_insert_with(std::time::Instant::now);
+        }
         let wait = match fetched {
             Ok(ControllerReply::Metadata(fetch)) => {
                 let (leader, term) = (NodeId(fetch.leader), RaftTerm(fetch.term));
