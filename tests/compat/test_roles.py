@@ -191,10 +191,14 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
     try:
         create_topic(bootstrap, "roles-paused", 1, replication_factor=3,
                      timeout=FAILOVER_BOUND_S)
-        during = producer(bootstrap, **{"enable.idempotence": True})
+        during = producer(bootstrap, **{"enable.idempotence": True,
+                                         "message.timeout.ms": 60000})
+        errors = []
         for i in range(100):
-            during.produce("roles-paused", value=b"%d" % i)
-        assert during.flush(FAILOVER_BOUND_S) == 0
+            during.produce("roles-paused", value=b"%d" % i,
+                           on_delivery=lambda err, _msg: err and errors.append(err))
+        assert during.flush(90) == 0
+        assert not errors, errors[:3]
     finally:
         split.resume(paused)
     assert leader_of(describe(java_classpath, bootstrap, "--status")) != paused
