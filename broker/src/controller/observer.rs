@@ -77,6 +77,8 @@ pub(super) async fn serve(
     note_observer(shard, controller, quorum.status().term, from, after);
     let deadline = crate::rt::sleep(FETCH_WAIT_MAX);
     futures_lite::pin!(deadline);
+    // Whether the wait is over: then the answer may be empty.
+    let mut waited = false;
     loop {
         let changed = controller.view.borrow().changed();
         let notified = changed.notified();
@@ -84,7 +86,7 @@ pub(super) async fn serve(
             return Err(not_active(controller));
         };
         let applied = controller.view.borrow().applied_index();
-        if applied > after || shard.stop.is_requested() {
+        if applied > after || waited || shard.stop.is_requested() {
             let view = controller.view.borrow();
             return Ok(ControllerReply::Metadata(MetadataFetch {
                 leader: node.0,
@@ -93,7 +95,7 @@ pub(super) async fn serve(
                 batch: view.fetch_after(after),
             }));
         }
-        let woke = futures_lite::future::or(
+        waited = !futures_lite::future::or(
             async {
                 notified.await;
                 true
@@ -104,19 +106,6 @@ pub(super) async fn serve(
             },
         )
         .await;
-        if !woke {
-            // Nothing newer within the wait: an empty answer, if this node still leads.
-            let Some(quorum) = controller.voter().filter(|_| controller.is_active(node)) else {
-                return Err(not_active(controller));
-            };
-            let view = controller.view.borrow();
-            return Ok(ControllerReply::Metadata(MetadataFetch {
-                leader: node.0,
-                term: quorum.status().term.0,
-                cluster_id: view.image().cluster_id.clone(),
-                batch: view.fetch_after(after),
-            }));
-        }
     }
 }
 
