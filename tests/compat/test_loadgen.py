@@ -128,7 +128,9 @@ def test_latency_with_baselines_on_a_local_broker(loadgen_bin, sluice_bin, tmp_p
     ("fanout", ["--duration", "2", "--rate", "1000", "--assign", "--consumers", "2"], 4),
     # 300 of the scenario's 1,000 partitions: a debug broker takes ~10 ms per partition to
     # shut down, which would dominate a smoke run.
-    ("partitions", ["--duration", "2", "--rate", "2000", "--partitions", "300"], 1),
+    pytest.param("partitions", ["--duration", "2", "--rate", "2000", "--partitions", "300"], 1,
+                 marks=pytest.mark.long("about 15 s: 300 partitions opened and closed by a "
+                                        "debug broker (the README command's 30-minute budget)")),
 ])
 def test_scenario_on_a_local_broker(loadgen_bin, sluice_bin, tmp_path, scenario, args, groups):
     result, json_path, _ = run_loadgen(
@@ -181,6 +183,7 @@ def test_catchup_reads_the_whole_backlog(loadgen_bin, sluice_bin, tmp_path):
     check_files(result, json_path)
 
 
+@pytest.mark.long("about 10 s of soak reports (the README command's 30-minute budget)")
 def test_soak_prints_periodic_reports(loadgen_bin, sluice_bin, tmp_path):
     result, json_path, stdout = run_loadgen(
         loadgen_bin, tmp_path, *local(sluice_bin, tmp_path, "soak", "--no-baselines",

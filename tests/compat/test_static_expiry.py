@@ -14,6 +14,8 @@ SESSION_MS = 6000  # Kafka's group.min.session.timeout.ms
 MARGIN_S = 3.0
 
 
+@pytest.mark.long("waits out a 6 s session after the members close (the README command's "
+                  "30-minute budget)")
 def test_closed_static_members_expire_after_their_session(broker):
     create_topic(broker.bootstrap, TOPIC, 4)
     a = admin(broker.bootstrap)
