@@ -9,7 +9,8 @@
 //! ([`super::forward`]), sent to the voter address of `controller.quorum.voters` (the
 //! controller listener, secured as `controller.listener.names` says), one connection per
 //! fetch. The active controller holds a fetch up to [`FETCH_WAIT_MAX`] while it has nothing
-//! newer (a long poll), so an idle observer costs about one exchange per second.
+//! newer (a long poll), so an idle observer costs about two exchanges (and connections) per
+//! second.
 //!
 //! Target: the leader the last answer named; none known (at start, after an error), the
 //! voters in turn. A voter that does not lead answers `NOT_CONTROLLER` with the leader it
@@ -208,25 +209,20 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
             continue;
         };
         timeout = FETCH_TIMEOUT;
-        match &fetched {
-            Ok(ControllerReply::Metadata(_)) => avoid = None,
-            Err(ControllerError::Unavailable) => avoid = Some(target.id),
-            _ => {}
+        if !matches!(fetched, Ok(ControllerReply::Metadata(_))) {
+            silent_since.get_or_insert_with(std::time::Instant::now);
         }
         // The wait before the next fetch: none after an answer; a short, flat one after a
         // voter named another leader (during an election voters may name each other, or the
         // dead leader, for a while: the successor must be found well within a broker
         // session); a doubling one after a failure.
-        if matches!(fetched, Ok(ControllerReply::Metadata(_))) {
-            if warned {
-                tracing::info!(from = target.id, "observer: a controller answers again");
-            }
-            (silent_since, warned) = (None, false);
-        } else {
-            silent_since.get_or_insert_with(std::time::Instant::now);
-        }
         let wait = match fetched {
             Ok(ControllerReply::Metadata(fetch)) => {
+                avoid = None;
+                if warned {
+                    tracing::info!(from = target.id, "observer: a controller answers again");
+                }
+                (silent_since, warned) = (None, false);
                 let (leader, term) = (NodeId(fetch.leader), RaftTerm(fetch.term));
                 match machine.apply_fetched(leader, term, &fetch.cluster_id, fetch.batch) {
                     Ok(()) => Wait::None,
@@ -253,6 +249,9 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
             }
             Err(e) => {
                 tracing::debug!(from = target.id, error = %e, "observer: fetching the metadata log failed");
+                if matches!(e, ControllerError::Unavailable) {
+                    avoid = Some(target.id);
+                }
                 if known.is_some() {
                     machine.leader_changed(None, term);
                 }
