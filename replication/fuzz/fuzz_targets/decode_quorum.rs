@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use replication::raft::codec::{decode, Voters};
+use replication::raft::codec::decode;
 use replication::runtime::NodeId;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,12 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let bytes = Bytes::copy_from_slice(rest);
     match which % 4 {
         0 => {
-            let voters = [NodeId(1), NodeId(2), NodeId(3)];
-            let voters = Voters {
-                this: 1,
-                voters: &voters,
-            };
-            let _ = decode(&voters, NodeId(2), &bytes);
+            let _ = decode(1, NodeId(2), &bytes);
         }
         1 => {
             let _ = replication::raft::replay(&bytes);

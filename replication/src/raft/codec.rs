@@ -1,5 +1,5 @@
-//! The codec between voters: one Raft message per frame, framed, versioned and CRC-32C
-//! checked, and accepted only from the configured voters.
+//! The codec between quorum members: one Raft message per frame, framed, versioned and
+//! CRC-32C checked.
 //!
 //! Frame layout (big-endian), [`FRAME_HEADER_BYTES`] of header then the payload:
 //!
@@ -12,8 +12,11 @@
 //! | 13..  | payload: a raft-rs `eraftpb::Message` in protobuf 2 encoding |
 //!
 //! Why the checks run in this order: raft-rs 0.7 pulls in protobuf 2 (RUSTSEC-2024-0437, see
-//! DESIGN.md §9), so a payload reaches the protobuf parser only when the transport's sender is
-//! a configured voter and the frame's length and CRC hold. After parsing, the message must
+//! DESIGN.md §9), so a payload reaches the protobuf parser only from a node the transport
+//! admitted (its listener's security: TLS with client authentication where untrusted hosts can
+//! reach it) and only when the frame's length and CRC hold. The sender need not be a voter
+//! this node knows: voter changes (KIP-853) add members that a lagging node learns of only
+//! from the log those members help replicate. After parsing, the message must
 //! name that sender as `from` and this node as `to`, and be of a type voters exchange (never a
 //! local type such as `MsgHup`, never a forwarded proposal: proposals are taken on the leader
 //! only). Every error is a [`FrameError`] value; no input panics the decoder.
@@ -41,9 +44,10 @@ const _: () = assert!(MESSAGE_BYTES_MAX <= u32::MAX as usize);
 /// Why a frame was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FrameError {
-    /// The transport's sender is not a configured voter: its bytes are not parsed.
-    #[error("a frame from node {sender:?}, which is not a voter")]
-    NotAVoter { sender: NodeId },
+    /// The transport's sender is this node itself, or has no raft id (a negative node id):
+    /// its bytes are not parsed.
+    #[error("a frame from node {sender:?}, which cannot be a peer")]
+    NotAPeer { sender: NodeId },
     /// Fewer bytes than a header, or the length field disagrees with the frame's size.
     #[error("a frame of {frame_bytes} bytes is truncated or has trailing bytes (payload length {payload_bytes})")]
     BadLength {
@@ -119,18 +123,11 @@ pub fn encode(message: &Message) -> Result<Bytes, FrameError> {
     Ok(frame.freeze())
 }
 
-/// The checks [`decode`] applies besides the frame's own: who may send, who receives.
-pub struct Voters<'a> {
-    /// This node's raft id.
-    pub this: u64,
-    /// Every configured voter's Kafka node id (this node's included).
-    pub voters: &'a [NodeId],
-}
-
-/// Decodes the frame `sender` sent. Errors: [`FrameError`]; no input panics.
-pub fn decode(voters: &Voters<'_>, sender: NodeId, frame: &Bytes) -> Result<Message, FrameError> {
-    if !voters.voters.contains(&sender) {
-        return Err(FrameError::NotAVoter { sender });
+/// Decodes the frame `sender` sent to `this` (a raft id). Errors: [`FrameError`]; no input
+/// panics.
+pub fn decode(this: u64, sender: NodeId, frame: &Bytes) -> Result<Message, FrameError> {
+    if raft_id(sender).is_none_or(|id| id == this) {
+        return Err(FrameError::NotAPeer { sender });
     }
     let payload = checked_payload(frame)?;
     let message =
@@ -143,10 +140,10 @@ pub fn decode(voters: &Voters<'_>, sender: NodeId, frame: &Bytes) -> Result<Mess
             from: message.from,
         });
     }
-    if message.to != voters.this {
+    if message.to != this {
         return Err(FrameError::WrongRecipient {
             to: message.to,
-            this: voters.this,
+            this,
         });
     }
     refuse_local_types(message)
@@ -221,13 +218,8 @@ mod tests {
     use proptest::prelude::*;
     use raft::eraftpb::Entry;
 
-    const VOTERS: [NodeId; 3] = [NodeId(0), NodeId(1), NodeId(2)];
-
-    fn at(this: NodeId) -> Voters<'static> {
-        Voters {
-            this: raft_id(this).expect("a valid node id"),
-            voters: &VOTERS,
-        }
+    fn at(this: NodeId) -> u64 {
+        raft_id(this).expect("a valid node id")
     }
 
     fn append(from: NodeId, to: NodeId) -> Message {
@@ -265,7 +257,7 @@ mod tests {
     fn a_message_round_trips() {
         let m = append(NodeId(0), NodeId(2));
         let frame = encode(&m).expect("encodes");
-        assert_eq!(decode(&at(NodeId(2)), NodeId(0), &frame), Ok(m));
+        assert_eq!(decode(at(NodeId(2)), NodeId(0), &frame), Ok(m));
     }
 
     #[test]
@@ -278,45 +270,49 @@ mod tests {
             Bytes::from(f)
         };
         assert!(matches!(
-            decode(&v, NodeId(0), &with(0, 1)),
+            decode(v, NodeId(0), &with(0, 1)),
             Err(FrameError::BadMagic { .. })
         ));
         assert_eq!(
-            decode(&v, NodeId(0), &with(4, 3)),
+            decode(v, NodeId(0), &with(4, 3)),
             Err(FrameError::UnsupportedVersion { version: 2 })
         );
         assert!(matches!(
-            decode(&v, NodeId(0), &with(8, 1)),
+            decode(v, NodeId(0), &with(8, 1)),
             Err(FrameError::BadLength { .. })
         ));
         assert!(matches!(
-            decode(&v, NodeId(0), &with(5, 0x80)),
+            decode(v, NodeId(0), &with(5, 0x80)),
             Err(FrameError::TooLarge { .. })
         ));
         assert!(matches!(
-            decode(&v, NodeId(0), &with(frame.len() - 1, 1)),
+            decode(v, NodeId(0), &with(frame.len() - 1, 1)),
             Err(FrameError::BadCrc { .. })
         ));
         assert!(matches!(
-            decode(&v, NodeId(0), &frame.slice(..frame.len() - 1)),
+            decode(v, NodeId(0), &frame.slice(..frame.len() - 1)),
             Err(FrameError::BadLength { .. })
         ));
         assert!(matches!(
-            decode(&v, NodeId(0), &frame.slice(..5)),
+            decode(v, NodeId(0), &frame.slice(..5)),
             Err(FrameError::BadLength { .. })
         ));
     }
 
     #[test]
-    fn only_voters_naming_themselves_reach_this_node() {
+    fn only_peers_naming_themselves_reach_this_node() {
         let v = at(NodeId(1));
         let frame = encode(&append(NodeId(0), NodeId(1))).expect("encodes");
         assert_eq!(
-            decode(&v, NodeId(9), &frame),
-            Err(FrameError::NotAVoter { sender: NodeId(9) })
+            decode(v, NodeId(1), &frame),
+            Err(FrameError::NotAPeer { sender: NodeId(1) })
         );
         assert_eq!(
-            decode(&v, NodeId(2), &frame),
+            decode(v, NodeId(-1), &frame),
+            Err(FrameError::NotAPeer { sender: NodeId(-1) })
+        );
+        assert_eq!(
+            decode(v, NodeId(2), &frame),
             Err(FrameError::WrongSender {
                 sender: NodeId(2),
                 from: 1
@@ -324,14 +320,14 @@ mod tests {
         );
         let elsewhere = encode(&append(NodeId(0), NodeId(2))).expect("encodes");
         assert_eq!(
-            decode(&v, NodeId(0), &elsewhere),
+            decode(v, NodeId(0), &elsewhere),
             Err(FrameError::WrongRecipient { to: 3, this: 2 })
         );
         let mut propose = append(NodeId(0), NodeId(1));
         propose.set_msg_type(MessageType::MsgPropose);
         let frame = encode(&propose).expect("encodes");
         assert_eq!(
-            decode(&v, NodeId(0), &frame),
+            decode(v, NodeId(0), &frame),
             Err(FrameError::RefusedType {
                 msg_type: MessageType::MsgPropose
             })
@@ -356,14 +352,14 @@ mod tests {
         /// Random bytes as a frame: an error or a message, never a panic.
         #[test]
         fn random_frames_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-            let _ = decode(&at(NodeId(1)), NodeId(0), &Bytes::from(bytes));
+            let _ = decode(at(NodeId(1)), NodeId(0), &Bytes::from(bytes));
         }
 
         /// Random payloads behind a valid header and CRC reach the protobuf parser: an error
         /// or a message, never a panic.
         #[test]
         fn random_payloads_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-            let _ = decode(&at(NodeId(1)), NodeId(0), &framed(&bytes));
+            let _ = decode(at(NodeId(1)), NodeId(0), &framed(&bytes));
         }
 
         /// A valid frame with one byte flipped is refused.
@@ -373,7 +369,7 @@ mod tests {
             let i = i % frame.len();
             let mut f = frame.to_vec();
             f[i] ^= 1 << bit;
-            prop_assert!(decode(&at(NodeId(1)), NodeId(0), &Bytes::from(f)).is_err());
+            prop_assert!(decode(at(NodeId(1)), NodeId(0), &Bytes::from(f)).is_err());
         }
     }
 }

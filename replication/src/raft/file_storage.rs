@@ -307,6 +307,7 @@ impl<D: DurableDir> RaftStorage for FileRaftStorage<D> {
         let index = snapshot.get_metadata().index;
         next.entries.retain(|e| e.index > index);
         next.snapshot = snapshot.clone();
+        next.conf_state = snapshot.get_metadata().get_conf_state().clone();
         self.dir.replace(LOG_FILE, encode_state(&next)?).await?;
         self.state = next;
         Ok(())

@@ -18,6 +18,7 @@
 
 pub mod codec;
 mod file_storage;
+mod membership;
 mod node;
 #[cfg(any(test, feature = "sim"))]
 mod sim_storage;
@@ -27,6 +28,7 @@ mod storage;
 mod types;
 
 pub use file_storage::{replay, DurableDir, FileRaftStorage, LOG_FILE, RECORD_BYTES_MAX};
+pub use membership::{AppliedVoterChange, ChangeKind, VoterChange};
 pub use node::{
     Committed, Proposal, ProposeError, QuorumConfig, QuorumNode, QuorumStatus, Role, StartError,
     StopReason, VoterProgress, APPENDS_IN_FLIGHT_MAX, APPEND_BYTES_MAX, MESSAGES_PER_TURN_MAX,

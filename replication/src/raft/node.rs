@@ -30,15 +30,22 @@
 //! driver replaces every draw by one seeded from [`QuorumConfig::election_seed`], so a
 //! simulation run is a function of its seed.
 //!
-//! Limits: the voter set is fixed (no membership changes: a changed
-//! `controller.quorum.voters` is refused at start); proposals only on the leader (no
-//! forwarding); the transport's `recv` must be cancel-safe (dropping its future before it
+//! Voter changes ([`QuorumNode::change_voters`], KIP-853): one at a time, each a Raft
+//! single-server change (see [`super::membership`]); an added node is a learner until it holds
+//! every committed entry. The configuration in force is raft-rs's: bootstrapped from
+//! [`QuorumConfig::voters`] on a fresh store, then changed only by applied configuration
+//! entries. It is durable through snapshots: a restart begins with the last snapshot's
+//! configuration (or the bootstrapped one) and re-applies the configuration entries after it,
+//! as every other entry.
+//!
+//! Limits: proposals only on the leader (no forwarding); the transport's `recv` must be cancel-safe (dropping its future before it
 //! resolves loses no message), as the driver races it against its timer. raft-rs asserts
 //! Raft's rules on what voters send (a commit index beyond this node's log panics, as the
 //! deliberately broken persistence in the simulation showed): voters are trusted peers, and
 //! the codec keeps out every other sender and every corrupted frame.
 
-use super::codec::{self, Voters};
+use super::codec;
+use super::membership::{self, AppliedVoterChange, ChangeKind, FirstStep, VoterChange};
 use super::storage::{
     check_recovered, LogCache, Persist, RaftStorage, RaftStorageError, Recovered,
 };
@@ -46,7 +53,7 @@ use super::types::{RaftIndex, RaftTerm, StateMachine};
 use crate::runtime::{MonotonicTime, NodeId, Runtime, Transport};
 use bytes::Bytes;
 use futures_lite::future;
-use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType, Snapshot};
+use raft::eraftpb::{ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType, Snapshot};
 use raft::{RawNode, SnapshotStatus, StateRole};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
@@ -72,7 +79,10 @@ pub const UNCOMMITTED_BYTES_MAX: u64 = 64 << 20;
 pub struct QuorumConfig {
     /// This node (Kafka's `node.id`).
     pub node: NodeId,
-    /// Every voter, this node included (Kafka's `controller.quorum.voters`).
+    /// The voters a fresh store starts with, this node included (Kafka's
+    /// `controller.quorum.voters`, or the `--initial-controllers` of a dynamic quorum). Empty:
+    /// this node joins a running quorum and waits until a voter change adds it (KIP-853). A
+    /// recovered store keeps its own configuration, whatever this says.
     pub voters: Vec<NodeId>,
     /// Time between two Raft ticks (default 100 ms).
     pub tick_interval: Duration,
@@ -118,7 +128,7 @@ impl QuorumConfig {
         if sorted.len() != self.voters.len() {
             return invalid(format!("voters {:?} name a node twice", self.voters));
         }
-        if !self.voters.contains(&self.node) {
+        if !self.voters.is_empty() && !self.voters.contains(&self.node) {
             return invalid(format!(
                 "node {:?} is not among the voters {:?}",
                 self.node, self.voters
@@ -169,16 +179,6 @@ pub enum StartError {
     /// Reading or bootstrapping the durable state failed.
     #[error("the Raft storage failed: {0}")]
     Storage(#[from] RaftStorageError),
-    /// The store was bootstrapped with other voters (membership changes are not supported).
-    #[error(
-        "the voters stored in this node's quorum directory (node ids {stored:?}) differ from \
-         controller.quorum.voters ({configured:?}): voter set changes are not supported; \
-         start with the same list, or on an empty directory"
-    )]
-    VotersChanged {
-        stored: Vec<i32>,
-        configured: Vec<i32>,
-    },
     /// The state machine refused the stored snapshot.
     #[error("the state machine could not restore the snapshot at index {index}: {reason}")]
     Restore { index: u64, reason: String },
@@ -215,6 +215,23 @@ pub enum ProposeError {
     /// The node stopped before the outcome was known.
     #[error("the quorum node stopped")]
     Stopped,
+    /// A voter change: `node` is a voter already.
+    #[error("node {node:?} is a voter already")]
+    AlreadyVoter { node: NodeId },
+    /// A voter change: `node` is neither a voter nor a learner (or has no raft id).
+    #[error("node {node:?} is not a voter")]
+    NotAMember { node: NodeId },
+    /// A voter change would remove the last voter.
+    #[error("node {node:?} is the last voter")]
+    LastVoter { node: NodeId },
+    /// Another voter change is not applied yet (one at a time; a new leader's first entry
+    /// counts as one until applied).
+    #[error("another voter change is in progress")]
+    VoterChangeInProgress,
+    /// The learner being added did not hold every committed entry before the change's
+    /// timeout; it was removed again.
+    #[error("node {node:?} did not catch up with the leader in time")]
+    NotCaughtUp { node: NodeId },
 }
 
 /// Where a proposal committed.
@@ -273,6 +290,8 @@ pub struct QuorumStatus {
     pub applied_index: RaftIndex,
     /// Frames refused by the codec (corrupt, or not from a voter) since the start.
     pub frames_refused: u64,
+    /// Configuration entries raft-rs refused to apply (none is expected) since the start.
+    pub conf_changes_refused: u64,
     /// Leader heartbeats whose commit index lay past this voter's log (it lost entries the
     /// leader believes it has: a wiped disk) since the start; their commit was ignored.
     pub commits_beyond_log: u64,
@@ -284,6 +303,12 @@ pub struct QuorumStatus {
     /// While this node leads: every voter's replication progress (this node's own first is
     /// not guaranteed; by node id), for DescribeQuorum. Empty otherwise.
     pub voters: Vec<VoterProgress>,
+    /// While this node leads: every learner's (a node being added) likewise.
+    pub learners: Vec<VoterProgress>,
+    /// The voters of the configuration this node has applied, by node id.
+    pub voter_set: Vec<NodeId>,
+    /// The learners of that configuration, by node id.
+    pub learner_set: Vec<NodeId>,
 }
 
 /// A voter's replication progress as the leader sees it (KIP-595's `ReplicaState`).
@@ -380,49 +405,40 @@ struct Shared {
     stop_requested: Cell<bool>,
     /// Wakes the driver (a proposal or a stop).
     wake: Rc<Notify>,
+    /// A voter change not yet taken by the driver, with its timeout.
+    voter_change: RefCell<Option<(VoterChange, Duration, Completer)>>,
 }
 
-/// A fresh store gets the configured voters; a recovered one must hold exactly them (as
-/// `raft_voters`, sorted) and no learners.
+/// A fresh store gets the configured voters (none: a joining node starts with an empty
+/// configuration and waits for a leader to add it); a recovered one keeps its own.
 async fn establish_voters<S: RaftStorage>(
     storage: &mut S,
     recovered: &mut Recovered,
     raft_voters: &[u64],
     snapshot_index: u64,
 ) -> Result<(), StartError> {
-    if recovered.conf_state == ConfState::default() {
-        if snapshot_index != 0 || !recovered.entries.is_empty() {
-            return Err(StartError::Storage(RaftStorageError::Corrupt {
-                reason: "entries or a snapshot but no voters".into(),
-            }));
-        }
-        let conf_state = ConfState {
-            voters: raft_voters.to_vec(),
-            ..ConfState::default()
-        };
-        storage
-            .persist(Persist {
-                conf_state: Some(&conf_state),
-                ..Persist::default()
-            })
-            .await?;
-        recovered.conf_state = conf_state;
-    } else {
-        let mut stored = recovered.conf_state.voters.clone();
-        stored.sort_unstable();
-        if stored != raft_voters || !recovered.conf_state.learners.is_empty() {
-            let node_ids = |ids: &[u64]| -> Vec<i32> {
-                ids.iter()
-                    .filter_map(|&id| codec::node_id(id))
-                    .map(|n| n.0)
-                    .collect()
-            };
-            return Err(StartError::VotersChanged {
-                stored: node_ids(&stored),
-                configured: node_ids(raft_voters),
-            });
-        }
+    if recovered.conf_state != ConfState::default() {
+        return Ok(());
     }
+    if snapshot_index != 0 || !recovered.entries.is_empty() {
+        return Err(StartError::Storage(RaftStorageError::Corrupt {
+            reason: "entries or a snapshot but no voters".into(),
+        }));
+    }
+    if raft_voters.is_empty() {
+        return Ok(());
+    }
+    let conf_state = ConfState {
+        voters: raft_voters.to_vec(),
+        ..ConfState::default()
+    };
+    storage
+        .persist(Persist {
+            conf_state: Some(&conf_state),
+            ..Persist::default()
+        })
+        .await?;
+    recovered.conf_state = conf_state;
     Ok(())
 }
 
@@ -454,7 +470,7 @@ fn new_raw_node(
     let mut raw = RawNode::new(&raft_config, cache, &logger).map_err(|e| StartError::Raft {
         reason: e.to_string(),
     })?;
-    if is_single_voter(config) {
+    if raw.raft.prs().conf().to_conf_state().voters == [this] {
         // A one-voter quorum elects itself at once instead of after an election timeout.
         raw.campaign().map_err(|e| StartError::Raft {
             reason: e.to_string(),
@@ -477,13 +493,18 @@ impl Shared {
                 commit_term: RaftTerm(0),
                 applied_index: applied,
                 frames_refused: 0,
+                conf_changes_refused: 0,
                 commits_beyond_log: 0,
                 stopped: None,
                 log_end: RaftIndex(0),
                 voters: Vec::new(),
+                learners: Vec::new(),
+                voter_set: Vec::new(),
+                learner_set: Vec::new(),
             }),
             stop_requested: Cell::new(false),
             wake: Rc::new(Notify::default()),
+            voter_change: RefCell::new(None),
             config,
         }
     }
@@ -561,6 +582,7 @@ impl QuorumNode {
             snapshots_sent: Vec::new(),
             heard: BTreeMap::new(),
             heard_term: 0,
+            voter_change: None,
         };
         driver.pin_election_timeout();
         runtime.spawn(Box::pin(driver.run()));
@@ -604,6 +626,36 @@ impl QuorumNode {
         proposal
     }
 
+    /// Changes the voter set by one node (KIP-853's AddRaftVoter / RemoveRaftVoter), on the
+    /// leader only. Resolves with where the change's last entry committed, or a
+    /// [`ProposeError`]: not the leader; another change in progress; a node that is a voter
+    /// already, or not a member, or the last voter; an added node that did not catch up
+    /// within `timeout` ([`ProposeError::NotCaughtUp`], its learner entry removed again); or
+    /// [`ProposeError::Indeterminate`] when the leadership or `timeout` ran out after an entry
+    /// was proposed (it may still commit).
+    pub fn change_voters(&self, change: VoterChange, timeout: Duration) -> Proposal {
+        let shared = &self.shared;
+        let status = shared.status.borrow();
+        if status.stopped.is_some() || shared.stop_requested.get() {
+            return Completer::resolved(Err(ProposeError::Stopped));
+        }
+        if status.role != Role::Leader {
+            return Completer::resolved(Err(ProposeError::NotLeader {
+                leader: status.leader,
+            }));
+        }
+        drop(status);
+        let mut slot = shared.voter_change.borrow_mut();
+        if slot.is_some() {
+            return Completer::resolved(Err(ProposeError::VoterChangeInProgress));
+        }
+        let (proposal, completer) = Completer::pair();
+        *slot = Some((change, timeout, completer));
+        drop(slot);
+        shared.wake.notify_all();
+        proposal
+    }
+
     /// The leader this node knows of (`None` while there is none, or once stopped).
     pub fn leader(&self) -> Option<NodeId> {
         let status = self.shared.status.borrow();
@@ -621,6 +673,27 @@ impl QuorumNode {
         self.shared.stop_requested.set(true);
         self.shared.wake.notify_all();
     }
+}
+
+/// Where the voter change being carried out stands (on the leader).
+enum ChangeStep {
+    /// Its entry of `kind` is proposed at `index`: wait until applied.
+    Proposed { kind: ChangeKind, index: u64 },
+    /// The learner is in the configuration: wait until it holds every committed entry.
+    CatchingUp,
+}
+
+/// The voter change the driver carries out.
+struct PendingChange {
+    change: VoterChange,
+    /// The leader's term when it began: a new term ends it.
+    term: u64,
+    deadline: MonotonicTime,
+    step: ChangeStep,
+    /// Whether an entry was proposed (after which the outcome of a lost leadership is
+    /// unknown).
+    proposed: bool,
+    completer: Completer,
 }
 
 /// What woke the driver.
@@ -660,6 +733,8 @@ struct Driver<S, T, R, M> {
     heard: BTreeMap<u64, (Option<MonotonicTime>, Option<MonotonicTime>)>,
     /// The term `heard` is about.
     heard_term: u64,
+    /// The voter change being carried out (at most one: raft-rs takes one at a time).
+    voter_change: Option<PendingChange>,
 }
 
 impl<S, T, R, M> Driver<S, T, R, M>
@@ -681,6 +756,12 @@ where
         }
         for (_, (_, completer)) in std::mem::take(&mut self.in_flight) {
             completer.complete(Err(ProposeError::Stopped));
+        }
+        if let Some((_, _, completer)) = self.shared.voter_change.borrow_mut().take() {
+            completer.complete(Err(ProposeError::Stopped));
+        }
+        if let Some(pending) = self.voter_change.take() {
+            pending.completer.complete(Err(ProposeError::Stopped));
         }
         self.shared.in_flight.set(0);
         let mut status = self.shared.status.borrow_mut();
@@ -717,6 +798,7 @@ where
         self.stop_requested()?;
         let woken = self.shared.wake.notified();
         let idle = self.shared.queue.borrow().is_empty()
+            && self.shared.voter_change.borrow().is_none()
             && !self.raw.has_ready()
             && self.runtime.now() < self.next_tick;
         let mut messages = 0;
@@ -759,6 +841,7 @@ where
         }
         self.tick();
         self.propose_queued();
+        self.drive_voter_change();
         self.handle_ready().await?;
         self.maybe_compact().await?;
         self.report_status();
@@ -766,11 +849,7 @@ where
     }
 
     fn step(&mut self, from: NodeId, frame: &Bytes) {
-        let voters = Voters {
-            this: self.this,
-            voters: &self.shared.config.voters,
-        };
-        match codec::decode(&voters, from, frame) {
+        match codec::decode(self.this, from, frame) {
             // raft-rs refuses stale or unexpected messages with an error; that is its
             // normal handling of a lossy, reordering network, not a fault of this node.
             Ok(mut message) => {
@@ -934,10 +1013,11 @@ where
             // Invariant 2: raft-rs hands committed entries over in order, once.
             assert_eq!(entry.index, self.applied + 1, "committed entries in order");
             self.applied = entry.index;
-            // Configuration changes are never proposed (the voter set is fixed).
             if entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty() {
                 self.state_machine
                     .apply(RaftIndex(entry.index), &entry.data);
+            } else if let Some((cc, node, kind)) = membership::decode(&entry) {
+                self.apply_conf_change(entry.index, &cc, node, kind, &entry.context);
             }
             let later = self.in_flight.split_off(&(entry.index + 1));
             for (index, (term, completer)) in std::mem::replace(&mut self.in_flight, later) {
@@ -955,11 +1035,28 @@ where
         }
     }
 
+    /// Compacts after [`QuorumConfig::snapshot_after_entries`] applied entries, and once at
+    /// the first applied entry: a log that starts at index 1 would let a node that joins with
+    /// an empty configuration replay entries without the configuration the first voters were
+    /// bootstrapped with (it is in no entry), so every log starts after a snapshot that carries
+    /// it, and a joining node catches up from one.
     async fn maybe_compact(&mut self) -> Result<(), StopReason> {
         let snapshot_index = self.cache.snapshot_index();
-        if self.applied < snapshot_index + self.shared.config.snapshot_after_entries {
+        let first = snapshot_index == 0 && self.applied > 0;
+        // raft-rs on a node refuses a snapshot whose configuration does not name it (one
+        // taken before it was added): the cache asks for a newer one.
+        let wanted = self.cache.take_snapshot_wanted() && self.applied > snapshot_index;
+        if !first
+            && !wanted
+            && self.applied < snapshot_index + self.shared.config.snapshot_after_entries
+        {
             return Ok(());
         }
+        self.compact().await
+    }
+
+    /// Snapshots the state machine at the applied index and compacts the log up to it.
+    async fn compact(&mut self) -> Result<(), StopReason> {
         let data = self.state_machine.snapshot();
         if data.len() > codec::SNAPSHOT_BYTES_MAX {
             return Err(StopReason::SnapshotTooLarge {
@@ -985,6 +1082,223 @@ where
             .map_err(StopReason::Storage)?;
         self.cache.compacted(&snapshot);
         Ok(())
+    }
+
+    /// Takes a requested voter change, or moves the one in progress on (see
+    /// [`QuorumNode::change_voters`]).
+    fn drive_voter_change(&mut self) {
+        if self.voter_change.is_none() {
+            let Some((change, timeout, completer)) = self.shared.voter_change.borrow_mut().take()
+            else {
+                return;
+            };
+            let raft = &self.raw.raft;
+            if raft.state != StateRole::Leader {
+                let leader = codec::node_id(raft.leader_id);
+                completer.complete(Err(ProposeError::NotLeader { leader }));
+                return;
+            }
+            // A new leader's first entry counts as a configuration change until applied (and
+            // a leader that applied nothing has not compacted its log yet: `maybe_compact`).
+            if raft.has_pending_conf() || self.applied == 0 {
+                completer.complete(Err(ProposeError::VoterChangeInProgress));
+                return;
+            }
+            let first = match membership::plan(&change, &raft.prs().conf().to_conf_state()) {
+                Ok(first) => first,
+                Err(e) => {
+                    completer.complete(Err(e));
+                    return;
+                }
+            };
+            let mut pending = PendingChange {
+                term: raft.term,
+                deadline: self.runtime.now() + timeout,
+                step: ChangeStep::CatchingUp,
+                proposed: false,
+                change,
+                completer,
+            };
+            let kind = match first {
+                FirstStep::CatchUp => None,
+                FirstStep::AddLearner => Some(ChangeKind::AddLearner),
+                FirstStep::Remove => Some(ChangeKind::Remove),
+            };
+            if let Some(kind) = kind {
+                match self.propose_change(kind, &pending.change) {
+                    Ok(index) => {
+                        pending.step = ChangeStep::Proposed { kind, index };
+                        pending.proposed = true;
+                    }
+                    Err(e) => {
+                        pending.completer.complete(Err(e));
+                        return;
+                    }
+                }
+            }
+            self.voter_change = Some(pending);
+        }
+        self.advance_voter_change();
+    }
+
+    /// Proposes the configuration entry `kind` of `change`'s node; returns its index.
+    fn propose_change(
+        &mut self,
+        kind: ChangeKind,
+        change: &VoterChange,
+    ) -> Result<u64, ProposeError> {
+        let node = change.node();
+        let cc = membership::conf_change(kind, node).ok_or(ProposeError::NotAMember { node })?;
+        let context = match change {
+            VoterChange::Add { endpoint, .. } if kind != ChangeKind::Remove => endpoint.to_vec(),
+            _ => Vec::new(),
+        };
+        let before = self.raw.raft.raft_log.last_index();
+        self.raw
+            .propose_conf_change(context, cc)
+            .map_err(|_| ProposeError::Dropped)?;
+        let index = self.raw.raft.raft_log.last_index();
+        assert_eq!(index, before + 1, "a proposal appends one entry");
+        Ok(index)
+    }
+
+    /// Moves the voter change in progress on by what was applied, the learner's progress and
+    /// the clock; resolves it when it is done or failed.
+    fn advance_voter_change(&mut self) {
+        let Some(mut pending) = self.voter_change.take() else {
+            return;
+        };
+        let raft = &self.raw.raft;
+        let now = self.runtime.now();
+        let node = pending.change.node();
+        let id = codec::raft_id(node).unwrap_or(0);
+        let outcome = if raft.state != StateRole::Leader || raft.term != pending.term {
+            Some(Err(if pending.proposed {
+                ProposeError::Indeterminate
+            } else {
+                ProposeError::NotLeader {
+                    leader: codec::node_id(raft.leader_id),
+                }
+            }))
+        } else {
+            match pending.step {
+                ChangeStep::Proposed { kind, index } if self.applied >= index => {
+                    let conf = raft.prs().conf().to_conf_state();
+                    let in_effect = match kind {
+                        ChangeKind::AddLearner => conf.learners.contains(&id),
+                        ChangeKind::AddVoter => conf.voters.contains(&id),
+                        ChangeKind::Remove => {
+                            !conf.voters.contains(&id) && !conf.learners.contains(&id)
+                        }
+                    };
+                    if !in_effect {
+                        // raft-rs turned it into an empty entry, or another leader's entry
+                        // took its index.
+                        Some(Err(ProposeError::Dropped))
+                    } else if kind == ChangeKind::AddLearner {
+                        pending.step = ChangeStep::CatchingUp;
+                        None
+                    } else {
+                        Some(Ok(Committed {
+                            index: RaftIndex(index),
+                            term: RaftTerm(pending.term),
+                        }))
+                    }
+                }
+                ChangeStep::Proposed { .. } if now >= pending.deadline => {
+                    Some(Err(ProposeError::Indeterminate))
+                }
+                ChangeStep::Proposed { .. } => None,
+                ChangeStep::CatchingUp => {
+                    let matched = raft.prs().get(id).map_or(0, |p| p.matched);
+                    if matched >= raft.raft_log.committed {
+                        match self.propose_change(ChangeKind::AddVoter, &pending.change) {
+                            Ok(index) => {
+                                pending.step = ChangeStep::Proposed {
+                                    kind: ChangeKind::AddVoter,
+                                    index,
+                                };
+                                pending.proposed = true;
+                                None
+                            }
+                            Err(e) => Some(Err(e)),
+                        }
+                    } else if now >= pending.deadline {
+                        // The learner is dropped again; if this removal is lost, the next add
+                        // of the node resumes from its catch-up.
+                        let _ = self.propose_change(ChangeKind::Remove, &pending.change);
+                        Some(Err(ProposeError::NotCaughtUp { node }))
+                    } else {
+                        None
+                    }
+                }
+            }
+        };
+        match outcome {
+            Some(outcome) => pending.completer.complete(outcome),
+            None => self.voter_change = Some(pending),
+        }
+    }
+
+    /// Applies the committed configuration entry at `index` (one change of `node`): to
+    /// raft-rs, to the cache (so that the next snapshot carries it) and to the state machine.
+    /// A change raft-rs refuses is skipped, alike on every member (all apply the same entries
+    /// to the same configuration); none is proposed that could be.
+    fn apply_conf_change(
+        &mut self,
+        index: u64,
+        cc: &ConfChangeV2,
+        node: NodeId,
+        kind: ChangeKind,
+        context: &Bytes,
+    ) {
+        let Ok(conf) = self.raw.apply_conf_change(cc) else {
+            self.shared.status.borrow_mut().conf_changes_refused += 1;
+            return;
+        };
+        self.cache.set_conf_state(conf.clone());
+        let endpoint = match kind {
+            ChangeKind::Remove => Bytes::new(),
+            ChangeKind::AddLearner | ChangeKind::AddVoter => context.clone(),
+        };
+        let change = AppliedVoterChange {
+            node,
+            kind,
+            endpoint,
+            voters: membership::node_ids(&conf.voters),
+            learners: membership::node_ids(&conf.learners),
+        };
+        self.state_machine.voters_changed(RaftIndex(index), &change);
+        self.step_down_if_removed();
+    }
+
+    /// A leader whose removal was just applied steps down at once, before raft-rs takes any
+    /// other input: raft-rs 0.7 leaves it leading a configuration it is not in, and then
+    /// panics on the next append answer or persisted entry (its own progress is gone). It asks
+    /// the most caught-up remaining voter to campaign now (Raft's `TimeoutNow`, as a leadership
+    /// transfer sends) so that the quorum does not wait out an election timeout.
+    fn step_down_if_removed(&mut self) {
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader || raft.prs().conf().voters().contains(self.this) {
+            return;
+        }
+        let successor = raft
+            .prs()
+            .iter()
+            .filter(|(id, _)| **id != self.this && raft.prs().conf().voters().contains(**id))
+            .map(|(&id, p)| (p.matched, id))
+            .max();
+        let term = raft.term;
+        if let Some((_, to)) = successor {
+            let mut timeout_now = Message::default();
+            timeout_now.set_msg_type(MessageType::MsgTimeoutNow);
+            timeout_now.from = self.this;
+            timeout_now.to = to;
+            timeout_now.term = term;
+            self.send(vec![timeout_now]);
+        }
+        self.raw.raft.become_follower(term, raft::INVALID_ID);
+        self.pin_election_timeout();
     }
 
     /// While leading, notes that voter `from` answered now, and whether it has caught up.
@@ -1018,48 +1332,51 @@ where
         }
     }
 
-    /// Every voter's progress while this node leads (empty otherwise).
-    fn voter_progress(&mut self) -> Vec<VoterProgress> {
+    /// Every voter's and every learner's progress while this node leads (empty otherwise).
+    fn member_progress(&mut self) -> (Vec<VoterProgress>, Vec<VoterProgress>) {
         self.forget_heard_of_other_terms();
         let raft = &self.raw.raft;
         if raft.state != StateRole::Leader {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
         let now = self.runtime.now();
-        let mut voters: Vec<VoterProgress> = raft
-            .prs()
-            .iter()
-            .filter_map(|(&id, progress)| {
-                let node = codec::node_id(id)?;
-                let (last_fetch, last_caught_up) = if id == self.this {
-                    (Some(now), Some(now))
-                } else {
-                    self.heard.get(&id).copied().unwrap_or_default()
-                };
-                let log_end = if id == self.this {
-                    raft.raft_log.last_index()
-                } else {
-                    progress.matched
-                };
-                Some(VoterProgress {
-                    node,
-                    log_end: RaftIndex(log_end),
-                    last_fetch,
-                    last_caught_up,
-                })
-            })
-            .collect();
+        let learners = raft.prs().conf().learners();
+        let (mut voters, mut learning) = (Vec::new(), Vec::new());
+        for (&id, progress) in raft.prs().iter() {
+            let Some(node) = codec::node_id(id) else {
+                continue;
+            };
+            let (last_fetch, last_caught_up) = if id == self.this {
+                (Some(now), Some(now))
+            } else {
+                self.heard.get(&id).copied().unwrap_or_default()
+            };
+            let log_end = if id == self.this {
+                raft.raft_log.last_index()
+            } else {
+                progress.matched
+            };
+            let entry = VoterProgress {
+                node,
+                log_end: RaftIndex(log_end),
+                last_fetch,
+                last_caught_up,
+            };
+            if learners.contains(&id) {
+                learning.push(entry);
+            } else {
+                voters.push(entry);
+            }
+        }
         voters.sort_by_key(|v| v.node);
-        assert!(
-            voters.len() <= self.shared.config.voters.len(),
-            "progress only of configured voters"
-        );
-        voters
+        learning.sort_by_key(|v| v.node);
+        (voters, learning)
     }
 
     fn report_status(&mut self) {
-        let voters = self.voter_progress();
+        let (voters, learners) = self.member_progress();
         let raft = &self.raw.raft;
+        let conf = raft.prs().conf().to_conf_state();
         let leader = codec::node_id(raft.leader_id);
         let term = raft.term;
         let role = match raft.state {
@@ -1078,15 +1395,13 @@ where
             status.applied_index = RaftIndex(self.applied);
             status.log_end = RaftIndex(raft.raft_log.last_index());
             status.voters = voters;
+            status.learners = learners;
+            status.voter_set = membership::node_ids(&conf.voters);
+            status.learner_set = membership::node_ids(&conf.learners);
         }
         if self.reported != Some((leader, term)) {
             self.reported = Some((leader, term));
             self.state_machine.leader_changed(leader, RaftTerm(term));
         }
     }
-}
-
-/// Whether `config`'s node is the only voter (a single-node quorum).
-fn is_single_voter(config: &QuorumConfig) -> bool {
-    config.voters == [config.node]
 }

@@ -141,6 +141,7 @@ impl RaftStorage for SimRaftStorage {
         let index = snapshot.get_metadata().index;
         image.entries.retain(|e| e.index > index);
         image.snapshot = snapshot.clone();
+        image.conf_state = snapshot.get_metadata().get_conf_state().clone();
         Ok(())
     }
 }

@@ -31,8 +31,9 @@
 //! what an unfinished call loses.
 
 use super::{
-    CrashSwitch, FileRaftStorage, ProposeError, QuorumConfig, QuorumNode, RaftIndex, RaftTerm,
-    Role, SimDirDisk, SimRaftDisk, StateMachine,
+    AppliedVoterChange, ChangeKind, CrashSwitch, FileRaftStorage, ProposeError, QuorumConfig,
+    QuorumNode, QuorumStatus, RaftIndex, RaftTerm, Role, SimDirDisk, SimRaftDisk, StateMachine,
+    VoterChange,
 };
 use crate::runtime::{Clock, LocalBoxFuture, NodeId, Runtime, Transport, TransportError};
 use crate::sim::{seeds, Endpoint, Executor, LinkFaults, SeedGuard, SimNetwork, SimRuntime};
@@ -63,6 +64,10 @@ struct World {
     leaders: RefCell<BTreeMap<u64, NodeId>>,
     /// Proposals that resolved `Ok`: (index, entry).
     acked: RefCell<Vec<(u64, Bytes)>>,
+    /// The configuration entry applied at each index, as first seen.
+    changes_at: RefCell<BTreeMap<u64, AppliedVoterChange>>,
+    /// Voter changes that resolved `Ok`: (index of their last entry, node, what it did).
+    changes_acked: RefCell<Vec<(u64, NodeId, ChangeKind)>>,
     stats: RefCell<Stats>,
 }
 
@@ -77,6 +82,9 @@ struct Stats {
     crashes: u64,
     snapshots_installed: u64,
     frames_refused: u64,
+    voters_added: u64,
+    voters_removed: u64,
+    voter_changes_failed: u64,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -88,6 +96,9 @@ impl std::ops::AddAssign for Stats {
         self.crashes += o.crashes;
         self.snapshots_installed += o.snapshots_installed;
         self.frames_refused += o.frames_refused;
+        self.voters_added += o.voters_added;
+        self.voters_removed += o.voters_removed;
+        self.voter_changes_failed += o.voter_changes_failed;
     }
 }
 
@@ -191,6 +202,24 @@ impl StateMachine for TestMachine {
             self.world.stats.borrow_mut().snapshots_installed += 1;
         }
         Ok(())
+    }
+
+    fn voters_changed(&mut self, index: RaftIndex, change: &AppliedVoterChange) {
+        let node = self.node;
+        match self.world.changes_at.borrow_mut().entry(index.0) {
+            MapEntry::Occupied(seen) => assert_eq!(
+                seen.get(),
+                change,
+                "node {node:?} applied another configuration entry at {}",
+                index.0
+            ),
+            MapEntry::Vacant(slot) => {
+                slot.insert(change.clone());
+            }
+        }
+        if self.world.entries_at.borrow().contains_key(&index.0) {
+            panic!("node {node:?} applied a configuration entry where an entry was applied");
+        }
     }
 
     fn leader_changed(&mut self, leader: Option<NodeId>, term: RaftTerm) {
@@ -339,6 +368,13 @@ struct Cluster {
     links: Vec<Link>,
     nodes: Vec<Option<Running>>,
     next_value: Cell<u64>,
+    /// How many of the nodes (the first ones) a fresh store bootstraps as voters; the others
+    /// join when a voter change adds them.
+    initial_voters: usize,
+    /// Whether the chaos also adds and removes voters.
+    voter_changes: bool,
+    /// Whether a voter change is in progress (one at a time from the test).
+    changing: Rc<Cell<bool>>,
 }
 
 impl Cluster {
@@ -377,11 +413,19 @@ impl Cluster {
             voters: ids,
             links,
             next_value: Cell::new(0),
+            initial_voters: usize::try_from(voters).unwrap_or(0),
+            voter_changes: false,
+            changing: Rc::new(Cell::new(false)),
         }
     }
 
     fn config(&self, i: usize) -> QuorumConfig {
-        let mut config = QuorumConfig::new(self.voters[i], self.voters.clone());
+        let initial = if i < self.initial_voters {
+            self.voters[..self.initial_voters].to_vec()
+        } else {
+            Vec::new()
+        };
+        let mut config = QuorumConfig::new(self.voters[i], initial);
         config.tick_interval = Duration::from_millis(10);
         config.election_ticks = 10;
         config.heartbeat_ticks = 2;
@@ -461,6 +505,49 @@ impl Cluster {
         }));
     }
 
+    /// Adds a random node that is not a voter, or removes a random voter, through the
+    /// leader, in the background (one change at a time); records an `Ok` outcome.
+    fn change_voters(&self) {
+        let Some(leader) = self.leader() else { return };
+        if self.changing.get() {
+            return;
+        }
+        let node = self.voters[self.random_node()];
+        let change = if leader.status().voter_set.contains(&node) {
+            VoterChange::Remove { node }
+        } else {
+            VoterChange::Add {
+                node,
+                endpoint: Bytes::from(format!("node-{}", node.0)),
+            }
+        };
+        let kind = match change {
+            VoterChange::Add { .. } => ChangeKind::AddVoter,
+            VoterChange::Remove { .. } => ChangeKind::Remove,
+        };
+        let proposal = leader.change_voters(change, Duration::from_secs(2));
+        let (world, changing) = (self.world.clone(), self.changing.clone());
+        changing.set(true);
+        self.rt.spawn(Box::pin(async move {
+            let outcome = proposal.await;
+            changing.set(false);
+            let mut stats = world.stats.borrow_mut();
+            match outcome {
+                Ok(committed) => {
+                    world
+                        .changes_acked
+                        .borrow_mut()
+                        .push((committed.index.0, node, kind));
+                    match kind {
+                        ChangeKind::Remove => stats.voters_removed += 1,
+                        _ => stats.voters_added += 1,
+                    }
+                }
+                Err(_) => stats.voter_changes_failed += 1,
+            }
+        }));
+    }
+
     fn random_node(&self) -> usize {
         usize::try_from(self.rt.random(0..self.voters.len() as u64)).unwrap_or(0)
     }
@@ -491,6 +578,10 @@ impl Cluster {
                 continue;
             }
             steps += 1;
+            if self.voter_changes && self.rt.chance(15) {
+                self.change_voters();
+                continue;
+            }
             let i = self.random_node();
             match self.rt.random(0..100) {
                 0..=39 => {
@@ -546,7 +637,8 @@ impl Cluster {
         let committed = loop {
             assert!(
                 self.rt.now() < deadline,
-                "no proposal committed within {HEAL_DEADLINE:?} of healing"
+                "no proposal committed within {HEAL_DEADLINE:?} of healing; nodes {:?}",
+                self.statuses()
             );
             if let Some(leader) = self.leader() {
                 let value = self.next_value.get();
@@ -576,12 +668,14 @@ impl Cluster {
         };
         loop {
             let mut behind = 0;
-            for running in self.nodes.iter().flatten() {
+            let members = self.members();
+            for (i, running) in self.nodes.iter().enumerate() {
+                let Some(running) = running else { continue };
                 let status = running.node.status();
                 if let Some(reason) = status.stopped {
                     panic!("a node stopped after healing: {reason:?}");
                 }
-                if status.applied_index < committed.index {
+                if members.contains(&self.voters[i]) && status.applied_index < committed.index {
                     behind += 1;
                 }
             }
@@ -590,21 +684,48 @@ impl Cluster {
             }
             assert!(
                 self.rt.now() < deadline,
-                "{behind} nodes did not apply index {} within {HEAL_DEADLINE:?} of healing",
-                committed.index.0
+                "{behind} members did not apply index {} within {HEAL_DEADLINE:?} of healing; \
+                 members {members:?}, nodes {:?}",
+                committed.index.0,
+                self.statuses()
             );
             self.rt.sleep(Duration::from_millis(10)).await;
         }
         committed.index.0
     }
 
+    /// What every running node reports (for a failure's message).
+    fn statuses(&self) -> Vec<QuorumStatus> {
+        self.nodes
+            .iter()
+            .flatten()
+            .map(|r| r.node.status())
+            .collect()
+    }
+
+    /// The voters and learners of the leader's configuration (every node while there is no
+    /// leader).
+    fn members(&self) -> Vec<NodeId> {
+        match self.leader() {
+            Some(leader) => {
+                let status = leader.status();
+                [status.voter_set, status.learner_set].concat()
+            }
+            None => self.voters.clone(),
+        }
+    }
+
     /// After healing: every node's applied entries are a prefix of the longest node's, and
-    /// all are equal up to `index`, which every node applied.
+    /// every member's are equal up to `index`, which every member applied (a removed node
+    /// receives nothing more).
     fn check_converged(&self, index: u64) {
+        let members = self.members();
         let lists: Vec<Vec<(u64, Bytes)>> = self
             .nodes
             .iter()
-            .flatten()
+            .enumerate()
+            .filter(|(i, _)| members.contains(&self.voters[*i]))
+            .filter_map(|(_, r)| r.as_ref())
             .map(|r| r.applied.borrow().clone())
             .collect();
         let Some(longest) = lists.iter().max_by_key(|l| l.len()) else {
@@ -624,6 +745,38 @@ impl Cluster {
         }
     }
 
+    /// After healing: every member reports the configuration that the last configuration
+    /// entry it applied put in force (the initial voters before any); and every voter change
+    /// acknowledged `Ok` is the configuration entry at its index.
+    fn check_configuration(&self) {
+        let changes = self.world.changes_at.borrow();
+        let in_force_at = |applied: RaftIndex| {
+            changes.range(..=applied.0).next_back().map_or_else(
+                || self.voters[..self.initial_voters].to_vec(),
+                |(_, last)| last.voters.clone(),
+            )
+        };
+        // A removed node need not learn of its removal: the leader stops replicating to it.
+        let members = self.members();
+        for (i, running) in self.nodes.iter().enumerate() {
+            let Some(running) = running else { continue };
+            let status = running.node.status();
+            if members.contains(&self.voters[i]) {
+                assert_eq!(
+                    status.voter_set,
+                    in_force_at(status.applied_index),
+                    "node {i}'s voters; changes {changes:?}"
+                );
+            }
+        }
+        for (index, node, kind) in self.world.changes_acked.borrow().iter() {
+            let applied = changes.get(index).unwrap_or_else(|| {
+                panic!("the acknowledged change of {node:?} at {index} was never applied")
+            });
+            assert_eq!((applied.node, applied.kind), (*node, *kind));
+        }
+    }
+
     fn check_acked(&self) {
         let entries = self.world.entries_at.borrow();
         for (index, entry) in self.world.acked.borrow().iter() {
@@ -638,16 +791,26 @@ impl Cluster {
 
 /// Runs one seed with `voters` nodes; returns its statistics.
 fn run_seed(seed: u64, voters: i32) -> Stats {
+    run_seed_with(seed, voters, None)
+}
+
+/// Runs one seed with `nodes` nodes, the first `changing` of them initial voters and voter
+/// changes in the chaos when given (all initial voters, no changes otherwise).
+fn run_seed_with(seed: u64, nodes: i32, changing: Option<usize>) -> Stats {
     let mut ex = Executor::new(seed);
     let faults = Faults::percent(5, 5, 1, 30);
     let rt = ex.runtime();
-    let mut cluster = Cluster::new(&rt, voters, 5_000, faults, |rt| {
+    let mut cluster = Cluster::new(&rt, nodes, 5_000, faults, |rt| {
         if rt.chance(50) {
             Disk::Files(SimDirDisk::default())
         } else {
             Disk::State(SimRaftDisk::default())
         }
     });
+    if let Some(initial) = changing {
+        cluster.initial_voters = initial;
+        cluster.voter_changes = true;
+    }
     let world = cluster.world.clone();
     let cluster = ex
         .run_until(async move {
@@ -662,6 +825,7 @@ fn run_seed(seed: u64, voters: i32) -> Stats {
     let (cluster, healed_at) = cluster;
     cluster.check_converged(healed_at);
     cluster.check_acked();
+    cluster.check_configuration();
     let mut stats = *world.stats.borrow();
     let mut fingerprint = crc32c::crc32c(&rt.now().0.as_micros().to_be_bytes());
     for (index, entry) in world.entries_at.borrow().iter() {
@@ -706,6 +870,30 @@ fn three_voters_stay_consistent_under_faults_and_recover() {
 #[test]
 fn five_voters_stay_consistent_under_faults_and_recover() {
     run_seeds(0x5a5e_0001, 5);
+}
+
+/// Voter changes (KIP-853) under the same faults: five nodes, three of them the initial
+/// voters; the chaos also adds non-voters and removes voters through the leader, one change
+/// at a time. On top of the checks of every seed (one leader per term, every node applying
+/// the same entries in order, acknowledged entries kept, convergence after healing): every
+/// node applies the same configuration entry at each index, every change acknowledged `Ok` is
+/// the entry at its index, and after healing every member reports the configuration of the
+/// last entry.
+#[test]
+fn voters_are_added_and_removed_under_faults() {
+    let mut total = Stats::default();
+    for seed in seeds(0xc0f1_0001, SEEDS / 3) {
+        let _guard = SeedGuard(seed);
+        total += run_seed_with(seed, 5, Some(3));
+    }
+    eprintln!("voter changes: {total:?}");
+    assert!(total.voters_added > 0, "no voter was added");
+    assert!(total.voters_removed > 0, "no voter was removed");
+    assert!(total.acked > 0, "no proposal committed");
+    assert!(
+        total.snapshots_installed > 0,
+        "no node caught up from a snapshot"
+    );
 }
 
 #[test]
@@ -896,10 +1084,11 @@ mod api {
         .expect("the run completes");
     }
 
-    /// A store bootstrapped with one voter set refuses another; a node outside its voters is
-    /// refused before the storage is touched.
+    /// A recovered store keeps the voters it holds, whatever the configuration names (a voter
+    /// change may have replaced them); a node outside its configured voters is refused before
+    /// the storage is touched.
     #[test]
-    fn a_changed_or_inconsistent_voter_set_is_refused() {
+    fn a_store_keeps_its_voters_and_an_inconsistent_voter_set_is_refused() {
         let (mut ex, mut cluster) = quiet(3, 3);
         ex.run_until(async move {
             cluster.start(0).await;
@@ -917,8 +1106,14 @@ mod api {
                 rt.clone(),
                 TestMachine::new(NodeId(0), cluster.world.clone()),
             )
-            .await;
-            assert!(matches!(started, Err(StartError::VotersChanged { .. })));
+            .await
+            .expect("a recovered store starts");
+            rt.sleep(Duration::from_millis(50)).await;
+            assert_eq!(
+                started.status().voter_set,
+                vec![NodeId(0), NodeId(1), NodeId(2)]
+            );
+            started.stop();
             let mut config = cluster.config(0);
             config.node = NodeId(9);
             let started = QuorumNode::start(

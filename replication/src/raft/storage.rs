@@ -72,7 +72,9 @@ pub trait RaftStorage {
     /// an error nothing of `step` may be relied on.
     async fn persist(&mut self, step: Persist<'_>) -> Result<(), RaftStorageError>;
     /// Stores `snapshot` (taken from this node's state machine at an applied index) and drops
-    /// every entry up to its index; entries after it stay. Errors: [`RaftStorageError`].
+    /// every entry up to its index; entries after it stay. The stored configuration becomes
+    /// the snapshot's (configuration entries after it are re-applied at a restart). Errors:
+    /// [`RaftStorageError`].
     async fn compact(&mut self, snapshot: &Snapshot) -> Result<(), RaftStorageError>;
 }
 
@@ -107,6 +109,8 @@ struct CacheState {
     snapshot: Snapshot,
     /// Invariant 1: `entries[i].index == snapshot index + 1 + i`.
     entries: Vec<Entry>,
+    /// Set when raft-rs asked for a snapshot for a node `snapshot` does not name.
+    snapshot_wanted: bool,
 }
 
 impl CacheState {
@@ -210,6 +214,20 @@ impl LogCache {
         st.position(index).map(|p| st.entries[p].term)
     }
 
+    /// Records the configuration an applied configuration entry put in force (kept in
+    /// memory: the next snapshot makes it durable, and a restart re-applies the entries after
+    /// the last one).
+    pub fn set_conf_state(&self, conf_state: ConfState) {
+        self.state.borrow_mut().conf_state = conf_state;
+    }
+
+    /// Whether raft-rs asked for a snapshot for a node the latest one does not name (a node
+    /// added since it was taken, which would refuse it) since the last call; the driver then
+    /// takes a new one.
+    pub fn take_snapshot_wanted(&self) -> bool {
+        std::mem::take(&mut self.state.borrow_mut().snapshot_wanted)
+    }
+
     /// The conf state now in force.
     pub fn conf_state(&self) -> ConfState {
         self.state.borrow().conf_state.clone()
@@ -273,13 +291,19 @@ impl raft::Storage for LogCache {
         Ok(self.state.borrow().last_index())
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<raft::eraftpb::Snapshot> {
-        let st = self.state.borrow();
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<raft::eraftpb::Snapshot> {
+        let mut st = self.state.borrow_mut();
+        let unavailable = Err(raft::Error::Store(
+            raft::StorageError::SnapshotTemporarilyUnavailable,
+        ));
         // Index 0: no snapshot was taken yet; raft-rs asks only once entries were compacted.
         if st.snapshot_index() == 0 || st.snapshot_index() < request_index {
-            return Err(raft::Error::Store(
-                raft::StorageError::SnapshotTemporarilyUnavailable,
-            ));
+            return unavailable;
+        }
+        let conf = st.snapshot.get_metadata().get_conf_state();
+        if !conf.voters.contains(&to) && !conf.learners.contains(&to) {
+            st.snapshot_wanted = true;
+            return unavailable;
         }
         Ok(st.snapshot.clone())
     }
@@ -303,6 +327,7 @@ mod tests {
         let mut s = Snapshot::default();
         s.mut_metadata().index = index;
         s.mut_metadata().term = term;
+        s.mut_metadata().mut_conf_state().voters = vec![1, 2, 3];
         s.data = Bytes::from_static(b"state");
         s
     }
@@ -341,6 +366,16 @@ mod tests {
             cache.snapshot(0, 2).map(|s| s.data).ok(),
             Some(Bytes::from_static(b"state"))
         );
+        assert!(!cache.take_snapshot_wanted());
+        // A node the snapshot does not name would refuse it: a newer one is asked for.
+        assert_eq!(
+            cache.snapshot(0, 4).map(|s| s.data),
+            Err(raft::Error::Store(
+                raft::StorageError::SnapshotTemporarilyUnavailable
+            ))
+        );
+        assert!(cache.take_snapshot_wanted());
+        assert!(!cache.take_snapshot_wanted());
     }
 
     #[test]

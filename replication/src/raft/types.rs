@@ -1,5 +1,6 @@
 //! The quorum's vocabulary: log positions, terms, and what it replicates into.
 
+use super::membership::AppliedVoterChange;
 use crate::runtime::NodeId;
 use bytes::Bytes;
 
@@ -27,6 +28,12 @@ pub trait StateMachine {
     /// this node's storage, or received from the leader). Errors: `RestoreError`; the node
     /// stops.
     fn restore(&mut self, index: RaftIndex, snapshot: Bytes) -> Result<(), Self::RestoreError>;
+    /// Applies the committed configuration entry at `index` (KIP-853: a voter added or
+    /// removed), in log order with [`StateMachine::apply`]: record the endpoint of an added
+    /// node so that snapshots carry it. The default ignores it.
+    fn voters_changed(&mut self, index: RaftIndex, change: &AppliedVoterChange) {
+        let _ = (index, change);
+    }
     /// The leader of `term` as this node now knows it (`None`: no leader known), called at
     /// every change of either; `leader` is this node when it became the active controller.
     fn leader_changed(&mut self, leader: Option<NodeId>, term: RaftTerm);
