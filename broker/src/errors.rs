@@ -252,7 +252,11 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
         | ControllerError::AlterPartitionEpochAhead { .. } => ResponseError::NotController,
         // The active controller did not answer in time (paused, cut off, failing over): as
         // Kafka's ForwardingManager answers a forwarded request that timed out; clients retry.
-        ControllerError::Unavailable => ResponseError::RequestTimedOut,
+        ControllerError::Unavailable | ControllerError::VoterChangeFailed { .. } => {
+            ResponseError::RequestTimedOut
+        }
+        ControllerError::VoterNotFound { .. } => ResponseError::VoterNotFound,
+        ControllerError::VoterChangeRefused { .. } => ResponseError::InvalidRequest,
         ControllerError::TopicIdTaken { .. }
         | ControllerError::ProducerIdsExhausted { .. }
         | ControllerError::TooManyAclRecords

@@ -17,7 +17,11 @@ One cluster, checked as a user would with real clients and Kafka's own tools:
 5. the active controller is paused (SIGSTOP) for longer than a broker session: the brokers
    find its successor (none is fenced: a topic of three replicas is created meanwhile) and
    writes go on;
-6. a consumer group reads and commits (its coordinator is on a broker-only node).
+6. a consumer group reads and commits (its coordinator is on a broker-only node);
+7. `kafka-metadata-quorum.sh remove-controller` (RemoveRaftVoter, KIP-853, sent to a broker,
+   which forwards it) removes a controller that is not the active one: `describe --status`
+   lists the two others, removing it again fails with `VoterNotFoundException`, and once the
+   removed controller is SIGKILLed a topic is still created and written through the brokers.
 
 Runs against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka: scripts/kafka_ref.py with
 controller-only and broker-only nodes). Waits are bounded widely; nothing asserts a
@@ -219,6 +223,36 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
         assert committed[0].offset == msg.offset() + 1, committed
     finally:
         c.close()
+
+    # 7. A controller that is not the active one leaves the voters (RemoveRaftVoter through a
+    # broker); the two others carry on without it.
+    status = describe(java_classpath, bootstrap, "--status")
+    removed = next(i for i in CONTROLLERS if i != leader_of(status))
+    row = next(line.split() for line in
+               describe(java_classpath, bootstrap, "--replication").splitlines()
+               if line.split()[:1] == [str(removed)])
+    directory = row[1]
+
+    def remove():
+        return run_java(java_classpath, QUORUM_TOOL,
+                        ["--bootstrap-server", bootstrap, "remove-controller",
+                         "--controller-id", removed, "--controller-directory-id", directory],
+                        timeout=90)
+    check_java(remove(), expect_line=f"Removed KRaft controller {removed}")
+    remaining = sorted(set(CONTROLLERS) - {removed})
+    wait_until(lambda: quorum_ids(describe(java_classpath, bootstrap, "--status"),
+                                  "CurrentVoters") == remaining,
+               FAILOVER_BOUND_S, what=f"the voters {remaining}")
+    again = remove()
+    assert again.returncode != 0 and "VoterNotFoundException" in again.output, again.report()
+    split.kill(removed)
+    create_topic(bootstrap, "roles-two-voters", 1, replication_factor=3,
+                 timeout=FAILOVER_BOUND_S)
+    p = producer(bootstrap, **{"enable.idempotence": True})
+    p.produce("roles-two-voters", value=b"two")
+    assert p.flush(60) == 0
+    got = consume_all(bootstrap, "roles-two-voters", 1, expected=1)
+    assert [m.value() for m in got[0]] == [b"two"]
 
 
 @pytest.mark.sluice_only("Sluice's start-up checks (Kafka's StorageTool refuses the same first)")

@@ -43,6 +43,17 @@ pub async fn describe_quorum(shard: &Rc<Shard>) -> Result<QuorumDescription, Con
     }
 }
 
+/// Removes controller `voter_id` from the quorum's voters (RemoveRaftVoter), on the active
+/// controller here or over the network. Errors: as [`call_answer`], and the voter change's
+/// ([`ControllerError::VoterNotFound`], [`ControllerError::VoterChangeFailed`],
+/// [`ControllerError::VoterChangeRefused`]).
+pub async fn remove_voter(shard: &Rc<Shard>, voter_id: i32) -> Result<(), ControllerError> {
+    match request(shard, ControllerRequest::RemoveVoter { voter_id }).await? {
+        ControllerReply::VotersChanged => Ok(()),
+        other => Err(unexpected(&other)),
+    }
+}
+
 /// [`call_answer`] for the callers that need only success.
 pub async fn call(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerError> {
     call_answer(shard, op).await.map(|_| ())

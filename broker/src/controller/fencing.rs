@@ -80,6 +80,9 @@ pub(super) async fn handle_active(
             super::observer::serve(shard, controller, from, replication::raft::RaftIndex(after))
                 .await
         }
+        ControllerRequest::RemoveVoter { voter_id } => {
+            super::quorum_state::remove_voter(controller, voter_id).await
+        }
     }
 }
 

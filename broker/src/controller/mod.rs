@@ -48,7 +48,7 @@ pub use bootstrap::Startup;
 pub(crate) use channel::route;
 pub use channel::{
     allocate_producer_id, allocate_producer_id_here, answer_forwarded, call, call_answer,
-    describe_quorum, serve_forwarded,
+    describe_quorum, remove_voter, serve_forwarded,
 };
 pub(crate) use fencing::fence_expired;
 pub use lifecycle::controlled_shutdown;

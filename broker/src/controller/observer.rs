@@ -58,6 +58,11 @@ pub const FETCH_BACKOFF_MAX: Duration = Duration::from_secs(1);
 pub const OBSERVER_SESSION: Duration = Duration::from_secs(300);
 /// How long an observer's fetches may go unanswered before it says so at WARN.
 pub const OBSERVER_SILENCE_WARN: Duration = Duration::from_secs(10);
+/// How long a voter whose fetch failed is neither asked nor followed to while another may
+/// answer: longer than an election (voters name a paused leader until they elect another),
+/// bounded so that a voter that failed before it was serving (a controller elected just
+/// after this observer's first fetch) is followed again when the others name it.
+pub const FAILED_VOTER_AVOIDED_FOR: Duration = Duration::from_secs(5);
 /// Most observers the active controller lists at once (further ones are served, not listed).
 pub const OBSERVERS_LISTED_MAX: usize = 10_000;
 
@@ -163,9 +168,13 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
     let mut turn = 0usize;
     let mut backoff = FETCH_BACKOFF_MIN;
     let mut timeout = FETCH_TIMEOUT;
-    // The voter whose last fetch failed: not asked again (nor followed to) while another
-    // voter may answer, so that a paused leader costs one timeout, not one per hint.
-    let mut avoid: Option<i32> = None;
+    // The voter whose last fetch failed, and until when it is not asked again (nor followed
+    // to) while another voter may answer, so that a paused leader costs one timeout, not one
+    // per hint.
+    let mut avoid: Option<(i32, std::time::Instant)> = None;
+    let avoided = |avoid: Option<(i32, std::time::Instant)>, id: i32| {
+        avoid.is_some_and(|(voter, until)| voter == id && std::time::Instant::now() < until)
+    };
     // Since when no fetch was answered, and whether that was said at WARN.
     let mut silent_since: Option<std::time::Instant> = None;
     let mut warned = false;
@@ -181,7 +190,7 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
             .unwrap_or_else(|| loop {
                 turn = turn.wrapping_add(1);
                 let voter = &voters[turn % voters.len()];
-                if voters.len() == 1 || Some(voter.id) != avoid {
+                if voters.len() == 1 || !avoided(avoid, voter.id) {
                     break voter;
                 }
             });
@@ -202,7 +211,10 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
                 "observer: a metadata fetch timed out"
             );
             timeout = (timeout * 2).min(FETCH_TIMEOUT_MAX);
-            avoid = Some(target.id);
+            avoid = Some((
+                target.id,
+                std::time::Instant::now() + FAILED_VOTER_AVOIDED_FOR,
+            ));
             if known.is_some() {
                 machine.leader_changed(None, term);
             }
@@ -240,7 +252,7 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
                 // Follow the hint unless it names the voter that just refused (or one that
                 // failed last: voters name a paused leader until they elect another).
                 let hint = active
-                    .filter(|&id| id != target.id && Some(id) != avoid)
+                    .filter(|&id| id != target.id && !avoided(avoid, id))
                     .map(NodeId);
                 if hint != known {
                     machine.leader_changed(hint, term);
@@ -250,7 +262,10 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
             Err(e) => {
                 tracing::debug!(from = target.id, error = %e, "observer: fetching the metadata log failed");
                 if matches!(e, ControllerError::Unavailable) {
-                    avoid = Some(target.id);
+                    avoid = Some((
+                        target.id,
+                        std::time::Instant::now() + FAILED_VOTER_AVOIDED_FOR,
+                    ));
                 }
                 if known.is_some() {
                     machine.leader_changed(None, term);

@@ -7,8 +7,10 @@
 use super::active::not_active;
 use super::state::Controller;
 use crate::seam::ShardRuntime;
-use replication::metadata::{ControllerError, QuorumDescription, ReplicaDescription};
-use replication::raft::{Role, VoterProgress};
+use replication::metadata::{
+    ControllerError, ControllerReply, QuorumDescription, ReplicaDescription,
+};
+use replication::raft::{ProposeError, Role, VoterChange, VoterProgress};
 use replication::runtime::{Clock, MonotonicTime, NodeId};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -64,6 +66,60 @@ fn observers(
             replica(&progress, now, wall)
         })
         .collect()
+}
+
+/// How long a voter change may take on the active controller before it answers
+/// `REQUEST_TIMED_OUT` (below the 15 s a forwarding broker waits).
+pub(super) const VOTER_CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Removes voter `voter_id` (RemoveRaftVoter, KIP-853; Kafka's `RemoveVoterHandler`), answered
+/// once the change committed. A node that is also a registered broker is refused: a removed
+/// voter stops receiving the metadata log, and Sluice's combined nodes do not observe it
+/// (restart it with `process.roles=broker` to keep its broker). Errors:
+/// [`ControllerError::NotController`] when this node does not lead (the raft leader named),
+/// [`ControllerError::VoterNotFound`] for a node that is not a voter or the last one,
+/// [`ControllerError::VoterChangeFailed`] when another change is in progress or the outcome
+/// is unknown, [`ControllerError::VoterChangeRefused`] for a broker.
+pub(super) async fn remove_voter(
+    controller: &Controller,
+    voter_id: i32,
+) -> Result<ControllerReply, ControllerError> {
+    let Some(quorum) = controller.voter() else {
+        return Err(not_active(controller));
+    };
+    if controller
+        .view
+        .borrow()
+        .image()
+        .brokers
+        .contains_key(&voter_id)
+    {
+        return Err(ControllerError::VoterChangeRefused {
+            reason: format!(
+                "node {voter_id} is also a registered broker: Sluice removes only controllers \
+                 (process.roles=controller) from the voters; restart it with \
+                 process.roles=broker first"
+            ),
+        });
+    }
+    let change = VoterChange::Remove {
+        node: NodeId(voter_id),
+    };
+    match quorum.change_voters(change, VOTER_CHANGE_TIMEOUT).await {
+        Ok(_) => Ok(ControllerReply::VotersChanged),
+        Err(ProposeError::NotLeader { leader }) => Err(ControllerError::NotController {
+            active: leader.map(|n| n.0),
+        }),
+        Err(e @ (ProposeError::NotAMember { .. } | ProposeError::LastVoter { .. })) => {
+            Err(ControllerError::VoterNotFound {
+                voter_id,
+                reason: e.to_string(),
+            })
+        }
+        Err(e) => Err(ControllerError::VoterChangeFailed {
+            reason: e.to_string(),
+        }),
+    }
 }
 
 /// One voter's progress, its monotonic times as wall-clock ms (`now` is `wall` on the

@@ -8,7 +8,7 @@
 //! As Kafka's `KafkaRaftClient.handleDescribeQuorumRequest`: only `__cluster_metadata`
 //! partition 0 is described (anything else is `UNKNOWN_TOPIC_OR_PARTITION` on the partition);
 //! the observers are the broker-only nodes (`process.roles=broker`) that fetched the log from
-//! the active controller. v2 lists each voter's endpoint as its
+//! the active controller. v2 lists each current voter's endpoint as its
 //! `controller.quorum.voters` address under the listener name `CONTROLLER` (a single node
 //! without voters configured has none), and no directory ids (Sluice keeps none: zero uuid).
 //! A controller that cannot be reached answers its error on the partition.
@@ -56,7 +56,7 @@ pub async fn handle(
         Ok(quorum) => {
             let mut response = described(&quorum);
             if version >= NODES_MIN_VERSION {
-                response.nodes = nodes(&shard.config.controller_quorum_voters);
+                response.nodes = nodes(&shard.config.controller_quorum_voters, &quorum);
             }
             response
         }
@@ -129,9 +129,11 @@ fn replica_state(r: &ReplicaDescription) -> ReplicaState {
 }
 
 /// Each voter's endpoint (v2's `nodes`).
-fn nodes(voters: &[QuorumVoter]) -> Vec<Node> {
+/// The endpoints of the configured voters that are still voters (a removed one is not listed).
+fn nodes(voters: &[QuorumVoter], quorum: &QuorumDescription) -> Vec<Node> {
     voters
         .iter()
+        .filter(|v| quorum.voters.iter().any(|r| r.replica_id == v.id))
         .map(|v| {
             let mut listener = Listener::default();
             listener.name = str_bytes(CONTROLLER_LISTENER);
@@ -221,11 +223,20 @@ mod tests {
             ),
             (BrokerId(1), 40, 7, -1)
         );
-        let voters = [QuorumVoter {
-            id: 1,
-            addr: "127.0.0.1:9093".parse().expect("an address"),
-        }];
-        let n = &nodes(&voters)[0];
+        // Configured voter 3 was removed: it is not listed.
+        let voters = [
+            QuorumVoter {
+                id: 1,
+                addr: "127.0.0.1:9093".parse().expect("an address"),
+            },
+            QuorumVoter {
+                id: 3,
+                addr: "127.0.0.1:9095".parse().expect("an address"),
+            },
+        ];
+        let listed = nodes(&voters, &quorum);
+        assert_eq!(listed.len(), 1);
+        let n = &listed[0];
         assert_eq!(n.node_id, BrokerId(1));
         assert_eq!(
             (

@@ -53,6 +53,7 @@ mod offset_for_leader_epoch;
 mod produce;
 mod produce_verification;
 mod read_replica;
+mod remove_raft_voter;
 mod replica_assignment;
 mod sasl_authenticate;
 mod sasl_handshake;
@@ -228,6 +229,7 @@ registry! {
         describe_quorum::handle(shard, call.session, &req, call.version).await
     },
     UnregisterBroker 0..=0 => |shard, req, call| unregister_broker::handle(shard, call.session, &req).await,
+    RemoveRaftVoter 0..=0 => |shard, req, call| remove_raft_voter::handle(shard, call.session, &req).await,
     UpdateFeatures 0..=2 => |shard, req, call| {
         update_features::handle(shard, call.session, req, call.version).await
     },

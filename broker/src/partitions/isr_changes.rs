@@ -151,12 +151,15 @@ fn alter_refusal(e: &ControllerError) -> AlterRefusal {
         | ControllerError::InvalidIsr { .. }
         | ControllerError::ChangeTooLarge { .. }
         | ControllerError::NotForwardable { .. }
-        | ControllerError::FeatureUpdateRefused { .. } => AlterRefusal::InvalidRequest,
+        | ControllerError::FeatureUpdateRefused { .. }
+        | ControllerError::VoterChangeRefused { .. } => AlterRefusal::InvalidRequest,
         // NOT_CONTROLLER, STALE_BROKER_EPOCH and the rest: Kafka's default, send again.
         ControllerError::AlterPartitionEpochAhead { .. }
         | ControllerError::NotController { .. }
         | ControllerError::NotCommitted { .. }
         | ControllerError::Unavailable
+        | ControllerError::VoterNotFound { .. }
+        | ControllerError::VoterChangeFailed { .. }
         | ControllerError::StaleBrokerEpoch { .. }
         | ControllerError::UnknownBroker { .. }
         | ControllerError::InvalidTopicName { .. }

@@ -530,6 +530,19 @@ pub enum ControllerError {
     /// The controller could not be reached or stopped.
     #[error("controller unavailable")]
     Unavailable,
+    /// A voter change names a node that is not a voter, or the last one (Kafka's
+    /// `VOTER_NOT_FOUND`).
+    #[error("{reason}")]
+    VoterNotFound { voter_id: i32, reason: String },
+    /// A voter change that could not be carried out now: another one in progress, or its
+    /// outcome unknown when the leadership or the timeout ran out (Kafka answers
+    /// `REQUEST_TIMED_OUT` for each).
+    #[error("{reason}")]
+    VoterChangeFailed { reason: String },
+    /// A voter change Sluice refuses: removing a node that is also a registered broker
+    /// (its broker would stop following the metadata log: a removed voter does not observe).
+    #[error("{reason}")]
+    VoterChangeRefused { reason: String },
     /// The topic exists but not the partition (Kafka's `UNKNOWN_TOPIC_OR_PARTITION`).
     #[error("partition {topic}-{partition} does not exist")]
     UnknownPartition { topic: String, partition: i32 },

@@ -29,6 +29,9 @@ pub enum ControllerRequest {
     /// (0: from the start). The active controller answers at once when it has applied more,
     /// else once it does or a bounded wait elapsed (a long poll).
     FetchMetadata { from: i32, after: u64 },
+    /// Removes controller `voter_id` from the quorum's voters (KIP-853's RemoveRaftVoter),
+    /// answered once the change committed.
+    RemoveVoter { voter_id: i32 },
 }
 
 /// What the active controller answers a [`ControllerRequest`].
@@ -52,6 +55,8 @@ pub enum ControllerReply {
     Quorum(QuorumDescription),
     /// What an observer fetched ([`ControllerRequest::FetchMetadata`]).
     Metadata(MetadataFetch),
+    /// A voter change committed.
+    VotersChanged,
 }
 
 /// The committed metadata an observer fetched, and the leader that served it.

@@ -1,0 +1,49 @@
+//! RemoveRaftVoter (key 81), v0 (KIP-853; Kafka's `KafkaRaftClient.handleRemoveVoterRequest`,
+//! reached through `ControllerApis` on a controller and forwarded by a broker): the active
+//! controller removes controller `voter_id` from the metadata quorum's voters and answers once
+//! the change committed (`kafka-metadata-quorum.sh remove-controller`). A broker that is not
+//! the active controller forwards it.
+//!
+//! As Kafka: ALTER on the cluster; a `cluster_id` naming another cluster is
+//! `INCONSISTENT_CLUSTER_ID`; a node that is not a voter, or the last voter, is
+//! `VOTER_NOT_FOUND`; another change in progress is `REQUEST_TIMED_OUT`. Sluice keeps no
+//! directory ids (DescribeQuorum lists the zero uuid), so `voter_directory_id` is not checked.
+//! Sluice refuses (`INVALID_REQUEST`) to remove a node that is also a registered broker: a
+//! removed voter no longer receives the metadata log, and a combined node does not observe it.
+
+use super::wire::str_bytes;
+use crate::authz::{self, AclOperation};
+use crate::errors::{code, controller_error};
+use crate::session::Session;
+use crate::shard::Shard;
+use net::kafka_protocol::error::ResponseError;
+use net::kafka_protocol::messages::{RemoveRaftVoterRequest, RemoveRaftVoterResponse};
+use std::rc::Rc;
+
+/// Removes the voter on the active controller.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    session: &Session,
+    req: &RemoveRaftVoterRequest,
+) -> RemoveRaftVoterResponse {
+    let mut response = RemoveRaftVoterResponse::default();
+    if !authz::cluster(shard, session, AclOperation::Alter) {
+        response.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        return response;
+    }
+    let cluster_id = shard.metadata.borrow().cluster_id.clone();
+    if req
+        .cluster_id
+        .as_ref()
+        .is_some_and(|id| id.as_str() != cluster_id.as_str())
+    {
+        response.error_code = code(ResponseError::InconsistentClusterId);
+        return response;
+    }
+    if let Err(e) = crate::controller::remove_voter(shard, req.voter_id).await {
+        let (error_code, message) = controller_error(&e);
+        response.error_code = error_code;
+        response.error_message = Some(str_bytes(message));
+    }
+    response
+}
