@@ -454,6 +454,23 @@ class KafkaCluster:
         self.wait_ready(timeout)
         return node_id
 
+    def add_controller(self, preexec_fn=None):
+        """Adds a controller-only node (the next id) that joins the running quorum, as Kafka's
+        docs add a controller (KIP-853): formatted with --no-initial-controllers, started with
+        the voters as `controller.quorum.bootstrap.servers`; it runs as an observer until
+        `kafka-metadata-quorum.sh add-controller` (with its server.properties) adds it.
+        Returns its id."""
+        node_id = max(n.node_id for n in self.nodes) + 1
+        node = KafkaNode(node_id, self.dir / f"node-{node_id}", None, free_port())
+        self.node_roles[node_id] = CONTROLLER
+        # Configured before it is among the nodes: its bootstrap servers are the others.
+        self.configure(node)
+        self.nodes.append(node)
+        cp = classpath()
+        node.format(cp, self.cluster_id, False)
+        node.start(cp, preexec_fn)
+        return node_id
+
     @property
     def controller_nodes(self):
         """The voters (every node when combined)."""

@@ -89,6 +89,9 @@ class SluiceCluster:
         self.node_roles = {i: COMBINED if controllers is None
                            else (CONTROLLER if i <= controllers else BROKER)
                            for i in self.nodes}
+        # Controllers started to join the running quorum (`add_controller`): not among the
+        # voters the others are configured with.
+        self.joining = set()
 
     @property
     def controller_ids(self):
@@ -113,9 +116,45 @@ class SluiceCluster:
         self.start_node(node_id, wait=wait, timeout=timeout)
         return node_id
 
+    def add_controller(self, wait=True, timeout=60):
+        """Adds a controller-only node (the next id) that joins the running quorum (KIP-853):
+        started with `controller.quorum.bootstrap.servers` (the configured voters) and no voters,
+        it waits until AddRaftVoter adds it (`kafka-metadata-quorum.sh add-controller`, with
+        `command_config`). Returns its id."""
+        node_id = max(self.nodes) + 1
+        self.nodes[node_id] = SluiceNode(node_id, self.dir / f"node-{node_id}")
+        self.node_roles[node_id] = CONTROLLER
+        self.joining.add(node_id)
+        self.start_node(node_id, wait=wait, timeout=timeout)
+        # Kafka's add-controller reads its meta.properties, complete once the node learned the
+        # cluster id from a voter.
+        meta = self.nodes[node_id].dir / "data" / "meta.properties"
+        deadline = time.monotonic() + timeout
+        while wait and "cluster.id=" not in (meta.read_text() if meta.exists() else ""):
+            if time.monotonic() > deadline:
+                raise ClusterError(f"node {node_id} did not learn the cluster id\n"
+                                   f"{self.nodes[node_id].log_tail()}")
+            time.sleep(0.05)
+        return node_id
+
+    def command_config(self, node_id):
+        """A Kafka-style properties file describing controller `node_id` for Kafka's tools
+        (`kafka-metadata-quorum.sh --command-config`: its id, roles, controller listener and
+        data directory, whose meta.properties holds its directory id); returns its path."""
+        node = self.nodes[node_id]
+        path = node.dir / "controller.properties"
+        path.write_text(
+            f"node.id={node_id}\nprocess.roles=controller\n"
+            f"controller.listener.names=CONTROLLER\n"
+            f"listeners=CONTROLLER://127.0.0.1:{node.voter_port}\n"
+            f"listener.security.protocol.map=CONTROLLER:PLAINTEXT\n"
+            f"log.dirs={node.dir / 'data'}\n")
+        return path
+
     @property
     def voters(self):
-        return ",".join(f"{i}@127.0.0.1:{self.nodes[i].voter_port}" for i in self.controller_ids)
+        return ",".join(f"{i}@127.0.0.1:{self.nodes[i].voter_port}" for i in self.controller_ids
+                        if i not in self.joining)
 
     def bootstrap(self, exclude=()):
         return ",".join(self.nodes[i].bootstrap for i in self.broker_ids if i not in exclude)
@@ -125,12 +164,23 @@ class SluiceCluster:
         must keep a listener on the node's port, which the start-up wait probes)."""
         settings = {**self.settings, **self.node_settings.get(node.node_id, {})}
         cmd = [self.binary]
+        if node.node_id in self.joining:
+            # Kafka's keys of a controller joining a running quorum: its controller listener
+            # among `listeners`, the voters it asks where the quorum is.
+            bootstrap = ",".join(f"127.0.0.1:{self.nodes[i].voter_port}"
+                                 for i in self.controller_ids if i not in self.joining)
+            settings = {"controller.quorum.bootstrap.servers": bootstrap,
+                        "controller.listener.names": "CONTROLLER",
+                        "listeners": f"CONTROLLER://127.0.0.1:{node.voter_port}",
+                        "listener.security.protocol.map":
+                            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT", **settings}
         if "listeners" not in settings:
             cmd += ["--listen", node.bootstrap]
         cmd += ["--admin-listen", f"127.0.0.1:{node.admin_port}",
                 "--data-dir", str(node.dir / "data"), "--smp", str(self.cores),
-                "--set", f"node.id={node.node_id}",
-                "--set", f"controller.quorum.voters={self.voters}"]
+                "--set", f"node.id={node.node_id}"]
+        if node.node_id not in self.joining:
+            cmd += ["--set", f"controller.quorum.voters={self.voters}"]
         if self.roles(node.node_id) != COMBINED:
             cmd += ["--set", f"process.roles={self.roles(node.node_id)}"]
         for key, value in settings.items():

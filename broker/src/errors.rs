@@ -256,6 +256,7 @@ pub fn controller_error(e: &ControllerError) -> (i16, String) {
             ResponseError::RequestTimedOut
         }
         ControllerError::VoterNotFound { .. } => ResponseError::VoterNotFound,
+        ControllerError::DuplicateVoter { .. } => ResponseError::DuplicateVoter,
         ControllerError::VoterChangeRefused { .. } => ResponseError::InvalidRequest,
         ControllerError::TopicIdTaken { .. }
         | ControllerError::ProducerIdsExhausted { .. }

@@ -29,6 +29,7 @@ mod listener;
 mod lockfile;
 mod log_dir;
 mod messages;
+pub(crate) mod meta_properties;
 mod metadata;
 mod metrics;
 mod partition_lifecycle;
@@ -97,6 +98,9 @@ pub fn run() -> anyhow::Result<()> {
     let _lock = lockfile::DataDirLock::acquire(&config.data_dir)?;
     anyhow::ensure!(!config.cores.is_empty(), "no cores to run on");
     let startup = controller::bootstrap::recover(&config)?;
+    // The cluster id of a recovered log; a new log's is written once it commits.
+    let known = (startup.initial_applied.0 > 0).then_some(startup.image.cluster_id.as_str());
+    meta_properties::ensure(&config.data_dir, config.node_id, known)?;
     remove_deleted_partition_dirs(&config.data_dir);
     // Before any other thread starts, so that every thread inherits the blocked signals.
     let stop = shutdown::install()?;

@@ -152,11 +152,7 @@ fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<(Vec<ShardListeners>,
         .filter(|&id| config.shard_settings(config.cores[id]).listen)
         .collect();
     anyhow::ensure!(!listening.is_empty(), "no shard listens");
-    let voter = config
-        .controller_quorum_voters
-        .iter()
-        .find(|v| v.id == config.node_id)
-        .map(|v| v.addr);
+    let voter = config.voter_address();
     let mut kafka = Vec::with_capacity(config.listeners.len());
     // A controller-only node (`process.roles=controller`) serves no Kafka client: it binds
     // only its voter address, where brokers reach it too.
@@ -509,10 +505,8 @@ fn spawn_announcer(
         if !announcer.config.process_roles.broker {
             let voter = announcer
                 .config
-                .controller_quorum_voters
-                .iter()
-                .find(|v| v.id == announcer.config.node_id)
-                .map_or_else(String::new, |v| v.addr.to_string());
+                .voter_address()
+                .map_or_else(String::new, |a| a.to_string());
             tracing::info!(%voter, %admin_listen, "sluice serving as a controller only");
             eprintln!(
                 "sluice: controller listening on {voter} (admin {admin_listen}), no Kafka \
@@ -658,18 +652,28 @@ async fn start_controller(
         replication::metadata::MetadataStateMachine::observer(empty)
     };
     let to_voters = security.client.clone();
+    let voters = crate::controller::voters::VoterBook::new(
+        shard.config.controller_quorum_voters.clone(),
+        view.clone(),
+    );
     let (quorum, observer) = if roles.controller {
         let forwarded = voter.is_some().then(|| forwarded_requests(shard));
-        let quorum = crate::quorum::start(&shard.config, machine, voter, security, forwarded)
-            .await
-            .map_err(|e| anyhow::anyhow!("starting the controller quorum voter: {e}"))?;
+        let resolve = voters.resolver();
+        let quorum =
+            crate::quorum::start(&shard.config, machine, voter, resolve, security, forwarded)
+                .await
+                .map_err(|e| anyhow::anyhow!("starting the controller quorum voter: {e}"))?;
         (Some(quorum), None)
     } else {
         (None, Some(machine))
     };
-    let controller = crate::controller::state::Controller::new(quorum, view, to_voters);
+    let controller = crate::controller::state::Controller::new(quorum, view, voters, to_voters);
     if shard.controller.set(controller).is_err() {
         anyhow::bail!("the controller was started twice");
+    }
+    if shard.config.joins_quorum() {
+        let joining = shard.clone();
+        crate::rt::spawn_local(crate::controller::learn_from_bootstrap(joining)).detach();
     }
     let publisher = shard.clone();
     let initial = startup.initial_applied;

@@ -47,6 +47,17 @@ class SluiceClusterTarget:
         cluster and returns its id once it serves."""
         return self.cluster.add_broker(timeout=timeout)
 
+    def add_controller(self, timeout=60):
+        """Starts a controller-only node (the next id) that joins the running quorum through
+        `controller.quorum.bootstrap.servers` and waits to be added (AddRaftVoter); returns its
+        id once it runs."""
+        return self.cluster.add_controller(timeout=timeout)
+
+    def command_config(self, node_id):
+        """The properties file Kafka's tools read for controller `node_id` (`--command-config`
+        of `kafka-metadata-quorum.sh add-controller`)."""
+        return self.cluster.command_config(node_id)
+
     def listeners(self, node_id, name, extra=()):
         """A `listeners` value for node `node_id`: listener `name` on the node's client port,
         then each (name, port) of `extra`. Sluice's voters listen apart (their own port, the
@@ -139,6 +150,18 @@ class KafkaClusterTarget:
         node_id = self.cluster.add_broker(_die_with_parent, timeout)
         self.nodes = {n.node_id: n for n in self.cluster.nodes}
         return node_id
+
+    def add_controller(self, timeout=90):
+        """Starts a controller-only node (the next id, formatted with --no-initial-controllers)
+        that joins the running quorum as an observer until AddRaftVoter adds it; returns its
+        id."""
+        node_id = self.cluster.add_controller(_die_with_parent)
+        self.nodes = {n.node_id: n for n in self.cluster.nodes}
+        return node_id
+
+    def command_config(self, node_id):
+        """The node's server.properties (what Kafka's docs pass to `add-controller`)."""
+        return self.nodes[node_id].properties_path
 
     def listeners(self, node_id, name, extra=()):
         """A `listeners` value for node `node_id`: listener `name` on the node's client port,

@@ -18,10 +18,14 @@ One cluster, checked as a user would with real clients and Kafka's own tools:
    find its successor (none is fenced: a topic of three replicas is created meanwhile) and
    writes go on;
 6. a consumer group reads and commits (its coordinator is on a broker-only node);
-7. `kafka-metadata-quorum.sh remove-controller` (RemoveRaftVoter, KIP-853, sent to a broker,
-   which forwards it) removes a controller that is not the active one: `describe --status`
-   lists the two others, removing it again fails with `VoterNotFoundException`, and once the
-   removed controller is SIGKILLed a topic is still created and written through the brokers.
+7. a controller replaced under load (KIP-853, through a broker, which forwards): controller 7
+   starts with `controller.quorum.bootstrap.servers` and no voters, `kafka-metadata-quorum.sh
+   add-controller` (AddRaftVoter) makes it a voter, `remove-controller` (RemoveRaftVoter)
+   removes a controller that is not the active one, which is then SIGKILLed; adding 7 again
+   fails with `DuplicateVoterException`, removing the other again with
+   `VoterNotFoundException`; an idempotent producer writes throughout and every acknowledged
+   record is read back exactly once; then the active controller is SIGKILLed and the voters
+   left (7 among them) elect a successor that the brokers follow.
 
 Runs against Apache Kafka 4.4 too (SLUICE_COMPAT_TARGET=kafka: scripts/kafka_ref.py with
 controller-only and broker-only nodes). Waits are bounded widely; nothing asserts a
@@ -30,6 +34,7 @@ duration."""
 import re
 import subprocess
 import threading
+import time
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -224,35 +229,97 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
     finally:
         c.close()
 
-    # 7. A controller that is not the active one leaves the voters (RemoveRaftVoter through a
-    # broker); the two others carry on without it.
-    status = describe(java_classpath, bootstrap, "--status")
-    removed = next(i for i in CONTROLLERS if i != leader_of(status))
-    row = next(line.split() for line in
-               describe(java_classpath, bootstrap, "--replication").splitlines()
-               if line.split()[:1] == [str(removed)])
-    directory = row[1]
+    # 7. A controller replaced under load (KIP-853): a new controller joins through
+    # controller.quorum.bootstrap.servers, add-controller makes it a voter, remove-controller
+    # takes out one that is not the active controller, which is then SIGKILLed; an idempotent
+    # producer writes throughout.
+    replace_topic = "roles-replace"
+    create_topic(bootstrap, replace_topic, 3, replication_factor=3)
+    replace_acked, replace_errors = [], []
+    stop_writing = threading.Event()
 
-    def remove():
-        return run_java(java_classpath, QUORUM_TOOL,
-                        ["--bootstrap-server", bootstrap, "remove-controller",
-                         "--controller-id", removed, "--controller-directory-id", directory],
-                        timeout=90)
-    check_java(remove(), expect_line=f"Removed KRaft controller {removed}")
-    remaining = sorted(set(CONTROLLERS) - {removed})
-    wait_until(lambda: quorum_ids(describe(java_classpath, bootstrap, "--status"),
-                                  "CurrentVoters") == remaining,
-               FAILOVER_BOUND_S, what=f"the voters {remaining}")
-    again = remove()
-    assert again.returncode != 0 and "VoterNotFoundException" in again.output, again.report()
-    split.kill(removed)
-    create_topic(bootstrap, "roles-two-voters", 1, replication_factor=3,
+    def write_during_the_change():
+        p = producer(bootstrap, **{"enable.idempotence": True, "acks": "all",
+                                   "message.timeout.ms": 60000})
+        i = 0
+        while not stop_writing.is_set():
+            p.produce(replace_topic, value=b"r%d" % i,
+                      on_delivery=lambda err, msg: (replace_errors if err else replace_acked)
+                      .append(err or msg.value()))
+            p.poll(0)
+            i += 1
+            time.sleep(0.005)
+        assert p.flush(90) == 0
+    writer = threading.Thread(target=write_during_the_change)
+    writer.start()
+    try:
+        added = split.add_controller()
+        config = split.command_config(added)
+
+        def add():
+            return run_java(java_classpath, QUORUM_TOOL,
+                            ["--bootstrap-server", bootstrap, "--command-config", config,
+                             "add-controller"], timeout=120)
+        # Kafka adds a controller only once it has fetched the log as an observer (and answers
+        # REQUEST_TIMED_OUT before): retried as an operator would, bounded.
+        def added_now():
+            run = add()
+            if run.returncode == 0:
+                return run
+            assert "TimeoutException" in run.output, run.report()
+            return None
+        check_java(wait_until(added_now, FAILOVER_BOUND_S, interval=1,
+                              what=f"add-controller {added}"),
+                   expect_line=f"Added controller {added}")
+        wait_until(lambda: quorum_ids(describe(java_classpath, bootstrap, "--status"),
+                                      "CurrentVoters") == sorted(CONTROLLERS + [added]),
+                   FAILOVER_BOUND_S, what="the new controller among the voters")
+        status = describe(java_classpath, bootstrap, "--status")
+        removed = next(i for i in CONTROLLERS if i != leader_of(status))
+        row = next(line.split() for line in
+                   describe(java_classpath, bootstrap, "--replication").splitlines()
+                   if line.split()[:1] == [str(removed)])
+
+        def remove():
+            return run_java(java_classpath, QUORUM_TOOL,
+                            ["--bootstrap-server", bootstrap, "remove-controller",
+                             "--controller-id", removed, "--controller-directory-id", row[1]],
+                            timeout=90)
+        check_java(remove(), expect_line=f"Removed KRaft controller {removed}")
+        voters = sorted(set(CONTROLLERS + [added]) - {removed})
+        wait_until(lambda: quorum_ids(describe(java_classpath, bootstrap, "--status"),
+                                      "CurrentVoters") == voters,
+                   FAILOVER_BOUND_S, what=f"the voters {voters}")
+        split.kill(removed)
+        create_topic(bootstrap, "roles-replaced", 1, replication_factor=3,
+                     timeout=FAILOVER_BOUND_S)
+        again = remove()
+        assert again.returncode != 0 and "VoterNotFoundException" in again.output, \
+            again.report()
+        twice = add()
+        assert twice.returncode != 0 and "DuplicateVoterException" in twice.output, \
+            twice.report()
+    finally:
+        stop_writing.set()
+        writer.join(120)
+    assert not replace_errors, replace_errors[:3]
+    got = consume_all(bootstrap, replace_topic, 3, expected=len(replace_acked), timeout=120)
+    values = sorted(m.value() for v in got.values() for m in v)
+    assert values == sorted(replace_acked), (len(values), len(replace_acked))
+
+    # The active controller SIGKILLed: the voters left, the added one among them, elect a
+    # successor, and the brokers follow it.
+    leader = leader_of(describe(java_classpath, bootstrap, "--status"))
+    split.kill(leader)
+    wait_until(lambda: leader_of(describe(java_classpath, bootstrap, "--status")) not in
+               (leader, removed), FAILOVER_BOUND_S, what="a successor among the voters left")
+    create_topic(bootstrap, "roles-after-replace", 1, replication_factor=3,
                  timeout=FAILOVER_BOUND_S)
     p = producer(bootstrap, **{"enable.idempotence": True})
-    p.produce("roles-two-voters", value=b"two")
+    p.produce("roles-after-replace", value=b"three")
     assert p.flush(60) == 0
-    got = consume_all(bootstrap, "roles-two-voters", 1, expected=1)
-    assert [m.value() for m in got[0]] == [b"two"]
+    got = consume_all(bootstrap, "roles-after-replace", 1, expected=1)
+    assert [m.value() for m in got[0]] == [b"three"]
 
 
 @pytest.mark.sluice_only("Sluice's start-up checks (Kafka's StorageTool refuses the same first)")

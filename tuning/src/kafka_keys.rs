@@ -435,7 +435,6 @@ pub fn topic_key_for_broker_synonym(name: &str) -> Option<(&'static TopicKey, &'
 /// reason a start-up with one of them fails. A key that Sluice accepts with Kafka's meaning is
 /// not here; a key in neither list is unknown.
 pub const UNSUPPORTED_BROKER_KEYS: &[(&str, &str)] = &[
-    ("controller.quorum.bootstrap.servers", "Sluice supports a static voter set only (KIP-595): use controller.quorum.voters; remove the key"),
     ("num.network.threads", "Sluice is thread-per-core: each shard owns its connections (set the CPUs with --cores); remove the key"),
     ("num.io.threads", "Sluice is thread-per-core: each shard does its own I/O (set the CPUs with --cores); remove the key"),
     ("num.recovery.threads.per.data.dir", "Sluice recovers each partition on the shard that owns it; remove the key"),

@@ -16,7 +16,7 @@ use crate::shard::Shard;
 use replication::metadata::{
     encode_entry, recover_image, ClusterIdRecord, MetadataImage, MetadataRecord,
 };
-use replication::raft::{replay, RaftIndex, LOG_FILE};
+use replication::raft::{replay, sole_voter, RaftIndex, LOG_FILE};
 use replication::runtime::NodeId;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -44,7 +44,6 @@ pub struct Startup {
 /// Errors: unreadable or corrupt metadata files.
 pub fn recover(config: &BrokerConfig) -> anyhow::Result<Startup> {
     let (data_dir, node_id) = (config.data_dir.as_path(), config.node_id);
-    let sole_voter = config.controller_quorum_voters.len() <= 1;
     let log = data_dir
         .join(crate::quorum::dir::QUORUM_DIR_NAME)
         .join(LOG_FILE);
@@ -52,6 +51,9 @@ pub fn recover(config: &BrokerConfig) -> anyhow::Result<Startup> {
         Ok(bytes) if !bytes.is_empty() => {
             let (recovered, _) = replay(&bytes.into())
                 .map_err(|e| anyhow::anyhow!("reading {}: {e}", log.display()))?;
+            // From the stored configuration, not `controller.quorum.voters`: a voter change
+            // may have added voters since (or this node joined a running quorum).
+            let sole_voter = sole_voter(&recovered, NodeId(node_id));
             let (image, applied) = recover_image(&recovered, sole_voter)
                 .map_err(|e| anyhow::anyhow!("reading {}: {e}", log.display()))?;
             if !image.cluster_id.is_empty() {
@@ -136,6 +138,18 @@ pub(crate) async fn run(shard: &Rc<Shard>, startup: Startup) {
         }
     }
     let named = controller.view.borrow().image().cluster_id.clone();
+    let (dir, node, cluster) = (
+        shard.config.data_dir.clone(),
+        shard.config.node_id,
+        named.clone(),
+    );
+    let written = crate::rt::spawn_blocking(move || {
+        crate::meta_properties::ensure(&dir, node, Some(&cluster))
+    })
+    .await;
+    if let Err(e) = written {
+        tracing::error!(error = %e, "writing meta.properties");
+    }
     let own = startup.image.cluster_id;
     if named == own && !startup.converted.is_empty() {
         let files = startup.converted;

@@ -54,6 +54,33 @@ pub async fn remove_voter(shard: &Rc<Shard>, voter_id: i32) -> Result<(), Contro
     }
 }
 
+/// Adds controller `voter_id`, reached at `endpoint` (`ip:port`), to the quorum's voters
+/// (AddRaftVoter) once it caught up within `timeout`, on the active controller here or over
+/// the network. Errors: as [`remove_voter`], and [`ControllerError::DuplicateVoter`].
+pub async fn add_voter(
+    shard: &Rc<Shard>,
+    voter_id: i32,
+    endpoint: String,
+    timeout: std::time::Duration,
+) -> Result<(), ControllerError> {
+    let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    let request = ControllerRequest::AddVoter {
+        voter_id,
+        endpoint,
+        timeout_ms,
+    };
+    match self::request(shard, request).await? {
+        ControllerReply::VotersChanged => Ok(()),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Every controller address this node knows, by node id (configured, added by a voter change,
+/// learned from a bootstrap server); empty before the controller started.
+pub fn voter_endpoints(shard: &Rc<Shard>) -> std::collections::BTreeMap<i32, std::net::SocketAddr> {
+    controller(shard).map_or_else(|_| Default::default(), |c| c.voters.known())
+}
+
 /// [`call_answer`] for the callers that need only success.
 pub async fn call(shard: &Rc<Shard>, op: ControllerOp) -> Result<(), ControllerError> {
     call_answer(shard, op).await.map(|_| ())
@@ -124,6 +151,10 @@ pub(crate) async fn route(
             });
         }
     }
+    // Any controller says where the controllers are (a joining one asks).
+    if let ControllerRequest::DescribeVoters = request {
+        return Ok(super::voters::describe(&controller.voters));
+    }
     let node = NodeId(shard.config.node_id);
     if controller.is_active(node) {
         return handle_active(shard, controller, request).await;
@@ -176,19 +207,14 @@ async fn forward_once(
                 .ok_or_else(|| not_active(controller))?;
             (host, addr, &shard.inter_broker)
         }
-        // A controller-only node (`process.roles=controller`): its voter address.
+        // A controller-only node (`process.roles=controller`): its voter address (configured,
+        // or recorded when a voter change added it).
         None => {
-            let voter = shard
-                .config
-                .controller_quorum_voters
-                .iter()
-                .find(|v| v.id == active.0)
+            let addr = controller
+                .voters
+                .address(active.0)
                 .ok_or_else(|| not_active(controller))?;
-            (
-                voter.addr.ip().to_string(),
-                voter.addr,
-                &controller.to_voters,
-            )
+            (addr.ip().to_string(), addr, &controller.to_voters)
         }
     };
     let sent = async { Some(forward::send(security, &host, addr, request).await) };

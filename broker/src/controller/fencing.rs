@@ -83,6 +83,15 @@ pub(super) async fn handle_active(
         ControllerRequest::RemoveVoter { voter_id } => {
             super::quorum_state::remove_voter(controller, voter_id).await
         }
+        ControllerRequest::AddVoter {
+            voter_id,
+            endpoint,
+            timeout_ms,
+        } => {
+            let timeout = std::time::Duration::from_millis(timeout_ms);
+            super::quorum_state::add_voter(controller, voter_id, &endpoint, timeout).await
+        }
+        ControllerRequest::DescribeVoters => Ok(super::voters::describe(&controller.voters)),
     }
 }
 

@@ -25,7 +25,9 @@
 //! `lifecycle_sim_tests` runs it under the simulation); [`quorum_state`] DescribeQuorum's view of the quorum; [`state`] shard 0's controller state,
 //! the broker's side of the lifecycle included; [`observer`] a broker-only node's following of
 //! the metadata log (`process.roles=broker`) and the active controller's answers to it;
-//! [`bootstrap`] a new metadata log's first records; [`forward`] the wire of a forwarded request. The metadata publisher, which drives
+//! [`bootstrap`] a new metadata log's first records; [`forward`] the wire of a forwarded request;
+//! [`voters`] where the controllers a voter change added are reached; [`joining`] a controller
+//! joining a running quorum learning where the voters are. The metadata publisher, which drives
 //! the data plane from the applied image, sits above in `crate::publisher`; the runtime starts
 //! all of it (`crate::runtime`).
 
@@ -35,22 +37,25 @@ pub mod bootstrap;
 mod channel;
 mod fencing;
 pub mod forward;
+mod joining;
 mod lifecycle;
 #[cfg(test)]
 mod lifecycle_sim_tests;
 mod observer;
 mod quorum_state;
 pub mod state;
+pub mod voters;
 
 pub use active::{has_other_live_brokers, serving};
 pub(crate) use balance::balance_leaders;
 pub use bootstrap::Startup;
 pub(crate) use channel::route;
 pub use channel::{
-    allocate_producer_id, allocate_producer_id_here, answer_forwarded, call, call_answer,
-    describe_quorum, remove_voter, serve_forwarded,
+    add_voter, allocate_producer_id, allocate_producer_id_here, answer_forwarded, call,
+    call_answer, describe_quorum, remove_voter, serve_forwarded, voter_endpoints,
 };
 pub(crate) use fencing::fence_expired;
+pub(crate) use joining::learn_from_bootstrap;
 pub use lifecycle::controlled_shutdown;
 pub(crate) use lifecycle::run_broker;
 pub(crate) use observer::run as run_observer;

@@ -185,15 +185,19 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
             tracing::warn!(?silent_for, voters = %tuning::config::render_quorum_voters(voters), "observer: no controller has answered this broker's metadata fetches (check that the controllers run, that controller.quorum.voters names their addresses, and the controller listener's TLS)");
         }
         let known = controller.active();
-        let target = known
-            .and_then(|leader| voters.iter().find(|v| v.id == leader.0))
-            .unwrap_or_else(|| loop {
-                turn = turn.wrapping_add(1);
-                let voter = &voters[turn % voters.len()];
-                if voters.len() == 1 || !avoided(avoid, voter.id) {
-                    break voter;
-                }
-            });
+        // The leader where it is known: a configured voter, or one a voter change added.
+        let leading = known.and_then(|leader| {
+            let addr = controller.voters.address(leader.0)?;
+            Some(QuorumVoter { id: leader.0, addr })
+        });
+        let target = leading.unwrap_or_else(|| loop {
+            turn = turn.wrapping_add(1);
+            let voter = &voters[turn % voters.len()];
+            if voters.len() == 1 || !avoided(avoid, voter.id) {
+                break *voter;
+            }
+        });
+        let target = &target;
         let (applied, term) = {
             let view = controller.view.borrow();
             (view.applied_index(), view.leader().1)

@@ -122,6 +122,47 @@ pub(super) async fn remove_voter(
     }
 }
 
+/// Adds controller `voter_id`, reached at `endpoint` (`ip:port` of its controller listener),
+/// to the voters (AddRaftVoter, KIP-853; Kafka's `AddVoterHandler`): first as a learner that
+/// receives the log, then as a voter once it holds every committed entry, within `timeout`;
+/// answered once that committed. Errors: [`ControllerError::NotController`] when this node
+/// does not lead; [`ControllerError::DuplicateVoter`] for a voter;
+/// [`ControllerError::VoterChangeRefused`] for an endpoint that is not `ip:port`;
+/// [`ControllerError::VoterChangeFailed`] when it did not catch up in time (it is removed
+/// again), another change is in progress or the outcome is unknown.
+pub(super) async fn add_voter(
+    controller: &Controller,
+    voter_id: i32,
+    endpoint: &str,
+    timeout: Duration,
+) -> Result<ControllerReply, ControllerError> {
+    let Some(quorum) = controller.voter() else {
+        return Err(not_active(controller));
+    };
+    if endpoint.parse::<std::net::SocketAddr>().is_err() {
+        return Err(ControllerError::VoterChangeRefused {
+            reason: format!(
+                "controller {voter_id}'s endpoint {endpoint} is not ip:port (Sluice's voters \
+                 are reached at IP addresses, as controller.quorum.voters names them)"
+            ),
+        });
+    }
+    let change = VoterChange::Add {
+        node: NodeId(voter_id),
+        endpoint: bytes::Bytes::from(endpoint.to_owned()),
+    };
+    match quorum.change_voters(change, timeout).await {
+        Ok(_) => Ok(ControllerReply::VotersChanged),
+        Err(ProposeError::NotLeader { leader }) => Err(ControllerError::NotController {
+            active: leader.map(|n| n.0),
+        }),
+        Err(ProposeError::AlreadyVoter { .. }) => Err(ControllerError::DuplicateVoter { voter_id }),
+        Err(e) => Err(ControllerError::VoterChangeFailed {
+            reason: e.to_string(),
+        }),
+    }
+}
+
 /// One voter's progress, its monotonic times as wall-clock ms (`now` is `wall` on the
 /// monotonic clock).
 fn replica(v: &VoterProgress, now: MonotonicTime, wall: Duration) -> ReplicaDescription {

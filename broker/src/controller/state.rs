@@ -36,6 +36,8 @@ pub struct Controller {
     pub(super) observers_term: Cell<RaftTerm>,
     /// What the quorum's state machine applied.
     pub(super) view: Rc<RefCell<MetadataView>>,
+    /// Where each controller is reached.
+    pub(super) voters: Rc<super::voters::VoterBook>,
     /// Index of the last entry whose image every shard has installed.
     pub(super) published: Cell<RaftIndex>,
     /// Rung when `published` moves.
@@ -83,9 +85,11 @@ impl Controller {
     pub fn new(
         quorum: Option<QuorumNode>,
         view: Rc<RefCell<MetadataView>>,
+        voters: Rc<super::voters::VoterBook>,
         to_voters: crate::peer::PeerSecurity,
     ) -> Controller {
         Controller {
+            voters,
             lock: Semaphore::new(1),
             quorum,
             to_voters,

@@ -9,7 +9,7 @@
 //! partition 0 is described (anything else is `UNKNOWN_TOPIC_OR_PARTITION` on the partition);
 //! the observers are the broker-only nodes (`process.roles=broker`) that fetched the log from
 //! the active controller. v2 lists each current voter's endpoint as its
-//! `controller.quorum.voters` address under the listener name `CONTROLLER` (a single node
+//! `controller.quorum.voters` address (or the one AddRaftVoter recorded) under the listener name `CONTROLLER` (a single node
 //! without voters configured has none), and no directory ids (Sluice keeps none: zero uuid).
 //! A controller that cannot be reached answers its error on the partition.
 
@@ -24,8 +24,9 @@ use net::kafka_protocol::messages::describe_quorum_response::{
 };
 use net::kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumResponse};
 use replication::metadata::{QuorumDescription, ReplicaDescription};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
-use tuning::config::QuorumVoter;
 
 /// The metadata log's topic (Kafka's `__cluster_metadata`).
 const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -56,7 +57,7 @@ pub async fn handle(
         Ok(quorum) => {
             let mut response = described(&quorum);
             if version >= NODES_MIN_VERSION {
-                response.nodes = nodes(&shard.config.controller_quorum_voters, &quorum);
+                response.nodes = nodes(&crate::controller::voter_endpoints(shard), &quorum);
             }
             response
         }
@@ -129,18 +130,19 @@ fn replica_state(r: &ReplicaDescription) -> ReplicaState {
 }
 
 /// Each voter's endpoint (v2's `nodes`).
-/// The endpoints of the configured voters that are still voters (a removed one is not listed).
-fn nodes(voters: &[QuorumVoter], quorum: &QuorumDescription) -> Vec<Node> {
-    voters
+/// The endpoints of the current voters (`endpoints`: every controller address this node knows:
+/// configured, or added by a voter change; a removed voter is not listed).
+fn nodes(endpoints: &BTreeMap<i32, SocketAddr>, quorum: &QuorumDescription) -> Vec<Node> {
+    endpoints
         .iter()
-        .filter(|v| quorum.voters.iter().any(|r| r.replica_id == v.id))
-        .map(|v| {
+        .filter(|(id, _)| quorum.voters.iter().any(|r| r.replica_id == **id))
+        .map(|(&id, addr)| {
             let mut listener = Listener::default();
             listener.name = str_bytes(CONTROLLER_LISTENER);
-            listener.host = str_bytes(v.addr.ip().to_string());
-            listener.port = v.addr.port();
+            listener.host = str_bytes(addr.ip().to_string());
+            listener.port = addr.port();
             let mut node = Node::default();
-            node.node_id = BrokerId(v.id);
+            node.node_id = BrokerId(id);
             node.listeners.push(listener);
             node
         })
@@ -223,18 +225,12 @@ mod tests {
             ),
             (BrokerId(1), 40, 7, -1)
         );
-        // Configured voter 3 was removed: it is not listed.
-        let voters = [
-            QuorumVoter {
-                id: 1,
-                addr: "127.0.0.1:9093".parse().expect("an address"),
-            },
-            QuorumVoter {
-                id: 3,
-                addr: "127.0.0.1:9095".parse().expect("an address"),
-            },
-        ];
-        let listed = nodes(&voters, &quorum);
+        // Controller 3 was removed: it is not listed.
+        let endpoints = BTreeMap::from([
+            (1, "127.0.0.1:9093".parse().expect("an address")),
+            (3, "127.0.0.1:9095".parse().expect("an address")),
+        ]);
+        let listed = nodes(&endpoints, &quorum);
         assert_eq!(listed.len(), 1);
         let n = &listed[0];
         assert_eq!(n.node_id, BrokerId(1));

@@ -5,6 +5,7 @@
 mod acl_wire;
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
+mod add_raft_voter;
 mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
@@ -229,6 +230,7 @@ registry! {
         describe_quorum::handle(shard, call.session, &req, call.version).await
     },
     UnregisterBroker 0..=0 => |shard, req, call| unregister_broker::handle(shard, call.session, &req).await,
+    AddRaftVoter 0..=0 => |shard, req, call| add_raft_voter::handle(shard, call.session, &req).await,
     RemoveRaftVoter 0..=0 => |shard, req, call| remove_raft_voter::handle(shard, call.session, &req).await,
     UpdateFeatures 0..=2 => |shard, req, call| {
         update_features::handle(shard, call.session, req, call.version).await

@@ -159,6 +159,7 @@ fn alter_refusal(e: &ControllerError) -> AlterRefusal {
         | ControllerError::NotCommitted { .. }
         | ControllerError::Unavailable
         | ControllerError::VoterNotFound { .. }
+        | ControllerError::DuplicateVoter { .. }
         | ControllerError::VoterChangeFailed { .. }
         | ControllerError::StaleBrokerEpoch { .. }
         | ControllerError::UnknownBroker { .. }

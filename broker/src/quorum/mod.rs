@@ -46,10 +46,15 @@ pub enum QuorumStartError {
 }
 
 /// The quorum's configuration for this node: `node.id` among `controller.quorum.voters`
-/// (this node alone when none are configured), the tick and the election timeout in ticks.
+/// (this node alone when none are configured, none when it joins a running quorum through
+/// `controller.quorum.bootstrap.servers`), the tick and the election timeout in ticks.
 fn quorum_config(config: &BrokerConfig) -> QuorumConfig {
     let this = NodeId(config.node_id);
-    let voters = if config.controller_quorum_voters.is_empty() {
+    let voters = if config.joins_quorum() {
+        // A controller joining a running quorum starts with no voters (KIP-853): it waits
+        // until AddRaftVoter adds it, and catches up from the leader's snapshot.
+        Vec::new()
+    } else if config.controller_quorum_voters.is_empty() {
         vec![this]
     } else {
         let voters = &config.controller_quorum_voters;
@@ -73,7 +78,8 @@ pub const METADATA_ENTRY_BYTES_MAX: usize = 16 << 20;
 /// Reads `node.id`, `controller.quorum.voters` (none: a one-voter quorum of this node, with
 /// no listener), `controller.quorum.election.timeout.ms` and `log.dirs` (the state lives in
 /// `<log.dirs>/__cluster_metadata-0/`). The transport serves `voter_listener`, bound on this
-/// node's voter address before the executors started, secured by `security`
+/// node's voter address before the executors started, reaches nodes beyond the configured
+/// voters where `resolve` knows them, is secured by `security`
 /// (`controller.listener.names`); `forwarded` answers brokers' requests arriving on that
 /// listener (see [`transport`]).
 ///
@@ -84,6 +90,7 @@ pub async fn start<M: StateMachine + 'static>(
     config: &BrokerConfig,
     state_machine: M,
     voter_listener: Option<(crate::listener::Handoff, SocketAddr)>,
+    resolve: transport::PeerResolver,
     security: transport::VoterSecurity,
     forwarded: Option<transport::ForwardedRequests>,
 ) -> Result<QuorumNode, QuorumStartError> {
@@ -99,7 +106,7 @@ pub async fn start<M: StateMachine + 'static>(
         .filter(|v| NodeId(v.id) != this)
         .map(|v| (NodeId(v.id), v.addr))
         .collect();
-    let transport = TcpTransport::start(this, voter_listener, &peers, security, forwarded);
+    let transport = TcpTransport::start(this, voter_listener, &peers, resolve, security, forwarded);
     tracing::info!(
         node = this.0,
         voters = quorum.voters.len(),

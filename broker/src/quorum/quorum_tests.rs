@@ -94,9 +94,16 @@ impl Voter {
                 let recorder = Recorder {
                     applied: applied_tx,
                 };
-                let node = super::start(&config, recorder, listen, VoterSecurity::default(), None)
-                    .await
-                    .expect("quorum starts");
+                let node = super::start(
+                    &config,
+                    recorder,
+                    listen,
+                    Rc::new(|_| None),
+                    VoterSecurity::default(),
+                    None,
+                )
+                .await
+                .expect("quorum starts");
                 loop {
                     match inbox.try_recv() {
                         Ok(Command::Propose(entry, reply)) => {
@@ -415,14 +422,18 @@ fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
             NodeId(1),
             Some((h1, one)),
             &BTreeMap::from([(NodeId(2), two)]),
+            Rc::new(|_| None),
             VoterSecurity::default(),
             Some(echo),
         );
         assert_eq!(t1.local_addr(), Some(one));
+        // Voter 1 is not among t2's configured peers: t2 finds it through its resolver, as a
+        // controller that a voter change added.
         let t2 = TcpTransport::start(
             NodeId(2),
             Some((h2, two)),
-            &BTreeMap::from([(NodeId(1), one)]),
+            &BTreeMap::new(),
+            Rc::new(move |node: NodeId| (node == NodeId(1)).then_some(one)),
             VoterSecurity::default(),
             None,
         );
@@ -468,8 +479,8 @@ fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
                 h
             }),
             (
-                "a hello naming no voter",
-                wire::encode_hello(NodeId(9)).to_vec(),
+                "a hello naming a negative node id",
+                wire::encode_hello(NodeId(-3)).to_vec(),
             ),
             (
                 "a hello naming the node itself",
@@ -506,6 +517,16 @@ fn strangers_and_malformed_frames_are_closed_and_voters_still_heard() {
             closed_by_peer(&mut older).await,
             "the older connection is closed"
         );
+
+        // A node outside the configured voters (one a voter change added) is heard too.
+        let mut added = wire::encode_hello(NodeId(9)).to_vec();
+        added.extend_from_slice(&wire::encode_frame_length(3).expect("length"));
+        added.extend_from_slice(b"new");
+        let mut newcomer = connect().await.expect("connect");
+        newcomer.write_all(&added).await.expect("write");
+        newcomer.flush().await.expect("flush");
+        let (from, frame) = t1.recv().await;
+        assert_eq!((from, &frame[..]), (NodeId(9), &b"new"[..]));
 
         // Between two transports, both ways (t2's writer connects to t1 as voter 2: that
         // connection replaces `stream` in turn).

@@ -1,5 +1,6 @@
 //! [`TcpTransport`]: the controller quorum's [`Transport`] over TCP on the shard runtime (`crate::rt`) — opaque
-//! frames between the voters of `controller.quorum.voters` (the raft codec inside them is
+//! frames between the voters of `controller.quorum.voters` and the controllers a voter change
+//! added (KIP-853; their addresses from a [`PeerResolver`]; the raft codec inside the frames is
 //! checked by the `QuorumNode`, not here).
 //!
 //! Tasks, all on the shard that binds the transport and all cancelled when it is dropped:
@@ -7,10 +8,12 @@
 //!   [`INBOUND_CONNECTIONS_MAX`] connections at a time (at most [`FORWARDED_CONNECTIONS_MAX`]
 //!   of them forwarding requests, the rest kept for the voters); each is read by its own task: the hello
 //!   ([`super::wire`]) within [`HELLO_TIMEOUT`], then frames into the inbound queue. A hello
-//!   not naming another configured voter, a malformed frame or a read error closes that
-//!   connection only. A voter's newest connection replaces its older one (closed), so a
+//!   naming this node itself or a negative id, a malformed frame or a read error closes that
+//!   connection only; a hello naming any other node is accepted (a lagging node must hear a
+//!   member added after what it applied), so the listener's security decides who connects. A voter's newest connection replaces its older one (closed), so a
 //!   peer that reconnects after a partition leaves no half-open connection behind;
-//! - one writer per other voter, draining that voter's outbound queue into one connection,
+//! - one writer per peer (each configured voter from the start, another at its first frame),
+//!   draining that voter's outbound queue into one connection,
 //!   opened lazily (when a frame is waiting) with the hello naming this node, and reopened
 //!   after a failure (or a flush taking longer than [`WRITE_TIMEOUT`]: a peer gone without a
 //!   reset) with a backoff doubling from [`RECONNECT_BACKOFF_MIN`] to
@@ -199,11 +202,21 @@ impl Tasks {
     }
 }
 
+/// Where a node that is not among the configured voters is reached (a controller a voter
+/// change added, KIP-853): its address from the metadata image, or from a voter asked at
+/// start (`controller.quorum.bootstrap.servers`). `None`: not known (yet).
+pub type PeerResolver = Rc<dyn Fn(NodeId) -> Option<SocketAddr>>;
+
 /// The controller quorum's transport over TCP (see the module documentation). Owned by one
 /// shard; dropping it closes its listener and every connection.
 pub struct TcpTransport {
-    /// Outbound queues by voter (this node excluded).
-    peers: BTreeMap<NodeId, FrameQueue>,
+    this: NodeId,
+    /// Outbound queues by peer (this node excluded): the configured voters from the start,
+    /// others added at their first frame once `resolve` knows their address. Bounded by the
+    /// nodes ever in the quorum.
+    peers: RefCell<BTreeMap<NodeId, FrameQueue>>,
+    resolve: PeerResolver,
+    client: PeerSecurity,
     inbox: FrameQueue,
     local_addr: Option<SocketAddr>,
     tasks: Rc<RefCell<Tasks>>,
@@ -213,12 +226,15 @@ impl TcpTransport {
     /// Starts the transport of voter `this` on the current shard executor: serves the
     /// connections of `listen` (this node's voter listener, bound before the executors started,
     /// see `crate::listener`, with its address; `None`: no listener, for a quorum of this node
-    /// alone) and sends to `peers`, the other voters by node id with their addresses; only
-    /// their hellos are accepted.
+    /// alone) and sends to `peers`, the configured voters by node id with their addresses, and
+    /// to any other node `resolve` knows. A hello naming any other node is accepted (a voter
+    /// change may add members a lagging node has not heard of yet): the listener's security
+    /// decides who connects.
     pub fn start(
         this: NodeId,
         listen: Option<(Handoff, SocketAddr)>,
         peers: &BTreeMap<NodeId, SocketAddr>,
+        resolve: PeerResolver,
         security: VoterSecurity,
         forwarded: Option<ForwardedRequests>,
     ) -> TcpTransport {
@@ -231,11 +247,10 @@ impl TcpTransport {
         let mut local_addr = None;
         if let Some((handoff, addr)) = listen {
             local_addr = Some(addr);
-            let voters: Rc<BTreeSet<NodeId>> = Rc::new(peers.keys().copied().collect());
             let accept = accept_loop(
                 handoff.incoming(),
                 security.server.clone(),
-                voters,
+                this,
                 inbox.clone(),
                 Rc::downgrade(&tasks),
                 forwarded,
@@ -243,20 +258,29 @@ impl TcpTransport {
             let handle = crate::rt::spawn_local(accept).detach();
             tasks.borrow_mut().fixed.push(handle);
         }
-        let mut queues = BTreeMap::new();
-        for (&to, &addr) in peers {
-            let queue = FrameQueue::new(OUTBOUND_FRAMES_MAX, OUTBOUND_BYTES_MAX);
-            let writer = write_loop(this, to, addr, queue.clone(), security.client.clone());
-            let handle = crate::rt::spawn_local(writer).detach();
-            tasks.borrow_mut().fixed.push(handle);
-            queues.insert(to, queue);
-        }
-        TcpTransport {
-            peers: queues,
+        let transport = TcpTransport {
+            this,
+            peers: RefCell::new(BTreeMap::new()),
+            resolve,
+            client: security.client.clone(),
             inbox,
             local_addr,
             tasks,
+        };
+        for (&to, &addr) in peers {
+            transport.add_peer(to, addr);
         }
+        transport
+    }
+
+    /// Starts the writer towards `to` at `addr`; returns its queue.
+    fn add_peer(&self, to: NodeId, addr: SocketAddr) -> FrameQueue {
+        let queue = FrameQueue::new(OUTBOUND_FRAMES_MAX, OUTBOUND_BYTES_MAX);
+        let writer = write_loop(self.this, to, addr, queue.clone(), self.client.clone());
+        let handle = crate::rt::spawn_local(writer).detach();
+        self.tasks.borrow_mut().fixed.push(handle);
+        self.peers.borrow_mut().insert(to, queue.clone());
+        queue
     }
 
     /// The address the listener is bound to (`None` without a listener).
@@ -277,17 +301,22 @@ impl Drop for TcpTransport {
 impl Transport for TcpTransport {
     type Message = Bytes;
 
-    /// Queues `frame` for voter `to`. Errors: [`TransportError::Unreachable`] for a node that
-    /// is not another voter, or a frame outside 1..=[`FRAME_BYTES_MAX`] bytes (it could never
-    /// be delivered); [`TransportError::QueueFull`] when `to`'s queue holds
+    /// Queues `frame` for peer `to`. Errors: [`TransportError::Unreachable`] for this node, a
+    /// node whose address is not known, or a frame outside 1..=[`FRAME_BYTES_MAX`] bytes (it
+    /// could never be delivered); [`TransportError::QueueFull`] when `to`'s queue holds
     /// [`OUTBOUND_FRAMES_MAX`] frames or [`OUTBOUND_BYTES_MAX`] bytes.
     fn send(&self, to: NodeId, frame: Bytes) -> Result<(), TransportError> {
-        let Some(queue) = self.peers.get(&to) else {
-            return Err(TransportError::Unreachable { to });
-        };
-        if frame.is_empty() || frame.len() > FRAME_BYTES_MAX {
+        if frame.is_empty() || frame.len() > FRAME_BYTES_MAX || to == self.this {
             return Err(TransportError::Unreachable { to });
         }
+        let known = self.peers.borrow().get(&to).cloned();
+        let queue = match known {
+            Some(queue) => queue,
+            None => match (self.resolve)(to) {
+                Some(addr) => self.add_peer(to, addr),
+                None => return Err(TransportError::Unreachable { to }),
+            },
+        };
         queue
             .push(to, frame)
             .map_err(|_| TransportError::QueueFull { to })
@@ -303,7 +332,7 @@ impl Transport for TcpTransport {
 async fn accept_loop(
     mut listener: Incoming,
     tls: Option<ListenerTls>,
-    voters: Rc<BTreeSet<NodeId>>,
+    this: NodeId,
     inbox: FrameQueue,
     tasks: std::rc::Weak<RefCell<Tasks>>,
     forwarded: Option<ForwardedRequests>,
@@ -327,7 +356,7 @@ async fn accept_loop(
         }
         let number = registry.next_reader;
         registry.next_reader += 1;
-        let (voters, inbox, weak) = (voters.clone(), inbox.clone(), Rc::downgrade(&tasks));
+        let (inbox, weak) = (inbox.clone(), Rc::downgrade(&tasks));
         let (tls, forwarded) = (tls.clone(), forwarded.clone());
         let handle = crate::rt::spawn_local(async move {
             let peer = stream.peer_addr().ok();
@@ -346,11 +375,11 @@ async fn accept_loop(
                 principal: None,
             };
             let read = match tls {
-                None => read_connection(stream, &voters, &inbox, on_hello, admit, forwarder).await,
+                None => read_connection(stream, this, &inbox, on_hello, admit, forwarder).await,
                 Some(tls) => match tls.accept(stream).await {
                     Ok((stream, principal)) => {
                         forwarder.principal = principal;
-                        read_connection(stream, &voters, &inbox, on_hello, admit, forwarder).await
+                        read_connection(stream, this, &inbox, on_hello, admit, forwarder).await
                     }
                     Err(e) => Err(InboundError::Tls(e)),
                 },
@@ -362,11 +391,11 @@ async fn accept_loop(
                     "controller quorum: TLS refused on an inbound connection (a voter with an \
                      untrusted certificate?); closed"
                 ),
-                Err(InboundError::NotAVoter(node)) => tracing::warn!(
+                Err(InboundError::NotAPeer(node)) => tracing::warn!(
                     ?peer,
                     node = node.0,
-                    "controller quorum: a node that is not in controller.quorum.voters connected \
-                     (every node needs the same voter list); closed"
+                    "controller quorum: a hello naming this node itself or a negative node id \
+                     (two nodes with one node.id?); closed"
                 ),
                 Err(e) => {
                     tracing::debug!(?peer, error = %e, "controller quorum: closed an inbound connection")
@@ -389,8 +418,8 @@ enum InboundError {
     Wire(#[from] wire::WireError),
     #[error("no hello within {HELLO_TIMEOUT:?}")]
     HelloTimeout,
-    #[error("node {0:?} is not another voter")]
-    NotAVoter(NodeId),
+    #[error("node {0:?} cannot be a peer (this node, or a negative id)")]
+    NotAPeer(NodeId),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsAcceptError),
     #[error("a forwarded request of {frame_bytes} bytes, outside 1..={max}")]
@@ -408,7 +437,7 @@ enum InboundError {
 /// requests when `admit` gives their handler (none: no handler, or no room).
 async fn read_connection<'a, S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
-    voters: &BTreeSet<NodeId>,
+    this: NodeId,
     inbox: &FrameQueue,
     on_hello: impl FnOnce(NodeId),
     admit: impl FnOnce() -> Option<&'a ForwardedRequests>,
@@ -443,8 +472,8 @@ async fn read_connection<'a, S: AsyncRead + AsyncWrite + Unpin>(
     rest.ok_or(InboundError::HelloTimeout)?
         .map_err(wire::WireError::Io)?;
     let sender = wire::decode_hello(&hello)?;
-    if !voters.contains(&sender) {
-        return Err(InboundError::NotAVoter(sender));
+    if sender == this || sender.0 < 0 {
+        return Err(InboundError::NotAPeer(sender));
     }
     on_hello(sender);
     while let Some(frame) = wire::read_frame(&mut reader).await? {

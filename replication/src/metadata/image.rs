@@ -25,7 +25,9 @@ use super::record::{
     RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
     UnregisterBrokerRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
-use super::record::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
+use super::record::{
+    RemoveUserScramCredentialRecord, UserScramCredentialRecord, VoterEndpointRecord,
+};
 use super::scram::{ScramCredential, ScramCredentials, ScramMechanism};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -144,6 +146,9 @@ pub struct MetadataImage {
     pub client_quotas: ClientQuotas,
     /// SCRAM credentials by user and mechanism (invariant 6).
     pub scram_credentials: ScramCredentials,
+    /// The controller listener (`host:port`) of each voter (or learner being added) that a
+    /// voter change added, by node id (KIP-853; `VoterEndpointRecord`).
+    pub voter_endpoints: BTreeMap<i32, String>,
 }
 
 /// A record that does not fit the image it is applied to. The proposer never produces one,
@@ -247,6 +252,13 @@ impl MetadataImage {
             }
             MetadataRecord::UserScramCredential(r) => self.apply_scram_credential(r),
             MetadataRecord::RemoveUserScramCredential(r) => self.apply_remove_scram_credential(r),
+            MetadataRecord::VoterEndpoint(VoterEndpointRecord { node_id, endpoint }) => {
+                match endpoint {
+                    Some(endpoint) => self.voter_endpoints.insert(*node_id, endpoint.clone()),
+                    None => self.voter_endpoints.remove(node_id),
+                };
+                Ok(())
+            }
             MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id }) => self
                 .acls
                 .remove(id)
@@ -649,6 +661,12 @@ impl MetadataImage {
             MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
                 id: *id,
                 binding: binding.clone(),
+            })
+        }));
+        records.extend(self.voter_endpoints.iter().map(|(node_id, endpoint)| {
+            MetadataRecord::VoterEndpoint(VoterEndpointRecord {
+                node_id: *node_id,
+                endpoint: Some(endpoint.clone()),
             })
         }));
         records

@@ -61,7 +61,7 @@ pub use record::{
     PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
     RemoveAccessControlEntryRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord,
     TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, UserScramCredentialRecord,
-    CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+    VoterEndpointRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
 pub use request::{
     ControllerReply, ControllerRequest, FetchedEntry, FetchedMetadata, MetadataFetch,

@@ -530,6 +530,9 @@ pub enum ControllerError {
     /// The controller could not be reached or stopped.
     #[error("controller unavailable")]
     Unavailable,
+    /// AddRaftVoter names a voter (Kafka's `DUPLICATE_VOTER`).
+    #[error("node {voter_id} is a voter already")]
+    DuplicateVoter { voter_id: i32 },
     /// A voter change names a node that is not a voter, or the last one (Kafka's
     /// `VOTER_NOT_FOUND`).
     #[error("{reason}")]

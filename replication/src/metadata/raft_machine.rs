@@ -15,9 +15,12 @@
 //! change.
 
 use super::image::{ApplyError, MetadataImage};
-use super::record::MetadataRecord;
+use super::record::{MetadataRecord, VoterEndpointRecord};
 use super::request::{FetchedEntry, FetchedMetadata};
-use crate::raft::{RaftIndex, RaftTerm, Recovered, StateMachine};
+use crate::raft::{
+    configuration_entry, AppliedVoterChange, ChangeKind, RaftIndex, RaftTerm, Recovered,
+    StateMachine,
+};
 use crate::runtime::NodeId;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -353,6 +356,21 @@ pub fn apply_entry(image: &MetadataImage, entry: &[u8]) -> Result<MetadataImage,
     Ok(next)
 }
 
+/// The record a voter change leaves in the image: the added node's endpoint (`endpoint`, UTF-8
+/// `ip:port`; one that is not UTF-8 is recorded as none), or the removed node's removal.
+fn voter_endpoint_record(node: NodeId, kind: ChangeKind, endpoint: &[u8]) -> MetadataRecord {
+    let endpoint = match kind {
+        ChangeKind::Remove => None,
+        ChangeKind::AddLearner | ChangeKind::AddVoter => {
+            std::str::from_utf8(endpoint).ok().map(str::to_string)
+        }
+    };
+    MetadataRecord::VoterEndpoint(VoterEndpointRecord {
+        node_id: node.0,
+        endpoint,
+    })
+}
+
 /// The image a recovered Raft log holds once its committed entries are applied, and the index
 /// of the last non-empty one (what [`MetadataView::applied_index`] reaches): what the state machine reaches after a restart, computed without
 /// running the quorum (the broker opens its partitions from it before it starts).
@@ -380,9 +398,16 @@ pub fn recover_image(
     };
     let mut applied = snapshot_index;
     for entry in recovered.entries.iter().filter(|e| e.index <= commit) {
+        // A voter change: its endpoint record, as the state machine applies it.
+        let data = match configuration_entry(entry) {
+            Some((node, kind, endpoint)) => {
+                encode_entry(&[voter_endpoint_record(node, kind, &endpoint)])?
+            }
+            None => entry.data.clone(),
+        };
         // Raft's own empty entries never reach the state machine (nor its applied index).
-        if !entry.data.is_empty() {
-            if let Ok(next) = apply_entry(&image, &entry.data) {
+        if !data.is_empty() {
+            if let Ok(next) = apply_entry(&image, &data) {
                 image = next;
             }
             applied = entry.index;
@@ -412,6 +437,18 @@ impl StateMachine for MetadataStateMachine {
             view.outcomes.push_back((index, outcome));
         }
         self.ring();
+    }
+
+    /// Records the added voter's endpoint (the entry's context: `host:port`), or the removed
+    /// one's removal, as a [`VoterEndpointRecord`] applied at the configuration entry's index,
+    /// like an entry of the log: the image, the tail observers fetch and snapshots carry it.
+    /// An endpoint that is not UTF-8 is recorded as nothing (the proposer writes UTF-8).
+    fn voters_changed(&mut self, index: RaftIndex, change: &AppliedVoterChange) {
+        let record = voter_endpoint_record(change.node, change.kind, &change.endpoint);
+        // One small record always encodes.
+        if let Ok(entry) = encode_entry(&[record]) {
+            self.apply(index, &entry);
+        }
     }
 
     fn snapshot(&self) -> Bytes {

@@ -58,6 +58,20 @@ pub enum MetadataRecord {
     UserScramCredential(UserScramCredentialRecord),
     /// [`RemoveUserScramCredentialRecord`].
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+    /// [`VoterEndpointRecord`].
+    VoterEndpoint(VoterEndpointRecord),
+}
+
+/// Where a controller added to the quorum by a voter change (KIP-853's AddRaftVoter) is
+/// reached, or its removal (`endpoint` `None`): Kafka's `VotersRecord`, one voter at a time.
+/// The metadata state machine writes it at the index of the configuration entry, so that
+/// snapshots, observers and restarted nodes know every added voter's address (the voters of
+/// `controller.quorum.voters` are known from each node's configuration).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VoterEndpointRecord {
+    pub node_id: i32,
+    /// `host:port` of its controller listener; `None`: it left the quorum.
+    pub endpoint: Option<String>,
 }
 
 /// A user's SCRAM credential for one mechanism, new or replacing the previous one (KRaft

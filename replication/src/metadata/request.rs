@@ -32,6 +32,16 @@ pub enum ControllerRequest {
     /// Removes controller `voter_id` from the quorum's voters (KIP-853's RemoveRaftVoter),
     /// answered once the change committed.
     RemoveVoter { voter_id: i32 },
+    /// Where the controllers are: asked by a controller joining a running quorum of a
+    /// `controller.quorum.bootstrap.servers` controller (any controller answers).
+    DescribeVoters,
+    /// Adds controller `voter_id`, reached at `endpoint` (`ip:port`), to the quorum's voters
+    /// (KIP-853's AddRaftVoter) once it caught up, within `timeout_ms`.
+    AddVoter {
+        voter_id: i32,
+        endpoint: String,
+        timeout_ms: u64,
+    },
 }
 
 /// What the active controller answers a [`ControllerRequest`].
@@ -57,6 +67,12 @@ pub enum ControllerReply {
     Metadata(MetadataFetch),
     /// A voter change committed.
     VotersChanged,
+    /// The controllers' addresses ([`ControllerRequest::DescribeVoters`]): node id and
+    /// `ip:port`; and the cluster id the answering node's metadata names (empty: not yet).
+    Voters {
+        cluster_id: String,
+        voters: Vec<(i32, String)>,
+    },
 }
 
 /// The committed metadata an observer fetched, and the leader that served it.

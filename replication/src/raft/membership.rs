@@ -11,7 +11,6 @@
 //! that every member (and the state machine's snapshot) learns where to reach it.
 
 use super::codec;
-use super::node::ProposeError;
 use crate::runtime::NodeId;
 use bytes::Bytes;
 use protobuf::Message as _;
@@ -76,22 +75,32 @@ pub(super) enum FirstStep {
     Remove,
 }
 
-/// What `change` must do first under `conf`. Errors: [`ProposeError::AlreadyVoter`],
-/// [`ProposeError::NotAMember`], [`ProposeError::LastVoter`].
-pub(super) fn plan(change: &VoterChange, conf: &ConfState) -> Result<FirstStep, ProposeError> {
+/// Why a requested change cannot be made under the configuration in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// An add of a voter.
+    AlreadyVoter(NodeId),
+    /// A removal of a node that is neither voter nor learner (or a node without a raft id).
+    NotAMember(NodeId),
+    /// A removal of the last voter.
+    LastVoter(NodeId),
+}
+
+/// What `change` must do first under `conf`. Errors: the [`Refusal`].
+pub(super) fn plan(change: &VoterChange, conf: &ConfState) -> Result<FirstStep, Refusal> {
     let node = change.node();
-    let id = codec::raft_id(node).ok_or(ProposeError::NotAMember { node })?;
+    let id = codec::raft_id(node).ok_or(Refusal::NotAMember(node))?;
     let voter = conf.voters.contains(&id);
     let learner = conf.learners.contains(&id);
     match change {
-        VoterChange::Add { .. } if voter => Err(ProposeError::AlreadyVoter { node }),
+        VoterChange::Add { .. } if voter => Err(Refusal::AlreadyVoter(node)),
         VoterChange::Add { .. } if learner => Ok(FirstStep::CatchUp),
         VoterChange::Add { .. } => Ok(FirstStep::AddLearner),
         VoterChange::Remove { .. } if voter && conf.voters.len() == 1 => {
-            Err(ProposeError::LastVoter { node })
+            Err(Refusal::LastVoter(node))
         }
         VoterChange::Remove { .. } if voter || learner => Ok(FirstStep::Remove),
-        VoterChange::Remove { .. } => Err(ProposeError::NotAMember { node }),
+        VoterChange::Remove { .. } => Err(Refusal::NotAMember(node)),
     }
 }
 
@@ -130,6 +139,30 @@ pub(super) fn decode(entry: &Entry) -> Option<(ConfChangeV2, NodeId, ChangeKind)
         ConfChangeType::RemoveNode => ChangeKind::Remove,
     };
     Some((cc, node, kind))
+}
+
+/// The voter change a committed entry of a recovered log holds: its node, what it does, and
+/// the added node's endpoint (empty for a removal); `None` for any other entry.
+pub fn configuration_entry(entry: &Entry) -> Option<(NodeId, ChangeKind, Bytes)> {
+    let (_, node, kind) = decode(entry)?;
+    let endpoint = match kind {
+        ChangeKind::Remove => Bytes::new(),
+        ChangeKind::AddLearner | ChangeKind::AddVoter => entry.context.clone(),
+    };
+    Some((node, kind, endpoint))
+}
+
+/// Whether `node` is the only voter of a recovered store, for good: its stored configuration
+/// has it alone, and no configuration entry follows the snapshot (one could have added a
+/// voter). Then every entry it persisted is committed.
+pub fn sole_voter(recovered: &super::Recovered, node: NodeId) -> bool {
+    let conf = &recovered.conf_state;
+    conf.learners.is_empty()
+        && codec::raft_id(node).is_some_and(|id| conf.voters == [id])
+        && recovered
+            .entries
+            .iter()
+            .all(|e| e.get_entry_type() == EntryType::EntryNormal)
 }
 
 /// Node ids of raft ids, sorted.
@@ -172,24 +205,15 @@ mod tests {
         let c = conf(&[1, 2, 3], &[4]);
         assert_eq!(plan(&add(5), &c), Ok(FirstStep::AddLearner));
         assert_eq!(plan(&add(4), &c), Ok(FirstStep::CatchUp));
-        assert_eq!(
-            plan(&add(2), &c),
-            Err(ProposeError::AlreadyVoter { node: NodeId(2) })
-        );
+        assert_eq!(plan(&add(2), &c), Err(Refusal::AlreadyVoter(NodeId(2))));
         assert_eq!(plan(&remove(2), &c), Ok(FirstStep::Remove));
         assert_eq!(plan(&remove(4), &c), Ok(FirstStep::Remove));
-        assert_eq!(
-            plan(&remove(9), &c),
-            Err(ProposeError::NotAMember { node: NodeId(9) })
-        );
+        assert_eq!(plan(&remove(9), &c), Err(Refusal::NotAMember(NodeId(9))));
         assert_eq!(
             plan(&remove(1), &conf(&[1], &[])),
-            Err(ProposeError::LastVoter { node: NodeId(1) })
+            Err(Refusal::LastVoter(NodeId(1)))
         );
-        assert_eq!(
-            plan(&add(-1), &c),
-            Err(ProposeError::NotAMember { node: NodeId(-1) })
-        );
+        assert_eq!(plan(&add(-1), &c), Err(Refusal::NotAMember(NodeId(-1))));
     }
 
     #[test]

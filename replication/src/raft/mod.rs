@@ -28,7 +28,9 @@ mod storage;
 mod types;
 
 pub use file_storage::{replay, DurableDir, FileRaftStorage, LOG_FILE, RECORD_BYTES_MAX};
-pub use membership::{AppliedVoterChange, ChangeKind, VoterChange};
+pub use membership::{
+    configuration_entry, sole_voter, AppliedVoterChange, ChangeKind, VoterChange,
+};
 pub use node::{
     Committed, Proposal, ProposeError, QuorumConfig, QuorumNode, QuorumStatus, Role, StartError,
     StopReason, VoterProgress, APPENDS_IN_FLIGHT_MAX, APPEND_BYTES_MAX, MESSAGES_PER_TURN_MAX,

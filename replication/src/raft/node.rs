@@ -45,7 +45,7 @@
 //! the codec keeps out every other sender and every corrupted frame.
 
 use super::codec;
-use super::membership::{self, AppliedVoterChange, ChangeKind, FirstStep, VoterChange};
+use super::membership::{self, AppliedVoterChange, ChangeKind, FirstStep, Refusal, VoterChange};
 use super::storage::{
     check_recovered, LogCache, Persist, RaftStorage, RaftStorageError, Recovered,
 };
@@ -232,6 +232,16 @@ pub enum ProposeError {
     /// timeout; it was removed again.
     #[error("node {node:?} did not catch up with the leader in time")]
     NotCaughtUp { node: NodeId },
+}
+
+impl From<Refusal> for ProposeError {
+    fn from(refusal: Refusal) -> ProposeError {
+        match refusal {
+            Refusal::AlreadyVoter(node) => ProposeError::AlreadyVoter { node },
+            Refusal::NotAMember(node) => ProposeError::NotAMember { node },
+            Refusal::LastVoter(node) => ProposeError::LastVoter { node },
+        }
+    }
 }
 
 /// Where a proposal committed.
@@ -1106,8 +1116,8 @@ where
             }
             let first = match membership::plan(&change, &raft.prs().conf().to_conf_state()) {
                 Ok(first) => first,
-                Err(e) => {
-                    completer.complete(Err(e));
+                Err(refusal) => {
+                    completer.complete(Err(refusal.into()));
                     return;
                 }
             };

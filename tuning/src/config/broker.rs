@@ -6,7 +6,9 @@
 use super::cores::available_cores;
 use super::error::{invalid, ConfigError};
 use super::file::flatten_toml;
-use super::listener::{default_protocol_map, HostPort, ListenerEndpoint, SecurityProtocol};
+use super::listener::{
+    default_protocol_map, parse_listen_addr, HostPort, ListenerEndpoint, SecurityProtocol,
+};
 use super::shard::{
     parse_shard_sections, ShardOverride, ShardSettings, IO_MEMORY_BYTES_DEFAULT,
     TASK_QUEUE_SHARES_DEFAULT,
@@ -174,6 +176,11 @@ pub struct BrokerConfig {
     /// is a one-voter quorum of itself and listens for no voter. When set, `node.id` must be
     /// one of them ([`BrokerConfig::check_quorum`]).
     pub controller_quorum_voters: Vec<QuorumVoter>,
+    /// `controller.quorum.bootstrap.servers` (KIP-853): controllers (`host:port` of their
+    /// controller listener) that a controller joining a running quorum asks where the voters
+    /// are. Sluice takes it only on a controller-only node without `controller.quorum.voters`
+    /// (it starts with no voters and waits for AddRaftVoter); default empty.
+    pub controller_quorum_bootstrap_servers: Vec<SocketAddr>,
     /// `controller.quorum.election.timeout.ms`: how long a voter hears nothing from a leader
     /// before it campaigns, ms (raft-rs randomises it within [1×, 2×)). Default 1000
     /// (Kafka's); at least 300, 3 quorum ticks ([`BrokerConfig::QUORUM_TICK_MS`]), above
@@ -289,6 +296,7 @@ impl Default for BrokerConfig {
             replica_alter_log_dirs_io_max_bytes_per_second: i64::MAX.unsigned_abs(),
             process_roles: ProcessRoles::COMBINED,
             controller_quorum_voters: Vec::new(),
+            controller_quorum_bootstrap_servers: Vec::new(),
             controller_quorum_election_timeout_ms: 1000,
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
@@ -430,6 +438,34 @@ impl BrokerConfig {
     pub fn inter_broker_protocol(&self) -> SecurityProtocol {
         self.listener_protocol(&self.inter_broker_listener_name())
             .unwrap_or(SecurityProtocol::Plaintext)
+    }
+
+    /// Whether this node joins a running quorum (KIP-853): a controller with
+    /// `controller.quorum.bootstrap.servers` and no `controller.quorum.voters`. It starts with
+    /// no voters and becomes one when AddRaftVoter adds it.
+    pub fn joins_quorum(&self) -> bool {
+        self.process_roles.controller
+            && self.controller_quorum_voters.is_empty()
+            && !self.controller_quorum_bootstrap_servers.is_empty()
+    }
+
+    /// Where this node's voter listener binds: its entry of `controller.quorum.voters`, else
+    /// (a controller-only node joining a running quorum) the listener of `listeners` that
+    /// `controller.listener.names` names first. `None`: neither.
+    pub fn voter_address(&self) -> Option<SocketAddr> {
+        if let Some(v) = self
+            .controller_quorum_voters
+            .iter()
+            .find(|v| v.id == self.node_id)
+        {
+            return Some(v.addr);
+        }
+        if self.process_roles != ProcessRoles::CONTROLLER {
+            return None;
+        }
+        let name = self.controller_listener_names.first()?;
+        let listener = self.listeners.iter().find(|l| &l.name == name)?;
+        parse_listen_addr(&listener.host_port.to_string()).ok()
     }
 
     /// The listener the voters speak on (the first of `controller.listener.names`) and its
@@ -577,7 +613,9 @@ impl BrokerConfig {
                 ))
             }
         }
-        if names.contains(&name.as_str()) {
+        // A controller-only node binds no Kafka listener: its `listeners` may name the
+        // controller listener (where a joining controller listens, as Kafka's controllers).
+        if names.contains(&name.as_str()) && self.process_roles != ProcessRoles::CONTROLLER {
             return Err(invalid(
                 "controller.listener.names",
                 &value,
@@ -616,6 +654,11 @@ impl ProcessRoles {
     /// `broker,controller` (the default).
     pub const COMBINED: ProcessRoles = ProcessRoles {
         broker: true,
+        controller: true,
+    };
+    /// `controller`: a controller-only node.
+    pub const CONTROLLER: ProcessRoles = ProcessRoles {
+        broker: false,
         controller: true,
     };
 
@@ -717,6 +760,36 @@ impl BrokerConfig {
     pub fn check_quorum(&self) -> Result<(), ConfigError> {
         let voters = &self.controller_quorum_voters;
         let roles = self.process_roles;
+        let bootstrap = &self.controller_quorum_bootstrap_servers;
+        if !bootstrap.is_empty() {
+            let value = super::voters::render_bootstrap_servers(bootstrap);
+            let refuse =
+                |why: String| Err(invalid("controller.quorum.bootstrap.servers", &value, why));
+            if !voters.is_empty() {
+                return refuse(
+                    "set controller.quorum.voters (the voters a new quorum starts with) or \
+                     controller.quorum.bootstrap.servers (a controller joining a running quorum), \
+                     not both"
+                        .into(),
+                );
+            }
+            if roles != ProcessRoles::CONTROLLER {
+                return refuse(format!(
+                    "process.roles={roles}: Sluice follows controller.quorum.bootstrap.servers \
+                     only on a controller joining a running quorum (process.roles=controller); \
+                     brokers name controller.quorum.voters"
+                ));
+            }
+            if self.voter_address().is_none() {
+                return refuse(
+                    "a joining controller listens on the listener that controller.listener.names \
+                     names first: add it to listeners (for example \
+                     controller.listener.names=CONTROLLER and listeners=CONTROLLER://127.0.0.1:9093)"
+                        .into(),
+                );
+            }
+            return Ok(());
+        }
         if roles != ProcessRoles::COMBINED && voters.is_empty() {
             return Err(invalid(
                 "controller.quorum.voters",
@@ -979,17 +1052,58 @@ mod tests {
         b.set("replica.lag.time.max.ms", "-1")
             .expect_err("not negative");
         assert_eq!(b.replica_lag_time_max_ms, 4000, "unchanged on error");
-        for key in [
-            "controller.quorum.bootstrap.servers",
-            "num.network.threads",
-            "socket.send.buffer.bytes",
-        ] {
+        for key in ["num.network.threads", "socket.send.buffer.bytes"] {
             let err = b
                 .set(key, "1")
                 .expect_err("Kafka key for what Sluice lacks");
             assert!(matches!(err, ConfigError::Unsupported { .. }), "{err}");
             assert_eq!(err.key(), Some(key));
         }
+        // A controller joining a running quorum (KIP-853): bootstrap servers, no voters, its
+        // controller listener among `listeners`; anything else is refused.
+        let mut j = BrokerConfig::default();
+        j.set("node.id", "7").expect("valid");
+        j.set("process.roles", "controller").expect("valid");
+        j.set(
+            "controller.quorum.bootstrap.servers",
+            "127.0.0.1:9093,127.0.0.1:9094",
+        )
+        .expect("valid");
+        assert!(
+            !j.joins_quorum() || j.check_quorum().is_err(),
+            "no controller listener yet"
+        );
+        j.set(
+            "listener.security.protocol.map",
+            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        )
+        .expect("valid");
+        j.set("controller.listener.names", "CONTROLLER")
+            .expect("valid");
+        j.set("listeners", "CONTROLLER://127.0.0.1:9097")
+            .expect("valid");
+        j.check_quorum().expect("a joining controller");
+        assert!(j.joins_quorum());
+        assert_eq!(
+            j.voter_address(),
+            Some("127.0.0.1:9097".parse().expect("an address"))
+        );
+        let mut both = j.clone();
+        both.set("controller.quorum.voters", "1@127.0.0.1:9093")
+            .expect("valid");
+        let err = both
+            .check_quorum()
+            .expect_err("voters and bootstrap servers");
+        assert!(err.to_string().contains("not both"), "{err}");
+        let mut broker = j.clone();
+        broker.set("process.roles", "broker").expect("valid");
+        let err = broker
+            .check_quorum()
+            .expect_err("a broker with bootstrap servers");
+        assert!(
+            err.to_string().contains("only on a controller joining"),
+            "{err}"
+        );
         // A key Sluice accepts is never refused: the refused list is checked first.
         for (key, _) in crate::kafka_keys::UNSUPPORTED_BROKER_KEYS {
             assert!(

@@ -13,7 +13,9 @@ use super::listener::{
 };
 use super::topic::SEGMENT_BYTES_MIN;
 use super::value::{parse_bool, parse_ranged, parse_unsigned, render_double};
-use super::voters::{parse_quorum_voters, render_quorum_voters};
+use super::voters::{
+    parse_bootstrap_servers, parse_quorum_voters, render_bootstrap_servers, render_quorum_voters,
+};
 use crate::kafka_keys::{
     topic_key, topic_key_for_broker_synonym, unsupported_broker_key, TOPIC_KEYS,
 };
@@ -692,6 +694,15 @@ pub(super) const BROKER_KEYS: &[BrokerKey] = &[
             Ok(())
         },
         show: Some(|c| render_quorum_voters(&c.controller_quorum_voters)),
+    },
+    BrokerKey {
+        name: "controller.quorum.bootstrap.servers",
+        set: |c, key, value, v| {
+            c.controller_quorum_bootstrap_servers =
+                parse_bootstrap_servers(v).map_err(|why| invalid(key, value, why))?;
+            Ok(())
+        },
+        show: Some(|c| render_bootstrap_servers(&c.controller_quorum_bootstrap_servers)),
     },
     BrokerKey {
         name: "controller.quorum.election.timeout.ms",

@@ -65,6 +65,48 @@ pub fn parse_quorum_voters(value: &str) -> Result<Vec<QuorumVoter>, String> {
     Ok(voters)
 }
 
+/// Parses `controller.quorum.bootstrap.servers` (KIP-853): comma-separated `host:port`
+/// controller endpoints, each resolved (as [`parse_quorum_voters`]'s). The empty string is the
+/// empty list.
+///
+/// # Errors
+/// What is wrong: a malformed entry (no host, port 0, a listener scheme), a name that does not
+/// resolve, or an address named twice.
+pub fn parse_bootstrap_servers(value: &str) -> Result<Vec<SocketAddr>, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut servers = Vec::new();
+    for entry in value.split(',').map(str::trim) {
+        let malformed = |why: &str| format!("entry `{entry}`: {why} (expected HOST:PORT)");
+        if entry.contains("://") {
+            return Err(malformed("a listener scheme is not allowed here"));
+        }
+        let host_port: HostPort = entry
+            .parse()
+            .map_err(|why: String| format!("entry `{entry}`: {why}"))?;
+        if host_port.host.is_empty() || host_port.port == 0 {
+            return Err(malformed("no host or port 0"));
+        }
+        let addr = parse_listen_addr(entry).map_err(|why| malformed(&why))?;
+        if servers.contains(&addr) {
+            return Err(format!("address {addr} is named twice"));
+        }
+        servers.push(addr);
+    }
+    Ok(servers)
+}
+
+/// Renders `controller.quorum.bootstrap.servers` (`host:port,…`; resolved addresses).
+pub fn render_bootstrap_servers(servers: &[SocketAddr]) -> String {
+    servers
+        .iter()
+        .map(SocketAddr::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn parse_entry(entry: &str) -> Result<QuorumVoter, String> {
     let malformed = |why: &str| format!("entry `{entry}`: {why} (expected ID@HOST:PORT)");
     let (id, address) = entry.split_once('@').ok_or_else(|| malformed("no `@`"))?;
@@ -92,6 +134,25 @@ fn parse_entry(entry: &str) -> Result<QuorumVoter, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bootstrap_servers() {
+        assert_eq!(parse_bootstrap_servers(" "), Ok(Vec::new()));
+        let servers = parse_bootstrap_servers("127.0.0.1:9093, [::1]:9094").expect("valid");
+        assert_eq!(
+            render_bootstrap_servers(&servers),
+            "127.0.0.1:9093,[::1]:9094"
+        );
+        for bad in [
+            "1@127.0.0.1:9093",
+            "127.0.0.1:0",
+            "CONTROLLER://127.0.0.1:1",
+            ":9093",
+        ] {
+            assert!(parse_bootstrap_servers(bad).is_err(), "{bad}");
+        }
+        assert!(parse_bootstrap_servers("127.0.0.1:9093,127.0.0.1:9093").is_err());
+    }
 
     #[test]
     fn good_voter_lists() {
