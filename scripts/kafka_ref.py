@@ -520,15 +520,16 @@ class KafkaCluster:
             raise
         return self
 
-    def wait_ready(self, timeout=START_TIMEOUT_S):
+    def wait_ready(self, timeout=START_TIMEOUT_S, nodes=None):
         """Waits until every broker answers Metadata listing every broker (every node when
         combined) and every controller-only node is alive and accepts connections on its
         CONTROLLER port (it is sent no request: Metadata there is no client's business);
-        raises KafkaRefError when a node exits or `timeout` s pass (the nodes keep running)."""
+        raises KafkaRefError when a node exits or `timeout` s pass (the nodes keep running).
+        `nodes`: only these (default: every node)."""
         want = sorted(self.broker_ids)
         deadline = time.monotonic() + timeout
         last = "not tried"
-        pending = list(self.nodes)
+        pending = list(self.nodes if nodes is None else nodes)
         while pending:
             for n in list(pending):
                 if not n.alive():

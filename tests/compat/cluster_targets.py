@@ -204,8 +204,10 @@ class KafkaClusterTarget:
         n = self.nodes[node_id]
         self.cluster.configure(n)
         n.start(self.ref.classpath(quiet=True), _die_with_parent)
+        # The nodes running now (a test may have killed others on purpose).
+        running = [m for m in self.cluster.nodes if m.alive()]
         try:
-            self.cluster.wait_ready(timeout)
+            self.cluster.wait_ready(timeout, nodes=running)
         except self.ref.KafkaRefError as e:
             raise NotServing(str(e)) from e
 

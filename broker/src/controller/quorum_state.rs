@@ -1,6 +1,7 @@
 //! DescribeQuorum on the active controller (KIP-595; Kafka's `LeaderState.describeQuorum`):
-//! the quorum's leader, term and high watermark (Raft's commit index) and each voter's log end
-//! with when it was last heard from and last caught up, from this node's raft-rs progress
+//! the quorum's leader, term and high watermark (Raft's commit index) and each voter's (and
+//! each controller being added's, as an observer) log end with when it was last heard from and
+//! last caught up, from this node's raft-rs progress
 //! (`replication::raft::QuorumStatus::voters`). Raft-rs keeps its times on the monotonic
 //! clock; they are given as wall-clock ms here, as Kafka's are.
 
@@ -36,12 +37,16 @@ pub(super) fn describe(
         .iter()
         .map(|v| replica(v, now, wall_ms))
         .collect();
+    // A controller being added (a Raft learner, KIP-853) is listed among the observers, as
+    // Kafka lists a controller that fetches before it is a voter.
+    let mut observers = observers(controller, now, wall_ms);
+    observers.extend(status.learners.iter().map(|l| replica(l, now, wall_ms)));
     Ok(QuorumDescription {
         leader_id: node.0,
         leader_epoch: i32::try_from(status.term.0).unwrap_or(i32::MAX),
         high_watermark: i64::try_from(status.commit_index.0).unwrap_or(i64::MAX),
         voters,
-        observers: observers(controller, now, wall_ms),
+        observers,
     })
 }
 

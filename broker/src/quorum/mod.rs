@@ -10,8 +10,11 @@
 //! Broker-only nodes (`process.roles=broker`) run no voter: they observe the metadata log
 //! through the active controller (`crate::controller::observer`), over this listener.
 //!
-//! Limits: a static voter set (KIP-595's `controller.quorum.voters`, no KIP-853 membership
-//! changes); the Raft tick is fixed at [`BrokerConfig::QUORUM_TICK_MS`] and the leader's
+//! Voters change by KIP-853's AddRaftVoter / RemoveRaftVoter (`crate::controller`): a
+//! controller joining a running quorum starts with no voters, and the transport reaches the
+//! controllers a change added through a `transport::PeerResolver`.
+//!
+//! Limits: the Raft tick is fixed at [`BrokerConfig::QUORUM_TICK_MS`] and the leader's
 //! heartbeat at two ticks; everything runs on the shard that calls [`start`].
 
 pub mod dir;

@@ -8,13 +8,13 @@
 //!   [`FileRaftStorage`] keeps it as a CRC-checked record file in a [`DurableDir`], and the
 //!   simulation (tests and the `sim` feature) has `SimRaftDisk` (the state itself) and
 //!   `SimDir` (a directory with torn writes);
-//! - [`codec`] frames the messages between voters (versioned, CRC-32C) and accepts them only
-//!   from configured voters;
+//! - [`codec`] frames the messages between quorum members (versioned, CRC-32C);
+//! - `membership` carries out voter changes (KIP-853) as Raft single-server changes;
 //! - the entries are opaque bytes: a [`StateMachine`] (the metadata image, later) applies
 //!   the committed ones and snapshots itself for log compaction.
 //!
-//! Owned by one shard (the driver and its handles are `!Send`). Limits: a fixed voter set,
-//! proposals on the leader only; see [`node`] for the driver's invariants.
+//! Owned by one shard (the driver and its handles are `!Send`). Limits: one voter change at a
+//! time, proposals on the leader only; see [`node`] for the driver's invariants.
 
 pub mod codec;
 mod file_storage;
