@@ -335,6 +335,56 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
         sorted(md.topics)
 
 
+@pytest.mark.long("every controller of a 3-controller cluster replaced in turn, then a failover "
+                  "(about 40 s)")
+@pytest.mark.sluice_only("Kafka 4.4's brokers look for a new leader among "
+                         "controller.quorum.bootstrap.servers (observers fall back to the "
+                         "bootstrap servers): once all of them are replaced, the CreateTopics "
+                         "after the failover times out there; Sluice's brokers also ask the "
+                         "controllers the metadata names")
+def test_every_controller_replaced_then_the_active_one_killed(split, java_classpath):
+    """The quorum replaced controller by controller (KIP-853): each new controller joins
+    through controller.quorum.bootstrap.servers, add-controller makes it a voter, the old one
+    is removed and SIGKILLed. Then no controller of the brokers' `controller.quorum.voters`
+    runs: the brokers must find the new ones from the metadata (their endpoints), also after
+    the active controller is SIGKILLed; a topic is created and written afterwards."""
+    bootstrap = split.bootstrap()
+    create_topic(bootstrap, "replaced-before", 1, replication_factor=3)
+    for old in CONTROLLERS:
+        new = split.add_controller()
+        config = split.command_config(new)
+
+        def added_now():
+            run = run_java(java_classpath, QUORUM_TOOL,
+                           ["--bootstrap-server", bootstrap, "--command-config", config,
+                            "add-controller"], timeout=120)
+            if run.returncode == 0:
+                return run
+            assert any(e in run.output for e in ("TimeoutException",
+                                                 "NotLeaderOrFollowerException")), run.report()
+            return None
+        wait_until(added_now, FAILOVER_BOUND_S, interval=1, what=f"add-controller {new}")
+        row = next(line.split() for line in
+                   describe(java_classpath, bootstrap, "--replication").splitlines()
+                   if line.split()[:1] == [str(old)])
+        check_java(run_java(java_classpath, QUORUM_TOOL,
+                            ["--bootstrap-server", bootstrap, "remove-controller",
+                             "--controller-id", old, "--controller-directory-id", row[1]],
+                            timeout=90), expect_line=f"Removed KRaft controller {old}")
+        split.kill(old)
+    voters = quorum_ids(describe(java_classpath, bootstrap, "--status"), "CurrentVoters")
+    assert not set(voters) & set(CONTROLLERS), voters
+    split.kill(leader_of(describe(java_classpath, bootstrap, "--status")))
+    create_topic(bootstrap, "replaced-after", 1, replication_factor=3, timeout=FAILOVER_BOUND_S)
+    p = producer(bootstrap, **{"enable.idempotence": True})
+    p.produce("replaced-after", value=b"new quorum")
+    assert p.flush(60) == 0
+    got = consume_all(bootstrap, "replaced-after", 1, expected=1)
+    assert [m.value() for m in got[0]] == [b"new quorum"]
+    md = admin(bootstrap).list_topics(timeout=30)
+    assert {"replaced-before", "replaced-after"} <= set(md.topics)
+
+
 @pytest.mark.sluice_only("Sluice's start-up checks (Kafka's StorageTool refuses the same first)")
 def test_roles_that_contradict_the_voters_stop_the_start(sluice_bin, tmp_path):
     """Kafka's checks of `process.roles` against `controller.quorum.voters`, with its messages:

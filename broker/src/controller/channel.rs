@@ -163,12 +163,15 @@ pub(crate) async fn route(
         return Err(not_active(controller));
     }
     // As Kafka's brokers re-send to the controller they learn next: while no active controller
-    // is known, or the one asked stops answering (paused, cut off) or no longer leads, look
-    // again until the forward's timeout, rather than hand the client a NOT_CONTROLLER.
+    // is known, or the one asked stops answering (paused, cut off, killed: the connection is
+    // refused) or no longer leads, look again until the forward's timeout, rather than hand the
+    // client a NOT_CONTROLLER or REQUEST_TIMED_OUT.
     let deadline = std::time::Instant::now() + forward::FORWARD_TIMEOUT;
     loop {
         match forward_once(shard, controller, &request).await {
-            Err(ControllerError::NotController { .. }) if std::time::Instant::now() < deadline => {
+            Err(ControllerError::NotController { .. } | ControllerError::Unavailable)
+                if std::time::Instant::now() < deadline =>
+            {
                 crate::rt::sleep(SUPERSEDED_CHECK).await;
                 if controller.is_active(node) {
                     return handle_active(shard, controller, request).await;

@@ -24,6 +24,7 @@ pub(crate) async fn learn_from_bootstrap(shard: Rc<Shard>) {
         return;
     };
     let servers = shard.config.controller_quorum_bootstrap_servers.clone();
+    let mut warned = false;
     while !shard.stop.is_requested() {
         for &addr in &servers {
             let host = addr.ip().to_string();
@@ -58,6 +59,10 @@ pub(crate) async fn learn_from_bootstrap(shard: Rc<Shard>) {
                     tracing::debug!(from = %addr, answer = ?other, "asking a bootstrap server where the voters are")
                 }
             }
+        }
+        if !warned {
+            warned = true;
+            tracing::warn!(servers = %tuning::config::render_bootstrap_servers(&servers), "no controller of controller.quorum.bootstrap.servers answered where the voters are (check their addresses and that they run); asking again");
         }
         if shard.sleep_unless_stopped(LEARN_TIMEOUT).await {
             return;

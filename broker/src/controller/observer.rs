@@ -13,7 +13,8 @@
 //! second.
 //!
 //! Target: the leader the last answer named; none known (at start, after an error), the
-//! voters in turn. A voter that does not lead answers `NOT_CONTROLLER` with the leader it
+//! controllers in turn: the configured voters and those a voter change added (their endpoints
+//! in the metadata: `super::voters`). A voter that does not lead answers `NOT_CONTROLLER` with the leader it
 //! knows, which is asked next.
 //!
 //! Invariants: an observer only applies entries the leader applied, and the leader applies
@@ -190,10 +191,18 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
             let addr = controller.voters.address(leader.0)?;
             Some(QuorumVoter { id: leader.0, addr })
         });
+        // Else the controllers in turn: the configured voters and those a voter change added
+        // (once every configured one has been replaced, only the latter answer).
+        let candidates: Vec<QuorumVoter> = controller
+            .voters
+            .known()
+            .into_iter()
+            .map(|(id, addr)| QuorumVoter { id, addr })
+            .collect();
         let target = leading.unwrap_or_else(|| loop {
             turn = turn.wrapping_add(1);
-            let voter = &voters[turn % voters.len()];
-            if voters.len() == 1 || !avoided(avoid, voter.id) {
+            let voter = &candidates[turn % candidates.len()];
+            if candidates.len() == 1 || !avoided(avoid, voter.id) {
                 break *voter;
             }
         });

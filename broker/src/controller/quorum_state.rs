@@ -92,13 +92,16 @@ pub(super) async fn remove_voter(
     let Some(quorum) = controller.voter() else {
         return Err(not_active(controller));
     };
-    if controller
+    let status = quorum.status();
+    let member = status.voter_set.contains(&NodeId(voter_id))
+        || status.learner_set.contains(&NodeId(voter_id));
+    let broker = controller
         .view
         .borrow()
         .image()
         .brokers
-        .contains_key(&voter_id)
-    {
+        .contains_key(&voter_id);
+    if member && broker {
         return Err(ControllerError::VoterChangeRefused {
             reason: format!(
                 "node {voter_id} is also a registered broker: Sluice removes only controllers \
@@ -132,7 +135,8 @@ pub(super) async fn remove_voter(
 /// receives the log, then as a voter once it holds every committed entry, within `timeout`;
 /// answered once that committed. Errors: [`ControllerError::NotController`] when this node
 /// does not lead; [`ControllerError::DuplicateVoter`] for a voter;
-/// [`ControllerError::VoterChangeRefused`] for an endpoint that is not `ip:port`;
+/// [`ControllerError::VoterChangeRefused`] for an endpoint that is not `ip:port` or is another
+/// controller's, or a node id that is a registered broker's;
 /// [`ControllerError::VoterChangeFailed`] when it did not catch up in time (it is removed
 /// again), another change is in progress or the outcome is unknown.
 pub(super) async fn add_voter(
@@ -144,13 +148,33 @@ pub(super) async fn add_voter(
     let Some(quorum) = controller.voter() else {
         return Err(not_active(controller));
     };
-    if endpoint.parse::<std::net::SocketAddr>().is_err() {
-        return Err(ControllerError::VoterChangeRefused {
-            reason: format!(
-                "controller {voter_id}'s endpoint {endpoint} is not ip:port (Sluice's voters \
-                 are reached at IP addresses, as controller.quorum.voters names them)"
-            ),
-        });
+    let refuse = |reason: String| Err(ControllerError::VoterChangeRefused { reason });
+    let Ok(addr) = endpoint.parse::<std::net::SocketAddr>() else {
+        return refuse(format!(
+            "controller {voter_id}'s endpoint {endpoint} is not ip:port (Sluice's voters are \
+             reached at IP addresses, as controller.quorum.voters names them)"
+        ));
+    };
+    if controller
+        .view
+        .borrow()
+        .image()
+        .brokers
+        .contains_key(&voter_id)
+    {
+        return refuse(format!(
+            "node {voter_id} is a registered broker: a controller needs a node.id of its own"
+        ));
+    }
+    if let Some((other, _)) = controller
+        .voters
+        .known()
+        .into_iter()
+        .find(|(id, known)| *id != voter_id && *known == addr)
+    {
+        return refuse(format!(
+            "endpoint {endpoint} is controller {other}'s: each controller listens on its own"
+        ));
     }
     let change = VoterChange::Add {
         node: NodeId(voter_id),

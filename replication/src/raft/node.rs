@@ -216,13 +216,13 @@ pub enum ProposeError {
     #[error("the quorum node stopped")]
     Stopped,
     /// A voter change: `node` is a voter already.
-    #[error("node {node:?} is a voter already")]
+    #[error("node {} is a voter already", node.0)]
     AlreadyVoter { node: NodeId },
     /// A voter change: `node` is neither a voter nor a learner (or has no raft id).
-    #[error("node {node:?} is not a voter")]
+    #[error("node {} is not a voter", node.0)]
     NotAMember { node: NodeId },
     /// A voter change would remove the last voter.
-    #[error("node {node:?} is the last voter")]
+    #[error("node {} is the last voter", node.0)]
     LastVoter { node: NodeId },
     /// Another voter change is not applied yet (one at a time; a new leader's first entry
     /// counts as one until applied).
@@ -230,7 +230,7 @@ pub enum ProposeError {
     VoterChangeInProgress,
     /// The learner being added did not hold every committed entry before the change's
     /// timeout; it was removed again.
-    #[error("node {node:?} did not catch up with the leader in time")]
+    #[error("node {} did not catch up with the leader in time", node.0)]
     NotCaughtUp { node: NodeId },
 }
 
@@ -1182,65 +1182,70 @@ where
         let now = self.runtime.now();
         let node = pending.change.node();
         let id = codec::raft_id(node).unwrap_or(0);
-        let outcome = if raft.state != StateRole::Leader || raft.term != pending.term {
-            Some(Err(if pending.proposed {
+        let leading = raft.state == StateRole::Leader && raft.term == pending.term;
+        let lost = || {
+            Err(if pending.proposed {
                 ProposeError::Indeterminate
             } else {
                 ProposeError::NotLeader {
                     leader: codec::node_id(raft.leader_id),
                 }
-            }))
-        } else {
-            match pending.step {
-                ChangeStep::Proposed { kind, index } if self.applied >= index => {
-                    let conf = raft.prs().conf().to_conf_state();
-                    let in_effect = match kind {
-                        ChangeKind::AddLearner => conf.learners.contains(&id),
-                        ChangeKind::AddVoter => conf.voters.contains(&id),
-                        ChangeKind::Remove => {
-                            !conf.voters.contains(&id) && !conf.learners.contains(&id)
-                        }
-                    };
-                    if !in_effect {
-                        // raft-rs turned it into an empty entry, or another leader's entry
-                        // took its index.
-                        Some(Err(ProposeError::Dropped))
-                    } else if kind == ChangeKind::AddLearner {
-                        pending.step = ChangeStep::CatchingUp;
-                        None
-                    } else {
-                        Some(Ok(Committed {
-                            index: RaftIndex(index),
-                            term: RaftTerm(pending.term),
-                        }))
+            })
+        };
+        let outcome = match pending.step {
+            // Decided by the configuration once the entry's index is applied, even on a leader
+            // that has stepped down since (it does when it removed itself).
+            ChangeStep::Proposed { kind, index } if self.applied >= index => {
+                let conf = raft.prs().conf().to_conf_state();
+                let in_effect = match kind {
+                    ChangeKind::AddLearner => conf.learners.contains(&id),
+                    ChangeKind::AddVoter => conf.voters.contains(&id),
+                    ChangeKind::Remove => {
+                        !conf.voters.contains(&id) && !conf.learners.contains(&id)
                     }
+                };
+                if !in_effect {
+                    // raft-rs turned it into an empty entry, or another leader's entry took
+                    // its index.
+                    Some(Err(ProposeError::Dropped))
+                } else if kind != ChangeKind::AddLearner {
+                    Some(Ok(Committed {
+                        index: RaftIndex(index),
+                        term: RaftTerm(pending.term),
+                    }))
+                } else if leading {
+                    pending.step = ChangeStep::CatchingUp;
+                    None
+                } else {
+                    Some(lost())
                 }
-                ChangeStep::Proposed { .. } if now >= pending.deadline => {
-                    Some(Err(ProposeError::Indeterminate))
-                }
-                ChangeStep::Proposed { .. } => None,
-                ChangeStep::CatchingUp => {
-                    let matched = raft.prs().get(id).map_or(0, |p| p.matched);
-                    if matched >= raft.raft_log.committed {
-                        match self.propose_change(ChangeKind::AddVoter, &pending.change) {
-                            Ok(index) => {
-                                pending.step = ChangeStep::Proposed {
-                                    kind: ChangeKind::AddVoter,
-                                    index,
-                                };
-                                pending.proposed = true;
-                                None
-                            }
-                            Err(e) => Some(Err(e)),
+            }
+            _ if !leading => Some(lost()),
+            ChangeStep::Proposed { .. } if now >= pending.deadline => {
+                Some(Err(ProposeError::Indeterminate))
+            }
+            ChangeStep::Proposed { .. } => None,
+            ChangeStep::CatchingUp => {
+                let matched = raft.prs().get(id).map_or(0, |p| p.matched);
+                if matched >= raft.raft_log.committed {
+                    match self.propose_change(ChangeKind::AddVoter, &pending.change) {
+                        Ok(index) => {
+                            pending.step = ChangeStep::Proposed {
+                                kind: ChangeKind::AddVoter,
+                                index,
+                            };
+                            pending.proposed = true;
+                            None
                         }
-                    } else if now >= pending.deadline {
-                        // The learner is dropped again; if this removal is lost, the next add
-                        // of the node resumes from its catch-up.
-                        let _ = self.propose_change(ChangeKind::Remove, &pending.change);
-                        Some(Err(ProposeError::NotCaughtUp { node }))
-                    } else {
-                        None
+                        Err(e) => Some(Err(e)),
                     }
+                } else if now >= pending.deadline {
+                    // The learner is dropped again; if this removal is lost, the next add
+                    // of the node resumes from its catch-up.
+                    let _ = self.propose_change(ChangeKind::Remove, &pending.change);
+                    Some(Err(ProposeError::NotCaughtUp { node }))
+                } else {
+                    None
                 }
             }
         };

@@ -1031,6 +1031,39 @@ mod api {
         .expect("the run completes");
     }
 
+    /// A leader that removes itself answers `Ok` once the removal is applied (it steps down
+    /// right then), another voter leads the two left and commits; the removed node is not
+    /// among their voters.
+    #[test]
+    fn a_leader_removing_itself_is_answered_and_replaced() {
+        let (mut ex, mut cluster) = quiet(5, 3);
+        ex.run_until(async move {
+            for i in 0..3 {
+                cluster.start(i).await;
+            }
+            let leader = until_leader(&cluster).await;
+            cluster.rt.sleep(Duration::from_millis(100)).await;
+            let me = leader.leader().expect("a leader knows itself");
+            let removed = leader
+                .change_voters(VoterChange::Remove { node: me }, Duration::from_secs(2))
+                .await;
+            assert!(removed.is_ok(), "{removed:?}");
+            let mut successor = None;
+            for _ in 0..1_000 {
+                successor = cluster.leader().filter(|l| l.leader() != Some(me)).cloned();
+                if successor.is_some() {
+                    break;
+                }
+                cluster.rt.sleep(Duration::from_millis(5)).await;
+            }
+            let successor = successor.expect("another voter leads within 5 s");
+            assert!(!successor.status().voter_set.contains(&me));
+            let committed = successor.propose(Bytes::from_static(b"after")).await;
+            assert!(committed.is_ok(), "{committed:?}");
+        })
+        .expect("the run completes");
+    }
+
     /// Immediate refusals: a follower names the leader, an empty or oversized entry, a full
     /// queue, and a stopped node.
     #[test]

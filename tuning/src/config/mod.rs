@@ -69,4 +69,7 @@ pub use topic::{
     CleanupPolicy, CompressionType, ConfigSource, TimestampType, TopicConfig, FLUSH_NEVER,
     SEGMENT_BYTES_MIN,
 };
-pub use voters::{parse_quorum_voters, render_quorum_voters, QuorumVoter};
+pub use voters::{
+    parse_bootstrap_servers, parse_quorum_voters, render_bootstrap_servers, render_quorum_voters,
+    QuorumVoter,
+};
