@@ -76,6 +76,39 @@ def leader_of(out):
     return int(re.search(r"LeaderId:\s+(\d+)", out)[1])
 
 
+def add_controller(classpath, bootstrap, config, node):
+    """`kafka-metadata-quorum.sh add-controller` of controller `node` (its properties file
+    `config`) through a broker. Kafka adds a controller only once it has fetched the log as an
+    observer (REQUEST_TIMED_OUT before), and a quorum just through a failover may answer
+    NOT_LEADER_OR_FOLLOWER: both retriable, retried as an operator would, bounded."""
+    def added_now():
+        run = run_java(classpath, QUORUM_TOOL, ["--bootstrap-server", bootstrap,
+                                                "--command-config", config, "add-controller"],
+                       timeout=120)
+        if run.returncode == 0:
+            return run
+        assert any(e in run.output for e in ("TimeoutException",
+                                             "NotLeaderOrFollowerException")), run.report()
+        return None
+    check_java(wait_until(added_now, FAILOVER_BOUND_S, interval=1,
+                          what=f"add-controller {node}"),
+               expect_line=f"Added controller {node}")
+
+
+def directory_of(classpath, bootstrap, node):
+    """Controller `node`'s directory id as `describe --replication` lists it."""
+    return next(line.split() for line in describe(classpath, bootstrap, "--replication")
+                .splitlines() if line.split()[:1] == [str(node)])[1]
+
+
+def remove_controller(classpath, bootstrap, node, directory):
+    """`kafka-metadata-quorum.sh remove-controller` of controller `node` with its directory id;
+    the run (not checked)."""
+    return run_java(classpath, QUORUM_TOOL,
+                    ["--bootstrap-server", bootstrap, "remove-controller",
+                     "--controller-id", node, "--controller-directory-id", directory], timeout=90)
+
+
 def answers_metadata(address):
     """Whether a Metadata v1 request on `address` gets an answer (else the peer closes)."""
     with kw.connect(address, timeout=30) as s:
@@ -256,39 +289,15 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
     try:
         added = split.add_controller()
         config = split.command_config(added)
-
-        def add():
-            return run_java(java_classpath, QUORUM_TOOL,
-                            ["--bootstrap-server", bootstrap, "--command-config", config,
-                             "add-controller"], timeout=120)
-        # Kafka adds a controller only once it has fetched the log as an observer (and answers
-        # REQUEST_TIMED_OUT before), and a quorum just through a failover may answer
-        # NOT_LEADER_OR_FOLLOWER: both retriable, retried as an operator would, bounded.
-        def added_now():
-            run = add()
-            if run.returncode == 0:
-                return run
-            assert any(e in run.output for e in ("TimeoutException",
-                                                 "NotLeaderOrFollowerException")), run.report()
-            return None
-        check_java(wait_until(added_now, FAILOVER_BOUND_S, interval=1,
-                              what=f"add-controller {added}"),
-                   expect_line=f"Added controller {added}")
+        add_controller(java_classpath, bootstrap, config, added)
         wait_until(lambda: quorum_ids(describe(java_classpath, bootstrap, "--status"),
                                       "CurrentVoters") == sorted(CONTROLLERS + [added]),
                    FAILOVER_BOUND_S, what="the new controller among the voters")
         status = describe(java_classpath, bootstrap, "--status")
         removed = next(i for i in CONTROLLERS if i != leader_of(status))
-        row = next(line.split() for line in
-                   describe(java_classpath, bootstrap, "--replication").splitlines()
-                   if line.split()[:1] == [str(removed)])
-
-        def remove():
-            return run_java(java_classpath, QUORUM_TOOL,
-                            ["--bootstrap-server", bootstrap, "remove-controller",
-                             "--controller-id", removed, "--controller-directory-id", row[1]],
-                            timeout=90)
-        check_java(remove(), expect_line=f"Removed KRaft controller {removed}")
+        directory = directory_of(java_classpath, bootstrap, removed)
+        check_java(remove_controller(java_classpath, bootstrap, removed, directory),
+                   expect_line=f"Removed KRaft controller {removed}")
         voters = sorted(set(CONTROLLERS + [added]) - {removed})
         wait_until(lambda: quorum_ids(describe(java_classpath, bootstrap, "--status"),
                                       "CurrentVoters") == voters,
@@ -296,10 +305,12 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
         split.kill(removed)
         create_topic(bootstrap, "roles-replaced", 1, replication_factor=3,
                      timeout=FAILOVER_BOUND_S)
-        again = remove()
+        again = remove_controller(java_classpath, bootstrap, removed, directory)
         assert again.returncode != 0 and "VoterNotFoundException" in again.output, \
             again.report()
-        twice = add()
+        twice = run_java(java_classpath, QUORUM_TOOL, ["--bootstrap-server", bootstrap,
+                                                       "--command-config", config,
+                                                       "add-controller"], timeout=120)
         assert twice.returncode != 0 and "DuplicateVoterException" in twice.output, \
             twice.report()
     finally:
@@ -352,25 +363,10 @@ def test_every_controller_replaced_then_the_active_one_killed(split, java_classp
     create_topic(bootstrap, "replaced-before", 1, replication_factor=3)
     for old in CONTROLLERS:
         new = split.add_controller()
-        config = split.command_config(new)
-
-        def added_now():
-            run = run_java(java_classpath, QUORUM_TOOL,
-                           ["--bootstrap-server", bootstrap, "--command-config", config,
-                            "add-controller"], timeout=120)
-            if run.returncode == 0:
-                return run
-            assert any(e in run.output for e in ("TimeoutException",
-                                                 "NotLeaderOrFollowerException")), run.report()
-            return None
-        wait_until(added_now, FAILOVER_BOUND_S, interval=1, what=f"add-controller {new}")
-        row = next(line.split() for line in
-                   describe(java_classpath, bootstrap, "--replication").splitlines()
-                   if line.split()[:1] == [str(old)])
-        check_java(run_java(java_classpath, QUORUM_TOOL,
-                            ["--bootstrap-server", bootstrap, "remove-controller",
-                             "--controller-id", old, "--controller-directory-id", row[1]],
-                            timeout=90), expect_line=f"Removed KRaft controller {old}")
+        add_controller(java_classpath, bootstrap, split.command_config(new), new)
+        check_java(remove_controller(java_classpath, bootstrap, old,
+                                     directory_of(java_classpath, bootstrap, old)),
+                   expect_line=f"Removed KRaft controller {old}")
         split.kill(old)
     voters = quorum_ids(describe(java_classpath, bootstrap, "--status"), "CurrentVoters")
     assert not set(voters) & set(CONTROLLERS), voters

@@ -15,7 +15,6 @@
 //! recorded.
 
 use super::wire::str_bytes;
-use crate::authz::{self, AclOperation};
 use crate::errors::{code, controller_error};
 use crate::session::Session;
 use crate::shard::Shard;
@@ -39,17 +38,9 @@ pub async fn handle(
     req: &AddRaftVoterRequest,
 ) -> AddRaftVoterResponse {
     let mut response = AddRaftVoterResponse::default();
-    if !authz::cluster(shard, session, AclOperation::Alter) {
-        response.error_code = code(ResponseError::ClusterAuthorizationFailed);
-        return response;
-    }
-    let cluster_id = shard.metadata.borrow().cluster_id.clone();
-    if req
-        .cluster_id
-        .as_ref()
-        .is_some_and(|id| id.as_str() != cluster_id.as_str())
+    if let Some(error) = super::remove_raft_voter::refusal(shard, session, req.cluster_id.as_ref())
     {
-        response.error_code = code(ResponseError::InconsistentClusterId);
+        response.error_code = code(error);
         return response;
     }
     let name = shard

@@ -18,7 +18,25 @@ use crate::session::Session;
 use crate::shard::Shard;
 use net::kafka_protocol::error::ResponseError;
 use net::kafka_protocol::messages::{RemoveRaftVoterRequest, RemoveRaftVoterResponse};
+use net::kafka_protocol::protocol::StrBytes;
 use std::rc::Rc;
+
+/// Why a voter change (AddRaftVoter, RemoveRaftVoter) is refused before it reaches the
+/// controller, as Kafka checks both: ALTER on the cluster, then `cluster_id` (when given) this
+/// cluster's.
+pub(super) fn refusal(
+    shard: &Shard,
+    session: &Session,
+    cluster_id: Option<&StrBytes>,
+) -> Option<ResponseError> {
+    if !authz::cluster(shard, session, AclOperation::Alter) {
+        return Some(ResponseError::ClusterAuthorizationFailed);
+    }
+    let ours = shard.metadata.borrow().cluster_id.clone();
+    cluster_id
+        .is_some_and(|id| id.as_str() != ours.as_str())
+        .then_some(ResponseError::InconsistentClusterId)
+}
 
 /// Removes the voter on the active controller.
 pub async fn handle(
@@ -27,17 +45,8 @@ pub async fn handle(
     req: &RemoveRaftVoterRequest,
 ) -> RemoveRaftVoterResponse {
     let mut response = RemoveRaftVoterResponse::default();
-    if !authz::cluster(shard, session, AclOperation::Alter) {
-        response.error_code = code(ResponseError::ClusterAuthorizationFailed);
-        return response;
-    }
-    let cluster_id = shard.metadata.borrow().cluster_id.clone();
-    if req
-        .cluster_id
-        .as_ref()
-        .is_some_and(|id| id.as_str() != cluster_id.as_str())
-    {
-        response.error_code = code(ResponseError::InconsistentClusterId);
+    if let Some(error) = refusal(shard, session, req.cluster_id.as_ref()) {
+        response.error_code = code(error);
         return response;
     }
     if let Err(e) = crate::controller::remove_voter(shard, req.voter_id).await {

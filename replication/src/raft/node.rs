@@ -599,21 +599,30 @@ impl QuorumNode {
         Ok(QuorumNode { shared })
     }
 
+    /// A proposal refused at once when this node stopped ([`ProposeError::Stopped`]) or does
+    /// not lead ([`ProposeError::NotLeader`]); `None` while it leads.
+    fn unless_leading(&self) -> Option<Proposal> {
+        let shared = &self.shared;
+        let status = shared.status.borrow();
+        if status.stopped.is_some() || shared.stop_requested.get() {
+            return Some(Completer::resolved(Err(ProposeError::Stopped)));
+        }
+        if status.role != Role::Leader {
+            return Some(Completer::resolved(Err(ProposeError::NotLeader {
+                leader: status.leader,
+            })));
+        }
+        None
+    }
+
     /// Proposes `entry` for the log. Resolves with where it committed (applied on this node
     /// at that index) or a [`ProposeError`]; the immediate refusals (not the leader, queue
     /// full, too large, empty, stopped) resolve at the first poll.
     pub fn propose(&self, entry: Bytes) -> Proposal {
+        if let Some(refused) = self.unless_leading() {
+            return refused;
+        }
         let shared = &self.shared;
-        let status = shared.status.borrow();
-        if status.stopped.is_some() || shared.stop_requested.get() {
-            return Completer::resolved(Err(ProposeError::Stopped));
-        }
-        if status.role != Role::Leader {
-            return Completer::resolved(Err(ProposeError::NotLeader {
-                leader: status.leader,
-            }));
-        }
-        drop(status);
         if entry.is_empty() {
             return Completer::resolved(Err(ProposeError::Empty));
         }
@@ -644,17 +653,10 @@ impl QuorumNode {
     /// [`ProposeError::Indeterminate`] when the leadership or `timeout` ran out after an entry
     /// was proposed (it may still commit).
     pub fn change_voters(&self, change: VoterChange, timeout: Duration) -> Proposal {
+        if let Some(refused) = self.unless_leading() {
+            return refused;
+        }
         let shared = &self.shared;
-        let status = shared.status.borrow();
-        if status.stopped.is_some() || shared.stop_requested.get() {
-            return Completer::resolved(Err(ProposeError::Stopped));
-        }
-        if status.role != Role::Leader {
-            return Completer::resolved(Err(ProposeError::NotLeader {
-                leader: status.leader,
-            }));
-        }
-        drop(status);
         let mut slot = shared.voter_change.borrow_mut();
         if slot.is_some() {
             return Completer::resolved(Err(ProposeError::VoterChangeInProgress));
