@@ -25,6 +25,7 @@ CLOSE_WAIT_S = 30
 
 
 # 800 partitions: 1 MiB segments keep the disk each one reserves small.
+@pytest.mark.long("800 partitions created and deleted under subscription, about 11 s (CI time)")
 @pytest.mark.sluice(settings={"log.segment.bytes": 1 << 20})
 def test_delete_many_subscribed_topics_answers_within_its_timeout(broker):
     names = [f"many-{i:03d}" for i in range(TOPICS)]

@@ -21,7 +21,10 @@ def test_java_idempotent_producer_keyed_order(broker, java_classpath):
 
 
 @pytest.mark.sluice(settings=GROUP_SETTINGS)
-@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize("assignor", [
+    pytest.param("range", marks=pytest.mark.long("the eager assignor's case, about 10 s (CI "
+                                                 "time; the cooperative one stays)")),
+    "cooperative-sticky"])
 def test_java_group_members_leave_and_die(broker, java_classpath, assignor):
     scenario(java_classpath, broker, "group", assignor, timeout=180)
 

@@ -144,7 +144,10 @@ def test_scenario_on_a_local_broker(loadgen_bin, sluice_bin, tmp_path, scenario,
     check_files(result, json_path)
 
 
-@pytest.mark.parametrize("records_per_txn", [1, 100])
+@pytest.mark.parametrize("records_per_txn", [
+    pytest.param(1, marks=pytest.mark.long("one record per transaction: the 100-record case "
+                                           "runs the same path (CI time)")),
+    100])
 def test_transactions_commit_and_are_read_committed(loadgen_bin, sluice_bin, tmp_path,
                                                      records_per_txn):
     result, json_path, stdout = run_loadgen(
@@ -200,6 +203,8 @@ def test_soak_prints_periodic_reports(loadgen_bin, sluice_bin, tmp_path):
     check_files(result, json_path)
 
 
+@pytest.mark.long("loadgen's bootstrap and compare modes against a running broker, about 15 s "
+                  "(CI time)")
 def test_bootstrap_and_compare_drive_an_external_broker(loadgen_bin, broker, tmp_path):
     # The same broker on both sides: exercises --bootstrap and --compare, not a comparison.
     result, json_path, stdout = run_loadgen(
@@ -270,6 +275,8 @@ def sasl_ssl_client_config(tls_certs):
             "--client-config", "sasl.password=alice-secret"]
 
 
+@pytest.mark.long("loadgen over SASL_SSL beside PLAINTEXT, about 12 s (CI time; SCRAM over TLS "
+                  "with real clients stays in test_scram_tls_clients.py)")
 @pytest.mark.sluice(listeners={"SASL_SSL": "SASL_SSL"}, settings=SCRAM_SSL_SETTINGS)
 def test_latency_over_sasl_ssl_beside_plaintext(loadgen_bin, broker, tls_certs, tmp_path):
     # --client-config reaches every client of the broker under test (a wrong password would
