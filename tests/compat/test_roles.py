@@ -109,6 +109,18 @@ def remove_controller(classpath, bootstrap, node, directory):
                      "--controller-id", node, "--controller-directory-id", directory], timeout=90)
 
 
+def create_and_write(bootstrap, topic, value):
+    """A metadata change and a write after a failover: `topic` (three replicas) created through
+    the brokers within the failover bound, `value` written with an idempotent producer and read
+    back."""
+    create_topic(bootstrap, topic, 1, replication_factor=3, timeout=FAILOVER_BOUND_S)
+    p = producer(bootstrap, **{"enable.idempotence": True})
+    p.produce(topic, value=value)
+    assert p.flush(60) == 0
+    got = consume_all(bootstrap, topic, 1, expected=1)
+    assert [m.value() for m in got[0]] == [value]
+
+
 def answers_metadata(address):
     """Whether a Metadata v1 request on `address` gets an answer (else the peer closes)."""
     with kw.connect(address, timeout=30) as s:
@@ -330,13 +342,7 @@ def test_controllers_and_brokers_apart_survive_the_active_controllers_sigkill(sp
     split.kill(leader)
     wait_until(lambda: leader_of(describe(java_classpath, bootstrap, "--status")) not in
                (leader, removed), FAILOVER_BOUND_S, what="a successor among the voters left")
-    create_topic(bootstrap, "roles-after-replace", 1, replication_factor=3,
-                 timeout=FAILOVER_BOUND_S)
-    p = producer(bootstrap, **{"enable.idempotence": True})
-    p.produce("roles-after-replace", value=b"three")
-    assert p.flush(60) == 0
-    got = consume_all(bootstrap, "roles-after-replace", 1, expected=1)
-    assert [m.value() for m in got[0]] == [b"three"]
+    create_and_write(bootstrap, "roles-after-replace", b"three")
     # No metadata was lost through the voter changes and the failovers: every topic created
     # is there, with its partitions.
     md = admin(bootstrap).list_topics(timeout=30)
@@ -371,12 +377,7 @@ def test_every_controller_replaced_then_the_active_one_killed(split, java_classp
     voters = quorum_ids(describe(java_classpath, bootstrap, "--status"), "CurrentVoters")
     assert not set(voters) & set(CONTROLLERS), voters
     split.kill(leader_of(describe(java_classpath, bootstrap, "--status")))
-    create_topic(bootstrap, "replaced-after", 1, replication_factor=3, timeout=FAILOVER_BOUND_S)
-    p = producer(bootstrap, **{"enable.idempotence": True})
-    p.produce("replaced-after", value=b"new quorum")
-    assert p.flush(60) == 0
-    got = consume_all(bootstrap, "replaced-after", 1, expected=1)
-    assert [m.value() for m in got[0]] == [b"new quorum"]
+    create_and_write(bootstrap, "replaced-after", b"new quorum")
     md = admin(bootstrap).list_topics(timeout=30)
     assert {"replaced-before", "replaced-after"} <= set(md.topics)
 

@@ -89,6 +89,21 @@ pub fn recover(config: &BrokerConfig) -> anyhow::Result<Startup> {
     })
 }
 
+/// Writes `cluster_id` into the data directory's `meta.properties` (on the blocking pool),
+/// once this node knows it: a new log named the cluster, or a joining controller learned it
+/// (`super::joining`). A failure is logged: the broker runs on, only Kafka's tools that read
+/// the file fail.
+pub(super) async fn write_cluster_id(shard: &Shard, cluster_id: String) {
+    let (dir, node) = (shard.config.data_dir.clone(), shard.config.node_id);
+    let written = crate::rt::spawn_blocking(move || {
+        crate::meta_properties::ensure(&dir, node, Some(&cluster_id))
+    })
+    .await;
+    if let Err(e) = written {
+        tracing::error!(error = %e, "writing meta.properties");
+    }
+}
+
 /// On shard 0 after the voter started: proposes the first entry of a new log when this node
 /// is the active controller and no voter's first entry has committed yet, then renames the
 /// converted files. Runs until the log names the cluster, or the shard stops.
@@ -138,18 +153,7 @@ pub(crate) async fn run(shard: &Rc<Shard>, startup: Startup) {
         }
     }
     let named = controller.view.borrow().image().cluster_id.clone();
-    let (dir, node, cluster) = (
-        shard.config.data_dir.clone(),
-        shard.config.node_id,
-        named.clone(),
-    );
-    let written = crate::rt::spawn_blocking(move || {
-        crate::meta_properties::ensure(&dir, node, Some(&cluster))
-    })
-    .await;
-    if let Err(e) = written {
-        tracing::error!(error = %e, "writing meta.properties");
-    }
+    write_cluster_id(shard, named.clone()).await;
     let own = startup.image.cluster_id;
     if named == own && !startup.converted.is_empty() {
         let files = startup.converted;

@@ -45,14 +45,7 @@ pub(crate) async fn learn_from_bootstrap(shard: Rc<Shard>) {
                 {
                     controller.voters.learn(&voters);
                     tracing::info!(from = %addr, voters = ?voters, %cluster_id, "learned where the quorum's controllers are");
-                    let (dir, node) = (shard.config.data_dir.clone(), shard.config.node_id);
-                    let written = crate::rt::spawn_blocking(move || {
-                        crate::meta_properties::ensure(&dir, node, Some(&cluster_id))
-                    })
-                    .await;
-                    if let Err(e) = written {
-                        tracing::error!(error = %e, "writing meta.properties");
-                    }
+                    super::bootstrap::write_cluster_id(&shard, cluster_id).await;
                     return;
                 }
                 other => {

@@ -193,17 +193,19 @@ pub(crate) async fn run(shard: &Rc<Shard>, mut machine: MetadataStateMachine) {
         });
         // Else the controllers in turn: the configured voters and those a voter change added
         // (once every configured one has been replaced, only the latter answer).
-        let candidates: Vec<QuorumVoter> = controller
-            .voters
-            .known()
-            .into_iter()
-            .map(|(id, addr)| QuorumVoter { id, addr })
-            .collect();
-        let target = leading.unwrap_or_else(|| loop {
-            turn = turn.wrapping_add(1);
-            let voter = &candidates[turn % candidates.len()];
-            if candidates.len() == 1 || !avoided(avoid, voter.id) {
-                break *voter;
+        let target = leading.unwrap_or_else(|| {
+            let candidates: Vec<QuorumVoter> = controller
+                .voters
+                .known()
+                .into_iter()
+                .map(|(id, addr)| QuorumVoter { id, addr })
+                .collect();
+            loop {
+                turn = turn.wrapping_add(1);
+                let voter = &candidates[turn % candidates.len()];
+                if candidates.len() == 1 || !avoided(avoid, voter.id) {
+                    break *voter;
+                }
             }
         });
         let target = &target;

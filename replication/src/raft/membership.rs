@@ -121,10 +121,11 @@ pub(super) fn conf_change(kind: ChangeKind, node: NodeId) -> Option<ConfChangeV2
     Some(cc)
 }
 
-/// The change a committed configuration entry holds: `None` for an entry of another type, one
-/// that does not parse, or one that is not a single change (this node never proposes those;
-/// raft-rs turns a refused one into an empty normal entry).
-pub(super) fn decode(entry: &Entry) -> Option<(ConfChangeV2, NodeId, ChangeKind)> {
+/// The change a committed configuration entry holds, with the added node's endpoint (the
+/// entry's context; empty for a removal): `None` for an entry of another type, one that does
+/// not parse, or one that is not a single change (this node never proposes those; raft-rs
+/// turns a refused one into an empty normal entry).
+pub(super) fn decode(entry: &Entry) -> Option<(ConfChangeV2, NodeId, ChangeKind, Bytes)> {
     if entry.get_entry_type() != EntryType::EntryConfChangeV2 {
         return None;
     }
@@ -138,17 +139,17 @@ pub(super) fn decode(entry: &Entry) -> Option<(ConfChangeV2, NodeId, ChangeKind)
         ConfChangeType::AddNode => ChangeKind::AddVoter,
         ConfChangeType::RemoveNode => ChangeKind::Remove,
     };
-    Some((cc, node, kind))
+    let endpoint = match kind {
+        ChangeKind::Remove => Bytes::new(),
+        ChangeKind::AddLearner | ChangeKind::AddVoter => entry.context.clone(),
+    };
+    Some((cc, node, kind, endpoint))
 }
 
 /// The voter change a committed entry of a recovered log holds: its node, what it does, and
 /// the added node's endpoint (empty for a removal); `None` for any other entry.
 pub fn configuration_entry(entry: &Entry) -> Option<(NodeId, ChangeKind, Bytes)> {
-    let (_, node, kind) = decode(entry)?;
-    let endpoint = match kind {
-        ChangeKind::Remove => Bytes::new(),
-        ChangeKind::AddLearner | ChangeKind::AddVoter => entry.context.clone(),
-    };
+    let (_, node, kind, endpoint) = decode(entry)?;
     Some((node, kind, endpoint))
 }
 
@@ -227,7 +228,7 @@ mod tests {
             let mut entry = Entry::default();
             entry.set_entry_type(EntryType::EntryConfChangeV2);
             entry.data = cc.write_to_bytes().expect("encodes").into();
-            let (read, node, read_kind) = decode(&entry).expect("decodes");
+            let (read, node, read_kind, _) = decode(&entry).expect("decodes");
             assert_eq!((read, node, read_kind), (cc, NodeId(7), kind));
         }
         let normal = Entry {

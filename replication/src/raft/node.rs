@@ -41,8 +41,9 @@
 //! Limits: proposals only on the leader (no forwarding); the transport's `recv` must be cancel-safe (dropping its future before it
 //! resolves loses no message), as the driver races it against its timer. raft-rs asserts
 //! Raft's rules on what voters send (a commit index beyond this node's log panics, as the
-//! deliberately broken persistence in the simulation showed): voters are trusted peers, and
-//! the codec keeps out every other sender and every corrupted frame.
+//! deliberately broken persistence in the simulation showed): quorum members are trusted peers,
+//! the voter listener's security keeps out every other sender, and the codec every corrupted
+//! frame.
 
 use super::codec;
 use super::membership::{self, AppliedVoterChange, ChangeKind, FirstStep, Refusal, VoterChange};
@@ -298,7 +299,8 @@ pub struct QuorumStatus {
     pub commit_term: RaftTerm,
     /// The highest index applied to the state machine (no-op entries included).
     pub applied_index: RaftIndex,
-    /// Frames refused by the codec (corrupt, or not from a voter) since the start.
+    /// Frames refused by the codec (corrupt, misaddressed, or of a type peers never send)
+    /// since the start.
     pub frames_refused: u64,
     /// Configuration entries raft-rs refused to apply (none is expected) since the start.
     pub conf_changes_refused: u64,
@@ -1028,8 +1030,8 @@ where
             if entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty() {
                 self.state_machine
                     .apply(RaftIndex(entry.index), &entry.data);
-            } else if let Some((cc, node, kind)) = membership::decode(&entry) {
-                self.apply_conf_change(entry.index, &cc, node, kind, &entry.context);
+            } else if let Some((cc, node, kind, endpoint)) = membership::decode(&entry) {
+                self.apply_conf_change(entry.index, &cc, node, kind, endpoint);
             }
             let later = self.in_flight.split_off(&(entry.index + 1));
             for (index, (term, completer)) in std::mem::replace(&mut self.in_flight, later) {
@@ -1257,7 +1259,8 @@ where
         }
     }
 
-    /// Applies the committed configuration entry at `index` (one change of `node`): to
+    /// Applies the committed configuration entry at `index` (one change of `node`, with the
+    /// added node's `endpoint`): to
     /// raft-rs, to the cache (so that the next snapshot carries it) and to the state machine.
     /// A change raft-rs refuses is skipped, alike on every member (all apply the same entries
     /// to the same configuration); none is proposed that could be.
@@ -1267,17 +1270,13 @@ where
         cc: &ConfChangeV2,
         node: NodeId,
         kind: ChangeKind,
-        context: &Bytes,
+        endpoint: Bytes,
     ) {
         let Ok(conf) = self.raw.apply_conf_change(cc) else {
             self.shared.status.borrow_mut().conf_changes_refused += 1;
             return;
         };
         self.cache.set_conf_state(conf.clone());
-        let endpoint = match kind {
-            ChangeKind::Remove => Bytes::new(),
-            ChangeKind::AddLearner | ChangeKind::AddVoter => context.clone(),
-        };
         let change = AppliedVoterChange {
             node,
             kind,

@@ -745,9 +745,10 @@ impl Cluster {
         }
     }
 
-    /// After healing: every member reports the configuration that the last configuration
-    /// entry it applied put in force (the initial voters before any); and every voter change
-    /// acknowledged `Ok` is the configuration entry at its index.
+    /// After healing: no node had a committed configuration entry refused by raft-rs, every
+    /// member reports the configuration that the last configuration entry it applied put in
+    /// force (the initial voters before any), and every voter change acknowledged `Ok` is the
+    /// configuration entry at its index.
     fn check_configuration(&self) {
         let changes = self.world.changes_at.borrow();
         let in_force_at = |applied: RaftIndex| {
@@ -761,6 +762,10 @@ impl Cluster {
         for (i, running) in self.nodes.iter().enumerate() {
             let Some(running) = running else { continue };
             let status = running.node.status();
+            assert_eq!(
+                status.conf_changes_refused, 0,
+                "node {i}: raft-rs refused a committed configuration entry"
+            );
             if members.contains(&self.voters[i]) {
                 assert_eq!(
                     status.voter_set,
