@@ -5,6 +5,7 @@ moving the topic's replicas, Sluice and Apache Kafka 4.4 in one sitting.
 
     scripts/bench-reassign [--runs 2] [--seconds 40] [--rate 2000] [--prefill-mb 200]
                            [--throttle 10000000] [--only sluice|kafka] [--json FILE]
+                           [--client-config KEY=VALUE ...]
 
 Each run starts a fresh 3-node cluster (Sluice: `target/release/sluice`, one shard a node,
 scripts/sluice_cluster.py; Kafka: scripts/kafka_ref.py's KafkaCluster, combined KRaft nodes),
@@ -20,9 +21,12 @@ has 6 partitions of replication factor 2 on brokers 1 and 2 only, and --prefill-
    (every partition listing exactly its new replicas, all in sync), and ended with one
    `--verify` (which clears the throttles), as an operator runs the tool.
 
-A move's tool runs (a JVM start each) share CPU 1 with loadgen in `during` only. Every Sluice
-node is a voter today (issue #30 point 2), so the "new broker" is the third voter, present from
-the start, on which the topic has no replica at first — the same moves for both brokers.
+The tool is Kafka's own code (ReassignPartitionsCommand) in one JVM started and warmed before
+the `before` window (scripts/WarmReassignTool.java), on CPU 1: a JVM started per move spends
+about a second of CPU beside loadgen, a client-side stall the benchmark would count as the
+broker's. The nodes are combined (broker and controller, as the Kafka target's), so the "new
+broker" is the third node, present from the start, on which the topic has no replica at first
+— the same moves for both brokers.
 
 Prints one table (p50 / p99 / p99.99 ms before and during, the p99 ratio, moves completed in the
 window, MB copied) for docs/benchmarks.md and keeps every loadgen JSON (--json summary, default
@@ -70,14 +74,40 @@ def pin(cpu):
     return lambda: os.sched_setaffinity(0, {cpu})
 
 
-def reassign_tool(cp, bootstrap, *args):
-    cmd = [kafka_ref.java_bin(), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp, REASSIGN,
-           "--bootstrap-server", bootstrap, *map(str, args)]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
-                         preexec_fn=pin(CLIENT_CPU))
-    if run.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {run.returncode}:\n{run.stdout}\n{run.stderr}")
-    return run.stdout
+class ReassignTool:
+    """kafka-reassign-partitions.sh's code (Kafka 4.4's ReassignPartitionsCommand) in one JVM
+    started before anything is measured (scripts/WarmReassignTool.java), pinned to the
+    clients' CPU: a JVM started per move spends about a second of CPU beside loadgen, which
+    the benchmark would count as the broker's latency (a stall of 0.3-0.5 s of every
+    partition at each start, measured 2026-12-07)."""
+
+    def __init__(self, cp, bootstrap):
+        self.bootstrap = bootstrap
+        self.proc = subprocess.Popen(
+            [kafka_ref.java_bin(), "-XX:+UseSerialGC", "-cp", cp,
+             str(ROOT / "scripts" / "WarmReassignTool.java")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=pin(CLIENT_CPU))
+
+    def run(self, *args):
+        """Runs the tool with `args` (after --bootstrap-server); returns its output. Exits the
+        benchmark when the tool fails."""
+        cmd = ["--bootstrap-server", self.bootstrap, *map(str, args)]
+        self.proc.stdin.write("\t".join(cmd) + "\n")
+        self.proc.stdin.flush()
+        out = []
+        for line in self.proc.stdout:
+            if line.startswith("@@done "):
+                if line.split()[1] != "0":
+                    raise SystemExit(f"kafka-reassign-partitions {' '.join(cmd)} failed:\n"
+                                     + "".join(out))
+                return "".join(out)
+            out.append(line)
+        raise SystemExit("the reassignment tool's JVM ended:\n" + "".join(out))
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(30)
 
 
 def assignment(admin):
@@ -127,6 +157,8 @@ def loadgen(bootstrap, args, out, duration):
     cmd = [binary, "latency", "--bootstrap", bootstrap, "--topic", TOPIC, "--acks", "all",
            "--rate", str(args.rate), "--duration", str(duration), "--warmup", str(WARMUP_S),
            "--no-baselines", "--no-floor", "--json", str(out)]
+    for kv in args.client_config:
+        cmd += ["--client-config", kv]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, preexec_fn=pin(CLIENT_CPU))
 
 
@@ -138,9 +170,9 @@ def figures(out):
 class Moves(threading.Thread):
     """Runs the cycle of moves until `stop` is set, counting the completed ones."""
 
-    def __init__(self, cp, bootstrap, admin, work, throttle):
+    def __init__(self, tool, admin, work, throttle):
         super().__init__(daemon=True)
-        self.cp, self.bootstrap, self.admin, self.work = cp, bootstrap, admin, work
+        self.tool, self.admin, self.work = tool, admin, work
         self.throttle = throttle
         self.stop = threading.Event()
         self.completed, self.error = [], None
@@ -153,11 +185,10 @@ class Moves(threading.Thread):
                 name, plan = CYCLE[step % len(CYCLE)]
                 path = plan_file(self.work, name, plan)
                 t0 = time.monotonic()
-                reassign_tool(self.cp, self.bootstrap, "--reassignment-json-file", path,
-                              "--execute", "--throttle", self.throttle)
+                self.tool.run("--reassignment-json-file", path, "--execute", "--throttle",
+                              self.throttle)
                 wait_assignment(self.admin, plan)
-                reassign_tool(self.cp, self.bootstrap, "--reassignment-json-file", path,
-                              "--verify")
+                self.tool.run("--reassignment-json-file", path, "--verify")
                 self.completed.append((name, round(time.monotonic() - t0, 1)))
                 self.replicas_added += sum(len(set(plan[p]) - set(current[p])) for p in plan)
                 step, current = step + 1, plan
@@ -186,6 +217,11 @@ def one_run(kind, args, cp, work):
                             )[TOPIC].result(60)
         wait_assignment(admin, START)
         prefill(bootstrap, args.prefill_mb)
+        tool = ReassignTool(cp, bootstrap)
+        # Warmed before the first window: the start plan is complete, so --verify only reports it
+        # (and clears throttles that are not there).
+        tool.run("--reassignment-json-file", plan_file(work, "start", START), "--verify")
+        tool.run("--list")
         before = work / f"{kind}-before.json"
         lg = loadgen(bootstrap, args, before, args.seconds)
         if lg.wait() != 0:
@@ -193,7 +229,7 @@ def one_run(kind, args, cp, work):
         during = work / f"{kind}-during.json"
         lg = loadgen(bootstrap, args, during, args.seconds)
         time.sleep(WARMUP_S)
-        moves = Moves(cp, bootstrap, admin, work, args.throttle)
+        moves = Moves(tool, admin, work, args.throttle)
         moves.start()
         rc = lg.wait()
         moves.stop.set()
@@ -202,6 +238,7 @@ def one_run(kind, args, cp, work):
             raise SystemExit(f"moves failed: {moves.error!r}")
         if rc != 0:
             raise SystemExit(f"loadgen exited {rc} (during)")
+        tool.close()
         b, d = figures(before), figures(during)
         return {"broker": kind, "before": b, "during": d,
                 "p99_ratio": round(d["p99_ms"] / b["p99_ms"], 2),
@@ -223,6 +260,9 @@ def main():
     ap.add_argument("--prefill-mb", type=int, default=200)
     ap.add_argument("--throttle", type=int, default=10_000_000, help="--throttle of each move, B/s")
     ap.add_argument("--only", choices=("sluice", "kafka"))
+    ap.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a librdkafka property for loadgen's clients (repeat), e.g. "
+                         "fetch.error.backoff.ms=10")
     ap.add_argument("--json", type=Path, default=ROOT / "loadgen-out" / "reassign.json")
     args = ap.parse_args()
     cp = kafka_ref.classpath()  # Kafka 4.4's, kafka-tools included
@@ -243,6 +283,7 @@ def main():
             finally:
                 shutil.rmtree(work, ignore_errors=True)
     args.json.write_text(json.dumps({"rate": args.rate, "seconds": args.seconds,
+                                     "client_config": args.client_config,
                                      "prefill_mb": args.prefill_mb, "throttle": args.throttle,
                                      "runs": results}, indent=2))
     print("\n| broker | run | p50 / p99 / p99.99 before, ms | during, ms | p99 during/before "

@@ -2,8 +2,8 @@
 //! coordinators' election hooks as Kafka's `BrokerMetadataPublisher` calls them): when the
 //! shard installs a metadata image ([`apply_metadata`]) the partitions it now owns are opened,
 //! those of deleted topics are deleted, config changes reach the open logs, and every
-//! partition whose image changed (or that opens) takes its role — leader or follower — after
-//! which the group coordinator is told about its `__consumer_offsets` partitions
+//! partition whose image changed (or that opens) takes its role — leader or follower, logged
+//! at INFO when its leader epoch moves — after which the group coordinator is told about its `__consumer_offsets` partitions
 //! (`GroupCoordinator::on_election` / `on_resignation`).
 //!
 //! State: none of its own. The open partitions, their topic configs and the lock that
@@ -181,7 +181,14 @@ async fn apply_role(
                 .unwrap_or(i64::MAX),
         };
         let now = crate::seam::ShardRuntime.now();
-        match partition.become_leader(leadership, isr_config, now).await {
+        let was = partition.leader_epoch();
+        let result = partition.become_leader(leadership, isr_config, now).await;
+        if result.is_ok() && was.0 < image.leader_epoch {
+            // Kafka's "Leader ... starts at leader epoch" line.
+            tracing::info!(%tp, leader_epoch = image.leader_epoch,
+                log_end_offset = %partition.log().log_end_offset(), "became the leader");
+        }
+        match result {
             Ok(()) if tp.topic == crate::groups::OFFSETS_TOPIC => {
                 shard.groups.on_election(tp.partition, image.leader_epoch);
             }
@@ -196,6 +203,10 @@ async fn apply_role(
         return;
     }
     if image.leader >= 0 {
+        if partition.leader_epoch().0 < image.leader_epoch {
+            tracing::info!(%tp, leader = image.leader, leader_epoch = image.leader_epoch,
+                "following the leader");
+        }
         partition.become_follower(
             NodeId(image.leader),
             storage::LeaderEpoch(image.leader_epoch),

@@ -136,6 +136,7 @@ pub fn reconcile(shard: &Rc<Shard>) {
     assert_eq!(shard.id, FETCHER_SHARD, "replica fetchers run on one shard");
     let leaders = followed_leaders(&shard.metadata(), shard.config.node_id);
     shard.replica_fetchers.retain(&leaders);
+    shard.replica_fetchers.installed.notify_all();
     for leader in leaders {
         shard.replica_fetchers.start_if_absent(leader, || {
             tracing::info!(leader, "starting replica fetcher");
@@ -235,6 +236,14 @@ impl Delays {
         self.until.get(tp).is_some_and(|(until, ..)| *until > now)
     }
 
+    /// Whether `tp` is in a back-off that began while it was followed as `followed` (a new
+    /// image's leader epoch ends it, [`Delays::retain`]).
+    fn is_delayed_at(&self, tp: &TopicPartition, followed: Followed, now: Instant) -> bool {
+        self.until
+            .get(tp)
+            .is_some_and(|(until, _, at)| *until > now && *at == followed)
+    }
+
     /// `tp` was fetched and appended: its next error starts from [`BACKOFF_MIN`].
     fn clear(&mut self, tp: &TopicPartition) {
         self.until.remove(tp);
@@ -247,7 +256,6 @@ impl Delays {
     }
 
     /// How long until the first delayed partition is due (`None`: none is delayed).
-    #[cfg(test)]
     fn next_due(&self, now: Instant) -> Option<Duration> {
         self.until
             .values()
@@ -307,9 +315,39 @@ async fn run(shard: Rc<Shard>, leader: i32) {
             }
             continue;
         }
+        if has_new_partitions(&shard, leader, &positions, &delays) {
+            continue; // An image installed while the positions were taken.
+        }
         correlation_id = correlation_id.wrapping_add(1);
         let fetch = session.next_fetch(wanted(request));
-        match fetch_once(&shard, leader, &mut connection, &fetch, correlation_id).await {
+        let max_wait_ms = max_wait_ms(delays.next_due(Instant::now()));
+        let answer = futures_lite::future::or(
+            async {
+                let exchange = fetch_once(
+                    &shard,
+                    leader,
+                    &mut connection,
+                    &fetch,
+                    max_wait_ms,
+                    correlation_id,
+                );
+                Some(exchange.await)
+            },
+            async {
+                new_partitions_installed(&shard, leader, &positions, &delays).await;
+                None
+            },
+        )
+        .await;
+        let Some(answer) = answer else {
+            // The parked fetch is given up with its connection (its answer would come after
+            // it, on the same connection): the next round fetches the new partitions at once.
+            tracing::debug!(leader, "new partitions to follow: parked fetch given up");
+            connection = None;
+            session.reset();
+            continue;
+        };
+        match answer {
             Ok(response) => {
                 session.answered(fetch, response.session_id);
                 let bytes = throttled_bytes(&response, &positions, &throttled);
@@ -339,6 +377,42 @@ async fn run(shard: Rc<Shard>, leader: i32) {
                 }
                 connection_backoff = (connection_backoff * 2).min(BACKOFF_MAX);
             }
+        }
+    }
+}
+
+/// Whether the installed image has this broker follow, from `leader`, a partition at a leader
+/// epoch that `positions` (what a fetch asks) does not hold and that is not in back-off at
+/// that epoch: a partition new to this leader, or at a new leader epoch.
+fn has_new_partitions(
+    shard: &Shard,
+    leader: i32,
+    positions: &HashMap<TopicPartition, Position>,
+    delays: &Delays,
+) -> bool {
+    let now = Instant::now();
+    followed_partitions(&shard.metadata(), shard.config.node_id, leader)
+        .iter()
+        .any(|(tp, f)| {
+            positions.get(tp).map(|p| p.followed) != Some(*f) && !delays.is_delayed_at(tp, *f, now)
+        })
+}
+
+/// Resolves once an image installed after this call [`has_new_partitions`]. Until then a
+/// fetch parked on partitions with nothing new would hold a new one up to
+/// `replica.fetch.wait.max.ms`; measured (issue #30 point 1), every `acks=all` produce of a
+/// partition whose leadership moved to its leader waited those 500 ms when this fetcher was
+/// parked on idle `__consumer_offsets` partitions. Kafka's fetcher thread waits them out.
+async fn new_partitions_installed(
+    shard: &Shard,
+    leader: i32,
+    positions: &HashMap<TopicPartition, Position>,
+    delays: &Delays,
+) {
+    loop {
+        shard.replica_fetchers.image_installed().await;
+        if has_new_partitions(shard, leader, positions, delays) {
+            return;
         }
     }
 }
@@ -671,19 +745,35 @@ async fn reset_out_of_range(
     }
 }
 
+/// The `max_wait_ms` of the next fetch: [`REPLICA_FETCH_WAIT_MAX_MS`], or less when a
+/// partition in back-off is due sooner (`next_due`), so that it joins the fetches when its
+/// back-off ends rather than when the leader answers a fetch of the others. Kafka's fetcher
+/// always waits the full `replica.fetch.wait.max.ms`; measured here (issue #30 point 1), a
+/// partition whose new leader had not yet applied its leadership (UNKNOWN_LEADER_EPOCH, a few
+/// ms) was left out of a 500 ms fetch parked on partitions with nothing new, and every
+/// `acks=all` produce of it waited that long.
+fn max_wait_ms(next_due: Option<Duration>) -> i32 {
+    next_due.map_or(REPLICA_FETCH_WAIT_MAX_MS, |due| {
+        i32::try_from(due.as_millis().saturating_add(1))
+            .unwrap_or(REPLICA_FETCH_WAIT_MAX_MS)
+            .min(REPLICA_FETCH_WAIT_MAX_MS)
+    })
+}
+
 /// One Fetch exchange of `fetch` with `leader` over `connection` (opened first when `None`),
-/// bounded by [`REPLICA_SOCKET_TIMEOUT`].
+/// the leader parking it up to `max_wait_ms`, bounded by [`REPLICA_SOCKET_TIMEOUT`].
 async fn fetch_once(
     shard: &Shard,
     leader: i32,
     connection: &mut Option<PeerStream>,
     fetch: &SessionFetch,
+    max_wait_ms: i32,
     correlation_id: i32,
 ) -> Result<FetchResponse, FetcherError> {
     let node = shard.config.node_id;
     // KIP-903: this broker's epoch as the image registers it (-1 before its registration).
     let broker_epoch = shard.metadata().registered_broker_epoch(node).unwrap_or(-1);
-    let frame = encode_fetch(node, broker_epoch, fetch, correlation_id)?;
+    let frame = encode_fetch(node, broker_epoch, fetch, max_wait_ms, correlation_id)?;
     let body = round_trip(shard, leader, connection, &frame).await?;
     decode_fetch(leader, body, correlation_id)
 }
@@ -845,11 +935,13 @@ fn wanted(positions: &HashMap<TopicPartition, Position>) -> Wanted {
 }
 
 /// The size-prefixed FetchRequest v16 frame of `replica` at `broker_epoch` (-1: unknown) for
-/// `fetch`, its session's next fetch (KIP-227, [`FetcherSession`]).
+/// `fetch`, its session's next fetch (KIP-227, [`FetcherSession`]), parked up to
+/// `max_wait_ms`.
 fn encode_fetch(
     replica: i32,
     broker_epoch: i64,
     fetch: &SessionFetch,
+    max_wait_ms: i32,
     correlation_id: i32,
 ) -> Result<Bytes, FetcherError> {
     let request = FetchRequest::default()
@@ -858,7 +950,7 @@ fn encode_fetch(
                 .with_replica_id(BrokerId(replica))
                 .with_replica_epoch(broker_epoch),
         )
-        .with_max_wait_ms(REPLICA_FETCH_WAIT_MAX_MS)
+        .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(REPLICA_FETCH_MIN_BYTES)
         .with_max_bytes(REPLICA_FETCH_RESPONSE_MAX_BYTES)
         .with_isolation_level(0)
@@ -1056,6 +1148,28 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_in_back_off_bounds_the_fetch_wait_to_its_due_time() {
+        assert_eq!(max_wait_ms(None), REPLICA_FETCH_WAIT_MAX_MS);
+        assert_eq!(max_wait_ms(Some(BACKOFF_MIN)), 51);
+        assert_eq!(max_wait_ms(Some(Duration::ZERO)), 1);
+        assert_eq!(max_wait_ms(Some(BACKOFF_MAX)), REPLICA_FETCH_WAIT_MAX_MS);
+        let mut delays = Delays::default();
+        let start = Instant::now();
+        delays.delay(
+            TopicPartition {
+                topic: "t".into(),
+                partition: 0,
+            },
+            Followed {
+                leader_epoch: LeaderEpoch(1),
+                topic_id: topic_id("t"),
+            },
+            start,
+        );
+        assert_eq!(max_wait_ms(delays.next_due(start)), 51);
+    }
+
+    #[test]
     fn a_new_leader_epoch_ends_a_back_off_and_the_next_error_starts_it_again() {
         let tp = TopicPartition {
             topic: "t".into(),
@@ -1102,7 +1216,7 @@ mod tests {
         positions.insert(tp("a", 1), position("a", 0, None, 0));
         positions.insert(tp("b", 4), position("b", 42, Some(1), 1));
         let fetch = FetcherSession::default().next_fetch(wanted(&positions));
-        let frame = encode_fetch(2, 11, &fetch, 9).unwrap();
+        let frame = encode_fetch(2, 11, &fetch, REPLICA_FETCH_WAIT_MAX_MS, 9).unwrap();
         let mut body = frame.slice(4..);
         let size = u32::from_be_bytes(frame[..4].try_into().unwrap());
         assert_eq!(usize::try_from(size).unwrap(), body.len());

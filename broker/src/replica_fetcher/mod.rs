@@ -9,9 +9,11 @@
 //! fetcher for each new leader and ends those left without partitions. Each round:
 //! 1. a partition new to the fetcher (or back after an error) asks its owning shard for its
 //!    position (`PartitionOp::FollowerPosition`: the written offset, the latest epoch);
-//! 2. one FetchRequest v12 (`replica_id` = this `node.id`, `max_wait_ms` 500, `min_bytes` 1:
+//! 2. one FetchRequest v16 (`replica_id` = this `node.id`, `max_wait_ms` 500, `min_bytes` 1:
 //!    Kafka's `replica.fetch.wait.max.ms` / `replica.fetch.min.bytes` defaults) with each
-//!    partition's fetch offset, `last_fetched_epoch` and `current_leader_epoch`;
+//!    partition's fetch offset, `last_fetched_epoch` and `current_leader_epoch`; while a
+//!    partition is in back-off, `max_wait_ms` ends when its back-off does (unlike Kafka), so
+//!    it is not left out of a fetch parked on partitions with nothing new;
 //! 3. each answered partition goes to its owning shard: `PartitionOp::AppendAsFollower` (the
 //!    batches, then the follower high watermark and log start offset), or on a diverging epoch (KIP-320)
 //!    `PartitionOp::TruncateToDivergingEpoch`; the reply is the next position.
@@ -59,6 +61,9 @@ pub struct ReplicaFetchers {
     throttle: RefCell<crate::replication_quota::ReplicationQuota>,
     /// The origin of the throttle's clock.
     created: Instant,
+    /// Notified after each image the shards installed ([`fetcher::reconcile`]): a fetcher
+    /// parked on a fetch looks whether it has new partitions to follow.
+    installed: std::rc::Rc<storage::Notify>,
 }
 
 impl Default for ReplicaFetchers {
@@ -67,6 +72,7 @@ impl Default for ReplicaFetchers {
             running: RefCell::default(),
             throttle: RefCell::default(),
             created: Instant::now(),
+            installed: std::rc::Rc::default(),
         }
     }
 }
@@ -88,6 +94,11 @@ impl ReplicaFetchers {
     pub fn record_throttled(&self, bytes: u64) {
         let now_ms = self.now_ms();
         self.throttle.borrow_mut().record(bytes, now_ms);
+    }
+
+    /// Resolves at the next image installed after this call.
+    pub async fn image_installed(&self) {
+        self.installed.notified().await;
     }
 
     /// Ends the fetchers of leaders not in `leaders`.
