@@ -3,7 +3,7 @@
 sitting. Each broker runs alone on CPU 0 (one shard for Sluice), the clients on CPU 1.
 
     scripts/bench-compaction cleaner  [--bytes N] [--keys K]   # cleaner throughput, both
-    scripts/bench-compaction p99      [--bytes N]              # latency p99, cleaning or not
+    scripts/bench-compaction p99      [--bytes N] [--pairs P]  # latency p99, cleaning or not
     scripts/bench-compaction offsets  [--commits N]            # coordinator load time
 
 cleaner: loads N bytes (default 1 GiB) of 1,000-byte records over K keys (default 100,000)
@@ -13,9 +13,13 @@ broker's log (Sluice's `cleaned ... ms=`, Kafka's LogCleaner stats), the wall ti
 change to the end of the clean, the broker's CPU seconds over that time, its resident memory
 before and at the end, and the partition's bytes before and after.
 
-p99: on a Sluice broker holding such a partition, `sluice-loadgen latency` (10,000 msg/s,
-1 KiB, acks=all) runs once with the cleaner idle and once right after the clean was released,
-on the same shard; prints both p99s and how much of the second run the clean overlapped.
+p99: on one Sluice broker, --pairs (default 4) pairs of `sluice-loadgen latency` windows
+(10,000 msg/s, 1 KiB, acks=all; --duration s each after a 5 s warm-up), one with the cleaner
+idle and one while it compacts a partition of --bytes on the same shard (a topic per pair,
+loaded and held back up front, released 2 s into its window), in alternating order; the
+windows of each condition are pooled (their HdrHistogram logs added) and the pooled p99s
+compared, so that one stall of the machine does not decide the figure. The floor and the
+baselines are measured once, in a first window that is not counted.
 
 offsets: `--commits` (default 10,000,000) offset commits by 100 groups over 1,000 partitions
 (OffsetCommit v2 of 1,000 partitions each, pipelined), offsets.topic.segment.bytes 1 MiB so
@@ -305,16 +309,19 @@ WARMUP_S = 5
 REPORT_LINE = re.compile(r"^t=\s*([\d.]+) s")
 
 
-def loadgen(bootstrap, pid, json_path, duration, during=None):
+def loadgen(bootstrap, pid, json_path, duration, during=None, floor=True):
     """Runs `sluice-loadgen latency` against `bootstrap`; `during(t)` (if given) is called
     2 s into the measured window (by loadgen's per-second report lines, which start after its
-    baselines and warm-up), with the wall time it was called at. Returns the wall time the
-    measured window started at and loadgen's JSON."""
+    baselines and warm-up), with the wall time it was called at. `floor`: loadgen measures its
+    baselines and the floor first. Returns the wall time the measured window started at and
+    loadgen's JSON."""
     cmd = [str(ROOT / "target" / "release" / "sluice-loadgen"), "latency",
            "--bootstrap", bootstrap, "--bootstrap-pid", str(pid),
            "--broker-cpus", str(BROKER_CPU), "--loadgen-cpus", str(CLIENT_CPU),
            "--duration", str(duration),
            "--warmup", str(WARMUP_S), "--report-every", "1", "--json", str(json_path)]
+    if not floor:
+        cmd += ["--no-baselines", "--no-floor"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     window_started = None
     for line in proc.stdout:
@@ -331,29 +338,83 @@ def loadgen(bootstrap, pid, json_path, duration, during=None):
     return window_started, json.loads(Path(json_path).read_text())
 
 
+def pooled(hlogs):
+    """One histogram (µs) of every interval of loadgen's `.hlog` files `hlogs`."""
+    from hdrh.histogram import HdrHistogram
+    from hdrh.log import HistogramLogReader
+    total = HdrHistogram(1, 3_600_000_000, 3)
+    for path in hlogs:
+        reader = HistogramLogReader(str(path), HdrHistogram(1, 3_600_000_000, 3))
+        while (h := reader.get_next_interval_histogram()) is not None:
+            total.add(h)
+    return total
+
+
+def summary(h):
+    return {"records": h.get_total_count(),
+            **{f"p{k}_ms": round(h.get_value_at_percentile(q) / 1000, 3)
+               for k, q in (("50", 50), ("99", 99), ("9999", 99.99))},
+            "max_ms": round(h.get_max_value() / 1000, 3)}
+
+
 def bench_p99(args, work):
+    """--pairs pairs of `latency` windows on one Sluice broker: one with the cleaner idle, one
+    with it compacting a partition of --bytes (its own topic per pair, loaded and held back
+    up front), in alternating order (quiet first in even pairs, cleaning first in odd ones),
+    so that drift and the machine's occasional stalls fall on both conditions alike. The
+    windows of each condition are pooled (their HdrHistogram logs added) and the pooled p99s
+    compared; each window's own p99 is kept too."""
     settings = {"log.cleaner.backoff.ms": CLEANER_BACKOFF_MS}
     if args.cleaner_io_rate:
         settings["log.cleaner.io.max.bytes.per.second"] = args.cleaner_io_rate
     broker = Sluice(work / "sluice", settings)
     broker.start()
     try:
-        topic = "bench-clean"
-        create_compacted(broker.bootstrap, topic)
-        load(broker.bootstrap, topic, args.bytes, args.keys)
+        topics = [f"bench-clean-{i}" for i in range(args.pairs)]
+        for topic in topics:
+            create_compacted(broker.bootstrap, topic)
+            load(broker.bootstrap, topic, args.bytes, args.keys)
         time.sleep(2)
-        _, quiet = loadgen(broker.bootstrap, broker.pid, work / "quiet.json", args.duration)
-        since = len(broker.log_text())
-        released = []
-        started, cleaning = loadgen(
-            broker.bootstrap, broker.pid, work / "cleaning.json", args.duration,
-            during=lambda t: (release_cleaner(broker.bootstrap, topic), released.append(t)))
-        passes, _ = wait_clean(broker, topic, since)
-        clean_ms = sum(int(m.group(7)) for m in passes)
-        return {"quiet": quiet, "cleaning": cleaning, "clean_ms": clean_ms,
-                "measured_window_s": args.duration,
-                "clean_released_after_s_of_window": round(released[0] - started, 1),
-                "cleaned_bytes": sum(int(m.group(5)) for m in passes)}
+        # One window not counted, with the floor and the baselines: the first window after
+        # the load ran into a stall of 0.34 s (2026-12-07), whichever condition it measured.
+        _, warm = loadgen(broker.bootstrap, broker.pid, work / "warm.json", args.duration)
+        windows, hlogs = [], {"quiet": [], "cleaning": []}
+        for i, topic in enumerate(topics):
+            order = ("quiet", "cleaning") if i % 2 == 0 else ("cleaning", "quiet")
+            for kind in order:
+                out = work / f"{kind}-{i}.json"
+                if kind == "quiet":
+                    _, result = loadgen(broker.bootstrap, broker.pid, out, args.duration,
+                                        floor=False)
+                    w = {"pair": i, "kind": kind}
+                else:
+                    since = len(broker.log_text())
+                    released = []
+                    started, result = loadgen(
+                        broker.bootstrap, broker.pid, out, args.duration, floor=False,
+                        during=lambda t, topic=topic: (release_cleaner(broker.bootstrap, topic),
+                                                       released.append(t)))
+                    passes, _ = wait_clean(broker, topic, since)
+                    w = {"pair": i, "kind": kind,
+                         "clean_ms": sum(int(m.group(7)) for m in passes),
+                         "cleaned_bytes": sum(int(m.group(5)) for m in passes),
+                         "clean_released_after_s_of_window": round(released[0] - started, 1)}
+                b = result["brokers"][0]
+                w.update({"p99_ms": b["p99_ms"], "p9999_ms": b["p9999_ms"]})
+                windows.append(w)
+                hlogs[kind].append(b["hdr_log"])
+                print(json.dumps(w), flush=True)
+        quiet, cleaning = summary(pooled(hlogs["quiet"])), summary(pooled(hlogs["cleaning"]))
+        per_window = {k: sorted(w["p99_ms"] for w in windows if w["kind"] == k)
+                      for k in ("quiet", "cleaning")}
+        median = lambda v: (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2  # noqa: E731
+        return {"measured_window_s": args.duration, "pairs": args.pairs,
+                "warm_window": {"p99_ms": warm["brokers"][0]["p99_ms"],
+                                "floor": warm.get("floor"), "baselines": warm.get("baselines")},
+                "median_window_p99_ms": {k: round(median(v), 3) for k, v in per_window.items()},
+                "quiet_pooled": quiet, "cleaning_pooled": cleaning,
+                "p99_ratio": round(cleaning["p99_ms"] / quiet["p99_ms"], 2),
+                "windows": windows}
     finally:
         broker.stop()
 
@@ -494,6 +555,8 @@ def main():
     ap.add_argument("--commits", type=int, default=10_000_000)
     ap.add_argument("--duration", type=int, default=10,
                     help="p99: loadgen's measured seconds per run (after a 5 s warm-up)")
+    ap.add_argument("--pairs", type=int, default=4,
+                    help="p99: pairs of windows (quiet, cleaning), each with its own topic")
     ap.add_argument("--cleaner-io-rate", type=float,
                     help="p99: log.cleaner.io.max.bytes.per.second of the broker")
     ap.add_argument("--only", choices=["sluice", "kafka"], help="cleaner: one broker only")
