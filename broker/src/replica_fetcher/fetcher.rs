@@ -24,6 +24,7 @@ use net::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage::{LeaderEpoch, Offset, TopicPartition};
 use uuid::Uuid;
@@ -274,7 +275,8 @@ async fn run(shard: Rc<Shard>, leader: i32) {
     let mut connection_backoff = BACKOFF_MIN;
     let mut correlation_id: i32 = 0;
     while !shard.stop.is_requested() {
-        let followed = followed_partitions(&shard.metadata(), node, leader);
+        let image = shard.metadata();
+        let followed = followed_partitions(&image, node, leader);
         positions.retain(|tp, p| followed.get(tp) == Some(&p.followed));
         delays.retain(&followed);
         take_positions(&shard, leader, &followed, &mut positions, &mut delays).await;
@@ -315,8 +317,11 @@ async fn run(shard: Rc<Shard>, leader: i32) {
             }
             continue;
         }
-        if has_new_partitions(&shard, leader, &positions, &delays) {
-            continue; // An image installed while the positions were taken.
+        // An image installed while the positions were taken may give this fetcher more.
+        if !Arc::ptr_eq(&image, &shard.metadata())
+            && has_new_partitions(&shard, leader, &positions, &delays)
+        {
+            continue;
         }
         correlation_id = correlation_id.wrapping_add(1);
         let fetch = session.next_fetch(wanted(request));
