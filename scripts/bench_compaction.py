@@ -342,9 +342,12 @@ def pooled(hlogs):
     """One histogram (µs) of every interval of loadgen's `.hlog` files `hlogs`."""
     from hdrh.histogram import HdrHistogram
     from hdrh.log import HistogramLogReader
-    total = HdrHistogram(1, 3_600_000_000, 3)
+    # loadgen's histogram range: 1 µs to one hour, 3 significant figures (loadgen/src/latency.rs).
+    def histogram():
+        return HdrHistogram(1, 3_600_000_000, 3)
+    total = histogram()
     for path in hlogs:
-        reader = HistogramLogReader(str(path), HdrHistogram(1, 3_600_000_000, 3))
+        reader = HistogramLogReader(str(path), histogram())
         while (h := reader.get_next_interval_histogram()) is not None:
             total.add(h)
     return total

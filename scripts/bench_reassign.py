@@ -78,7 +78,7 @@ class ReassignTool:
     """kafka-reassign-partitions.sh's code (Kafka 4.4's ReassignPartitionsCommand) in one JVM
     started before anything is measured (scripts/WarmReassignTool.java), pinned to the
     clients' CPU: a JVM started per move spends about a second of CPU beside loadgen, which
-    the benchmark would count as the broker's latency (a stall of 0.3-0.5 s of every
+    the benchmark would count as the broker's latency (a stall of 0.3-0.6 s of every
     partition at each start, measured 2026-12-07)."""
 
     def __init__(self, cp, bootstrap):

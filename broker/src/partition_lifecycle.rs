@@ -3,8 +3,8 @@
 //! shard installs a metadata image ([`apply_metadata`]) the partitions it now owns are opened,
 //! those of deleted topics are deleted, config changes reach the open logs, and every
 //! partition whose image changed (or that opens) takes its role — leader or follower, logged
-//! at INFO when its leader epoch moves — after which the group coordinator is told about its `__consumer_offsets` partitions
-//! (`GroupCoordinator::on_election` / `on_resignation`).
+//! at INFO when its leader epoch moves — after which the group coordinator is told about its
+//! `__consumer_offsets` partitions (`GroupCoordinator::on_election` / `on_resignation`).
 //!
 //! State: none of its own. The open partitions, their topic configs and the lock that
 //! serialises opens are the shard context's ([`Shard::partitions`],

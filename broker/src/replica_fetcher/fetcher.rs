@@ -325,7 +325,7 @@ async fn run(shard: Rc<Shard>, leader: i32) {
         }
         correlation_id = correlation_id.wrapping_add(1);
         let fetch = session.next_fetch(wanted(request));
-        let max_wait_ms = max_wait_ms(delays.next_due(Instant::now()));
+        let max_wait_ms = fetch_wait_ms(delays.next_due(Instant::now()));
         let answer = futures_lite::future::or(
             async {
                 let exchange = fetch_once(
@@ -757,7 +757,7 @@ async fn reset_out_of_range(
 /// partition whose new leader had not yet applied its leadership (UNKNOWN_LEADER_EPOCH, a few
 /// ms) was left out of a 500 ms fetch parked on partitions with nothing new, and every
 /// `acks=all` produce of it waited that long.
-fn max_wait_ms(next_due: Option<Duration>) -> i32 {
+fn fetch_wait_ms(next_due: Option<Duration>) -> i32 {
     next_due.map_or(REPLICA_FETCH_WAIT_MAX_MS, |due| {
         i32::try_from(due.as_millis().saturating_add(1))
             .unwrap_or(REPLICA_FETCH_WAIT_MAX_MS)
@@ -1154,10 +1154,10 @@ mod tests {
 
     #[test]
     fn a_partition_in_back_off_bounds_the_fetch_wait_to_its_due_time() {
-        assert_eq!(max_wait_ms(None), REPLICA_FETCH_WAIT_MAX_MS);
-        assert_eq!(max_wait_ms(Some(BACKOFF_MIN)), 51);
-        assert_eq!(max_wait_ms(Some(Duration::ZERO)), 1);
-        assert_eq!(max_wait_ms(Some(BACKOFF_MAX)), REPLICA_FETCH_WAIT_MAX_MS);
+        assert_eq!(fetch_wait_ms(None), REPLICA_FETCH_WAIT_MAX_MS);
+        assert_eq!(fetch_wait_ms(Some(BACKOFF_MIN)), 51);
+        assert_eq!(fetch_wait_ms(Some(Duration::ZERO)), 1);
+        assert_eq!(fetch_wait_ms(Some(BACKOFF_MAX)), REPLICA_FETCH_WAIT_MAX_MS);
         let mut delays = Delays::default();
         let start = Instant::now();
         delays.delay(
@@ -1171,7 +1171,7 @@ mod tests {
             },
             start,
         );
-        assert_eq!(max_wait_ms(delays.next_due(start)), 51);
+        assert_eq!(fetch_wait_ms(delays.next_due(start)), 51);
     }
 
     #[test]
