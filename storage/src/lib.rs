@@ -50,7 +50,7 @@ pub use clean::{clean_section, fill_map};
 pub use config::{CleanerConfig, CleanupPolicy, CompactionConfig, LogConfig};
 pub use crash_point::cut_at;
 pub use error::{BatchError, Result, StorageError};
-pub use io::Notify;
+pub use io::{Notified, Notify};
 pub use log::compact::{CleanReport, CleanerBuffers, Dirtiness};
 pub use log::epochs::{EpochEntry, LeaderEpochCache};
 pub use log::{

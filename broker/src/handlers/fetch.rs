@@ -28,6 +28,11 @@
 //! level, as Kafka's `LogReadResult`; a follower's is the high watermark (followers read
 //! everything and ignore it).
 //!
+//! A consumer's fetch of many partitions, all on this shard (librdkafka, which has no fetch
+//! sessions, lists every partition in every fetch) is looked at in place first: only the
+//! partitions with something to answer are sent their op, and a fetch with nothing to answer
+//! waits on all its partitions at once ([`fetch_scanned`]); the answers are the same.
+//!
 //! Fetch sessions (KIP-227, v7+; `crate::fetch_sessions`): an incremental fetch is expanded
 //! into its session's partitions before anything else and runs as a full one; its response is
 //! then pruned to the partitions with something to say. A session error answers the top-level
@@ -209,7 +214,10 @@ pub async fn handle(
     } else {
         &[]
     };
-    let replies = fetch_all(shard, wanted, &fetching, held_back).await;
+    let replies = match fetch_scanned(shard, wanted, &fetching).await {
+        Ok(replies) => replies,
+        Err(wanted) => fetch_all(shard, wanted, &fetching, held_back).await,
+    };
     let read_committed = req.isolation_level == READ_COMMITTED;
     let mut topics = lay_out(&req, &names, replies, max_bytes, version, read_committed);
     if !throttled.is_empty() {
@@ -696,6 +704,129 @@ async fn fetch_all(
     if any_held_back && !ended {
         let left = deadline.saturating_duration_since(ShardRuntime.now());
         crate::rt::sleep(left).await;
+    }
+    replies
+}
+
+/// Fewest partitions a consumer's fetch lists for [`fetch_scanned`] to serve it: below, one
+/// parked future per partition ([`fetch_all`]) costs little and wakes only for its own
+/// partition.
+const SCANNED_MIN_PARTITIONS: usize = 32;
+
+/// A consumer's fetch of [`SCANNED_MIN_PARTITIONS`] or more partitions, with `min_bytes` at
+/// most 1 (every client's default), whose partitions are all on this shard and served here with
+/// nothing else to decide (this replica may serve them, no preferred read replica to look for,
+/// the leader epoch current): each partition is looked at in place
+/// ([`replication::Partition::nothing_to_read`]) — no message, no parked future — and only
+/// those with something to answer are read, by [`fetch_all`]; the others answer their offsets
+/// and no records. When none has anything, the fetch waits for any of their bounds to move
+/// (one wake-up registration per partition, on this task) or its deadline, and looks again.
+/// Returns `wanted` back (`Err`) when the fetch does not qualify.
+///
+/// Why (issue #31 point 6): librdkafka has no fetch sessions (KIP-227), so its consumer lists
+/// every partition in every fetch; with 1,000 partitions one future, one cancel channel and one
+/// parked read per partition per fetch took about 40 % of the shard (4–5 ms a fetch), and the
+/// produce requests queued behind it.
+async fn fetch_scanned(
+    shard: &Rc<Shard>,
+    wanted: Vec<Wanted>,
+    fetching: &Fetching,
+) -> Result<Vec<Option<PartitionReply>>, Vec<Wanted>> {
+    let Fetching {
+        follower,
+        any_replica,
+        min_bytes,
+        isolation,
+        deadline,
+    } = *fetching;
+    if follower.is_some() || min_bytes > 1 || wanted.len() < SCANNED_MIN_PARTITIONS {
+        return Err(wanted);
+    }
+    let partitions: Option<Vec<Rc<crate::shard::LocalPartition>>> = {
+        let owned = shard.partitions.borrow();
+        wanted
+            .iter()
+            .map(|w| {
+                let placement = w.placement?;
+                let epoch = replication::fetch_requested_leader_epoch(w.current_leader_epoch);
+                let served_here = placement.owner == Some(shard.id)
+                    && (placement.leads || any_replica)
+                    && w.read_replica_candidates.is_empty()
+                    && replication::check_current_leader_epoch(
+                        epoch,
+                        LeaderEpoch(placement.leader_epoch),
+                    )
+                    .is_ok();
+                served_here.then(|| owned.get(&w.tp).cloned()).flatten()
+            })
+            .collect()
+    };
+    let Some(partitions) = partitions else {
+        return Err(wanted);
+    };
+    loop {
+        let idle: Vec<Option<replication::Read>> = partitions
+            .iter()
+            .zip(&wanted)
+            .map(|(p, w)| p.nothing_to_read(Offset(w.offset), isolation))
+            .collect();
+        let now = ShardRuntime.now();
+        if idle.iter().any(Option::is_none) || now >= deadline {
+            return Ok(read_scanned(shard, wanted, idle, fetching).await);
+        }
+        // No await since the look: every move after it wakes this wait.
+        let mut moved: Vec<storage::Notified> =
+            partitions.iter().map(|p| p.bound_moved()).collect();
+        let any_moved = std::future::poll_fn(|cx| {
+            let ready = moved
+                .iter_mut()
+                .any(|n| std::future::Future::poll(std::pin::Pin::new(n), cx).is_ready());
+            if ready {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        });
+        let parked = &shard.metrics.parked_fetches;
+        parked.set(parked.get() + 1);
+        futures_util::future::select(
+            std::pin::pin!(any_moved),
+            std::pin::pin!(crate::rt::sleep(deadline.saturating_duration_since(now))),
+        )
+        .await;
+        parked.set(parked.get() - 1);
+    }
+}
+
+/// The replies of a [`fetch_scanned`] fetch: the partitions `idle` has offsets for answer them
+/// with no records; the others are read by [`fetch_all`]. In request order.
+async fn read_scanned(
+    shard: &Rc<Shard>,
+    wanted: Vec<Wanted>,
+    idle: Vec<Option<replication::Read>>,
+    fetching: &Fetching,
+) -> Vec<Option<PartitionReply>> {
+    let mut replies = Vec::with_capacity(wanted.len());
+    let (mut to_read, mut read_at) = (Vec::new(), Vec::new());
+    for (i, (w, idle)) in wanted.into_iter().zip(idle).enumerate() {
+        match idle {
+            Some(read) => replies.push(Some(PartitionReply::Read {
+                high_watermark: read.high_watermark.0,
+                last_stable_offset: read.last_stable_offset.0,
+                log_start_offset: read.log_start_offset.0,
+                batches: read.batches,
+                aborted: read.aborted,
+            })),
+            None => {
+                replies.push(None);
+                to_read.push(w);
+                read_at.push(i);
+            }
+        }
+    }
+    let read = fetch_all(shard, to_read, fetching, &[]).await;
+    for (i, reply) in read_at.into_iter().zip(read) {
+        replies[i] = reply;
     }
     replies
 }

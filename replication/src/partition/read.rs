@@ -137,6 +137,34 @@ impl<S: PartitionStore + 'static> Partition<S> {
         }
     }
 
+    /// What a consumer's fetch from `offset` under `isolation` answers when it would read
+    /// nothing now: the partition's offsets and no batches — `Some` only while the partition
+    /// is open, `offset` is within the log (log start to log end; outside, a read answers
+    /// OFFSET_OUT_OF_RANGE) and at or past the bound of `isolation`. `None`: a read would
+    /// return records or an error. No I/O and no wait: what a fetch of many partitions looks
+    /// at before it reads any (see [`Partition::bound_moved`] to wait for the answer to change).
+    pub fn nothing_to_read(&self, offset: Offset, isolation: Isolation) -> Option<Read> {
+        let idle = !self.closed.get()
+            && offset >= self.log.log_start_offset()
+            && offset <= self.log.log_end_offset()
+            && offset >= self.upper_bound(isolation);
+        idle.then(|| Read {
+            high_watermark: self.log.high_watermark(),
+            last_stable_offset: self.log.last_stable_offset(),
+            log_start_offset: self.log.log_start_offset(),
+            batches: Vec::new(),
+            aborted: None,
+        })
+    }
+
+    /// Resolves at the next move of the high watermark or the last stable offset, or the
+    /// partition's close, after this call (the signal [`Partition::wait_for_bound`] waits on):
+    /// taken before a [`Partition::nothing_to_read`] look with no await between, no move is
+    /// missed.
+    pub fn bound_moved(&self) -> storage::Notified {
+        self.high_watermark_moved.notified()
+    }
+
     /// A consumer fetch of this partition, answered once: reads from `offset` (at most
     /// `max_bytes`, below the high watermark — or the last stable offset for
     /// [`Isolation::LastStable`], read_committed) and, while fewer than `min_bytes` (at
