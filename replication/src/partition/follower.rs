@@ -142,14 +142,20 @@ impl<S: PartitionStore + 'static> Partition<S> {
         Ok(self.log.log_end_offset())
     }
 
+    /// Refuses a follower's op on a leader, and on a follower taking the leadership
+    /// (`Partition::become_leader` under way: it follows itself).
     fn follower_check(&self) -> Result<(), PartitionError> {
-        match &*self.role.borrow() {
-            Role::Leader(_) => Err(PartitionError::NotLeaderOrFollower {
+        let leading = match &*self.role.borrow() {
+            Role::Leader(_) => true,
+            Role::Follower { leader, .. } => *leader == self.node,
+        };
+        if leading {
+            return Err(PartitionError::NotLeaderOrFollower {
                 wanted: "a follower",
                 leader: Some(self.node),
-            }),
-            Role::Follower { .. } => Ok(()),
+            });
         }
+        Ok(())
     }
 
     /// Removes every record at or after `offset` (whole batches), as a follower does to match

@@ -377,6 +377,19 @@ impl<S: PartitionStore + 'static> Partition<S> {
             return Ok(());
         }
         let leadership_epoch = leadership.leader_epoch;
+        // A follower stops following before the awaits below, as Kafka removes the partition
+        // from its fetcher before `makeLeader`: an answer of the old leader still on its way
+        // is refused (`follower_check`, and a fetcher's epoch check sees the new epoch) rather
+        // than appended after the new epoch's start — which removed that entry from the
+        // leader-epoch cache again.
+        if let Role::Follower {
+            leader,
+            leader_epoch,
+        } = &mut *self.role.borrow_mut()
+        {
+            *leader = self.node;
+            *leader_epoch = leadership_epoch;
+        }
         let log_end = self.log.log_end_offset();
         self.log.wait_written(log_end).await?;
         self.log
@@ -388,6 +401,9 @@ impl<S: PartitionStore + 'static> Partition<S> {
         match &mut *role {
             Role::Leader(isr) if isr.leader_epoch() > leadership.leader_epoch => {
                 return Ok(()); // A newer epoch came while the log was written.
+            }
+            Role::Follower { leader_epoch, .. } if *leader_epoch > leadership.leader_epoch => {
+                return Ok(()); // Made a follower at a newer epoch meanwhile.
             }
             // Re-elected with the same ISR rules: followers' log end offsets are kept.
             Role::Leader(isr) if isr.config() == config => {

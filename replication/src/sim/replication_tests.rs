@@ -840,3 +840,85 @@ fn a_follower_behind_for_the_lag_time_is_proposed_out_of_the_isr() {
         "replica 2 is caught up"
     );
 }
+
+/// Kafka's order in `makeLeader` (the partition leaves its fetcher first): a follower taking
+/// the leadership at a new epoch follows no more from the moment [`Partition::become_leader`]
+/// starts. An answer of the old leader that arrives while it waits for its log to be written
+/// is refused (before the fix it was appended after the point where the new epoch starts, and
+/// the leader-epoch cache's entry for the new epoch was removed again); an append already under
+/// way is kept and the new epoch starts after it.
+#[test]
+fn a_follower_taking_the_leadership_appends_no_more_as_a_follower() {
+    let mut ex = Executor::new(19);
+    let rt = ex.runtime();
+    let old = open(&rt, NodeId(2), &SimDisk::default());
+    let (p, now) = (old.clone(), rt.now());
+    ex.run_until(async move {
+        p.become_leader(leadership(LeaderEpoch(1)), CONFIG, now)
+            .await
+    })
+    .expect("runs")
+    .expect("becomes leader");
+    for value in 0..3 {
+        let (_, written) = ex
+            .run_until(produce(old.clone(), value, 1, Acks::Leader))
+            .expect("runs");
+        assert_eq!(
+            written.expect("acks=1").base_offset,
+            Offset(i64::try_from(value).unwrap_or(0))
+        );
+    }
+    // The old leader's answers for offsets 0, 1 and 2, one batch each.
+    let answer = |ex: &mut Executor, offset: i64| -> Bytes {
+        let (p, now) = (old.clone(), rt.now());
+        let read = ex
+            .run_until(async move {
+                p.replica_fetch(NodeId(1), Offset(offset), None, None, FETCH_BYTES_MAX, now)
+                    .await
+            })
+            .expect("runs")
+            .expect("a replica's fetch");
+        Bytes::from(read.batches[0].to_vec())
+    };
+    let (first, second, third) = (answer(&mut ex, 0), answer(&mut ex, 1), answer(&mut ex, 2));
+    let new = open(&rt, NodeId(1), &SimDisk::default());
+    new.become_follower(NodeId(2), LeaderEpoch(1));
+    let append = |p: Rc<SimPartition>, records: Bytes| async move {
+        p.append_as_follower(records, Offset(0), Offset(0)).await
+    };
+    ex.run_until(append(new.clone(), first))
+        .expect("runs")
+        .expect("the first answer is appended");
+    // The second answer's append is under way (its write not done) when the leadership comes;
+    // the third arrives while `become_leader` waits for that write.
+    let now = rt.now();
+    let taking = {
+        let p = new.clone();
+        async move {
+            p.become_leader(leadership(LeaderEpoch(2)), CONFIG, now)
+                .await
+        }
+    };
+    let (_, (took, late)) = ex
+        .run_until(futures_lite::future::zip(
+            append(new.clone(), second),
+            futures_lite::future::zip(taking, append(new.clone(), third)),
+        ))
+        .expect("runs");
+    took.expect("becomes leader");
+    assert!(
+        matches!(late, Err(PartitionError::NotLeaderOrFollower { .. })),
+        "the old leader's late answer is refused: {late:?}"
+    );
+    assert_eq!(
+        new.log().log_end_offset(),
+        Offset(2),
+        "the second answer is kept, not the third"
+    );
+    assert_eq!(new.leader_epoch(), LeaderEpoch(2));
+    assert_eq!(
+        new.log().end_offset_for_leader_epoch(LeaderEpoch(1)),
+        Some((LeaderEpoch(1), Offset(2))),
+        "epoch 1 ends, and epoch 2 starts, where the log ended when the leadership was taken"
+    );
+}
