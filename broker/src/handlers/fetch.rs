@@ -752,11 +752,7 @@ async fn fetch_scanned(
                 let served_here = placement.owner == Some(shard.id)
                     && (placement.leads || any_replica)
                     && w.read_replica_candidates.is_empty()
-                    && replication::check_current_leader_epoch(
-                        epoch,
-                        LeaderEpoch(placement.leader_epoch),
-                    )
-                    .is_ok();
+                    && epoch_check::check_placed(Some(placement), epoch).is_ok();
                 served_here.then(|| owned.get(&w.tp).cloned()).flatten()
             })
             .collect()
@@ -810,13 +806,7 @@ async fn read_scanned(
     let (mut to_read, mut read_at) = (Vec::new(), Vec::new());
     for (i, (w, idle)) in wanted.into_iter().zip(idle).enumerate() {
         match idle {
-            Some(read) => replies.push(Some(PartitionReply::Read {
-                high_watermark: read.high_watermark.0,
-                last_stable_offset: read.last_stable_offset.0,
-                log_start_offset: read.log_start_offset.0,
-                batches: read.batches,
-                aborted: read.aborted,
-            })),
+            Some(read) => replies.push(Some(read.into())),
             None => {
                 replies.push(None);
                 to_read.push(w);

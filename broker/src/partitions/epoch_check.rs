@@ -63,7 +63,7 @@ pub async fn call_checked_hosted(
 
 /// The check of `current_leader_epoch` (`None`: no check) against a partition placed so
 /// (`None`: no such partition; the routing answers).
-fn check_placed(
+pub(crate) fn check_placed(
     placement: Option<Placement>,
     current_leader_epoch: Option<LeaderEpoch>,
 ) -> Result<(), PartitionOpError> {

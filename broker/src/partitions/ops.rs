@@ -211,6 +211,19 @@ pub enum PartitionReply {
     Error(PartitionOpError),
 }
 
+impl From<replication::Read> for PartitionReply {
+    /// A consumer's read (or its offsets and no records) as [`PartitionReply::Read`].
+    fn from(read: replication::Read) -> PartitionReply {
+        PartitionReply::Read {
+            high_watermark: read.high_watermark.0,
+            last_stable_offset: read.last_stable_offset.0,
+            log_start_offset: read.log_start_offset.0,
+            batches: read.batches,
+            aborted: read.aborted,
+        }
+    }
+}
+
 /// One producer as DescribeProducers describes it (Kafka's
 /// `DescribeProducersResponseData.ProducerState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

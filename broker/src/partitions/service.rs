@@ -439,13 +439,7 @@ async fn fetch(
             .read(offset, max_bytes, isolation)
             .await?
     };
-    Ok(PartitionReply::Read {
-        high_watermark: read.high_watermark.0,
-        last_stable_offset: read.last_stable_offset.0,
-        log_start_offset: read.log_start_offset.0,
-        batches: read.batches,
-        aborted: read.aborted,
-    })
+    Ok(read.into())
 }
 
 /// A follower's Fetch (`op`, as [`run`] passes only a ReplicaFetch): its broker epoch
