@@ -25,9 +25,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
 
 /// O_DIRECT alignment used for every write and read position and length, in bytes.
 pub const BLOCK_BYTES: u64 = BLOCK_USIZE as u64;
@@ -670,52 +668,6 @@ pub async fn remove_file(path: &Path) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(StorageError::io("removing", path, e)),
-    }
-}
-
-/// A single-threaded "something changed" signal: waiters re-check their condition after each
-/// [`Notify::notify_all`]. Bounded by the number of tasks waiting.
-#[derive(Default)]
-pub struct Notify {
-    generation: Cell<u64>,
-    wakers: RefCell<Vec<Waker>>,
-}
-
-impl Notify {
-    /// Wakes every current waiter.
-    pub fn notify_all(&self) {
-        self.generation.set(self.generation.get() + 1);
-        for w in self.wakers.borrow_mut().drain(..) {
-            w.wake();
-        }
-    }
-
-    /// Resolves at the next [`Notify::notify_all`] after this call.
-    pub fn notified(self: &Rc<Self>) -> Notified {
-        Notified {
-            notify: self.clone(),
-            generation: self.generation.get(),
-        }
-    }
-}
-
-/// Future returned by [`Notify::notified`].
-pub struct Notified {
-    notify: Rc<Notify>,
-    generation: u64,
-}
-
-impl Future for Notified {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.notify.generation.get() != self.generation {
-            return Poll::Ready(());
-        }
-        let mut wakers = self.notify.wakers.borrow_mut();
-        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            wakers.push(cx.waker().clone());
-        }
-        Poll::Pending
     }
 }
 

@@ -24,6 +24,7 @@ mod error;
 mod index;
 mod io;
 mod log;
+mod notify;
 mod offset_map;
 mod producer_state;
 mod segment;
@@ -50,12 +51,12 @@ pub use clean::{clean_section, fill_map};
 pub use config::{CleanerConfig, CleanupPolicy, CompactionConfig, LogConfig};
 pub use crash_point::cut_at;
 pub use error::{BatchError, Result, StorageError};
-pub use io::{Notified, Notify};
 pub use log::compact::{CleanReport, CleanerBuffers, Dirtiness};
 pub use log::epochs::{EpochEntry, LeaderEpochCache};
 pub use log::{
     AppendInfo, AppendUntil, LogStats, PartitionLog, TimestampMatch, SYNC_LATENCY_BUCKETS,
 };
+pub use notify::{Notified, Notify};
 pub use offset_map::{OffsetMap, OffsetMapError, SLOT_BYTES};
 pub use producer_state::{BatchMeta, CompletedTxn, ProducerState, ProducerSummary, SequenceCheck};
 pub use txn::{
