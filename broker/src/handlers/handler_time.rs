@@ -5,6 +5,8 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// One request's handler time so far. Single-threaded: the shard polls the handler.
@@ -17,18 +19,14 @@ pub struct HandlerTime {
 }
 
 impl HandlerTime {
-    /// Runs `handler`, adding the time of each of its polls to this.
-    pub async fn measure<F: Future>(&self, handler: F) -> F::Output {
-        let mut handler = std::pin::pin!(handler);
-        std::future::poll_fn(|cx| {
-            let started = Instant::now();
-            self.polling_since.set(Some(started));
-            let polled = handler.as_mut().poll(cx);
-            self.polling_since.set(None);
-            self.spent.set(self.spent.get() + started.elapsed());
-            polled
-        })
-        .await
+    /// Runs `handler`, adding the time of each of its polls to this. The returned future holds
+    /// `handler` once (an `async fn` taking it would hold it twice: as its argument and as the
+    /// pinned local it awaits — 15.4 KiB instead of 7.7 KiB per request, copied at each spawn).
+    pub fn measure<F: Future>(&self, handler: F) -> Measured<'_, F> {
+        Measured {
+            time: self,
+            handler,
+        }
     }
 
     /// The handler's time so far, the poll under way included (read from inside it).
@@ -38,6 +36,30 @@ impl HandlerTime {
             .get()
             .map_or(Duration::ZERO, |s| s.elapsed());
         self.spent.get() + current
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Future returned by [`HandlerTime::measure`].
+    pub struct Measured<'a, F> {
+        time: &'a HandlerTime,
+        #[pin]
+        handler: F,
+    }
+}
+
+impl<F: Future> Future for Measured<'_, F> {
+    type Output = F::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let started = Instant::now();
+        this.time.polling_since.set(Some(started));
+        let polled = this.handler.poll(cx);
+        this.time.polling_since.set(None);
+        this.time
+            .spent
+            .set(this.time.spent.get() + started.elapsed());
+        polled
     }
 }
 

@@ -80,7 +80,7 @@ use std::sync::OnceLock;
 /// The handler registry: every API this broker serves, once, with the versions it advertises
 /// in ApiVersions (only fully implemented ones) and the call that serves it. From this one list
 /// the macro builds [`APIS`] (the version table and metric names) and the dispatch `match`
-/// (static dispatch: no boxed future per request).
+/// (static dispatch; every handler but Produce's and Fetch's boxed, see `@place`).
 ///
 /// Each entry is `Variant min..=max => |shard, request, call| expression`: `request` is the
 /// decoded body of `RequestKind::Variant`, `call` the [`Call`] (version, correlation id,
@@ -115,7 +115,7 @@ macro_rules! registry {
             match request.body {
                 $(RequestKind::$variant($req) => {
                     let ($shard, $call) = (shard, &call);
-                    registry!(@respond $call, [$($raw)?] $body)
+                    registry!(@place [$($raw)?] registry!(@respond $call, [$($raw)?] $body))
                 })*
                 other => {
                     // The version table only admits the APIs above; nothing else reaches here.
@@ -125,6 +125,12 @@ macro_rules! registry {
             }
         }
     };
+    // Where a handler's future lives: a `raw` entry's (Produce, Fetch: the per-record paths)
+    // in this future, every other's in a box of its own, so that this future — the task of
+    // every request, copied when it is spawned — is as large as a produce's or a fetch's and
+    // not as the largest handler's (the group and admin handlers' 3-5 KiB).
+    (@place [raw] $respond:expr) => { $respond };
+    (@place [$($kind:ident)?] $respond:expr) => { Box::pin(async move { $respond }).await };
     (@respond $call:ident, [raw] $body:expr) => { $body };
     (@respond $call:ident, [exempt] $body:expr) => {
         respond($call.key, $call.version, $call.correlation_id, &$body)

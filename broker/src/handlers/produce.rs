@@ -125,11 +125,14 @@ pub async fn handle(
         crate::quotas::Metered::Produce,
         bytes as f64,
     );
-    let mut verified = if unauthorized_transactional || acks.is_none() {
-        Verified::default()
-    } else {
-        verify_transactions(shard, session, &req, version).await
-    };
+    let mut verified =
+        if unauthorized_transactional || acks.is_none() || req.transactional_id.is_none() {
+            Verified::default()
+        } else {
+            // Boxed: its future (~4.5 KiB) would otherwise be part of every request's task, of
+            // every API, and copied at each spawn; only a transactional produce pays for it.
+            Box::pin(verify_transactions(shard, session, &req, version)).await
+        };
     let metadata = shard.metadata();
     // The response is laid out from the request (its topic names shared, not copied) and
     // filled in from every partition's append, in request order.
@@ -229,23 +232,18 @@ fn count_request(shard: &Shard, req: &ProduceRequest) -> usize {
 
 /// Runs every partition's append concurrently inside this task (no task spawned, and a local
 /// partition's append costs no message) and fills in its slot of `response`, in request order.
+/// The appends are polled where `join_all` keeps them (one allocation), never moved into this
+/// future: one held here would make every request's task, whatever its API, that much larger.
 async fn await_appends(
     response: &mut ProduceResponse,
-    mut appends: Vec<impl std::future::Future<Output = Result<PartitionReply, Refusal>>>,
+    appends: Vec<impl std::future::Future<Output = Result<PartitionReply, Refusal>>>,
 ) {
-    let mut slots = response.responses.iter_mut().flat_map(|t| {
+    let slots = response.responses.iter_mut().flat_map(|t| {
         let topic = &t.name.0;
         t.partition_responses.iter_mut().map(move |p| (topic, p))
     });
-    if appends.len() == 1 {
-        // One partition (a producer that does not linger): nothing to join.
-        if let (Some((topic, slot)), Some(append)) = (slots.next(), appends.pop()) {
-            fill_in(slot, topic, append.await);
-        }
-    } else {
-        for ((topic, slot), reply) in slots.zip(futures_util::future::join_all(appends).await) {
-            fill_in(slot, topic, reply);
-        }
+    for ((topic, slot), reply) in slots.zip(futures_util::future::join_all(appends).await) {
+        fill_in(slot, topic, reply);
     }
 }
 
