@@ -448,6 +448,13 @@ impl<S: PartitionStore + 'static> Partition<S> {
         self.high_watermark_moved.notify_all();
     }
 
+    /// The futures waiting on this partition's signals now (tests: a fetch that answered, was
+    /// cancelled or timed out leaves none behind).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.high_watermark_moved.waiting() + self.written_moved.waiting()
+    }
+
     /// The high watermark: consumers read below it.
     pub fn high_watermark(&self) -> Offset {
         self.log.high_watermark()
