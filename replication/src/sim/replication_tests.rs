@@ -34,7 +34,7 @@
 
 use super::test_records::records;
 use super::{seeds, Executor, SeedGuard, SimDisk, SimLog, SimRuntime};
-use crate::runtime::{Clock, NodeId, Runtime};
+use crate::runtime::{Clock, MonotonicTime, NodeId, Runtime};
 use crate::{Acks, IsrConfig, Leadership, Partition, PartitionError, PartitionStore};
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
@@ -601,17 +601,11 @@ fn replication_under_simulation() {
     );
 }
 
-/// A follower's fetch parked at the leader's log end is answered by the leader's next write,
-/// with the new records, not by its deadline; and a parked fetch with nothing new answers
-/// empty at its deadline.
-#[test]
-fn a_parked_replica_fetch_is_woken_by_the_leaders_write() {
-    let mut ex = Executor::new(7);
-    let rt = ex.runtime();
-    let leader = open(&rt, NodeId(1), &SimDisk::default());
-    let now = rt.now();
-    let p = leader.clone();
-    // Two replicas: the follower's fetch alone moves the HW.
+/// Node 1 made leader at epoch 1 of a partition whose replicas and ISR are {1, 2}: the
+/// follower's fetch alone moves the HW.
+fn leader_of_two(ex: &mut Executor, rt: &SimRuntime) -> Rc<SimPartition> {
+    let leader = open(rt, NodeId(1), &SimDisk::default());
+    let (p, now) = (leader.clone(), rt.now());
     let two = Leadership {
         replicas: vec![NodeId(1), NodeId(2)],
         isr: vec![NodeId(1), NodeId(2)],
@@ -620,23 +614,42 @@ fn a_parked_replica_fetch_is_woken_by_the_leaders_write() {
     ex.run_until(async move { p.become_leader(two, CONFIG, now).await })
         .expect("runs")
         .expect("becomes leader");
+    leader
+}
+
+/// Node 2's fetch from `offset` at epoch 1, parked until `deadline` (min_bytes 1, never
+/// cancelled); resolves to its answer and the time it was answered.
+async fn parked_fetch_of_node_2(
+    p: Rc<SimPartition>,
+    clock: SimRuntime,
+    offset: Offset,
+    deadline: MonotonicTime,
+) -> (Result<crate::ReplicaRead, PartitionError>, MonotonicTime) {
+    let read = p
+        .replica_fetch_parked(
+            NodeId(2),
+            offset,
+            Some(LeaderEpoch(1)),
+            None,
+            FETCH_BYTES_MAX,
+            1,
+            deadline,
+            futures_lite::future::pending::<()>(),
+        )
+        .await;
+    (read, clock.now())
+}
+
+/// A follower's fetch parked at the leader's log end is answered by the leader's next write,
+/// with the new records, not by its deadline; and a parked fetch with nothing new answers
+/// empty at its deadline.
+#[test]
+fn a_parked_replica_fetch_is_woken_by_the_leaders_write() {
+    let mut ex = Executor::new(7);
+    let rt = ex.runtime();
+    let leader = leader_of_two(&mut ex, &rt);
     let deadline = rt.now() + Duration::from_secs(1);
-    let (p, clock) = (leader.clone(), rt.clone());
-    let parked = async move {
-        let read = p
-            .replica_fetch_parked(
-                NodeId(2),
-                Offset(0),
-                Some(LeaderEpoch(1)),
-                None,
-                FETCH_BYTES_MAX,
-                1,
-                deadline,
-                futures_lite::future::pending::<()>(),
-            )
-            .await;
-        (read, clock.now())
-    };
+    let parked = parked_fetch_of_node_2(leader.clone(), rt.clone(), Offset(0), deadline);
     let producer = leader.clone();
     let (read, answered_at) = ex
         .run_until(async move {
@@ -658,23 +671,13 @@ fn a_parked_replica_fetch_is_woken_by_the_leaders_write() {
     assert_eq!(read.diverging_epoch, None);
 
     let deadline = rt.now() + Duration::from_millis(1);
-    let (p, clock) = (leader.clone(), rt.clone());
     let (read, answered_at) = ex
-        .run_until(async move {
-            let read = p
-                .replica_fetch_parked(
-                    NodeId(2),
-                    Offset(2),
-                    Some(LeaderEpoch(1)),
-                    None,
-                    FETCH_BYTES_MAX,
-                    1,
-                    deadline,
-                    futures_lite::future::pending::<()>(),
-                )
-                .await;
-            (read, clock.now())
-        })
+        .run_until(parked_fetch_of_node_2(
+            leader.clone(),
+            rt.clone(),
+            Offset(2),
+            deadline,
+        ))
         .expect("runs");
     let read = read.expect("a replica's fetch");
     assert!(
@@ -700,34 +703,14 @@ fn a_parked_replica_fetch_that_times_out_leaves_no_waiter_behind() {
     const FETCHES: usize = 100;
     let mut ex = Executor::new(13);
     let rt = ex.runtime();
-    let leader = open(&rt, NodeId(1), &SimDisk::default());
-    let (p, now) = (leader.clone(), rt.now());
-    let two = Leadership {
-        replicas: vec![NodeId(1), NodeId(2)],
-        isr: vec![NodeId(1), NodeId(2)],
-        ..leadership(LeaderEpoch(1))
-    };
-    ex.run_until(async move { p.become_leader(two, CONFIG, now).await })
-        .expect("runs")
-        .expect("becomes leader");
+    let leader = leader_of_two(&mut ex, &rt);
     let answered = Rc::new(std::cell::Cell::new(0));
     for _ in 0..FETCHES {
-        let (p, clock, answered) = (leader.clone(), rt.clone(), answered.clone());
+        let deadline = rt.now() + Duration::from_millis(5);
+        let fetch = parked_fetch_of_node_2(leader.clone(), rt.clone(), Offset(0), deadline);
+        let answered = answered.clone();
         rt.spawn(Box::pin(async move {
-            let deadline = clock.now() + Duration::from_millis(5);
-            let read = p
-                .replica_fetch_parked(
-                    NodeId(2),
-                    Offset(0),
-                    Some(LeaderEpoch(1)),
-                    None,
-                    FETCH_BYTES_MAX,
-                    1,
-                    deadline,
-                    futures_lite::future::pending::<()>(),
-                )
-                .await
-                .expect("a replica's fetch");
+            let read = fetch.await.0.expect("a replica's fetch");
             assert!(read.batches.is_empty(), "nothing was written");
             answered.set(answered.get() + 1);
         }));
