@@ -25,17 +25,22 @@ pub struct Notify {
     generation: Cell<u64>,
     /// The wakers of the `Notified` futures of this generation that wait; each knows its key.
     waiters: RefCell<Slab<Waker>>,
+    /// An empty list with the capacity of an earlier generation's, swapped in by `notify_all`
+    /// so that neither list is allocated again once both have grown.
+    spare: Cell<Slab<Waker>>,
 }
 
 impl Notify {
     /// Wakes every current waiter; each [`Notified`] made before this call is ready.
     pub fn notify_all(&self) {
         self.generation.set(self.generation.get() + 1);
-        // Taken out before waking: a woken task may be polled inline and wait again.
-        let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
-        for (_, waker) in waiters {
+        // Swapped out before waking, so that nothing is borrowed while a waker runs (glommio's
+        // and the simulation's only queue their task, but a waker may run anything).
+        let mut woken = std::mem::replace(&mut *self.waiters.borrow_mut(), self.spare.take());
+        for waker in woken.drain() {
             waker.wake();
         }
+        self.spare.set(woken);
     }
 
     /// Resolves at the next [`Notify::notify_all`] after this call.
@@ -43,7 +48,7 @@ impl Notify {
         Notified {
             notify: self.clone(),
             generation: self.generation.get(),
-            key: Cell::new(None),
+            key: None,
         }
     }
 
@@ -59,7 +64,7 @@ pub struct Notified {
     notify: Rc<Notify>,
     generation: u64,
     /// This future's slot in `notify.waiters` while it waits in `generation`.
-    key: Cell<Option<usize>>,
+    key: Option<usize>,
 }
 
 impl Notified {
@@ -71,20 +76,21 @@ impl Notified {
 impl Future for Notified {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.notified() {
+        let this = self.get_mut();
+        if this.notified() {
             // `notify_all` took the list, this future's slot with it.
-            self.key.set(None);
+            this.key = None;
             return Poll::Ready(());
         }
-        let mut waiters = self.notify.waiters.borrow_mut();
-        match self.key.get() {
+        let mut waiters = this.notify.waiters.borrow_mut();
+        match this.key {
             Some(key) => {
                 let waker = &mut waiters[key];
                 if !waker.will_wake(cx.waker()) {
                     waker.clone_from(cx.waker());
                 }
             }
-            None => self.key.set(Some(waiters.insert(cx.waker().clone()))),
+            None => this.key = Some(waiters.insert(cx.waker().clone())),
         }
         Poll::Pending
     }
@@ -92,7 +98,7 @@ impl Future for Notified {
 
 impl Drop for Notified {
     fn drop(&mut self) {
-        if let Some(key) = self.key.get() {
+        if let Some(key) = self.key {
             if !self.notified() {
                 self.notify.waiters.borrow_mut().remove(key);
             }
