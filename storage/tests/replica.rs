@@ -572,6 +572,8 @@ fn listing(dir: &Path) -> Vec<String> {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| !n.starts_with(".sluice"))
+        // A rewritten checkpoint's previous contents, its partner in the next rewrite.
+        .filter(|n| !n.ends_with("checkpoint.tmp") && n != "high-watermark.tmp")
         .collect();
     names.sort();
     names

@@ -93,7 +93,8 @@ impl PartitionLog {
         };
         log.repair_txn_indexes(&listing).await?;
         log.rebuild_producer_state().await?;
-        log.recover_leader_epochs(epochs_loaded, &scan.epoch_starts)
+        let epochs_file = listing.iter().any(|n| n == LEADER_EPOCH_CHECKPOINT_FILE);
+        log.recover_leader_epochs(epochs_loaded, &scan.epoch_starts, epochs_file)
             .await?;
         Ok(log)
     }

@@ -256,11 +256,13 @@ impl PartitionLog {
     /// written), then scanned epochs newer than the latest are assigned (entries whose write
     /// a crash prevented). Without one: rebuilt from every batch of the log (a full read, once;
     /// a log made before this file existed, or a lost file). Then the log start is applied.
-    /// The file is rewritten if anything changed.
+    /// The file is rewritten if anything changed (`file_present`: the directory has one,
+    /// readable or not).
     pub(super) async fn recover_leader_epochs(
         &self,
         loaded: Option<LeaderEpochCache>,
         scanned: &[(LeaderEpoch, Offset)],
+        file_present: bool,
     ) -> Result<()> {
         let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
         let (mut cache, rebuilt) = match loaded.clone() {
@@ -274,7 +276,14 @@ impl PartitionLog {
             None => (self.scan_leader_epochs(log_start, log_end).await?, true),
         };
         cache.truncate_from_start(log_start);
-        let changed = rebuilt || loaded.as_ref() != Some(&cache);
+        // A rebuilt cache is written unless it is empty and no file is there: no file and an
+        // empty cache say the same (a new partition's open writes nothing; its first leader
+        // epoch does), while an unreadable file is replaced.
+        let changed = if rebuilt {
+            file_present || !cache.entries().is_empty()
+        } else {
+            loaded.as_ref() != Some(&cache)
+        };
         {
             let mut st = self.shared.state.borrow_mut();
             st.epochs = cache;
