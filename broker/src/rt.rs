@@ -25,10 +25,10 @@ pub use glommio::sync::{Permit, Semaphore};
 pub use glommio::task::JoinHandle;
 /// A spawned task: dropping it cancels the task, [`Task::detach`] lets it run on.
 pub use glommio::Task;
+/// What starts and pins an executor (the entry, `runtime.rs`, and tests).
+pub use glommio::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 /// A task queue of the current executor, with its CPU shares and latency class.
 pub use glommio::{Latency, Shares, TaskQueueHandle};
-/// What starts and pins an executor (the entry, `runtime.rs`, and tests).
-pub use glommio::{LocalExecutorBuilder, Placement};
 
 /// Spawns `fut` on the current executor, in the current task queue; it is polled at once.
 #[inline]

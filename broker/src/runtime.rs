@@ -11,7 +11,7 @@ use crate::listener::{self, Closer, Handoff};
 use crate::messages::{ShardMsg, SHARD_CHANNEL_CAPACITY};
 use crate::metadata::ClusterMetadata;
 use crate::rt::MeshBuilder;
-use crate::rt::{LocalExecutorBuilder, Placement};
+use crate::rt::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 use crate::shard::{Shard, TaskQueues};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -22,6 +22,10 @@ use std::time::Duration;
 use tuning::config::BrokerConfig;
 
 /// How often shard 0 checks, at start-up, whether every shard serves before it says so.
+/// Threads of each shard's blocking pool (checkpoint writes, directory operations), pinned to
+/// the shard's CPU: mostly waiting on fsyncs, which several overlap (glommio's default is one).
+const BLOCKING_THREADS_PER_SHARD: usize = 8;
+
 const SERVING_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Starts one shard per core and blocks until they all stop; the shards start from
@@ -64,9 +68,16 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
         let mut listeners = std::mem::take(&mut per_shard[id]);
         listeners.inter_broker = inter_broker.clone();
         let settings = config.shard_settings(cpu);
-        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
-            .name(&format!("sluice-shard-{id}"))
-            .io_memory(settings.io_memory_bytes);
+        let mut builder =
+            LocalExecutorBuilder::new(Placement::Fixed(cpu))
+                .name(&format!("sluice-shard-{id}"))
+                .io_memory(settings.io_memory_bytes)
+                .blocking_thread_pool_placement(PoolPlacement::Custom(vec![
+                CpuSet::online()
+                    .map_err(|e| anyhow::anyhow!("listing CPUs: {e}"))?
+                    .filter(|l| l.cpu == cpu);
+                BLOCKING_THREADS_PER_SHARD
+            ]));
         if settings.spin_before_park_us > 0 {
             // `[[shard]] spin.before.park.us`: busy-poll the rings before sleeping (a
             // dedicated core); glommio spins only on an executor bound to one CPU, as here.

@@ -17,6 +17,7 @@ use crate::rt::Senders;
 use crate::rt::{Latency, Shares, TaskQueueHandle};
 use futures_channel::oneshot;
 use futures_util::future::LocalBoxFuture;
+use futures_util::StreamExt;
 use net::kafka_protocol::messages::ApiKey;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -35,6 +36,13 @@ pub type OpenPartition = for<'a> fn(
     TopicConfig,
 )
     -> LocalBoxFuture<'a, Result<Rc<LocalPartition>, StorageError>>;
+
+/// Partition logs whose high-watermark checkpoint a shard writes at once, or that it closes at
+/// once at shutdown: each waits on fsyncs (a checkpoint's file and directory; a close's
+/// producer snapshot and clean-shutdown marker too), which the blocking pool's threads
+/// overlap. One at a time, 10,000 partitions took 34 s to close and longer than the 5 s
+/// checkpoint interval to checkpoint.
+const LOGS_IN_FLIGHT: usize = 16;
 
 /// State of one shard.
 pub struct Shard {
@@ -354,11 +362,13 @@ impl Shard {
             .sleep_unless_stopped(self.config.replica_high_watermark_checkpoint_interval())
             .await
         {
-            for (tp, p) in self.owned_partitions() {
-                if let Err(e) = p.log().checkpoint_high_watermark().await {
-                    tracing::warn!(%tp, error = %e, "writing the high-watermark checkpoint");
-                }
-            }
+            futures_util::stream::iter(self.owned_partitions())
+                .for_each_concurrent(LOGS_IN_FLIGHT, |(tp, p)| async move {
+                    if let Err(e) = p.log().checkpoint_high_watermark().await {
+                        tracing::warn!(%tp, error = %e, "writing the high-watermark checkpoint");
+                    }
+                })
+                .await;
         }
     }
 
@@ -398,18 +408,25 @@ impl Shard {
         let owned: Vec<(TopicPartition, Rc<LocalPartition>)> =
             self.partitions.borrow_mut().drain().collect();
         self.topic_configs.borrow_mut().clear();
-        let mut clean = 0;
-        for (tp, partition) in owned {
-            if let Err(e) = partition.log().checkpoint_high_watermark().await {
-                tracing::error!(%tp, error = %e, "writing the high-watermark checkpoint");
-            }
-            match partition.log().close().await {
-                Ok(()) => clean += 1,
-                Err(e) => tracing::error!(%tp, error = %e, "closing partition log"),
-            }
-            partition.close_waiters();
-        }
-        clean
+        futures_util::stream::iter(owned)
+            .map(|(tp, partition)| async move {
+                if let Err(e) = partition.log().checkpoint_high_watermark().await {
+                    tracing::error!(%tp, error = %e, "writing the high-watermark checkpoint");
+                }
+                let closed = match partition.log().close().await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::error!(%tp, error = %e, "closing partition log");
+                        false
+                    }
+                };
+                partition.close_waiters();
+                closed
+            })
+            .buffer_unordered(LOGS_IN_FLIGHT)
+            .filter(|closed| std::future::ready(*closed))
+            .count()
+            .await
     }
 
     /// The current metadata snapshot.
