@@ -21,11 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tuning::config::BrokerConfig;
 
-/// How often shard 0 checks, at start-up, whether every shard serves before it says so.
 /// Threads of each shard's blocking pool (checkpoint writes, directory operations), pinned to
 /// the shard's CPU: mostly waiting on fsyncs, which several overlap (glommio's default is one).
 const BLOCKING_THREADS_PER_SHARD: usize = 8;
 
+/// How often shard 0 checks, at start-up, whether every shard serves before it says so.
 const SERVING_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Starts one shard per core and blocks until they all stop; the shards start from
@@ -68,14 +68,14 @@ pub fn run(config: BrokerConfig, startup: Startup, signal: Arc<AtomicBool>) -> a
         let mut listeners = std::mem::take(&mut per_shard[id]);
         listeners.inter_broker = inter_broker.clone();
         let settings = config.shard_settings(cpu);
-        let mut builder =
-            LocalExecutorBuilder::new(Placement::Fixed(cpu))
-                .name(&format!("sluice-shard-{id}"))
-                .io_memory(settings.io_memory_bytes)
-                .blocking_thread_pool_placement(PoolPlacement::Custom(vec![
-                CpuSet::online()
-                    .map_err(|e| anyhow::anyhow!("listing CPUs: {e}"))?
-                    .filter(|l| l.cpu == cpu);
+        let shard_cpu = CpuSet::online()
+            .map_err(|e| anyhow::anyhow!("listing CPUs: {e}"))?
+            .filter(|l| l.cpu == cpu);
+        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+            .name(&format!("sluice-shard-{id}"))
+            .io_memory(settings.io_memory_bytes)
+            .blocking_thread_pool_placement(PoolPlacement::Custom(vec![
+                shard_cpu;
                 BLOCKING_THREADS_PER_SHARD
             ]));
         if settings.spin_before_park_us > 0 {
