@@ -25,6 +25,7 @@ mod errors;
 mod fetch_sessions;
 mod groups;
 mod handlers;
+mod keyed_turns;
 mod listener;
 mod lockfile;
 mod log_dir;

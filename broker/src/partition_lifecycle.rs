@@ -6,15 +6,15 @@
 //! at INFO when its leader epoch moves — after which the group coordinator is told about its
 //! `__consumer_offsets` partitions (`GroupCoordinator::on_election` / `on_resignation`).
 //!
-//! State: none of its own. The open partitions, their topic configs and the lock that
-//! serialises opens are the shard context's ([`Shard::partitions`],
-//! [`Shard::topic_configs`], [`Shard::open_lock`]); everything runs on the owning shard's
-//! executor.
+//! State: none of its own. The open partitions, their topic configs and the partitions being
+//! opened are the shard context's ([`Shard::partitions`], [`Shard::topic_configs`],
+//! [`Shard::opening`]); everything runs on the owning shard's executor.
 //!
 //! Invariants:
 //! 1. A partition enters [`Shard::partitions`] only here ([`open_partition`]), after its role
-//!    was applied and while the installed image names this shard its owner; opens are
-//!    serialised, so a log is never opened twice.
+//!    was applied and while the installed image names this shard its owner; opens of one
+//!    partition take turns ([`Shard::opening`]), so a log is never opened twice. Opens of
+//!    different partitions overlap, up to [`LOGS_IN_FLIGHT`] from one image.
 //! 2. A role is applied only when a partition opens or its image (or its topic's or the
 //!    brokers' configs) changed — never per produce or fetch.
 //! 3. The coordinator of an offsets partition is elected only after its replica became the
@@ -27,8 +27,9 @@
 //! coordinator above them.
 
 use crate::metadata::{topic_config, ClusterMetadata};
-use crate::shard::{spawn_into, LocalPartition, Shard};
+use crate::shard::{spawn_into, LocalPartition, Shard, LOGS_IN_FLIGHT};
 use futures_util::future::LocalBoxFuture;
+use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -95,6 +96,7 @@ pub async fn apply_metadata(shard: &Shard, snapshot: Arc<ClusterMetadata>) {
     for tp in removed {
         delete_partition(shard, &tp).await;
     }
+    let mut to_open = Vec::new();
     for (tp, config) in wanted {
         let current = shard.partitions.borrow().get(&tp).cloned();
         if let Some(owned) = &current {
@@ -114,13 +116,16 @@ pub async fn apply_metadata(shard: &Shard, snapshot: Arc<ClusterMetadata>) {
                 owned.log().set_config(log_config(&tp, &config));
                 shard.topic_configs.borrow_mut().insert(tp, config);
             }
-            None => {
-                if let Err(e) = open_partition(shard, &tp, config).await {
-                    tracing::error!(%tp, error = %e, "cannot open partition log; retried on next use");
-                }
-            }
+            None => to_open.push((tp, config)),
         }
     }
+    futures_util::stream::iter(to_open)
+        .for_each_concurrent(LOGS_IN_FLIGHT, |(tp, config)| async move {
+            if let Err(e) = open_partition(shard, &tp, config).await {
+                tracing::error!(%tp, error = %e, "cannot open partition log; retried on next use");
+            }
+        })
+        .await;
 }
 
 /// The partitions `snapshot` has `shard` own, with their topic configs (dynamic broker
@@ -306,12 +311,8 @@ pub async fn open_partition(
     tp: &TopicPartition,
     config: TopicConfig,
 ) -> Result<Rc<LocalPartition>, StorageError> {
-    // Opens are serialised, so two tasks never open one log twice.
-    let _permit = shard
-        .open_lock
-        .acquire_permit(1)
-        .await
-        .map_err(|_| StorageError::Closed)?;
+    // Opens of one partition are serialised, so two tasks never open one log twice.
+    let _turn = shard.opening.take(tp).await;
     if let Some(owned) = shard.partitions.borrow().get(tp).cloned() {
         return Ok(owned);
     }

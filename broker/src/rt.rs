@@ -20,7 +20,7 @@ pub use glommio::channels::local_channel;
 /// The shard's TCP connection, and the Unix socket the accept threads hand sockets over.
 pub use glommio::net::{TcpStream, UnixStream};
 /// An executor-local semaphore (not `Send`) and the permit it hands out.
-pub use glommio::sync::{Permit, Semaphore};
+pub use glommio::sync::{Permit, Semaphore, StaticPermit};
 /// A detached task's handle: cancel it, or await its end.
 pub use glommio::task::JoinHandle;
 /// A spawned task: dropping it cancels the task, [`Task::detach`] lets it run on.

@@ -37,12 +37,13 @@ pub type OpenPartition = for<'a> fn(
 )
     -> LocalBoxFuture<'a, Result<Rc<LocalPartition>, StorageError>>;
 
-/// Partition logs whose high-watermark checkpoint a shard writes at once, or that it closes at
-/// once at shutdown: each waits on fsyncs (a checkpoint's file and directory; a close's
-/// producer snapshot and clean-shutdown marker too), which the blocking pool's threads
-/// overlap. One at a time, 10,000 partitions took 34 s to close, and a checkpoint pass waited
-/// on up to two fsyncs per partition one after another.
-const LOGS_IN_FLIGHT: usize = 16;
+/// Partition logs a shard opens at once when it installs metadata, whose high-watermark
+/// checkpoint it writes at once, or that it closes at once at shutdown: each waits on file
+/// system calls and fsyncs (a checkpoint's file and directory; a close's producer snapshot
+/// and clean-shutdown marker too), which the blocking pool's threads overlap. One at a time,
+/// 10,000 partitions took 34 s to close, and a checkpoint pass waited on up to two fsyncs per
+/// partition one after another.
+pub(crate) const LOGS_IN_FLIGHT: usize = 16;
 
 /// State of one shard.
 pub struct Shard {
@@ -81,8 +82,10 @@ pub struct Shard {
     /// The leader's replication throttle of the follower fetches this shard serves (KIP-73,
     /// against `leader.replication.throttled.rate / shards`; see [`crate::replication_quota`]).
     pub(crate) leader_throttle: RefCell<crate::replication_quota::ReplicationQuota>,
-    /// Serialises the partition lifecycle's opens, so a log is never opened twice.
-    pub(crate) open_lock: crate::rt::Semaphore,
+    /// The partitions whose log a task is opening or waits to open: opens of one partition
+    /// take turns, so a log is never opened twice; opens of different partitions overlap
+    /// (see `partition_lifecycle::open_partition`).
+    pub(crate) opening: crate::keyed_turns::KeyedTurns<TopicPartition>,
     /// The partition lifecycle's open (see [`OpenPartition`]).
     pub(crate) open_partition: OpenPartition,
     /// This shard's own `Rc`, set by [`Shard::into_rc`], for the tasks a partition operation
@@ -211,7 +214,7 @@ impl Shard {
             inter_broker,
             quota_meters: crate::quotas::QuotaMeters::default(),
             leader_throttle: RefCell::default(),
-            open_lock: crate::rt::Semaphore::new(1),
+            opening: crate::keyed_turns::KeyedTurns::default(),
             open_partition,
             this: std::cell::OnceCell::new(),
         }
