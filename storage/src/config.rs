@@ -115,10 +115,11 @@ pub struct LogConfig {
     /// `segment.bytes`: a segment rolls before it would exceed this many bytes. Kafka default
     /// 1 GiB; at most `i32::MAX`.
     pub segment_bytes: u64,
-    /// Disk is reserved (fallocate) for the active segment in steps of this many bytes, up to
-    /// `segment_bytes`, always before an append is accepted: writes never allocate blocks and
-    /// never fail for space, yet a new partition does not reserve a whole segment at once.
-    /// Set it to `segment_bytes` to preallocate each segment whole. Default 64 MiB.
+    /// Disk is reserved (fallocate) for the active segment in steps of at most this many
+    /// bytes, up to `segment_bytes`, always before an append is accepted: writes never
+    /// allocate blocks and never fail for space, yet a new partition does not reserve a whole
+    /// segment at once. A segment's first step is 2 MiB (or this, if smaller) and each later
+    /// one as large as what the segment holds reserved, up to this. Default 64 MiB.
     pub preallocate_step_bytes: u64,
     /// `segment.ms`: a non-empty segment rolls once its first append is this old. Default 7 days.
     pub segment_ms: Duration,

@@ -47,8 +47,11 @@ fn appends_allocate_two_small_blocks_each_and_their_write_no_buffer() {
     run(move || async move {
         let log = open(&path, LogConfig::default(), 64 << 20).await;
         let batch = batch(0, 1, 1000);
-        // Warm up: the cache's, the write queue's and the pool's storage reach their size.
-        for _ in 0..2 {
+        // Warm up: the cache's, the write queue's and the pool's storage reach their size,
+        // and the segment's reservation passes its 2 and 4 MiB step boundaries, so that the
+        // window below lies within one step. (Past a boundary the writer leaves up to 64 KiB
+        // unzeroed, whose writes complete later and may hold more buffers at once.)
+        for _ in 0..5 {
             let mut last = Offset(0);
             for _ in 0..1000 {
                 last = log

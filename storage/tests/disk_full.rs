@@ -139,3 +139,58 @@ fn appends_are_refused_before_the_disk_fills_never_after() {
         }
     });
 }
+
+/// A leader-epoch checkpoint that finds the disk full fails with `DiskFull` and is written
+/// again once space returns; it does not make the log refuse appends for good (a failing
+/// device does). Found when preallocation steps that start small filled a disk to its last
+/// block and the next checkpoint write left the log refusing appends until a restart.
+#[test]
+fn a_leader_epoch_checkpoint_on_a_full_disk_is_retried_not_sticky() {
+    let Some((dir, _mount)) = small_filesystem("4m") else {
+        return;
+    };
+    let path = dir.path().join("t-0");
+    let filler = dir.path().join("filler");
+    run(move || async move {
+        let config = LogConfig {
+            segment_bytes: 64 << 20,
+            preallocate_step_bytes: 1 << 20,
+            ..LogConfig::default()
+        };
+        let log = open(&path, config.clone(), 0).await;
+        let first = log
+            .append(batch(0, 1, 1_000), LeaderEpoch(0))
+            .await
+            .unwrap();
+        // Waits for the checkpoint to hold epoch 0.
+        log.assign_leader_epoch(LeaderEpoch(0)).await.unwrap();
+        // Fill every block left.
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&filler).unwrap();
+            let block = vec![1u8; 4096];
+            while f.write_all(&block).and_then(|()| f.sync_all()).is_ok() {}
+        }
+        let err = log.assign_leader_epoch(LeaderEpoch(1)).await.unwrap_err();
+        assert!(matches!(err, StorageError::DiskFull { .. }), "{err}");
+        // Appends into the space already reserved go on, at the new epoch.
+        let next = log
+            .append(batch(1, 1, 1_000), LeaderEpoch(1))
+            .await
+            .unwrap();
+        assert_eq!(next.base_offset, first.last_offset.plus(1));
+        // Space returns: the next wait writes the cache, and a clean close keeps it.
+        std::fs::remove_file(&filler).unwrap();
+        log.assign_leader_epoch(LeaderEpoch(2)).await.unwrap();
+        log.close().await.unwrap();
+        let log = open(&path, config, 0).await;
+        let epochs: Vec<(i32, i64)> = log
+            .leader_epochs()
+            .entries()
+            .iter()
+            .map(|e| (e.epoch.0, e.start_offset.0))
+            .collect();
+        // Epoch 2 has no batch: recovery cuts its entry at the log end, as Kafka's does.
+        assert_eq!(epochs, [(0, 0), (1, 1)]);
+    });
+}

@@ -47,8 +47,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 import kafka_ref  # noqa: E402
 
 import compat_util  # noqa: E402
-# Segments are preallocated at their full size: 1 GiB each by default, per partition. Tests
-# never fill one, so a smaller size only saves disk (a test can still override it).
+# Segments are 1 GiB by default, their disk reserved in steps of up to 64 MiB. Tests never fill
+# one, so a smaller size only bounds the steps (a test can still override it).
 DEFAULT_SETTINGS = {"log.segment.bytes": 64 << 20}
 START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0

@@ -185,6 +185,10 @@ struct State {
     epochs_dirty: bool,
     /// A task is writing the leader-epoch checkpoint (one at a time: they share a temp file).
     epochs_writing: bool,
+    /// The last write of the leader-epoch checkpoint found the disk full: `epochs_dirty` stayed
+    /// set, and the next wait for the checkpoint ([`PartitionLog::leader_epochs_written`])
+    /// tries again. Not sticky: a full disk is not a failing device.
+    epochs_disk_full: bool,
     /// A `checkpoint_high_watermark` call is writing its file (one at a time, likewise).
     hw_writing: bool,
     /// The value the `high-watermark` checkpoint holds (as read at open or last written);
@@ -395,10 +399,20 @@ async fn reserve_after_recovery(segment: &Segment, end: u64, config: &LogConfig)
     Ok(())
 }
 
-/// The size to reserve so that `needed` bytes fit: a step past what is reserved, but not past
-/// the segment size unless `needed` itself is (one batch larger than `segment.bytes`).
+/// A segment's first preallocation step. Later steps are as large as what the segment holds
+/// reserved (each doubles it), up to `preallocate_step_bytes`: an idle partition reserves
+/// 2 MiB of disk, not a whole step (10,000 new partitions reserved 625 GiB with 64 MiB first
+/// steps), and a busy one reaches full steps within five. 2 MiB holds the default zero-ahead
+/// (1 MiB past a 64 KiB gap), so a new segment's first appends land in zeroed space.
+const PREALLOCATE_FIRST_STEP_BYTES: u64 = 2 << 20;
+
+/// The size to reserve so that `needed` bytes fit: a step past what is reserved (see
+/// [`PREALLOCATE_FIRST_STEP_BYTES`]), but not past the segment size unless `needed` itself is
+/// (one batch larger than `segment.bytes`).
 fn reservation_target(needed: u64, reserved: u64, config: &LogConfig) -> u64 {
-    let step = align_up(config.preallocate_step_bytes.max(1));
+    let largest = align_up(config.preallocate_step_bytes.max(1));
+    let step = reserved.clamp(PREALLOCATE_FIRST_STEP_BYTES.min(largest), largest);
+    debug_assert_eq!(step % crate::io::BLOCK_BYTES, 0, "steps stay block aligned");
     needed
         .max(reserved + step)
         .min(config.segment_bytes.max(needed))
@@ -492,4 +506,48 @@ async fn list_dir(dir: &Path) -> Result<Vec<String>> {
     })
     .await
     .map_err(|e| StorageError::io("listing", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn reservation_steps_start_small_and_double_up_to_the_configured_step() {
+        let config = LogConfig::default();
+        assert_eq!(config.preallocate_step_bytes, 64 * MIB);
+        let mut reserved = 0;
+        let mut targets = Vec::new();
+        while reserved < 256 * MIB {
+            reserved = reservation_target(reserved + 1, reserved, &config);
+            targets.push(reserved / MIB);
+        }
+        assert_eq!(targets, [2, 4, 8, 16, 32, 64, 128, 192, 256]);
+        // Reopened with 500 MiB in the segment: a whole step past its end.
+        assert_eq!(reservation_target(500 * MIB, 500 * MIB, &config), 564 * MIB);
+        // A batch larger than the step gets what it needs.
+        assert_eq!(reservation_target(9 * MIB, 2 * MIB, &config), 9 * MIB);
+    }
+
+    #[test]
+    fn reservation_steps_stay_within_a_smaller_step_and_the_segment() {
+        let small = LogConfig {
+            preallocate_step_bytes: 256 << 10,
+            ..LogConfig::default()
+        };
+        assert_eq!(reservation_target(0, 0, &small), 256 << 10);
+        assert_eq!(
+            reservation_target(10 * MIB + 1, 10 * MIB, &small),
+            10 * MIB + (256 << 10)
+        );
+        let segment = LogConfig {
+            segment_bytes: 3 * MIB,
+            ..LogConfig::default()
+        };
+        assert_eq!(reservation_target(2 * MIB + 1, 2 * MIB, &segment), 3 * MIB);
+        // One batch larger than `segment.bytes`: all of it.
+        assert_eq!(reservation_target(5 * MIB, 2 * MIB, &segment), 5 * MIB);
+    }
 }

@@ -259,6 +259,7 @@ fn recovered_state(
         epochs: LeaderEpochCache::new(),
         epochs_dirty: false,
         epochs_writing: false,
+        epochs_disk_full: false,
         hw_writing: false,
         hw_checkpointed,
     }

@@ -190,15 +190,25 @@ impl PartitionLog {
         spawn_detached(write_leader_epochs(self.shared.clone()));
     }
 
-    /// Waits until the leader-epoch checkpoint holds the cache as it is now. Errors: the sticky
-    /// write error (also set by a failed checkpoint write: the device is failing).
+    /// Waits until the leader-epoch checkpoint holds the cache as it is now. Errors:
+    /// [`StorageError::DiskFull`] when the disk had no room for the file (the cache stays
+    /// dirty; the next call writes it again); the sticky write error (also set by any other
+    /// failed checkpoint write: the device is failing).
     pub(super) async fn leader_epochs_written(&self) -> Result<()> {
+        // This wait tries again after a full disk.
+        self.shared.state.borrow_mut().epochs_disk_full = false;
         self.write_leader_epochs_in_background();
         loop {
             let notified = self.shared.notify.notified();
             {
                 let st = self.shared.state.borrow();
                 self.sticky_write_error(&st)?;
+                if st.epochs_disk_full && !st.epochs_writing {
+                    return Err(StorageError::DiskFull {
+                        op: "writing the leader-epoch checkpoint",
+                        path: self.shared.dir.join(LEADER_EPOCH_CHECKPOINT_FILE),
+                    });
+                }
                 if !st.epochs_dirty && !st.epochs_writing {
                     return Ok(());
                 }
@@ -233,7 +243,16 @@ impl PartitionLog {
                 st.epochs_dirty = true;
             }
         }
-        self.leader_epochs_written().await
+        // Truncation stays strict: with entries past the cut still in the file, no append may
+        // follow, so any failure, a full disk included, is sticky until the log is reopened.
+        let written = self.leader_epochs_written().await;
+        if let Err(e) = &written {
+            let mut st = self.shared.state.borrow_mut();
+            if st.write_error.is_none() && !matches!(e, StorageError::Closed) {
+                st.write_error = Some(("truncating the leader-epoch checkpoint", e.errno()));
+            }
+        }
+        written
     }
 
     /// The log start moved to `start_offset` (DeleteRecords, retention): the cache follows, and
@@ -373,7 +392,14 @@ async fn write_leader_epochs(shared: Rc<Shared>) {
         };
         if let Err(e) = checkpoint::write(&path, &values).await {
             let mut st = shared.state.borrow_mut();
-            st.write_error = Some(("writing the leader-epoch checkpoint", e.errno()));
+            if matches!(e, StorageError::DiskFull { .. }) {
+                // No room for the file: the cache is still to be written, by the next wait
+                // for it (a roll, a close, the next leader epoch), once space returns.
+                st.epochs_dirty = true;
+                st.epochs_disk_full = true;
+            } else {
+                st.write_error = Some(("writing the leader-epoch checkpoint", e.errno()));
+            }
             st.epochs_writing = false;
             break;
         }
