@@ -165,12 +165,7 @@ fn verify(dir: &Path, acknowledged: i64, kill_point: u64) {
             }
         }
         assert_eq!(offset, end);
-        let recovered: Vec<(i32, i64)> = log
-            .leader_epochs()
-            .entries()
-            .iter()
-            .map(|e| (e.epoch.0, e.start_offset.0))
-            .collect();
+        let recovered = epoch_starts(&log);
         assert_eq!(
             recovered, epochs,
             "kill point {kill_point}: leader-epoch cache differs from the batches' epochs"

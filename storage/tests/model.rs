@@ -98,12 +98,7 @@ async fn check(log: &PartitionLog, model: &Model, step: usize) {
     if let Some(first) = want.first_mut() {
         first.1 = first.1.max(model.log_start);
     }
-    let mut got: Vec<(i32, i64)> = log
-        .leader_epochs()
-        .entries()
-        .iter()
-        .map(|e| (e.epoch.0, e.start_offset.0))
-        .collect();
+    let mut got = epoch_starts(log);
     if model.batches.is_empty() {
         // All records deleted: Kafka's truncateFromStart leaves one entry at the log end,
         // which the next recovery's truncateFromEnd removes. Either is right.

@@ -41,6 +41,15 @@ pub async fn open(dir: &std::path::Path, config: LogConfig, cache_bytes: usize) 
         .expect("open log")
 }
 
+/// The log's leader-epoch cache as `(epoch, start offset)` pairs.
+pub fn epoch_starts(log: &PartitionLog) -> Vec<(i32, i64)> {
+    log.leader_epochs()
+        .entries()
+        .iter()
+        .map(|e| (e.epoch.0, e.start_offset.0))
+        .collect()
+}
+
 /// The bytes of `batch` as the log stores it at `base`: baseOffset and leader epoch stamped.
 pub fn stamped(batch: &[u8], base: i64, epoch: i32) -> Vec<u8> {
     let mut v = batch.to_vec();
