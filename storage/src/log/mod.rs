@@ -185,9 +185,9 @@ struct State {
     epochs_dirty: bool,
     /// A task is writing the leader-epoch checkpoint (one at a time: they share a temp file).
     epochs_writing: bool,
-    /// The last write of the leader-epoch checkpoint found the disk full: `epochs_dirty` stayed
-    /// set, and the next wait for the checkpoint ([`PartitionLog::leader_epochs_written`])
-    /// tries again. Not sticky: a full disk is not a failing device.
+    /// A write of the leader-epoch checkpoint found the disk full since the last wait for it
+    /// ([`PartitionLog::leader_epochs_written`]) began, which clears this and tries again
+    /// (`epochs_dirty` stayed set). Not sticky: a full disk is not a failing device.
     epochs_disk_full: bool,
     /// A `checkpoint_high_watermark` call is writing its file (one at a time, likewise).
     hw_writing: bool,
